@@ -1,0 +1,128 @@
+/**
+ * Every error query-sync raises, grouped by what the caller does about it. Each has a stable
+ * `code`, a `name`, and keeps its `cause`. Messages say what was expected, what came instead, and
+ * which resource and project; bodies are trimmed and secrets redacted before they get here.
+ */
+
+export interface ErrorContext {
+  readonly resource?: string;
+  readonly project?: string;
+}
+
+export abstract class QuerySyncError extends Error {
+  abstract readonly code: string;
+  /** Whether retrying the same operation may succeed. */
+  readonly retriable: boolean = false;
+  readonly context: ErrorContext;
+
+  constructor(message: string, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(withContext(message, options.context), options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.context = options.context ?? {};
+  }
+}
+
+function withContext(message: string, context: ErrorContext | undefined): string {
+  if (!context || (!context.resource && !context.project)) return message;
+  const parts: string[] = [];
+  if (context.resource) parts.push(`resource ${context.resource}`);
+  if (context.project) parts.push(`project ${context.project}`);
+  return `[${parts.join(', ')}] ${message}`;
+}
+
+/** Bad flags, environment or config file. Fix the invocation. */
+export class ConfigError extends QuerySyncError {
+  readonly code = 'E_CONFIG';
+}
+
+/** 401, or a 403/400 caused by the key or the project scope. Never retried. */
+export class AuthError extends QuerySyncError {
+  readonly code = 'E_AUTH';
+  readonly status: number;
+  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(message, options);
+    this.status = status;
+  }
+}
+
+/** A response that may succeed later: 408, 429, 5xx, reset, timeout, truncated body. */
+export class RetriableError extends QuerySyncError {
+  readonly code: string = 'E_RETRIABLE';
+  override readonly retriable = true;
+  readonly status: number | undefined;
+  /** Server-requested wait (`Retry-After`), when given. */
+  readonly retryAfterMs: number | undefined;
+  constructor(
+    message: string,
+    details: { status?: number; retryAfterMs?: number },
+    options: { cause?: unknown; context?: ErrorContext } = {},
+  ) {
+    super(message, options);
+    this.status = details.status;
+    this.retryAfterMs = details.retryAfterMs;
+  }
+}
+
+/** 429: over the server's limit. Pause the refused bucket for `retryAfterMs`. */
+export class RateLimitedError extends RetriableError {
+  override readonly code = 'E_RATE_LIMITED';
+}
+
+/** A 4xx that will not succeed on retry (other than auth/scope). */
+export class FatalApiError extends QuerySyncError {
+  readonly code = 'E_API';
+  readonly status: number;
+  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(message, options);
+    this.status = status;
+  }
+}
+
+/** A retriable failure that kept failing past the attempt or time budget. */
+export class RetriesExhaustedError extends QuerySyncError {
+  readonly code = 'E_RETRIES_EXHAUSTED';
+  readonly attempts: number;
+  constructor(message: string, attempts: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(message, options);
+    this.attempts = attempts;
+  }
+}
+
+/** The same cursor came back, or `has_more` without a cursor. */
+export class PaginationError extends QuerySyncError {
+  readonly code = 'E_PAGINATION';
+}
+
+/** A 200 whose body is not the documented envelope, or a record missing its key or cursor field. */
+export class DataError extends QuerySyncError {
+  readonly code = 'E_DATA';
+}
+
+/** The destination refused a write. `retriable` says whether trying again can help. */
+export class LoadError extends QuerySyncError {
+  readonly code = 'E_LOAD';
+  override readonly retriable: boolean;
+  constructor(message: string, retriable: boolean, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(message, options);
+    this.retriable = retriable;
+  }
+}
+
+/** The state file is unreadable, or locked by another run. */
+export class StateError extends QuerySyncError {
+  readonly code = 'E_STATE';
+}
+
+/** Exit codes by error group, so a scheduler can tell a config mistake from an outage. */
+export function exitCodeFor(error: unknown): number {
+  if (error instanceof ConfigError) return 2;
+  if (error instanceof AuthError) return 3;
+  if (error instanceof StateError) return 4;
+  return 1;
+}
+
+/** Trim a response body for an error message: one line, bounded length. */
+export function trimBody(body: string, maxChars = 200): string {
+  const flat = body.replace(/\s+/g, ' ').trim();
+  return flat.length > maxChars ? `${flat.slice(0, maxChars)}… (${flat.length} chars)` : flat;
+}

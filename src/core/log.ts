@@ -1,0 +1,83 @@
+import { createRequire } from 'node:module';
+import { pino, type Logger, type DestinationStream } from 'pino';
+
+export type { Logger } from 'pino';
+
+export type LogFormat = 'json' | 'pretty';
+
+export interface LoggerOptions {
+  /** pino level. @default 'info' */
+  readonly level?: string;
+  /** @default 'json' */
+  readonly format?: LogFormat;
+  /** Where lines go. @default stderr (stdout is kept for summaries and command output) */
+  readonly destination?: DestinationStream;
+  /** Literal secrets (the API key) to scrub from every line, wherever they appear. */
+  readonly secrets?: readonly string[];
+}
+
+/** Paths pino removes from every log object, so a key never reaches a log line. */
+export const REDACT_PATHS: readonly string[] = [
+  'apiKey',
+  '*.apiKey',
+  'authorization',
+  'headers.authorization',
+  'headers.Authorization',
+  '*.headers.authorization',
+  '*.headers.Authorization',
+  'credentials',
+  '*.credentials',
+];
+
+/** Replace every occurrence of each secret in `text`. */
+export function redact(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (secret.length >= 4) out = out.split(secret).join('[redacted]');
+  }
+  return out;
+}
+
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const secrets = options.secrets ?? [];
+  const format = options.format ?? 'json';
+  const base = {
+    level: options.level ?? 'info',
+    redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
+    base: undefined,
+    hooks:
+      secrets.length > 0
+        ? {
+            streamWrite: (line: string): string => redact(line, secrets),
+          }
+        : undefined,
+  };
+  if (format === 'pretty') {
+    // pino-pretty as a synchronous stream, so lines are in order with the summary on exit.
+    return pino(base, prettyStream(options.destination));
+  }
+  return pino(base, options.destination ?? pino.destination({ fd: 2, sync: true }));
+}
+
+function prettyStream(destination: DestinationStream | undefined): DestinationStream {
+  // Loaded lazily so JSON-only runs do not pay for it.
+  const pretty = requirePretty();
+  return pretty({
+    colorize: process.stderr.isTTY === true,
+    sync: true,
+    destination: destination ?? 2,
+    ignore: 'pid,hostname',
+    translateTime: 'SYS:HH:MM:ss.l',
+  });
+}
+
+type PrettyFactory = (options: Record<string, unknown>) => DestinationStream;
+function requirePretty(): PrettyFactory {
+  const require = createRequire(import.meta.url);
+  return require('pino-pretty') as PrettyFactory;
+}
+
+/** A logger that drops everything: for tests and library use. */
+export function silentLogger(): Logger {
+  return pino({ level: 'silent' });
+}

@@ -1,0 +1,116 @@
+/**
+ * Shared types. This module imports nothing of ours: every other layer may depend on it.
+ */
+
+/** A JSON value as parsed losslessly: integers beyond 2^53 arrive as `bigint`. */
+export type JsonValue =
+  | null
+  | boolean
+  | number
+  | bigint
+  | string
+  | readonly JsonValue[]
+  | { readonly [key: string]: JsonValue };
+
+/** One record exactly as the API returned it. */
+export type ApiRecord = { readonly [key: string]: JsonValue };
+
+/**
+ * The logical column types of the warehouse. Each destination maps them to its own SQL types
+ * (see `column-types.ts`), so the two destinations agree on meaning.
+ */
+export type LogicalType = 'string' | 'int64' | 'float64' | 'bool' | 'timestamp' | 'json';
+
+export interface ColumnDef {
+  readonly name: string;
+  readonly type: LogicalType;
+}
+
+/**
+ * A normalized cell. `timestamp` cells are ISO-8601 strings with an offset, `json` cells are JSON
+ * text (bigints kept exact), `int64` cells are `bigint`.
+ */
+export type CellValue = string | number | bigint | boolean | null;
+
+/** One warehouse row: column name → cell. */
+export type Row = Record<string, CellValue>;
+
+/** Order in which a list endpoint returns records, when known. */
+export type SortOrder = 'desc' | 'asc' | 'unknown';
+
+/** How the value of a resource's cursor field is written. */
+export type CursorFormat = 'iso' | 'epoch_ns';
+
+/**
+ * The declaration of one API resource, kept in `connectors/`. Everything that can differ on the
+ * real service (field names, parameters, order, scope support, page sizes) lives here, so fixing
+ * it is a one-line change there, never a change in `src/`.
+ */
+export interface ResourceDefinition {
+  /** Resource and table name, e.g. `events`. */
+  readonly name: string;
+  /** List path, e.g. `/v1/events`. */
+  readonly path: string;
+  /** The record's key field (`id`, or `span_id` for traces). Rows are keyed by (`project_id`, key). */
+  readonly key: string;
+  /**
+   * `incremental`: read windows of `cursorField` with the filters below and keep a high-water mark.
+   * `full`: re-read everything every sync (for resources without a time filter).
+   */
+  readonly mode: 'incremental' | 'full';
+  /** The record field the time window applies to (client-side cut-off uses it too). */
+  readonly cursorField?: string;
+  /** How `cursorField` values are written. @default 'iso' */
+  readonly cursorFormat?: CursorFormat;
+  /** Query parameter for the window's lower bound (inclusive), e.g. `timestamp[gte]`. */
+  readonly filterGte?: string;
+  /** Query parameter for the window's upper bound (exclusive), e.g. `timestamp[lt]`. */
+  readonly filterLt?: string;
+  /** Extra query parameters sent on every list request (e.g. an `order_by`). */
+  readonly params?: Readonly<Record<string, string>>;
+  /** The order the server is believed to use. Correctness never depends on it. */
+  readonly sortOrder: SortOrder;
+  /** Whether the all-projects scope (`*`) is accepted by this endpoint. */
+  readonly allProjects: boolean;
+  /** Name of the page-size parameter. @default 'limit' */
+  readonly pageSizeParam?: string;
+  /** Largest page the endpoint allows; a sync always asks for this many. */
+  readonly maxPageSize: number;
+  /** Column types known up front; other fields are inferred from their values. */
+  readonly columns?: Readonly<Record<string, LogicalType>>;
+  /** Column the BigQuery table is partitioned on (by date). */
+  readonly partitionColumn?: string;
+  /** Optional pure record transform applied before normalization. */
+  readonly transform?: (record: ApiRecord) => ApiRecord;
+}
+
+/** Which projects one walk reads, and how rows get their `project_id`. */
+export interface ProjectScope {
+  /** Stable key used in state and in summaries, e.g. `default`, `alpha`, `*`, `*[a,b]`. */
+  readonly key: string;
+  /** Value of the project header; `undefined` means the header is not sent. */
+  readonly header: string | undefined;
+  /** `project_ids` query parameter for a narrowed `*` read. */
+  readonly projectIds?: readonly string[];
+  /** `project_id` given to rows that do not carry one (single-project reads). */
+  readonly fallbackProjectId: string | undefined;
+}
+
+/** The warehouse table for one resource. */
+export interface TableSchema {
+  readonly name: string;
+  /** Key columns, in order: always `project_id` first. */
+  readonly key: readonly string[];
+  /** All columns known so far, in creation order. */
+  readonly columns: readonly ColumnDef[];
+  /** Column whose greater value wins when an older copy of a row arrives later. */
+  readonly versionColumn?: string;
+  /** Column the table is partitioned on (BigQuery). */
+  readonly partitionColumn?: string;
+}
+
+/** Injected clock: every part that reads time takes one, so tests can fake it. */
+export interface Clock {
+  now(): number;
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}

@@ -1,0 +1,62 @@
+/**
+ * The request budget every request of a run draws on. The HTTP layer asks it for a slot before
+ * each request and tells it about 429s; the scheduler (`scheduler.ts`) is the real implementation.
+ */
+
+export interface ScheduleOptions {
+  /**
+   * Fairness lane, e.g. `events|alpha`. Lanes that share an endpoint take turns, so a large backfill
+   * of one resource or project cannot starve the others.
+   */
+  readonly lane?: string;
+  readonly signal?: AbortSignal;
+}
+
+export interface EndpointStats {
+  readonly requests: number;
+  readonly rateLimited: number;
+  /** Total time requests to this endpoint spent waiting for budget, in ms. */
+  readonly waitedMs: number;
+  /** Current allowed requests per minute (lower than configured after adapting to 429s). */
+  readonly currentRpm: number;
+}
+
+export interface BudgetStats {
+  readonly requests: number;
+  readonly rateLimited: number;
+  /** Largest number of requests started within any sliding 1-second window. */
+  readonly maxPerSecond: number;
+  readonly endpoints: Readonly<Record<string, EndpointStats>>;
+}
+
+export interface RequestBudget {
+  /**
+   * Run `task` once the budget for `endpoint` (a path template such as `/v1/events`) allows one more
+   * request. Every call counts as one request against the limits when `task` starts.
+   */
+  schedule<T>(endpoint: string, task: () => Promise<T>, options?: ScheduleOptions): Promise<T>;
+  /** The server answered 429 for `endpoint`: pause that bucket and lower its rate. */
+  onRateLimited(endpoint: string, retryAfterMs: number | undefined): void;
+  stats(): BudgetStats;
+}
+
+/** Limits of the Query API. Sources: `../shared/spec/query-api.md`, section Limits. */
+export interface RateLimits {
+  /** Requests per sliding minute per endpoint. @default 400 */
+  readonly maxRpm: number;
+  /** Requests per sliding minute to `GET /v1/events/search`. @default 50 */
+  readonly searchRpm: number;
+  /** Requests per sliding second across all endpoints. @default 40 */
+  readonly maxRps: number;
+  /** A search request is sent only while combined usage in the last second is under this. @default 20 */
+  readonly searchGateRps: number;
+}
+
+export const DEFAULT_RATE_LIMITS: RateLimits = Object.freeze({
+  maxRpm: 400,
+  searchRpm: 50,
+  maxRps: 40,
+  searchGateRps: 20,
+});
+
+export const SEARCH_ENDPOINT = '/v1/events/search';

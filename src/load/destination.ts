@@ -1,0 +1,63 @@
+import type { ColumnDef, Row, TableSchema } from '../core/types.js';
+
+/** One batch to upsert into one table. Rows are already unique by key (see `dedupeRows`). */
+export interface LoadBatch {
+  readonly table: TableSchema;
+  readonly rows: readonly Row[];
+}
+
+export interface LoadResult {
+  /** Rows written (inserted or replaced). */
+  readonly rows: number;
+  /** Bytes the destination processed for the merge, when it reports them. */
+  readonly bytesProcessed?: number;
+}
+
+/**
+ * Where rows go. `write` must be idempotent: it merges on `table.key`, so replaying a batch after a
+ * crash changes nothing. It creates the table when missing and adds columns that `table.columns`
+ * names but the table lacks, before loading. It returns only after the rows are durable.
+ */
+export interface Destination {
+  readonly kind: string;
+  /** Columns of an existing table (so a resumed run keeps column types), or `undefined`. */
+  describe(table: string): Promise<readonly ColumnDef[] | undefined>;
+  write(batch: LoadBatch): Promise<LoadResult>;
+  /** Rows in a table (for summaries and status); 0 when the table does not exist. */
+  count(table: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/**
+ * Keep one row per key: the one with the greatest `versionColumn` value, the later one on a tie.
+ * Destinations resolve a key repeated inside one MERGE batch arbitrarily, so every batch is deduped
+ * here first.
+ */
+export function dedupeRows(rows: readonly Row[], key: readonly string[], versionColumn?: string): Row[] {
+  const byKey = new Map<string, Row>();
+  for (const row of rows) {
+    const k = key.map((c) => String(row[c])).join('\u0000');
+    const prev = byKey.get(k);
+    if (prev !== undefined && versionColumn !== undefined && compareCells(prev[versionColumn], row[versionColumn]) > 0) {
+      continue;
+    }
+    byKey.set(k, row);
+  }
+  return [...byKey.values()];
+}
+
+function compareCells(a: unknown, b: unknown): number {
+  if (a === b) return 0;
+  if (a === null || a === undefined) return -1;
+  if (b === null || b === undefined) return 1;
+  if (typeof a === 'string' && typeof b === 'string') {
+    const ta = Date.parse(a);
+    const tb = Date.parse(b);
+    if (!Number.isNaN(ta) && !Number.isNaN(tb)) return ta - tb;
+    return a < b ? -1 : 1;
+  }
+  if ((typeof a === 'number' || typeof a === 'bigint') && (typeof b === 'number' || typeof b === 'bigint')) {
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+  return 0;
+}
