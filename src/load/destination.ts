@@ -29,6 +29,21 @@ export interface Destination {
 }
 
 /**
+ * Throw when a row names a column the schema lacks: writing it would silently drop the value.
+ * Returns the column names of the schema.
+ */
+export function assertRowsFitSchema(rows: readonly Row[], table: TableSchema): void {
+  const names = new Set(table.columns.map((c) => c.name));
+  for (const row of rows) {
+    for (const column of Object.keys(row)) {
+      if (!names.has(column)) {
+        throw new Error(`row of table ${table.name} has column "${column}", which the table schema passed with it does not name`);
+      }
+    }
+  }
+}
+
+/**
  * Keep one row per key: the one with the greatest `versionColumn` value, the later one on a tie.
  * Destinations resolve a key repeated inside one MERGE batch arbitrarily, so every batch is deduped
  * here first.

@@ -1,0 +1,18 @@
+import { defineResource } from '../src/core/resource.js';
+
+/** Events: the bulk of the data. Newest first on the real service; keyed by (project_id, id). */
+export const events = defineResource({
+  name: 'events',
+  path: '/v1/events',
+  key: 'id',
+  mode: 'incremental',
+  cursorField: 'timestamp',
+  filterGte: 'timestamp[gte]',
+  filterLt: 'timestamp[lt]',
+  params: { order_by: '-timestamp' },
+  sortOrder: 'desc',
+  allProjects: true,
+  maxPageSize: 100, // field notes: "maximum 100 on most lists"
+  columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string' },
+  partitionColumn: 'timestamp',
+});

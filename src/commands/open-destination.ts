@@ -1,0 +1,22 @@
+import type { SyncConfig } from '../config.js';
+import type { Logger } from '../core/log.js';
+import type { Destination } from '../load/destination.js';
+import { DuckDbDestination } from '../load/duckdb.js';
+
+/** The configured destination. BigQuery's client is loaded only when it is used. */
+export async function openDestination(config: SyncConfig, logger: Logger, print: (line: string) => void): Promise<Destination> {
+  if (config.destination === 'duckdb') return DuckDbDestination.open(config.duckdbPath);
+  const bq = config.bigquery;
+  if (bq === undefined) throw new Error('unreachable: bigquery config is validated in config.ts');
+  const { BigQueryDestination } = await import('../load/bigquery.js');
+  return new BigQueryDestination({
+    projectId: bq.projectId,
+    dataset: bq.dataset,
+    location: bq.location,
+    apiEndpoint: bq.apiEndpoint,
+    keyFilename: bq.keyFile,
+    dryRun: config.dryRun,
+    print,
+    logger,
+  });
+}

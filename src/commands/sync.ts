@@ -1,0 +1,66 @@
+import type { SyncConfig } from '../config.js';
+import { systemClock } from '../core/clock.js';
+import { exitCodeFor } from '../core/errors.js';
+import { createLogger, redact } from '../core/log.js';
+import type { Clock } from '../core/types.js';
+import { ApiClient } from '../http/client.js';
+import { createScheduler } from '../http/scheduler.js';
+import { formatSummary, runSync } from '../pipeline/run.js';
+import { StateStore } from '../state/store.js';
+import { openDestination } from './open-destination.js';
+
+export interface CommandIo {
+  /** Command output (summaries): stdout by default. Logs go to stderr. */
+  readonly print: (line: string) => void;
+  readonly clock?: Clock;
+  readonly signal?: AbortSignal;
+}
+
+/** `query-sync sync`: returns the exit code (0 only when every stream synced). */
+export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
+  const clock = io.clock ?? systemClock;
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat, secrets: [config.apiKey] });
+  const budget = createScheduler({ limits: config.limits, logger });
+  const client = new ApiClient({
+    baseUrl: config.baseUrl,
+    apiKey: config.apiKey,
+    projectHeader: config.projectHeader,
+    budget,
+    clock,
+    logger,
+  });
+  let state: StateStore | undefined;
+  let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
+  try {
+    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs });
+    destination = await openDestination(config, logger, io.print);
+    const summary = await runSync(
+      {
+        resources: config.resources,
+        project: config.project,
+        projectIds: config.projectIds,
+        lookbackMs: config.lookbackMs,
+        startMs: config.startMs,
+        batchRows: config.batchRows,
+        signal: io.signal,
+      },
+      { client, destination, state, clock, logger },
+    );
+    for (const line of formatSummary(summary)) io.print(redact(line, [config.apiKey]));
+    for (const s of summary.streams) {
+      logger.info(
+        { resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome },
+        'stream done',
+      );
+    }
+    const failed = summary.streams.find((s) => s.outcome !== 'ok');
+    return failed === undefined ? 0 : exitCodeFor(failed.error);
+  } catch (error) {
+    io.print(redact(`sync FAILED: ${(error as Error).message}`, [config.apiKey]));
+    return exitCodeFor(error);
+  } finally {
+    await destination?.close().catch(() => undefined);
+    await client.close().catch(() => undefined);
+    await state?.close().catch(() => undefined);
+  }
+}

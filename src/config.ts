@@ -1,0 +1,203 @@
+import { RESOURCES, RESOURCE_NAMES } from '../connectors/index.js';
+import { parseDuration } from './core/duration.js';
+import { ConfigError } from './core/errors.js';
+import type { LogFormat } from './core/log.js';
+import type { ResourceDefinition } from './core/types.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
+
+/** The one reader of process.env: every setting of a run, validated and frozen. */
+
+export const ENV = Object.freeze({
+  baseUrl: 'QUERY_API_BASE_URL',
+  apiKey: 'QUERY_API_KEY',
+  project: 'QUERY_API_PROJECT',
+});
+
+/** Project slugs per the spec: a malformed slug is refused with 400 by the service. */
+const SLUG = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+
+export interface BigQueryConfig {
+  readonly projectId: string;
+  readonly dataset: string;
+  readonly location: string;
+  readonly apiEndpoint?: string;
+  readonly keyFile?: string;
+}
+
+export interface SyncConfig {
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  readonly project: string | undefined;
+  readonly projectIds: readonly string[] | undefined;
+  readonly projectHeader: string;
+  readonly resources: readonly ResourceDefinition[];
+  readonly destination: 'duckdb' | 'bigquery';
+  readonly duckdbPath: string;
+  readonly bigquery?: BigQueryConfig;
+  readonly dryRun: boolean;
+  readonly statePath: string;
+  readonly lockWaitMs: number;
+  readonly lookbackMs: number;
+  readonly startMs: number | undefined;
+  readonly batchRows: number;
+  readonly limits: RateLimits;
+  readonly logLevel: string;
+  readonly logFormat: LogFormat;
+  readonly quiet: boolean;
+}
+
+/** Flags as yargs hands them over (strings and numbers, unvalidated). */
+export interface SyncFlags {
+  readonly baseUrl?: string;
+  readonly apiKey?: string;
+  readonly project?: string;
+  readonly projectIds?: string;
+  readonly projectHeader?: string;
+  readonly resources?: string;
+  readonly destination?: string;
+  readonly duckdbPath?: string;
+  readonly bqProject?: string;
+  readonly bqDataset?: string;
+  readonly bqLocation?: string;
+  readonly bqApiEndpoint?: string;
+  readonly bqKeyFile?: string;
+  readonly dryRun?: boolean;
+  readonly state?: string;
+  readonly lockWait?: string;
+  readonly lookback?: string;
+  readonly start?: string;
+  readonly batchRows?: number;
+  readonly maxRpm?: number;
+  readonly searchRpm?: number;
+  readonly maxRps?: number;
+  readonly searchGateRps?: number;
+  readonly logLevel?: string;
+  readonly logFormat?: string;
+  readonly quiet?: boolean;
+  readonly verbose?: boolean;
+}
+
+export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
+  const baseUrl = flags.baseUrl ?? env[ENV.baseUrl];
+  if (!baseUrl) throw new ConfigError(`missing the API base URL: pass --base-url or set ${ENV.baseUrl}`);
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    throw new ConfigError(`--base-url: expected an http(s) URL such as https://query.example.com, got "${baseUrl}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConfigError(`--base-url: expected http or https, got "${url.protocol}"`);
+  }
+  const apiKey = flags.apiKey ?? env[ENV.apiKey];
+  if (!apiKey) throw new ConfigError(`missing the API key: pass --api-key or set ${ENV.apiKey} (the Organization API Key)`);
+
+  const project = emptyToUndefined(flags.project ?? env[ENV.project]);
+  if (project !== undefined && project !== '*' && !SLUG.test(project)) {
+    throw new ConfigError(`--project: expected a project slug (lowercase letters, digits, - and _) or "*", got "${project}"`);
+  }
+  const projectIds = flags.projectIds === undefined ? undefined : splitList(flags.projectIds);
+  if (projectIds !== undefined) {
+    if (project !== '*') throw new ConfigError(`--project-ids narrows an all-projects read: add --project '*'`);
+    const bad = projectIds.filter((s) => !SLUG.test(s));
+    if (bad.length > 0 || projectIds.length === 0) {
+      throw new ConfigError(`--project-ids: expected comma-separated project slugs, got "${flags.projectIds}"`);
+    }
+  }
+
+  const names = flags.resources === undefined ? [...RESOURCE_NAMES] : splitList(flags.resources);
+  const unknown = names.filter((n) => !RESOURCE_NAMES.includes(n));
+  if (unknown.length > 0 || names.length === 0) {
+    throw new ConfigError(`--resources: expected a comma-separated subset of ${RESOURCE_NAMES.join(',')}, got "${flags.resources}"`);
+  }
+  const resources = RESOURCES.filter((r) => names.includes(r.name));
+
+  const destination = flags.destination ?? 'duckdb';
+  if (destination !== 'duckdb' && destination !== 'bigquery') {
+    throw new ConfigError(`--destination: expected duckdb or bigquery, got "${destination}"`);
+  }
+  let bigquery: BigQueryConfig | undefined;
+  if (destination === 'bigquery') {
+    if (!flags.bqProject || !flags.bqDataset) {
+      throw new ConfigError('--destination bigquery needs --bq-project and --bq-dataset');
+    }
+    if (!/^[A-Za-z0-9_]{1,1024}$/.test(flags.bqDataset)) {
+      throw new ConfigError(`--bq-dataset: expected letters, digits and underscores, got "${flags.bqDataset}"`);
+    }
+    bigquery = {
+      projectId: flags.bqProject,
+      dataset: flags.bqDataset,
+      location: flags.bqLocation ?? 'US',
+      apiEndpoint: flags.bqApiEndpoint,
+      keyFile: flags.bqKeyFile,
+    };
+  }
+
+  const lookbackMs = duration('--lookback', flags.lookback ?? '15m');
+  const lockWaitMs = duration('--lock-wait', flags.lockWait ?? '0');
+  let startMs: number | undefined;
+  if (flags.start !== undefined) {
+    startMs = Date.parse(flags.start);
+    if (Number.isNaN(startMs) || !/\d{4}-\d{2}-\d{2}/.test(flags.start)) {
+      throw new ConfigError(`--start: expected an ISO-8601 instant such as 2026-01-01T00:00:00Z, got "${flags.start}"`);
+    }
+  }
+
+  const limits: RateLimits = {
+    maxRpm: positive('--max-rpm', flags.maxRpm ?? DEFAULT_RATE_LIMITS.maxRpm),
+    searchRpm: positive('--search-rpm', flags.searchRpm ?? DEFAULT_RATE_LIMITS.searchRpm),
+    maxRps: positive('--max-rps', flags.maxRps ?? DEFAULT_RATE_LIMITS.maxRps),
+    searchGateRps: positive('--search-gate-rps', flags.searchGateRps ?? DEFAULT_RATE_LIMITS.searchGateRps),
+  };
+
+  const logFormat = flags.logFormat ?? (isTty ? 'pretty' : 'json');
+  if (logFormat !== 'json' && logFormat !== 'pretty') {
+    throw new ConfigError(`--log-format: expected json or pretty, got "${logFormat}"`);
+  }
+
+  return Object.freeze({
+    baseUrl: url.toString().replace(/\/+$/, ''),
+    apiKey,
+    project,
+    projectIds,
+    projectHeader: flags.projectHeader ?? 'X-Service-Project-Id',
+    resources,
+    destination,
+    duckdbPath: flags.duckdbPath ?? 'warehouse.duckdb',
+    bigquery,
+    dryRun: flags.dryRun ?? false,
+    statePath: flags.state ?? 'state/state.json',
+    lockWaitMs,
+    lookbackMs,
+    startMs,
+    batchRows: positive('--batch-rows', flags.batchRows ?? 5000),
+    limits,
+    logLevel: flags.logLevel ?? (flags.verbose ? 'debug' : flags.quiet ? 'warn' : 'info'),
+    logFormat,
+    quiet: flags.quiet ?? false,
+  });
+}
+
+function duration(flag: string, text: string): number {
+  try {
+    return parseDuration(text);
+  } catch (error) {
+    throw new ConfigError(`${flag}: ${(error as Error).message}`);
+  }
+}
+
+function positive(flag: string, value: number): number {
+  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(`${flag}: expected a positive number, got ${value}`);
+  return value;
+}
+
+function splitList(text: string): string[] {
+  return text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+}
+
+function emptyToUndefined(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}

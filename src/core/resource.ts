@@ -1,0 +1,18 @@
+import type { ResourceDefinition } from './types.js';
+
+/**
+ * Validate and freeze a resource declaration. A declaration that cannot work fails at start-up,
+ * not mid-sync.
+ */
+export function defineResource(definition: ResourceDefinition): ResourceDefinition {
+  const problems: string[] = [];
+  if (!/^[a-z][a-z0-9_]*$/.test(definition.name)) problems.push(`name "${definition.name}" must be a SQL-safe identifier`);
+  if (!definition.path.startsWith('/')) problems.push(`path "${definition.path}" must start with "/"`);
+  if (definition.mode === 'incremental') {
+    if (!definition.cursorField) problems.push('an incremental resource needs a cursorField');
+    if (!definition.filterGte) problems.push('an incremental resource needs a filterGte parameter');
+  }
+  if (!Number.isInteger(definition.maxPageSize) || definition.maxPageSize < 1) problems.push('maxPageSize must be a positive integer');
+  if (problems.length > 0) throw new Error(`resource ${definition.name}: ${problems.join('; ')}`);
+  return Object.freeze({ ...definition });
+}

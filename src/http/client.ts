@@ -1,0 +1,259 @@
+import { Agent, request, type Dispatcher } from 'undici';
+import {
+  AuthError,
+  DataError,
+  FatalApiError,
+  RetriesExhaustedError,
+  trimBody,
+  type ErrorContext,
+} from '../core/errors.js';
+import { parseJson } from '../core/json.js';
+import type { Logger } from '../core/log.js';
+import type { Clock, JsonValue } from '../core/types.js';
+import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
+import type { RequestBudget } from './budget.js';
+import { classifyStatus, classifyTransportError, type Decision } from './classify.js';
+
+export interface RetryOptions {
+  /** Attempts for 5xx, 408, resets, timeouts and unreadable bodies, the first included. @default 6 */
+  readonly maxAttempts: number;
+  /** Give up retrying once this much time has passed since the first attempt. @default 300_000 */
+  readonly maxElapsedMs: number;
+  /** 429s tolerated for one request before giving up (the scheduler slows down meanwhile). @default 50 */
+  readonly maxRateLimited: number;
+  readonly backoff: BackoffOptions;
+}
+
+export const DEFAULT_RETRY: RetryOptions = Object.freeze({
+  maxAttempts: 6,
+  maxElapsedMs: 300_000,
+  maxRateLimited: 50,
+  backoff: DEFAULT_BACKOFF,
+});
+
+export interface TimeoutOptions {
+  /** TCP/TLS connect. @default 10_000 */
+  readonly connectMs: number;
+  /** Until response headers arrive. @default 30_000 */
+  readonly headersMs: number;
+  /** Between body chunks. @default 60_000 */
+  readonly bodyMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: TimeoutOptions = Object.freeze({ connectMs: 10_000, headersMs: 30_000, bodyMs: 60_000 });
+
+export interface ApiClientOptions {
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  /** Header carrying the project scope. @default 'X-Service-Project-Id' */
+  readonly projectHeader: string;
+  readonly budget: RequestBudget;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** undici dispatcher; a keep-alive Agent by default. Tests may inject a MockAgent. */
+  readonly dispatcher?: Dispatcher;
+  readonly retry?: Partial<RetryOptions>;
+  readonly timeouts?: Partial<TimeoutOptions>;
+  readonly random?: () => number;
+}
+
+/** Counters one walk accumulates; they go into the run summary. */
+export interface CallStats {
+  requests: number;
+  retries: number;
+  rateLimited: number;
+  /** Time spent sleeping in backoff (not waiting for budget). */
+  backoffMs: number;
+}
+
+export function newCallStats(): CallStats {
+  return { requests: 0, retries: 0, rateLimited: 0, backoffMs: 0 };
+}
+
+export interface CallContext extends ErrorContext {
+  /** Fairness lane for the scheduler. */
+  readonly lane: string;
+  readonly stats: CallStats;
+  readonly signal?: AbortSignal;
+}
+
+export interface ApiRequest {
+  /** Path template the budget is kept for, e.g. `/v1/events`. */
+  readonly endpoint: string;
+  /** Concrete path, e.g. `/v1/events` or `/v1/events/abc`. */
+  readonly path: string;
+  readonly query: Readonly<Record<string, string | undefined>>;
+  /** Project header value; `undefined` sends no header. */
+  readonly project: string | undefined;
+}
+
+interface RawResponse {
+  readonly status: number;
+  readonly retryAfter: string | undefined;
+  readonly text: string;
+}
+
+/**
+ * The Query API client: one GET with the one retry loop. Every attempt draws on the shared budget;
+ * the loop decides by `classify.ts` and never retries a 4xx that cannot succeed.
+ */
+export class ApiClient {
+  private readonly options: ApiClientOptions;
+  private readonly retry: RetryOptions;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownsDispatcher: boolean;
+  private readonly baseUrl: string;
+
+  constructor(options: ApiClientOptions) {
+    this.options = options;
+    this.retry = { ...DEFAULT_RETRY, ...options.retry };
+    const timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+    this.ownsDispatcher = options.dispatcher === undefined;
+    this.dispatcher =
+      options.dispatcher ??
+      new Agent({
+        keepAliveTimeout: 30_000,
+        connect: { timeout: timeouts.connectMs },
+        headersTimeout: timeouts.headersMs,
+        bodyTimeout: timeouts.bodyMs,
+      });
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+  }
+
+  /** GET and parse JSON (bigints exact). Throws the error group of `core/errors.ts` on failure. */
+  async getJson(req: ApiRequest, ctx: CallContext): Promise<JsonValue> {
+    const { clock, logger, budget } = this.options;
+    const url = this.url(req);
+    const started = clock.now();
+    let failures = 0;
+    let rateLimited = 0;
+    for (;;) {
+      let decision: Decision;
+      let response: RawResponse | undefined;
+      try {
+        ctx.stats.requests += 1;
+        response = await budget.schedule(req.endpoint, () => this.send(url, req.project, ctx.signal), {
+          lane: ctx.lane,
+          signal: ctx.signal,
+        });
+        decision = classifyStatus(response.status, response.retryAfter, clock.now());
+      } catch (error) {
+        if (ctx.signal?.aborted) throw error;
+        decision = classifyTransportError(error);
+        if (decision.kind === 'fail') throw error;
+      }
+
+      if (decision.kind === 'ok' && response !== undefined) {
+        try {
+          return parseJson(response.text);
+        } catch {
+          decision = { kind: 'retry', reason: 'response body is not valid JSON (truncated?)', retryAfterMs: undefined };
+          if (failures + 1 >= this.retry.maxAttempts) {
+            throw new DataError(
+              `expected a JSON body from GET ${req.path} (HTTP ${response.status}), got: ${trimBody(response.text)}`,
+              { context: ctx },
+            );
+          }
+        }
+      }
+
+      switch (decision.kind) {
+        case 'ok':
+          throw new Error('unreachable');
+        case 'auth':
+          throw this.authError(response, req, ctx);
+        case 'fail':
+          throw this.fatalError(response, req, ctx);
+        case 'rate-limited': {
+          rateLimited += 1;
+          ctx.stats.rateLimited += 1;
+          budget.onRateLimited(req.endpoint, decision.retryAfterMs);
+          logger.debug(
+            { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, retryAfterMs: decision.retryAfterMs },
+            'rate limited (429); the scheduler pauses this endpoint',
+          );
+          if (rateLimited > this.retry.maxRateLimited) {
+            throw new RetriesExhaustedError(
+              `GET ${req.path} was rate limited (429) ${rateLimited} times in a row; the server's limits are far below the configured ones (lower --max-rpm/--max-rps)`,
+              rateLimited,
+              { context: ctx },
+            );
+          }
+          continue;
+        }
+        case 'retry': {
+          failures += 1;
+          const elapsed = clock.now() - started;
+          if (failures >= this.retry.maxAttempts || elapsed >= this.retry.maxElapsedMs) {
+            throw new RetriesExhaustedError(
+              `GET ${req.path} failed ${failures} times over ${Math.round(elapsed / 1000)} s; last: ${decision.reason}${
+                response ? `: ${trimBody(response.text, 120)}` : ''
+              }`,
+              failures,
+              { context: ctx },
+            );
+          }
+          const delay = Math.max(decision.retryAfterMs ?? 0, backoffDelay(failures - 1, this.retry.backoff, this.options.random));
+          ctx.stats.retries += 1;
+          ctx.stats.backoffMs += delay;
+          logger.debug(
+            { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, attempt: failures, delayMs: delay, reason: decision.reason },
+            'retrying',
+          );
+          await clock.sleep(delay, ctx.signal);
+          continue;
+        }
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsDispatcher) await this.dispatcher.close();
+  }
+
+  private url(req: ApiRequest): string {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(req.query)) if (v !== undefined) params.set(k, v);
+    const qs = params.toString();
+    return `${this.baseUrl}${req.path}${qs ? `?${qs}` : ''}`;
+  }
+
+  private async send(url: string, project: string | undefined, signal: AbortSignal | undefined): Promise<RawResponse> {
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.options.apiKey}`,
+      accept: 'application/json',
+    };
+    if (project !== undefined) headers[this.options.projectHeader.toLowerCase()] = project;
+    const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal });
+    const text = await res.body.text();
+    const retryAfter = res.headers['retry-after'];
+    return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
+  }
+
+  private authError(response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): AuthError {
+    const status = response?.status ?? 0;
+    const said = response ? ` Server said: ${trimBody(response.text, 160)}` : '';
+    if (status === 401) {
+      return new AuthError(
+        `the API key was rejected (401). Expected the Organization API Key (the write key used for ingestion is not accepted).${said}`,
+        status,
+        { context: ctx },
+      );
+    }
+    return new AuthError(
+      `project ${req.project === undefined ? '(default, no header sent)' : `"${req.project}"`} was refused (403): expected an active project slug; it is archived or unknown, or the key cannot read it.${said}`,
+      status,
+      { context: ctx },
+    );
+  }
+
+  private fatalError(response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): FatalApiError {
+    const status = response?.status ?? 0;
+    const scope = req.project === undefined ? '' : ` with ${this.options.projectHeader}: ${req.project}`;
+    return new FatalApiError(
+      `GET ${req.path}${scope} was rejected with HTTP ${status} (not retried): ${trimBody(response?.text ?? '', 200)}`,
+      status,
+      { context: ctx },
+    );
+  }
+}

@@ -1,0 +1,185 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { duckdbType } from '../core/column-types.js';
+import { LoadError } from '../core/errors.js';
+import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
+import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult } from './destination.js';
+
+/**
+ * The embedded default destination. Each write stages the batch with the Appender (all VARCHAR, so
+ * values arrive exactly as text: bigints, JSON, ISO instants), then one MERGE on the key casts and
+ * upserts it. MERGE is a single atomic statement, so a crash leaves either the whole batch or none,
+ * and replaying a batch only rewrites the same rows.
+ */
+export class DuckDbDestination implements Destination {
+  readonly kind = 'duckdb';
+  private readonly instance: DuckDBInstance;
+  private readonly connection: DuckDBConnection;
+  /** Known columns per table, so ALTERs are issued only for new ones. */
+  private readonly tables = new Map<string, Map<string, LogicalType>>();
+  /** One connection: writes from concurrent walks are serialized here. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(instance: DuckDBInstance, connection: DuckDBConnection) {
+    this.instance = instance;
+    this.connection = connection;
+  }
+
+  static async open(path: string): Promise<DuckDbDestination> {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    const instance = await DuckDBInstance.create(path);
+    const connection = await instance.connect();
+    await connection.run("SET TimeZone = 'UTC'");
+    return new DuckDbDestination(instance, connection);
+  }
+
+  describe(table: string): Promise<readonly ColumnDef[] | undefined> {
+    return this.serial(() => this.describeNow(table));
+  }
+
+  write(batch: LoadBatch): Promise<LoadResult> {
+    return this.serial(() => this.writeNow(batch));
+  }
+
+  count(table: string): Promise<number> {
+    return this.serial(async () => {
+      if ((await this.describeNow(table)) === undefined) return 0;
+      const reader = await this.connection.runAndReadAll(`SELECT COUNT(*) AS n FROM main.${ident(table)}`);
+      return Number(reader.getRows()[0]?.[0] ?? 0);
+    });
+  }
+
+  /**
+   * Run SQL and return plain rows: BIGINT as `bigint`, TIMESTAMPTZ as ISO strings, JSON as text.
+   * For tests, the demo and `status`.
+   */
+  query(sql: string): Promise<Record<string, unknown>[]> {
+    return this.serial(async () => {
+      const reader = await this.connection.runAndReadAll(sql);
+      return reader.getRowObjectsJS().map((row) => {
+        const out: Record<string, unknown> = {};
+        for (const [k, v] of Object.entries(row)) out[k] = v instanceof Date ? v.toISOString() : v;
+        return out;
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.queue.catch(() => undefined);
+    this.connection.closeSync();
+    this.instance.closeSync();
+  }
+
+  private serial<T>(task: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(task, task);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async describeNow(table: string): Promise<readonly ColumnDef[] | undefined> {
+    const reader = await this.connection.runAndReadAll(
+      `SELECT column_name, data_type FROM information_schema.columns
+        WHERE table_schema = 'main' AND table_name = $1 ORDER BY ordinal_position`,
+      [table],
+    );
+    const rows = reader.getRows();
+    if (rows.length === 0) return undefined;
+    return rows.map(([name, type]) => ({ name: String(name), type: logicalFromDuckdb(String(type)) }));
+  }
+
+  private async ensureTable(schema: TableSchema): Promise<void> {
+    let known = this.tables.get(schema.name);
+    if (known === undefined) {
+      const existing = await this.describeNow(schema.name);
+      if (existing === undefined) {
+        const cols = schema.columns.map((c) => `${ident(c.name)} ${duckdbType(c.type)}`).join(', ');
+        await this.connection.run(`CREATE TABLE IF NOT EXISTS main.${ident(schema.name)} (${cols})`);
+      }
+      known = new Map((existing ?? schema.columns).map((c) => [c.name, c.type]));
+      this.tables.set(schema.name, known);
+    }
+    for (const column of schema.columns) {
+      if (known.has(column.name)) continue;
+      await this.connection.run(
+        `ALTER TABLE main.${ident(schema.name)} ADD COLUMN IF NOT EXISTS ${ident(column.name)} ${duckdbType(column.type)}`,
+      );
+      known.set(column.name, column.type);
+    }
+  }
+
+  private async writeNow(batch: LoadBatch): Promise<LoadResult> {
+    const { table } = batch;
+    const rows = dedupeRows(batch.rows, table.key, table.versionColumn);
+    if (rows.length === 0) return { rows: 0 };
+    try {
+      assertRowsFitSchema(rows, table);
+      await this.ensureTable(table);
+      const stage = `_stage_${table.name}`;
+      const columns = table.columns;
+      await this.connection.run(
+        `CREATE OR REPLACE TEMP TABLE ${ident(stage)} (${columns.map((c) => `${ident(c.name)} VARCHAR`).join(', ')})`,
+      );
+      const appender = await this.connection.createAppender(stage, 'main', 'temp');
+      try {
+        for (const row of rows) appendRow(appender, row, columns);
+        appender.flushSync();
+      } finally {
+        appender.closeSync();
+      }
+      await this.connection.run(mergeSql(table, stage));
+      await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
+      return { rows: rows.length };
+    } catch (error) {
+      throw new LoadError(`DuckDB write to table ${table.name} failed: ${(error as Error).message}`, false, {
+        cause: error,
+        context: { resource: table.name },
+      });
+    }
+  }
+}
+
+type Appender = Awaited<ReturnType<DuckDBConnection['createAppender']>>;
+
+function appendRow(appender: Appender, row: Row, columns: readonly ColumnDef[]): void {
+  for (const column of columns) {
+    const value = row[column.name];
+    if (value === null || value === undefined) appender.appendNull();
+    else appender.appendVarchar(typeof value === 'string' ? value : String(value));
+  }
+  appender.endRow();
+}
+
+/** The MERGE that upserts the staged batch; exported for tests and for documentation. */
+export function mergeSql(table: TableSchema, stage: string): string {
+  const casts = table.columns
+    .map((c) => `CAST(${ident(c.name)} AS ${duckdbType(c.type)}) AS ${ident(c.name)}`)
+    .join(', ');
+  const on = table.key.map((k) => `t.${ident(k)} = s.${ident(k)}`).join(' AND ');
+  const v = table.versionColumn === undefined ? undefined : ident(table.versionColumn);
+  // An older copy of a row (e.g. a user seen by a backfill of an old window) never overwrites a newer one.
+  const matched = v === undefined ? 'WHEN MATCHED' : `WHEN MATCHED AND (t.${v} IS NULL OR s.${v} >= t.${v})`;
+  // Explicit column lists: the table may have columns this batch does not name (they keep their value).
+  const names = table.columns.map((c) => ident(c.name));
+  const set = names.map((n) => `${n} = s.${n}`).join(', ');
+  return `MERGE INTO main.${ident(table.name)} AS t
+USING (SELECT ${casts} FROM temp.main.${ident(stage)}) AS s
+ON ${on}
+${matched} THEN UPDATE SET ${set}
+WHEN NOT MATCHED THEN INSERT (${names.join(', ')}) VALUES (${names.map((n) => `s.${n}`).join(', ')})`;
+}
+
+function logicalFromDuckdb(type: string): LogicalType {
+  const t = type.toUpperCase();
+  if (t === 'BIGINT' || t === 'INTEGER' || t === 'HUGEINT' || t === 'SMALLINT') return 'int64';
+  if (t === 'DOUBLE' || t === 'FLOAT' || t.startsWith('DECIMAL')) return 'float64';
+  if (t === 'BOOLEAN') return 'bool';
+  if (t.startsWith('TIMESTAMP')) return 'timestamp';
+  if (t === 'JSON') return 'json';
+  return 'string';
+}
+
+/** Quote an identifier for DuckDB. */
+export function ident(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}

@@ -1,0 +1,203 @@
+import { DataError, FatalApiError, QuerySyncError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
+import { paginate, type TimeWindow } from '../extract/paginate.js';
+import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
+import type { Destination } from '../load/destination.js';
+import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
+import { streamKey, type StateStore, type StreamState } from '../state/store.js';
+
+export interface StreamDeps {
+  readonly client: ApiClient;
+  readonly destination: Destination;
+  readonly state: StateStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+export interface StreamOptions {
+  /** End of every window this run reads (exclusive): the run's start. */
+  readonly runStartMs: number;
+  /** How far before the mark each sync re-reads, for late-indexed records. */
+  readonly lookbackMs: number;
+  /** Oldest instant a first sync reads. @default 0 (all history) */
+  readonly startMs?: number;
+  /** Rows buffered before a write + checkpoint. */
+  readonly batchRows: number;
+  /** `_synced_at` of this run. */
+  readonly syncedAt: string;
+  readonly signal?: AbortSignal;
+  /** Called with project slugs found in `project_id` of all-projects reads. */
+  readonly onProjects?: (slugs: ReadonlySet<string>) => void;
+}
+
+export interface StreamResult {
+  readonly resource: string;
+  readonly scope: string;
+  readonly outcome: 'ok' | 'failed' | 'scope-rejected';
+  readonly rows: number;
+  readonly pages: number;
+  readonly windows: number;
+  readonly stats: CallStats;
+  readonly seconds: number;
+  readonly error?: QuerySyncError | Error;
+}
+
+/**
+ * Sync one (resource, project scope): read each window [mark − lookback, run start), walk every
+ * page, write in batches, and checkpoint after each write: the cursor of the next page while the
+ * window is open, the new mark when it is done. State never moves past rows that were not stored.
+ */
+export async function syncStream(
+  resource: ResourceDefinition,
+  scope: ProjectScope,
+  tracker: SchemaTracker,
+  deps: StreamDeps,
+  options: StreamOptions,
+): Promise<StreamResult> {
+  const started = deps.clock.now();
+  const key = streamKey(resource.name, scope.key);
+  const ctx: CallContext = {
+    resource: resource.name,
+    project: scope.key,
+    lane: `${resource.name}|${scope.key}`,
+    stats: newCallStats(),
+    signal: options.signal,
+  };
+  const totals = { rows: 0, pages: 0, windows: 0 };
+  const finish = async (outcome: StreamResult['outcome'], error?: Error): Promise<StreamResult> => {
+    const seconds = (deps.clock.now() - started) / 1000;
+    if (outcome !== 'scope-rejected') {
+      await deps.state.updateStream(key, (s) => ({
+        ...s,
+        lastRun: {
+          at: new Date(started).toISOString(),
+          outcome,
+          rows: totals.rows,
+          pages: totals.pages,
+          requests: ctx.stats.requests,
+          seconds,
+          ...(error ? { error: error.message } : {}),
+        },
+      }));
+    }
+    return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error };
+  };
+
+  try {
+    if (resource.mode === 'full') {
+      await walk(undefined, undefined);
+    } else {
+      for (;;) {
+        const st = deps.state.stream(key);
+        const next = nextWindow(st, options);
+        if (next === undefined) break;
+        await walk(next.window, next.cursor);
+      }
+    }
+    return await finish('ok');
+  } catch (error) {
+    const scopeRejected = error instanceof FatalApiError && error.status === 400 && scope.header === '*' && totals.pages === 0;
+    if (scopeRejected) return finish('scope-rejected', error);
+    const err = error instanceof Error ? error : new Error(String(error));
+    deps.logger.error({ resource: resource.name, project: scope.key, code: (err as QuerySyncError).code }, err.message);
+    return finish('failed', err);
+  }
+
+  async function walk(window: TimeWindow | undefined, startCursor: string | undefined): Promise<void> {
+    totals.windows += 1;
+    let buffer: Row[] = [];
+    const seenProjects = new Set<string>();
+    let pagesInWalk = 0;
+    try {
+      for await (const page of paginate(deps.client, { resource, scope, window, startCursor }, ctx)) {
+        pagesInWalk += 1;
+        totals.pages += 1;
+        for (const record of page.records) {
+          if (window !== undefined) {
+            const ms = cursorMillis(resource, record);
+            if (ms === undefined) {
+              throw new DataError(
+                `expected "${resource.cursorField}" (${resource.cursorFormat ?? 'iso'}) on every record, got ${JSON.stringify(
+                  typeof record[resource.cursorField ?? ''],
+                )} in record ${String(record[resource.key])}`,
+                { context: ctx },
+              );
+            }
+            // The server may ignore or widen the filter: the window is enforced here too.
+            if (ms < window.fromMs || ms >= window.toMs) continue;
+          }
+          const row = normalizeOrThrow(record);
+          if (scope.header === '*') seenProjects.add(String(row[PROJECT_COLUMN]));
+          buffer.push(row);
+        }
+        deps.logger.debug(
+          { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore },
+          'page',
+        );
+        if (buffer.length >= options.batchRows || !page.hasMore) {
+          await store(buffer);
+          buffer = [];
+          if (seenProjects.size > 0) options.onProjects?.(seenProjects);
+          await checkpoint(window, page.hasMore ? page.nextCursor : null);
+        }
+      }
+    } catch (error) {
+      // A resumed cursor the server no longer accepts: read the window again from its start.
+      if (startCursor !== undefined && pagesInWalk === 0 && error instanceof FatalApiError && error.status === 400) {
+        deps.logger.warn({ resource: resource.name, project: scope.key }, 'checkpoint cursor rejected; re-reading the window');
+        await deps.state.updateStream(key, (s) => ({ ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined }));
+        return walk(window, undefined);
+      }
+      throw error;
+    }
+  }
+
+  function normalizeOrThrow(record: Parameters<SchemaTracker['normalize']>[0]): Row {
+    try {
+      return tracker.normalize(record, scope.fallbackProjectId, options.syncedAt);
+    } catch (error) {
+      if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: ctx });
+      throw error;
+    }
+  }
+
+  async function store(rows: Row[]): Promise<void> {
+    if (rows.length === 0) return;
+    const result = await deps.destination.write({ table: tracker.schema, rows });
+    totals.rows += result.rows;
+  }
+
+  async function checkpoint(window: TimeWindow | undefined, nextCursor: string | null): Promise<void> {
+    if (window === undefined) return;
+    const from = new Date(window.fromMs).toISOString();
+    const to = new Date(window.toMs).toISOString();
+    await deps.state.updateStream(key, (s) =>
+      nextCursor === null
+        ? { ...s, mark: maxIso(s.mark, to), pending: undefined }
+        : { ...s, pending: { from, to, cursor: nextCursor } },
+    );
+  }
+}
+
+/** The next window to read, resuming a checkpoint first; `undefined` when caught up. */
+export function nextWindow(
+  st: StreamState,
+  options: Pick<StreamOptions, 'runStartMs' | 'lookbackMs' | 'startMs'>,
+): { window: TimeWindow; cursor: string | undefined } | undefined {
+  if (st.pending !== undefined) {
+    return { window: { fromMs: Date.parse(st.pending.from), toMs: Date.parse(st.pending.to) }, cursor: st.pending.cursor };
+  }
+  const toMs = options.runStartMs;
+  if (st.mark !== undefined) {
+    const markMs = Date.parse(st.mark);
+    if (markMs >= toMs) return undefined;
+    return { window: { fromMs: Math.max(options.startMs ?? 0, markMs - options.lookbackMs), toMs }, cursor: undefined };
+  }
+  const fromMs = options.startMs ?? 0;
+  return fromMs < toMs ? { window: { fromMs, toMs }, cursor: undefined } : undefined;
+}
+
+function maxIso(a: string | undefined, b: string): string {
+  return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;
+}

@@ -1,0 +1,97 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { events } from '../../connectors/events.js';
+import { users } from '../../connectors/users.js';
+import { parseJson } from '../../src/core/json.js';
+import type { ApiRecord } from '../../src/core/types.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { SchemaTracker } from '../../src/normalize/normalize.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const dirs: Array<{ cleanup(): void }> = [];
+afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
+function dbPath(): string {
+  const d = tempDir();
+  dirs.push(d);
+  return join(d.dir, 'w.duckdb');
+}
+const at = '2026-11-21T00:00:00.000Z';
+
+describe('DuckDbDestination', () => {
+  it('creates the table, keeps strings byte-exact and big integers exact, and merges on the key', async () => {
+    const path = dbPath();
+    const db = await DuckDbDestination.open(path);
+    const t = new SchemaTracker(events);
+    const tricky = 'é☃😀 "q" \\ back\nline\ttab 中文';
+    const recs = [
+      { id: 'e1', timestamp: '2026-11-20T10:00:00.123Z', user_input: tricky, properties: { n: 1800000000123456789n } },
+      { id: 'e2', timestamp: '2026-11-20T10:00:00.123Z', user_input: 'x' },
+    ] as ApiRecord[];
+    const first = recs.map((r) => t.normalize(r, 'alpha', at));
+    await db.write({ table: t.schema, rows: first });
+    // The same key again in another project is another row; the same (project, key) replaces.
+    await db.write({ table: t.schema, rows: [t.normalize({ id: 'e1', timestamp: '2026-11-20T10:00:00.123Z', user_input: 'new' }, 'beta', at)] });
+    await db.write({ table: t.schema, rows: [t.normalize({ id: 'e2', timestamp: '2026-11-20T10:00:00.123Z', user_input: 'y' }, 'alpha', at)] });
+    const rows = await db.query('SELECT project_id, id, user_input, properties, timestamp FROM events ORDER BY project_id, id');
+    expect(rows).toEqual([
+      { project_id: 'alpha', id: 'e1', user_input: tricky, properties: '{"n":1800000000123456789}', timestamp: '2026-11-20T10:00:00.123Z' },
+      { project_id: 'alpha', id: 'e2', user_input: 'y', properties: null, timestamp: '2026-11-20T10:00:00.123Z' },
+      { project_id: 'beta', id: 'e1', user_input: 'new', properties: null, timestamp: '2026-11-20T10:00:00.123Z' },
+    ]);
+    const exact = await db.query(`SELECT CAST(json_extract(properties, '$.n') AS BIGINT) AS n FROM events WHERE id = 'e1' AND project_id = 'alpha'`);
+    expect(exact[0]?.n).toBe(1800000000123456789n);
+    await db.close();
+
+    // Reopen: the file is real and durable; the schema is read back.
+    const again = await DuckDbDestination.open(path);
+    expect(await again.count('events')).toBe(3);
+    const cols = await again.describe('events');
+    expect(cols?.find((c) => c.name === 'timestamp')?.type).toBe('timestamp');
+    expect(await again.count('nope')).toBe(0);
+    await again.close();
+  });
+
+  it('adds a column for a new field without losing rows', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    const t = new SchemaTracker(events);
+    await db.write({ table: t.schema, rows: [t.normalize({ id: 'a', timestamp: at }, 'p', at)] });
+    const later = t.normalize({ id: 'b', timestamp: at, tool_calls: [{ name: 'x' }] }, 'p', at);
+    await db.write({ table: t.schema, rows: [later] });
+    const rows = await db.query('SELECT id, tool_calls FROM events ORDER BY id');
+    expect(rows).toEqual([
+      { id: 'a', tool_calls: null },
+      { id: 'b', tool_calls: '[{"name":"x"}]' },
+    ]);
+    await db.close();
+  });
+
+  it('never lets an older copy of a row replace a newer one', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    const t = new SchemaTracker(users);
+    const newer = parseJson('{"id":"u1","last_seen":"2026-11-21T10:00:00Z","event_count":9}') as ApiRecord;
+    const older = parseJson('{"id":"u1","last_seen":"2026-11-20T10:00:00Z","event_count":3}') as ApiRecord;
+    await db.write({ table: t.schema, rows: [t.normalize(newer, 'p', at)] });
+    await db.write({ table: t.schema, rows: [t.normalize(older, 'p', at)] });
+    expect(await db.query('SELECT event_count FROM users')).toEqual([{ event_count: 9n }]);
+    await db.close();
+  });
+
+  it('refuses a row with a column the table schema does not name, rather than dropping the value', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    const t = new SchemaTracker(events);
+    const schemaBefore = t.schema;
+    const row = t.normalize({ id: 'a', timestamp: at, brand_new: 1 }, 'p', at);
+    await expect(db.write({ table: schemaBefore, rows: [row] })).rejects.toThrow(/brand_new/);
+    await db.close();
+  });
+
+  it('dedupes a key repeated inside one batch', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    const t = new SchemaTracker(events);
+    const row = t.normalize({ id: 'a', timestamp: at, user_input: 'same' }, 'p', at);
+    const result = await db.write({ table: t.schema, rows: [row, { ...row }] });
+    expect(result.rows).toBe(1);
+    expect(await db.count('events')).toBe(1);
+    await db.close();
+  });
+});

@@ -1,0 +1,74 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
+import { StateError } from '../../src/core/errors.js';
+import { StateStore } from '../../src/state/store.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const dirs: Array<{ cleanup(): void }> = [];
+afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
+function statePath(): string {
+  const d = tempDir();
+  dirs.push(d);
+  return join(d.dir, 'sub', 'state.json');
+}
+
+describe('StateStore', () => {
+  it('writes streams atomically and reads them back', async () => {
+    const path = statePath();
+    const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    await store.updateStream('events:*', (s) => ({ ...s, mark: '2026-11-21T00:00:00.000Z' }));
+    await store.addProjects(['beta', 'alpha']);
+    await store.close();
+    const doc = await StateStore.read(path);
+    expect(doc.streams['events:*']?.mark).toBe('2026-11-21T00:00:00.000Z');
+    expect(doc.projects).toEqual(['alpha', 'beta']);
+    expect(readFileSync(path, 'utf8')).not.toMatch(/tmp/);
+  });
+
+  it('keeps a second run of the same purpose off the file, with a message saying what to do', async () => {
+    const path = statePath();
+    const first = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    await expect(StateStore.open(path, { clock: systemClock, purpose: 'sync' })).rejects.toThrow(/held by sync.*wait for it/);
+    await expect(StateStore.open(path, { clock: systemClock, purpose: 'sync' })).rejects.toBeInstanceOf(StateError);
+    await first.close();
+    const again = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    await again.close();
+  });
+
+  it('takes over a lock left by a process that was killed', async () => {
+    const path = statePath();
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']);
+    const pid = Number(dead.stdout.toString());
+    await StateStore.open(path, { clock: systemClock, purpose: 'sync' }).then((s) => s.close());
+    writeFileSync(`${path}.sync.lock`, JSON.stringify({ pid, host: (await import('node:os')).hostname(), since: 'x', purpose: 'sync' }));
+    const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    await store.close();
+    expect(existsSync(`${path}.sync.lock`)).toBe(false);
+  });
+
+  it('lets runs of different purposes share the file without losing each other\'s writes', async () => {
+    const path = statePath();
+    const sync = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    const backfill = await StateStore.open(path, { clock: systemClock, purpose: 'backfill' });
+    await Promise.all([
+      ...Array.from({ length: 20 }, (_, i) => sync.updateStream(`s${i}`, () => ({ mark: `m${i}` }))),
+      ...Array.from({ length: 20 }, (_, i) => backfill.updateSection<number[]>('ledger', (l) => [...(l ?? []), i])),
+    ]);
+    await sync.close();
+    await backfill.close();
+    const doc = await StateStore.read(path);
+    expect(Object.keys(doc.streams)).toHaveLength(20);
+    expect((doc.sections.ledger as number[]).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+  });
+
+  it('refuses a corrupt state file without touching it', async () => {
+    const path = statePath();
+    await StateStore.open(path, { clock: systemClock, purpose: 'sync' }).then((s) => s.close());
+    writeFileSync(path, '{"not":"state"');
+    await expect(StateStore.open(path, { clock: systemClock, purpose: 'sync' })).rejects.toThrow(/not valid query-sync state/);
+    expect(readFileSync(path, 'utf8')).toBe('{"not":"state"');
+  });
+});
