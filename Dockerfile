@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# Build stage: install all dependencies and compile TypeScript.
+FROM node:22-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# --ignore-scripts: the `prepare` build needs the sources, which are copied next.
+RUN npm ci --ignore-scripts
+COPY tsconfig.json ./
+COPY src ./src
+COPY connectors ./connectors
+COPY bench ./bench
+RUN npx tsc -p tsconfig.json && npm prune --omit=dev
+
+# Runtime stage: only production dependencies and the compiled output, as a non-root user.
+FROM node:22-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+RUN ln -s /app/dist/src/cli.js /usr/local/bin/query-sync \
+    && chmod +x /app/dist/src/cli.js \
+    && mkdir -p /data/state \
+    && chown -R node:node /data
+USER node
+WORKDIR /data
+# State and warehouse live on the volume, so a CronJob's runs continue where the last one stopped.
+VOLUME ["/data"]
+ENTRYPOINT ["query-sync"]
+CMD ["--help"]

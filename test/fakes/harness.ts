@@ -1,0 +1,117 @@
+import { join } from 'node:path';
+import { expect } from 'vitest';
+import { RESOURCES } from '../../connectors/index.js';
+import { systemClock } from '../../src/core/clock.js';
+import { parseJson } from '../../src/core/json.js';
+import { silentLogger } from '../../src/core/log.js';
+import type { ApiRecord, JsonValue, ResourceDefinition } from '../../src/core/types.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
+import { ApiClient, type RetryOptions } from '../../src/http/client.js';
+import { createScheduler } from '../../src/http/scheduler.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { runSync, type RunSummary } from '../../src/pipeline/run.js';
+import { StateStore } from '../../src/state/store.js';
+
+export interface HarnessRun {
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  readonly dir: string;
+  readonly project?: string;
+  readonly projectIds?: readonly string[];
+  readonly resources?: readonly ResourceDefinition[];
+  readonly lookbackMs?: number;
+  readonly limits?: RateLimits;
+  readonly batchRows?: number;
+  readonly retry?: Partial<RetryOptions>;
+  readonly projectHeader?: string;
+}
+
+/** Fast retries for tests: the same loop, shorter sleeps. */
+export const FAST_RETRY: Partial<RetryOptions> = { maxAttempts: 8, backoff: { baseMs: 5, maxDelayMs: 50 } };
+
+export const dbPathOf = (dir: string): string => join(dir, 'warehouse.duckdb');
+export const statePathOf = (dir: string): string => join(dir, 'state.json');
+
+/** One sync, in-process, through the same parts the CLI wires. */
+export async function syncOnce(opts: HarnessRun): Promise<RunSummary> {
+  const logger = silentLogger();
+  const budget = createScheduler({ limits: opts.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 } });
+  const client = new ApiClient({
+    baseUrl: opts.baseUrl,
+    apiKey: opts.apiKey,
+    projectHeader: opts.projectHeader ?? 'X-Service-Project-Id',
+    budget,
+    clock: systemClock,
+    logger,
+    retry: opts.retry ?? FAST_RETRY,
+  });
+  const destination = await DuckDbDestination.open(dbPathOf(opts.dir));
+  const state = await StateStore.open(statePathOf(opts.dir), { clock: systemClock, purpose: 'sync' });
+  try {
+    return await runSync(
+      {
+        resources: opts.resources ?? RESOURCES,
+        project: opts.project,
+        projectIds: opts.projectIds,
+        lookbackMs: opts.lookbackMs ?? 15 * 60_000,
+        batchRows: opts.batchRows,
+      },
+      { client, destination, state, clock: systemClock, logger },
+    );
+  } finally {
+    await destination.close();
+    await client.close();
+    await state.close();
+  }
+}
+
+export async function readTable(dir: string, table: string): Promise<Record<string, unknown>[]> {
+  const db = await DuckDbDestination.open(dbPathOf(dir));
+  try {
+    if ((await db.describe(table)) === undefined) return [];
+    return await db.query(`SELECT * FROM "${table}"`);
+  } finally {
+    await db.close();
+  }
+}
+
+/**
+ * Assert that a warehouse table holds exactly the API's records: same (project_id, key) set, no
+ * duplicates, and every field equal (strings byte-exact, bigints exact, nested JSON deep-equal,
+ * instants equal).
+ */
+export function expectTableMatches(rows: Record<string, unknown>[], records: readonly ApiRecord[], key: string): void {
+  const id = (p: unknown, k: unknown): string => `${String(p)}\u0000${String(k)}`;
+  const byKey = new Map<string, Record<string, unknown>>();
+  for (const row of rows) {
+    const k = id(row.project_id, row[key]);
+    expect(byKey.has(k), `duplicate row ${k}`).toBe(false);
+    byKey.set(k, row);
+  }
+  const expectedKeys = new Set(records.map((r) => id(r.project_id, r[key])));
+  const missing = [...expectedKeys].filter((k) => !byKey.has(k));
+  const extra = [...byKey.keys()].filter((k) => !expectedKeys.has(k));
+  expect({ missing: missing.slice(0, 5), missingCount: missing.length }).toEqual({ missing: [], missingCount: 0 });
+  expect({ extra: extra.slice(0, 5), extraCount: extra.length }).toEqual({ extra: [], extraCount: 0 });
+  for (const record of records) {
+    const row = byKey.get(id(record.project_id, record[key])) as Record<string, unknown>;
+    for (const [field, value] of Object.entries(record)) {
+      expectCell(row[field], value, `${String(record.project_id)}/${String(record[key])}.${field}`);
+    }
+  }
+}
+
+function expectCell(actual: unknown, expected: JsonValue, where: string): void {
+  if (expected === null) {
+    expect(actual ?? null, where).toBeNull();
+  } else if (typeof expected === 'object') {
+    expect(typeof actual, where).toBe('string');
+    expect(parseJson(actual as string), where).toEqual(expected);
+  } else if (typeof expected === 'string' && /^\d{4}-\d{2}-\d{2}T.*(Z|[+-]\d{2}:?\d{2})$/.test(expected)) {
+    expect(Date.parse(String(actual)), where).toBe(Date.parse(expected));
+  } else if (typeof expected === 'number' && Number.isInteger(expected)) {
+    expect(actual, where).toBe(BigInt(expected));
+  } else {
+    expect(actual, where).toBe(expected);
+  }
+}
