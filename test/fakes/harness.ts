@@ -80,7 +80,7 @@ export async function readTable(dir: string, table: string): Promise<Record<stri
  * duplicates, and every field equal (strings byte-exact, bigints exact, nested JSON deep-equal,
  * instants equal).
  */
-export function expectTableMatches(rows: Record<string, unknown>[], records: readonly ApiRecord[], key: string): void {
+export function expectTableMatches(rows: Record<string, unknown>[], records: readonly ApiRecord[], key: string, label = key): void {
   const id = (p: unknown, k: unknown): string => `${String(p)}\u0000${String(k)}`;
   const byKey = new Map<string, Record<string, unknown>>();
   for (const row of rows) {
@@ -91,8 +91,8 @@ export function expectTableMatches(rows: Record<string, unknown>[], records: rea
   const expectedKeys = new Set(records.map((r) => id(r.project_id, r[key])));
   const missing = [...expectedKeys].filter((k) => !byKey.has(k));
   const extra = [...byKey.keys()].filter((k) => !expectedKeys.has(k));
-  expect({ missing: missing.slice(0, 5), missingCount: missing.length }).toEqual({ missing: [], missingCount: 0 });
-  expect({ extra: extra.slice(0, 5), extraCount: extra.length }).toEqual({ extra: [], extraCount: 0 });
+  expect({ table: label, missing: missing.slice(0, 5), missingCount: missing.length }).toEqual({ table: label, missing: [], missingCount: 0 });
+  expect({ table: label, extra: extra.slice(0, 5), extraCount: extra.length }).toEqual({ table: label, extra: [], extraCount: 0 });
   for (const record of records) {
     const row = byKey.get(id(record.project_id, record[key])) as Record<string, unknown>;
     for (const [field, value] of Object.entries(record)) {

@@ -1,0 +1,114 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RESOURCES } from '../../connectors/index.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { StateStore } from '../../src/state/store.js';
+import { cursorMillis } from '../../src/normalize/normalize.js';
+import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+interface ChildRun {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Run the real CLI in a child process; SIGKILL it after `killAfterMs` if given. */
+function runCli(emu: Emulator, dir: string, killAfterMs?: number): Promise<ChildRun> {
+  const child = spawn(
+    process.execPath,
+    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePathOf(dir), '--log-level', 'warn', '--batch-rows', '200'],
+    { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+  const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  return new Promise((resolve) => {
+    child.on('exit', (code, signal) => {
+      if (timer) clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+describe('kill -9 and resume (the real CLI in a child process)', () => {
+  it('five SIGKILLs mid-sync, then a final sync: every table equals the API, no row lost or duplicated', async () => {
+    expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
+    // The documented limits make the first sync take several seconds, so the kills land mid-walk.
+    const emu = await startEmulator({ seed: 21, eventsPerProject: 3000, limits: { ...DEFAULT_RATE_LIMITS } });
+    cleanups.push(() => emu.close());
+    const d = tempDir();
+    cleanups.push(d.cleanup);
+
+    const killTimes = [700, 1100, 1500, 900, 1300];
+    let killed = 0;
+    let checkpointsSeen = 0;
+    for (const ms of killTimes) {
+      for (const p of ['default', 'alpha', 'beta']) emu.addEvents(p, 5);
+      const run = await runCli(emu, d.dir, ms);
+      if (run.signal === 'SIGKILL') killed += 1;
+      if (existsSync(statePathOf(d.dir))) {
+        const doc = await StateStore.read(statePathOf(d.dir));
+        if (Object.values(doc.streams).some((s) => s.pending?.cursor !== undefined || s.mark !== undefined)) checkpointsSeen += 1;
+      }
+    }
+    expect(killed).toBeGreaterThanOrEqual(3); // most runs were really killed mid-sync
+    expect(checkpointsSeen).toBeGreaterThan(0); // and progress was kept between kills
+
+    const finalStartedBefore = Date.now();
+    const final = await runCli(emu, d.dir);
+    expect(final.code, final.stdout + final.stderr).toBe(0);
+    expect(final.stdout).toMatch(/events\s+\*\s+rows=\d+ pages=\d+ requests=\d+/);
+    expect(final.stdout + final.stderr).not.toContain(emu.apiKey);
+    // Compare up to an instant the final run certainly covered (a span may start after its event).
+    const before = (resource: ResourceDefinition, r: Record<string, unknown>): boolean =>
+      (cursorMillis(resource, r as ApiRecord) ?? 0) < finalStartedBefore;
+    for (const resource of RESOURCES) {
+      const rows = (await readTable(d.dir, resource.name)).filter((r) => before(resource, r));
+      const expected = emu.snapshot(resource.name).filter((r) => before(resource, r));
+      expectTableMatches(rows, expected, resource.key, resource.name);
+    }
+  }, 120_000);
+
+  it('exits non-zero with a clear message for a bad key, without printing it', async () => {
+    expect(existsSync(CLI)).toBe(true);
+    const emu = await startEmulator({ seed: 2, eventsPerProject: 10 });
+    cleanups.push(() => emu.close());
+    const d = tempDir();
+    cleanups.push(d.cleanup);
+    const child = spawn(process.execPath, [CLI, 'sync', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--resources', 'events'], {
+      env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: 'qs_secret_wrong_key_123' },
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(3);
+    expect(out).toMatch(/API key was rejected \(401\)/);
+    expect(out).not.toContain('qs_secret_wrong_key_123');
+  });
+
+  it('exits 2 with a clear message for a malformed slug, before any request', async () => {
+    const child = spawn(process.execPath, [CLI, 'sync', '--base-url', 'http://127.0.0.1:9', '--api-key', 'k', '--project', 'Bad Slug!']);
+    let err = '';
+    child.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    child.stdout.on('data', (b: Buffer) => (err += b.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(2);
+    expect(err).toMatch(/--project: expected a project slug.*got "Bad Slug!"/);
+  });
+});
