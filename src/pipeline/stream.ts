@@ -1,10 +1,11 @@
-import { DataError, FatalApiError, QuerySyncError } from '../core/errors.js';
+import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import { paginate, type TimeWindow } from '../extract/paginate.js';
+import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { TimeWindow } from '../extract/paginate.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
-import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
+import type { SchemaTracker } from '../normalize/normalize.js';
+import { walkWindow, type WalkOptions } from './walk.js';
 import { streamKey, type StateStore, type StreamState } from '../state/store.js';
 
 export interface StreamDeps {
@@ -29,6 +30,8 @@ export interface StreamOptions {
   readonly signal?: AbortSignal;
   /** Called with project slugs found in `project_id` of all-projects reads. */
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;
+  /** Called after each page (progress display). */
+  readonly onPage?: WalkOptions['onPage'];
 }
 
 export interface StreamResult {
@@ -84,13 +87,35 @@ export async function syncStream(
     return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error };
   };
 
+  const walk = (window: TimeWindow | undefined, startCursor: string | undefined): Promise<void> => {
+    totals.windows += 1;
+    return walkWindow(
+      {
+        resource,
+        scope,
+        tracker,
+        window,
+        startCursor,
+        batchRows: options.batchRows,
+        syncedAt: options.syncedAt,
+        ctx,
+        onProjects: options.onProjects,
+        onPage: options.onPage,
+        checkpoint: (nextCursor) => checkpoint(window, nextCursor),
+        onCursorRejected: () =>
+          deps.state.updateStream(key, (s) => ({ ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined })),
+      },
+      deps,
+      totals,
+    );
+  };
+
   try {
     if (resource.mode === 'full') {
       await walk(undefined, undefined);
     } else {
       for (;;) {
-        const st = deps.state.stream(key);
-        const next = nextWindow(st, options);
+        const next = nextWindow(deps.state.stream(key), options);
         if (next === undefined) break;
         await walk(next.window, next.cursor);
       }
@@ -102,70 +127,6 @@ export async function syncStream(
     const err = error instanceof Error ? error : new Error(String(error));
     deps.logger.error({ resource: resource.name, project: scope.key, code: (err as QuerySyncError).code }, err.message);
     return finish('failed', err);
-  }
-
-  async function walk(window: TimeWindow | undefined, startCursor: string | undefined): Promise<void> {
-    totals.windows += 1;
-    let buffer: Row[] = [];
-    const seenProjects = new Set<string>();
-    let pagesInWalk = 0;
-    try {
-      for await (const page of paginate(deps.client, { resource, scope, window, startCursor }, ctx)) {
-        pagesInWalk += 1;
-        totals.pages += 1;
-        for (const record of page.records) {
-          if (window !== undefined) {
-            const ms = cursorMillis(resource, record);
-            if (ms === undefined) {
-              throw new DataError(
-                `expected "${resource.cursorField}" (${resource.cursorFormat ?? 'iso'}) on every record, got ${JSON.stringify(
-                  typeof record[resource.cursorField ?? ''],
-                )} in record ${String(record[resource.key])}`,
-                { context: ctx },
-              );
-            }
-            // The server may ignore or widen the filter: the window is enforced here too.
-            if (ms < window.fromMs || ms >= window.toMs) continue;
-          }
-          const row = normalizeOrThrow(record);
-          if (scope.header === '*') seenProjects.add(String(row[PROJECT_COLUMN]));
-          buffer.push(row);
-        }
-        deps.logger.debug(
-          { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore },
-          'page',
-        );
-        if (buffer.length >= options.batchRows || !page.hasMore) {
-          await store(buffer);
-          buffer = [];
-          if (seenProjects.size > 0) options.onProjects?.(seenProjects);
-          await checkpoint(window, page.hasMore ? page.nextCursor : null);
-        }
-      }
-    } catch (error) {
-      // A resumed cursor the server no longer accepts: read the window again from its start.
-      if (startCursor !== undefined && pagesInWalk === 0 && error instanceof FatalApiError && error.status === 400) {
-        deps.logger.warn({ resource: resource.name, project: scope.key }, 'checkpoint cursor rejected; re-reading the window');
-        await deps.state.updateStream(key, (s) => ({ ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined }));
-        return walk(window, undefined);
-      }
-      throw error;
-    }
-  }
-
-  function normalizeOrThrow(record: Parameters<SchemaTracker['normalize']>[0]): Row {
-    try {
-      return tracker.normalize(record, scope.fallbackProjectId, options.syncedAt);
-    } catch (error) {
-      if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: ctx });
-      throw error;
-    }
-  }
-
-  async function store(rows: Row[]): Promise<void> {
-    if (rows.length === 0) return;
-    const result = await deps.destination.write({ table: tracker.schema, rows });
-    totals.rows += result.rows;
   }
 
   async function checkpoint(window: TimeWindow | undefined, nextCursor: string | null): Promise<void> {
