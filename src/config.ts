@@ -4,6 +4,7 @@ import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
 import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
+import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */
 
@@ -41,6 +42,7 @@ export interface SyncConfig {
   readonly startMs: number | undefined;
   readonly batchRows: number;
   readonly limits: RateLimits;
+  readonly timeouts: TimeoutOptions;
   readonly logLevel: string;
   readonly logFormat: LogFormat;
   readonly quiet: boolean;
@@ -71,6 +73,9 @@ export interface SyncFlags {
   readonly searchRpm?: number;
   readonly maxRps?: number;
   readonly searchGateRps?: number;
+  readonly connectTimeout?: string;
+  readonly headersTimeout?: string;
+  readonly bodyTimeout?: string;
   readonly logLevel?: string;
   readonly logFormat?: string;
   readonly quiet?: boolean;
@@ -150,6 +155,12 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     searchGateRps: positive('--search-gate-rps', flags.searchGateRps ?? DEFAULT_RATE_LIMITS.searchGateRps),
   };
 
+  const timeouts: TimeoutOptions = {
+    connectMs: flags.connectTimeout === undefined ? DEFAULT_TIMEOUTS.connectMs : duration('--connect-timeout', flags.connectTimeout),
+    headersMs: flags.headersTimeout === undefined ? DEFAULT_TIMEOUTS.headersMs : duration('--headers-timeout', flags.headersTimeout),
+    bodyMs: flags.bodyTimeout === undefined ? DEFAULT_TIMEOUTS.bodyMs : duration('--body-timeout', flags.bodyTimeout),
+  };
+
   const logFormat = flags.logFormat ?? (isTty ? 'pretty' : 'json');
   if (logFormat !== 'json' && logFormat !== 'pretty') {
     throw new ConfigError(`--log-format: expected json or pretty, got "${logFormat}"`);
@@ -172,6 +183,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     startMs,
     batchRows: positive('--batch-rows', flags.batchRows ?? 5000),
     limits,
+    timeouts,
     logLevel: flags.logLevel ?? (flags.verbose ? 'debug' : flags.quiet ? 'warn' : 'info'),
     logFormat,
     quiet: flags.quiet ?? false,

@@ -28,6 +28,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     budget,
     clock,
     logger,
+    timeouts: config.timeouts,
   });
   let state: StateStore | undefined;
   let destination: Awaited<ReturnType<typeof openDestination>> | undefined;

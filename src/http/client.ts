@@ -62,12 +62,14 @@ export interface CallStats {
   requests: number;
   retries: number;
   rateLimited: number;
-  /** Time spent sleeping in backoff (not waiting for budget). */
+  /** Time spent sleeping in backoff after failures. */
   backoffMs: number;
+  /** Time spent waiting for the request budget (pacing). */
+  waitedMs: number;
 }
 
 export function newCallStats(): CallStats {
-  return { requests: 0, retries: 0, rateLimited: 0, backoffMs: 0 };
+  return { requests: 0, retries: 0, rateLimited: 0, backoffMs: 0, waitedMs: 0 };
 }
 
 export interface CallContext extends ErrorContext {
@@ -132,7 +134,11 @@ export class ApiClient {
       let response: RawResponse | undefined;
       try {
         ctx.stats.requests += 1;
-        response = await budget.schedule(req.endpoint, () => this.send(url, req.project, ctx.signal), {
+        const queuedAt = clock.now();
+        response = await budget.schedule(req.endpoint, () => {
+          ctx.stats.waitedMs += clock.now() - queuedAt;
+          return this.send(url, req.project, ctx.signal);
+        }, {
           lane: ctx.lane,
           signal: ctx.signal,
         });

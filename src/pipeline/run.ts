@@ -131,7 +131,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps): Promise
       pages: 0,
       windows: 0,
       seconds: 0,
-      stats: { requests: 0, retries: 0, rateLimited: 0, backoffMs: 0 },
+      stats: { requests: 0, retries: 0, rateLimited: 0, backoffMs: 0, waitedMs: 0 },
       error: new ConfigError(
         `${resource.path} does not accept the all-projects scope "*", and no project slugs are known yet ` +
           `(none in state, none found in this run's all-projects reads): pass --project-ids a,b`,
@@ -162,6 +162,8 @@ export function formatSummary(summary: RunSummary): string[] {
       `requests=${s.stats.requests}`,
       `retries=${s.stats.retries}`,
       `429s=${s.stats.rateLimited}`,
+      `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
+      `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
       `seconds=${s.seconds.toFixed(1)}`,
       s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
     ];
