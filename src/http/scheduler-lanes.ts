@@ -1,0 +1,117 @@
+/**
+ * Round-robin over fairness lanes. A lane is a caller's own stream of requests (e.g. `events|alpha`);
+ * lanes take turns so one large backfill cannot starve the others.
+ */
+
+/** A ring of keys with a cursor: the key at the cursor has the next turn. */
+export class RoundRobin<K> {
+  readonly #keys: K[] = [];
+  #cursor = 0;
+
+  get size(): number {
+    return this.#keys.length;
+  }
+
+  has(key: K): boolean {
+    return this.#keys.includes(key);
+  }
+
+  /** The key whose turn it is. */
+  current(): K | undefined {
+    return this.#keys[this.#cursor];
+  }
+
+  /**
+   * Join just before the cursor: a newcomer gets its turn after every key already waiting has had
+   * one. (Callers that paginate sequentially leave and rejoin all the time; joining at the cursor
+   * would let them jump ahead of backlogs on every page.)
+   */
+  add(key: K): void {
+    if (this.#keys.includes(key)) return;
+    this.#keys.splice(this.#cursor, 0, key);
+    if (this.#keys.length > 1) this.#cursor += 1;
+  }
+
+  /** Leave the ring without taking a turn from anyone. */
+  delete(key: K): void {
+    const index = this.#keys.indexOf(key);
+    if (index < 0) return;
+    this.#keys.splice(index, 1);
+    if (index < this.#cursor) this.#cursor -= 1;
+    if (this.#cursor >= this.#keys.length) this.#cursor = 0;
+  }
+
+  /** `key` was served: the turn passes to the key after it. */
+  advancePast(key: K): void {
+    const index = this.#keys.indexOf(key);
+    if (index >= 0) this.#cursor = (index + 1) % this.#keys.length;
+  }
+
+  /** Keys in turn order, starting with the current one. */
+  *inTurnOrder(): Generator<K> {
+    const n = this.#keys.length;
+    for (let i = 0; i < n; i += 1) {
+      const key = this.#keys[(this.#cursor + i) % n];
+      if (key !== undefined) yield key;
+    }
+  }
+}
+
+/** FIFO queues per lane, served round-robin across lanes. */
+export class LaneQueues<T> {
+  readonly #queues = new Map<string, T[]>();
+  readonly #ring = new RoundRobin<string>();
+  #size = 0;
+
+  /** Items waiting across all lanes. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The lane whose turn it is, if any lane has items. */
+  currentLane(): string | undefined {
+    return this.#ring.current();
+  }
+
+  peek(lane: string): T | undefined {
+    return this.#queues.get(lane)?.[0];
+  }
+
+  push(lane: string, item: T): void {
+    let queue = this.#queues.get(lane);
+    if (queue === undefined) {
+      queue = [];
+      this.#queues.set(lane, queue);
+      this.#ring.add(lane);
+    }
+    queue.push(item);
+    this.#size += 1;
+  }
+
+  /** Take the head of `lane` and pass the turn to the next lane. */
+  shift(lane: string): T | undefined {
+    const queue = this.#queues.get(lane);
+    const item = queue?.shift();
+    if (queue === undefined || item === undefined) return undefined;
+    this.#size -= 1;
+    this.#ring.advancePast(lane);
+    if (queue.length === 0) this.#dropLane(lane);
+    return item;
+  }
+
+  /** Remove a waiting item (it was aborted) without passing any turn. */
+  remove(lane: string, item: T): boolean {
+    const queue = this.#queues.get(lane);
+    const index = queue?.indexOf(item) ?? -1;
+    if (queue === undefined || index < 0) return false;
+    queue.splice(index, 1);
+    this.#size -= 1;
+    if (queue.length === 0) this.#dropLane(lane);
+    return true;
+  }
+
+  #dropLane(lane: string): void {
+    this.#queues.delete(lane);
+    this.#ring.delete(lane);
+  }
+}
