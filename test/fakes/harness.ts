@@ -8,6 +8,7 @@ import type { ApiRecord, JsonValue, ResourceDefinition } from '../../src/core/ty
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
 import { ApiClient, type RetryOptions } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler.js';
+import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../../src/pipeline/run.js';
 import { StateStore } from '../../src/state/store.js';
@@ -24,6 +25,8 @@ export interface HarnessRun {
   readonly batchRows?: number;
   readonly retry?: Partial<RetryOptions>;
   readonly projectHeader?: string;
+  /** Another destination than the DuckDB file in `dir`. */
+  readonly destination?: () => Promise<Destination>;
 }
 
 /** Fast retries for tests: the same loop, shorter sleeps. */
@@ -45,7 +48,7 @@ export async function syncOnce(opts: HarnessRun): Promise<RunSummary> {
     logger,
     retry: opts.retry ?? FAST_RETRY,
   });
-  const destination = await DuckDbDestination.open(dbPathOf(opts.dir));
+  const destination = opts.destination ? await opts.destination() : await DuckDbDestination.open(dbPathOf(opts.dir));
   const state = await StateStore.open(statePathOf(opts.dir), { clock: systemClock, purpose: 'sync' });
   try {
     return await runSync(

@@ -1,0 +1,249 @@
+import { bigqueryType } from '../core/column-types.js';
+import { ConfigError, LoadError } from '../core/errors.js';
+import type { TableSchema } from '../core/types.js';
+import { PARTITION_DATE_COLUMN, partitionSpec, type PartitionRange, type PartitionSpec } from './bigquery-rows.js';
+
+/**
+ * The BigQuery DDL and MERGE text, as pure functions: the destination sends the equivalent REST
+ * requests (datasets.insert, tables.insert/patch, jobs.insert) and prints these in a dry run, and
+ * tests read them without a client.
+ */
+
+/** Where tables live. */
+export interface BigQueryTarget {
+  readonly projectId: string;
+  readonly dataset: string;
+}
+
+/** One column as BigQuery stores it (standard SQL type name). */
+export interface BigQueryColumn {
+  readonly name: string;
+  readonly type: string;
+}
+
+/** How long a staging table lives if the run dies before dropping it. */
+export const STAGE_EXPIRATION_MS = 24 * 60 * 60 * 1000;
+
+/** BigQuery allows at most four clustering columns (tables.insert `clustering.fields`). */
+const MAX_CLUSTERING_COLUMNS = 4;
+
+/** Classic BigQuery column/table naming: letters, digits, underscores, not starting with a digit. */
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,299}$/;
+/** Dataset ids: letters, digits and underscores, up to 1,024 characters. */
+const DATASET_ID = /^[A-Za-z0-9_]{1,1024}$/;
+
+/** Check the project, dataset and location options; throws `ConfigError`. */
+export function validateTarget(target: BigQueryTarget, location: string): void {
+  if (target.projectId.length === 0 || /[`\s]/.test(target.projectId)) {
+    throw new ConfigError(`--bq-project: expected a Google Cloud project id, got "${target.projectId}"`);
+  }
+  if (!DATASET_ID.test(target.dataset)) {
+    throw new ConfigError(
+      `--bq-dataset: expected letters, digits and underscores (at most 1024), got "${target.dataset}"`,
+    );
+  }
+  if (!/^[A-Za-z0-9-]+$/.test(location)) {
+    throw new ConfigError(`--bq-location: expected a BigQuery location such as US, EU or europe-west1, got "${location}"`);
+  }
+}
+
+/** A column or table name, backquoted (GoogleSQL reserves words such as `to`, `range`, `rows`). */
+export function quoteIdent(name: string): string {
+  if (!IDENTIFIER.test(name)) {
+    throw new LoadError(
+      `BigQuery: "${name}" is not a valid column or table name (letters, digits, underscores; not starting with a digit)`,
+      false,
+    );
+  }
+  return `\`${name}\``;
+}
+
+/** `project`.`dataset`.`table`, each part quoted on its own (domain-scoped project ids contain `:`). */
+export function tablePath(target: BigQueryTarget, table: string): string {
+  return `\`${target.projectId}\`.\`${target.dataset}\`.${quoteIdent(table)}`;
+}
+
+/** The columns a table (and its staging table) holds: declared ones, plus `_partition_date` when derived. */
+export function bigQueryColumns(table: TableSchema): BigQueryColumn[] {
+  const columns = table.columns.map((c) => ({ name: c.name, type: bigqueryType(c.type) }));
+  if (partitionSpec(table)?.kind === 'epoch_ns' && !columns.some((c) => c.name === PARTITION_DATE_COLUMN)) {
+    columns.push({ name: PARTITION_DATE_COLUMN, type: 'DATE' });
+  }
+  return columns;
+}
+
+/** Clustering columns: `project_id` and the key (`table.key`), as far as BigQuery allows. */
+export function clusteringColumns(table: TableSchema): string[] {
+  return table.key.slice(0, MAX_CLUSTERING_COLUMNS);
+}
+
+/** The column BigQuery partitions on, and the expression over target alias `T` that equals it. */
+export function partitionColumnOf(spec: PartitionSpec): { readonly field: string; readonly expr: string } {
+  return spec.kind === 'timestamp'
+    ? { field: spec.column, expr: `DATE(T.${quoteIdent(spec.column)})` }
+    : { field: PARTITION_DATE_COLUMN, expr: `T.${quoteIdent(PARTITION_DATE_COLUMN)}` };
+}
+
+export function createSchemaDdl(target: BigQueryTarget, location: string): string {
+  return `CREATE SCHEMA IF NOT EXISTS \`${target.projectId}\`.\`${target.dataset}\` OPTIONS (location = '${location}');`;
+}
+
+/** `CREATE TABLE IF NOT EXISTS` with day partitioning and clustering. */
+export function createTableDdl(target: BigQueryTarget, table: TableSchema): string {
+  const spec = partitionSpec(table);
+  const lines = [
+    `CREATE TABLE IF NOT EXISTS ${tablePath(target, table.name)} (`,
+    bigQueryColumns(table)
+      .map((c) => `  ${quoteIdent(c.name)} ${c.type}`)
+      .join(',\n'),
+    ')',
+  ];
+  if (spec !== undefined) {
+    lines.push(
+      spec.kind === 'timestamp'
+        ? `PARTITION BY DATE(${quoteIdent(spec.column)})`
+        : `PARTITION BY ${quoteIdent(PARTITION_DATE_COLUMN)}`,
+    );
+  }
+  lines.push(`CLUSTER BY ${clusteringColumns(table).map(quoteIdent).join(', ')}`);
+  if (spec?.kind === 'epoch_ns') {
+    lines.push(
+      `OPTIONS (description = '${PARTITION_DATE_COLUMN} = UTC date of ${spec.column} (ns epoch), ` +
+        "computed by query-sync at load time')",
+    );
+  }
+  return `${lines.join('\n')};`;
+}
+
+/** The staging table: same columns, no partitioning, expires after a day. */
+export function createStageDdl(target: BigQueryTarget, table: TableSchema, stage: string): string {
+  const columns = bigQueryColumns(table)
+    .map((c) => `  ${quoteIdent(c.name)} ${c.type}`)
+    .join(',\n');
+  const hours = STAGE_EXPIRATION_MS / 3_600_000;
+  return (
+    `CREATE TABLE ${tablePath(target, stage)} (\n${columns}\n)\n` +
+    `OPTIONS (expiration_timestamp = TIMESTAMP_ADD(CURRENT_TIMESTAMP(), INTERVAL ${hours} HOUR));`
+  );
+}
+
+/** `ALTER TABLE … ADD COLUMN IF NOT EXISTS …` for columns the table lacks (undefined when none). */
+export function addColumnsDdl(
+  target: BigQueryTarget,
+  table: string,
+  columns: readonly BigQueryColumn[],
+): string | undefined {
+  if (columns.length === 0) return undefined;
+  const adds = columns.map((c) => `ADD COLUMN IF NOT EXISTS ${quoteIdent(c.name)} ${c.type}`).join(',\n  ');
+  return `ALTER TABLE ${tablePath(target, table)}\n  ${adds};`;
+}
+
+/**
+ * The partition-pruning condition for the MERGE's ON clause: only the partitions the batch writes
+ * into are scanned. Rows whose partition value is NULL live in the `__NULL__` partition, which a
+ * BETWEEN would skip, so it is added explicitly when the batch has such rows.
+ */
+export function pruningPredicate(spec: PartitionSpec, range: PartitionRange): string {
+  const { expr } = partitionColumnOf(spec);
+  const isNull = `T.${quoteIdent(spec.kind === 'timestamp' ? spec.column : PARTITION_DATE_COLUMN)} IS NULL`;
+  if (range.min === undefined || range.max === undefined) return isNull;
+  const between = `${expr} BETWEEN DATE '${range.min}' AND DATE '${range.max}'`;
+  return range.hasNull ? `(${between} OR ${isNull})` : between;
+}
+
+/**
+ * The one statement that upserts the staged batch into the target.
+ *
+ * - ON: the key columns, plus the partition-pruning predicate when the table is partitioned. This
+ *   assumes a row's partition value never changes (an event's `timestamp`, a span's start): a
+ *   copy of a key in another partition would not be matched.
+ * - WHEN MATCHED: with a version column, only when the incoming version is >= the stored one or the
+ *   stored one is NULL (an older copy never overwrites a newer one). Same rule as DuckDB.
+ * - Explicit column lists: the target may have columns this batch does not name; they keep their
+ *   value on update and are NULL on insert.
+ */
+export function mergeSql(params: {
+  readonly target: BigQueryTarget;
+  readonly table: TableSchema;
+  readonly stage: string;
+  readonly range?: PartitionRange;
+}): string {
+  const { target, table, stage, range } = params;
+  const spec = partitionSpec(table);
+  const names = bigQueryColumns(table).map((c) => quoteIdent(c.name));
+  const keys = new Set(table.key);
+  const on = table.key.map((k) => `T.${quoteIdent(k)} = S.${quoteIdent(k)}`);
+  if (spec !== undefined && range !== undefined) on.push(pruningPredicate(spec, range));
+  const lines = [
+    `MERGE ${tablePath(target, table.name)} AS T`,
+    `USING ${tablePath(target, stage)} AS S`,
+    `ON ${on.join(' AND ')}`,
+  ];
+  const updates = bigQueryColumns(table)
+    .filter((c) => !keys.has(c.name))
+    .map((c) => `${quoteIdent(c.name)} = S.${quoteIdent(c.name)}`);
+  if (updates.length > 0) {
+    const v = table.versionColumn === undefined ? undefined : quoteIdent(table.versionColumn);
+    const condition = v === undefined ? '' : ` AND (T.${v} IS NULL OR S.${v} >= T.${v})`;
+    lines.push(`WHEN MATCHED${condition} THEN`, `  UPDATE SET ${updates.join(', ')}`);
+  }
+  lines.push(
+    'WHEN NOT MATCHED THEN',
+    `  INSERT (${names.join(', ')}) VALUES (${names.map((n) => `S.${n}`).join(', ')})`,
+  );
+  return `${lines.join('\n')};`;
+}
+
+/** Everything one write does, as text: what a dry run prints. */
+export interface BigQueryWritePlan {
+  readonly createSchema?: string;
+  readonly createTable?: string;
+  readonly alterTable?: string;
+  readonly createStage: string;
+  readonly load: string;
+  readonly merge: string;
+  readonly dropStage: string;
+}
+
+/**
+ * Build the statements for one write. `include.createSchema`/`createTable` say whether the dataset
+ * and table are (believed) missing; `newColumns` are columns the table lacks.
+ */
+export function planWrite(params: {
+  readonly target: BigQueryTarget;
+  readonly location: string;
+  readonly table: TableSchema;
+  readonly stage: string;
+  readonly rowCount: number;
+  readonly range?: PartitionRange;
+  readonly createSchema: boolean;
+  readonly createTable: boolean;
+  readonly newColumns: readonly BigQueryColumn[];
+}): BigQueryWritePlan {
+  const { target, table, stage } = params;
+  const alter = addColumnsDdl(target, table.name, params.newColumns);
+  return {
+    ...(params.createSchema ? { createSchema: createSchemaDdl(target, params.location) } : {}),
+    ...(params.createTable ? { createTable: createTableDdl(target, table) } : {}),
+    ...(alter === undefined ? {} : { alterTable: alter }),
+    createStage: createStageDdl(target, table, stage),
+    load:
+      `-- load job: ${params.rowCount} row(s) as NEWLINE_DELIMITED_JSON into ${tablePath(target, stage)} ` +
+      '(createDisposition CREATE_NEVER, writeDisposition WRITE_EMPTY)',
+    merge: mergeSql({ target, table, stage, ...(params.range === undefined ? {} : { range: params.range }) }),
+    dropStage: `DROP TABLE IF EXISTS ${tablePath(target, stage)};`,
+  };
+}
+
+/** The plan as printable lines, in execution order. */
+export function planLines(plan: BigQueryWritePlan): string[] {
+  return [
+    plan.createSchema,
+    plan.createTable,
+    plan.alterTable,
+    plan.createStage,
+    plan.load,
+    plan.merge,
+    plan.dropStage,
+  ].filter((s): s is string => s !== undefined);
+}

@@ -1,0 +1,649 @@
+/**
+ * The BigQuery destination: batch load into a staging table, then one MERGE into the target.
+ *
+ * One `write(batch)`:
+ *   1. dataset and table exist (created on first use: DAY partitions, clustered by `project_id` + key);
+ *   2. columns the table lacks are added (tables.patch) BEFORE anything is loaded;
+ *   3. the rows go as NDJSON in ONE load job (free; never streaming inserts / tabledata.insertAll)
+ *      into `<table>__stage_<random>`, created with a 24 h expiration as a safety net;
+ *   4. ONE MERGE query job upserts stage → target on (`project_id`, key), pruned to the partitions
+ *      the batch touches; `write` resolves only once that job is DONE without errors, so the
+ *      pipeline moves its state only when BigQuery has the rows;
+ *   5. the staging table is dropped.
+ *
+ * Batching guidance. Each write costs one load job and one MERGE job per table, whatever its size,
+ * so send few, large batches: a 15-minute schedule makes at most one load job per table per write
+ * (96 a day per table, against BigQuery's 1,500 load jobs per table per day), and the MERGE bill is
+ * driven by the target partitions scanned, not by the batch size. The pipeline sends large batches.
+ *
+ * Partitioning. `events` is partitioned by `DATE(timestamp)`. `traces` is keyed on `start_time_ns`,
+ * an INT64 ns epoch, and BigQuery cannot partition on an expression over INT64: the table gets a
+ * derived `_partition_date DATE` column, filled at load time with the UTC date of `start_time_ns`
+ * (computed exactly from the bigint), and is partitioned on it.
+ *
+ * Retries. The client's own retry layer is switched off (`retryOptions.autoRetry: false`) so there
+ * is exactly one: this file's, which retries only what BigQuery calls transient (`backendError`,
+ * `internalError`, `rateLimitExceeded`, `jobBackendError`, `jobInternalError`, HTTP 5xx) with
+ * exponential backoff and full jitter, for a bounded number of attempts. Job ids are deterministic
+ * per staging table, so a retried jobs.insert whose first response was lost finds the job (409)
+ * and waits on it instead of running it twice.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  BigQuery,
+  type BigQueryOptions,
+  type Job,
+  type JobMetadata,
+  type TableField,
+  type TableMetadata,
+} from '@google-cloud/bigquery';
+import { COLUMN_TYPES, bigqueryType } from '../core/column-types.js';
+import { LoadError, QuerySyncError } from '../core/errors.js';
+import { silentLogger, type Logger } from '../core/log.js';
+import type { ColumnDef, LogicalType, TableSchema } from '../core/types.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from './destination.js';
+import {
+  backoffMs,
+  classifyBigQueryError,
+  errorInfo,
+  JobFailedError,
+  toQuerySyncError,
+  type BigQueryErrorClass,
+  type ErrorSubject,
+  type RetryPolicy,
+} from './bigquery-errors.js';
+import { PARTITION_DATE_COLUMN, encodeRows, partitionSpec, type PartitionRange } from './bigquery-rows.js';
+import {
+  STAGE_EXPIRATION_MS,
+  bigQueryColumns,
+  clusteringColumns,
+  mergeSql,
+  planLines,
+  planWrite,
+  quoteIdent,
+  tablePath,
+  validateTarget,
+  type BigQueryColumn,
+  type BigQueryTarget,
+} from './bigquery-sql.js';
+
+export interface BigQueryDestinationOptions {
+  /** Project that owns the dataset and runs the jobs (`--bq-project`). */
+  readonly projectId: string;
+  /** Dataset the tables go in; created when missing (`--bq-dataset`). */
+  readonly dataset: string;
+  /**
+   * Location of a dataset this creates, and of the jobs (`--bq-location`). An existing dataset's own
+   * location wins. @default 'US'
+   */
+  readonly location?: string;
+  /** API root, e.g. a local emulator or test double (`--bq-api-endpoint`). @default https://bigquery.googleapis.com */
+  readonly apiEndpoint?: string;
+  /** Service-account key file (`--bq-key-file`). @default Application Default Credentials */
+  readonly keyFilename?: string;
+  /** An auth client to use instead (tests inject a `PassThroughClient`). */
+  readonly authClient?: BigQueryOptions['authClient'];
+  /** Print the DDL, load target and MERGE each write would run, and send nothing. @default false */
+  readonly dryRun?: boolean;
+  /** Where dry-run lines go. @default a line on stdout */
+  readonly print?: (line: string) => void;
+  /** @default a silent logger */
+  readonly logger?: Logger;
+  /** Attempts per operation for transient errors, the first included. @default 5 */
+  readonly maxAttempts?: number;
+  /** Base of the exponential backoff between attempts. @default 1000 */
+  readonly retryBaseMs?: number;
+  /** Used for backoff and for polling jobs; tests pass one that does not wait. @default setTimeout */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** Clock for the staging table's expiration. @default Date.now */
+  readonly now?: () => number;
+}
+
+const DEFAULT_LOCATION = 'US';
+const DEFAULT_MAX_ATTEMPTS = 5;
+const DEFAULT_RETRY_BASE_MS = 1_000;
+/** Cap of one backoff wait: Google's truncated exponential backoff guidance caps at 32 s. */
+const MAX_BACKOFF_MS = 32_000;
+/** First and longest wait between jobs.get polls. */
+const POLL_INITIAL_MS = 500;
+const POLL_MAX_MS = 5_000;
+/** Give up waiting on one job after this long (it may still finish; replaying the batch is safe). */
+const JOB_WAIT_LIMIT_MS = 60 * 60 * 1000;
+
+/** A job that reached DONE without errors. */
+interface FinishedJob {
+  readonly jobId: string;
+  readonly location: string;
+  readonly metadata: JobMetadata;
+}
+
+/** BigQuery's legacy type names (tables.get answers with these) → standard SQL names. */
+const LEGACY_TYPE_NAMES: Readonly<Record<string, string>> = { INTEGER: 'INT64', FLOAT: 'FLOAT64', BOOLEAN: 'BOOL' };
+
+export class BigQueryDestination implements Destination {
+  readonly kind = 'bigquery';
+  private readonly client: BigQuery;
+  private readonly target: BigQueryTarget;
+  /** Where jobs run: the dataset's actual location once known. */
+  private location: string;
+  private readonly dryRun: boolean;
+  private readonly print: (line: string) => void;
+  private readonly log: Logger;
+  private readonly retry: RetryPolicy;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly now: () => number;
+  private datasetReady: Promise<void> | undefined;
+  /** Schema fields per table as last seen, so a write patches only what is new. */
+  private readonly fields = new Map<string, TableField[]>();
+  /** Writes to one table run one after another (no two MERGEs racing on a table). */
+  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Dry run: the dataset and the columns already printed, so later writes print only ALTERs. */
+  private dryRunSchemaPrinted = false;
+  private readonly dryRunColumns = new Map<string, Set<string>>();
+
+  constructor(options: BigQueryDestinationOptions) {
+    this.target = { projectId: options.projectId, dataset: options.dataset };
+    this.location = options.location ?? DEFAULT_LOCATION;
+    validateTarget(this.target, this.location);
+    this.dryRun = options.dryRun ?? false;
+    this.print = options.print ?? ((line: string) => void process.stdout.write(`${line}\n`));
+    this.log = options.logger ?? silentLogger();
+    this.retry = {
+      maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
+      baseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
+      maxMs: MAX_BACKOFF_MS,
+    };
+    this.sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+    this.now = options.now ?? Date.now;
+    // Constructing the client sends nothing; credentials are looked up on the first request.
+    this.client = new BigQuery({
+      projectId: options.projectId,
+      location: this.location,
+      // One retry layer, ours (see the top of this file).
+      retryOptions: { autoRetry: false, maxRetries: 0 },
+      ...(options.apiEndpoint === undefined ? {} : { apiEndpoint: options.apiEndpoint }),
+      ...(options.keyFilename === undefined ? {} : { keyFilename: options.keyFilename }),
+      ...(options.authClient === undefined ? {} : { authClient: options.authClient }),
+    });
+  }
+
+  async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
+    if (this.dryRun) return undefined;
+    const fields = await this.tableFields(table);
+    if (fields === undefined) return undefined;
+    const columns: ColumnDef[] = [];
+    for (const field of fields) {
+      const name = field.name ?? '';
+      if (name === PARTITION_DATE_COLUMN) continue; // ours, derived at load time
+      const type = field.mode === 'REPEATED' ? undefined : logicalType(field.type);
+      if (type === undefined) {
+        this.log.warn(
+          { table, column: name, type: field.type, mode: field.mode },
+          'bigquery column of a type query-sync does not write; ignored',
+        );
+        continue;
+      }
+      columns.push({ name, type });
+    }
+    return columns;
+  }
+
+  write(batch: LoadBatch): Promise<LoadResult> {
+    const name = batch.table.name;
+    const previous = this.queues.get(name) ?? Promise.resolve();
+    // Entries in `queues` never reject, so one failed write does not fail the next.
+    const next = previous.then(() => this.writeNow(batch));
+    this.queues.set(
+      name,
+      next.catch(() => undefined),
+    );
+    return next;
+  }
+
+  async count(table: string): Promise<number> {
+    if (this.dryRun) return 0;
+    if ((await this.tableFields(table)) === undefined) return 0;
+    const subject = this.subject(`count of table ${table}`, table);
+    const sql = `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`;
+    const base = `qs_count_${table}_${randomBytes(6).toString('hex')}`;
+    const job = await this.runJob(subject, base, (jobId) => this.createQueryJob(sql, jobId));
+    const [rows] = await this.retrying(subject, () =>
+      this.client.job(job.jobId, { location: job.location }).getQueryResults({ maxResults: 1, autoPaginate: false }),
+    ).catch((error: unknown) => {
+      throw toQuerySyncError(error, subject);
+    });
+    const first: unknown = rows[0];
+    const n = typeof first === 'object' && first !== null ? (first as Record<string, unknown>)['n'] : undefined;
+    return Number(n ?? 0);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()]);
+  }
+
+  private async writeNow(batch: LoadBatch): Promise<LoadResult> {
+    const { table } = batch;
+    const rows = dedupeRows(batch.rows, table.key, table.versionColumn);
+    // Checked before anything is sent: names BigQuery would refuse, cells of the wrong type.
+    quoteIdent(table.name);
+    const columns = bigQueryColumns(table);
+    columns.forEach((c) => quoteIdent(c.name));
+    if (rows.length === 0) return { rows: 0 };
+    const encoded = encodeRows(table, rows);
+    const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
+
+    if (this.dryRun) {
+      this.printDryRun(table, stage, rows.length, encoded.range);
+      return { rows: rows.length };
+    }
+
+    await this.ensureDataset();
+    const existing = await this.ensureTable(table);
+    await this.addMissingColumns(table, existing, columns);
+
+    await this.createStage(table, stage, columns);
+    try {
+      const load = await this.load(table, stage, encoded.ndjson);
+      const merge = await this.merge(table, stage, encoded.range === undefined ? {} : { range: encoded.range });
+      const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
+      const bytesProcessed = bytes === undefined || bytes === null ? undefined : Number(bytes);
+      this.log.info(
+        {
+          table: table.name,
+          rows: rows.length,
+          loadJob: load.jobId,
+          mergeJob: merge.jobId,
+          bytesProcessed,
+          bytesBilled: numberOrUndefined(merge.metadata.statistics?.query?.totalBytesBilled),
+          affectedRows: numberOrUndefined(merge.metadata.statistics?.query?.numDmlAffectedRows),
+        },
+        'bigquery merge done',
+      );
+      return bytesProcessed === undefined ? { rows: rows.length } : { rows: rows.length, bytesProcessed };
+    } finally {
+      await this.dropStage(table, stage);
+    }
+  }
+
+  private printDryRun(
+    table: TableSchema,
+    stage: string,
+    rowCount: number,
+    range: PartitionRange | undefined,
+  ): void {
+    const printed = this.dryRunColumns.get(table.name);
+    const columns = bigQueryColumns(table);
+    const plan = planWrite({
+      target: this.target,
+      location: this.location,
+      table,
+      stage,
+      rowCount,
+      ...(range === undefined ? {} : { range }),
+      createSchema: !this.dryRunSchemaPrinted,
+      createTable: printed === undefined,
+      newColumns: printed === undefined ? [] : columns.filter((c) => !printed.has(c.name)),
+    });
+    this.dryRunSchemaPrinted = true;
+    this.dryRunColumns.set(table.name, new Set([...(printed ?? []), ...columns.map((c) => c.name)]));
+    this.print(`-- bigquery dry run: ${rowCount} row(s) for table ${table.name}; nothing is sent`);
+    for (const statement of planLines(plan)) this.print(statement);
+  }
+
+  // ---- setup -------------------------------------------------------------------------------
+
+  private ensureDataset(): Promise<void> {
+    this.datasetReady ??= this.setupDataset().catch((error: unknown) => {
+      this.datasetReady = undefined;
+      throw error;
+    });
+    return this.datasetReady;
+  }
+
+  private async setupDataset(): Promise<void> {
+    const { dataset } = this.target;
+    const lookup = this.subject(`lookup of dataset ${dataset}`);
+    try {
+      const [metadata] = await this.retrying(lookup, () => this.client.dataset(dataset).getMetadata());
+      this.adoptLocation((metadata as { location?: string }).location);
+      return;
+    } catch (error) {
+      if (kindOf(error) !== 'notFound') throw toQuerySyncError(error, lookup);
+    }
+    const create = this.subject(`creation of dataset ${dataset} in ${this.location}`);
+    try {
+      await this.retrying(create, () => this.client.createDataset(dataset, { location: this.location }));
+      this.log.info({ dataset, location: this.location }, 'bigquery dataset created');
+    } catch (error) {
+      if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, create);
+    }
+  }
+
+  private adoptLocation(location: string | undefined): void {
+    if (location === undefined || location.toUpperCase() === this.location.toUpperCase()) return;
+    this.log.warn(
+      { dataset: this.target.dataset, configured: this.location, actual: location },
+      'bigquery dataset exists in another location; jobs run there',
+    );
+    this.location = location;
+  }
+
+  /** The table's schema fields, or undefined when it (or the dataset) does not exist. */
+  private async tableFields(table: string): Promise<TableField[] | undefined> {
+    const subject = this.subject(`lookup of table ${table}`, table);
+    try {
+      const [metadata] = await this.retrying(subject, () =>
+        this.client.dataset(this.target.dataset).table(table).getMetadata(),
+      );
+      const fields = (metadata as TableMetadata).schema?.fields ?? [];
+      this.fields.set(table, fields);
+      return fields;
+    } catch (error) {
+      if (kindOf(error) === 'notFound') return undefined;
+      throw toQuerySyncError(error, subject);
+    }
+  }
+
+  /** Create the table if missing; return its schema fields. */
+  private async ensureTable(table: TableSchema): Promise<TableField[]> {
+    const cached = this.fields.get(table.name);
+    if (cached !== undefined) return cached;
+    const existing = await this.tableFields(table.name);
+    if (existing !== undefined) return existing;
+    const subject = this.subject(`creation of table ${table.name}`, table.name);
+    const spec = partitionSpec(table);
+    const resource: TableMetadata = {
+      schema: { fields: bigQueryColumns(table).map(toField) },
+      clustering: { fields: clusteringColumns(table) },
+      ...(spec === undefined
+        ? {}
+        : {
+            timePartitioning: {
+              type: 'DAY',
+              field: spec.kind === 'timestamp' ? spec.column : PARTITION_DATE_COLUMN,
+            },
+          }),
+      ...(spec?.kind === 'epoch_ns'
+        ? {
+            description:
+              `Partitioned on ${PARTITION_DATE_COLUMN}: the UTC date of ${spec.column} (ns epoch), ` +
+              'computed by query-sync at load time.',
+          }
+        : {}),
+    };
+    try {
+      const [, metadata] = await this.retrying(subject, () =>
+        this.client.dataset(this.target.dataset, { location: this.location }).createTable(table.name, resource),
+      );
+      this.log.info({ table: table.name }, 'bigquery table created');
+      const fields = metadata.schema?.fields ?? resource.schema?.fields ?? [];
+      this.fields.set(table.name, fields);
+      return fields;
+    } catch (error) {
+      if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
+      return (await this.tableFields(table.name)) ?? [];
+    }
+  }
+
+  /** Add (tables.patch) the columns `table` declares that BigQuery lacks; refuse changed types. */
+  private async addMissingColumns(
+    table: TableSchema,
+    existing: readonly TableField[],
+    columns: readonly BigQueryColumn[],
+  ): Promise<void> {
+    const present = new Map(existing.map((f) => [f.name ?? '', standardType(f.type)]));
+    const missing: BigQueryColumn[] = [];
+    for (const column of columns) {
+      const type = present.get(column.name);
+      if (type === undefined) missing.push(column);
+      else if (type !== column.type) {
+        throw new LoadError(
+          `BigQuery: column "${column.name}" of table ${table.name} is ${type} in BigQuery ` +
+            `but the batch writes ${column.type}; ` +
+            'query-sync does not change column types (drop or rename the column to proceed)',
+          false,
+          { context: { resource: table.name } },
+        );
+      }
+    }
+    if (missing.length === 0) return;
+    const names = missing.map((c) => c.name).join(', ');
+    const subject = this.subject(`adding columns ${names} to table ${table.name}`, table.name);
+    const fields = [...existing, ...missing.map(toField)];
+    try {
+      const [metadata] = await this.retrying(subject, () =>
+        this.client.dataset(this.target.dataset).table(table.name).setMetadata({ schema: { fields } }),
+      );
+      this.fields.set(table.name, (metadata as TableMetadata).schema?.fields ?? fields);
+      this.log.info({ table: table.name, columns: missing.map((c) => c.name) }, 'bigquery columns added');
+    } catch (error) {
+      this.fields.delete(table.name);
+      throw toQuerySyncError(error, subject);
+    }
+  }
+
+  // ---- one write ---------------------------------------------------------------------------
+
+  private async createStage(table: TableSchema, stage: string, columns: readonly BigQueryColumn[]): Promise<void> {
+    const subject = this.subject(`creation of staging table ${stage}`, table.name);
+    try {
+      await this.retrying(subject, () =>
+        this.client.dataset(this.target.dataset, { location: this.location }).createTable(stage, {
+          schema: { fields: columns.map(toField) },
+          expirationTime: String(this.now() + STAGE_EXPIRATION_MS),
+          labels: { 'query-sync': 'stage' },
+        }),
+      );
+    } catch (error) {
+      if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
+    }
+  }
+
+  private async load(table: TableSchema, stage: string, ndjson: string): Promise<FinishedJob> {
+    const subject = this.subject(`load job into ${stage}`, table.name);
+    const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
+    const file = join(dir, `${stage}.ndjson`);
+    try {
+      await writeFile(file, ndjson, 'utf8');
+      const stageTable = this.client.dataset(this.target.dataset, { location: this.location }).table(stage);
+      return await this.runJob(subject, `qs_load_${stage}`, async (jobId) => {
+        const [job] = await stageTable.createLoadJob(file, {
+          jobId,
+          sourceFormat: 'NEWLINE_DELIMITED_JSON',
+          // The stage was created empty a moment ago: a second copy of the rows is an error, never a duplicate.
+          writeDisposition: 'WRITE_EMPTY',
+          createDisposition: 'CREATE_NEVER',
+          ignoreUnknownValues: false,
+          maxBadRecords: 0,
+        });
+        return job;
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  private async merge(
+    table: TableSchema,
+    stage: string,
+    range: { readonly range?: PartitionRange },
+  ): Promise<FinishedJob> {
+    const sql = mergeSql({ target: this.target, table, stage, ...range });
+    const subject = this.subject(`MERGE into table ${table.name}`, table.name);
+    return this.runJob(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+  }
+
+  private async dropStage(table: TableSchema, stage: string): Promise<void> {
+    const subject = this.subject(`drop of staging table ${stage}`, table.name);
+    try {
+      await this.retrying(subject, () =>
+        this.client.dataset(this.target.dataset).table(stage).delete({ ignoreNotFound: true }),
+      );
+    } catch (error) {
+      // The rows are merged (or the write already failed); the table expires on its own.
+      this.log.warn(
+        { table: table.name, stage, err: errorInfo(error).message },
+        'bigquery staging table not dropped; it expires in 24 h',
+      );
+    }
+  }
+
+  private async createQueryJob(query: string, jobId: string): Promise<Job> {
+    const [job] = await this.client.createQueryJob({ query, jobId, location: this.location, useLegacySql: false });
+    return job;
+  }
+
+  // ---- jobs and retries --------------------------------------------------------------------
+
+  /**
+   * Run one job to DONE and return its final metadata. One retry loop covers creating the job,
+   * polling it, and the job failing for a transient reason (then a new job id, `<base>_<n+1>`, is
+   * used). A jobs.insert answered 409 means an earlier attempt did create the job: it is adopted.
+   */
+  private async runJob(
+    subject: ErrorSubject,
+    base: string,
+    create: (jobId: string) => Promise<Job>,
+  ): Promise<FinishedJob> {
+    let generation = 0;
+    let job: Job | undefined;
+    for (let attempt = 1; ; attempt += 1) {
+      const jobId = `${base}_${generation}`;
+      try {
+        job ??= await this.createOrAdopt(jobId, create);
+        const metadata = await this.waitForJob(job, subject);
+        const status = metadata.status;
+        if (status?.errorResult !== undefined && status.errorResult !== null) {
+          job = undefined;
+          generation += 1;
+          throw new JobFailedError(jobId, status.errorResult, status.errors ?? []);
+        }
+        return { jobId, location: metadata.jobReference?.location ?? this.location, metadata };
+      } catch (error) {
+        if (jobExists(error)) {
+          // jobs.insert answered with a job that already failed: the next attempt needs a new id.
+          job = undefined;
+          generation += 1;
+        }
+        const failed = { ...subject, operation: `${subject.operation} (job ${jobId})` };
+        const kind = kindOf(error);
+        if (kind !== 'retriable') throw toQuerySyncError(error, failed);
+        if (attempt >= this.retry.maxAttempts) throw toQuerySyncError(error, failed, attempt);
+        await this.backoff(failed, attempt, error);
+      }
+    }
+  }
+
+  private async createOrAdopt(jobId: string, create: (jobId: string) => Promise<Job>): Promise<Job> {
+    try {
+      return await create(jobId);
+    } catch (error) {
+      if (kindOf(error) !== 'alreadyExists' || jobExists(error)) throw error;
+      const job = this.client.job(jobId, { location: this.location });
+      const [metadata] = await job.getMetadata();
+      job.metadata = metadata;
+      this.log.debug({ jobId }, 'bigquery job already existed; waiting on it');
+      return job;
+    }
+  }
+
+  private async waitForJob(job: Job, subject: ErrorSubject): Promise<JobMetadata> {
+    let metadata = job.metadata as JobMetadata | undefined;
+    let waitedMs = 0;
+    let intervalMs = POLL_INITIAL_MS;
+    while (metadata?.status?.state !== 'DONE') {
+      if (waitedMs >= JOB_WAIT_LIMIT_MS) {
+        throw new LoadError(
+          `BigQuery ${subject.operation}: job ${job.id ?? ''} not DONE after ${JOB_WAIT_LIMIT_MS / 60_000} min ` +
+            `(state ${metadata?.status?.state ?? 'unknown'}); it may still finish, and replaying the batch is safe`,
+          true,
+          subject.table === undefined ? {} : { context: { resource: subject.table } },
+        );
+      }
+      await this.sleep(intervalMs);
+      waitedMs += intervalMs;
+      intervalMs = Math.min(POLL_MAX_MS, Math.round(intervalMs * 1.5));
+      [metadata] = await job.getMetadata();
+      this.log.debug({ jobId: job.id, state: metadata?.status?.state }, 'bigquery job polled');
+    }
+    return metadata;
+  }
+
+  /** Call `fn`, retrying transient failures. Other errors are rethrown as they are. */
+  private async retrying<T>(subject: ErrorSubject, fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await fn();
+      } catch (error) {
+        if (kindOf(error) !== 'retriable') throw error;
+        if (attempt >= this.retry.maxAttempts) throw toQuerySyncError(error, subject, attempt);
+        await this.backoff(subject, attempt, error);
+      }
+    }
+  }
+
+  private async backoff(subject: ErrorSubject, attempt: number, error: unknown): Promise<void> {
+    const waitMs = backoffMs(this.retry, attempt);
+    this.log.warn(
+      {
+        operation: subject.operation,
+        attempt,
+        maxAttempts: this.retry.maxAttempts,
+        waitMs,
+        err: errorInfo(error).message,
+      },
+      'bigquery transient error; retrying',
+    );
+    await this.sleep(waitMs);
+  }
+
+  private subject(operation: string, table?: string): ErrorSubject {
+    const { projectId, dataset } = this.target;
+    return { operation, projectId, dataset, ...(table === undefined ? {} : { table }) };
+  }
+}
+
+/** Our own errors are final here; BigQuery's are classified by reason. */
+function kindOf(error: unknown): BigQueryErrorClass {
+  if (error instanceof QuerySyncError) return 'fatal';
+  return classifyBigQueryError(errorInfo(error));
+}
+
+/** An ApiError thrown by createQueryJob when jobs.insert returned a job that already failed. */
+function jobExists(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const response = (error as { response?: unknown }).response;
+  if (typeof response !== 'object' || response === null) return false;
+  const status = (response as { status?: unknown }).status;
+  return typeof status === 'object' && status !== null && (status as { state?: unknown }).state === 'DONE';
+}
+
+function toField(column: BigQueryColumn): TableField {
+  return {
+    name: column.name,
+    type: column.type,
+    mode: 'NULLABLE',
+    ...(column.name === PARTITION_DATE_COLUMN
+      ? { description: 'UTC date of the ns-epoch partition column; set by query-sync at load time' }
+      : {}),
+  };
+}
+
+/** Standard SQL name of a BigQuery type as tables.get reports it. */
+function standardType(type: string | null | undefined): string {
+  const upper = (type ?? '').toUpperCase();
+  return LEGACY_TYPE_NAMES[upper] ?? upper;
+}
+
+/** The logical type whose BigQuery type (per `column-types.ts`) is `type`, if any. */
+function logicalType(type: string | null | undefined): LogicalType | undefined {
+  const standard = standardType(type);
+  return (Object.keys(COLUMN_TYPES) as LogicalType[]).find((t) => bigqueryType(t) === standard);
+}
+
+function numberOrUndefined(value: string | number | null | undefined): number | undefined {
+  return value === undefined || value === null ? undefined : Number(value);
+}

@@ -1,0 +1,162 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, LoadError } from '../../src/core/errors.js';
+import type { TableSchema } from '../../src/core/types.js';
+import { BigQueryDestination } from '../../src/load/bigquery.js';
+import { backoffMs, classifyBigQueryError, errorInfo } from '../../src/load/bigquery-errors.js';
+import { dateOfEpochNs, dateOfTimestamp, encodeRows } from '../../src/load/bigquery-rows.js';
+import { createTableDdl, mergeSql, pruningPredicate, quoteIdent } from '../../src/load/bigquery-sql.js';
+import { LAST_NS_OF_MAY_1, eventsTable, tracesTable } from '../fixtures/bigquery/tables.js';
+
+const target = { projectId: 'proj', dataset: 'sync' };
+
+describe('partition dates', () => {
+  it('computes the UTC date of an ns epoch exactly, flooring before 1970', () => {
+    expect(dateOfEpochNs(LAST_NS_OF_MAY_1)).toBe('2024-05-01');
+    expect(dateOfEpochNs(LAST_NS_OF_MAY_1 + 1n)).toBe('2024-05-02');
+    expect(dateOfEpochNs(0n)).toBe('1970-01-01');
+    expect(dateOfEpochNs(-1n)).toBe('1969-12-31');
+    expect(dateOfEpochNs(-86_400_000_000_000n)).toBe('1969-12-31');
+    expect(dateOfEpochNs(-86_400_000_000_001n)).toBe('1969-12-30');
+  });
+
+  it('computes the UTC date of an ISO timestamp the way DATE(timestamp) does', () => {
+    expect(dateOfTimestamp('2024-05-01T23:59:59.9999999Z')).toBe('2024-05-01');
+    expect(dateOfTimestamp('2024-05-02T01:30:00+02:00')).toBe('2024-05-01');
+    expect(dateOfTimestamp('2024-05-01T22:30:00-02:00')).toBe('2024-05-02');
+    expect(dateOfTimestamp('not a time')).toBeUndefined();
+  });
+});
+
+describe('encodeRows', () => {
+  it('tracks the partition range, including NULL partition values', () => {
+    const { range } = encodeRows(eventsTable, [
+      { project_id: 'a', id: '1', timestamp: '2024-05-03T00:00:00Z' },
+      { project_id: 'a', id: '2', timestamp: null },
+      { project_id: 'a', id: '3', timestamp: '2024-04-30T23:00:00Z' },
+    ]);
+    expect(range).toEqual({ min: '2024-04-30', max: '2024-05-03', hasNull: true });
+    expect(encodeRows({ ...eventsTable, partitionColumn: undefined }, [{ project_id: 'a', id: '1' }]).range).toBeUndefined();
+  });
+
+  it('writes every declared column, cuts timestamps to microseconds, spells non-finite floats', () => {
+    const { ndjson } = encodeRows(eventsTable, [
+      { project_id: 'a', id: '1', timestamp: '2024-05-01T00:00:00.123456789Z', score: Number.NaN, duration_ns: 7, extra: 'x' },
+      { project_id: 'a', id: '2', timestamp: '2024-05-01T00:00:00Z', score: Number.NEGATIVE_INFINITY, properties: '42' },
+    ]);
+    expect(ndjson).toBe(
+      '{"project_id":"a","id":"1","timestamp":"2024-05-01T00:00:00.123456Z","event_name":null,"user_id":null,"properties":null,"duration_ns":"7","score":"NaN","is_test":null,"_synced_at":null}\n' +
+        '{"project_id":"a","id":"2","timestamp":"2024-05-01T00:00:00Z","event_name":null,"user_id":null,"properties":42,"duration_ns":null,"score":"-Infinity","is_test":null,"_synced_at":null}\n',
+    );
+  });
+
+  it('adds _partition_date for an ns partition column', () => {
+    const { ndjson, range } = encodeRows(tracesTable, [{ project_id: 'a', span_id: 's', start_time_ns: LAST_NS_OF_MAY_1 }]);
+    expect(ndjson).toContain('"start_time_ns":"1714607999999999999","end_time_ns":null,"attributes":null,"_synced_at":null,"_partition_date":"2024-05-01"}');
+    expect(range).toEqual({ min: '2024-05-01', max: '2024-05-01', hasNull: false });
+  });
+
+  it('refuses invalid JSON text and non-integers in INT64 columns', () => {
+    expect(() => encodeRows(eventsTable, [{ project_id: 'a', id: '1', properties: '{"a":' }])).toThrow(LoadError);
+    expect(() => encodeRows(eventsTable, [{ project_id: 'a', id: '1', duration_ns: 1.5 }])).toThrow(/expects an integer/);
+    expect(() => encodeRows(eventsTable, [{ project_id: 'a', id: '1', timestamp: 'yesterday' }])).toThrow(/ISO-8601/);
+  });
+});
+
+describe('SQL text', () => {
+  it('prunes with BETWEEN, and keeps the __NULL__ partition when the batch has NULL partition values', () => {
+    const spec = { kind: 'timestamp', column: 'timestamp' } as const;
+    expect(pruningPredicate(spec, { min: '2024-05-01', max: '2024-05-02', hasNull: false })).toBe(
+      "DATE(T.`timestamp`) BETWEEN DATE '2024-05-01' AND DATE '2024-05-02'",
+    );
+    expect(pruningPredicate(spec, { min: '2024-05-01', max: '2024-05-01', hasNull: true })).toBe(
+      "(DATE(T.`timestamp`) BETWEEN DATE '2024-05-01' AND DATE '2024-05-01' OR T.`timestamp` IS NULL)",
+    );
+    expect(pruningPredicate({ kind: 'epoch_ns', column: 'start_time_ns' }, { min: undefined, max: undefined, hasNull: true })).toBe(
+      'T.`_partition_date` IS NULL',
+    );
+  });
+
+  it('builds a MERGE without version condition, partition or UPDATE when the table has none', () => {
+    const keyOnly: TableSchema = {
+      name: 'users',
+      key: ['project_id', 'id'],
+      columns: [
+        { name: 'project_id', type: 'string' },
+        { name: 'id', type: 'string' },
+      ],
+    };
+    expect(mergeSql({ target, table: keyOnly, stage: 'users__stage_x' })).toBe(
+      [
+        'MERGE `proj`.`sync`.`users` AS T',
+        'USING `proj`.`sync`.`users__stage_x` AS S',
+        'ON T.`project_id` = S.`project_id` AND T.`id` = S.`id`',
+        'WHEN NOT MATCHED THEN',
+        '  INSERT (`project_id`, `id`) VALUES (S.`project_id`, S.`id`);',
+      ].join('\n'),
+    );
+    const withName: TableSchema = { ...keyOnly, columns: [...keyOnly.columns, { name: 'name', type: 'string' }] };
+    expect(mergeSql({ target, table: withName, stage: 's' })).toContain('WHEN MATCHED THEN\n  UPDATE SET `name` = S.`name`\n');
+  });
+
+  it('writes CREATE TABLE with PARTITION BY and CLUSTER BY', () => {
+    expect(createTableDdl(target, tracesTable)).toBe(
+      [
+        'CREATE TABLE IF NOT EXISTS `proj`.`sync`.`traces` (',
+        '  `project_id` STRING,',
+        '  `span_id` STRING,',
+        '  `start_time_ns` INT64,',
+        '  `end_time_ns` INT64,',
+        '  `attributes` JSON,',
+        '  `_synced_at` TIMESTAMP,',
+        '  `_partition_date` DATE',
+        ')',
+        'PARTITION BY `_partition_date`',
+        'CLUSTER BY `project_id`, `span_id`',
+        "OPTIONS (description = '_partition_date = UTC date of start_time_ns (ns epoch), computed by query-sync at load time');",
+      ].join('\n'),
+    );
+  });
+
+  it('refuses names BigQuery would not accept', () => {
+    expect(quoteIdent('to')).toBe('`to`');
+    expect(() => quoteIdent('user-agent')).toThrow(LoadError);
+    expect(() => quoteIdent('a`b')).toThrow(LoadError);
+  });
+
+  it('refuses bad options with ConfigError', () => {
+    expect(() => new BigQueryDestination({ projectId: 'p', dataset: 'my-dataset' })).toThrow(ConfigError);
+    expect(() => new BigQueryDestination({ projectId: 'p', dataset: 'd', location: "US'" })).toThrow(ConfigError);
+  });
+});
+
+describe('error classification', () => {
+  const http = (code: number, reason?: string, message = 'm') => ({ code, message, errors: reason === undefined ? [] : [{ reason, message }] });
+
+  it.each([
+    [http(503, 'backendError'), 'retriable'],
+    [http(500, 'internalError'), 'retriable'],
+    [http(403, 'rateLimitExceeded'), 'retriable'],
+    [http(502), 'retriable'],
+    [http(403, 'quotaExceeded'), 'quota'],
+    [http(403, 'accessDenied'), 'auth'],
+    [http(401), 'auth'],
+    [http(403, 'billingNotEnabled'), 'fatal'],
+    [http(404, 'notFound', 'Not found: Project nope'), 'projectNotFound'],
+    [http(404, 'notFound', 'Not found: Table p:d.t'), 'notFound'],
+    [http(409, 'duplicate'), 'alreadyExists'],
+    [http(400, 'invalidQuery'), 'fatal'],
+    [{ errorResult: { reason: 'jobBackendError', message: 'x' } }, 'retriable'],
+    [{ errorResult: { reason: 'invalid', message: 'x' }, errors: [{ reason: 'backendError', message: 'y' }] }, 'fatal'],
+    [Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }), 'retriable'],
+    [Object.assign(new Error('Nock: Disallowed net connect'), { code: 'ENETUNREACH' }), 'fatal'],
+  ])('%j → %s', (error, expected) => {
+    expect(classifyBigQueryError(errorInfo(error))).toBe(expected);
+  });
+
+  it('backs off exponentially with full jitter, capped', () => {
+    const policy = { maxAttempts: 5, baseMs: 100, maxMs: 1_000 };
+    expect([1, 2, 3, 4, 5].map((n) => backoffMs(policy, n, () => 1))).toEqual([100, 200, 400, 800, 1000]);
+    expect(backoffMs(policy, 3, () => 0)).toBe(0);
+    expect(backoffMs(policy, 3, () => 0.5)).toBe(200);
+  });
+});
