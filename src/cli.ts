@@ -31,7 +31,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long (e.g. 10m) for another run holding the state lock' })
     .option('lookback', { type: 'string', default: '15m', describe: 're-read this far before the high-water mark (late-indexed events)' })
     .option('start', { type: 'string', describe: 'ISO instant: the oldest data a first sync reads (default: all history)' })
-    .option('batch-rows', { type: 'number', default: 5000, describe: 'rows per write + checkpoint' })
+    .option('batch-rows', { type: 'number', describe: 'rows per write + checkpoint (default 5000 for DuckDB, 50000 for BigQuery)' })
     .option('max-rpm', { type: 'number', default: 400, describe: 'requests per minute per endpoint' })
     .option('search-rpm', { type: 'number', default: 50, describe: 'requests per minute to /v1/events/search' })
     .option('max-rps', { type: 'number', default: 40, describe: 'requests per second, all endpoints' })
