@@ -1,0 +1,145 @@
+/**
+ * What the store keeps per record: typed fields for sorting, filtering and visibility. The JSON
+ * record is built from them when served (a page is at most 1000 rows), which keeps 100k events per
+ * project small enough to seed in about a second. Nested values may be shared between entries:
+ * nothing mutates them, and `snapshot` deep-copies.
+ */
+
+import type { ApiRecord, JsonValue } from '../core/types.js';
+import type { Entry } from './sorted-list.js';
+
+export type JsonObject = { [key: string]: JsonValue };
+
+export interface EventEntry extends Entry {
+  /** Timestamp in ms. */
+  readonly sortKey: number;
+  /** When the event becomes visible (ms); later than `sortKey` for late events. */
+  readonly visibleFrom: number;
+  readonly eventName: string;
+  readonly userId: string;
+  readonly convoId: string;
+  readonly userInput: string;
+  readonly assistantOutput: string;
+  /** The `signals` array as served. */
+  readonly signals: readonly JsonValue[];
+  readonly signalIds: readonly string[];
+  readonly properties: JsonObject;
+  readonly model: string;
+  /** Fields only later events carry (`feature_flags`, `topics`, `tool_calls`). */
+  readonly extras: JsonObject | undefined;
+  /** Sorted by (start, span_id). Set once, right after the event is generated. */
+  spans: readonly SpanEntry[];
+}
+
+export interface SpanEntry extends Entry {
+  /** `start_time_ns`. */
+  readonly sortKey: bigint;
+  /** `span_id`. */
+  readonly id: string;
+  readonly event: EventEntry;
+  readonly traceId: string;
+  readonly parentSpanId: string | null;
+  readonly spanName: string;
+  readonly spanType: string;
+  readonly status: string;
+  readonly durationNs: number;
+  readonly input: string;
+  readonly output: string;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly provider: string | null;
+  readonly attributes: JsonObject;
+}
+
+export interface SignalEntry extends Entry {
+  /** `created_at` in ms. */
+  readonly sortKey: number;
+  readonly record: ApiRecord;
+}
+
+/** Derived from visible events; changes as events arrive (remove from its list before changing). */
+export interface UserEntry extends Entry {
+  /** `last_seen` in ms. */
+  sortKey: number;
+  readonly traits: JsonObject;
+  firstSeen: number;
+  eventCount: number;
+}
+
+/** Derived from visible events; changes as events arrive (remove from its list before changing). */
+export interface ConvoEntry extends Entry {
+  /** `last_message_at` in ms. */
+  sortKey: number;
+  readonly userId: string;
+  startedAt: number;
+  messageCount: number;
+}
+
+/** ISO-8601 with milliseconds and `Z`, e.g. `2026-11-20T10:00:00.123Z`. */
+export function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+export function eventRecord(event: EventEntry): ApiRecord {
+  const record: JsonObject = {
+    id: event.id,
+    event_name: event.eventName,
+    user_id: event.userId,
+    convo_id: event.convoId,
+    timestamp: iso(event.sortKey),
+    user_input: event.userInput,
+    assistant_output: event.assistantOutput,
+    signals: event.signals,
+    properties: event.properties,
+    model: event.model,
+  };
+  return event.extras ? Object.assign(record, event.extras) : record;
+}
+
+export function spanRecord(span: SpanEntry): ApiRecord {
+  const llm = span.spanType === 'llm';
+  return {
+    trace_id: span.traceId,
+    span_id: span.id,
+    parent_span_id: span.parentSpanId,
+    span_name: span.spanName,
+    span_type: span.spanType,
+    status: span.status,
+    start_time_ns: span.sortKey,
+    end_time_ns: span.sortKey + BigInt(span.durationNs),
+    duration_ns: span.durationNs,
+    input: span.input,
+    output: span.output,
+    input_tokens: span.inputTokens,
+    output_tokens: span.outputTokens,
+    total_tokens: span.inputTokens + span.outputTokens,
+    model: llm ? span.event.model : null,
+    provider: span.provider,
+    attributes: span.attributes,
+    event_id: span.event.id,
+  };
+}
+
+export function signalRecord(signal: SignalEntry): ApiRecord {
+  return signal.record;
+}
+
+export function userRecord(user: UserEntry): ApiRecord {
+  return {
+    id: user.id,
+    traits: user.traits,
+    first_seen: iso(user.firstSeen),
+    last_seen: iso(user.sortKey),
+    event_count: user.eventCount,
+  };
+}
+
+export function convoRecord(convo: ConvoEntry): ApiRecord {
+  return {
+    id: convo.id,
+    user_id: convo.userId,
+    started_at: iso(convo.startedAt),
+    last_message_at: iso(convo.sortKey),
+    message_count: convo.messageCount,
+  };
+}

@@ -1,0 +1,55 @@
+/**
+ * What a handler receives (a resolved project scope and the parameters) and the list envelope every
+ * list handler answers with.
+ */
+
+import type { ApiRecord, JsonValue } from '../core/types.js';
+import { encodeCursor } from './cursor.js';
+import type { Store, ProjectData } from './store.js';
+import type { Direction, Entry, Page } from './sorted-list.js';
+
+export interface RequestContext {
+  readonly store: Store;
+  /** Clock reading for this request (ms). */
+  readonly now: number;
+  /** The configured default order of every list. */
+  readonly order: Direction;
+  /** Projects read: one, or several for the all-projects scope (`*`). */
+  readonly projects: readonly ProjectData[];
+  /** All-projects scope: every row carries `project_id`. */
+  readonly allProjects: boolean;
+  readonly params: URLSearchParams;
+  /** The decoded `{id}` path segment, for single-record gets. */
+  readonly id: string | undefined;
+}
+
+/** A handler returns the 200 body, or throws an `ApiError`. */
+export type Handler = (context: RequestContext) => JsonValue;
+
+export function withProject(context: RequestContext, record: ApiRecord, project: string): ApiRecord {
+  return context.allProjects ? { ...record, project_id: project } : record;
+}
+
+/** `{"data":[...],"meta":{"cursor","has_more"}}`; the cursor is the last row's keyset position. */
+export function listBody<E extends Entry>(
+  context: RequestContext,
+  resource: string,
+  direction: Direction,
+  page: Page<E>,
+  toRecord: (entry: E) => ApiRecord,
+): JsonValue {
+  const data = page.items.map((entry) => withProject(context, toRecord(entry), entry.project));
+  const last = page.items[page.items.length - 1];
+  const cursor =
+    page.hasMore && last
+      ? encodeCursor({ resource, direction, position: { sortKey: last.sortKey, id: last.id, project: last.project } })
+      : null;
+  return { data, meta: { cursor, has_more: page.hasMore } };
+}
+
+/** The single project of a request that does not accept the all-projects scope. */
+export function singleProject(context: RequestContext): ProjectData {
+  const project = context.projects[0];
+  if (!project || context.projects.length !== 1) throw new Error('handler expects exactly one project');
+  return project;
+}

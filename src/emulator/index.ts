@@ -1,0 +1,200 @@
+/**
+ * A faithful local emulator of the read-only, rate-limited Query API (`shared/spec/query-api.md`,
+ * with the record fields, filters and envelopes of `shared/spec/field-notes.md`), served over HTTP
+ * on 127.0.0.1. Seeded data, keyset cursors, project scopes, sliding-window limits and injectable
+ * faults, for integration tests and benchmarks of the sync client.
+ */
+
+import { createServer, type Server } from 'node:http';
+import type { ApiRecord } from '../core/types.js';
+import { DEFAULT_LATE_MS, FaultPicker, type FaultOptions } from './faults.js';
+import { eventRecord } from './entries.js';
+import { cloneJson } from './json.js';
+import { RateLimiter, type RateLimitOptions } from './limits.js';
+import { deriveSeed } from './random.js';
+import { SEARCH_TEMPLATE } from './routes.js';
+import { isSlug } from './scope.js';
+import { createListener, type ServerContext, type Settings } from './server.js';
+import { StatsRecorder, type EmulatorStats } from './stats.js';
+import { Store } from './store.js';
+
+export type { FaultKind, FaultOptions } from './faults.js';
+export type { RateLimitOptions } from './limits.js';
+export type { EmulatorStats } from './stats.js';
+
+export interface EmulatorOptions {
+  /** Same seed, same options and same clock ⇒ same data. @default 1 */
+  seed?: number;
+  /** @default 0 (ephemeral). The host is always 127.0.0.1. */
+  port?: number;
+  /** Active project slugs. @default ['default', 'alpha', 'beta'] */
+  projects?: string[];
+  /** Archived project slugs: answered with 403. @default ['legacy'] */
+  archivedProjects?: string[];
+  /** Seeded events per active project. @default 500 */
+  eventsPerProject?: number;
+  /** Seeded events spread over this many days ending at the start time. @default 30 */
+  historyDays?: number;
+  /** The Organization API Key that is accepted. @default 'qs_org_emulator_key' */
+  apiKey?: string;
+  /** The write key: refused with 401 and a message naming it. @default 'qs_write_emulator_key' */
+  writeKey?: string;
+  /** Project header, matched case-insensitively (the real service: `X-Raindrop-Project-Id`). @default 'X-Service-Project-Id' */
+  projectHeader?: string;
+  /** Default order of every list. @default 'desc' (newest first) */
+  order?: 'desc' | 'asc';
+  /** Rate limits enforced with 429, or `false` for none. @default false */
+  limits?: false | RateLimitOptions;
+  /** Fault injection. @default none */
+  faults?: FaultOptions;
+  /** Clock in ms. @default Date.now */
+  now?: () => number;
+}
+
+export interface Emulator {
+  /** e.g. `http://127.0.0.1:41234` */
+  readonly url: string;
+  readonly port: number;
+  readonly apiKey: string;
+  readonly writeKey: string;
+  /**
+   * Adds `count` new events (timestamp = now unless given), with their spans, updating users and
+   * conversations once visible. `lateByMs` makes them visible that long after their timestamp;
+   * otherwise `faults.lateRate` decides. Returns copies of the new events, each with `project_id`.
+   */
+  addEvents(project: string, count: number, options?: { timestamp?: number; lateByMs?: number }): ApiRecord[];
+  /**
+   * Ground truth: copies of every visible record of `resource` ('events' | 'traces' | 'signals' |
+   * 'users' | 'conversations'), each with `project_id`, across all active projects or one.
+   */
+  snapshot(resource: string, project?: string): ApiRecord[];
+  /** Live counters (a copy). */
+  stats(): EmulatorStats;
+  resetStats(): void;
+  /** Changes limits, faults or order at run time; new limits start with empty windows. */
+  configure(patch: Partial<Pick<EmulatorOptions, 'limits' | 'faults' | 'order'>>): void;
+  close(): Promise<void>;
+}
+
+const DEFAULTS = {
+  seed: 1,
+  projects: ['default', 'alpha', 'beta'],
+  archivedProjects: ['legacy'],
+  eventsPerProject: 500,
+  historyDays: 30,
+  apiKey: 'qs_org_emulator_key',
+  writeKey: 'qs_write_emulator_key',
+  projectHeader: 'X-Service-Project-Id',
+} as const;
+
+export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
+  const now = options.now ?? Date.now;
+  const seed = options.seed ?? DEFAULTS.seed;
+  const projects = [...(options.projects ?? DEFAULTS.projects)];
+  const archived = new Set(options.archivedProjects ?? DEFAULTS.archivedProjects);
+  for (const slug of [...projects, ...archived]) {
+    if (!isSlug(slug)) throw new Error(`Emulator: "${slug}" is not a valid project slug`);
+  }
+  for (const slug of projects) {
+    if (archived.has(slug)) throw new Error(`Emulator: "${slug}" is both active and archived`);
+  }
+  const apiKey = options.apiKey ?? DEFAULTS.apiKey;
+  const writeKey = options.writeKey ?? DEFAULTS.writeKey;
+  const settings: Settings = {
+    order: options.order ?? 'desc',
+    limiter: makeLimiter(options.limits),
+    faults: options.faults,
+  };
+  const store = new Store({
+    seed,
+    projects,
+    eventsPerProject: Math.max(0, Math.floor(options.eventsPerProject ?? DEFAULTS.eventsPerProject)),
+    historyDays: options.historyDays ?? DEFAULTS.historyDays,
+    startMs: now(),
+    lateRate: options.faults?.lateRate ?? 0,
+    lateMs: options.faults?.lateMs ?? DEFAULT_LATE_MS,
+  });
+  const stats = new StatsRecorder();
+  const timers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
+  const context: ServerContext = {
+    store,
+    stats,
+    faultPicker: new FaultPicker(deriveSeed(seed, 'faults')),
+    settings,
+    apiKey,
+    writeKey,
+    scopeRules: { headerName: options.projectHeader ?? DEFAULTS.projectHeader, active: projects, archived },
+    now,
+    sleep: (ms) =>
+      new Promise<void>((resolve) => {
+        const entry = {
+          resolve,
+          timer: setTimeout(() => {
+            timers.delete(entry);
+            resolve();
+          }, ms),
+        };
+        timers.add(entry);
+      }),
+  };
+  const server = createServer(createListener(context));
+  const port = await listen(server, options.port ?? 0);
+  const url = `http://127.0.0.1:${port}`;
+
+  return {
+    url,
+    port,
+    apiKey,
+    writeKey,
+    addEvents(project, count, addOptions = {}) {
+      const faults = settings.faults;
+      const added = store.addEvents(project, count, now(), {
+        timestamp: addOptions.timestamp,
+        lateByMs: addOptions.lateByMs,
+        lateRate: faults?.lateRate ?? 0,
+        lateMs: faults?.lateMs ?? DEFAULT_LATE_MS,
+      });
+      return added.map((event) => cloneJson({ ...eventRecord(event), project_id: event.project }));
+    },
+    snapshot(resource, project) {
+      return store.snapshot(resource, now(), project);
+    },
+    stats: () => stats.snapshot(),
+    resetStats: () => stats.reset(),
+    configure(patch) {
+      if ('order' in patch && patch.order !== undefined) settings.order = patch.order;
+      if ('limits' in patch) settings.limiter = makeLimiter(patch.limits);
+      if ('faults' in patch) settings.faults = patch.faults;
+    },
+    close: () => closeServer(server, timers),
+  };
+}
+
+function makeLimiter(limits: false | RateLimitOptions | undefined): RateLimiter | undefined {
+  return limits ? new RateLimiter(limits, SEARCH_TEMPLATE) : undefined;
+}
+
+function listen(server: Server, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      const address = server.address();
+      if (address === null || typeof address === 'string') reject(new Error('Emulator: no TCP address'));
+      else resolve(address.port);
+    });
+  });
+}
+
+function closeServer(server: Server, timers: Set<{ timer: NodeJS.Timeout; resolve: () => void }>): Promise<void> {
+  for (const entry of timers) {
+    clearTimeout(entry.timer);
+    entry.resolve();
+  }
+  timers.clear();
+  return new Promise((resolve, reject) => {
+    if (!server.listening) return resolve();
+    server.close((error) => (error ? reject(error) : resolve()));
+    server.closeAllConnections();
+  });
+}

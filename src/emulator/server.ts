@@ -1,0 +1,182 @@
+/**
+ * The HTTP side: routing, method check, bearer auth, rate limits, fault injection, project scope,
+ * and writing JSON. Order per request: route → method → auth → limits → fault draw → scope → handler.
+ */
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { JsonValue } from '../core/types.js';
+import { DEFAULT_SLOW_MS, HTML_503, type FaultOptions, type FaultPicker } from './faults.js';
+import type { RequestContext } from './handler-context.js';
+import { toJson } from './json.js';
+import type { RateLimiter } from './limits.js';
+import { ApiError } from './params.js';
+import { matchRoute, type Route } from './routes.js';
+import { resolveScope, type ScopeRules } from './scope.js';
+import type { StatsRecorder } from './stats.js';
+import type { ProjectData, Store } from './store.js';
+import type { Direction } from './sorted-list.js';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/** What `configure()` may change at run time. */
+export interface Settings {
+  order: Direction;
+  limiter: RateLimiter | undefined;
+  faults: FaultOptions | undefined;
+}
+
+export interface ServerContext {
+  readonly store: Store;
+  readonly stats: StatsRecorder;
+  readonly faultPicker: FaultPicker;
+  readonly settings: Settings;
+  readonly apiKey: string;
+  readonly writeKey: string;
+  readonly scopeRules: ScopeRules;
+  readonly now: () => number;
+  /** Delays the `slow` fault; tracked so `close()` can cancel them. */
+  readonly sleep: (ms: number) => Promise<void>;
+}
+
+export function createListener(server: ServerContext): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    handle(server, req, res).catch((error: unknown) => {
+      if (!res.headersSent) sendError(res, 500, 'internal_error', `Emulator error: ${(error as Error).message}`);
+      else res.destroy();
+    });
+  };
+}
+
+async function handle(server: ServerContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const arrival = server.now();
+  const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+  const match = matchRoute(url.pathname);
+  server.stats.received(arrival, match?.route.template);
+  if (!match) return sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
+  const { route } = match;
+  if (req.method !== 'GET') {
+    return sendError(res, 405, 'method_not_allowed', `${req.method ?? '?'} is not allowed; the Query API is read-only (GET)`, { allow: 'GET' });
+  }
+
+  const key = bearerToken(req.headers.authorization);
+  if (key === undefined) return sendError(res, 401, 'missing_api_key', 'Send "Authorization: Bearer <Organization API Key>"');
+  if (key === server.writeKey) {
+    return sendError(res, 401, 'invalid_api_key', 'The write key is not accepted by the Query API; use the Organization API Key');
+  }
+  if (key !== server.apiKey) return sendError(res, 401, 'invalid_api_key', 'The API key is not valid');
+
+  const limiter = server.settings.limiter;
+  if (limiter) {
+    const decision = limiter.admit(key, route.template, arrival);
+    if (!decision.allowed) {
+      server.stats.rateLimited();
+      return sendError(res, 429, 'rate_limited', `Rate limit exceeded: ${decision.reason}`, {
+        'retry-after': String(decision.retryAfterSeconds),
+      });
+    }
+  }
+  server.stats.accepted(arrival, route.template);
+
+  const faults = server.settings.faults;
+  const fault = server.faultPicker.draw(faults);
+  switch (fault) {
+    case 'http500':
+      server.stats.fault(fault);
+      return sendError(res, 500, 'internal_error', 'Internal server error');
+    case 'http503_html':
+      server.stats.fault(fault);
+      return send(res, 503, HTML_503, 'text/html; charset=utf-8');
+    case 'reset':
+      server.stats.fault(fault);
+      req.socket.destroy();
+      return;
+    case 'slow':
+      server.stats.fault(fault);
+      await server.sleep(faults?.slowMs ?? DEFAULT_SLOW_MS);
+      if (res.destroyed) return;
+      break;
+    default:
+      break;
+  }
+
+  let body: JsonValue;
+  try {
+    body = run(server, req, route, match.id, url.searchParams);
+  } catch (error) {
+    if (error instanceof ApiError) return sendError(res, error.status, error.code, error.message);
+    throw error;
+  }
+  if (fault === 'duplicate_row' && route.list) {
+    const duplicated = duplicateRow(body);
+    if (duplicated !== undefined) {
+      server.stats.fault(fault);
+      body = duplicated;
+    }
+  }
+  const text = toJson(body);
+  if (fault === 'truncated') {
+    server.stats.fault(fault);
+    return sendTruncated(res, text);
+  }
+  send(res, 200, text, JSON_TYPE);
+}
+
+function run(server: ServerContext, req: IncomingMessage, route: Route, id: string | undefined, params: URLSearchParams): JsonValue {
+  const rawHeader = req.headers[server.scopeRules.headerName.toLowerCase()];
+  const header = Array.isArray(rawHeader) ? rawHeader.join(',') : rawHeader;
+  const scope = resolveScope(header, params.get('project_ids'), route.allProjects, server.scopeRules);
+  const now = server.now();
+  server.store.advance(now);
+  const projects: ProjectData[] = [];
+  for (const slug of scope.projects) {
+    const project = server.store.project(slug);
+    if (project) projects.push(project);
+  }
+  const context: RequestContext = {
+    store: server.store,
+    now,
+    order: server.settings.order,
+    projects,
+    allProjects: scope.all,
+    params,
+    id,
+  };
+  return route.handler(context);
+}
+
+function bearerToken(header: string | undefined): string | undefined {
+  const match = header === undefined ? null : /^\s*Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+/**
+ * The same body with one row of the page (the middle one) repeated right after itself, or undefined
+ * when there is no row. No extra draw, so the fault sequence stays one draw per request.
+ */
+function duplicateRow(body: JsonValue): JsonValue | undefined {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return undefined;
+  const envelope = body as { readonly [key: string]: JsonValue };
+  const data = envelope['data'];
+  if (!Array.isArray(data) || data.length === 0) return undefined;
+  const rows = data as readonly JsonValue[];
+  const index = Math.floor((rows.length - 1) / 2);
+  const row = rows[index] ?? null;
+  return { ...envelope, data: [...rows.slice(0, index + 1), row, ...rows.slice(index + 1)] };
+}
+
+function send(res: ServerResponse, status: number, text: string, contentType: string, headers: Record<string, string> = {}): void {
+  const buffer = Buffer.from(text, 'utf8');
+  res.writeHead(status, { 'content-type': contentType, 'content-length': buffer.length, ...headers });
+  res.end(buffer);
+}
+
+/** A 200 announcing the full length, carrying the first half, then a dropped connection. */
+function sendTruncated(res: ServerResponse, text: string): void {
+  const buffer = Buffer.from(text, 'utf8');
+  res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': buffer.length });
+  res.write(buffer.subarray(0, Math.floor(buffer.length / 2)), () => res.socket?.destroy());
+}
+
+export function sendError(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
+  send(res, status, toJson({ error: { code, message } }), JSON_TYPE, headers);
+}

@@ -1,0 +1,82 @@
+/**
+ * Live request counters that benchmarks read: totals, 429s, faults, and the largest request counts
+ * seen in any sliding second (all endpoints) and sliding minute (per endpoint).
+ */
+
+import { SlidingWindow } from './limits.js';
+
+export interface EmulatorStats {
+  /** Every HTTP request received. */
+  requests: number;
+  /** Requests per path template, e.g. `/v1/events`, `/v1/events/{id}` (429s included). */
+  byEndpoint: Record<string, number>;
+  /** 429s sent. */
+  rateLimited: number;
+  /** Faults injected, by `FaultKind`. */
+  faults: Record<string, number>;
+  /** Largest number of accepted requests within any sliding 1-second window. */
+  maxPerSecond: number;
+  /** Largest number of accepted requests within any sliding 60-second window, per endpoint template. */
+  maxPerMinuteByEndpoint: Record<string, number>;
+  /** Arrival time (ms, emulator clock) of every request. */
+  requestTimes: number[];
+}
+
+export class StatsRecorder {
+  private current = StatsRecorder.empty();
+  private perSecond = new SlidingWindow(1000);
+  private perMinute = new Map<string, SlidingWindow>();
+
+  private static empty(): EmulatorStats {
+    return { requests: 0, byEndpoint: {}, rateLimited: 0, faults: {}, maxPerSecond: 0, maxPerMinuteByEndpoint: {}, requestTimes: [] };
+  }
+
+  received(time: number, template: string | undefined): void {
+    this.current.requests++;
+    this.current.requestTimes.push(time);
+    if (template !== undefined) this.current.byEndpoint[template] = (this.current.byEndpoint[template] ?? 0) + 1;
+  }
+
+  /** A request that passed authentication and the rate limiter. */
+  accepted(time: number, template: string): void {
+    this.perSecond.add(time);
+    this.current.maxPerSecond = Math.max(this.current.maxPerSecond, this.perSecond.count(time));
+    let minute = this.perMinute.get(template);
+    if (!minute) {
+      minute = new SlidingWindow(60_000);
+      this.perMinute.set(template, minute);
+    }
+    minute.add(time);
+    const inMinute = minute.count(time);
+    const byEndpoint = this.current.maxPerMinuteByEndpoint;
+    byEndpoint[template] = Math.max(byEndpoint[template] ?? 0, inMinute);
+  }
+
+  rateLimited(): void {
+    this.current.rateLimited++;
+  }
+
+  fault(kind: string): void {
+    this.current.faults[kind] = (this.current.faults[kind] ?? 0) + 1;
+  }
+
+  /** A copy: later requests do not change it. */
+  snapshot(): EmulatorStats {
+    const s = this.current;
+    return {
+      requests: s.requests,
+      byEndpoint: { ...s.byEndpoint },
+      rateLimited: s.rateLimited,
+      faults: { ...s.faults },
+      maxPerSecond: s.maxPerSecond,
+      maxPerMinuteByEndpoint: { ...s.maxPerMinuteByEndpoint },
+      requestTimes: [...s.requestTimes],
+    };
+  }
+
+  reset(): void {
+    this.current = StatsRecorder.empty();
+    this.perSecond = new SlidingWindow(1000);
+    this.perMinute = new Map();
+  }
+}

@@ -1,0 +1,268 @@
+/**
+ * All records of all active projects, kept sorted for keyset walks, plus the events not yet visible.
+ * Users and conversations are derived from visible events only, and updated as events become visible.
+ */
+
+import type { ApiRecord } from '../core/types.js';
+import { ProjectGenerator } from './data.js';
+import {
+  convoRecord,
+  eventRecord,
+  signalRecord,
+  spanRecord,
+  userRecord,
+  type ConvoEntry,
+  type EventEntry,
+  type SignalEntry,
+  type SpanEntry,
+  type UserEntry,
+} from './entries.js';
+import { cloneJson } from './json.js';
+import { deriveSeed, Random } from './random.js';
+import { SortedList } from './sorted-list.js';
+
+const DAY_MS = 86_400_000;
+/** Events in the newest 30 % of the history carry `feature_flags` and `topics`. */
+const RECENT_SHARE = 0.3;
+/** The newest 2 % of seeded events carry `tool_calls`. */
+const TOOL_CALLS_SHARE = 0.02;
+/** Share of added events that come from a user never seen before. */
+const NEW_USER_RATE = 0.05;
+
+export const RESOURCES = ['events', 'traces', 'signals', 'users', 'conversations'] as const;
+export type ResourceName = (typeof RESOURCES)[number];
+
+export interface ProjectData {
+  readonly slug: string;
+  readonly generator: ProjectGenerator;
+  readonly events: SortedList<EventEntry>;
+  readonly eventsById: Map<string, EventEntry>;
+  readonly traces: SortedList<SpanEntry>;
+  readonly signals: SortedList<SignalEntry>;
+  readonly signalsById: Map<string, SignalEntry>;
+  readonly users: SortedList<UserEntry>;
+  readonly usersById: Map<string, UserEntry>;
+  readonly convos: SortedList<ConvoEntry>;
+  readonly convosById: Map<string, ConvoEntry>;
+  /** Events not yet visible, ordered by `visibleFrom`. */
+  readonly pending: EventEntry[];
+}
+
+export interface StoreOptions {
+  readonly seed: number;
+  readonly projects: readonly string[];
+  readonly eventsPerProject: number;
+  readonly historyDays: number;
+  readonly startMs: number;
+  /** Share of seeded events in the last `lateMs` that become visible `lateMs` after their timestamp. */
+  readonly lateRate: number;
+  readonly lateMs: number;
+}
+
+export interface AddEventsOptions {
+  readonly timestamp?: number;
+  readonly lateByMs?: number;
+  readonly lateRate: number;
+  readonly lateMs: number;
+}
+
+export class Store {
+  private readonly projects = new Map<string, ProjectData>();
+  /** Lateness draws have their own stream, so the data does not depend on `lateRate`. */
+  private readonly lateRng: Random;
+  /** Lower-cased texts for case-insensitive search; texts come from fixed pools, so this stays small. */
+  private readonly lowered = new Map<string, string>();
+
+  constructor(options: StoreOptions) {
+    this.lateRng = new Random(deriveSeed(options.seed, 'late'));
+    for (const slug of options.projects) this.projects.set(slug, this.seedProject(slug, options));
+  }
+
+  project(slug: string): ProjectData | undefined {
+    return this.projects.get(slug);
+  }
+
+  lowerCase(text: string): string {
+    let lower = this.lowered.get(text);
+    if (lower === undefined) {
+      lower = text.toLowerCase();
+      if (this.lowered.size < 100_000) this.lowered.set(text, lower);
+    }
+    return lower;
+  }
+
+  /** Makes every pending event whose time has come visible. */
+  advance(now: number): void {
+    for (const project of this.projects.values()) {
+      const pending = project.pending;
+      let ready = 0;
+      while (ready < pending.length && pending[ready]!.visibleFrom <= now) ready++;
+      if (ready === 0) continue;
+      for (const event of pending.splice(0, ready)) this.makeVisible(project, event);
+    }
+  }
+
+  addEvents(slug: string, count: number, now: number, options: AddEventsOptions): EventEntry[] {
+    const project = this.requireProject(slug);
+    this.advance(now);
+    const ms = Math.floor(options.timestamp ?? now);
+    const added: EventEntry[] = [];
+    for (let i = 0; i < count; i++) {
+      let lateBy = options.lateByMs ?? 0;
+      if (options.lateByMs === undefined && options.lateRate > 0 && this.lateRng.chance(options.lateRate)) lateBy = options.lateMs;
+      const event = project.generator.event(ms, ms + lateBy, { recent: true, toolCalls: true }, NEW_USER_RATE);
+      if (event.visibleFrom <= now) this.makeVisible(project, event);
+      else insertPending(project.pending, event);
+      added.push(event);
+    }
+    return added;
+  }
+
+  /** Deep copies of every visible record of `resource`, each with `project_id`. */
+  snapshot(resource: string, now: number, slug?: string): ApiRecord[] {
+    this.advance(now);
+    const projects = slug === undefined ? [...this.projects.values()] : [this.requireProject(slug)];
+    const out: ApiRecord[] = [];
+    const add = (record: ApiRecord, project: string): void => {
+      out.push(cloneJson({ ...record, project_id: project }));
+    };
+    for (const p of projects) {
+      switch (resource as ResourceName) {
+        case 'events':
+          for (const e of p.events.values()) add(eventRecord(e), p.slug);
+          break;
+        case 'traces':
+          for (const s of p.traces.values()) add(spanRecord(s), p.slug);
+          break;
+        case 'signals':
+          for (const s of p.signals.values()) add(signalRecord(s), p.slug);
+          break;
+        case 'users':
+          for (const u of p.users.values()) add(userRecord(u), p.slug);
+          break;
+        case 'conversations':
+          for (const c of p.convos.values()) add(convoRecord(c), p.slug);
+          break;
+        default:
+          throw new Error(`snapshot: unknown resource "${resource}"; expected one of ${RESOURCES.join(', ')}`);
+      }
+    }
+    return out;
+  }
+
+  private requireProject(slug: string): ProjectData {
+    const project = this.projects.get(slug);
+    if (!project) throw new Error(`Emulator: "${slug}" is not an active project (active: ${[...this.projects.keys()].join(', ')})`);
+    return project;
+  }
+
+  private seedProject(slug: string, options: StoreOptions): ProjectData {
+    const { startMs, eventsPerProject: n, lateMs, lateRate } = options;
+    const historyMs = Math.max(1, Math.round(options.historyDays * DAY_MS));
+    const generator = new ProjectGenerator(options.seed, slug, n, startMs, historyMs);
+    const times = generator.timestamps(n, startMs, historyMs);
+    const recentFrom = startMs - historyMs * RECENT_SHARE;
+    const toolCallsFrom = n - Math.max(1, Math.ceil(n * TOOL_CALLS_SHARE));
+    const visible: EventEntry[] = [];
+    const pending: EventEntry[] = [];
+    for (let i = 0; i < n; i++) {
+      const ms = times[i]!;
+      const late = ms > startMs - lateMs && lateRate > 0 && this.lateRng.chance(lateRate);
+      const event = generator.event(ms, late ? ms + lateMs : ms, { recent: ms >= recentFrom, toolCalls: i >= toolCallsFrom });
+      (event.visibleFrom <= startMs ? visible : pending).push(event);
+    }
+    pending.sort((a, b) => a.visibleFrom - b.visibleFrom);
+
+    const usersById = new Map<string, UserEntry>();
+    const convosById = new Map<string, ConvoEntry>();
+    const spans: SpanEntry[] = [];
+    for (const event of visible) {
+      applyToUser(usersById, event, generator, undefined);
+      applyToConvo(convosById, event, undefined);
+      for (const span of event.spans) spans.push(span);
+    }
+    return {
+      slug,
+      generator,
+      events: new SortedList(visible),
+      eventsById: new Map(visible.map((e) => [e.id, e])),
+      traces: new SortedList(spans),
+      signals: new SortedList([...generator.signals]),
+      signalsById: new Map(generator.signals.map((s) => [s.id, s])),
+      users: new SortedList([...usersById.values()]),
+      usersById,
+      convos: new SortedList([...convosById.values()]),
+      convosById,
+      pending,
+    };
+  }
+
+  private makeVisible(project: ProjectData, event: EventEntry): void {
+    project.events.insert(event);
+    project.eventsById.set(event.id, event);
+    for (const span of event.spans) project.traces.insert(span);
+    applyToUser(project.usersById, event, project.generator, project.users);
+    applyToConvo(project.convosById, event, project.convos);
+  }
+}
+
+function insertPending(pending: EventEntry[], event: EventEntry): void {
+  let i = pending.length;
+  while (i > 0 && pending[i - 1]!.visibleFrom > event.visibleFrom) i--;
+  pending.splice(i, 0, event);
+}
+
+/** Folds a newly visible event into its user; `list` (when given) is kept sorted by `last_seen`. */
+function applyToUser(
+  byId: Map<string, UserEntry>,
+  event: EventEntry,
+  generator: ProjectGenerator,
+  list: SortedList<UserEntry> | undefined,
+): void {
+  const user = byId.get(event.userId);
+  if (!user) {
+    const created: UserEntry = {
+      project: event.project,
+      id: event.userId,
+      sortKey: event.sortKey,
+      traits: generator.traits(event.userId),
+      firstSeen: event.sortKey,
+      eventCount: 1,
+    };
+    byId.set(created.id, created);
+    list?.insert(created);
+    return;
+  }
+  user.eventCount++;
+  user.firstSeen = Math.min(user.firstSeen, event.sortKey);
+  if (event.sortKey > user.sortKey) {
+    list?.remove(user);
+    user.sortKey = event.sortKey;
+    list?.insert(user);
+  }
+}
+
+/** Folds a newly visible event into its conversation; `list` is kept sorted by `last_message_at`. */
+function applyToConvo(byId: Map<string, ConvoEntry>, event: EventEntry, list: SortedList<ConvoEntry> | undefined): void {
+  const convo = byId.get(event.convoId);
+  if (!convo) {
+    const created: ConvoEntry = {
+      project: event.project,
+      id: event.convoId,
+      sortKey: event.sortKey,
+      userId: event.userId,
+      startedAt: event.sortKey,
+      messageCount: 1,
+    };
+    byId.set(created.id, created);
+    list?.insert(created);
+    return;
+  }
+  convo.messageCount++;
+  convo.startedAt = Math.min(convo.startedAt, event.sortKey);
+  if (event.sortKey > convo.sortKey) {
+    list?.remove(convo);
+    convo.sortKey = event.sortKey;
+    list?.insert(convo);
+  }
+}
