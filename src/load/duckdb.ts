@@ -1,10 +1,24 @@
 import { mkdirSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import { dirname } from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
-import { LoadError } from '../core/errors.js';
+import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
-import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult } from './destination.js';
+import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
+
+export interface DuckDbOpenOptions {
+  /** While another process holds the file, keep retrying this long. @default 0 (fail at once) */
+  readonly waitMs?: number;
+  /** Open read-only (`status`): never creates the file. @default false */
+  readonly readOnly?: boolean;
+}
+
+/** DuckDB's message when another process holds the file's lock. */
+const LOCK_CONFLICT = /Could not set lock on file|Conflicting lock is held/;
+/** Poll interval while waiting for another process to close the file. */
+const OPEN_RETRY_MS = 250;
+const PROJECT_ID = 'project_id';
 
 /**
  * The embedded default destination. Each write stages the batch with the Appender (all VARCHAR, so
@@ -26,9 +40,34 @@ export class DuckDbDestination implements Destination {
     this.connection = connection;
   }
 
-  static async open(path: string): Promise<DuckDbDestination> {
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-    const instance = await DuckDBInstance.create(path);
+  /**
+   * Open (or create) the DuckDB file. DuckDB lets one process open a file at a time: while another
+   * process (a sync or backfill running now) holds it, retry until `waitMs` has passed, then fail
+   * with a `WarehouseBusyError` saying what to do.
+   */
+  static async open(path: string, options: DuckDbOpenOptions = {}): Promise<DuckDbDestination> {
+    if (path !== ':memory:' && options.readOnly !== true) mkdirSync(dirname(path), { recursive: true });
+    const deadline = Date.now() + (options.waitMs ?? 0);
+    let instance: DuckDBInstance;
+    for (;;) {
+      try {
+        instance = await DuckDBInstance.create(path, options.readOnly === true ? { access_mode: 'READ_ONLY' } : undefined);
+        break;
+      } catch (error) {
+        const message = (error as Error).message;
+        if (!LOCK_CONFLICT.test(message)) throw error;
+        if (Date.now() >= deadline) {
+          const holder = /held in (.+?\(PID \d+\))/.exec(message)?.[1];
+          throw new WarehouseBusyError(
+            `the DuckDB file ${path} is open in another process${holder === undefined ? '' : ` (${holder})`}, ` +
+              `probably a sync or backfill running now: DuckDB lets one process open a file at a time. ` +
+              `Wait for that run to finish, or pass --lock-wait (e.g. --lock-wait 30m) to wait for it.`,
+            { cause: error },
+          );
+        }
+        await delay(Math.min(OPEN_RETRY_MS, Math.max(0, deadline - Date.now())));
+      }
+    }
     const connection = await instance.connect();
     await connection.run("SET TimeZone = 'UTC'");
     return new DuckDbDestination(instance, connection);
@@ -47,6 +86,30 @@ export class DuckDbDestination implements Destination {
       if ((await this.describeNow(table)) === undefined) return 0;
       const reader = await this.connection.runAndReadAll(`SELECT COUNT(*) AS n FROM main.${ident(table)}`);
       return Number(reader.getRows()[0]?.[0] ?? 0);
+    });
+  }
+
+  countWindow(table: string, window: WindowCount): Promise<number> {
+    return this.serial(async () => {
+      if ((await this.describeNow(table)) === undefined) return 0;
+      const reader = await this.connection.runAndReadAll(
+        `SELECT COUNT(*) AS n FROM main.${ident(table)}
+          WHERE ${ident(PROJECT_ID)} = $1 AND ${ident(window.column)} >= CAST($2 AS TIMESTAMPTZ) AND ${ident(window.column)} < CAST($3 AS TIMESTAMPTZ)`,
+        [window.projectId, window.fromIso, window.toIso],
+      );
+      return Number(reader.getRows()[0]?.[0] ?? 0);
+    });
+  }
+
+  countByProject(table: string): Promise<Readonly<Record<string, number>>> {
+    return this.serial(async () => {
+      if ((await this.describeNow(table)) === undefined) return {};
+      const reader = await this.connection.runAndReadAll(
+        `SELECT ${ident(PROJECT_ID)}, COUNT(*) FROM main.${ident(table)} GROUP BY 1 ORDER BY 1`,
+      );
+      const out: Record<string, number> = {};
+      for (const [project, n] of reader.getRows()) out[String(project)] = Number(n);
+      return out;
     });
   }
 
@@ -122,7 +185,12 @@ export class DuckDbDestination implements Destination {
       );
       const appender = await this.connection.createAppender(stage, 'main', 'temp');
       try {
-        for (const row of rows) appendRow(appender, row, columns);
+        for (let i = 0; i < rows.length; i++) {
+          appendRow(appender, rows[i] as Row, columns);
+          // Appends are synchronous: yield now and then so requests in flight are not held up
+          // (a stalled event loop delays their sending, which the server's rate window sees).
+          if (i % APPEND_YIELD_ROWS === APPEND_YIELD_ROWS - 1) await new Promise((resolve) => setImmediate(resolve));
+        }
         appender.flushSync();
       } finally {
         appender.closeSync();
@@ -138,6 +206,9 @@ export class DuckDbDestination implements Destination {
     }
   }
 }
+
+/** Rows appended between two yields to the event loop. */
+const APPEND_YIELD_ROWS = 500;
 
 type Appender = Awaited<ReturnType<DuckDBConnection['createAppender']>>;
 
