@@ -53,8 +53,17 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   let buffer: Row[] = [];
   const seenProjects = new Set<string>();
   let pagesInWalk = 0;
+  const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor }, ctx)[Symbol.asyncIterator]();
   try {
-    for await (const page of paginate(deps.client, { resource, scope, window, startCursor: options.startCursor }, ctx)) {
+    let next = pages.next();
+    for (;;) {
+      const result = await next;
+      if (result.done === true) break;
+      const page = result.value;
+      // Fetch the next page while this one is normalized and written: the walk's requests keep
+      // flowing during a write. (Its rejection, if any, surfaces at the await above.)
+      next = pages.next();
+      next.catch(() => undefined);
       pagesInWalk += 1;
       totals.pages += 1;
       for (const record of page.records) {
@@ -70,9 +79,9 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       let stored = 0;
       if (buffer.length >= options.batchRows || !page.hasMore) {
         if (buffer.length > 0) {
-          const result = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
-          totals.rows += result.rows;
-          stored = result.rows;
+          const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
+          totals.rows += written.rows;
+          stored = written.rows;
         }
         buffer = [];
         if (seenProjects.size > 0) options.onProjects?.(seenProjects);
