@@ -16,7 +16,7 @@ import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import type { ResourceDefinition } from '../src/core/types.js';
 import type { Emulator, EmulatorOptions } from '../src/emulator/index.js';
-import { DEFAULT_RATE_LIMITS, type RateLimits } from '../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
 import { ApiClient } from '../src/http/client.js';
 import { minimumSeconds } from '../src/http/floor.js';
 import { createScheduler } from '../src/http/scheduler.js';
@@ -31,6 +31,8 @@ interface Measured {
   readonly seconds: number;
   readonly emulator: EmulatorStats;
   readonly counts: Record<string, { warehouse: number; api: number }>;
+  /** Seconds from the start at which each 429 reached the scheduler. */
+  readonly rateLimitedAt: readonly number[];
 }
 
 /** The emulator in a worker thread, driven by messages. */
@@ -65,11 +67,22 @@ async function measure(
   process.stdout.write(`  (emulator seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s, on its own thread)\n`);
   const dir = mkdtempSync(join(tmpdir(), 'qs-pace-'));
   const logger = silentLogger();
+  const scheduler = createScheduler({ limits: sync.limits });
+  const rateLimitedAt: number[] = [];
+  let started = Date.now();
+  const budget: RequestBudget = {
+    schedule: (endpoint, task, options) => scheduler.schedule(endpoint, task, options),
+    stats: () => scheduler.stats(),
+    onRateLimited: (endpoint, retryAfterMs) => {
+      rateLimitedAt.push((Date.now() - started) / 1000);
+      scheduler.onRateLimited(endpoint, retryAfterMs);
+    },
+  };
   const client = new ApiClient({
     baseUrl: emu.url,
     apiKey: emu.apiKey,
     projectHeader: 'X-Service-Project-Id',
-    budget: createScheduler({ limits: sync.limits }),
+    budget,
     clock: systemClock,
     logger,
   });
@@ -77,7 +90,7 @@ async function measure(
   const state = await StateStore.open(join(dir, 'state.json'), { clock: systemClock, purpose: 'sync' });
   try {
     await emu.call('resetStats');
-    const started = Date.now();
+    started = Date.now();
     const summary = await runSync(
       { resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000 },
       { client, destination, state, clock: systemClock, logger },
@@ -86,7 +99,7 @@ async function measure(
     const api = await emu.call<Record<string, number>>('counts', { beforeMs: Date.parse(summary.startedAt) });
     const counts: Measured['counts'] = {};
     for (const r of sync.resources) counts[r.name] = { warehouse: await destination.count(r.name), api: api[r.name] ?? -1 };
-    return { summary, seconds, emulator: await emu.call<EmulatorStats>('stats'), counts };
+    return { summary, seconds, emulator: await emu.call<EmulatorStats>('stats'), counts, rateLimitedAt };
   } finally {
     await destination.close();
     await client.close();
@@ -156,7 +169,8 @@ async function run3(): Promise<void> {
   const floor = minimumSeconds(requestsByEndpoint(m.emulator), half);
   process.stdout.write(
     `  finished ${m.summary.ok ? 'ok' : 'FAILED'} in ${m.seconds.toFixed(1)} s (floor at the real limits ${floor.toFixed(1)} s)  ` +
-      `requests ${m.emulator.requests}  429s ${m.emulator.rateLimited}  every row: ${allRowsArrived(m) ? 'yes' : 'NO'}\n`,
+      `requests ${m.emulator.requests}  429s ${m.emulator.rateLimited}  every row: ${allRowsArrived(m) ? 'yes' : 'NO'}\n` +
+      `  converged: last 429 at ${(m.rateLimitedAt.at(-1) ?? 0).toFixed(1)} s; 429s at ${m.rateLimitedAt.map((t) => t.toFixed(1)).join(', ')}\n`,
   );
   printCounts(m);
 }
