@@ -36,22 +36,18 @@ import {
   BigQuery,
   type BigQueryOptions,
   type Job,
-  type JobMetadata,
   type TableField,
   type TableMetadata,
 } from '@google-cloud/bigquery';
 import { COLUMN_TYPES, bigqueryType } from '../core/column-types.js';
-import { LoadError, QuerySyncError } from '../core/errors.js';
+import { LoadError } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import type { ColumnDef, LogicalType, TableSchema } from '../core/types.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from './destination.js';
+import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
 import {
-  backoffMs,
-  classifyBigQueryError,
   errorInfo,
-  JobFailedError,
   toQuerySyncError,
-  type BigQueryErrorClass,
   type ErrorSubject,
   type RetryPolicy,
 } from './bigquery-errors.js';
@@ -105,21 +101,6 @@ export interface BigQueryDestinationOptions {
 const DEFAULT_LOCATION = 'US';
 const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_RETRY_BASE_MS = 1_000;
-/** Cap of one backoff wait: Google's truncated exponential backoff guidance caps at 32 s. */
-const MAX_BACKOFF_MS = 32_000;
-/** First and longest wait between jobs.get polls. */
-const POLL_INITIAL_MS = 500;
-const POLL_MAX_MS = 5_000;
-/** Give up waiting on one job after this long (it may still finish; replaying the batch is safe). */
-const JOB_WAIT_LIMIT_MS = 60 * 60 * 1000;
-
-/** A job that reached DONE without errors. */
-interface FinishedJob {
-  readonly jobId: string;
-  readonly location: string;
-  readonly metadata: JobMetadata;
-}
-
 /** BigQuery's legacy type names (tables.get answers with these) → standard SQL names. */
 const LEGACY_TYPE_NAMES: Readonly<Record<string, string>> = { INTEGER: 'INT64', FLOAT: 'FLOAT64', BOOLEAN: 'BOOL' };
 
@@ -135,6 +116,7 @@ export class BigQueryDestination implements Destination {
   private readonly retry: RetryPolicy;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
+  private readonly jobs: BigQueryJobs;
   private datasetReady: Promise<void> | undefined;
   /** Schema fields per table as last seen, so a write patches only what is new. */
   private readonly fields = new Map<string, TableField[]>();
@@ -167,6 +149,13 @@ export class BigQueryDestination implements Destination {
       ...(options.apiEndpoint === undefined ? {} : { apiEndpoint: options.apiEndpoint }),
       ...(options.keyFilename === undefined ? {} : { keyFilename: options.keyFilename }),
       ...(options.authClient === undefined ? {} : { authClient: options.authClient }),
+    });
+    this.jobs = new BigQueryJobs({
+      client: this.client,
+      location: () => this.location,
+      retry: this.retry,
+      sleep: this.sleep,
+      log: this.log,
     });
   }
 
@@ -209,8 +198,8 @@ export class BigQueryDestination implements Destination {
     const subject = this.subject(`count of table ${table}`, table);
     const sql = `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`;
     const base = `qs_count_${table}_${randomBytes(6).toString('hex')}`;
-    const job = await this.runJob(subject, base, (jobId) => this.createQueryJob(sql, jobId));
-    const [rows] = await this.retrying(subject, () =>
+    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId));
+    const [rows] = await this.jobs.retrying(subject, () =>
       this.client.job(job.jobId, { location: job.location }).getQueryResults({ maxResults: 1, autoPaginate: false }),
     ).catch((error: unknown) => {
       throw toQuerySyncError(error, subject);
@@ -307,7 +296,7 @@ export class BigQueryDestination implements Destination {
     const { dataset } = this.target;
     const lookup = this.subject(`lookup of dataset ${dataset}`);
     try {
-      const [metadata] = await this.retrying(lookup, () => this.client.dataset(dataset).getMetadata());
+      const [metadata] = await this.jobs.retrying(lookup, () => this.client.dataset(dataset).getMetadata());
       this.adoptLocation((metadata as { location?: string }).location);
       return;
     } catch (error) {
@@ -315,7 +304,7 @@ export class BigQueryDestination implements Destination {
     }
     const create = this.subject(`creation of dataset ${dataset} in ${this.location}`);
     try {
-      await this.retrying(create, () => this.client.createDataset(dataset, { location: this.location }));
+      await this.jobs.retrying(create, () => this.client.createDataset(dataset, { location: this.location }));
       this.log.info({ dataset, location: this.location }, 'bigquery dataset created');
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, create);
@@ -335,7 +324,7 @@ export class BigQueryDestination implements Destination {
   private async tableFields(table: string): Promise<TableField[] | undefined> {
     const subject = this.subject(`lookup of table ${table}`, table);
     try {
-      const [metadata] = await this.retrying(subject, () =>
+      const [metadata] = await this.jobs.retrying(subject, () =>
         this.client.dataset(this.target.dataset).table(table).getMetadata(),
       );
       const fields = (metadata as TableMetadata).schema?.fields ?? [];
@@ -375,7 +364,7 @@ export class BigQueryDestination implements Destination {
         : {}),
     };
     try {
-      const [, metadata] = await this.retrying(subject, () =>
+      const [, metadata] = await this.jobs.retrying(subject, () =>
         this.client.dataset(this.target.dataset, { location: this.location }).createTable(table.name, resource),
       );
       this.log.info({ table: table.name }, 'bigquery table created');
@@ -414,7 +403,7 @@ export class BigQueryDestination implements Destination {
     const subject = this.subject(`adding columns ${names} to table ${table.name}`, table.name);
     const fields = [...existing, ...missing.map(toField)];
     try {
-      const [metadata] = await this.retrying(subject, () =>
+      const [metadata] = await this.jobs.retrying(subject, () =>
         this.client.dataset(this.target.dataset).table(table.name).setMetadata({ schema: { fields } }),
       );
       this.fields.set(table.name, (metadata as TableMetadata).schema?.fields ?? fields);
@@ -430,7 +419,7 @@ export class BigQueryDestination implements Destination {
   private async createStage(table: TableSchema, stage: string, columns: readonly BigQueryColumn[]): Promise<void> {
     const subject = this.subject(`creation of staging table ${stage}`, table.name);
     try {
-      await this.retrying(subject, () =>
+      await this.jobs.retrying(subject, () =>
         this.client.dataset(this.target.dataset, { location: this.location }).createTable(stage, {
           schema: { fields: columns.map(toField) },
           expirationTime: String(this.now() + STAGE_EXPIRATION_MS),
@@ -449,7 +438,7 @@ export class BigQueryDestination implements Destination {
     try {
       await writeFile(file, ndjson, 'utf8');
       const stageTable = this.client.dataset(this.target.dataset, { location: this.location }).table(stage);
-      return await this.runJob(subject, `qs_load_${stage}`, async (jobId) => {
+      return await this.jobs.run(subject, `qs_load_${stage}`, async (jobId) => {
         const [job] = await stageTable.createLoadJob(file, {
           jobId,
           sourceFormat: 'NEWLINE_DELIMITED_JSON',
@@ -473,13 +462,13 @@ export class BigQueryDestination implements Destination {
   ): Promise<FinishedJob> {
     const sql = mergeSql({ target: this.target, table, stage, ...range });
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
-    return this.runJob(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+    return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
   }
 
   private async dropStage(table: TableSchema, stage: string): Promise<void> {
     const subject = this.subject(`drop of staging table ${stage}`, table.name);
     try {
-      await this.retrying(subject, () =>
+      await this.jobs.retrying(subject, () =>
         this.client.dataset(this.target.dataset).table(stage).delete({ ignoreNotFound: true }),
       );
     } catch (error) {
@@ -496,129 +485,10 @@ export class BigQueryDestination implements Destination {
     return job;
   }
 
-  // ---- jobs and retries --------------------------------------------------------------------
-
-  /**
-   * Run one job to DONE and return its final metadata. One retry loop covers creating the job,
-   * polling it, and the job failing for a transient reason (then a new job id, `<base>_<n+1>`, is
-   * used). A jobs.insert answered 409 means an earlier attempt did create the job: it is adopted.
-   */
-  private async runJob(
-    subject: ErrorSubject,
-    base: string,
-    create: (jobId: string) => Promise<Job>,
-  ): Promise<FinishedJob> {
-    let generation = 0;
-    let job: Job | undefined;
-    for (let attempt = 1; ; attempt += 1) {
-      const jobId = `${base}_${generation}`;
-      try {
-        job ??= await this.createOrAdopt(jobId, create);
-        const metadata = await this.waitForJob(job, subject);
-        const status = metadata.status;
-        if (status?.errorResult !== undefined && status.errorResult !== null) {
-          job = undefined;
-          generation += 1;
-          throw new JobFailedError(jobId, status.errorResult, status.errors ?? []);
-        }
-        return { jobId, location: metadata.jobReference?.location ?? this.location, metadata };
-      } catch (error) {
-        if (jobExists(error)) {
-          // jobs.insert answered with a job that already failed: the next attempt needs a new id.
-          job = undefined;
-          generation += 1;
-        }
-        const failed = { ...subject, operation: `${subject.operation} (job ${jobId})` };
-        const kind = kindOf(error);
-        if (kind !== 'retriable') throw toQuerySyncError(error, failed);
-        if (attempt >= this.retry.maxAttempts) throw toQuerySyncError(error, failed, attempt);
-        await this.backoff(failed, attempt, error);
-      }
-    }
-  }
-
-  private async createOrAdopt(jobId: string, create: (jobId: string) => Promise<Job>): Promise<Job> {
-    try {
-      return await create(jobId);
-    } catch (error) {
-      if (kindOf(error) !== 'alreadyExists' || jobExists(error)) throw error;
-      const job = this.client.job(jobId, { location: this.location });
-      const [metadata] = await job.getMetadata();
-      job.metadata = metadata;
-      this.log.debug({ jobId }, 'bigquery job already existed; waiting on it');
-      return job;
-    }
-  }
-
-  private async waitForJob(job: Job, subject: ErrorSubject): Promise<JobMetadata> {
-    let metadata = job.metadata as JobMetadata | undefined;
-    let waitedMs = 0;
-    let intervalMs = POLL_INITIAL_MS;
-    while (metadata?.status?.state !== 'DONE') {
-      if (waitedMs >= JOB_WAIT_LIMIT_MS) {
-        throw new LoadError(
-          `BigQuery ${subject.operation}: job ${job.id ?? ''} not DONE after ${JOB_WAIT_LIMIT_MS / 60_000} min ` +
-            `(state ${metadata?.status?.state ?? 'unknown'}); it may still finish, and replaying the batch is safe`,
-          true,
-          subject.table === undefined ? {} : { context: { resource: subject.table } },
-        );
-      }
-      await this.sleep(intervalMs);
-      waitedMs += intervalMs;
-      intervalMs = Math.min(POLL_MAX_MS, Math.round(intervalMs * 1.5));
-      [metadata] = await job.getMetadata();
-      this.log.debug({ jobId: job.id, state: metadata?.status?.state }, 'bigquery job polled');
-    }
-    return metadata;
-  }
-
-  /** Call `fn`, retrying transient failures. Other errors are rethrown as they are. */
-  private async retrying<T>(subject: ErrorSubject, fn: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        return await fn();
-      } catch (error) {
-        if (kindOf(error) !== 'retriable') throw error;
-        if (attempt >= this.retry.maxAttempts) throw toQuerySyncError(error, subject, attempt);
-        await this.backoff(subject, attempt, error);
-      }
-    }
-  }
-
-  private async backoff(subject: ErrorSubject, attempt: number, error: unknown): Promise<void> {
-    const waitMs = backoffMs(this.retry, attempt);
-    this.log.warn(
-      {
-        operation: subject.operation,
-        attempt,
-        maxAttempts: this.retry.maxAttempts,
-        waitMs,
-        err: errorInfo(error).message,
-      },
-      'bigquery transient error; retrying',
-    );
-    await this.sleep(waitMs);
-  }
-
   private subject(operation: string, table?: string): ErrorSubject {
     const { projectId, dataset } = this.target;
     return { operation, projectId, dataset, ...(table === undefined ? {} : { table }) };
   }
-}
-
-/** Our own errors are final here; BigQuery's are classified by reason. */
-function kindOf(error: unknown): BigQueryErrorClass {
-  if (error instanceof QuerySyncError) return 'fatal';
-  return classifyBigQueryError(errorInfo(error));
-}
-
-/** An ApiError thrown by createQueryJob when jobs.insert returned a job that already failed. */
-function jobExists(error: unknown): boolean {
-  if (typeof error !== 'object' || error === null) return false;
-  const response = (error as { response?: unknown }).response;
-  if (typeof response !== 'object' || response === null) return false;
-  const status = (response as { status?: unknown }).status;
-  return typeof status === 'object' && status !== null && (status as { state?: unknown }).state === 'DONE';
 }
 
 function toField(column: BigQueryColumn): TableField {
