@@ -54,6 +54,11 @@ export interface StateStoreOptions {
   readonly purpose: string;
   /** Wait this long for another run holding the same lock. @default 0 */
   readonly lockWaitMs?: number;
+  /**
+   * Keep changes in memory only (a dry run loads nothing, so it must not move any mark).
+   * @default false
+   */
+  readonly inMemory?: boolean;
 }
 
 /**
@@ -124,6 +129,10 @@ export class StateStore {
   }
 
   private write(change: (doc: StateDocument) => StateDocument): Promise<void> {
+    if (this.options.inMemory === true) {
+      this.doc = change(this.doc);
+      return Promise.resolve();
+    }
     const next = this.chain.then(async () => {
       const lock = await acquireLock(`${this.path}.write.lock`, {
         purpose: 'state write',

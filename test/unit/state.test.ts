@@ -72,3 +72,17 @@ describe('StateStore', () => {
     expect(readFileSync(path, 'utf8')).toBe('{"not":"state"');
   });
 });
+
+describe('StateStore in memory (dry runs)', () => {
+  it('applies changes for the run but never writes the file', async () => {
+    const path = statePath();
+    const real = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    await real.updateStream('events:*', () => ({ mark: '2026-01-01T00:00:00.000Z' }));
+    await real.close();
+    const dry = await StateStore.open(path, { clock: systemClock, purpose: 'sync', inMemory: true });
+    await dry.updateStream('events:*', () => ({ mark: '2026-11-21T00:00:00.000Z' }));
+    expect(dry.stream('events:*').mark).toBe('2026-11-21T00:00:00.000Z');
+    await dry.close();
+    expect((await StateStore.read(path)).streams['events:*']?.mark).toBe('2026-01-01T00:00:00.000Z');
+  });
+});
