@@ -1,7 +1,15 @@
 #!/usr/bin/env node
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { resolveSyncConfig, type SyncFlags } from './config.js';
+import {
+  resolveBackfillConfig,
+  resolvePlanConfig,
+  resolveStatusConfig,
+  resolveSyncConfig,
+  resolveVerifyConfig,
+  type RunFlags,
+  type SyncFlags,
+} from './config.js';
 import { exitCodeFor, QuerySyncError } from './core/errors.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
@@ -28,7 +36,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('bq-key-file', { type: 'string', describe: 'service-account key file (default: Application Default Credentials)' })
     .option('dry-run', { type: 'boolean', default: false, describe: 'BigQuery: print the DDL and MERGE statements, send nothing' })
     .option('state', { type: 'string', default: 'state/state.json', describe: 'state file (high-water marks, checkpoints)' })
-    .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long (e.g. 10m) for another run holding the state lock' })
+    .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long (e.g. 10m) for another run holding the state lock or the DuckDB file' })
     .option('lookback', { type: 'string', default: '15m', describe: 're-read this far before the high-water mark (late-indexed events)' })
     .option('start', { type: 'string', describe: 'ISO instant: the oldest data a first sync reads (default: all history)' })
     .option('batch-rows', { type: 'number', describe: 'rows per write + checkpoint (default 5000 for DuckDB, 50000 for BigQuery)' })
@@ -42,7 +50,16 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('log-level', { type: 'string', describe: 'pino level (default info; --verbose: debug)' })
     .option('log-format', { type: 'string', choices: ['json', 'pretty'], describe: 'default: pretty on a TTY, JSON otherwise' })
     .option('verbose', { type: 'boolean', default: false })
-    .option('quiet', { type: 'boolean', default: false, describe: 'only the summary' }) as Argv<T & SyncFlags>;
+    .option('quiet', { type: 'boolean', default: false, describe: 'only the summary' })
+    .option('progress-interval', { type: 'string', default: '5s', describe: 'not on a TTY: a progress log line this often' }) as Argv<T & SyncFlags>;
+}
+
+/** `--from/--to/--window` of `backfill`, `plan` and `verify`. */
+function withRangeFlags<T>(y: Argv<T>, required: boolean): Argv<T & RunFlags> {
+  return y
+    .option('from', { type: 'string', demandOption: required, describe: 'ISO instant: start of the interval (inclusive)' })
+    .option('to', { type: 'string', demandOption: required, describe: 'ISO instant: end of the interval (exclusive)' })
+    .option('window', { type: 'string', describe: 'window length the interval is sliced into (default 1d)' }) as Argv<T & RunFlags>;
 }
 
 async function main(): Promise<number> {
@@ -61,6 +78,66 @@ async function main(): Promise<number> {
         const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
         const { syncCommand } = await import('./commands/sync.js');
         setExit(await syncCommand(config, { print }));
+      },
+    )
+    .command(
+      'backfill',
+      'load [--from, --to) in windows, resumable, without moving the sync marks',
+      (y) =>
+        withRangeFlags(withSyncFlags(y), true).option('concurrency', {
+          type: 'number',
+          default: 4,
+          describe: 'windows read at once (all within the one request budget)',
+        }),
+      async (argv) => {
+        const config = resolveBackfillConfig(argv, process.env, process.stderr.isTTY === true);
+        const { backfillCommand } = await import('./commands/backfill.js');
+        setExit(await backfillCommand(config, { print }));
+      },
+    )
+    .command(
+      'plan',
+      'estimate requests and time of the next sync, or of a backfill with --from/--to (count requests only)',
+      (y) => withRangeFlags(withSyncFlags(y), false).option('json', { type: 'boolean', default: false, describe: 'the plan as JSON' }),
+      async (argv) => {
+        const config = resolvePlanConfig(argv, process.env, process.stderr.isTTY === true);
+        const { planCommand } = await import('./commands/plan.js');
+        setExit(await planCommand(config, { print }));
+      },
+    )
+    .command(
+      'status',
+      'marks, last runs, backfill ledger and gaps, table row counts (reads state without locking it)',
+      (y) =>
+        y
+          .option('state', { type: 'string', default: 'state/state.json', describe: 'state file' })
+          .option('resources', { type: 'string', describe: 'comma-separated subset (default: all)' })
+          .option('destination', { type: 'string', choices: ['duckdb', 'bigquery'], default: 'duckdb' })
+          .option('duckdb-path', { type: 'string', default: 'warehouse.duckdb' })
+          .option('bq-project', { type: 'string' })
+          .option('bq-dataset', { type: 'string' })
+          .option('bq-location', { type: 'string', default: 'US' })
+          .option('bq-api-endpoint', { type: 'string' })
+          .option('bq-key-file', { type: 'string' })
+          .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long for a run holding the DuckDB file (else counts are reported unavailable)' })
+          .option('json', { type: 'boolean', default: false, describe: 'the same as JSON, for orchestrators' }),
+      async (argv) => {
+        const config = resolveStatusConfig(argv);
+        const { statusCommand } = await import('./commands/status.js');
+        setExit(await statusCommand(config, { print }));
+      },
+    )
+    .command(
+      'verify',
+      'compare /v1/events/count with the warehouse per window and project; exit 5 on a mismatch',
+      (y) =>
+        withRangeFlags(withSyncFlags(y), true)
+          .option('repair', { type: 'boolean', default: false, describe: 're-read the mismatched windows, then check again' })
+          .option('concurrency', { type: 'number', default: 4, describe: 'windows re-read at once by --repair' }),
+      async (argv) => {
+        const config = resolveVerifyConfig(argv, process.env, process.stderr.isTTY === true);
+        const { verifyCommand } = await import('./commands/verify.js');
+        setExit(await verifyCommand(config, { print }));
       },
     )
     .command(
@@ -84,7 +161,7 @@ async function main(): Promise<number> {
         );
       },
     )
-    .demandCommand(1, 'name a command: sync or emulate')
+    .demandCommand(1, 'name a command: sync, backfill, plan, status, verify or emulate')
     .strict()
     .help()
     .alias('help', 'h')

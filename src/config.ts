@@ -52,6 +52,12 @@ export interface SyncConfig {
   readonly logLevel: string;
   readonly logFormat: LogFormat;
   readonly quiet: boolean;
+  /**
+   * How a run shows progress: a live display on a TTY (stderr), else a progress log line every
+   * `progressIntervalMs`; `off` with `--quiet` (the summary only).
+   */
+  readonly progress: 'tty' | 'log' | 'off';
+  readonly progressIntervalMs: number;
 }
 
 /** Flags as yargs hands them over (strings and numbers, unvalidated). */
@@ -86,6 +92,7 @@ export interface SyncFlags {
   readonly logFormat?: string;
   readonly quiet?: boolean;
   readonly verbose?: boolean;
+  readonly progressInterval?: string;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
@@ -116,33 +123,8 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     }
   }
 
-  const names = flags.resources === undefined ? [...RESOURCE_NAMES] : splitList(flags.resources);
-  const unknown = names.filter((n) => !RESOURCE_NAMES.includes(n));
-  if (unknown.length > 0 || names.length === 0) {
-    throw new ConfigError(`--resources: expected a comma-separated subset of ${RESOURCE_NAMES.join(',')}, got "${flags.resources}"`);
-  }
-  const resources = RESOURCES.filter((r) => names.includes(r.name));
-
-  const destination = flags.destination ?? 'duckdb';
-  if (destination !== 'duckdb' && destination !== 'bigquery') {
-    throw new ConfigError(`--destination: expected duckdb or bigquery, got "${destination}"`);
-  }
-  let bigquery: BigQueryConfig | undefined;
-  if (destination === 'bigquery') {
-    if (!flags.bqProject || !flags.bqDataset) {
-      throw new ConfigError('--destination bigquery needs --bq-project and --bq-dataset');
-    }
-    if (!/^[A-Za-z0-9_]{1,1024}$/.test(flags.bqDataset)) {
-      throw new ConfigError(`--bq-dataset: expected letters, digits and underscores, got "${flags.bqDataset}"`);
-    }
-    bigquery = {
-      projectId: flags.bqProject,
-      dataset: flags.bqDataset,
-      location: flags.bqLocation ?? 'US',
-      apiEndpoint: flags.bqApiEndpoint,
-      keyFile: flags.bqKeyFile,
-    };
-  }
+  const resources = resolveResources(flags);
+  const { destination, bigquery } = resolveWarehouse(flags);
 
   const lookbackMs = duration('--lookback', flags.lookback ?? '15m');
   const lockWaitMs = duration('--lock-wait', flags.lockWait ?? '0');
@@ -193,7 +175,156 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     logLevel: flags.logLevel ?? (flags.verbose ? 'debug' : flags.quiet ? 'warn' : 'info'),
     logFormat,
     quiet: flags.quiet ?? false,
+    progress: flags.quiet ? 'off' : isTty ? 'tty' : 'log',
+    progressIntervalMs: positive('--progress-interval', duration('--progress-interval', flags.progressInterval ?? '5s')),
   });
+}
+
+/** `--resources` → the declared resources, in their declaration order. */
+function resolveResources(flags: Pick<SyncFlags, 'resources'>): readonly ResourceDefinition[] {
+  const names = flags.resources === undefined ? [...RESOURCE_NAMES] : splitList(flags.resources);
+  const unknown = names.filter((n) => !RESOURCE_NAMES.includes(n));
+  if (unknown.length > 0 || names.length === 0) {
+    throw new ConfigError(`--resources: expected a comma-separated subset of ${RESOURCE_NAMES.join(',')}, got "${flags.resources}"`);
+  }
+  return RESOURCES.filter((r) => names.includes(r.name));
+}
+
+/** `--destination` and the BigQuery flags. */
+function resolveWarehouse(flags: SyncFlags): { destination: 'duckdb' | 'bigquery'; bigquery: BigQueryConfig | undefined } {
+  const destination = flags.destination ?? 'duckdb';
+  if (destination !== 'duckdb' && destination !== 'bigquery') {
+    throw new ConfigError(`--destination: expected duckdb or bigquery, got "${destination}"`);
+  }
+  let bigquery: BigQueryConfig | undefined;
+  if (destination === 'bigquery') {
+    if (!flags.bqProject || !flags.bqDataset) {
+      throw new ConfigError('--destination bigquery needs --bq-project and --bq-dataset');
+    }
+    if (!/^[A-Za-z0-9_]{1,1024}$/.test(flags.bqDataset)) {
+      throw new ConfigError(`--bq-dataset: expected letters, digits and underscores, got "${flags.bqDataset}"`);
+    }
+    bigquery = {
+      projectId: flags.bqProject,
+      dataset: flags.bqDataset,
+      location: flags.bqLocation ?? 'US',
+      apiEndpoint: flags.bqApiEndpoint,
+      keyFile: flags.bqKeyFile,
+    };
+  }
+  return { destination, bigquery };
+}
+
+// ---- backfill, plan, verify, status ----
+
+/** Flags of `backfill`, `plan`, `verify` and `status`, on top of `sync`'s. */
+export interface RunFlags extends SyncFlags {
+  readonly from?: string;
+  readonly to?: string;
+  readonly window?: string;
+  readonly concurrency?: number;
+  readonly json?: boolean;
+  readonly repair?: boolean;
+}
+
+/** A closed-open interval [from, to) sliced into windows. */
+export interface RangeConfig {
+  readonly fromMs: number;
+  readonly toMs: number;
+  readonly windowMs: number;
+}
+
+export interface BackfillConfig extends SyncConfig {
+  readonly range: RangeConfig;
+  /** Windows read at once (across resources and projects). */
+  readonly concurrency: number;
+}
+
+export interface PlanConfig extends SyncConfig {
+  /** Plans a backfill of this range; `undefined` plans the next sync from state. */
+  readonly range: RangeConfig | undefined;
+  readonly json: boolean;
+}
+
+export interface VerifyConfig extends SyncConfig {
+  readonly range: RangeConfig;
+  readonly repair: boolean;
+  /** Windows re-read at once by `--repair`. */
+  readonly concurrency: number;
+}
+
+export interface StatusConfig {
+  readonly statePath: string;
+  readonly resources: readonly ResourceDefinition[];
+  readonly destination: 'duckdb' | 'bigquery';
+  readonly duckdbPath: string;
+  readonly bigquery?: BigQueryConfig;
+  readonly dryRun: boolean;
+  readonly lockWaitMs: number;
+  readonly json: boolean;
+}
+
+/** Default window of a backfill or verify: one day. */
+export const DEFAULT_WINDOW = '1d';
+/** Default windows read at once by a backfill. */
+export const DEFAULT_CONCURRENCY = 4;
+
+export function resolveBackfillConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<BackfillConfig> {
+  const range = resolveRange(flags, 'backfill');
+  if (range === undefined) throw new ConfigError('backfill needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)');
+  return Object.freeze({ ...resolveSyncConfig(flags, env, isTty), range, concurrency: concurrency(flags) });
+}
+
+export function resolvePlanConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<PlanConfig> {
+  return Object.freeze({ ...resolveSyncConfig(flags, env, isTty), range: resolveRange(flags, 'plan'), json: flags.json ?? false });
+}
+
+export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<VerifyConfig> {
+  const range = resolveRange(flags, 'verify');
+  if (range === undefined) throw new ConfigError('verify needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)');
+  return Object.freeze({ ...resolveSyncConfig(flags, env, isTty), range, repair: flags.repair ?? false, concurrency: concurrency(flags) });
+}
+
+/** `status` reads state and the warehouse only: no API URL or key needed. */
+export function resolveStatusConfig(flags: RunFlags): Readonly<StatusConfig> {
+  const { destination, bigquery } = resolveWarehouse(flags);
+  return Object.freeze({
+    statePath: flags.state ?? 'state/state.json',
+    resources: resolveResources(flags),
+    destination,
+    duckdbPath: flags.duckdbPath ?? 'warehouse.duckdb',
+    bigquery,
+    dryRun: false,
+    lockWaitMs: duration('--lock-wait', flags.lockWait ?? '0'),
+    json: flags.json ?? false,
+  });
+}
+
+function resolveRange(flags: RunFlags, command: string): RangeConfig | undefined {
+  if (flags.from === undefined && flags.to === undefined) {
+    if (flags.window !== undefined && command === 'plan') throw new ConfigError('plan --window applies to a backfill plan: add --from and --to');
+    return undefined;
+  }
+  if (flags.from === undefined || flags.to === undefined) throw new ConfigError(`${command}: pass both --from and --to`);
+  const fromMs = instant('--from', flags.from);
+  const toMs = instant('--to', flags.to);
+  if (fromMs >= toMs) throw new ConfigError(`${command}: expected --from before --to, got [${flags.from}, ${flags.to})`);
+  const windowMs = positive('--window', duration('--window', flags.window ?? DEFAULT_WINDOW));
+  return { fromMs, toMs, windowMs };
+}
+
+function concurrency(flags: RunFlags): number {
+  const n = flags.concurrency ?? DEFAULT_CONCURRENCY;
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`--concurrency: expected a whole number of at least 1, got ${n}`);
+  return n;
+}
+
+function instant(flag: string, text: string): number {
+  const ms = Date.parse(text);
+  if (Number.isNaN(ms) || !/^\d{4}-\d{2}-\d{2}/.test(text)) {
+    throw new ConfigError(`${flag}: expected an ISO-8601 instant such as 2026-01-01T00:00:00Z, got "${text}"`);
+  }
+  return ms;
 }
 
 function duration(flag: string, text: string): number {

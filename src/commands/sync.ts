@@ -1,13 +1,12 @@
 import type { SyncConfig } from '../config.js';
-import { systemClock } from '../core/clock.js';
 import { exitCodeFor } from '../core/errors.js';
-import { createLogger, redact } from '../core/log.js';
+import { redact } from '../core/log.js';
 import type { Clock } from '../core/types.js';
-import { ApiClient } from '../http/client.js';
-import { createScheduler } from '../http/scheduler.js';
+import { planSync, toProgressPlan } from '../pipeline/plan.js';
 import { formatSummary, runSync } from '../pipeline/run.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
+import { createRuntime, syncProgressHooks } from './runtime.js';
 
 export interface CommandIo {
   /** Command output (summaries): stdout by default. Logs go to stderr. */
@@ -18,23 +17,23 @@ export interface CommandIo {
 
 /** `query-sync sync`: returns the exit code (0 only when every stream synced). */
 export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
-  const clock = io.clock ?? systemClock;
-  const logger = createLogger({ level: config.logLevel, format: config.logFormat, secrets: [config.apiKey] });
-  const budget = createScheduler({ limits: config.limits, logger });
-  const client = new ApiClient({
-    baseUrl: config.baseUrl,
-    apiKey: config.apiKey,
-    projectHeader: config.projectHeader,
-    budget,
-    clock,
-    logger,
-    timeouts: config.timeouts,
-  });
+  const runtime = createRuntime(config, io);
+  const { clock, logger, client } = runtime;
   let state: StateStore | undefined;
   let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
   try {
     state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs });
     destination = await openDestination(config, logger, io.print);
+    if (runtime.showsProgress) {
+      // The ETA comes from a plan: one count request per stream that has a count endpoint.
+      const plan = await planSync(config, { client, state: state.document, clock, logger, limits: config.limits }).catch((error: unknown) => {
+        logger.warn({ err: (error as Error).message }, 'could not plan the run: progress shows no ETA');
+        return undefined;
+      });
+      if (plan !== undefined) runtime.tracker.setPlan(toProgressPlan(plan));
+    }
+    runtime.tracker.markStart();
+    runtime.display.start();
     const summary = await runSync(
       {
         resources: config.resources,
@@ -46,7 +45,9 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         signal: io.signal,
       },
       { client, destination, state, clock, logger },
+      syncProgressHooks(runtime.tracker),
     );
+    runtime.display.stop();
     for (const line of formatSummary(summary)) io.print(redact(line, [config.apiKey]));
     for (const s of summary.streams) {
       logger.info(
@@ -61,7 +62,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     return exitCodeFor(error);
   } finally {
     await destination?.close().catch(() => undefined);
-    await client.close().catch(() => undefined);
+    await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
 }

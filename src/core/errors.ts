@@ -113,11 +113,19 @@ export class StateError extends QuerySyncError {
   readonly code = 'E_STATE';
 }
 
+/**
+ * The warehouse file is open in another process (DuckDB lets one process open a file at a time):
+ * another run holds it. Like a held state lock: wait (`--lock-wait`) or run later.
+ */
+export class WarehouseBusyError extends QuerySyncError {
+  readonly code = 'E_WAREHOUSE_BUSY';
+}
+
 /** Exit codes by error group, so a scheduler can tell a config mistake from an outage. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof ConfigError) return 2;
   if (error instanceof AuthError) return 3;
-  if (error instanceof StateError) return 4;
+  if (error instanceof StateError || error instanceof WarehouseBusyError) return 4;
   return 1;
 }
 

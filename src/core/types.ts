@@ -74,6 +74,12 @@ export interface ResourceDefinition {
   readonly allProjects: boolean;
   /** Name of the page-size parameter. @default 'limit' */
   readonly pageSizeParam?: string;
+  /**
+   * An endpoint answering `{ "data": { "total": N } }` for the list's filters (the window bounds and
+   * the project scope), e.g. `/v1/events/count`. `plan` estimates and `verify` reconciles only the
+   * resources that have one.
+   */
+  readonly countPath?: string;
   /** Largest page the endpoint allows; a sync always asks for this many. */
   readonly maxPageSize: number;
   /** Column types known up front; other fields are inferred from their values. */

@@ -25,7 +25,25 @@ export interface Destination {
   write(batch: LoadBatch): Promise<LoadResult>;
   /** Rows in a table (for summaries and status); 0 when the table does not exist. */
   count(table: string): Promise<number>;
+  /**
+   * Rows of one project whose `column` lies in [fromIso, toIso), for `verify`; 0 when the table does
+   * not exist. Optional: a destination without it cannot be verified.
+   */
+  countWindow?(table: string, window: WindowCount): Promise<number>;
+  /** Rows per `project_id` (for `status`); empty when the table does not exist. Optional. */
+  countByProject?(table: string): Promise<Readonly<Record<string, number>>>;
   close(): Promise<void>;
+}
+
+/** The rows `countWindow` counts. */
+export interface WindowCount {
+  readonly projectId: string;
+  /** A timestamp column, e.g. `timestamp`. */
+  readonly column: string;
+  /** Inclusive lower bound (ISO instant). */
+  readonly fromIso: string;
+  /** Exclusive upper bound (ISO instant). */
+  readonly toIso: string;
 }
 
 /**

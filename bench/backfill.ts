@@ -1,0 +1,133 @@
+/**
+ * Backfill benchmark (issue 5). Not part of `npm test`: `npm run bench:backfill [-- 100k|1m]`.
+ *
+ *  100k (default)  ≥ 100,000 events of one project over 30 days, the documented limits enforced by
+ *                  the emulator: `plan`, then `backfill --concurrency 4`. Prints the elapsed time
+ *                  against the floor of the limits (`minimumSeconds`), plan's ETA against the real
+ *                  time, the requests and 429s, and the backfill's peak memory.
+ *  1m              1,000,000 events, limits off (emulator and client): peak memory of a large
+ *                  backfill (target: under 300 MB, flat).
+ *
+ * The emulator runs in this process; `plan` and `backfill` run as the real CLI in child processes,
+ * so the backfill's memory (`process.resourceUsage().maxRSS`, via `rss-probe.js`) is its own.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startEmulator } from '../src/emulator/index.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits } from '../src/http/budget.js';
+import { minimumSeconds } from '../src/http/floor.js';
+import { DuckDbDestination } from '../src/load/duckdb.js';
+import type { Plan } from '../src/pipeline/plan.js';
+
+const DAY = 86_400_000;
+const here = fileURLToPath(new URL('.', import.meta.url));
+const CLI = join(here, '..', 'src', 'cli.js');
+const PROBE = join(here, 'rss-probe.js');
+
+interface Mode {
+  readonly name: string;
+  readonly events: number;
+  /** Limits of the emulator and the client; `undefined`: none (the client gets huge ones). */
+  readonly limits: RateLimits | undefined;
+}
+
+const MODES: Readonly<Record<string, Mode>> = {
+  '100k': { name: '100k events, documented limits', events: 100_000, limits: { ...DEFAULT_RATE_LIMITS } },
+  '1m': { name: '1M events, limits off', events: 1_000_000, limits: undefined },
+};
+
+interface ChildResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly seconds: number;
+}
+
+function run(args: readonly string[], env: NodeJS.ProcessEnv): Promise<ChildResult> {
+  const started = performance.now();
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+  return new Promise((resolve) => {
+    child.on('close', (code) => resolve({ code, stdout, stderr, seconds: (performance.now() - started) / 1000 }));
+  });
+}
+
+function fmt(seconds: number): string {
+  return seconds < 60 ? `${seconds.toFixed(1)} s` : `${Math.floor(seconds / 60)} min ${(seconds % 60).toFixed(1)} s`;
+}
+
+async function main(): Promise<number> {
+  const mode = MODES[process.argv[2] ?? '100k'];
+  if (mode === undefined) {
+    process.stderr.write(`usage: node dist/bench/backfill.js [${Object.keys(MODES).join('|')}]\n`);
+    return 2;
+  }
+  const out = (line: string): void => void process.stdout.write(`${line}\n`);
+  out(`== backfill benchmark: ${mode.name} ==`);
+  const seedStarted = performance.now();
+  const emu = await startEmulator({ seed: 5, eventsPerProject: mode.events, projects: ['default'], historyDays: 30, limits: mode.limits ?? false });
+  out(`emulator: ${mode.events} events of project "default" over 30 days, seeded in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`);
+  const dir = mkdtempSync(join(tmpdir(), 'qs-bench-backfill-'));
+  try {
+    const now = new Date();
+    const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
+    const from = new Date(today - 30 * DAY).toISOString();
+    const to = new Date(today + DAY).toISOString();
+    const limitFlags = mode.limits === undefined ? ['--max-rpm', '1000000', '--max-rps', '1000000'] : [];
+    const clientLimits: RateLimits = mode.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 1_000_000, maxRps: 1_000_000 };
+    const common = ['--from', from, '--to', to, '--resources', 'events', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), ...limitFlags];
+    const env = { QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey };
+
+    const planned = await run([CLI, 'plan', ...common, '--json'], env);
+    if (planned.code !== 0) throw new Error(`plan failed: ${planned.stdout}${planned.stderr}`);
+    const plan = JSON.parse(planned.stdout) as Plan;
+    const planRows = plan.rows[0]?.rows ?? 0;
+    out(`plan: [${from}, ${to}) in 1d windows: ${planRows} rows, ${plan.requestsByEndpoint['/v1/events'] ?? 0} requests, ETA (floor of the limits) ${fmt(plan.minimumSeconds)}; took ${planned.seconds.toFixed(1)} s, ${plan.countRequests} count requests`);
+
+    emu.resetStats();
+    const backfill = await run(['--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet'], env);
+    if (backfill.code !== 0) throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
+    const probeLine = backfill.stderr.split('\n').find((l) => l.startsWith('rss-probe '));
+    const probe = probeLine === undefined ? undefined : (JSON.parse(probeLine.slice('rss-probe '.length)) as { maxRssMb: number; samplesMb: number[] });
+    const stats = emu.stats();
+    const requests = stats.byEndpoint['/v1/events'] ?? 0;
+    const floor = minimumSeconds(stats.byEndpoint, clientLimits);
+    const inner = /in ([\d.]+) s/.exec(backfill.stdout)?.[1];
+
+    const db = await DuckDbDestination.open(join(dir, 'w.duckdb'));
+    const rows = await db.count('events');
+    await db.close();
+
+    const samples = probe?.samplesMb ?? [];
+    const at = (q: number): number | undefined => samples[Math.min(samples.length - 1, Math.floor(q * (samples.length - 1)))];
+    out(`backfill --concurrency 4: ${fmt(backfill.seconds)} wall (process start to exit; the run itself ${inner ?? '?'} s)`);
+    out(`  rows in the warehouse: ${rows} (plan said ${planRows}); requests ${requests} (plan said ${plan.requestsByEndpoint['/v1/events'] ?? 0}); 429s ${stats.rateLimited}`);
+    if (mode.limits !== undefined) {
+      out(`  floor of the limits for ${requests} requests: ${fmt(floor)}; elapsed / floor = ${(backfill.seconds / Math.max(floor, 1e-9)).toFixed(3)} (wall), ${(Number(inner) / Math.max(floor, 1e-9)).toFixed(3)} (run)`);
+      out(`  plan's ETA ${fmt(plan.minimumSeconds)} vs real ${fmt(Number(inner))}: off by ${(Number(inner) - plan.minimumSeconds).toFixed(1)} s (${((Number(inner) / plan.minimumSeconds - 1) * 100).toFixed(1)} %)`);
+    } else {
+      out(`  throughput: ${Math.round(rows / Number(inner))} rows/s, ${Math.round(requests / Number(inner))} requests/s`);
+    }
+    out(`  peak RSS of the backfill process: ${probe?.maxRssMb ?? '?'} MB (samples at 25/50/75/100 % of the run: ${[0.25, 0.5, 0.75, 1].map(at).join(' / ')} MB)`);
+    return rows === planRows ? 0 : 1;
+  } finally {
+    await emu.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`bench failed: ${String((error as Error)?.stack ?? error)}\n`);
+    process.exitCode = 1;
+  },
+);

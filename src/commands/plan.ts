@@ -1,0 +1,35 @@
+import type { PlanConfig } from '../config.js';
+import { exitCodeFor } from '../core/errors.js';
+import { redact } from '../core/log.js';
+import { formatPlan, planBackfill, planSync } from '../pipeline/plan.js';
+import { StateStore } from '../state/store.js';
+import { createRuntime } from './runtime.js';
+import type { CommandIo } from './sync.js';
+
+/**
+ * `query-sync plan`: with `--from/--to` the plan of that backfill, else of the next sync from state.
+ * Reads state without a lock and makes only count requests; opens no warehouse.
+ */
+export async function planCommand(config: PlanConfig, io: CommandIo): Promise<number> {
+  // The plan is the output: no progress display.
+  const runtime = createRuntime({ ...config, progress: 'off' }, io);
+  const { clock, logger, client } = runtime;
+  const secrets = [config.apiKey];
+  try {
+    const state = await StateStore.read(config.statePath);
+    const deps = { client, state, clock, logger, limits: config.limits };
+    const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
+    const plan =
+      config.range === undefined
+        ? await planSync({ ...scope, lookbackMs: config.lookbackMs, startMs: config.startMs }, deps)
+        : await planBackfill({ ...scope, ...config.range }, deps);
+    if (config.json) io.print(redact(JSON.stringify(plan, null, 2), secrets));
+    else for (const line of formatPlan(plan)) io.print(redact(line, secrets));
+    return 0;
+  } catch (error) {
+    io.print(redact(`plan FAILED: ${(error as Error).message}`, secrets));
+    return exitCodeFor(error);
+  } finally {
+    await runtime.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,54 @@
+import { existsSync } from 'node:fs';
+import type { StatusConfig } from '../config.js';
+import { exitCodeFor } from '../core/errors.js';
+import { silentLogger } from '../core/log.js';
+import type { Destination } from '../load/destination.js';
+import { DuckDbDestination } from '../load/duckdb.js';
+import { buildStatus, formatStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
+import { StateStore } from '../state/store.js';
+import { openDestination } from './open-destination.js';
+import type { CommandIo } from './sync.js';
+
+/**
+ * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.
+ * A warehouse another process holds open (a running sync) is reported as unavailable, not an error.
+ */
+export async function statusCommand(config: StatusConfig, io: CommandIo): Promise<number> {
+  try {
+    const doc = await StateStore.read(config.statePath);
+    const warehouse = await readWarehouse(config, io);
+    const report = buildStatus(config.statePath, doc, config.resources, warehouse);
+    if (config.json) io.print(JSON.stringify(report, null, 2));
+    else for (const line of formatStatus(report)) io.print(line);
+    return 0;
+  } catch (error) {
+    io.print(`status FAILED: ${(error as Error).message}`);
+    return exitCodeFor(error);
+  }
+}
+
+async function readWarehouse(config: StatusConfig, io: CommandIo): Promise<WarehouseStatus> {
+  const location = config.destination === 'duckdb' ? config.duckdbPath : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
+  const base = { destination: config.destination, location };
+  if (config.destination === 'duckdb' && !existsSync(config.duckdbPath)) {
+    return { ...base, available: false, reason: 'no warehouse file yet', tables: {} };
+  }
+  let destination: Destination | undefined;
+  try {
+    destination =
+      config.destination === 'duckdb'
+        ? await DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs, readOnly: true })
+        : await openDestination(config, silentLogger(), io.print);
+    const tables: Record<string, TableCounts> = {};
+    for (const resource of config.resources) {
+      const rows = await destination.count(resource.name);
+      const byProject = destination.countByProject === undefined ? undefined : await destination.countByProject(resource.name);
+      tables[resource.name] = { rows, byProject };
+    }
+    return { ...base, available: true, tables };
+  } catch (error) {
+    return { ...base, available: false, reason: (error as Error).message, tables: {} };
+  } finally {
+    await destination?.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,348 @@
+import PQueue from 'p-queue';
+import { FatalApiError, type QuerySyncError } from '../core/errors.js';
+import type { ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { TimeWindow } from '../extract/paginate.js';
+import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
+import { SchemaTracker } from '../normalize/normalize.js';
+import {
+  BACKFILL_SECTION,
+  isCovered,
+  keepRunning,
+  readLedger,
+  runningOf,
+  streamLedger,
+  toIso,
+  updateStreamLedger,
+  withCheckpoint,
+  withDone,
+  withoutCursor,
+  withRequested,
+  type BackfillLedger,
+  type StreamLedger,
+} from '../state/ledger.js';
+import { streamKey } from '../state/store.js';
+import type { SyncDeps } from './run.js';
+import { forEachScope, type ScopeOptions } from './scopes.js';
+import { walkWindow, type WalkTotals } from './walk.js';
+
+/**
+ * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
+ * incremental sync. Each finished window goes into the ledger (state section `backfills`), each
+ * batch of a running window checkpoints its cursor there, and the sync's high-water marks are never
+ * read or written. Windows of every resource and project run through one pool of `concurrency`
+ * slots; every request still goes through the run's one scheduler.
+ */
+
+export interface BackfillOptions extends ScopeOptions {
+  readonly fromMs: number;
+  readonly toMs: number;
+  /** Window length. */
+  readonly windowMs: number;
+  /** Windows read at once, across all resources and projects. @default 4 */
+  readonly concurrency?: number;
+  /**
+   * Rows held in memory by the whole run before writes: each of the `concurrency` windows writes
+   * and checkpoints every `batchRows / concurrency` rows, so memory does not grow with concurrency.
+   * @default 5000
+   */
+  readonly batchRows?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** Progress callbacks (the live display and the progress log lines). */
+export interface BackfillHooks {
+  /** A (resource, scope) has `total` windows, `skipped` of them already done. */
+  readonly onWindows?: (resource: string, scope: string, total: number, skipped: number) => void;
+  readonly onWindowDone?: (resource: string, scope: string, rows: number) => void;
+  readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+}
+
+export interface BackfillStreamResult {
+  readonly resource: string;
+  readonly scope: string;
+  readonly outcome: 'ok' | 'failed' | 'scope-rejected';
+  /** Rows written by this run. */
+  readonly rows: number;
+  readonly pages: number;
+  /** Windows this run read (to the end or not). */
+  readonly windows: number;
+  /** Windows skipped because the ledger has them done. */
+  readonly skipped: number;
+  readonly stats: CallStats;
+  readonly seconds: number;
+  readonly error?: QuerySyncError | Error;
+}
+
+export interface BackfillSummary {
+  readonly startedAt: string;
+  readonly from: string;
+  readonly to: string;
+  readonly seconds: number;
+  readonly streams: readonly BackfillStreamResult[];
+  readonly ok: boolean;
+}
+
+export const DEFAULT_BACKFILL_CONCURRENCY = 4;
+const DEFAULT_BATCH_ROWS = 5000;
+
+/** Rows each of `concurrency` windows buffers, so that together they hold about `batchRows`. */
+export function perWindowBatch(batchRows: number, concurrency: number): number {
+  return Math.max(1, Math.ceil(batchRows / Math.max(1, concurrency)));
+}
+
+/** [from, to) cut into consecutive windows of `windowMs`, the last one shorter if need be. */
+export function sliceWindows(fromMs: number, toMs: number, windowMs: number): TimeWindow[] {
+  if (!(windowMs > 0)) throw new RangeError(`expected a positive window length, got ${windowMs}`);
+  const out: TimeWindow[] = [];
+  for (let start = fromMs; start < toMs; start += windowMs) out.push({ fromMs: start, toMs: Math.min(toMs, start + windowMs) });
+  return out;
+}
+
+/** Backfill every resource × project scope (`forEachScope`, as `sync` does). */
+export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hooks: BackfillHooks = {}): Promise<BackfillSummary> {
+  const runStartMs = deps.clock.now();
+  const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
+  const concurrency = options.concurrency ?? DEFAULT_BACKFILL_CONCURRENCY;
+  const slots = new PQueue({ concurrency });
+  const trackers = new Map<string, SchemaTracker>();
+  for (const resource of options.resources) {
+    trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
+  }
+  const streams = await forEachScope(
+    options,
+    deps,
+    (resource, scope, scopeHooks) =>
+      backfillStream(
+        {
+          resource,
+          scope,
+          tracker: trackers.get(resource.name) as SchemaTracker,
+          windows,
+          slots,
+          concurrency,
+          force: false,
+          batchRows: perWindowBatch(options.batchRows ?? DEFAULT_BATCH_ROWS, concurrency),
+          syncedAt: new Date(runStartMs).toISOString(),
+          signal: options.signal,
+          onProjects: scopeHooks.onProjects,
+          hooks,
+        },
+        deps,
+      ),
+    (resource, error): BackfillStreamResult => ({
+      resource: resource.name,
+      scope: '*',
+      outcome: 'failed',
+      rows: 0,
+      pages: 0,
+      windows: 0,
+      skipped: 0,
+      stats: newCallStats(),
+      seconds: 0,
+      error,
+    }),
+  );
+  return {
+    startedAt: new Date(runStartMs).toISOString(),
+    from: new Date(options.fromMs).toISOString(),
+    to: new Date(options.toMs).toISOString(),
+    seconds: (deps.clock.now() - runStartMs) / 1000,
+    streams,
+    ok: streams.every((s) => s.outcome === 'ok'),
+  };
+}
+
+export interface StreamBackfillOptions {
+  readonly resource: ResourceDefinition;
+  readonly scope: ProjectScope;
+  readonly tracker: SchemaTracker;
+  /** The windows to load (ignored for full-refresh resources, which are read once). */
+  readonly windows: readonly TimeWindow[];
+  /** The run's pool of window slots, shared by every stream. */
+  readonly slots: PQueue;
+  /** Windows of this stream read at once (at most; the pool decides). */
+  readonly concurrency: number;
+  /** Read windows even when the ledger has them done (`verify --repair`). */
+  readonly force: boolean;
+  readonly batchRows: number;
+  readonly syncedAt: string;
+  readonly signal?: AbortSignal;
+  readonly onProjects?: (slugs: ReadonlySet<string>) => void;
+  readonly hooks?: BackfillHooks;
+}
+
+/**
+ * Load the windows of one (resource, project scope): skip those the ledger has done, resume a
+ * window a crashed run left mid-way from its checkpoint cursor, checkpoint after every batch, and
+ * move each window to `done` when its last page is stored. The first failing window stops the
+ * stream from starting more (windows in flight finish); its checkpoint stays for the next run.
+ */
+export async function backfillStream(options: StreamBackfillOptions, deps: SyncDeps): Promise<BackfillStreamResult> {
+  const { resource, scope, hooks = {} } = options;
+  const started = deps.clock.now();
+  const key = streamKey(resource.name, scope.key);
+  const ctx: CallContext = {
+    resource: resource.name,
+    project: scope.key,
+    lane: `${resource.name}|${scope.key}`,
+    stats: newCallStats(),
+    signal: options.signal,
+  };
+  const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
+  const ledger = (change: (current: StreamLedger) => StreamLedger): Promise<void> =>
+    deps.state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
+      updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
+    );
+  const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) =>
+    hooks.onPage?.(resource.name, scope.key, page);
+  let failure: Error | undefined;
+
+  const walkOne = async (window: TimeWindow | undefined): Promise<void> => {
+    const iso = window === undefined ? undefined : toIso(window);
+    const resumed = window === undefined || options.force ? undefined : runningOf(streamLedger(readLedger(deps.state.document), key), window);
+    const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
+    const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
+    let base = { rows: windowTotals.rows, pages: windowTotals.pages };
+    totals.windows += 1;
+    try {
+      await walkWindow(
+        {
+          resource,
+          scope,
+          tracker: options.tracker,
+          window,
+          startCursor: resumed?.cursor,
+          batchRows: options.batchRows,
+          syncedAt: options.syncedAt,
+          ctx,
+          onProjects: options.onProjects,
+          onPage,
+          checkpoint: async (nextCursor) => {
+            if (iso === undefined) return;
+            const at = new Date(deps.clock.now()).toISOString();
+            const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
+            await ledger((s) =>
+              nextCursor === null ? withDone(s, { ...iso, ...counts, at }) : withCheckpoint(s, { ...iso, cursor: nextCursor, ...counts, since }),
+            );
+          },
+          onCursorRejected: async () => {
+            windowTotals.rows = 0;
+            windowTotals.pages = 0;
+            base = { rows: 0, pages: 0 };
+            if (iso !== undefined) await ledger((s) => withoutCursor(s, iso));
+          },
+        },
+        deps,
+        windowTotals,
+      );
+      if (iso === undefined) {
+        const at = new Date(deps.clock.now()).toISOString();
+        await ledger((s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
+      }
+      hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
+    } finally {
+      totals.rows += windowTotals.rows - base.rows;
+      totals.pages += windowTotals.pages - base.pages;
+    }
+  };
+
+  const guarded = async (window: TimeWindow | undefined): Promise<void> => {
+    if (failure !== undefined) return;
+    try {
+      await walkOne(window);
+    } catch (error) {
+      failure ??= error instanceof Error ? error : new Error(String(error));
+    }
+  };
+
+  if (resource.mode === 'full') {
+    // No time filter: the backfill reads the whole resource once.
+    hooks.onWindows?.(resource.name, scope.key, 1, 0);
+    await options.slots.add(() => guarded(undefined));
+  } else {
+    const requested = options.windows;
+    await ledger((s) => {
+      const asked = withRequested(s, requested);
+      // A crashed run's windows this run will not resume (sliced differently): restart cleanly.
+      return options.force ? asked : keepRunning(asked, requested);
+    });
+    const done = streamLedger(readLedger(deps.state.document), key).done;
+    const todo = options.force ? [...requested] : requested.filter((w) => !isCovered(w, done));
+    totals.skipped = requested.length - todo.length;
+    hooks.onWindows?.(resource.name, scope.key, requested.length, totals.skipped);
+    const worker = async (): Promise<void> => {
+      for (;;) {
+        if (failure !== undefined || options.signal?.aborted === true) return;
+        const window = todo.shift();
+        if (window === undefined) return;
+        await options.slots.add(() => guarded(window));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, todo.length)) }, worker));
+    if (failure === undefined && options.signal?.aborted === true) failure = new Error('aborted');
+  }
+
+  const seconds = (deps.clock.now() - started) / 1000;
+  const result = (outcome: BackfillStreamResult['outcome']): BackfillStreamResult => ({
+    resource: resource.name,
+    scope: scope.key,
+    outcome,
+    rows: totals.rows,
+    pages: totals.pages,
+    windows: totals.windows,
+    skipped: totals.skipped,
+    stats: ctx.stats,
+    seconds,
+    error: failure,
+  });
+  if (failure !== undefined && failure instanceof FatalApiError && failure.status === 400 && scope.header === '*' && totals.pages === 0) {
+    return result('scope-rejected');
+  }
+  if (failure !== undefined) {
+    deps.logger.error({ resource: resource.name, project: scope.key, code: (failure as QuerySyncError).code }, failure.message);
+  }
+  const first = options.windows[0];
+  const last = options.windows[options.windows.length - 1];
+  await ledger((s) => ({
+    ...s,
+    lastRun: {
+      at: new Date(started).toISOString(),
+      ...(resource.mode === 'full' || first === undefined || last === undefined
+        ? {}
+        : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() }),
+      outcome: failure === undefined ? 'ok' : 'failed',
+      rows: totals.rows,
+      windows: totals.windows,
+      skipped: totals.skipped,
+      seconds,
+      ...(failure === undefined ? {} : { error: failure.message }),
+    },
+  }));
+  return result(failure === undefined ? 'ok' : 'failed');
+}
+
+/** One line per resource and project scope, and a last line for the run. */
+export function formatBackfillSummary(summary: BackfillSummary): string[] {
+  const lines = formatBackfillStreams(summary.streams);
+  lines.push(`backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
+  return lines;
+}
+
+/** One line per resource and project scope. */
+export function formatBackfillStreams(streams: readonly BackfillStreamResult[]): string[] {
+  return streams.map((s) =>
+    [
+      `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
+      `windows=${s.windows}`,
+      `skipped=${s.skipped}`,
+      `rows=${s.rows}`,
+      `pages=${s.pages}`,
+      `requests=${s.stats.requests}`,
+      `retries=${s.stats.retries}`,
+      `429s=${s.stats.rateLimited}`,
+      `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
+      `seconds=${s.seconds.toFixed(1)}`,
+      s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
+    ].join(' '),
+  );
+}

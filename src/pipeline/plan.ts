@@ -1,0 +1,328 @@
+import PQueue from 'p-queue';
+import { formatDuration } from '../core/duration.js';
+import { AuthError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
+import { countRecords } from '../extract/count.js';
+import type { TimeWindow } from '../extract/paginate.js';
+import type { RateLimits } from '../http/budget.js';
+import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
+import { minimumSeconds } from '../http/floor.js';
+import { isCovered, readLedger, runningOf, streamLedger } from '../state/ledger.js';
+import { streamKey, type StateDocument } from '../state/store.js';
+import { sliceWindows } from './backfill.js';
+import type { ProgressPlan, ResourcePlan } from './progress.js';
+import { initialScopes, type ScopeOptions } from './scopes.js';
+import { nextWindow } from './stream.js';
+
+/**
+ * `plan`: what a backfill or the next sync will cost, before any data is read. Per window it asks
+ * the resource's count endpoint (only count requests, through the same scheduler) and turns rows
+ * into pages (one request each; an empty window still costs one) and the pages into the least time
+ * the rate limits allow (`minimumSeconds`). Resources without a count endpoint are reported as
+ * unknown, never guessed.
+ */
+
+export type PlanWindowStatus = 'todo' | 'resume' | 'done';
+
+export interface PlanWindow {
+  readonly from: string;
+  readonly to: string;
+  readonly status: PlanWindowStatus;
+  /** Records in the window (from the count endpoint), when known. */
+  readonly rows?: number;
+  /** Requests still needed for the window (0 when done). */
+  readonly pages?: number;
+}
+
+export interface PlanRow {
+  readonly resource: string;
+  readonly scope: string;
+  /** The list endpoint the walk will use (the budget it draws on). */
+  readonly endpoint: string;
+  readonly windows: readonly PlanWindow[];
+  readonly rows?: number;
+  readonly pages?: number;
+  readonly requests?: number;
+  readonly minimumSeconds?: number;
+  /** Why the estimate is unknown. */
+  readonly unknown?: string;
+}
+
+export interface Plan {
+  readonly kind: 'backfill' | 'sync';
+  readonly from?: string;
+  readonly to?: string;
+  readonly windowMs?: number;
+  readonly limits: RateLimits;
+  readonly rows: readonly PlanRow[];
+  /** Requests of the rows whose estimate is known, per endpoint. */
+  readonly requestsByEndpoint: Readonly<Record<string, number>>;
+  /** Least time the limits allow for all known requests, in seconds. */
+  readonly minimumSeconds: number;
+  /** Count requests this plan made. */
+  readonly countRequests: number;
+  readonly notes: readonly string[];
+}
+
+export interface PlanDeps {
+  readonly client: ApiClient;
+  /** The state file as read (no lock taken): marks, checkpoints, ledger, known projects. */
+  readonly state: StateDocument;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly limits: RateLimits;
+  /** Count requests in flight at once (the scheduler paces them). @default 8 */
+  readonly concurrency?: number;
+}
+
+export interface BackfillPlanOptions extends ScopeOptions {
+  readonly fromMs: number;
+  readonly toMs: number;
+  readonly windowMs: number;
+}
+
+export interface SyncPlanInput extends ScopeOptions {
+  readonly lookbackMs: number;
+  readonly startMs?: number;
+}
+
+interface Target {
+  readonly resource: ResourceDefinition;
+  readonly scope: ProjectScope;
+  readonly windows: readonly { readonly window: TimeWindow; readonly status: PlanWindowStatus; readonly pagesDone: number }[];
+}
+
+/** Plan a backfill of [from, to): the windows the ledger has done are skipped, as the backfill will. */
+export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps): Promise<Plan> {
+  const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
+  const ledger = readLedger(deps.state);
+  return build(
+    'backfill',
+    options,
+    deps,
+    (resource, scope) => {
+      const stream = streamLedger(ledger, streamKey(resource.name, scope.key));
+      return windows.map((window) => {
+        if (isCovered(window, stream.done)) return { window, status: 'done' as const, pagesDone: 0 };
+        const running = runningOf(stream, window);
+        return running?.cursor === undefined
+          ? { window, status: 'todo' as const, pagesDone: 0 }
+          : { window, status: 'resume' as const, pagesDone: running.pages };
+      });
+    },
+    { from: iso(options.fromMs), to: iso(options.toMs), windowMs: options.windowMs },
+  );
+}
+
+/** Plan the next sync from state: each stream's pending window (resumed) and its next window. */
+export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<Plan> {
+  const runStartMs = deps.clock.now();
+  return build('sync', options, deps, (resource, scope) => {
+    const out: { window: TimeWindow; status: PlanWindowStatus; pagesDone: number }[] = [];
+    let st = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
+    for (let i = 0; i < 2; i++) {
+      const next = nextWindow(st, { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs });
+      if (next === undefined) break;
+      out.push({ window: next.window, status: next.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
+      st = { mark: iso(next.window.toMs) };
+    }
+    return out;
+  }, {});
+}
+
+async function build(
+  kind: Plan['kind'],
+  options: ScopeOptions,
+  deps: PlanDeps,
+  windowsOf: (resource: ResourceDefinition, scope: ProjectScope) => Target['windows'],
+  range: { from?: string; to?: string; windowMs?: number },
+): Promise<Plan> {
+  const notes: string[] = [];
+  const targets: Target[] = [];
+  const unknownRows: PlanRow[] = [];
+  for (const resource of options.resources) {
+    const scopes = initialScopes(resource, options, deps.state.projects);
+    if (scopes === undefined) {
+      unknownRows.push({
+        resource: resource.name,
+        scope: '*',
+        endpoint: resource.path,
+        windows: [],
+        unknown: `${resource.path} is read one project at a time and no project is known yet (pass --project-ids, or run a sync first)`,
+      });
+      continue;
+    }
+    for (const scope of scopes) targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
+  }
+
+  const queue = new PQueue({ concurrency: deps.concurrency ?? 8 });
+  let countRequests = 0;
+  const rows: PlanRow[] = [];
+  await Promise.all(
+    targets.map(async (target): Promise<void> => {
+      const { resource, scope } = target;
+      const base = { resource: resource.name, scope: scope.key, endpoint: resource.path };
+      const plainWindows = target.windows.map((w) => ({ from: iso(w.window.fromMs), to: iso(w.window.toMs), status: w.status }));
+      if (resource.mode === 'full') {
+        rows.push({ ...base, windows: [], unknown: `full refresh: read once, no count endpoint is documented for ${resource.path}` });
+        return;
+      }
+      if (resource.countPath === undefined) {
+        rows.push({ ...base, windows: plainWindows, unknown: `no count endpoint is documented for ${resource.path}` });
+        return;
+      }
+      const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `plan|${resource.name}|${scope.key}`, stats: newCallStats() };
+      try {
+        const windows = await Promise.all(
+          target.windows.map(async (w): Promise<PlanWindow> => {
+            const from = iso(w.window.fromMs);
+            const to = iso(w.window.toMs);
+            if (w.status === 'done') return { from, to, status: 'done', pages: 0 };
+            const count = await queue.add(() => countRecords(deps.client, resource, scope, w.window, ctx));
+            const pages = Math.max(1, Math.max(1, Math.ceil(count / resource.maxPageSize)) - w.pagesDone);
+            return { from, to, status: w.status, rows: count, pages };
+          }),
+        );
+        const todo = windows.filter((w) => w.status !== 'done');
+        const requests = todo.reduce((n, w) => n + (w.pages ?? 0), 0);
+        rows.push({
+          ...base,
+          windows,
+          rows: todo.reduce((n, w) => n + (w.rows ?? 0), 0),
+          pages: requests,
+          requests,
+          minimumSeconds: minimumSeconds({ [resource.path]: requests }, deps.limits),
+        });
+      } catch (error) {
+        if (error instanceof AuthError) throw error; // a bad key or project: the whole plan fails
+        rows.push({ ...base, windows: plainWindows, unknown: `the count request failed: ${(error as Error).message}` });
+      } finally {
+        countRequests += ctx.stats.requests;
+      }
+    }),
+  );
+
+  const order = new Map(options.resources.map((r, i) => [r.name, i]));
+  const all = [...rows, ...unknownRows].sort(
+    (a, b) => (order.get(a.resource) ?? 0) - (order.get(b.resource) ?? 0) || a.scope.localeCompare(b.scope),
+  );
+  const requestsByEndpoint: Record<string, number> = {};
+  for (const row of all) if (row.requests !== undefined) requestsByEndpoint[row.endpoint] = (requestsByEndpoint[row.endpoint] ?? 0) + row.requests;
+  if (all.some((r) => r.windows.some((w) => w.status === 'resume'))) {
+    notes.push('windows marked "resume" continue from a checkpoint; their pages are the count minus the pages already read');
+  }
+  if (options.project === '*' && options.projectIds === undefined) {
+    notes.push('with "*", resources read one project at a time also get walks for projects discovered during the run');
+  }
+  return {
+    kind,
+    ...range,
+    limits: deps.limits,
+    rows: all,
+    requestsByEndpoint,
+    minimumSeconds: minimumSeconds(requestsByEndpoint, deps.limits),
+    countRequests,
+    notes,
+  };
+}
+
+/** What the progress display needs of a plan: per resource, the known rows, pages and floors. */
+export function toProgressPlan(plan: Plan): ProgressPlan {
+  const resources: Record<string, ResourcePlan> = {};
+  const byResource = new Map<string, PlanRow[]>();
+  for (const row of plan.rows) byResource.set(row.resource, [...(byResource.get(row.resource) ?? []), row]);
+  for (const [resource, rows] of byResource) {
+    if (rows.some((r) => r.requests === undefined)) continue;
+    const requests = rows.reduce((n, r) => n + (r.requests ?? 0), 0);
+    resources[resource] = {
+      rows: rows.reduce((n, r) => n + (r.rows ?? 0), 0),
+      pages: requests,
+      minimumSeconds: minimumSeconds({ [rows[0]?.endpoint ?? resource]: requests }, plan.limits),
+    };
+  }
+  return { resources, minimumSeconds: plan.minimumSeconds };
+}
+
+/** Most windows listed per row in the text output (`--json` lists every one). */
+const MAX_WINDOW_LINES = 60;
+
+/** The plan as a table per resource and project, then each row's window breakdown. */
+export function formatPlan(plan: Plan): string[] {
+  const lines: string[] = [];
+  const limits = `limits ${plan.limits.maxRpm}/min per endpoint, ${plan.limits.maxRps}/s combined`;
+  if (plan.kind === 'backfill') {
+    const windowCount = plan.rows.reduce((n, r) => Math.max(n, r.windows.length), 0);
+    lines.push(`plan: backfill [${plan.from}, ${plan.to}) in ${formatWindowLength(plan.windowMs ?? 0)} windows (${windowCount}); ${limits}`);
+  } else {
+    lines.push(`plan: next sync (from state); ${limits}`);
+  }
+  const header = ['resource', 'project', 'windows', 'rows', 'pages', 'requests', 'minimum'];
+  const table: string[][] = [header];
+  for (const row of plan.rows) {
+    const todo = row.windows.filter((w) => w.status !== 'done').length;
+    const windows = row.windows.length === 0 ? '-' : `${todo}/${row.windows.length}`;
+    if (row.unknown !== undefined) {
+      table.push([row.resource, row.scope, windows, `unknown: ${row.unknown}`]);
+      continue;
+    }
+    table.push([
+      row.resource,
+      row.scope,
+      windows,
+      String(row.rows ?? 0),
+      String(row.pages ?? 0),
+      String(row.requests ?? 0),
+      formatSeconds(row.minimumSeconds ?? 0),
+    ]);
+  }
+  lines.push(...alignTable(table));
+  const endpoints = Object.entries(plan.requestsByEndpoint);
+  const requests = endpoints.map(([e, n]) => `${n} requests to ${e}`).join(', ');
+  lines.push(
+    `total (known estimates): ${requests === '' ? 'no requests' : requests}; ` +
+      `minimum ${formatSeconds(plan.minimumSeconds)} under the limits` +
+      (plan.rows.some((r) => r.unknown !== undefined) ? ' (plus the resources marked unknown)' : '') +
+      `; this plan made ${plan.countRequests} count requests`,
+  );
+  for (const note of plan.notes) lines.push(`note: ${note}`);
+  for (const row of plan.rows) {
+    if (row.unknown !== undefined || row.windows.length === 0) continue;
+    lines.push('', `windows of ${row.resource} ${row.scope}:`);
+    for (const w of row.windows.slice(0, MAX_WINDOW_LINES)) {
+      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${w.rows ?? '?'}  pages ${w.pages ?? '?'}${w.status === 'resume' ? '  (resume)' : ''}`;
+      lines.push(`  ${w.from} → ${w.to}  ${what}`);
+    }
+    if (row.windows.length > MAX_WINDOW_LINES) lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);
+  }
+  return lines;
+}
+
+function alignTable(rows: readonly string[][]): string[] {
+  const widths: number[] = [];
+  for (const row of rows) {
+    // A long last cell (an "unknown" reason) does not widen the column.
+    row.forEach((cell, i) => {
+      if (i < row.length - 1 || row.length === rows[0]?.length) widths[i] = Math.max(widths[i] ?? 0, cell.length);
+    });
+  }
+  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** `1d`, `6h`, `15m`, else the general format. */
+function formatWindowLength(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return formatDuration(ms);
+}
+
+/** Whole seconds: `0s`, `9s`, `1m09s`, `2h05m`. */
+export function formatSeconds(seconds: number): string {
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+}

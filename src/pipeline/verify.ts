@@ -1,0 +1,200 @@
+import PQueue from 'p-queue';
+import { ConfigError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { ResourceDefinition } from '../core/types.js';
+import { countRecords } from '../extract/count.js';
+import type { TimeWindow } from '../extract/paginate.js';
+import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
+import type { Destination } from '../load/destination.js';
+import { SchemaTracker } from '../normalize/normalize.js';
+import { backfillStream, perWindowBatch, sliceWindows, type BackfillHooks, type BackfillStreamResult } from './backfill.js';
+import type { SyncDeps } from './run.js';
+import { singleProjectScope } from './scopes.js';
+
+/**
+ * `verify`: reconcile the warehouse with the API. Per window and project, the resource's count
+ * endpoint (unfiltered: counts filtered by signal under-count, field notes) against the rows the
+ * warehouse holds for that project with the cursor field in the window. Only resources with a
+ * documented count endpoint can be verified (events); the others are reported as not verifiable.
+ */
+
+export interface VerifyOptions {
+  readonly resources: readonly ResourceDefinition[];
+  /** A slug, `*` (every project, counted one by one), or `undefined` (no header: `default`). */
+  readonly project: string | undefined;
+  readonly projectIds?: readonly string[];
+  /** Projects recorded in state, for `*` without `--project-ids`. */
+  readonly knownProjects: readonly string[];
+  readonly fromMs: number;
+  readonly toMs: number;
+  readonly windowMs: number;
+}
+
+export interface VerifyDeps {
+  readonly client: ApiClient;
+  readonly destination: Destination;
+  readonly logger: Logger;
+  /** Count requests and warehouse counts in flight at once. @default 8 */
+  readonly concurrency?: number;
+}
+
+/** The project a check reads: the slug in `project_id`, and the header sent (none for `default`). */
+export interface VerifyProject {
+  readonly slug: string;
+  readonly header: string | undefined;
+}
+
+export interface VerifyWindow {
+  readonly resource: string;
+  readonly project: string;
+  readonly header: string | undefined;
+  readonly from: string;
+  readonly to: string;
+  readonly api: number;
+  readonly warehouse: number;
+  readonly match: boolean;
+}
+
+export interface VerifyReport {
+  readonly windows: readonly VerifyWindow[];
+  readonly notVerifiable: readonly { readonly resource: string; readonly reason: string }[];
+  readonly mismatches: number;
+}
+
+/** Whether a resource can be reconciled by counts, and if not, why. */
+export function verifiability(resource: ResourceDefinition): string | undefined {
+  if (resource.countPath === undefined) return `no count endpoint is documented for ${resource.path}: not verifiable`;
+  if (resource.mode !== 'incremental' || resource.cursorField === undefined) return 'no time field to count windows on: not verifiable';
+  if ((resource.cursorFormat ?? 'iso') !== 'iso') return `${resource.cursorField} is not an ISO instant: not verifiable`;
+  return undefined;
+}
+
+/** The projects to check, one count each (the header is the slug). */
+export function verifyProjects(options: Pick<VerifyOptions, 'project' | 'projectIds' | 'knownProjects'>): VerifyProject[] {
+  if (options.project === undefined) return [{ slug: 'default', header: undefined }];
+  if (options.project !== '*') return [{ slug: options.project, header: options.project }];
+  const slugs = options.projectIds ?? options.knownProjects;
+  if (slugs.length === 0) {
+    throw new ConfigError(
+      `verify --project '*' counts each project on its own and needs the list: pass --project-ids a,b (or run a sync first, which records the projects in state)`,
+    );
+  }
+  return [...slugs].sort().map((slug) => ({ slug, header: slug }));
+}
+
+/** Count every window of every verifiable resource and project, in the API and in the warehouse. */
+export async function verifyCounts(options: VerifyOptions, deps: VerifyDeps): Promise<VerifyReport> {
+  const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
+  return verifyWindows(options.resources, verifyProjects(options), () => windows, deps);
+}
+
+/** Count the given windows per resource and project (also used to check again after a repair). */
+export async function verifyWindows(
+  resources: readonly ResourceDefinition[],
+  projects: readonly VerifyProject[],
+  windowsOf: (resource: string, project: string) => readonly TimeWindow[],
+  deps: VerifyDeps,
+): Promise<VerifyReport> {
+  const countWindow = deps.destination.countWindow?.bind(deps.destination);
+  if (countWindow === undefined) {
+    throw new ConfigError(
+      `verify compares API counts with warehouse counts, which the ${deps.destination.kind} destination cannot give yet: ` +
+        `only the DuckDB destination supports verify for now (--destination duckdb)`,
+    );
+  }
+  const queue = new PQueue({ concurrency: deps.concurrency ?? 8 });
+  const notVerifiable: { resource: string; reason: string }[] = [];
+  const jobs: Promise<VerifyWindow>[] = [];
+  for (const resource of resources) {
+    const reason = verifiability(resource);
+    if (reason !== undefined) {
+      notVerifiable.push({ resource: resource.name, reason });
+      continue;
+    }
+    const column = resource.cursorField as string;
+    for (const project of projects) {
+      const scope = singleProjectScope(project.header);
+      const ctx: CallContext = { resource: resource.name, project: project.slug, lane: `verify|${resource.name}|${project.slug}`, stats: newCallStats() };
+      for (const window of windowsOf(resource.name, project.slug)) {
+        const from = new Date(window.fromMs).toISOString();
+        const to = new Date(window.toMs).toISOString();
+        jobs.push(
+          queue.add(async (): Promise<VerifyWindow> => {
+            const [api, warehouse] = await Promise.all([
+              countRecords(deps.client, resource, scope, window, ctx),
+              countWindow(resource.name, { projectId: project.slug, column, fromIso: from, toIso: to }),
+            ]);
+            return { resource: resource.name, project: project.slug, header: project.header, from, to, api, warehouse, match: api === warehouse };
+          }),
+        );
+      }
+    }
+  }
+  const results = await Promise.all(jobs);
+  return { windows: results, notVerifiable, mismatches: results.filter((w) => !w.match).length };
+}
+
+export interface RepairOptions {
+  readonly resources: readonly ResourceDefinition[];
+  readonly concurrency: number;
+  readonly batchRows: number;
+  readonly signal?: AbortSignal;
+  readonly hooks?: BackfillHooks;
+}
+
+/**
+ * Re-read the mismatched windows (the backfill's window walk, forced past the ledger), one
+ * single-project walk per project, all in one pool of `concurrency` window slots.
+ */
+export async function repairWindows(mismatched: readonly VerifyWindow[], options: RepairOptions, deps: SyncDeps): Promise<BackfillStreamResult[]> {
+  const slots = new PQueue({ concurrency: options.concurrency });
+  const syncedAt = new Date(deps.clock.now()).toISOString();
+  const groups = new Map<string, { resource: ResourceDefinition; header: string | undefined; windows: TimeWindow[] }>();
+  for (const w of mismatched) {
+    const resource = options.resources.find((r) => r.name === w.resource);
+    if (resource === undefined) continue;
+    const id = `${w.resource}\u0000${w.project}`;
+    const group = groups.get(id) ?? { resource, header: w.header, windows: [] };
+    group.windows.push({ fromMs: Date.parse(w.from), toMs: Date.parse(w.to) });
+    groups.set(id, group);
+  }
+  const trackers = new Map<string, SchemaTracker>();
+  for (const { resource } of groups.values()) {
+    if (!trackers.has(resource.name)) trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
+  }
+  return Promise.all(
+    [...groups.values()].map((group) =>
+      backfillStream(
+        {
+          resource: group.resource,
+          scope: singleProjectScope(group.header),
+          tracker: trackers.get(group.resource.name) as SchemaTracker,
+          windows: group.windows,
+          slots,
+          concurrency: options.concurrency,
+          force: true,
+          batchRows: perWindowBatch(options.batchRows, options.concurrency),
+          syncedAt,
+          signal: options.signal,
+          hooks: options.hooks,
+        },
+        deps,
+      ),
+    ),
+  );
+}
+
+/** One line per window (mismatches flagged), the resources not verifiable, and a total. */
+export function formatVerify(report: VerifyReport, options: { readonly onlyMismatches?: boolean } = {}): string[] {
+  const lines: string[] = [];
+  for (const w of report.windows) {
+    if (options.onlyMismatches === true && w.match) continue;
+    const diff = w.warehouse - w.api;
+    const verdict = w.match ? 'ok' : `MISMATCH (warehouse ${diff > 0 ? '+' : ''}${diff})`;
+    lines.push(`${w.resource.padEnd(13)} ${w.project.padEnd(12)} ${w.from} → ${w.to}  api=${w.api} warehouse=${w.warehouse}  ${verdict}`);
+  }
+  for (const n of report.notVerifiable) lines.push(`${n.resource.padEnd(13)} ${'-'.padEnd(12)} ${n.reason}`);
+  const matches = report.windows.length - report.mismatches;
+  lines.push(`verify: ${report.windows.length} windows checked, ${matches} match, ${report.mismatches} mismatch${report.mismatches === 1 ? '' : 'es'}`);
+  return lines;
+}

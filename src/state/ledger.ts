@@ -1,0 +1,180 @@
+/**
+ * The backfill ledger: per (resource, project scope), the intervals a backfill was asked for, every
+ * finished window, and the windows in progress with their checkpoint cursors. Kept in the state
+ * file's `backfills` section (never in the streams: a backfill does not touch the sync marks).
+ * Pure functions over a plain document; the store writes it under its write lock.
+ */
+
+import { StateError } from '../core/errors.js';
+import type { StateDocument } from './store.js';
+
+/** Name of the state section that holds the ledger. */
+export const BACKFILL_SECTION = 'backfills';
+
+/** A closed-open interval [from, to) of ISO instants. */
+export interface Interval {
+  readonly from: string;
+  readonly to: string;
+}
+
+/** A window read to the end, and when. */
+export interface DoneWindow extends Interval {
+  readonly rows: number;
+  readonly pages: number;
+  readonly at: string;
+}
+
+/** A window being read: rows up to `cursor` are stored; resuming reads from `cursor`. */
+export interface RunningWindow extends Interval {
+  readonly cursor?: string;
+  readonly rows: number;
+  readonly pages: number;
+  readonly since: string;
+}
+
+export interface BackfillRunRecord {
+  readonly at: string;
+  readonly from?: string;
+  readonly to?: string;
+  readonly outcome: 'ok' | 'failed';
+  readonly rows: number;
+  readonly windows: number;
+  readonly skipped: number;
+  readonly seconds: number;
+  readonly error?: string;
+}
+
+export interface StreamLedger {
+  /** Every interval a backfill was asked to load, merged. */
+  readonly requested: readonly Interval[];
+  /** Finished windows, ordered by `from`. */
+  readonly done: readonly DoneWindow[];
+  readonly running: readonly RunningWindow[];
+  /** Full-refresh resources (no windows): the last complete read. */
+  readonly fullRead?: { readonly at: string; readonly rows: number; readonly pages: number };
+  readonly lastRun?: BackfillRunRecord;
+}
+
+export interface BackfillLedger {
+  readonly version: 1;
+  readonly streams: Readonly<Record<string, StreamLedger>>;
+}
+
+export const EMPTY_LEDGER: BackfillLedger = { version: 1, streams: {} };
+const EMPTY_STREAM: StreamLedger = { requested: [], done: [], running: [] };
+
+/** The ledger of a state document (empty when no backfill ran). */
+export function readLedger(doc: Pick<StateDocument, 'sections'>): BackfillLedger {
+  const raw = doc.sections[BACKFILL_SECTION];
+  if (raw === undefined || raw === null) return EMPTY_LEDGER;
+  const ledger = raw as Partial<BackfillLedger>;
+  if (ledger.version !== 1 || typeof ledger.streams !== 'object' || ledger.streams === null) {
+    throw new StateError(
+      `the "${BACKFILL_SECTION}" section of the state file is not a backfill ledger (expected {"version": 1, "streams": {...}}); ` +
+        `remove that section to start the backfill ledger over (loads merge on the key, so re-reading is safe)`,
+    );
+  }
+  return { version: 1, streams: ledger.streams };
+}
+
+export function streamLedger(ledger: BackfillLedger, key: string): StreamLedger {
+  const s = ledger.streams[key];
+  return s === undefined ? EMPTY_STREAM : { ...EMPTY_STREAM, ...s };
+}
+
+/** Change one stream's ledger. */
+export function updateStreamLedger(
+  ledger: BackfillLedger | undefined,
+  key: string,
+  change: (current: StreamLedger) => StreamLedger,
+): BackfillLedger {
+  const base = ledger ?? EMPTY_LEDGER;
+  return { version: 1, streams: { ...base.streams, [key]: change(streamLedger(base, key)) } };
+}
+
+// ---- interval arithmetic (ms) ----
+
+export interface MsInterval {
+  readonly fromMs: number;
+  readonly toMs: number;
+}
+
+export const toMs = (i: Interval): MsInterval => ({ fromMs: Date.parse(i.from), toMs: Date.parse(i.to) });
+export const toIso = (i: MsInterval): Interval => ({ from: new Date(i.fromMs).toISOString(), to: new Date(i.toMs).toISOString() });
+
+/** Sorted, non-overlapping, adjacent ones joined; empty intervals dropped. */
+export function mergeIntervals(intervals: readonly MsInterval[]): MsInterval[] {
+  const sorted = intervals.filter((i) => i.toMs > i.fromMs).sort((a, b) => a.fromMs - b.fromMs);
+  const out: { fromMs: number; toMs: number }[] = [];
+  for (const i of sorted) {
+    const last = out[out.length - 1];
+    if (last !== undefined && i.fromMs <= last.toMs) last.toMs = Math.max(last.toMs, i.toMs);
+    else out.push({ fromMs: i.fromMs, toMs: i.toMs });
+  }
+  return out;
+}
+
+/** The parts of `from` not covered by `minus`. */
+export function subtractIntervals(from: readonly MsInterval[], minus: readonly MsInterval[]): MsInterval[] {
+  const cut = mergeIntervals(minus);
+  const out: MsInterval[] = [];
+  for (const i of mergeIntervals(from)) {
+    let start = i.fromMs;
+    for (const c of cut) {
+      if (c.toMs <= start || c.fromMs >= i.toMs) continue;
+      if (c.fromMs > start) out.push({ fromMs: start, toMs: c.fromMs });
+      start = Math.max(start, c.toMs);
+      if (start >= i.toMs) break;
+    }
+    if (start < i.toMs) out.push({ fromMs: start, toMs: i.toMs });
+  }
+  return out;
+}
+
+/** Whether `window` lies wholly inside the finished windows. */
+export function isCovered(window: MsInterval, done: readonly Interval[]): boolean {
+  return subtractIntervals([window], done.map(toMs)).length === 0;
+}
+
+/** What was asked for and is not finished: the gaps a `status` reports and a re-run fills. */
+export function ledgerGaps(stream: StreamLedger): Interval[] {
+  return subtractIntervals(stream.requested.map(toMs), stream.done.map(toMs)).map(toIso);
+}
+
+const sameWindow = (a: Interval, b: Interval): boolean => Date.parse(a.from) === Date.parse(b.from) && Date.parse(a.to) === Date.parse(b.to);
+
+/** Add intervals to `requested`. */
+export function withRequested(stream: StreamLedger, intervals: readonly MsInterval[]): StreamLedger {
+  return { ...stream, requested: mergeIntervals([...stream.requested.map(toMs), ...intervals]).map(toIso) };
+}
+
+/** Record the checkpoint of a running window. */
+export function withCheckpoint(stream: StreamLedger, running: RunningWindow): StreamLedger {
+  return { ...stream, running: [...stream.running.filter((r) => !sameWindow(r, running)), running] };
+}
+
+/** A resumed cursor was refused: the window restarts from its first page. */
+export function withoutCursor(stream: StreamLedger, window: Interval): StreamLedger {
+  return { ...stream, running: stream.running.filter((r) => !sameWindow(r, window)) };
+}
+
+/** Move a window from running to done (replacing an earlier record of the same window). */
+export function withDone(stream: StreamLedger, done: DoneWindow): StreamLedger {
+  const kept = stream.done.filter((d) => !sameWindow(d, done));
+  return {
+    ...stream,
+    running: stream.running.filter((r) => !sameWindow(r, done)),
+    done: [...kept, done].sort((a, b) => Date.parse(a.from) - Date.parse(b.from)),
+  };
+}
+
+/** Drop running entries a new run will not resume (windows sliced differently, or not asked for). */
+export function keepRunning(stream: StreamLedger, windows: readonly MsInterval[]): StreamLedger {
+  return { ...stream, running: stream.running.filter((r) => windows.some((w) => sameWindow(r, toIso(w)))) };
+}
+
+/** The running entry of `window`, if a crashed run left one. */
+export function runningOf(stream: StreamLedger, window: MsInterval): RunningWindow | undefined {
+  const iso = toIso(window);
+  return stream.running.find((r) => sameWindow(r, iso));
+}

@@ -1,0 +1,312 @@
+import { existsSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RESOURCES } from '../../connectors/index.js';
+import { events } from '../../connectors/events.js';
+import { signals } from '../../connectors/signals.js';
+import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { startEmulator, type Emulator, type EmulatorOptions } from '../../src/emulator/index.js';
+import { cursorMillis } from '../../src/normalize/normalize.js';
+import { sliceWindows } from '../../src/pipeline/backfill.js';
+import type { Plan } from '../../src/pipeline/plan.js';
+import { ledgerGaps, readLedger, streamLedger } from '../../src/state/ledger.js';
+import { StateStore } from '../../src/state/store.js';
+import { backfillOnce } from '../fakes/backfill-harness.js';
+import { CLI, jsonLines, runCli } from '../fakes/cli.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const DAY = 86_400_000;
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+async function emulator(options: EmulatorOptions): Promise<Emulator> {
+  const emu = await startEmulator(options);
+  cleanups.push(() => emu.close());
+  return emu;
+}
+function dir(): string {
+  const d = tempDir();
+  cleanups.push(d.cleanup);
+  return d.dir;
+}
+/** Midnight UTC `days` before today. */
+function dayStart(daysAgo: number): number {
+  const now = new Date();
+  return Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - daysAgo * DAY;
+}
+const iso = (ms: number): string => new Date(ms).toISOString();
+const inRange = (resource: ResourceDefinition, fromMs: number, toMs: number) => (r: Record<string, unknown>): boolean => {
+  const ms = cursorMillis(resource, r as ApiRecord) ?? Number.NaN;
+  return ms >= fromMs && ms < toMs;
+};
+
+describe('backfill (in-process, into a real DuckDB file)', () => {
+  it('loads exactly [from, to) of every resource, records every window in the ledger, reads signals once', async () => {
+    const emu = await emulator({ seed: 31, eventsPerProject: 900 });
+    const d = dir();
+    const fromMs = dayStart(12);
+    const toMs = dayStart(2);
+    const summary = await backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', fromMs, toMs, windowMs: DAY, batchRows: 150 });
+    expect(summary.ok, JSON.stringify(summary.streams.map((s) => [s.resource, s.scope, s.outcome, s.error?.message]))).toBe(true);
+
+    for (const resource of RESOURCES) {
+      const rows = await readTable(d, resource.name);
+      const expected = resource.mode === 'full' ? emu.snapshot(resource.name) : emu.snapshot(resource.name).filter(inRange(resource, fromMs, toMs));
+      expect(expected.length, resource.name).toBeGreaterThan(0);
+      expectTableMatches(rows, expected, resource.key, resource.name);
+    }
+
+    const doc = await StateStore.read(statePathOf(d));
+    expect(doc.streams).toEqual({}); // no sync mark was created
+    const ledger = readLedger(doc);
+    const windows = sliceWindows(fromMs, toMs, DAY);
+    expect(windows).toHaveLength(10);
+    const eventsLedger = streamLedger(ledger, 'events:*');
+    expect(eventsLedger.requested).toEqual([{ from: iso(fromMs), to: iso(toMs) }]);
+    expect(eventsLedger.done.map((w) => [w.from, w.to])).toEqual(windows.map((w) => [iso(w.fromMs), iso(w.toMs)]));
+    expect(eventsLedger.running).toEqual([]);
+    expect(ledgerGaps(eventsLedger)).toEqual([]);
+    // Each window's row count is the API's count of that window.
+    for (const w of eventsLedger.done) {
+      const inWindow = emu.snapshot('events').filter(inRange(events, Date.parse(w.from), Date.parse(w.to))).length;
+      expect(w.rows, `${w.from}`).toBe(inWindow);
+    }
+    // Per-project resources: one ledger stream per project; full-refresh ones have a full read, no windows.
+    for (const p of ['alpha', 'beta', 'default']) {
+      expect(streamLedger(ledger, `traces:${p}`).done).toHaveLength(10);
+      const sig = streamLedger(ledger, `signals:${p}`);
+      expect(sig.done).toEqual([]);
+      expect(sig.requested).toEqual([]);
+      expect(sig.fullRead?.rows).toBe(emu.snapshot('signals', p).length);
+    }
+    const signalStreams = summary.streams.filter((s) => s.resource === 'signals');
+    expect(signalStreams.map((s) => s.pages)).toEqual([1, 1, 1]); // one walk each, not one per window
+  });
+
+  it('never moves the sync marks; a second run skips every finished window', async () => {
+    const emu = await emulator({ seed: 32, eventsPerProject: 400 });
+    const d = dir();
+    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*' });
+    expect(first.ok).toBe(true);
+    const before = (await StateStore.read(statePathOf(d))).streams;
+    expect(Object.keys(before).length).toBeGreaterThan(0);
+
+    const fromMs = dayStart(20);
+    const toMs = dayStart(5);
+    const run = (): ReturnType<typeof backfillOnce> =>
+      backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', fromMs, toMs, windowMs: 3 * DAY, resources: [events, signals] });
+    const one = await run();
+    expect(one.ok).toBe(true);
+    expect((await StateStore.read(statePathOf(d))).streams).toEqual(before);
+
+    emu.resetStats();
+    const two = await run();
+    expect(two.ok).toBe(true);
+    const ev = two.streams.find((s) => s.resource === 'events');
+    expect({ windows: ev?.windows, skipped: ev?.skipped }).toEqual({ windows: 0, skipped: 5 });
+    expect(emu.stats().byEndpoint['/v1/events'] ?? 0).toBe(0);
+    expect(emu.stats().byEndpoint['/v1/signals']).toBe(3); // full refresh: read once per run
+    expect((await StateStore.read(statePathOf(d))).streams).toEqual(before);
+    // The warehouse still equals the API (the sync's rows and the backfill's merge on the key).
+    expectTableMatches(
+      await readTable(d, 'events'),
+      emu.snapshot('events').filter((r) => (cursorMillis(events, r) ?? 0) < Date.parse(first.startedAt)),
+      'id',
+    );
+  });
+});
+
+describe('backfill through the real CLI (child processes)', () => {
+  it('SIGKILLed mid-way and resumed: finished windows are skipped, running ones resume at their checkpoint, the table is exact', async () => {
+    expect(existsSync(CLI), `build first: ${CLI}`).toBe(true);
+    const emu = await emulator({ seed: 33, eventsPerProject: 9000, projects: ['default'], limits: { ...DEFAULT_RATE_LIMITS } });
+    const d = dir();
+    const fromMs = dayStart(28);
+    const toMs = dayStart(1);
+    const args = [
+      'backfill', '--from', iso(fromMs), '--to', iso(toMs), '--window', '3d', '--resources', 'events',
+      '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--batch-rows', '100', '--max-rps', '15', '--quiet',
+    ];
+    const ledgerNow = async (): Promise<ReturnType<typeof streamLedger> | undefined> => {
+      if (!existsSync(statePathOf(d))) return undefined;
+      try {
+        return streamLedger(readLedger(await StateStore.read(statePathOf(d))), 'events:default');
+      } catch {
+        return undefined; // read while being renamed
+      }
+    };
+    // Kill once some windows are done and others are mid-way with a checkpoint.
+    const killed = await runCli(emu, args, {
+      killWhen: async () => {
+        const l = await ledgerNow();
+        return l !== undefined && l.done.length >= 2 && l.running.some((r) => r.cursor !== undefined && r.pages >= 2);
+      },
+    });
+    expect(killed.signal, killed.stdout + killed.stderr).toBe('SIGKILL');
+    const atKill = await ledgerNow();
+    const doneAtKill = atKill?.done.length ?? 0;
+    const resumable = (atKill?.running ?? []).filter((r) => r.cursor !== undefined);
+    expect(doneAtKill).toBeGreaterThanOrEqual(2);
+    expect(resumable.length).toBeGreaterThan(0);
+    const pagesRead = resumable.reduce((n, r) => n + r.pages, 0);
+    const requestsBeforeResume = emu.stats().byEndpoint['/v1/events'] ?? 0;
+
+    const resumed = await runCli(emu, args);
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0);
+    expect(resumed.stdout).toMatch(new RegExp(`events\\s+default\\s+windows=${9 - doneAtKill} skipped=${doneAtKill} `));
+
+    const expected = emu.snapshot('events').filter(inRange(events, fromMs, toMs));
+    expectTableMatches(await readTable(d, 'events'), expected, 'id');
+    const final = await ledgerNow();
+    expect(final?.done).toHaveLength(9);
+    expect(final?.running).toEqual([]);
+    expect(ledgerGaps(final ?? { requested: [], done: [], running: [] })).toEqual([]);
+
+    // Requests of both runs: the pages of the whole range, plus at most the pages in flight at the
+    // kill (one per running window). Re-reading the resumable windows from their start would cost
+    // `pagesRead` more.
+    const windows = sliceWindows(fromMs, toMs, 3 * DAY);
+    const needed = windows.reduce((n, w) => n + Math.max(1, Math.ceil(expected.filter(inRange(events, w.fromMs, w.toMs)).length / 100)), 0);
+    const total = emu.stats().byEndpoint['/v1/events'] ?? 0;
+    expect(total).toBeGreaterThanOrEqual(needed);
+    expect(total - needed).toBeLessThanOrEqual(4);
+    expect(pagesRead).toBeGreaterThan(4); // so the bound above would catch a restart from page one
+    expect(requestsBeforeResume).toBeLessThan(needed);
+  }, 60_000);
+
+  it('plan: its request estimate equals what the backfill then sends; done windows drop out of a later plan', async () => {
+    const emu = await emulator({ seed: 34, eventsPerProject: 2500, projects: ['default', 'alpha'] });
+    const d = dir();
+    const fromMs = dayStart(15);
+    const toMs = dayStart(3);
+    const range = ['--from', iso(fromMs), '--to', iso(toMs), '--window', '2d', '--project', '*', '--project-ids', 'alpha,default'];
+    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
+
+    const planned = await runCli(emu, ['plan', ...range, ...files, '--json']);
+    expect(planned.code, planned.stderr).toBe(0);
+    const plan = JSON.parse(planned.stdout) as Plan;
+    expect(emu.stats().byEndpoint).toEqual({ '/v1/events/count': 6 }); // only count requests, one per window
+    expect(plan.countRequests).toBe(6);
+    const ev = plan.rows.find((r) => r.resource === 'events');
+    expect(ev?.rows).toBe(emu.snapshot('events').filter(inRange(events, fromMs, toMs)).length);
+    expect(plan.rows.find((r) => r.resource === 'users')?.unknown).toMatch(/no count endpoint/);
+    expect(plan.rows.filter((r) => r.resource === 'traces').map((r) => r.scope)).toEqual(['alpha', 'default']);
+    expect(plan.minimumSeconds).toBeGreaterThanOrEqual(0);
+
+    const text = await runCli(emu, ['plan', ...range, ...files]);
+    expect(text.stdout).toMatch(/resource\s+project\s+windows\s+rows\s+pages\s+requests\s+minimum/);
+    expect(text.stdout).toMatch(/conversations\s+\*\[alpha,default\]\s+6\/6\s+unknown: no count endpoint is documented/);
+    expect(text.stdout).toMatch(/windows of events \*\[alpha,default\]:/);
+
+    emu.resetStats();
+    const run = await runCli(emu, ['backfill', ...range, ...files, '--resources', 'events', '--quiet']);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(emu.stats().byEndpoint).toEqual({ '/v1/events': plan.requestsByEndpoint['/v1/events'] });
+
+    emu.resetStats();
+    const after = JSON.parse((await runCli(emu, ['plan', ...range, ...files, '--resources', 'events', '--json'])).stdout) as Plan;
+    expect(after.requestsByEndpoint['/v1/events']).toBe(0);
+    expect(after.rows[0]?.windows.every((w) => w.status === 'done')).toBe(true);
+    expect(emu.stats().byEndpoint['/v1/events/count'] ?? 0).toBe(0); // done windows are not counted again
+  });
+
+  it('a backfill and a sync on one state file and one DuckDB file: the second waits with --lock-wait, or fails at once saying what to do', async () => {
+    const emu = await emulator({ seed: 35, eventsPerProject: 4000, projects: ['default'], limits: { ...DEFAULT_RATE_LIMITS } });
+    const d = dir();
+    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--resources', 'events', '--quiet'];
+    const lockFile = `${statePathOf(d)}.sync.lock`;
+    const sync = runCli(emu, ['sync', ...files, '--max-rps', '8']);
+    // Wait until the sync holds its state lock and has opened the warehouse.
+    for (let i = 0; i < 100 && !existsSync(lockFile); i++) await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 600));
+    expect(existsSync(lockFile), 'the sync is still running').toBe(true);
+
+    const range = ['--from', iso(dayStart(20)), '--to', iso(dayStart(10))];
+    const refused = await runCli(emu, ['backfill', ...range, ...files]);
+    expect(refused.code).toBe(4);
+    expect(refused.stdout).toMatch(/open in another process.*Wait for that run to finish, or pass --lock-wait/);
+
+    const waited = await runCli(emu, ['backfill', ...range, ...files, '--lock-wait', '60s']);
+    const synced = await sync;
+    expect(synced.code, synced.stdout + synced.stderr).toBe(0);
+    expect(waited.code, waited.stdout + waited.stderr).toBe(0);
+    expect(waited.stdout).toMatch(/backfill .* ok in/);
+
+    // The backfill ran after the sync (it waited for the file) and left the sync's mark alone.
+    const doc = await StateStore.read(statePathOf(d));
+    const stream = doc.streams['events:default'];
+    // The mark is the sync's run start (its last run), not the backfill's range end (10 days ago).
+    expect(stream?.mark).toBeDefined();
+    expect(Math.abs(Date.parse(stream?.mark ?? '') - Date.parse(stream?.lastRun?.at ?? ''))).toBeLessThan(60_000);
+    expect(streamLedger(readLedger(doc), 'events:default').done).toHaveLength(10);
+    expectTableMatches(
+      await readTable(d, 'events'),
+      emu.snapshot('events').filter((r) => (cursorMillis(events, r) ?? 0) < Date.parse(doc.streams['events:default']?.lastRun?.at ?? '')),
+      'id',
+    );
+  }, 60_000);
+});
+
+describe('progress when not on a TTY (child processes)', () => {
+  it('backfill: a JSON progress line per resource every interval, with windows, rows and an ETA from the plan', async () => {
+    const emu = await emulator({ seed: 36, eventsPerProject: 3000, projects: ['default'] });
+    const d = dir();
+    const args = [
+      'backfill', '--from', iso(dayStart(29)), '--to', iso(dayStart(0)), '--resources', 'events,signals',
+      '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--max-rps', '25', '--progress-interval', '300ms',
+    ];
+    const run = await runCli(emu, args);
+    expect(run.code, run.stderr).toBe(0);
+    const lines = jsonLines(run.stderr);
+    const plan = lines.find((l) => l.msg === 'plan');
+    expect(plan?.requests).toEqual({ '/v1/events': expect.any(Number) as number });
+    const progress = lines.filter((l) => l.msg === 'progress' && l.resource === 'events');
+    expect(progress.length).toBeGreaterThanOrEqual(2);
+    for (const p of progress) {
+      expect(p).toMatchObject({ level: 30, windowsTotal: 29, plannedRows: expect.any(Number) as number });
+      expect(typeof p.rows).toBe('number');
+      expect(typeof p.pages).toBe('number');
+      expect(typeof p.rowsPerSecond).toBe('number');
+      expect(typeof p.etaSeconds).toBe('number');
+    }
+    const windowsDone = progress.map((p) => p.windowsDone as number);
+    expect(windowsDone).toEqual([...windowsDone].sort((a, b) => a - b)); // never goes back
+    expect(Math.max(...progress.map((p) => p.pages as number))).toBeGreaterThan(0);
+    // The summary goes to stdout, not mixed with the log lines.
+    expect(run.stdout).toMatch(/^events\s+default\s+windows=29 skipped=0 rows=\d+/m);
+    expect(run.stdout).not.toMatch(/"msg"/);
+    expect(run.stderr).not.toContain(emu.apiKey);
+  });
+
+  it('--quiet keeps only the summary; --log-format pretty writes readable lines; sync shows progress too', async () => {
+    const emu = await emulator({ seed: 37, eventsPerProject: 2500, projects: ['default'] });
+    const d = dir();
+    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--max-rps', '25', '--progress-interval', '300ms'];
+    const range = ['--from', iso(dayStart(29)), '--to', iso(dayStart(0)), '--resources', 'events'];
+
+    const quiet = await runCli(emu, ['backfill', ...range, ...files, '--quiet']);
+    expect(quiet.code).toBe(0);
+    expect(quiet.stderr).toBe('');
+    expect(quiet.stdout).toMatch(/backfill .* ok in/);
+
+    // Windows sliced differently are still covered by the finished ones: nothing left to read.
+    const covered = await runCli(emu, ['backfill', ...range, ...files, '--window', '2d', '--quiet']);
+    expect(covered.stdout).toMatch(/events\s+default\s+windows=0 skipped=15 rows=0 pages=0 requests=0/);
+
+    const d2 = dir();
+    const files2 = ['--duckdb-path', dbPathOf(d2), '--state', statePathOf(d2), '--max-rps', '25', '--progress-interval', '300ms'];
+    const pretty = await runCli(emu, ['backfill', ...range, ...files2, '--log-format', 'pretty']);
+    expect(pretty.code).toBe(0);
+    expect(jsonLines(pretty.stderr)).toEqual([]);
+    expect(pretty.stderr).toMatch(/INFO.*progress/);
+    expect(pretty.stderr).toMatch(/resource: "events"/);
+
+    const sync = await runCli(emu, ['sync', ...files, '--resources', 'events', '--start', iso(dayStart(29))]);
+    expect(sync.code, sync.stderr).toBe(0);
+    const progress = jsonLines(sync.stderr).filter((l) => l.msg === 'progress');
+    expect(progress.length).toBeGreaterThanOrEqual(1);
+    expect(progress[0]).toMatchObject({ resource: 'events', windowsTotal: 1, plannedRows: expect.any(Number) as number });
+  });
+});

@@ -1,0 +1,87 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { events } from '../../connectors/events.js';
+import { signals } from '../../connectors/signals.js';
+import { statusCommand } from '../../src/commands/status.js';
+import { resolveStatusConfig } from '../../src/config.js';
+import { startEmulator } from '../../src/emulator/index.js';
+import type { StatusReport } from '../../src/pipeline/status.js';
+import { systemClock } from '../../src/core/clock.js';
+import { BACKFILL_SECTION, readLedger, updateStreamLedger, type BackfillLedger } from '../../src/state/ledger.js';
+import { StateStore } from '../../src/state/store.js';
+import { backfillOnce } from '../fakes/backfill-harness.js';
+import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const DAY = 86_400_000;
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+async function status(dir: string, json: boolean): Promise<{ code: number; out: string }> {
+  const lines: string[] = [];
+  const config = resolveStatusConfig({ state: statePathOf(dir), duckdbPath: dbPathOf(dir), json, resources: 'events,signals,users' });
+  const code = await statusCommand(config, { print: (l) => lines.push(l) });
+  return { code, out: lines.join('\n') };
+}
+
+describe('status', () => {
+  it('shows marks, last runs, the backfill ledger with its gaps, and row counts per project', async () => {
+    const emu = await startEmulator({ seed: 51, eventsPerProject: 300 });
+    cleanups.push(() => emu.close());
+    const d = tempDir();
+    cleanups.push(d.cleanup);
+    const empty = await status(d.dir, true);
+    expect(empty.code).toBe(0);
+    expect((JSON.parse(empty.out) as StatusReport).warehouse).toMatchObject({ available: false, reason: 'no warehouse file yet' });
+
+    const sync = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d.dir, project: 'alpha', resources: [events] });
+    expect(sync.ok).toBe(true);
+    const now = new Date();
+    const toMs = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - 2 * DAY;
+    const fromMs = toMs - 6 * DAY;
+    const bf = await backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d.dir, project: '*', fromMs, toMs, windowMs: DAY, resources: [events, signals] });
+    expect(bf.ok).toBe(true);
+    // As if a run had died before finishing the third window: it is a gap.
+    const store = await StateStore.open(statePathOf(d.dir), { clock: systemClock, purpose: 'backfill' });
+    await store.updateSection<BackfillLedger>(BACKFILL_SECTION, (cur) =>
+      updateStreamLedger(readLedger({ sections: { [BACKFILL_SECTION]: cur } }), 'events:*', (s) => ({
+        ...s,
+        done: s.done.filter((w) => w.from !== iso(fromMs + 2 * DAY)),
+      })),
+    );
+    await store.close();
+
+    const { code, out } = await status(d.dir, true);
+    expect(code).toBe(0);
+    const report = JSON.parse(out) as StatusReport;
+    expect(report.warehouse.available).toBe(true);
+    const ev = report.resources.find((r) => r.resource === 'events');
+    const total = emu.snapshot('events', 'alpha').length;
+    expect(ev?.rowsByProject?.alpha).toBe(total);
+    expect(ev?.tableRows).toBe(Object.values(ev?.rowsByProject ?? {}).reduce((a, b) => a + b, 0));
+    const alpha = ev?.scopes.find((s) => s.project === 'alpha');
+    expect(alpha?.sync?.highWaterMark).toBe(sync.startedAt);
+    expect(alpha?.sync?.lastRun).toMatchObject({ outcome: 'ok', rows: total });
+    expect(alpha?.tableRows).toBe(total);
+    const star = ev?.scopes.find((s) => s.project === '*');
+    expect(star?.backfill).toMatchObject({
+      requested: [{ from: iso(fromMs), to: iso(toMs) }],
+      windowsDone: 5,
+      gaps: [{ from: iso(fromMs + 2 * DAY), to: iso(fromMs + 3 * DAY) }],
+      running: [],
+      lastRun: { outcome: 'ok', windows: 6 },
+    });
+    expect(star?.tableRows).toBe(ev?.tableRows);
+    const sig = report.resources.find((r) => r.resource === 'signals');
+    expect(sig?.scopes.map((s) => s.project)).toEqual(['alpha', 'beta', 'default']);
+    expect(sig?.scopes[0]?.backfill?.fullRead?.rows).toBe(emu.snapshot('signals', 'alpha').length);
+    expect(report.resources.find((r) => r.resource === 'users')).toMatchObject({ tableRows: 0, scopes: [] });
+
+    const text = await status(d.dir, false);
+    expect(text.out).toMatch(new RegExp(`sync     alpha\\s+mark ${sync.startedAt.replace(/\./g, '\\.')}\\s+last run .* ok rows=${total}`));
+    expect(text.out).toMatch(/backfill \*\s+requested \[.*\)\s+done 5 windows \(\d+ rows\)\s+gaps \[.*\)/);
+    expect(text.out).toMatch(/users: table 0 rows\n  never synced or backfilled/);
+  });
+});
