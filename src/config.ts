@@ -196,6 +196,9 @@ function resolveWarehouse(flags: SyncFlags): { destination: 'duckdb' | 'bigquery
   if (destination !== 'duckdb' && destination !== 'bigquery') {
     throw new ConfigError(`--destination: expected duckdb or bigquery, got "${destination}"`);
   }
+  if (flags.dryRun === true && destination !== 'bigquery') {
+    throw new ConfigError('--dry-run prints what would be sent to BigQuery: use it with --destination bigquery');
+  }
   let bigquery: BigQueryConfig | undefined;
   if (destination === 'bigquery') {
     if (!flags.bqProject || !flags.bqDataset) {

@@ -21,7 +21,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
     destination = await openDestination(config, logger, io.print);
     const options = {
       resources: config.resources,

@@ -22,7 +22,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   let state: StateStore | undefined;
   let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
     destination = await openDestination(config, logger, io.print);
     if (runtime.showsProgress) {
       // The ETA comes from a plan: one count request per stream that has a count endpoint.

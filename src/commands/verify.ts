@@ -45,7 +45,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
 
     const mismatched = report.windows.filter((w) => !w.match);
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
     runtime.tracker.markStart();
     runtime.display.start();
     const streams = await repairWindows(
