@@ -91,7 +91,8 @@ async function main(): Promise<number> {
     out(`plan: [${from}, ${to}) in 1d windows: ${planRows} rows, ${plan.requestsByEndpoint['/v1/events'] ?? 0} requests, ETA (floor of the limits) ${fmt(plan.minimumSeconds)}; took ${planned.seconds.toFixed(1)} s, ${plan.countRequests} count requests`);
 
     emu.resetStats();
-    const backfill = await run(['--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet'], env);
+    const nodeFlags = (process.env.BENCH_CHILD_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+    const backfill = await run([...nodeFlags, '--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet'], env);
     if (backfill.code !== 0) throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
     const probeLine = backfill.stderr.split('\n').find((l) => l.startsWith('rss-probe '));
     const probe = probeLine === undefined ? undefined : (JSON.parse(probeLine.slice('rss-probe '.length)) as { maxRssMb: number; samplesMb: number[] });

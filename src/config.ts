@@ -4,6 +4,7 @@ import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
 import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
+import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */
@@ -40,6 +41,7 @@ export interface SyncConfig {
   readonly resources: readonly ResourceDefinition[];
   readonly destination: 'duckdb' | 'bigquery';
   readonly duckdbPath: string;
+  readonly duckdbMemoryLimit: string;
   readonly bigquery?: BigQueryConfig;
   readonly dryRun: boolean;
   readonly statePath: string;
@@ -70,6 +72,7 @@ export interface SyncFlags {
   readonly resources?: string;
   readonly destination?: string;
   readonly duckdbPath?: string;
+  readonly duckdbMemoryLimit?: string;
   readonly bqProject?: string;
   readonly bqDataset?: string;
   readonly bqLocation?: string;
@@ -163,6 +166,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     resources,
     destination,
     duckdbPath: flags.duckdbPath ?? 'warehouse.duckdb',
+    duckdbMemoryLimit: duckdbMemoryLimit(flags),
     bigquery,
     dryRun: flags.dryRun ?? false,
     statePath: flags.state ?? 'state/state.json',
@@ -261,6 +265,7 @@ export interface StatusConfig {
   readonly resources: readonly ResourceDefinition[];
   readonly destination: 'duckdb' | 'bigquery';
   readonly duckdbPath: string;
+  readonly duckdbMemoryLimit: string;
   readonly bigquery?: BigQueryConfig;
   readonly dryRun: boolean;
   readonly lockWaitMs: number;
@@ -296,6 +301,7 @@ export function resolveStatusConfig(flags: RunFlags): Readonly<StatusConfig> {
     resources: resolveResources(flags),
     destination,
     duckdbPath: flags.duckdbPath ?? 'warehouse.duckdb',
+    duckdbMemoryLimit: duckdbMemoryLimit(flags),
     bigquery,
     dryRun: false,
     lockWaitMs: duration('--lock-wait', flags.lockWait ?? '0'),
@@ -328,6 +334,12 @@ function instant(flag: string, text: string): number {
     throw new ConfigError(`${flag}: expected an ISO-8601 instant such as 2026-01-01T00:00:00Z, got "${text}"`);
   }
   return ms;
+}
+
+function duckdbMemoryLimit(flags: SyncFlags): string {
+  const limit = flags.duckdbMemoryLimit ?? DEFAULT_MEMORY_LIMIT;
+  if (!isDuckDbSize(limit)) throw new ConfigError(`--duckdb-memory-limit: expected a size such as 32MB or 1GB, got "${limit}"`);
+  return limit;
 }
 
 function duration(flag: string, text: string): number {

@@ -4,14 +4,14 @@ import type { Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 
 /** What `openDestination` needs of a command's config. */
-export type DestinationConfig = Pick<SyncConfig, 'destination' | 'duckdbPath' | 'bigquery' | 'dryRun' | 'lockWaitMs'>;
+export type DestinationConfig = Pick<SyncConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'>;
 
 /**
  * The configured destination. BigQuery's client is loaded only when it is used. A DuckDB file held
  * by another process (a sync and a backfill at the same time) is waited for up to `--lock-wait`.
  */
 export async function openDestination(config: DestinationConfig, logger: Logger, print: (line: string) => void): Promise<Destination> {
-  if (config.destination === 'duckdb') return DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs });
+  if (config.destination === 'duckdb') return DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs, memoryLimit: config.duckdbMemoryLimit });
   const bq = config.bigquery;
   if (bq === undefined) throw new Error('unreachable: bigquery config is validated in config.ts');
   const { BigQueryDestination } = await import('../load/bigquery.js');

@@ -12,6 +12,8 @@ export interface DuckDbOpenOptions {
   readonly waitMs?: number;
   /** Open read-only (`status`): never creates the file. @default false */
   readonly readOnly?: boolean;
+  /** DuckDB's memory limit for this process (see `DEFAULT_MEMORY_LIMIT`). */
+  readonly memoryLimit?: string;
 }
 
 /**
@@ -26,9 +28,15 @@ export const ROW_GROUP_SIZE = 16_384;
  * DuckDB's memory limit in query-sync's process. DuckDB's default, 80 % of RAM, lets its buffer
  * pool keep the whole table as it grows: a 1M-event backfill then peaked at 850 MB. Writes are one
  * batch at a time (a MERGE of a few thousand rows), for which this is ample; blocks of the table
- * are read back from the file as needed.
+ * are read back from the file as needed, and larger operations spill to `<file>.tmp`. Measured on a
+ * 1M-event backfill: peak RSS 404 MB at 128MB, 329 MB at 32MB, for ~6 % less throughput.
  */
-export const MEMORY_LIMIT = '128MB';
+export const DEFAULT_MEMORY_LIMIT = '32MB';
+
+/** A DuckDB size setting such as `32MB` or `1GB`. */
+export function isDuckDbSize(text: string): boolean {
+  return /^\d+(\.\d+)?\s*(K|M|G|T)i?B$/i.test(text);
+}
 
 /** Catalog name of the attached warehouse file (the host database is in memory). */
 const ATTACHED = 'warehouse';
@@ -76,7 +84,7 @@ export class DuckDbDestination implements Destination {
     // size, and the host carries the memory limit (see the constants above).
     // Spill to a folder beside the file when an operation needs more than the limit (an in-memory
     // host would otherwise have nowhere to spill and fail instead).
-    const instance = await DuckDBInstance.create(':memory:', { memory_limit: MEMORY_LIMIT, temp_directory: `${path}.tmp` });
+    const instance = await DuckDBInstance.create(':memory:', { memory_limit: options.memoryLimit ?? DEFAULT_MEMORY_LIMIT, temp_directory: `${path}.tmp` });
     const connection = await instance.connect();
     const deadline = Date.now() + (options.waitMs ?? 0);
     const attach = `ATTACH ${sqlString(path)} AS ${ATTACHED} (${options.readOnly === true ? 'READ_ONLY, ' : ''}ROW_GROUP_SIZE ${ROW_GROUP_SIZE})`;
@@ -102,7 +110,6 @@ export class DuckDbDestination implements Destination {
       }
       await connection.run(`USE ${ATTACHED}`);
       await connection.run("SET TimeZone = 'UTC'");
-      if (process.env.QS_DUCKDB_MEMORY) await connection.run(`SET memory_limit = '${process.env.QS_DUCKDB_MEMORY}'`);
     } catch (error) {
       connection.closeSync();
       instance.closeSync();
