@@ -9,13 +9,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { RESOURCES } from '../connectors/index.js';
 import { events } from '../connectors/events.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import type { ResourceDefinition } from '../src/core/types.js';
-import type { Emulator, EmulatorOptions } from '../src/emulator/index.js';
+import type { EmulatorOptions, EmulatorStats } from '../src/emulator/index.js';
+import { startEmulatorThread } from '../src/emulator/thread.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
 import { ApiClient } from '../src/http/client.js';
 import { minimumSeconds } from '../src/http/floor.js';
@@ -24,7 +24,6 @@ import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
 
-type EmulatorStats = ReturnType<Emulator['stats']>;
 
 interface Measured {
   readonly summary: RunSummary;
@@ -35,35 +34,12 @@ interface Measured {
   readonly rateLimitedAt: readonly number[];
 }
 
-/** The emulator in a worker thread, driven by messages. */
-async function emulatorThread(options: EmulatorOptions): Promise<{ url: string; apiKey: string; call<T>(op: string, extra?: object): Promise<T> }> {
-  const worker = new Worker(new URL('./emulator-worker.js', import.meta.url), { workerData: options });
-  const ready = await new Promise<{ url: string; apiKey: string }>((resolve, reject) => {
-    worker.once('message', resolve);
-    worker.once('error', reject);
-  });
-  let next = 0;
-  const call = <T>(op: string, extra: object = {}): Promise<T> => {
-    const id = (next += 1);
-    return new Promise<T>((resolve) => {
-      const onMessage = (msg: { id?: number; value: T }): void => {
-        if (msg.id !== id) return;
-        worker.off('message', onMessage);
-        resolve(msg.value);
-      };
-      worker.on('message', onMessage);
-      worker.postMessage({ id, op, ...extra });
-    });
-  };
-  return { ...ready, call };
-}
-
 async function measure(
   emulatorOptions: EmulatorOptions,
   sync: { project?: string; resources: readonly ResourceDefinition[]; limits: RateLimits },
 ): Promise<Measured> {
   const seedStarted = Date.now();
-  const emu = await emulatorThread(emulatorOptions);
+  const emu = await startEmulatorThread(emulatorOptions);
   process.stdout.write(`  (emulator seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s, on its own thread)\n`);
   const dir = mkdtempSync(join(tmpdir(), 'qs-pace-'));
   const logger = silentLogger();
@@ -89,22 +65,22 @@ async function measure(
   const destination = await DuckDbDestination.open(join(dir, 'w.duckdb'));
   const state = await StateStore.open(join(dir, 'state.json'), { clock: systemClock, purpose: 'sync' });
   try {
-    await emu.call('resetStats');
+    await emu.resetStats();
     started = Date.now();
     const summary = await runSync(
       { resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000 },
       { client, destination, state, clock: systemClock, logger },
     );
     const seconds = (Date.now() - started) / 1000;
-    const api = await emu.call<Record<string, number>>('counts', { beforeMs: Date.parse(summary.startedAt) });
+    const api = await emu.counts(Date.parse(summary.startedAt));
     const counts: Measured['counts'] = {};
     for (const r of sync.resources) counts[r.name] = { warehouse: await destination.count(r.name), api: api[r.name] ?? -1 };
-    return { summary, seconds, emulator: await emu.call<EmulatorStats>('stats'), counts, rateLimitedAt };
+    return { summary, seconds, emulator: await emu.stats(), counts, rateLimitedAt };
   } finally {
     await destination.close();
     await client.close();
     await state.close();
-    await emu.call('close');
+    await emu.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { syncCommand } from './commands/sync.js';
 import { resolveSyncConfig } from './config.js';
 import { DEFAULT_RATE_LIMITS } from './http/budget.js';
-import { startEmulator } from './emulator/index.js';
+import { startEmulatorThread } from './emulator/thread.js';
 import { DuckDbDestination } from './load/duckdb.js';
 
 /**
@@ -15,7 +15,8 @@ const DEMO_DIR = '.demo';
 
 async function main(): Promise<number> {
   rmSync(DEMO_DIR, { recursive: true, force: true });
-  const emulator = await startEmulator({ seed: 42, eventsPerProject: 2000, limits: { ...DEFAULT_RATE_LIMITS } });
+  // On its own thread, like a real server: its rate windows see when requests really arrive.
+  const emulator = await startEmulatorThread({ seed: 42, eventsPerProject: 2000, limits: { ...DEFAULT_RATE_LIMITS } });
   const print = (line: string): void => void process.stdout.write(`${line}\n`);
   const flags = {
     baseUrl: emulator.url,
@@ -31,7 +32,7 @@ async function main(): Promise<number> {
     let code = await syncCommand(resolveSyncConfig(flags, {}), { print });
     if (code !== 0) return code;
 
-    for (const project of ['default', 'alpha', 'beta']) emulator.addEvents(project, 25);
+    for (const project of ['default', 'alpha', 'beta']) await emulator.addEvents(project, 25);
     print('\n== 75 new events arrive; second sync reads only the new window ==');
     code = await syncCommand(resolveSyncConfig(flags, {}), { print });
     if (code !== 0) return code;
