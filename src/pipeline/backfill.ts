@@ -2,7 +2,9 @@ import PQueue from 'p-queue';
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { TimeWindow } from '../extract/paginate.js';
-import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
+import { newCallStats, type CallContext } from '../http/client.js';
+import { failedBeforeStart } from './run.js';
+import type { StreamResult } from './stream.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
   BACKFILL_SECTION,
@@ -57,20 +59,10 @@ export interface BackfillHooks {
   readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
 }
 
-export interface BackfillStreamResult {
-  readonly resource: string;
-  readonly scope: string;
-  readonly outcome: 'ok' | 'failed' | 'scope-rejected';
-  /** Rows written by this run. */
-  readonly rows: number;
-  readonly pages: number;
-  /** Windows this run read (to the end or not). */
-  readonly windows: number;
+/** A stream's result (`windows`: those this run read, to the end or not), plus the windows skipped. */
+export interface BackfillStreamResult extends StreamResult {
   /** Windows skipped because the ledger has them done. */
   readonly skipped: number;
-  readonly stats: CallStats;
-  readonly seconds: number;
-  readonly error?: QuerySyncError | Error;
 }
 
 export interface BackfillSummary {
@@ -129,18 +121,7 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
         },
         deps,
       ),
-    (resource, error): BackfillStreamResult => ({
-      resource: resource.name,
-      scope: '*',
-      outcome: 'failed',
-      rows: 0,
-      pages: 0,
-      windows: 0,
-      skipped: 0,
-      stats: newCallStats(),
-      seconds: 0,
-      error,
-    }),
+    (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
   return {
     startedAt: new Date(runStartMs).toISOString(),

@@ -84,18 +84,13 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     return result;
   };
 
-  const streams = await forEachScope(options, deps, run, (resource, error): StreamResult => ({
-    resource: resource.name,
-    scope: '*',
-    outcome: 'failed',
-    rows: 0,
-    pages: 0,
-    windows: 0,
-    seconds: 0,
-    stats: newCallStats(),
-    error,
-  }));
+  const streams = await forEachScope(options, deps, run, failedBeforeStart);
   return summarize(runStartMs, streams, deps.clock);
+}
+
+/** The result of a stream that could not start (e.g. `*` refused and no project known). */
+export function failedBeforeStart(resource: ResourceDefinition, error: Error): StreamResult {
+  return { resource: resource.name, scope: '*', outcome: 'failed', rows: 0, pages: 0, windows: 0, seconds: 0, stats: newCallStats(), error };
 }
 
 function summarize(runStartMs: number, streams: StreamResult[], clock: Clock): RunSummary {
