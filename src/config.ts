@@ -260,15 +260,9 @@ export interface VerifyConfig extends SyncConfig {
   readonly concurrency: number;
 }
 
-export interface StatusConfig {
-  readonly statePath: string;
-  readonly resources: readonly ResourceDefinition[];
-  readonly destination: 'duckdb' | 'bigquery';
-  readonly duckdbPath: string;
-  readonly duckdbMemoryLimit: string;
-  readonly bigquery?: BigQueryConfig;
-  readonly dryRun: boolean;
-  readonly lockWaitMs: number;
+/** What `status` needs: state and warehouse, no API URL or key. */
+export interface StatusConfig
+  extends Pick<SyncConfig, 'statePath' | 'resources' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   readonly json: boolean;
 }
 

@@ -1,11 +1,10 @@
 import { existsSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { events } from '../../connectors/events.js';
 import { signals } from '../../connectors/signals.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
-import { startEmulator, type Emulator, type EmulatorOptions } from '../../src/emulator/index.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { sliceWindows } from '../../src/pipeline/backfill.js';
 import type { Plan } from '../../src/pipeline/plan.js';
@@ -14,23 +13,9 @@ import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { CLI, jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
 
 const DAY = 86_400_000;
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-async function emulator(options: EmulatorOptions): Promise<Emulator> {
-  const emu = await startEmulator(options);
-  cleanups.push(() => emu.close());
-  return emu;
-}
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
 /** Midnight UTC `days` before today. */
 function dayStart(daysAgo: number): number {
   const now = new Date();

@@ -1,28 +1,14 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { startEmulator, type Emulator, type EmulatorOptions } from '../../src/emulator/index.js';
+import type { Emulator } from '../../src/emulator/index.js';
 import { StateStore } from '../../src/state/store.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { RunSummary } from '../../src/pipeline/run.js';
 import { expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-async function emulator(options: EmulatorOptions): Promise<Emulator> {
-  const emu = await startEmulator(options);
-  cleanups.push(() => emu.close());
-  return emu;
-}
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
 
 /**
  * Every table equals the API's current data up to the last run's start (a span may start after its
