@@ -2,9 +2,8 @@ import PQueue from 'p-queue';
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { TimeWindow } from '../extract/paginate.js';
-import { newCallStats, type CallContext } from '../http/client.js';
 import { failedBeforeStart } from './run.js';
-import type { StreamResult } from './stream.js';
+import { formatStreamLine, streamCallContext, type StreamResult } from './stream.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
   BACKFILL_SECTION,
@@ -162,13 +161,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   const { resource, scope, hooks = {} } = options;
   const started = deps.clock.now();
   const key = streamKey(resource.name, scope.key);
-  const ctx: CallContext = {
-    resource: resource.name,
-    project: scope.key,
-    lane: `${resource.name}|${scope.key}`,
-    stats: newCallStats(),
-    signal: options.signal,
-  };
+  const ctx = streamCallContext(resource, scope, options.signal);
   const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
   const ledger = (change: (current: StreamLedger) => StreamLedger): Promise<void> =>
     deps.state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
@@ -311,19 +304,5 @@ export function formatBackfillSummary(summary: BackfillSummary): string[] {
 
 /** One line per resource and project scope. */
 export function formatBackfillStreams(streams: readonly BackfillStreamResult[]): string[] {
-  return streams.map((s) =>
-    [
-      `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
-      `windows=${s.windows}`,
-      `skipped=${s.skipped}`,
-      `rows=${s.rows}`,
-      `pages=${s.pages}`,
-      `requests=${s.stats.requests}`,
-      `retries=${s.stats.retries}`,
-      `429s=${s.stats.rateLimited}`,
-      `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
-      `seconds=${s.seconds.toFixed(1)}`,
-      s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
-    ].join(' '),
-  );
+  return streams.map((s) => formatStreamLine(s, [`windows=${s.windows}`, `skipped=${s.skipped}`]));
 }

@@ -5,7 +5,7 @@ import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { forEachScope, type ScopeHooks } from './scopes.js';
-import { syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import { formatStreamLine, syncStream, type StreamOptions, type StreamResult } from './stream.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];
@@ -104,21 +104,5 @@ function summarize(runStartMs: number, streams: StreamResult[], clock: Clock): R
 
 /** One line per resource and project scope, for the end of a run. */
 export function formatSummary(summary: RunSummary): string[] {
-  const lines = summary.streams.map((s) => {
-    const parts = [
-      `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
-      `rows=${s.rows}`,
-      `pages=${s.pages}`,
-      `requests=${s.stats.requests}`,
-      `retries=${s.stats.retries}`,
-      `429s=${s.stats.rateLimited}`,
-      `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
-      `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
-      `seconds=${s.seconds.toFixed(1)}`,
-      s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
-    ];
-    return parts.join(' ');
-  });
-  lines.push(`sync ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
-  return lines;
+  return [...summary.streams.map((s) => formatStreamLine(s)), `sync ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`];
 }

@@ -60,13 +60,7 @@ export async function syncStream(
 ): Promise<StreamResult> {
   const started = deps.clock.now();
   const key = streamKey(resource.name, scope.key);
-  const ctx: CallContext = {
-    resource: resource.name,
-    project: scope.key,
-    lane: `${resource.name}|${scope.key}`,
-    stats: newCallStats(),
-    signal: options.signal,
-  };
+  const ctx = streamCallContext(resource, scope, options.signal);
   const totals = { rows: 0, pages: 0, windows: 0 };
   const finish = async (outcome: StreamResult['outcome'], error?: Error): Promise<StreamResult> => {
     const seconds = (deps.clock.now() - started) / 1000;
@@ -139,6 +133,28 @@ export async function syncStream(
         : { ...s, pending: { from, to, cursor: nextCursor } },
     );
   }
+}
+
+/** The call context of one (resource, scope) walk: its fairness lane and its own counters. */
+export function streamCallContext(resource: ResourceDefinition, scope: ProjectScope, signal: AbortSignal | undefined): CallContext {
+  return { resource: resource.name, project: scope.key, lane: `${resource.name}|${scope.key}`, stats: newCallStats(), signal };
+}
+
+/** One summary line of a stream; `extra` fields (e.g. a backfill's windows) come after the scope. */
+export function formatStreamLine(s: StreamResult, extra: readonly string[] = []): string {
+  return [
+    `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
+    ...extra,
+    `rows=${s.rows}`,
+    `pages=${s.pages}`,
+    `requests=${s.stats.requests}`,
+    `retries=${s.stats.retries}`,
+    `429s=${s.stats.rateLimited}`,
+    `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
+    `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
+    `seconds=${s.seconds.toFixed(1)}`,
+    s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
+  ].join(' ');
 }
 
 /** The next window to read, resuming a checkpoint first; `undefined` when caught up. */
