@@ -19,7 +19,7 @@ import {
 } from './entries.js';
 import { cloneJson } from './json.js';
 import { deriveSeed, Random } from './random.js';
-import { SortedList } from './sorted-list.js';
+import { SortedList, type Entry } from './sorted-list.js';
 
 const DAY_MS = 86_400_000;
 /** Events in the newest 30 % of the history carry `feature_flags` and `topics`. */
@@ -235,11 +235,15 @@ function applyToUser(
   }
   user.eventCount++;
   user.firstSeen = Math.min(user.firstSeen, event.sortKey);
-  if (event.sortKey > user.sortKey) {
-    list?.remove(user);
-    user.sortKey = event.sortKey;
-    list?.insert(user);
-  }
+  advanceSortKey(list, user, event.sortKey);
+}
+
+/** Moves `entry` to a later sort key, keeping `list` (sorted by sort key) in order. */
+function advanceSortKey<T extends Entry & { sortKey: number }>(list: SortedList<T> | undefined, entry: T, sortKey: number): void {
+  if (sortKey <= entry.sortKey) return;
+  list?.remove(entry);
+  entry.sortKey = sortKey;
+  list?.insert(entry);
 }
 
 /** Folds a newly visible event into its conversation; `list` is kept sorted by `last_message_at`. */
@@ -260,9 +264,5 @@ function applyToConvo(byId: Map<string, ConvoEntry>, event: EventEntry, list: So
   }
   convo.messageCount++;
   convo.startedAt = Math.min(convo.startedAt, event.sortKey);
-  if (event.sortKey > convo.sortKey) {
-    list?.remove(convo);
-    convo.sortKey = event.sortKey;
-    list?.insert(convo);
-  }
+  advanceSortKey(list, convo, event.sortKey);
 }

@@ -10,23 +10,15 @@ import { ApiClient, type RetryOptions } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { runSync, type RunSummary } from '../../src/pipeline/run.js';
+import { runSync, type RunSummary, type SyncDeps } from '../../src/pipeline/run.js';
 import { StateStore } from '../../src/state/store.js';
 
-export interface HarnessRun {
-  readonly baseUrl: string;
-  readonly apiKey: string;
-  readonly dir: string;
+export interface HarnessRun extends PipelineTarget {
   readonly project?: string;
   readonly projectIds?: readonly string[];
   readonly resources?: readonly ResourceDefinition[];
   readonly lookbackMs?: number;
-  readonly limits?: RateLimits;
   readonly batchRows?: number;
-  readonly retry?: Partial<RetryOptions>;
-  readonly projectHeader?: string;
-  /** Another destination than the DuckDB file in `dir`. */
-  readonly destination?: () => Promise<Destination>;
 }
 
 /** Fast retries for tests: the same loop, shorter sleeps. */
@@ -35,23 +27,48 @@ export const FAST_RETRY: Partial<RetryOptions> = { maxAttempts: 8, backoff: { ba
 export const dbPathOf = (dir: string): string => join(dir, 'warehouse.duckdb');
 export const statePathOf = (dir: string): string => join(dir, 'state.json');
 
-/** One sync, in-process, through the same parts the CLI wires. */
-export async function syncOnce(opts: HarnessRun): Promise<RunSummary> {
+/** Where a harness run reads and writes; unset fields take the test defaults. */
+export interface PipelineTarget {
+  readonly baseUrl: string;
+  readonly apiKey: string;
+  readonly dir: string;
+  readonly limits?: RateLimits;
+  readonly retry?: Partial<RetryOptions>;
+  readonly projectHeader?: string;
+  readonly destination?: () => Promise<Destination>;
+}
+
+/**
+ * Wire the parts the CLI wires (scheduler, client, destination, state under `purpose`'s lock), run
+ * `body`, and close everything. Limits default to effectively none, retries to fast ones.
+ */
+export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 'backfill', body: (deps: SyncDeps) => Promise<T>): Promise<T> {
   const logger = silentLogger();
-  const budget = createScheduler({ limits: opts.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 } });
+  const budget = createScheduler({ limits: target.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 } });
   const client = new ApiClient({
-    baseUrl: opts.baseUrl,
-    apiKey: opts.apiKey,
-    projectHeader: opts.projectHeader ?? 'X-Service-Project-Id',
+    baseUrl: target.baseUrl,
+    apiKey: target.apiKey,
+    projectHeader: target.projectHeader ?? 'X-Service-Project-Id',
     budget,
     clock: systemClock,
     logger,
-    retry: opts.retry ?? FAST_RETRY,
+    retry: target.retry ?? FAST_RETRY,
   });
-  const destination = opts.destination ? await opts.destination() : await DuckDbDestination.open(dbPathOf(opts.dir));
-  const state = await StateStore.open(statePathOf(opts.dir), { clock: systemClock, purpose: 'sync' });
+  const destination = target.destination ? await target.destination() : await DuckDbDestination.open(dbPathOf(target.dir));
+  const state = await StateStore.open(statePathOf(target.dir), { clock: systemClock, purpose });
   try {
-    return await runSync(
+    return await body({ client, destination, state, clock: systemClock, logger });
+  } finally {
+    await destination.close();
+    await client.close();
+    await state.close();
+  }
+}
+
+/** One sync, in-process, through the same parts the CLI wires. */
+export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
+  return withPipeline(opts, 'sync', (deps) =>
+    runSync(
       {
         resources: opts.resources ?? RESOURCES,
         project: opts.project,
@@ -59,13 +76,9 @@ export async function syncOnce(opts: HarnessRun): Promise<RunSummary> {
         lookbackMs: opts.lookbackMs ?? 15 * 60_000,
         batchRows: opts.batchRows,
       },
-      { client, destination, state, clock: systemClock, logger },
-    );
-  } finally {
-    await destination.close();
-    await client.close();
-    await state.close();
-  }
+      deps,
+    ),
+  );
 }
 
 export async function readTable(dir: string, table: string): Promise<Record<string, unknown>[]> {
