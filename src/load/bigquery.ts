@@ -32,30 +32,22 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  BigQuery,
-  type BigQueryOptions,
-  type Job,
-  type TableField,
-  type TableMetadata,
-} from '@google-cloud/bigquery';
-import { COLUMN_TYPES, bigqueryType } from '../core/column-types.js';
-import { LoadError } from '../core/errors.js';
+import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
 import { silentLogger, type Logger } from '../core/log.js';
-import type { ColumnDef, LogicalType, TableSchema } from '../core/types.js';
+import type { ColumnDef, TableSchema } from '../core/types.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
+import { BigQueryTables, logicalType, subjectOf, toField } from './bigquery-tables.js';
 import {
   errorInfo,
   toQuerySyncError,
   type ErrorSubject,
   type RetryPolicy,
 } from './bigquery-errors.js';
-import { PARTITION_DATE_COLUMN, encodeRows, partitionSpec, type PartitionRange } from './bigquery-rows.js';
+import { PARTITION_DATE_COLUMN, encodeRows, type PartitionRange } from './bigquery-rows.js';
 import {
   STAGE_EXPIRATION_MS,
   bigQueryColumns,
-  clusteringColumns,
   mergeSql,
   planLines,
   planWrite,
@@ -101,15 +93,11 @@ export interface BigQueryDestinationOptions {
 const DEFAULT_LOCATION = 'US';
 const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_RETRY_BASE_MS = 1_000;
-/** BigQuery's legacy type names (tables.get answers with these) → standard SQL names. */
-const LEGACY_TYPE_NAMES: Readonly<Record<string, string>> = { INTEGER: 'INT64', FLOAT: 'FLOAT64', BOOLEAN: 'BOOL' };
 
 export class BigQueryDestination implements Destination {
   readonly kind = 'bigquery';
   private readonly client: BigQuery;
   private readonly target: BigQueryTarget;
-  /** Where jobs run: the dataset's actual location once known. */
-  private location: string;
   private readonly dryRun: boolean;
   private readonly print: (line: string) => void;
   private readonly log: Logger;
@@ -117,9 +105,7 @@ export class BigQueryDestination implements Destination {
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
   private readonly jobs: BigQueryJobs;
-  private datasetReady: Promise<void> | undefined;
-  /** Schema fields per table as last seen, so a write patches only what is new. */
-  private readonly fields = new Map<string, TableField[]>();
+  private readonly tables: BigQueryTables;
   /** Writes to one table run one after another (no two MERGEs racing on a table). */
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Dry run: the dataset and the columns already printed, so later writes print only ALTERs. */
@@ -128,8 +114,8 @@ export class BigQueryDestination implements Destination {
 
   constructor(options: BigQueryDestinationOptions) {
     this.target = { projectId: options.projectId, dataset: options.dataset };
-    this.location = options.location ?? DEFAULT_LOCATION;
-    validateTarget(this.target, this.location);
+    const location = options.location ?? DEFAULT_LOCATION;
+    validateTarget(this.target, location);
     this.dryRun = options.dryRun ?? false;
     this.print = options.print ?? ((line: string) => void process.stdout.write(`${line}\n`));
     this.log = options.logger ?? silentLogger();
@@ -143,7 +129,7 @@ export class BigQueryDestination implements Destination {
     // Constructing the client sends nothing; credentials are looked up on the first request.
     this.client = new BigQuery({
       projectId: options.projectId,
-      location: this.location,
+      location,
       // One retry layer, ours (see the top of this file).
       retryOptions: { autoRetry: false, maxRetries: 0 },
       ...(options.apiEndpoint === undefined ? {} : { apiEndpoint: options.apiEndpoint }),
@@ -152,16 +138,17 @@ export class BigQueryDestination implements Destination {
     });
     this.jobs = new BigQueryJobs({
       client: this.client,
-      location: () => this.location,
+      location: () => this.tables.location,
       retry: this.retry,
       sleep: this.sleep,
       log: this.log,
     });
+    this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
   }
 
   async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
     if (this.dryRun) return undefined;
-    const fields = await this.tableFields(table);
+    const fields = await this.tables.fields(table);
     if (fields === undefined) return undefined;
     const columns: ColumnDef[] = [];
     for (const field of fields) {
@@ -194,7 +181,7 @@ export class BigQueryDestination implements Destination {
 
   async count(table: string): Promise<number> {
     if (this.dryRun) return 0;
-    if ((await this.tableFields(table)) === undefined) return 0;
+    if ((await this.tables.fields(table)) === undefined) return 0;
     const subject = this.subject(`count of table ${table}`, table);
     const sql = `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`;
     const base = `qs_count_${table}_${randomBytes(6).toString('hex')}`;
@@ -229,9 +216,9 @@ export class BigQueryDestination implements Destination {
       return { rows: rows.length };
     }
 
-    await this.ensureDataset();
-    const existing = await this.ensureTable(table);
-    await this.addMissingColumns(table, existing, columns);
+    await this.tables.ensureDataset();
+    const existing = await this.tables.ensureTable(table);
+    await this.tables.addMissingColumns(table, existing, columns);
 
     await this.createStage(table, stage, columns);
     try {
@@ -267,7 +254,7 @@ export class BigQueryDestination implements Destination {
     const columns = bigQueryColumns(table);
     const plan = planWrite({
       target: this.target,
-      location: this.location,
+      location: this.tables.location,
       table,
       stage,
       rowCount,
@@ -282,145 +269,13 @@ export class BigQueryDestination implements Destination {
     for (const statement of planLines(plan)) this.print(statement);
   }
 
-  // ---- setup -------------------------------------------------------------------------------
-
-  private ensureDataset(): Promise<void> {
-    this.datasetReady ??= this.setupDataset().catch((error: unknown) => {
-      this.datasetReady = undefined;
-      throw error;
-    });
-    return this.datasetReady;
-  }
-
-  private async setupDataset(): Promise<void> {
-    const { dataset } = this.target;
-    const lookup = this.subject(`lookup of dataset ${dataset}`);
-    try {
-      const [metadata] = await this.jobs.retrying(lookup, () => this.client.dataset(dataset).getMetadata());
-      this.adoptLocation((metadata as { location?: string }).location);
-      return;
-    } catch (error) {
-      if (kindOf(error) !== 'notFound') throw toQuerySyncError(error, lookup);
-    }
-    const create = this.subject(`creation of dataset ${dataset} in ${this.location}`);
-    try {
-      await this.jobs.retrying(create, () => this.client.createDataset(dataset, { location: this.location }));
-      this.log.info({ dataset, location: this.location }, 'bigquery dataset created');
-    } catch (error) {
-      if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, create);
-    }
-  }
-
-  private adoptLocation(location: string | undefined): void {
-    if (location === undefined || location.toUpperCase() === this.location.toUpperCase()) return;
-    this.log.warn(
-      { dataset: this.target.dataset, configured: this.location, actual: location },
-      'bigquery dataset exists in another location; jobs run there',
-    );
-    this.location = location;
-  }
-
-  /** The table's schema fields, or undefined when it (or the dataset) does not exist. */
-  private async tableFields(table: string): Promise<TableField[] | undefined> {
-    const subject = this.subject(`lookup of table ${table}`, table);
-    try {
-      const [metadata] = await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset).table(table).getMetadata(),
-      );
-      const fields = (metadata as TableMetadata).schema?.fields ?? [];
-      this.fields.set(table, fields);
-      return fields;
-    } catch (error) {
-      if (kindOf(error) === 'notFound') return undefined;
-      throw toQuerySyncError(error, subject);
-    }
-  }
-
-  /** Create the table if missing; return its schema fields. */
-  private async ensureTable(table: TableSchema): Promise<TableField[]> {
-    const cached = this.fields.get(table.name);
-    if (cached !== undefined) return cached;
-    const existing = await this.tableFields(table.name);
-    if (existing !== undefined) return existing;
-    const subject = this.subject(`creation of table ${table.name}`, table.name);
-    const spec = partitionSpec(table);
-    const resource: TableMetadata = {
-      schema: { fields: bigQueryColumns(table).map(toField) },
-      clustering: { fields: clusteringColumns(table) },
-      ...(spec === undefined
-        ? {}
-        : {
-            timePartitioning: {
-              type: 'DAY',
-              field: spec.kind === 'timestamp' ? spec.column : PARTITION_DATE_COLUMN,
-            },
-          }),
-      ...(spec?.kind === 'epoch_ns'
-        ? {
-            description:
-              `Partitioned on ${PARTITION_DATE_COLUMN}: the UTC date of ${spec.column} (ns epoch), ` +
-              'computed by query-sync at load time.',
-          }
-        : {}),
-    };
-    try {
-      const [, metadata] = await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset, { location: this.location }).createTable(table.name, resource),
-      );
-      this.log.info({ table: table.name }, 'bigquery table created');
-      const fields = metadata.schema?.fields ?? resource.schema?.fields ?? [];
-      this.fields.set(table.name, fields);
-      return fields;
-    } catch (error) {
-      if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
-      return (await this.tableFields(table.name)) ?? [];
-    }
-  }
-
-  /** Add (tables.patch) the columns `table` declares that BigQuery lacks; refuse changed types. */
-  private async addMissingColumns(
-    table: TableSchema,
-    existing: readonly TableField[],
-    columns: readonly BigQueryColumn[],
-  ): Promise<void> {
-    const present = new Map(existing.map((f) => [f.name ?? '', standardType(f.type)]));
-    const missing: BigQueryColumn[] = [];
-    for (const column of columns) {
-      const type = present.get(column.name);
-      if (type === undefined) missing.push(column);
-      else if (type !== column.type) {
-        throw new LoadError(
-          `BigQuery: column "${column.name}" of table ${table.name} is ${type} in BigQuery ` +
-            `but the batch writes ${column.type}; ` +
-            'query-sync does not change column types (drop or rename the column to proceed)',
-          false,
-          { context: { resource: table.name } },
-        );
-      }
-    }
-    if (missing.length === 0) return;
-    const names = missing.map((c) => c.name).join(', ');
-    const subject = this.subject(`adding columns ${names} to table ${table.name}`, table.name);
-    const fields = [...existing, ...missing.map(toField)];
-    try {
-      const [metadata] = await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset).table(table.name).setMetadata({ schema: { fields } }),
-      );
-      this.fields.set(table.name, (metadata as TableMetadata).schema?.fields ?? fields);
-      this.log.info({ table: table.name, columns: missing.map((c) => c.name) }, 'bigquery columns added');
-    } catch (error) {
-      this.fields.delete(table.name);
-      throw toQuerySyncError(error, subject);
-    }
-  }
-
   // ---- one write ---------------------------------------------------------------------------
 
   private async createStage(table: TableSchema, stage: string, columns: readonly BigQueryColumn[]): Promise<void> {
     const subject = this.subject(`creation of staging table ${stage}`, table.name);
     try {
       await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset, { location: this.location }).createTable(stage, {
+        this.client.dataset(this.target.dataset, { location: this.tables.location }).createTable(stage, {
           schema: { fields: columns.map(toField) },
           expirationTime: String(this.now() + STAGE_EXPIRATION_MS),
           labels: { 'query-sync': 'stage' },
@@ -437,7 +292,7 @@ export class BigQueryDestination implements Destination {
     const file = join(dir, `${stage}.ndjson`);
     try {
       await writeFile(file, ndjson, 'utf8');
-      const stageTable = this.client.dataset(this.target.dataset, { location: this.location }).table(stage);
+      const stageTable = this.client.dataset(this.target.dataset, { location: this.tables.location }).table(stage);
       return await this.jobs.run(subject, `qs_load_${stage}`, async (jobId) => {
         const [job] = await stageTable.createLoadJob(file, {
           jobId,
@@ -481,37 +336,13 @@ export class BigQueryDestination implements Destination {
   }
 
   private async createQueryJob(query: string, jobId: string): Promise<Job> {
-    const [job] = await this.client.createQueryJob({ query, jobId, location: this.location, useLegacySql: false });
+    const [job] = await this.client.createQueryJob({ query, jobId, location: this.tables.location, useLegacySql: false });
     return job;
   }
 
   private subject(operation: string, table?: string): ErrorSubject {
-    const { projectId, dataset } = this.target;
-    return { operation, projectId, dataset, ...(table === undefined ? {} : { table }) };
+    return subjectOf(this.target, operation, table);
   }
-}
-
-function toField(column: BigQueryColumn): TableField {
-  return {
-    name: column.name,
-    type: column.type,
-    mode: 'NULLABLE',
-    ...(column.name === PARTITION_DATE_COLUMN
-      ? { description: 'UTC date of the ns-epoch partition column; set by query-sync at load time' }
-      : {}),
-  };
-}
-
-/** Standard SQL name of a BigQuery type as tables.get reports it. */
-function standardType(type: string | null | undefined): string {
-  const upper = (type ?? '').toUpperCase();
-  return LEGACY_TYPE_NAMES[upper] ?? upper;
-}
-
-/** The logical type whose BigQuery type (per `column-types.ts`) is `type`, if any. */
-function logicalType(type: string | null | undefined): LogicalType | undefined {
-  const standard = standardType(type);
-  return (Object.keys(COLUMN_TYPES) as LogicalType[]).find((t) => bigqueryType(t) === standard);
 }
 
 function numberOrUndefined(value: string | number | null | undefined): number | undefined {
