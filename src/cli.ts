@@ -29,7 +29,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('resources', { type: 'string', describe: 'comma-separated: events,traces,signals,users,conversations (default: all)' })
     .option('destination', { type: 'string', choices: ['duckdb', 'bigquery'], default: 'duckdb' })
     .option('duckdb-path', { type: 'string', default: 'warehouse.duckdb' })
-    .option('duckdb-memory-limit', { type: 'string', default: '32MB', describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp)" })
+    .option('duckdb-memory-limit', { type: 'string', describe: "DuckDB's memory limit in this process (default 128MB; larger operations spill to <file>.tmp)" })
     .option('bq-project', { type: 'string', describe: 'BigQuery project (with --destination bigquery)' })
     .option('bq-dataset', { type: 'string', describe: 'BigQuery dataset' })
     .option('bq-location', { type: 'string', default: 'US', describe: 'BigQuery location for a new dataset' })

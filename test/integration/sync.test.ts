@@ -183,3 +183,13 @@ describe('authentication and project scope errors', () => {
     expect(emu.stats().requests).toBe(1);
   });
 });
+
+describe('DuckDB memory', () => {
+  it('a first sync of every resource (30,000 events) in 5,000-row batches fits the default DuckDB memory limit', async () => {
+    const emu = await emulator({ seed: 13, eventsPerProject: 30_000, projects: ['default'] });
+    const d = dir();
+    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, batchRows: 5000 });
+    expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
+    expect((await readTable(d, 'events')).length).toBe(30_000);
+  }, 60_000);
+});
