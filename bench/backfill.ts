@@ -92,7 +92,7 @@ async function main(): Promise<number> {
 
     emu.resetStats();
     const nodeFlags = (process.env.BENCH_CHILD_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-    const backfill = await run([...nodeFlags, '--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet'], env);
+    const backfill = await run([...nodeFlags, '--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet', ...(process.env.BENCH_BACKFILL_ARGS ?? '').split(' ').filter(Boolean)], env);
     if (backfill.code !== 0) throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
     const probeLine = backfill.stderr.split('\n').find((l) => l.startsWith('rss-probe '));
     const probe = probeLine === undefined ? undefined : (JSON.parse(probeLine.slice('rss-probe '.length)) as { maxRssMb: number; samplesMb: number[] });
