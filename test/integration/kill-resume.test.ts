@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { StateStore } from '../../src/state/store.js';
+import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
@@ -25,21 +25,48 @@ interface ChildRun {
   readonly stderr: string;
 }
 
-/** Run the real CLI in a child process; SIGKILL it after `killAfterMs` if given. */
-function runCli(emu: Emulator, dir: string, killAfterMs?: number): Promise<ChildRun> {
+/**
+ * When to SIGKILL the child: after a fixed time, or once it has written `checkpoints` new
+ * checkpoints to the state file (plus `thenMs`), so the kill lands mid-walk however slow the
+ * machine is at starting Node and DuckDB.
+ */
+type KillPolicy = { readonly afterMs: number } | { readonly checkpoints: number; readonly thenMs: number };
+
+/** Run the real CLI in a child process; SIGKILL it as `kill` says, if given. */
+function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun> {
+  const statePath = statePathOf(dir);
+  const readState = (): string => (existsSync(statePath) ? readFileSync(statePath, 'utf8') : '');
+  let lastState = readState();
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePathOf(dir), '--log-level', 'warn', '--batch-rows', '200'],
+    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePath, '--log-level', 'warn', '--batch-rows', '200'],
     { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
   child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  const timers: NodeJS.Timeout[] = [];
+  const killNow = (): void => void child.kill('SIGKILL');
+  if (kill && 'afterMs' in kill) timers.push(setTimeout(killNow, kill.afterMs));
+  if (kill && 'checkpoints' in kill) {
+    let seen = 0;
+    const poll = setInterval(() => {
+      const now = readState(); // the store renames a whole file into place, so a read is never torn
+      if (now === lastState || now === '') return;
+      lastState = now;
+      const doc = JSON.parse(now) as StateDocument;
+      if (!Object.values(doc.streams).some((s) => s.pending?.cursor !== undefined || s.mark !== undefined)) return;
+      seen += 1;
+      if (seen < kill.checkpoints) return;
+      clearInterval(poll);
+      timers.push(setTimeout(killNow, kill.thenMs));
+    }, 10);
+    timers.push(poll);
+  }
   return new Promise((resolve) => {
     child.on('exit', (code, signal) => {
-      if (timer) clearTimeout(timer);
+      for (const t of timers) clearTimeout(t);
       resolve({ code, signal, stdout, stderr });
     });
   });
@@ -54,12 +81,19 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
     const d = tempDir();
     cleanups.push(d.cleanup);
 
-    const killTimes = [700, 1100, 1500, 900, 1300];
+    // One kill before anything is stored, then kills a few checkpoints in, at varied offsets.
+    const kills: KillPolicy[] = [
+      { afterMs: 300 },
+      { checkpoints: 1, thenMs: 0 },
+      { checkpoints: 3, thenMs: 150 },
+      { checkpoints: 2, thenMs: 40 },
+      { checkpoints: 4, thenMs: 90 },
+    ];
     let killed = 0;
     let checkpointsSeen = 0;
-    for (const ms of killTimes) {
+    for (const kill of kills) {
       for (const p of ['default', 'alpha', 'beta']) emu.addEvents(p, 5);
-      const run = await runCli(emu, d.dir, ms);
+      const run = await runCli(emu, d.dir, kill);
       if (run.signal === 'SIGKILL') killed += 1;
       if (existsSync(statePathOf(d.dir))) {
         const doc = await StateStore.read(statePathOf(d.dir));
