@@ -94,8 +94,9 @@ async function main(): Promise<number> {
     const nodeFlags = (process.env.BENCH_CHILD_NODE_FLAGS ?? '').split(' ').filter(Boolean);
     const backfill = await run([...nodeFlags, '--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet', ...(process.env.BENCH_BACKFILL_ARGS ?? '').split(' ').filter(Boolean)], env);
     if (backfill.code !== 0) throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
+    if (process.env.QS_MEMDEBUG) out(backfill.stderr.split("\n").filter((l) => l.startsWith("MEM")).join("\n"));
     const probeLine = backfill.stderr.split('\n').find((l) => l.startsWith('rss-probe '));
-    const probe = probeLine === undefined ? undefined : (JSON.parse(probeLine.slice('rss-probe '.length)) as { maxRssMb: number; samplesMb: number[] });
+    const probe = probeLine === undefined ? undefined : (JSON.parse(probeLine.slice('rss-probe '.length)) as { maxRssMb: number; samplesMb: number[]; heapMb?: number[]; peakSample?: { rssMb: number; heapMb: number; externalMb: number; second: number } });
     const stats = emu.stats();
     const requests = stats.byEndpoint['/v1/events'] ?? 0;
     const floor = minimumSeconds(stats.byEndpoint, clientLimits);
@@ -106,7 +107,7 @@ async function main(): Promise<number> {
     await db.close();
 
     const samples = probe?.samplesMb ?? [];
-    const at = (q: number): number | undefined => samples[Math.min(samples.length - 1, Math.floor(q * (samples.length - 1)))];
+    const at = (q: number, of: readonly number[] = samples): number | undefined => of[Math.min(of.length - 1, Math.floor(q * (of.length - 1)))];
     out(`backfill --concurrency 4: ${fmt(backfill.seconds)} wall (process start to exit; the run itself ${inner ?? '?'} s)`);
     out(`  rows in the warehouse: ${rows} (plan said ${planRows}); requests ${requests} (plan said ${plan.requestsByEndpoint['/v1/events'] ?? 0}); 429s ${stats.rateLimited}`);
     if (mode.limits !== undefined) {
@@ -115,7 +116,10 @@ async function main(): Promise<number> {
     } else {
       out(`  throughput: ${Math.round(rows / Number(inner))} rows/s, ${Math.round(requests / Number(inner))} requests/s`);
     }
-    out(`  peak RSS of the backfill process: ${probe?.maxRssMb ?? '?'} MB (samples at 25/50/75/100 % of the run: ${[0.25, 0.5, 0.75, 1].map(at).join(' / ')} MB)`);
+    out(`  peak RSS of the backfill process: ${probe?.maxRssMb ?? '?'} MB (samples at 25/50/75/100 % of the run: ${[0.25, 0.5, 0.75, 1].map((q) => at(q)).join(' / ')} MB; of which V8 heap ${[0.25, 0.5, 0.75, 1].map((q) => at(q, probe?.heapMb ?? [])).join(' / ')} MB)`);
+    const peak = probe?.peakSample;
+    if (process.env.BENCH_SAMPLES) out(`  samples: ${(probe?.samplesMb ?? []).join(" ")}\n  heap: ${(probe?.heapMb ?? []).join(" ")}`);
+    if (peak !== undefined) out(`  largest 100 ms sample: ${peak.rssMb} MB at ${peak.second.toFixed(1)} s (V8 heap ${peak.heapMb} MB, external ${peak.externalMb} MB then)`);
     return rows === planRows ? 0 : 1;
   } finally {
     await emu.close();

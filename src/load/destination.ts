@@ -11,6 +11,8 @@ export interface LoadResult {
   readonly rows: number;
   /** Bytes the destination processed for the merge, when it reports them. */
   readonly bytesProcessed?: number;
+  /** What the destination had to adapt to write the batch (logged as warnings). */
+  readonly warnings?: readonly string[];
 }
 
 /**

@@ -28,10 +28,12 @@ export const ROW_GROUP_SIZE = 16_384;
  * DuckDB's memory limit in query-sync's process. DuckDB's default, 80 % of RAM, lets its buffer
  * pool keep the whole table as it grows: a 1M-event backfill then peaked at 850 MB. Writes are one
  * batch at a time (a MERGE of a few thousand rows), for which this is ample; blocks of the table
- * are read back from the file as needed, and larger operations spill to `<file>.tmp`. Not lower:
- * at 32MB a first sync's 5,000-row MERGE into a 10,000-row events table ran out of memory.
+ * are read back from the file as needed, and larger operations spill to `<file>.tmp`. 32MB keeps
+ * a 1M-event backfill under 300 MB at no loss of speed. A batch that does not fit is written in
+ * parts, and rows too large for the limit raise it (`upsert`): a low limit costs speed, never a
+ * failed run.
  */
-export const DEFAULT_MEMORY_LIMIT = '128MB';
+export const DEFAULT_MEMORY_LIMIT = '32MB';
 
 /** A DuckDB size setting such as `32MB` or `1GB`. */
 export function isDuckDbSize(text: string): boolean {
@@ -56,15 +58,30 @@ const PROJECT_ID = 'project_id';
 export class DuckDbDestination implements Destination {
   readonly kind = 'duckdb';
   private readonly instance: DuckDBInstance;
-  private readonly connection: DuckDBConnection;
+  /** One connection (replaced only after DuckDB invalidates the file: `recoverInvalidated`). */
+  private connection: DuckDBConnection;
   /** Known columns per table, so ALTERs are issued only for new ones. */
   private readonly tables = new Map<string, Map<string, LogicalType>>();
   /** One connection: writes from concurrent walks are serialized here. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** DuckDB's memory limit now: the configured one, or what a write raised it to (`upsert`). */
+  private memoryLimit: string;
+  /** Batches written in halves because DuckDB ran out of memory (see `upsert`). */
+  private splits = 0;
 
-  private constructor(instance: DuckDBInstance, connection: DuckDBConnection) {
+  /** The ATTACH statement of the file (none for `:memory:`), to reattach it after DuckDB invalidates it. */
+  private readonly attachSql: string | undefined;
+
+  private constructor(instance: DuckDBInstance, connection: DuckDBConnection, memoryLimit: string, attachSql?: string) {
     this.instance = instance;
     this.connection = connection;
+    this.memoryLimit = memoryLimit;
+    this.attachSql = attachSql;
+  }
+
+  /** How many batches were written in halves because DuckDB ran out of memory. */
+  get outOfMemorySplits(): number {
+    return this.splits;
   }
 
   /**
@@ -77,14 +94,15 @@ export class DuckDbDestination implements Destination {
       const instance = await DuckDBInstance.create(path);
       const connection = await instance.connect();
       await connection.run("SET TimeZone = 'UTC'");
-      return new DuckDbDestination(instance, connection);
+      return new DuckDbDestination(instance, connection, 'none');
     }
     if (options.readOnly !== true) mkdirSync(dirname(path), { recursive: true });
     // The file is attached to an in-memory host database: ATTACH is where DuckDB takes a row group
     // size, and the host carries the memory limit (see the constants above).
     // Spill to a folder beside the file when an operation needs more than the limit (an in-memory
     // host would otherwise have nowhere to spill and fail instead).
-    const instance = await DuckDBInstance.create(':memory:', { memory_limit: options.memoryLimit ?? DEFAULT_MEMORY_LIMIT, temp_directory: `${path}.tmp` });
+    const memoryLimit = options.memoryLimit ?? DEFAULT_MEMORY_LIMIT;
+    const instance = await DuckDBInstance.create(':memory:', { memory_limit: memoryLimit, temp_directory: `${path}.tmp` });
     const connection = await instance.connect();
     const deadline = Date.now() + (options.waitMs ?? 0);
     const attach = `ATTACH ${sqlString(path)} AS ${ATTACHED} (${options.readOnly === true ? 'READ_ONLY, ' : ''}ROW_GROUP_SIZE ${ROW_GROUP_SIZE})`;
@@ -115,7 +133,7 @@ export class DuckDbDestination implements Destination {
       instance.closeSync();
       throw error;
     }
-    return new DuckDbDestination(instance, connection);
+    return new DuckDbDestination(instance, connection, memoryLimit, attach);
   }
 
   describe(table: string): Promise<readonly ColumnDef[] | undefined> {
@@ -220,36 +238,151 @@ export class DuckDbDestination implements Destination {
     const { table } = batch;
     const rows = dedupeRows(batch.rows, table.key, table.versionColumn);
     if (rows.length === 0) return { rows: 0 };
+    const warnings: string[] = [];
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
-      const stage = `_stage_${table.name}`;
-      const columns = table.columns;
-      await this.connection.run(
-        `CREATE OR REPLACE TEMP TABLE ${ident(stage)} (${columns.map((c) => `${ident(c.name)} VARCHAR`).join(', ')})`,
-      );
-      const appender = await this.connection.createAppender(stage, 'main', 'temp');
-      try {
-        for (let i = 0; i < rows.length; i++) {
-          appendRow(appender, rows[i] as Row, columns);
-          // Appends are synchronous: yield now and then so requests in flight are not held up
-          // (a stalled event loop delays their sending, which the server's rate window sees).
-          if (i % APPEND_YIELD_ROWS === APPEND_YIELD_ROWS - 1) await new Promise((resolve) => setImmediate(resolve));
-        }
-        appender.flushSync();
-      } finally {
-        appender.closeSync();
-      }
-      await this.connection.run(mergeSql(table, stage));
-      await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
-      return { rows: rows.length };
+      await this.upsert(table, rows, warnings);
+      return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
-      throw new LoadError(`DuckDB write to table ${table.name} failed: ${(error as Error).message}`, false, {
+      const message = (error as Error).message;
+      const hint = isOutOfMemory(error)
+        ? ` (DuckDB's memory limit is ${this.memoryLimit}; neither smaller parts nor raising it to ${MAX_AUTO_MEMORY_MB}MB fit: set --duckdb-memory-limit higher)`
+        : '';
+      throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, {
         cause: error,
         context: { resource: table.name },
       });
     }
   }
+
+  /**
+   * Stage and MERGE `rows`; when DuckDB runs out of memory, adapt instead of failing the run:
+   * checkpoint (rows written since the last one stay in memory until then) and write the batch as
+   * two halves, down to `MIN_SPLIT_ROWS` (each MERGE is atomic and keyed, so the halves are the
+   * same upsert); when even that does not fit (very large rows), double the memory limit for this
+   * process, up to `MAX_AUTO_MEMORY_MB`, saying so in `warnings`.
+   */
+  private async upsert(table: TableSchema, rows: readonly Row[], warnings: string[]): Promise<void> {
+    for (;;) {
+      let failure: unknown;
+      try {
+        await this.stageAndMerge(table, rows);
+        return;
+      } catch (error) {
+        failure = error;
+      }
+      if (isInvalidated(failure)) {
+        await this.recoverInvalidated(table, failure, warnings);
+        continue;
+      }
+      if (!isOutOfMemory(failure)) throw failure;
+      let checkpointed = false;
+      try {
+        await this.connection.run('CHECKPOINT');
+        checkpointed = true;
+      } catch (error) {
+        if (isInvalidated(error)) {
+          await this.recoverInvalidated(table, error, warnings);
+          continue;
+        }
+        if (!isOutOfMemory(error)) throw error;
+      }
+      if (checkpointed && rows.length > MIN_SPLIT_ROWS) {
+        this.splits += 1;
+        const half = Math.ceil(rows.length / 2);
+        await this.upsert(table, rows.slice(0, half), warnings);
+        await this.upsert(table, rows.slice(half), warnings);
+        return;
+      }
+      const from = this.memoryLimit;
+      if (!(await this.raiseMemoryLimit())) throw failure;
+      warnings.push(
+        `DuckDB ran out of memory writing ${rows.length} rows of table ${table.name} at a memory limit of ${from}; ` +
+          `raised it to ${this.memoryLimit} for this run (set --duckdb-memory-limit ${this.memoryLimit} to start there)`,
+      );
+    }
+  }
+
+  /**
+   * A checkpoint ran out of memory after a commit (which is durable), and DuckDB closed the file to
+   * further use. Reopen it with more room (DuckDB replays its WAL) so the caller can write the batch
+   * again: the MERGE is keyed, so a second time changes nothing.
+   */
+  private async recoverInvalidated(table: TableSchema, error: unknown, warnings: string[]): Promise<void> {
+    const from = this.memoryLimit;
+    if (this.attachSql === undefined || (megabytes(from) ?? MAX_AUTO_MEMORY_MB) >= MAX_AUTO_MEMORY_MB) throw error;
+    // The connection that saw the failure refuses every statement: continue on a new one.
+    const connection = await this.instance.connect();
+    await connection.run(`DETACH ${ATTACHED}`);
+    this.connection.closeSync();
+    this.connection = connection;
+    await this.raiseMemoryLimit();
+    await connection.run(this.attachSql);
+    await connection.run(`USE ${ATTACHED}`);
+    await connection.run("SET TimeZone = 'UTC'");
+    warnings.push(
+      `DuckDB ran out of memory checkpointing table ${table.name} at a memory limit of ${from}; ` +
+        `reopened the file with ${this.memoryLimit} for this run (set --duckdb-memory-limit ${this.memoryLimit} to start there)`,
+    );
+  }
+
+  /** Double DuckDB's memory limit, up to `MAX_AUTO_MEMORY_MB`; false when already there or unknown. */
+  private async raiseMemoryLimit(): Promise<boolean> {
+    const mb = megabytes(this.memoryLimit);
+    if (mb === undefined || mb >= MAX_AUTO_MEMORY_MB) return false;
+    const next = `${Math.min(MAX_AUTO_MEMORY_MB, Math.ceil(mb * 2))}MB`;
+    await this.connection.run(`SET memory_limit = ${sqlString(next)}`);
+    this.memoryLimit = next;
+    return true;
+  }
+
+  private async stageAndMerge(table: TableSchema, rows: readonly Row[]): Promise<void> {
+    const stage = `_stage_${table.name}`;
+    const columns = table.columns;
+    await this.connection.run(
+      `CREATE OR REPLACE TEMP TABLE ${ident(stage)} (${columns.map((c) => `${ident(c.name)} VARCHAR`).join(', ')})`,
+    );
+    const appender = await this.connection.createAppender(stage, 'main', 'temp');
+    try {
+      for (let i = 0; i < rows.length; i++) {
+        appendRow(appender, rows[i] as Row, columns);
+        // Appends are synchronous: yield now and then so requests in flight are not held up
+        // (a stalled event loop delays their sending, which the server's rate window sees).
+        if (i % APPEND_YIELD_ROWS === APPEND_YIELD_ROWS - 1) await new Promise((resolve) => setImmediate(resolve));
+      }
+      appender.flushSync();
+    } finally {
+      appender.closeSync();
+    }
+    try {
+      await this.connection.run(mergeSql(table, stage));
+    } finally {
+      await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
+    }
+  }
+}
+
+/** DuckDB's error when an operation needs more than its memory limit. */
+function isOutOfMemory(error: unknown): boolean {
+  return /Out of Memory/i.test((error as Error)?.message ?? '');
+}
+/** DuckDB's error when a failure (such as a checkpoint out of memory) made it close the file to use. */
+function isInvalidated(error: unknown): boolean {
+  return /has been invalidated/i.test((error as Error)?.message ?? '');
+}
+/** A batch that runs out of memory is split in halves down to this many rows. */
+const MIN_SPLIT_ROWS = 50;
+/** How far a write may raise DuckDB's memory limit on its own (see `upsert`). */
+const MAX_AUTO_MEMORY_MB = 1024;
+
+/** A DuckDB size setting in (decimal) megabytes, as DuckDB reads it: `MB` = 1000², `MiB` = 1024². */
+export function megabytes(size: string): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)\s*(K|M|G|T)(i?)B$/i.exec(size.trim());
+  if (m === null) return undefined;
+  const base = m[3] === '' ? 1000 : 1024;
+  const power = { K: 1, M: 2, G: 3, T: 4 }[(m[2] ?? 'M').toUpperCase() as 'K' | 'M' | 'G' | 'T'];
+  return (Number(m[1]) * base ** power) / 1e6;
 }
 
 /** Rows appended between two yields to the event loop. */

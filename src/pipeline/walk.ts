@@ -80,6 +80,7 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       if (buffer.length >= options.batchRows || !page.hasMore) {
         if (buffer.length > 0) {
           const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
+          for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
           totals.rows += written.rows;
           stored = written.rows;
         }

@@ -4,7 +4,7 @@ import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import { parseJson } from '../../src/core/json.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination, megabytes } from '../../src/load/duckdb.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { tempDir } from '../fakes/tmp.js';
 
@@ -93,5 +93,48 @@ describe('DuckDbDestination', () => {
     expect(result.rows).toBe(1);
     expect(await db.count('events')).toBe(1);
     await db.close();
+  });
+
+  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', async () => {
+    const path = dbPath();
+    const t = new SchemaTracker(events);
+    const batch = (from: number, n: number): ReturnType<SchemaTracker['normalize']>[] =>
+      Array.from({ length: n }, (_, i) =>
+        t.normalize({ id: `e${from + i}`, timestamp: at, user_input: `${from + i} `.padEnd(4000, 'x'), properties: { i: from + i } }, 'p', at),
+      );
+    // 8,000 rows of ~4 KB: far more than 16MB once staged and merged.
+    const db = await DuckDbDestination.open(path, { memoryLimit: '16MB' });
+    const first = batch(0, 8000);
+    await db.write({ table: t.schema, rows: first });
+    const second = batch(8000, 4000);
+    await db.write({ table: t.schema, rows: second });
+    expect(db.outOfMemorySplits).toBeGreaterThan(0);
+    await db.close();
+    // Checked with room to read it all back.
+    const check = await DuckDbDestination.open(path, { memoryLimit: '512MB' });
+    const [summary] = await check.query('SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, MIN(properties::JSON->>\'i\')::INT AS lo FROM events');
+    expect(summary).toEqual({ n: 12_000n, ids: 12_000n, lo: 0 });
+    expect(await check.query("SELECT id FROM events WHERE user_input NOT LIKE split_part(id, 'e', 2) || ' %'")).toEqual([]);
+    await check.close();
+  }, 60_000);
+
+  it('raises its memory limit, and says so, when even a few rows do not fit', async () => {
+    const t = new SchemaTracker(events);
+    // 120 rows of ~600 KB: 50 of them alone are about twice the 16MB limit.
+    const rows = Array.from({ length: 120 }, (_, i) => t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at));
+    const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
+    const result = await db.write({ table: t.schema, rows });
+    expect(result.rows).toBe(120);
+    expect(result.warnings?.[0]).toMatch(/ran out of memory writing \d+ rows of table events at a memory limit of 16MB; raised it to 32MB for this run \(set --duckdb-memory-limit 32MB/);
+    expect(await db.query('SELECT COUNT(*) AS n, MIN(length(user_input)) AS lo FROM events')).toEqual([{ n: 120n, lo: 600_000n }]);
+    await db.close();
+  }, 60_000);
+
+  it('reads DuckDB sizes as DuckDB does', () => {
+    expect(megabytes('32MB')).toBe(32);
+    expect(megabytes('1GB')).toBe(1000);
+    expect(megabytes('1GiB')).toBeCloseTo(1073.741824);
+    expect(megabytes('512 KB')).toBe(0.512);
+    expect(megabytes('lots')).toBeUndefined();
   });
 });
