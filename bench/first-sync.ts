@@ -4,6 +4,7 @@
  * The emulator runs in its own process, so the sync's peak memory is measured alone.
  *
  *   npm run bench:first-sync [-- EVENTS_PER_PROJECT]     (default 100000, one project)
+ *   BENCH_SYNC_ARGS="--duckdb-memory-limit 128MB" npm run bench:first-sync   (more sync flags)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -47,7 +48,7 @@ try {
   const sync = spawn(
     process.execPath,
     [CLI, 'sync', '--project', 'default', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'),
-      '--max-rpm', '1000000', '--max-rps', '1000000', '--log-level', 'warn'],
+      '--max-rpm', '1000000', '--max-rps', '1000000', '--log-level', 'warn', ...(process.env.BENCH_SYNC_ARGS ?? '').split(' ').filter(Boolean)],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, QUERY_API_BASE_URL: `http://127.0.0.1:${port}`, QUERY_API_KEY: 'qs_org_emulator_key' } },
   );
   let out = '';
