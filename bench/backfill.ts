@@ -10,6 +10,9 @@
  *
  * The emulator runs in this process; `plan` and `backfill` run as the real CLI in child processes,
  * so the backfill's memory (`process.resourceUsage().maxRSS`, via `rss-probe.js`) is its own.
+ *
+ * Environment: BENCH_BACKFILL_ARGS (more backfill flags), BENCH_CHILD_NODE_FLAGS (node flags for
+ * the backfill process), BENCH_SAMPLES (print every memory sample).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -94,7 +97,6 @@ async function main(): Promise<number> {
     const nodeFlags = (process.env.BENCH_CHILD_NODE_FLAGS ?? '').split(' ').filter(Boolean);
     const backfill = await run([...nodeFlags, '--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet', ...(process.env.BENCH_BACKFILL_ARGS ?? '').split(' ').filter(Boolean)], env);
     if (backfill.code !== 0) throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
-    if (process.env.QS_MEMDEBUG) out(backfill.stderr.split("\n").filter((l) => l.startsWith("MEM")).join("\n"));
     const probeLine = backfill.stderr.split('\n').find((l) => l.startsWith('rss-probe '));
     const probe = probeLine === undefined ? undefined : (JSON.parse(probeLine.slice('rss-probe '.length)) as { maxRssMb: number; samplesMb: number[]; heapMb?: number[]; peakSample?: { rssMb: number; heapMb: number; externalMb: number; second: number } });
     const stats = emu.stats();
@@ -118,7 +120,7 @@ async function main(): Promise<number> {
     }
     out(`  peak RSS of the backfill process: ${probe?.maxRssMb ?? '?'} MB (samples at 25/50/75/100 % of the run: ${[0.25, 0.5, 0.75, 1].map((q) => at(q)).join(' / ')} MB; of which V8 heap ${[0.25, 0.5, 0.75, 1].map((q) => at(q, probe?.heapMb ?? [])).join(' / ')} MB)`);
     const peak = probe?.peakSample;
-    if (process.env.BENCH_SAMPLES) out(`  samples: ${(probe?.samplesMb ?? []).join(" ")}\n  heap: ${(probe?.heapMb ?? []).join(" ")}`);
+    if (process.env.BENCH_SAMPLES !== undefined) out(`  samples (MB, every 0.5 s): ${(probe?.samplesMb ?? []).join(' ')}\n  V8 heap: ${(probe?.heapMb ?? []).join(' ')}`);
     if (peak !== undefined) out(`  largest 100 ms sample: ${peak.rssMb} MB at ${peak.second.toFixed(1)} s (V8 heap ${peak.heapMb} MB, external ${peak.externalMb} MB then)`);
     return rows === planRows ? 0 : 1;
   } finally {
