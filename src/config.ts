@@ -4,7 +4,7 @@ import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
 import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
-import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb.js';
+import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */

@@ -5,6 +5,8 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
+import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_AUTO_MEMORY_MB, megabytes, MIN_SPLIT_ROWS } from './duckdb-memory.js';
+import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
 import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 
 export interface DuckDbOpenOptions {
@@ -23,22 +25,6 @@ export interface DuckDbOpenOptions {
  * keeps a checkpoint small (and the writes faster); queries lose nothing noticeable at this size.
  */
 export const ROW_GROUP_SIZE = 16_384;
-
-/**
- * DuckDB's memory limit in query-sync's process. DuckDB's default, 80 % of RAM, lets its buffer
- * pool keep the whole table as it grows: a 1M-event backfill then peaked at 850 MB. Writes are one
- * batch at a time (a MERGE of a few thousand rows), for which this is ample; blocks of the table
- * are read back from the file as needed, and larger operations spill to `<file>.tmp`. 32MB keeps
- * a 1M-event backfill under 300 MB at no loss of speed. A batch that does not fit is written in
- * parts, and rows too large for the limit raise it (`upsert`): a low limit costs speed, never a
- * failed run.
- */
-export const DEFAULT_MEMORY_LIMIT = '32MB';
-
-/** A DuckDB size setting such as `32MB` or `1GB`. */
-export function isDuckDbSize(text: string): boolean {
-  return /^\d+(\.\d+)?\s*(K|M|G|T)i?B$/i.test(text);
-}
 
 /** Catalog name of the attached warehouse file (the host database is in memory). */
 const ATTACHED = 'warehouse';
@@ -363,28 +349,6 @@ export class DuckDbDestination implements Destination {
   }
 }
 
-/** DuckDB's error when an operation needs more than its memory limit. */
-function isOutOfMemory(error: unknown): boolean {
-  return /Out of Memory/i.test((error as Error)?.message ?? '');
-}
-/** DuckDB's error when a failure (such as a checkpoint out of memory) made it close the file to use. */
-function isInvalidated(error: unknown): boolean {
-  return /has been invalidated/i.test((error as Error)?.message ?? '');
-}
-/** A batch that runs out of memory is split in halves down to this many rows. */
-const MIN_SPLIT_ROWS = 50;
-/** How far a write may raise DuckDB's memory limit on its own (see `upsert`). */
-const MAX_AUTO_MEMORY_MB = 1024;
-
-/** A DuckDB size setting in (decimal) megabytes, as DuckDB reads it: `MB` = 1000², `MiB` = 1024². */
-export function megabytes(size: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)\s*(K|M|G|T)(i?)B$/i.exec(size.trim());
-  if (m === null) return undefined;
-  const base = m[3] === '' ? 1000 : 1024;
-  const power = { K: 1, M: 2, G: 3, T: 4 }[(m[2] ?? 'M').toUpperCase() as 'K' | 'M' | 'G' | 'T'];
-  return (Number(m[1]) * base ** power) / 1e6;
-}
-
 /** Rows appended between two yields to the event loop. */
 const APPEND_YIELD_ROWS = 500;
 
@@ -399,41 +363,3 @@ function appendRow(appender: Appender, row: Row, columns: readonly ColumnDef[]):
   appender.endRow();
 }
 
-/** The MERGE that upserts the staged batch; exported for tests and for documentation. */
-export function mergeSql(table: TableSchema, stage: string): string {
-  const casts = table.columns
-    .map((c) => `CAST(${ident(c.name)} AS ${duckdbType(c.type)}) AS ${ident(c.name)}`)
-    .join(', ');
-  const on = table.key.map((k) => `t.${ident(k)} = s.${ident(k)}`).join(' AND ');
-  const v = table.versionColumn === undefined ? undefined : ident(table.versionColumn);
-  // An older copy of a row (e.g. a user seen by a backfill of an old window) never overwrites a newer one.
-  const matched = v === undefined ? 'WHEN MATCHED' : `WHEN MATCHED AND (t.${v} IS NULL OR s.${v} >= t.${v})`;
-  // Explicit column lists: the table may have columns this batch does not name (they keep their value).
-  const names = table.columns.map((c) => ident(c.name));
-  const set = names.map((n) => `${n} = s.${n}`).join(', ');
-  return `MERGE INTO main.${ident(table.name)} AS t
-USING (SELECT ${casts} FROM temp.main.${ident(stage)}) AS s
-ON ${on}
-${matched} THEN UPDATE SET ${set}
-WHEN NOT MATCHED THEN INSERT (${names.join(', ')}) VALUES (${names.map((n) => `s.${n}`).join(', ')})`;
-}
-
-function logicalFromDuckdb(type: string): LogicalType {
-  const t = type.toUpperCase();
-  if (t === 'BIGINT' || t === 'INTEGER' || t === 'HUGEINT' || t === 'SMALLINT') return 'int64';
-  if (t === 'DOUBLE' || t === 'FLOAT' || t.startsWith('DECIMAL')) return 'float64';
-  if (t === 'BOOLEAN') return 'bool';
-  if (t.startsWith('TIMESTAMP')) return 'timestamp';
-  if (t === 'JSON') return 'json';
-  return 'string';
-}
-
-/** A SQL string literal. */
-function sqlString(text: string): string {
-  return `'${text.replace(/'/g, "''")}'`;
-}
-
-/** Quote an identifier for DuckDB. */
-export function ident(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}

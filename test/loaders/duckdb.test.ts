@@ -4,7 +4,8 @@ import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import { parseJson } from '../../src/core/json.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { DuckDbDestination, megabytes } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { megabytes } from '../../src/load/duckdb-memory.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { tempDir } from '../fakes/tmp.js';
 
