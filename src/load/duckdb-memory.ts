@@ -13,7 +13,7 @@ export const DEFAULT_MEMORY_LIMIT = '32MB';
 
 /** A DuckDB size setting such as `32MB` or `1GB`. */
 export function isDuckDbSize(text: string): boolean {
-  return /^\d+(\.\d+)?\s*(K|M|G|T)i?B$/i.test(text);
+  return megabytes(text) !== undefined;
 }
 
 /** DuckDB's error when an operation needs more than its memory limit. */
@@ -29,9 +29,16 @@ export const MIN_SPLIT_ROWS = 50;
 /** How far a write may raise DuckDB's memory limit on its own (see `DuckDbDestination.upsert`). */
 export const MAX_AUTO_MEMORY_MB = 1024;
 
+/** Twice `limit`, at most `MAX_AUTO_MEMORY_MB`; undefined when it is there already or unreadable. */
+export function doubledMemoryLimit(limit: string): string | undefined {
+  const mb = megabytes(limit);
+  if (mb === undefined || mb >= MAX_AUTO_MEMORY_MB) return undefined;
+  return `${Math.min(MAX_AUTO_MEMORY_MB, Math.ceil(mb * 2))}MB`;
+}
+
 /** A DuckDB size setting in (decimal) megabytes, as DuckDB reads it: `MB` = 1000², `MiB` = 1024². */
 export function megabytes(size: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)\s*(K|M|G|T)(i?)B$/i.exec(size.trim());
+  const m = /^(\d+(?:\.\d+)?)\s*(K|M|G|T)(i?)B$/i.exec(size);
   if (m === null) return undefined;
   const base = m[3] === '' ? 1000 : 1024;
   const power = { K: 1, M: 2, G: 3, T: 4 }[(m[2] ?? 'M').toUpperCase() as 'K' | 'M' | 'G' | 'T'];

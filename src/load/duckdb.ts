@@ -5,7 +5,7 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
-import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_AUTO_MEMORY_MB, megabytes, MIN_SPLIT_ROWS } from './duckdb-memory.js';
+import { DEFAULT_MEMORY_LIMIT, doubledMemoryLimit, isInvalidated, isOutOfMemory, MAX_AUTO_MEMORY_MB, MIN_SPLIT_ROWS } from './duckdb-memory.js';
 import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
 import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 
@@ -112,8 +112,7 @@ export class DuckDbDestination implements Destination {
           await delay(Math.min(OPEN_RETRY_MS, Math.max(0, deadline - Date.now())));
         }
       }
-      await connection.run(`USE ${ATTACHED}`);
-      await connection.run("SET TimeZone = 'UTC'");
+      await useWarehouse(connection);
     } catch (error) {
       connection.closeSync();
       instance.closeSync();
@@ -282,7 +281,9 @@ export class DuckDbDestination implements Destination {
         return;
       }
       const from = this.memoryLimit;
-      if (!(await this.raiseMemoryLimit())) throw failure;
+      const raised = doubledMemoryLimit(from);
+      if (raised === undefined) throw failure;
+      await this.setMemoryLimit(raised);
       warnings.push(
         `DuckDB ran out of memory writing ${rows.length} rows of table ${table.name} at a memory limit of ${from}; ` +
           `raised it to ${this.memoryLimit} for this run (set --duckdb-memory-limit ${this.memoryLimit} to start there)`,
@@ -297,30 +298,25 @@ export class DuckDbDestination implements Destination {
    */
   private async recoverInvalidated(table: TableSchema, error: unknown, warnings: string[]): Promise<void> {
     const from = this.memoryLimit;
-    if (this.attachSql === undefined || (megabytes(from) ?? MAX_AUTO_MEMORY_MB) >= MAX_AUTO_MEMORY_MB) throw error;
+    const raised = doubledMemoryLimit(from);
+    if (this.attachSql === undefined || raised === undefined) throw error;
     // The connection that saw the failure refuses every statement: continue on a new one.
     const connection = await this.instance.connect();
     await connection.run(`DETACH ${ATTACHED}`);
     this.connection.closeSync();
     this.connection = connection;
-    await this.raiseMemoryLimit();
+    await this.setMemoryLimit(raised);
     await connection.run(this.attachSql);
-    await connection.run(`USE ${ATTACHED}`);
-    await connection.run("SET TimeZone = 'UTC'");
+    await useWarehouse(connection);
     warnings.push(
       `DuckDB ran out of memory checkpointing table ${table.name} at a memory limit of ${from}; ` +
         `reopened the file with ${this.memoryLimit} for this run (set --duckdb-memory-limit ${this.memoryLimit} to start there)`,
     );
   }
 
-  /** Double DuckDB's memory limit, up to `MAX_AUTO_MEMORY_MB`; false when already there or unknown. */
-  private async raiseMemoryLimit(): Promise<boolean> {
-    const mb = megabytes(this.memoryLimit);
-    if (mb === undefined || mb >= MAX_AUTO_MEMORY_MB) return false;
-    const next = `${Math.min(MAX_AUTO_MEMORY_MB, Math.ceil(mb * 2))}MB`;
-    await this.connection.run(`SET memory_limit = ${sqlString(next)}`);
-    this.memoryLimit = next;
-    return true;
+  private async setMemoryLimit(limit: string): Promise<void> {
+    await this.connection.run(`SET memory_limit = ${sqlString(limit)}`);
+    this.memoryLimit = limit;
   }
 
   private async stageAndMerge(table: TableSchema, rows: readonly Row[]): Promise<void> {
@@ -347,6 +343,12 @@ export class DuckDbDestination implements Destination {
       await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
     }
   }
+}
+
+/** Make the attached file the connection's default database, in UTC. */
+async function useWarehouse(connection: DuckDBConnection): Promise<void> {
+  await connection.run(`USE ${ATTACHED}`);
+  await connection.run("SET TimeZone = 'UTC'");
 }
 
 /** Rows appended between two yields to the event loop. */

@@ -25,6 +25,11 @@ interface ChildRun {
   readonly stderr: string;
 }
 
+/** Whether a state file records progress: a checkpointed cursor or a high-water mark. */
+function hasProgress(doc: StateDocument): boolean {
+  return Object.values(doc.streams).some((s) => s.pending?.cursor !== undefined || s.mark !== undefined);
+}
+
 /**
  * When to SIGKILL the child: after a fixed time, or once it has written `checkpoints` new
  * checkpoints to the state file (plus `thenMs`), so the kill lands mid-walk however slow the
@@ -55,8 +60,7 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
       const now = readState(); // the store renames a whole file into place, so a read is never torn
       if (now === lastState || now === '') return;
       lastState = now;
-      const doc = JSON.parse(now) as StateDocument;
-      if (!Object.values(doc.streams).some((s) => s.pending?.cursor !== undefined || s.mark !== undefined)) return;
+      if (!hasProgress(JSON.parse(now) as StateDocument)) return;
       seen += 1;
       if (seen < kill.checkpoints) return;
       clearInterval(poll);
@@ -96,8 +100,7 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
       const run = await runCli(emu, d.dir, kill);
       if (run.signal === 'SIGKILL') killed += 1;
       if (existsSync(statePathOf(d.dir))) {
-        const doc = await StateStore.read(statePathOf(d.dir));
-        if (Object.values(doc.streams).some((s) => s.pending?.cursor !== undefined || s.mark !== undefined)) checkpointsSeen += 1;
+        if (hasProgress(await StateStore.read(statePathOf(d.dir)))) checkpointsSeen += 1;
       }
     }
     expect(killed).toBeGreaterThanOrEqual(3); // most runs were really killed mid-sync
