@@ -2,16 +2,20 @@
 import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
+import { cancelOnSignals } from './commands/stop.js';
 import {
+  ENV,
+  OPTIONS,
   resolveBackfillConfig,
   resolvePlanConfig,
+  resolveResetConfig,
   resolveStatusConfig,
   resolveSyncConfig,
   resolveVerifyConfig,
   type RunFlags,
-  type SyncFlags,
 } from './config.js';
-import { exitCodeFor, QuerySyncError } from './core/errors.js';
+import { ConfigError, exitCodeFor, QuerySyncError } from './core/errors.js';
+import { envName, type CommandName, type OptionSpec } from './options.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
@@ -19,49 +23,55 @@ const print = (line: string): void => {
   process.stdout.write(`${line}\n`);
 };
 
-/** Flags shared by every command that reads the API and writes a destination. */
-export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
-  return y
-    .option('base-url', { type: 'string', describe: 'Query API base URL (env QUERY_API_BASE_URL)' })
-    .option('api-key', { type: 'string', describe: 'Organization API Key (env QUERY_API_KEY); never printed or logged' })
-    .option('project', { type: 'string', describe: 'project slug, or "*" for all projects (env QUERY_API_PROJECT); absent: no header, the service reads "default"' })
-    .option('project-ids', { type: 'string', describe: 'comma-separated slugs narrowing "*" (sent as project_ids)' })
-    .option('project-header', { type: 'string', default: 'X-Service-Project-Id', describe: 'project header name (the real service documents X-Raindrop-Project-Id)' })
-    .option('resources', { type: 'string', describe: 'comma-separated: events,traces,signals,users,conversations (default: all)' })
-    .option('destination', { type: 'string', choices: ['duckdb', 'bigquery'], default: 'duckdb' })
-    .option('duckdb-path', { type: 'string', default: 'warehouse.duckdb' })
-    .option('duckdb-memory-limit', { type: 'string', describe: "DuckDB's memory limit in this process (default 32MB; larger operations spill to <file>.tmp; a batch that does not fit is written in parts, and the limit is raised for the run if even that fails)" })
-    .option('bq-project', { type: 'string', describe: 'BigQuery project (with --destination bigquery)' })
-    .option('bq-dataset', { type: 'string', describe: 'BigQuery dataset' })
-    .option('bq-location', { type: 'string', default: 'US', describe: 'BigQuery location for a new dataset' })
-    .option('bq-api-endpoint', { type: 'string', describe: 'another BigQuery endpoint (local emulator or test double)' })
-    .option('bq-key-file', { type: 'string', describe: 'service-account key file (default: Application Default Credentials)' })
-    .option('dry-run', { type: 'boolean', default: false, describe: 'BigQuery: print the DDL and MERGE statements, send nothing' })
-    .option('state', { type: 'string', default: 'state/state.json', describe: 'state file (high-water marks, checkpoints)' })
-    .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long (e.g. 10m) for another run holding the state lock or the DuckDB file' })
-    .option('lookback', { type: 'string', default: '15m', describe: 're-read this far before the high-water mark (late-indexed events)' })
-    .option('start', { type: 'string', describe: 'ISO instant: the oldest data a first sync reads (default: all history)' })
-    .option('batch-rows', { type: 'number', describe: 'rows per write + checkpoint (default 5000 for DuckDB, 50000 for BigQuery)' })
-    .option('max-rpm', { type: 'number', default: 400, describe: 'requests per minute per endpoint' })
-    .option('search-rpm', { type: 'number', default: 50, describe: 'requests per minute to /v1/events/search' })
-    .option('max-rps', { type: 'number', default: 40, describe: 'requests per second, all endpoints' })
-    .option('search-gate-rps', { type: 'number', default: 20, describe: 'search only while combined usage of the last second is under this' })
-    .option('connect-timeout', { type: 'string', default: '10s', describe: 'TCP/TLS connect timeout' })
-    .option('headers-timeout', { type: 'string', default: '30s', describe: 'time to wait for response headers' })
-    .option('body-timeout', { type: 'string', default: '60s', describe: 'longest pause while reading a response body' })
-    .option('log-level', { type: 'string', describe: 'pino level (default info; --verbose: debug)' })
-    .option('log-format', { type: 'string', choices: ['json', 'pretty'], describe: 'default: pretty on a TTY, JSON otherwise' })
-    .option('verbose', { type: 'boolean', default: false })
-    .option('quiet', { type: 'boolean', default: false, describe: 'only the summary' })
-    .option('progress-interval', { type: 'string', default: '5s', describe: 'not on a TTY: a progress log line this often' }) as Argv<T & SyncFlags>;
+/**
+ * The flags of one command, from the option table (`options.ts`): no yargs defaults (config.ts
+ * applies its constants, which the help shows), grouped for `--help`, each with its env name.
+ */
+export function withOptions<T>(y: Argv<T>, command: CommandName): Argv<T & RunFlags> {
+  let out = y as Argv<T & RunFlags>;
+  for (const spec of OPTIONS.filter((o) => o.commands.includes(command))) {
+    const env = [envName(spec.name), ...(spec.envAliases ?? [])].join(' or ');
+    if (spec.secret) {
+      // Accepted only to refuse it with a message (a key on the command line shows in `ps`).
+      out = out.option(spec.name, { type: 'string', hidden: true });
+      continue;
+    }
+    out = out.option(spec.name, {
+      type: spec.kind === 'boolean' ? 'boolean' : 'string',
+      describe: `${spec.describe}${UNIT_HINT[spec.kind] ?? ''} [env ${env}]`,
+      ...(spec.defaultText === undefined ? {} : { defaultDescription: spec.defaultText }),
+      ...(spec.choices === undefined ? {} : { choices: [...spec.choices] }),
+      group: `${spec.group}:`,
+    });
+  }
+  return out;
 }
 
-/** `--from/--to/--window` of `backfill`, `plan` and `verify`. */
-function withRangeFlags<T>(y: Argv<T>, required: boolean): Argv<T & RunFlags> {
-  return y
-    .option('from', { type: 'string', demandOption: required, describe: 'ISO instant: start of the interval (inclusive)' })
-    .option('to', { type: 'string', demandOption: required, describe: 'ISO instant: end of the interval (exclusive)' })
-    .option('window', { type: 'string', describe: 'window length the interval is sliced into (default 1d)' }) as Argv<T & RunFlags>;
+const UNIT_HINT: Partial<Record<OptionSpec['kind'], string>> = {
+  duration: ' (duration with a unit: 500ms, 30s, 15m, 1h, 1d)',
+  size: ' (size with a unit: 32MB, 1GB)',
+  instant: ' (ISO instant with offset: 2026-01-01T00:00:00Z)',
+};
+
+/** Refuse the API key as a flag: it would show in the process list and shell history. */
+function refuseKeyFlag(argv: { readonly apiKey?: unknown }): void {
+  if (argv.apiKey !== undefined) {
+    throw new ConfigError(
+      `--api-key is not accepted on the command line (it would show in the process list): set ${envName('api-key')} (or ${ENV.apiKey}), or pass --api-key-file`,
+    );
+  }
+}
+
+const isTty = (): boolean => process.stderr.isTTY === true;
+
+/** Run a command that SIGINT/SIGTERM may cancel (see `commands/stop.ts`). */
+async function withSignals(run: (signal: AbortSignal) => Promise<number>): Promise<number> {
+  const signals = cancelOnSignals((line) => process.stderr.write(`${line}\n`));
+  try {
+    return await run(signals.signal);
+  } finally {
+    signals.dispose();
+  }
 }
 
 async function main(): Promise<number> {
@@ -75,34 +85,32 @@ async function main(): Promise<number> {
     .command(
       'sync',
       'incrementally sync the Query API into the warehouse',
-      (y) => withSyncFlags(y),
+      (y) => withOptions(y, 'sync'),
       async (argv) => {
-        const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
+        refuseKeyFlag(argv);
+        const config = resolveSyncConfig(argv, process.env, isTty());
         const { syncCommand } = await import('./commands/sync.js');
-        setExit(await syncCommand(config, { print }));
+        setExit(await withSignals((signal) => syncCommand(config, { print, signal })));
       },
     )
     .command(
       'backfill',
       'load [--from, --to) in windows, resumable, without moving the sync marks',
-      (y) =>
-        withRangeFlags(withSyncFlags(y), true).option('concurrency', {
-          type: 'number',
-          default: 4,
-          describe: 'windows read at once (all within the one request budget)',
-        }),
+      (y) => withOptions(y, 'backfill'),
       async (argv) => {
-        const config = resolveBackfillConfig(argv, process.env, process.stderr.isTTY === true);
+        refuseKeyFlag(argv);
+        const config = resolveBackfillConfig(argv, process.env, isTty());
         const { backfillCommand } = await import('./commands/backfill.js');
-        setExit(await backfillCommand(config, { print }));
+        setExit(await withSignals((signal) => backfillCommand(config, { print, signal })));
       },
     )
     .command(
       'plan',
       'estimate requests and time of the next sync, or of a backfill with --from/--to (count requests only)',
-      (y) => withRangeFlags(withSyncFlags(y), false).option('json', { type: 'boolean', default: false, describe: 'the plan as JSON' }),
+      (y) => withOptions(y, 'plan'),
       async (argv) => {
-        const config = resolvePlanConfig(argv, process.env, process.stderr.isTTY === true);
+        refuseKeyFlag(argv);
+        const config = resolvePlanConfig(argv, process.env, isTty());
         const { planCommand } = await import('./commands/plan.js');
         setExit(await planCommand(config, { print }));
       },
@@ -110,21 +118,9 @@ async function main(): Promise<number> {
     .command(
       'status',
       'marks, last runs, backfill ledger and gaps, table row counts (reads state without locking it)',
-      (y) =>
-        y
-          .option('state', { type: 'string', default: 'state/state.json', describe: 'state file' })
-          .option('resources', { type: 'string', describe: 'comma-separated subset (default: all)' })
-          .option('destination', { type: 'string', choices: ['duckdb', 'bigquery'], default: 'duckdb' })
-          .option('duckdb-path', { type: 'string', default: 'warehouse.duckdb' })
-          .option('bq-project', { type: 'string' })
-          .option('bq-dataset', { type: 'string' })
-          .option('bq-location', { type: 'string', default: 'US' })
-          .option('bq-api-endpoint', { type: 'string' })
-          .option('bq-key-file', { type: 'string' })
-          .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long for a run holding the DuckDB file (else counts are reported unavailable)' })
-          .option('json', { type: 'boolean', default: false, describe: 'the same as JSON, for orchestrators' }),
+      (y) => withOptions(y, 'status'),
       async (argv) => {
-        const config = resolveStatusConfig(argv);
+        const config = resolveStatusConfig(argv, process.env);
         const { statusCommand } = await import('./commands/status.js');
         setExit(await statusCommand(config, { print }));
       },
@@ -132,14 +128,22 @@ async function main(): Promise<number> {
     .command(
       'verify',
       'compare /v1/events/count with the warehouse per window and project; exit 5 on a mismatch',
-      (y) =>
-        withRangeFlags(withSyncFlags(y), true)
-          .option('repair', { type: 'boolean', default: false, describe: 're-read the mismatched windows, then check again' })
-          .option('concurrency', { type: 'number', default: 4, describe: 'windows re-read at once by --repair' }),
+      (y) => withOptions(y, 'verify'),
       async (argv) => {
-        const config = resolveVerifyConfig(argv, process.env, process.stderr.isTTY === true);
+        refuseKeyFlag(argv);
+        const config = resolveVerifyConfig(argv, process.env, isTty());
         const { verifyCommand } = await import('./commands/verify.js');
-        setExit(await verifyCommand(config, { print }));
+        setExit(await withSignals((signal) => verifyCommand(config, { print, signal })));
+      },
+    )
+    .command(
+      'reset',
+      'forget the marks and checkpoints of --resources (optionally of one --project), so the next sync re-reads them from their start',
+      (y) => withOptions(y, 'reset'),
+      async (argv) => {
+        const config = resolveResetConfig(argv, process.env);
+        const { resetCommand } = await import('./commands/reset.js');
+        setExit(await resetCommand(config, { print, interactive: process.stdin.isTTY === true && process.stdout.isTTY === true }));
       },
     )
     .command(
@@ -163,7 +167,7 @@ async function main(): Promise<number> {
         );
       },
     )
-    .demandCommand(1, 'name a command: sync, backfill, plan, status, verify or emulate')
+    .demandCommand(1, 'name a command: sync, backfill, plan, status, verify, reset or emulate')
     .strict()
     .help()
     .alias('help', 'h')

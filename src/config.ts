@@ -1,13 +1,18 @@
+import { readFileSync } from 'node:fs';
 import { RESOURCES, RESOURCE_NAMES } from '../connectors/index.js';
 import { parseDuration } from './core/duration.js';
 import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
 import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
-import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
+import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { camel, collect, envName, optionTable, type CommandName, type RawValue } from './options.js';
 
-/** The one reader of process.env: every setting of a run, validated and frozen. */
+/**
+ * The one reader of process.env and config files: every setting of a run, validated and frozen.
+ * Each flag is also read from `QUERY_SYNC_<FLAG>` and from `--config` (see `options.ts`).
+ */
 
 export const ENV = Object.freeze({
   baseUrl: 'QUERY_API_BASE_URL',
@@ -20,6 +25,36 @@ export const ENV = Object.freeze({
  * and a table allows 1,500 load jobs a day; DuckDB checkpoints more often for cheap.
  */
 export const DEFAULT_BATCH_ROWS = Object.freeze({ duckdb: 5_000, bigquery: 50_000 });
+
+/** Default files: relative to the working directory (cron and containers should pass absolute paths). */
+export const DEFAULT_DUCKDB_PATH = 'warehouse.duckdb';
+export const DEFAULT_STATE_PATH = 'state/state.json';
+export const DEFAULT_LOOKBACK = '15m';
+export const DEFAULT_PROGRESS_INTERVAL = '5s';
+export const DEFAULT_PROJECT_HEADER = 'X-Service-Project-Id';
+export const DEFAULT_BQ_LOCATION = 'US';
+/** Default window of a backfill or verify: one day. */
+export const DEFAULT_WINDOW = '1d';
+/** Default windows read at once by a backfill. */
+export const DEFAULT_CONCURRENCY = 4;
+
+/** Every flag with its environment name, default, unit and help group. */
+export const OPTIONS = optionTable({
+  connectTimeoutMs: DEFAULT_TIMEOUTS.connectMs,
+  headersTimeoutMs: DEFAULT_TIMEOUTS.headersMs,
+  bodyTimeoutMs: DEFAULT_TIMEOUTS.bodyMs,
+  ...DEFAULT_RATE_LIMITS,
+  duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+  duckdbPath: DEFAULT_DUCKDB_PATH,
+  statePath: DEFAULT_STATE_PATH,
+  lookback: DEFAULT_LOOKBACK,
+  window: DEFAULT_WINDOW,
+  concurrency: DEFAULT_CONCURRENCY,
+  batchRows: DEFAULT_BATCH_ROWS,
+  projectHeader: DEFAULT_PROJECT_HEADER,
+  bqLocation: DEFAULT_BQ_LOCATION,
+  progressInterval: DEFAULT_PROGRESS_INTERVAL,
+});
 
 /** Project slugs per the spec: a malformed slug is refused with 400 by the service. */
 const SLUG = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -60,12 +95,21 @@ export interface SyncConfig {
    */
   readonly progress: 'tty' | 'log' | 'off';
   readonly progressIntervalMs: number;
+  /** Stop gracefully after this long (`--max-run-time`). */
+  readonly maxRunTimeMs?: number;
+  /** Re-read the resources from their start and replace their tables at the end (`--full-refresh`). */
+  readonly fullRefresh?: boolean;
 }
 
-/** Flags as yargs hands them over (strings and numbers, unvalidated). */
+/**
+ * Flags as yargs hands them over (strings, unvalidated), camelCase. `apiKey` is for programmatic
+ * callers (the demo): the CLI reads the key only from the environment or `--api-key-file`.
+ */
 export interface SyncFlags {
+  readonly config?: string;
   readonly baseUrl?: string;
   readonly apiKey?: string;
+  readonly apiKeyFile?: string;
   readonly project?: string;
   readonly projectIds?: string;
   readonly projectHeader?: string;
@@ -83,11 +127,11 @@ export interface SyncFlags {
   readonly lockWait?: string;
   readonly lookback?: string;
   readonly start?: string;
-  readonly batchRows?: number;
-  readonly maxRpm?: number;
-  readonly searchRpm?: number;
-  readonly maxRps?: number;
-  readonly searchGateRps?: number;
+  readonly batchRows?: number | string;
+  readonly maxRpm?: number | string;
+  readonly searchRpm?: number | string;
+  readonly maxRps?: number | string;
+  readonly searchGateRps?: number | string;
   readonly connectTimeout?: string;
   readonly headersTimeout?: string;
   readonly bodyTimeout?: string;
@@ -96,142 +140,179 @@ export interface SyncFlags {
   readonly quiet?: boolean;
   readonly verbose?: boolean;
   readonly progressInterval?: string;
+  readonly maxRunTime?: string;
+  readonly fullRefresh?: boolean;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
-  const baseUrl = flags.baseUrl ?? env[ENV.baseUrl];
-  if (!baseUrl) throw new ConfigError(`missing the API base URL: pass --base-url or set ${ENV.baseUrl}`);
+  return resolveRun('sync', flags, env, isTty).config;
+}
+
+/** What every command that reads the API resolves the same way, plus the collected raw values. */
+function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessEnv, isTty: boolean): { config: Readonly<SyncConfig>; read: Reader } {
+  const read = reader(command, flags, env);
+  const baseUrl = read.text('base-url');
+  if (!baseUrl) throw new ConfigError(`missing the API base URL: pass --base-url or set ${envName('base-url')} (or ${ENV.baseUrl})`);
   let url: URL;
   try {
     url = new URL(baseUrl);
   } catch {
-    throw new ConfigError(`--base-url: expected an http(s) URL such as https://query.example.com, got "${baseUrl}"`);
+    throw new ConfigError(`${read.label('base-url')}: expected an http(s) URL such as https://query.example.com, got "${baseUrl}"`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new ConfigError(`--base-url: expected http or https, got "${url.protocol}"`);
+    throw new ConfigError(`${read.label('base-url')}: expected http or https, got "${url.protocol}"`);
   }
-  const apiKey = flags.apiKey ?? env[ENV.apiKey];
-  if (!apiKey) throw new ConfigError(`missing the API key: pass --api-key or set ${ENV.apiKey} (the Organization API Key)`);
+  const apiKey = resolveApiKey(read);
 
-  const project = emptyToUndefined(flags.project ?? env[ENV.project]);
+  const project = emptyToUndefined(read.text('project'));
   if (project !== undefined && project !== '*' && !SLUG.test(project)) {
-    throw new ConfigError(`--project: expected a project slug (lowercase letters, digits, - and _) or "*", got "${project}"`);
+    throw new ConfigError(`${read.label('project')}: expected a project slug (lowercase letters, digits, - and _) or "*", got "${project}"`);
   }
-  const projectIds = flags.projectIds === undefined ? undefined : splitList(flags.projectIds);
+  const projectIdsText = read.text('project-ids');
+  const projectIds = projectIdsText === undefined ? undefined : splitList(projectIdsText);
   if (projectIds !== undefined) {
     if (project !== '*') throw new ConfigError(`--project-ids narrows an all-projects read: add --project '*'`);
     const bad = projectIds.filter((s) => !SLUG.test(s));
     if (bad.length > 0 || projectIds.length === 0) {
-      throw new ConfigError(`--project-ids: expected comma-separated project slugs, got "${flags.projectIds}"`);
+      throw new ConfigError(`${read.label('project-ids')}: expected comma-separated project slugs, got "${projectIdsText}"`);
     }
   }
 
-  const resources = resolveResources(flags);
-  const { destination, bigquery } = resolveWarehouse(flags);
-
-  const lookbackMs = duration('--lookback', flags.lookback ?? '15m');
-  const lockWaitMs = duration('--lock-wait', flags.lockWait ?? '0');
-  let startMs: number | undefined;
-  if (flags.start !== undefined) {
-    startMs = Date.parse(flags.start);
-    if (Number.isNaN(startMs) || !/\d{4}-\d{2}-\d{2}/.test(flags.start)) {
-      throw new ConfigError(`--start: expected an ISO-8601 instant such as 2026-01-01T00:00:00Z, got "${flags.start}"`);
-    }
+  const resources = resolveResources(read);
+  const { destination, bigquery } = resolveWarehouse(read);
+  const dryRun = read.bool('dry-run') ?? false;
+  if (dryRun && destination !== 'bigquery') {
+    throw new ConfigError('--dry-run prints what would be sent to BigQuery: use it with --destination bigquery');
   }
 
   const limits: RateLimits = {
-    maxRpm: positive('--max-rpm', flags.maxRpm ?? DEFAULT_RATE_LIMITS.maxRpm),
-    searchRpm: positive('--search-rpm', flags.searchRpm ?? DEFAULT_RATE_LIMITS.searchRpm),
-    maxRps: positive('--max-rps', flags.maxRps ?? DEFAULT_RATE_LIMITS.maxRps),
-    searchGateRps: positive('--search-gate-rps', flags.searchGateRps ?? DEFAULT_RATE_LIMITS.searchGateRps),
+    maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm,
+    searchRpm: read.number('search-rpm') ?? DEFAULT_RATE_LIMITS.searchRpm,
+    maxRps: read.number('max-rps') ?? DEFAULT_RATE_LIMITS.maxRps,
+    searchGateRps: read.number('search-gate-rps') ?? DEFAULT_RATE_LIMITS.searchGateRps,
   };
-
   const timeouts: TimeoutOptions = {
-    connectMs: flags.connectTimeout === undefined ? DEFAULT_TIMEOUTS.connectMs : duration('--connect-timeout', flags.connectTimeout),
-    headersMs: flags.headersTimeout === undefined ? DEFAULT_TIMEOUTS.headersMs : duration('--headers-timeout', flags.headersTimeout),
-    bodyMs: flags.bodyTimeout === undefined ? DEFAULT_TIMEOUTS.bodyMs : duration('--body-timeout', flags.bodyTimeout),
+    connectMs: read.duration('connect-timeout') ?? DEFAULT_TIMEOUTS.connectMs,
+    headersMs: read.duration('headers-timeout') ?? DEFAULT_TIMEOUTS.headersMs,
+    bodyMs: read.duration('body-timeout') ?? DEFAULT_TIMEOUTS.bodyMs,
   };
 
-  const logFormat = flags.logFormat ?? (isTty ? 'pretty' : 'json');
+  const logFormat = read.text('log-format') ?? (isTty ? 'pretty' : 'json');
   if (logFormat !== 'json' && logFormat !== 'pretty') {
-    throw new ConfigError(`--log-format: expected json or pretty, got "${logFormat}"`);
+    throw new ConfigError(`${read.label('log-format')}: expected json or pretty, got "${logFormat}"`);
   }
+  const quiet = read.bool('quiet') ?? false;
+  const verbose = read.bool('verbose') ?? false;
+  const maxRunTimeMs = read.duration('max-run-time');
+  if (maxRunTimeMs !== undefined && maxRunTimeMs <= 0) throw new ConfigError(`${read.label('max-run-time')}: expected a positive duration such as 50m or 2h`);
+  const progressIntervalMs = read.duration('progress-interval') ?? parseDuration(DEFAULT_PROGRESS_INTERVAL);
+  if (progressIntervalMs <= 0) throw new ConfigError(`${read.label('progress-interval')}: expected a positive duration such as 5s`);
 
-  return Object.freeze({
+  const config: SyncConfig = {
     baseUrl: url.toString().replace(/\/+$/, ''),
     apiKey,
     project,
     projectIds,
-    projectHeader: flags.projectHeader ?? 'X-Service-Project-Id',
+    projectHeader: read.text('project-header') ?? DEFAULT_PROJECT_HEADER,
     resources,
     destination,
-    duckdbPath: flags.duckdbPath ?? 'warehouse.duckdb',
-    duckdbMemoryLimit: duckdbMemoryLimit(flags),
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
     bigquery,
-    dryRun: flags.dryRun ?? false,
-    statePath: flags.state ?? 'state/state.json',
-    lockWaitMs,
-    lookbackMs,
-    startMs,
-    batchRows: positive('--batch-rows', flags.batchRows ?? DEFAULT_BATCH_ROWS[destination]),
+    dryRun,
+    statePath: read.text('state') ?? DEFAULT_STATE_PATH,
+    lockWaitMs: read.duration('lock-wait') ?? 0,
+    lookbackMs: read.duration('lookback') ?? parseDuration(DEFAULT_LOOKBACK),
+    startMs: read.instant('start'),
+    batchRows: read.integer('batch-rows') ?? DEFAULT_BATCH_ROWS[destination],
     limits,
     timeouts,
-    logLevel: flags.logLevel ?? (flags.verbose ? 'debug' : flags.quiet ? 'warn' : 'info'),
+    logLevel: read.text('log-level') ?? (verbose ? 'debug' : quiet ? 'warn' : 'info'),
     logFormat,
-    quiet: flags.quiet ?? false,
-    progress: flags.quiet ? 'off' : isTty ? 'tty' : 'log',
-    progressIntervalMs: positive('--progress-interval', duration('--progress-interval', flags.progressInterval ?? '5s')),
-  });
+    quiet,
+    progress: quiet ? 'off' : isTty ? 'tty' : 'log',
+    progressIntervalMs,
+    maxRunTimeMs,
+    fullRefresh: read.bool('full-refresh') ?? false,
+  };
+  return { config: Object.freeze(config), read };
+}
+
+/** The API key: from the environment, or the file `--api-key-file` names; never a flag or config key. */
+function resolveApiKey(read: Reader): string {
+  const direct = read.text('api-key');
+  const file = read.text('api-key-file');
+  if (direct !== undefined && file !== undefined) {
+    throw new ConfigError(`both ${read.label('api-key')} and ${read.label('api-key-file')} give the API key: keep one`);
+  }
+  if (file !== undefined) {
+    let key: string;
+    try {
+      key = readFileSync(file, 'utf8').trim();
+    } catch (error) {
+      throw new ConfigError(`${read.label('api-key-file')}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+    if (key === '') throw new ConfigError(`${read.label('api-key-file')}: ${file} is empty; expected the Organization API Key`);
+    return key;
+  }
+  if (!direct) {
+    throw new ConfigError(
+      `missing the API key: set ${envName('api-key')} (or ${ENV.apiKey}) in the environment, or pass --api-key-file with a file holding it ` +
+        `(the key is never a flag: flags show in the process list)`,
+    );
+  }
+  return direct;
 }
 
 /** `--resources` → the declared resources, in their declaration order. */
-function resolveResources(flags: Pick<SyncFlags, 'resources'>): readonly ResourceDefinition[] {
-  const names = flags.resources === undefined ? [...RESOURCE_NAMES] : splitList(flags.resources);
+function resolveResources(read: Reader): readonly ResourceDefinition[] {
+  const text = read.text('resources');
+  const names = text === undefined ? [...RESOURCE_NAMES] : splitList(text);
   const unknown = names.filter((n) => !RESOURCE_NAMES.includes(n));
   if (unknown.length > 0 || names.length === 0) {
-    throw new ConfigError(`--resources: expected a comma-separated subset of ${RESOURCE_NAMES.join(',')}, got "${flags.resources}"`);
+    throw new ConfigError(`${read.label('resources')}: expected a comma-separated subset of ${RESOURCE_NAMES.join(',')}, got "${text}"`);
   }
   return RESOURCES.filter((r) => names.includes(r.name));
 }
 
 /** `--destination` and the BigQuery flags. */
-function resolveWarehouse(flags: SyncFlags): { destination: 'duckdb' | 'bigquery'; bigquery: BigQueryConfig | undefined } {
-  const destination = flags.destination ?? 'duckdb';
+function resolveWarehouse(read: Reader): { destination: 'duckdb' | 'bigquery'; bigquery: BigQueryConfig | undefined } {
+  const destination = read.text('destination') ?? 'duckdb';
   if (destination !== 'duckdb' && destination !== 'bigquery') {
-    throw new ConfigError(`--destination: expected duckdb or bigquery, got "${destination}"`);
-  }
-  if (flags.dryRun === true && destination !== 'bigquery') {
-    throw new ConfigError('--dry-run prints what would be sent to BigQuery: use it with --destination bigquery');
+    throw new ConfigError(`${read.label('destination')}: expected duckdb or bigquery, got "${destination}"`);
   }
   let bigquery: BigQueryConfig | undefined;
   if (destination === 'bigquery') {
-    if (!flags.bqProject || !flags.bqDataset) {
+    const projectId = read.text('bq-project');
+    const dataset = read.text('bq-dataset');
+    if (!projectId || !dataset) {
       throw new ConfigError('--destination bigquery needs --bq-project and --bq-dataset');
     }
-    if (!/^[A-Za-z0-9_]{1,1024}$/.test(flags.bqDataset)) {
-      throw new ConfigError(`--bq-dataset: expected letters, digits and underscores, got "${flags.bqDataset}"`);
+    if (!/^[A-Za-z0-9_]{1,1024}$/.test(dataset)) {
+      throw new ConfigError(`${read.label('bq-dataset')}: expected letters, digits and underscores, got "${dataset}"`);
     }
     bigquery = {
-      projectId: flags.bqProject,
-      dataset: flags.bqDataset,
-      location: flags.bqLocation ?? 'US',
-      apiEndpoint: flags.bqApiEndpoint,
-      keyFile: flags.bqKeyFile,
+      projectId,
+      dataset,
+      location: read.text('bq-location') ?? DEFAULT_BQ_LOCATION,
+      apiEndpoint: read.text('bq-api-endpoint'),
+      keyFile: read.text('bq-key-file'),
     };
   }
   return { destination, bigquery };
 }
 
-// ---- backfill, plan, verify, status ----
+// ---- backfill, plan, verify, status, reset ----
 
-/** Flags of `backfill`, `plan`, `verify` and `status`, on top of `sync`'s. */
+/** Flags of `backfill`, `plan`, `verify`, `status` and `reset`, on top of `sync`'s. */
 export interface RunFlags extends SyncFlags {
   readonly from?: string;
   readonly to?: string;
   readonly window?: string;
-  readonly concurrency?: number;
+  readonly concurrency?: number | string;
   readonly json?: boolean;
   readonly repair?: boolean;
+  readonly yes?: boolean;
 }
 
 /** A closed-open interval [from, to) sliced into windows. */
@@ -266,87 +347,190 @@ export interface StatusConfig
   readonly json: boolean;
 }
 
-/** Default window of a backfill or verify: one day. */
-export const DEFAULT_WINDOW = '1d';
-/** Default windows read at once by a backfill. */
-export const DEFAULT_CONCURRENCY = 4;
+/** What `reset` needs: the state file and which streams to forget. */
+export interface ResetConfig extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs'> {
+  /** Only the streams of this project scope (`*` also covers `*[a,b]` scopes); all scopes when absent. */
+  readonly project: string | undefined;
+  /** Whether `--resources` was given (reset refuses to forget every stream by default). */
+  readonly resourcesGiven: boolean;
+  readonly yes: boolean;
+}
 
 export function resolveBackfillConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<BackfillConfig> {
-  const range = resolveRange(flags, 'backfill');
+  const { config, read } = resolveRun('backfill', flags, env, isTty);
+  const range = resolveRange(read, 'backfill');
   if (range === undefined) throw new ConfigError('backfill needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)');
-  return Object.freeze({ ...resolveSyncConfig(flags, env, isTty), range, concurrency: concurrency(flags) });
+  return Object.freeze({ ...config, range, concurrency: read.integer('concurrency') ?? DEFAULT_CONCURRENCY });
 }
 
 export function resolvePlanConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<PlanConfig> {
-  return Object.freeze({ ...resolveSyncConfig(flags, env, isTty), range: resolveRange(flags, 'plan'), json: flags.json ?? false });
+  const { config, read } = resolveRun('plan', flags, env, isTty);
+  return Object.freeze({ ...config, range: resolveRange(read, 'plan'), json: read.bool('json') ?? false });
 }
 
 export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<VerifyConfig> {
-  const range = resolveRange(flags, 'verify');
+  const { config, read } = resolveRun('verify', flags, env, isTty);
+  const range = resolveRange(read, 'verify');
   if (range === undefined) throw new ConfigError('verify needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)');
-  return Object.freeze({ ...resolveSyncConfig(flags, env, isTty), range, repair: flags.repair ?? false, concurrency: concurrency(flags) });
+  return Object.freeze({ ...config, range, repair: read.bool('repair') ?? false, concurrency: read.integer('concurrency') ?? DEFAULT_CONCURRENCY });
 }
 
 /** `status` reads state and the warehouse only: no API URL or key needed. */
-export function resolveStatusConfig(flags: RunFlags): Readonly<StatusConfig> {
-  const { destination, bigquery } = resolveWarehouse(flags);
+export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig> {
+  const read = reader('status', flags, env);
+  const { destination, bigquery } = resolveWarehouse(read);
   return Object.freeze({
-    statePath: flags.state ?? 'state/state.json',
-    resources: resolveResources(flags),
+    statePath: read.text('state') ?? DEFAULT_STATE_PATH,
+    resources: resolveResources(read),
     destination,
-    duckdbPath: flags.duckdbPath ?? 'warehouse.duckdb',
-    duckdbMemoryLimit: duckdbMemoryLimit(flags),
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
     bigquery,
     dryRun: false,
-    lockWaitMs: duration('--lock-wait', flags.lockWait ?? '0'),
-    json: flags.json ?? false,
+    lockWaitMs: read.duration('lock-wait') ?? 0,
+    json: read.bool('json') ?? false,
   });
 }
 
-function resolveRange(flags: RunFlags, command: string): RangeConfig | undefined {
-  if (flags.from === undefined && flags.to === undefined) {
-    if (flags.window !== undefined && command === 'plan') throw new ConfigError('plan --window applies to a backfill plan: add --from and --to');
-    return undefined;
+/** `reset` changes the state file only. */
+export function resolveResetConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<ResetConfig> {
+  const read = reader('reset', flags, env);
+  const project = emptyToUndefined(read.text('project'));
+  if (project !== undefined && project !== '*' && !SLUG.test(project)) {
+    throw new ConfigError(`${read.label('project')}: expected a project slug or "*", got "${project}"`);
   }
-  if (flags.from === undefined || flags.to === undefined) throw new ConfigError(`${command}: pass both --from and --to`);
-  const fromMs = instant('--from', flags.from);
-  const toMs = instant('--to', flags.to);
-  if (fromMs >= toMs) throw new ConfigError(`${command}: expected --from before --to, got [${flags.from}, ${flags.to})`);
-  const windowMs = positive('--window', duration('--window', flags.window ?? DEFAULT_WINDOW));
-  return { fromMs, toMs, windowMs };
+  return Object.freeze({
+    statePath: read.text('state') ?? DEFAULT_STATE_PATH,
+    resources: resolveResources(read),
+    resourcesGiven: read.text('resources') !== undefined,
+    project,
+    lockWaitMs: read.duration('lock-wait') ?? 0,
+    yes: read.bool('yes') ?? false,
+  });
 }
 
-function concurrency(flags: RunFlags): number {
-  const n = flags.concurrency ?? DEFAULT_CONCURRENCY;
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`--concurrency: expected a whole number of at least 1, got ${n}`);
+function resolveRange(read: Reader, command: string): RangeConfig | undefined {
+  const from = read.instant('from');
+  const to = read.instant('to');
+  if (from === undefined && to === undefined) {
+    if (read.text('window') !== undefined && command === 'plan') throw new ConfigError('plan --window applies to a backfill plan: add --from and --to');
+    return undefined;
+  }
+  if (from === undefined || to === undefined) throw new ConfigError(`${command}: pass both --from and --to`);
+  if (from >= to) throw new ConfigError(`${command}: expected --from before --to, got [${read.text('from')}, ${read.text('to')})`);
+  const windowMs = read.duration('window') ?? parseDuration(DEFAULT_WINDOW);
+  if (windowMs <= 0) throw new ConfigError(`${read.label('window')}: expected a positive duration such as 1d or 6h`);
+  return { fromMs: from, toMs: to, windowMs };
+}
+
+// ---- reading values: flag > QUERY_SYNC_<FLAG> > config file > default ----
+
+/** Typed, validated access to one command's settings; every message names where a value came from. */
+interface Reader {
+  label(flag: string): string;
+  text(flag: string): string | undefined;
+  bool(flag: string): boolean | undefined;
+  number(flag: string): number | undefined;
+  integer(flag: string): number | undefined;
+  duration(flag: string): number | undefined;
+  size(flag: string): string | undefined;
+  instant(flag: string): number | undefined;
+}
+
+function reader(command: CommandName, flags: object, env: NodeJS.ProcessEnv): Reader {
+  const { values, sources } = collect(OPTIONS, command, flags as Readonly<Record<string, unknown>>, env);
+  const raw = (flag: string): RawValue | undefined => values[camel(flag)];
+  const label = (flag: string): string => sources[camel(flag)] ?? `--${flag}`;
+  const text = (flag: string): string | undefined => {
+    const v = raw(flag);
+    return v === undefined ? undefined : String(v);
+  };
+  return {
+    label,
+    text,
+    bool: (flag) => {
+      const v = raw(flag);
+      if (v === undefined || typeof v === 'boolean') return v;
+      const t = String(v).trim().toLowerCase();
+      if (['true', '1', 'yes', 'on'].includes(t)) return true;
+      if (['false', '0', 'no', 'off', ''].includes(t)) return false;
+      throw new ConfigError(`${label(flag)}: expected true or false, got "${String(v)}"`);
+    },
+    number: (flag) => {
+      const t = text(flag);
+      return t === undefined ? undefined : parseNumber(label(flag), t, false);
+    },
+    integer: (flag) => {
+      const t = text(flag);
+      return t === undefined ? undefined : parseNumber(label(flag), t, true);
+    },
+    duration: (flag) => {
+      const t = text(flag);
+      return t === undefined ? undefined : parseStrictDuration(label(flag), t);
+    },
+    size: (flag) => {
+      const t = text(flag);
+      return t === undefined ? undefined : parseSize(label(flag), t);
+    },
+    instant: (flag) => {
+      const t = text(flag);
+      return t === undefined ? undefined : parseInstant(label(flag), t);
+    },
+  };
+}
+
+function parseNumber(label: string, text: string, integer: boolean): number {
+  const n = /^\s*\d+(\.\d+)?\s*$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
+    throw new ConfigError(`${label}: expected a ${integer ? 'whole number of at least 1' : 'positive number'}, got "${text}"`);
+  }
   return n;
 }
 
-function instant(flag: string, text: string): number {
-  const ms = Date.parse(text);
-  if (Number.isNaN(ms) || !/^\d{4}-\d{2}-\d{2}/.test(text)) {
-    throw new ConfigError(`${flag}: expected an ISO-8601 instant such as 2026-01-01T00:00:00Z, got "${text}"`);
+/**
+ * A duration with its unit. A bare number is refused (it used to mean milliseconds, so
+ * `--window 1` read 1 ms); a bare `0` is accepted, having no unit to get wrong.
+ */
+export function parseStrictDuration(label: string, text: string): number {
+  const t = text.trim();
+  if (/^0+(\.0+)?$/.test(t)) return 0;
+  if (/^\d+(\.\d+)?$/.test(t)) {
+    throw new ConfigError(`${label}: "${text}" has no unit; write it with one, e.g. ${t}s, ${t}m, ${t}h or ${t}d (units: ms, s, m, h, d, w)`);
   }
-  return ms;
-}
-
-function duckdbMemoryLimit(flags: SyncFlags): string {
-  const limit = flags.duckdbMemoryLimit ?? DEFAULT_MEMORY_LIMIT;
-  if (!isDuckDbSize(limit)) throw new ConfigError(`--duckdb-memory-limit: expected a size such as 32MB or 1GB, got "${limit}"`);
-  return limit;
-}
-
-function duration(flag: string, text: string): number {
-  try {
-    return parseDuration(text);
-  } catch (error) {
-    throw new ConfigError(`${flag}: ${(error as Error).message}`);
+  if (!/^\d+(\.\d+)?\s*(ms|s|m|h|d|w)$/.test(t)) {
+    throw new ConfigError(`${label}: expected a duration with a unit such as 500ms, 30s, 15m, 1h or 1d, got "${text}"`);
   }
+  return parseDuration(t);
 }
 
-function positive(flag: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) throw new ConfigError(`${flag}: expected a positive number, got ${value}`);
-  return value;
+/** A size with its unit, as DuckDB reads it (`32MB`, `1GB`, `512MiB`). */
+export function parseSize(label: string, text: string): string {
+  const t = text.trim();
+  if (/^\d+(\.\d+)?$/.test(t)) throw new ConfigError(`${label}: "${text}" has no unit; write it with one, e.g. ${t}MB or ${t}GB (units: KB, MB, GB, TB, KiB, MiB, GiB)`);
+  if (megabytes(t) === undefined) throw new ConfigError(`${label}: expected a size with a unit such as 32MB or 1GB, got "${text}"`);
+  return t;
+}
+
+const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * An ISO-8601 instant that names its offset (`Z` or `±hh:mm`) and a real calendar date and time:
+ * `2026-02-30` (which `Date.parse` turns into 2 March) and a time without an offset (which it reads
+ * in the machine's zone) are refused.
+ */
+export function parseInstant(label: string, text: string): number {
+  const m = INSTANT.exec(text.trim());
+  const example = '2026-01-01T00:00:00Z or 2026-01-01T09:00:00+09:00';
+  if (m === null) {
+    const hint = /^\d{4}-\d{2}-\d{2}(T[\d:.]+)?$/.test(text.trim()) ? ' (it has no offset: add Z for UTC, or +hh:mm)' : '';
+    throw new ConfigError(`${label}: expected an ISO-8601 instant with its offset, such as ${example}, got "${text}"${hint}`);
+  }
+  const [y, mo, d, h, mi, s] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? '0'].map(Number) as [number, number, number, number, number, number];
+  const real = new Date(Date.UTC(y, mo - 1, d, h, mi, s));
+  if (real.getUTCFullYear() !== y || real.getUTCMonth() !== mo - 1 || real.getUTCDate() !== d || real.getUTCHours() !== h || real.getUTCMinutes() !== mi || real.getUTCSeconds() !== s) {
+    throw new ConfigError(`${label}: "${text}" is not a real date and time (no such day or hour); expected e.g. ${example}`);
+  }
+  return Date.parse(text.trim());
 }
 
 function splitList(text: string): string[] {

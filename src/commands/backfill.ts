@@ -7,7 +7,8 @@ import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
-import type { CommandIo } from './sync.js';
+import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
+import { leaseHooks, type CommandIo } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.
@@ -18,10 +19,17 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   const runtime = createRuntime(config, io);
   const { clock, logger, client } = runtime;
   const secrets = [config.apiKey];
+  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, {
+      clock,
+      purpose: 'backfill',
+      lockWaitMs: config.lockWaitMs,
+      inMemory: config.dryRun,
+      ...leaseHooks(logger, stop),
+    });
     destination = await openDestination(config, logger, io.print);
     const options = {
       resources: config.resources,
@@ -45,12 +53,18 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runBackfill(
-      { ...options, concurrency: config.concurrency, batchRows: config.batchRows, signal: io.signal },
+      { ...options, concurrency: config.concurrency, batchRows: config.batchRows, signal: stop.signal },
       { client, destination, state, clock, logger },
       backfillProgressHooks(runtime.tracker),
     );
     runtime.display.stop();
-    for (const line of formatBackfillSummary(summary)) io.print(redact(line, secrets));
+    const reason = stop.reason;
+    const streams = reason === undefined ? summary.streams : summary.streams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));
+    for (const line of formatBackfillSummary({ ...summary, streams })) io.print(redact(line, secrets));
+    if (reason !== undefined) {
+      io.print(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
+      return exitCodeFor(reason);
+    }
     for (const s of summary.streams) {
       logger.info(
         { resource: s.resource, project: s.scope, windows: s.windows, skipped: s.skipped, rows: s.rows, pages: s.pages, requests: s.stats.requests, seconds: s.seconds, outcome: s.outcome },
@@ -63,6 +77,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     io.print(redact(`backfill FAILED: ${(error as Error).message}`, secrets));
     return exitCodeFor(error);
   } finally {
+    stop.dispose();
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);

@@ -1,12 +1,13 @@
 import type { SyncConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
-import { redact } from '../core/log.js';
+import { exitCodeFor, RunStoppedError } from '../core/errors.js';
+import { redact, type Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { planSync, toProgressPlan } from '../pipeline/plan.js';
 import { formatSummary, runSync } from '../pipeline/run.js';
-import { StateStore } from '../state/store.js';
+import { StateStore, type StateStoreOptions } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { createRuntime, syncProgressHooks } from './runtime.js';
+import { createRunStop, isStopConsequence, stoppedLine, type RunStop } from './stop.js';
 
 export interface CommandIo {
   /** Command output (summaries): stdout by default. Logs go to stderr. */
@@ -15,14 +16,29 @@ export interface CommandIo {
   readonly signal?: AbortSignal;
 }
 
+/** Lease events of a run: a take-over is logged; a lost lease stops the run (another run writes now). */
+export function leaseHooks(logger: Logger, stop: RunStop): Pick<StateStoreOptions, 'onLockTakeOver' | 'onLockLost'> {
+  return {
+    onLockTakeOver: (message) => logger.warn(message),
+    onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
+  };
+}
+
 /** `query-sync sync`: returns the exit code (0 only when every stream synced). */
 export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
   const runtime = createRuntime(config, io);
   const { clock, logger, client } = runtime;
+  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let state: StateStore | undefined;
   let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, {
+      clock,
+      purpose: 'sync',
+      lockWaitMs: config.lockWaitMs,
+      inMemory: config.dryRun,
+      ...leaseHooks(logger, stop),
+    });
     destination = await openDestination(config, logger, io.print);
     if (runtime.showsProgress) {
       // The ETA comes from a plan: one count request per stream that has a count endpoint.
@@ -42,13 +58,19 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
-        signal: io.signal,
+        signal: stop.signal,
       },
       { client, destination, state, clock, logger },
       syncProgressHooks(runtime.tracker),
     );
     runtime.display.stop();
-    for (const line of formatSummary(summary)) io.print(redact(line, [config.apiKey]));
+    const reason = stop.reason;
+    const streams = reason === undefined ? summary.streams : summary.streams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));
+    for (const line of formatSummary({ ...summary, streams })) io.print(redact(line, [config.apiKey]));
+    if (reason !== undefined) {
+      io.print(stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0)));
+      return exitCodeFor(reason);
+    }
     for (const s of summary.streams) {
       logger.info(
         { resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome },
@@ -61,6 +83,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     io.print(redact(`sync FAILED: ${(error as Error).message}`, [config.apiKey]));
     return exitCodeFor(error);
   } finally {
+    stop.dispose();
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);

@@ -7,7 +7,8 @@ import { formatVerify, repairWindows, verifyCounts, verifyProjects, verifyWindow
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
-import type { CommandIo } from './sync.js';
+import { createRunStop, stoppedLine } from './stop.js';
+import { leaseHooks, type CommandIo } from './sync.js';
 
 /** Exit code when the warehouse and the API disagree (after `--repair`, if asked). */
 export const VERIFY_MISMATCH_EXIT = 5;
@@ -29,6 +30,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
   }
   const runtime = createRuntime({ ...config, progress: config.repair ? config.progress : 'off' }, io);
   const { clock, logger, client } = runtime;
+  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let destination: Destination | undefined;
   let state: StateStore | undefined;
   try {
@@ -45,16 +47,26 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
 
     const mismatched = report.windows.filter((w) => !w.match);
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, {
+      clock,
+      purpose: 'backfill',
+      lockWaitMs: config.lockWaitMs,
+      inMemory: config.dryRun,
+      ...leaseHooks(logger, stop),
+    });
     runtime.tracker.markStart();
     runtime.display.start();
     const streams = await repairWindows(
       mismatched,
-      { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, signal: io.signal, hooks: backfillProgressHooks(runtime.tracker) },
+      { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
       { client, destination, state, clock, logger },
     );
     runtime.display.stop();
     for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
+    if (stop.reason !== undefined) {
+      print(stoppedLine('verify --repair', stop.reason, streams.reduce((n, s) => n + s.rows, 0)));
+      return exitCodeFor(stop.reason);
+    }
     const repaired = config.resources.filter((r) => mismatched.some((w) => w.resource === r.name));
     const again = await verifyWindows(repaired, projects, windowsOf(mismatched), deps);
     print('after repair:');
@@ -71,6 +83,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
     print(`verify FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
   } finally {
+    stop.dispose();
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);

@@ -1,13 +1,47 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
+import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { open, readFile, stat, unlink } from 'node:fs/promises';
+import lockfile from 'proper-lockfile';
 import { StateError } from '../core/errors.js';
 import type { Clock } from '../core/types.js';
 
-interface LockOwner {
-  readonly pid: number;
-  readonly host: string;
-  readonly since: string;
+/**
+ * A run's exclusive hold on a state file (or, later, on a warehouse): a lease with a heartbeat.
+ *
+ * The holder renews the lease every `LEASE_MS / 3`; anyone may take over a lease not renewed for
+ * `LEASE_MS`, whatever host or pid left it, so a killed container never blocks the next run. No
+ * decision rests on "is that pid alive" alone, which zombies and pid reuse in containers (every
+ * container's first process is pid 1) get wrong. One exception makes a kill -9 on one machine
+ * cheap: when the holder ran on this host and in this pid namespace and its process is gone, a
+ * zombie, or a newer process with the same pid (its start time differs), the lease is taken over
+ * at once instead of after expiry.
+ *
+ * `FileLeases` keeps the lease beside a file with `proper-lockfile` (an atomic `mkdir` whose mtime
+ * is the heartbeat, and compromise detection when someone else touched it). A warehouse table can
+ * implement `LeaseProvider` the same way (insert-if-absent, renew `expires_at`, take over when
+ * `expires_at` < now): the callers only see this interface.
+ */
+
+/** How long a lease lives without a heartbeat. Every party must agree on it, hence a constant. */
+export const LEASE_MS = 30_000;
+/** Heartbeat interval: three renewals fit in one lease, so one late timer never loses it. */
+export const HEARTBEAT_MS = LEASE_MS / 3;
+
+export interface LeaseOwner {
+  /** Unique per acquisition: tells two holders with the same pid apart. */
+  readonly id: string;
   readonly purpose: string;
+  readonly host: string;
+  /** The pid namespace (`/proc/self/ns/pid`), so two containers with one hostname differ. */
+  readonly pidNamespace?: string;
+  readonly pid: number;
+  /** The process's start time in clock ticks since boot (`/proc/<pid>/stat`), against pid reuse. */
+  readonly startTicks?: string;
+  readonly since: string;
+  readonly leaseMs: number;
+  /** Inode of the lease folder this record describes (a record left by an earlier lease is ignored). */
+  readonly inode?: number;
 }
 
 export interface LockOptions {
@@ -18,6 +52,13 @@ export interface LockOptions {
   /** Poll interval while waiting. @default 200 */
   readonly pollMs?: number;
   readonly clock: Clock;
+  /** Told when a lease left by another run is taken over (a log line). */
+  readonly onTakeOver?: (message: string, previous: LeaseOwner | undefined) => void;
+  /**
+   * Told when this lease is lost while held (the heartbeat could not renew it in time, or another
+   * run took it over): the caller should stop writing.
+   */
+  readonly onLost?: (error: Error) => void;
 }
 
 /** A held lock; `release` is idempotent. */
@@ -25,79 +66,208 @@ export interface Lock {
   release(): Promise<void>;
 }
 
-/**
- * An exclusive lock file (`O_EXCL`). A lock left by a process that no longer exists on this host
- * (a kill -9) is taken over, so a crash never blocks the next scheduled run.
- */
+/** Where leases live: beside files today, in a warehouse table later. */
+export interface LeaseProvider {
+  acquire(name: string, options: LockOptions): Promise<Lock>;
+}
+
+/** Leases as folders beside files (`<name>` is the folder, `<name>.owner.json` says who holds it). */
+export const fileLeases: LeaseProvider = { acquire: (name, options) => acquireLock(name, options) };
+
+/** Take the lease at `path` (a folder), waiting up to `waitMs` for its holder. */
 export async function acquireLock(path: string, options: LockOptions): Promise<Lock> {
   const deadline = options.clock.now() + (options.waitMs ?? 0);
   for (;;) {
-    const owner: LockOwner = { pid: process.pid, host: hostname(), since: new Date(options.clock.now()).toISOString(), purpose: options.purpose };
-    try {
-      const handle = await open(path, 'wx');
-      await handle.writeFile(JSON.stringify(owner));
-      await handle.sync();
-      await handle.close();
-      let released = false;
-      return {
-        release: async () => {
-          if (released) return;
-          released = true;
-          await unlink(path).catch(() => undefined);
-        },
-      };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new StateError(`cannot create lock file ${path}: ${(error as Error).message}`, { cause: error });
+    const seen = await inspect(path);
+    if (seen !== undefined && seen.takeOver !== undefined) {
+      // Stale: remove it, unless it changed hands since we looked (then look again).
+      const again = await inspect(path);
+      if (again?.inode === seen.inode && again.takeOver !== undefined) {
+        await rm(path, { recursive: true, force: true });
+        options.onTakeOver?.(takeOverMessage(path, seen), seen.owner);
       }
-    }
-    const holder = await readOwner(path);
-    if (holder === 'gone') continue; // released between our open and read: try again
-    if (holder === undefined ? await olderThan(path, HALF_WRITTEN_GRACE_MS) : isStale(holder)) {
-      // The holder is gone, or a crashed writer left the file half-written: take it over.
-      await unlink(path).catch(() => undefined);
       continue;
     }
-    if (holder !== undefined && options.clock.now() >= deadline) {
+    if (seen === undefined) {
+      const lock = await tryLock(path, options);
+      if (lock !== undefined) return lock;
+      continue; // someone else got it between our look and our mkdir
+    }
+    if (options.clock.now() >= deadline) {
+      const o = seen.owner;
+      const who = o === undefined ? 'another run' : `${o.purpose} (pid ${o.pid} on ${o.host}, since ${o.since})`;
       throw new StateError(
-        `${path} is held by ${holder.purpose} (pid ${holder.pid} on ${holder.host}, since ${holder.since}). ` +
-          `Another run uses this state file: wait for it to finish (or pass --lock-wait), ` +
-          `or, if that process no longer exists, delete ${path}.`,
+        `${path} is held by ${who}; its lease was renewed ${Math.round(seen.ageMs / 1000)} s ago and expires in ` +
+          `${Math.max(0, Math.ceil((LEASE_MS - seen.ageMs) / 1000))} s unless renewed. Another run uses this state: ` +
+          `wait for it to finish (or pass --lock-wait, e.g. --lock-wait 10m). A run that was killed leaves a lease that ` +
+          `is taken over automatically ${LEASE_MS / 1000} s after its last renewal.`,
       );
     }
-    await options.clock.sleep(options.pollMs ?? 200);
+    await options.clock.sleep(Math.min(options.pollMs ?? 200, Math.max(1, deadline - options.clock.now())));
   }
 }
 
-/** A lock file that does not parse may be one being written right now; give its writer this long. */
-const HALF_WRITTEN_GRACE_MS = 5_000;
-
-async function olderThan(path: string, ms: number): Promise<boolean> {
-  try {
-    return Date.now() - (await stat(path)).mtimeMs > ms;
-  } catch {
-    return true;
-  }
+interface Seen {
+  readonly inode: number;
+  readonly ageMs: number;
+  readonly owner: LeaseOwner | undefined;
+  /** Why it may be taken over now, or `undefined` while it is live. */
+  readonly takeOver: 'expired' | 'holder-dead' | undefined;
 }
 
-async function readOwner(path: string): Promise<LockOwner | 'gone' | undefined> {
+async function inspect(path: string): Promise<Seen | undefined> {
+  let info;
   try {
-    const parsed = JSON.parse(await readFile(path, 'utf8')) as Partial<LockOwner>;
-    if (typeof parsed.pid !== 'number' || typeof parsed.host !== 'string') return undefined;
-    return { pid: parsed.pid, host: parsed.host, since: String(parsed.since), purpose: String(parsed.purpose ?? 'another run') };
+    info = await stat(path);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new StateError(`cannot read lease ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  const ageMs = Date.now() - info.mtimeMs;
+  let owner = await readOwner(info.isDirectory() ? ownerPath(path) : path);
+  // An owner record written for an earlier lease of the same name says nothing about this one.
+  if (info.isDirectory() && owner !== undefined && owner.inode !== info.ino) owner = undefined;
+  // A file (not a folder) is a lock left by query-sync before leases: judged by its age alone.
+  const takeOver = ageMs > LEASE_MS ? 'expired' : owner !== undefined && holderIsDead(owner) ? 'holder-dead' : undefined;
+  return { inode: info.ino, ageMs, owner, takeOver };
+}
+
+function takeOverMessage(path: string, seen: Seen): string {
+  const o = seen.owner;
+  const who = o === undefined ? 'a run that left no owner record' : `${o.purpose} (pid ${o.pid} on ${o.host}, since ${o.since})`;
+  const why =
+    seen.takeOver === 'expired'
+      ? `its lease expired (last renewed ${Math.round(seen.ageMs / 1000)} s ago, lease ${LEASE_MS / 1000} s)`
+      : 'its process on this host no longer runs (gone, a zombie, or its pid reused)';
+  return `took over the lease ${path} from ${who}: ${why}`;
+}
+
+async function tryLock(path: string, options: LockOptions): Promise<Lock | undefined> {
+  let lost = false;
+  let releaseLease: () => Promise<void>;
+  try {
+    releaseLease = await lockfile.lock(path, {
+      lockfilePath: path,
+      realpath: false,
+      stale: LEASE_MS,
+      update: HEARTBEAT_MS,
+      retries: 0,
+      onCompromised: (error: Error) => {
+        lost = true;
+        options.onLost?.(new StateError(`lost the lease ${path} while running: ${error.message}`, { cause: error }));
+      },
+    });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOCKED') return undefined;
+    throw new StateError(`cannot create lease ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  const owner: LeaseOwner = {
+    ...SELF,
+    id: randomUUID(),
+    purpose: options.purpose,
+    since: new Date(options.clock.now()).toISOString(),
+    leaseMs: LEASE_MS,
+    inode: (await stat(path)).ino,
+  };
+  // Written whole then renamed, so a reader never sees half a record.
+  const tmp = `${ownerPath(path)}.${process.pid}.tmp`;
+  HELD.add(owner.id);
+  await writeFile(tmp, `${JSON.stringify(owner)}\n`)
+    .then(() => rename(tmp, ownerPath(path)))
+    .catch(() => undefined);
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      HELD.delete(owner.id);
+      if (lost) return; // another run holds it now: leave its lease alone
+      await rm(ownerPath(path), { force: true });
+      await releaseLease().catch(() => undefined);
+    },
+  };
+}
+
+function ownerPath(path: string): string {
+  return `${path}.owner.json`;
+}
+
+async function readOwner(path: string): Promise<LeaseOwner | undefined> {
+  try {
+    const parsed = JSON.parse(await readFile(path, 'utf8')) as Partial<LeaseOwner>;
+    if (typeof parsed.pid !== 'number' || typeof parsed.host !== 'string') return undefined;
+    return {
+      id: String(parsed.id ?? ''),
+      purpose: String(parsed.purpose ?? 'another run'),
+      host: parsed.host,
+      pidNamespace: parsed.pidNamespace,
+      pid: parsed.pid,
+      startTicks: parsed.startTicks,
+      since: String(parsed.since),
+      leaseMs: Number(parsed.leaseMs ?? LEASE_MS),
+      inode: parsed.inode,
+    };
+  } catch {
     return undefined;
   }
 }
 
-function isStale(owner: LockOwner): boolean {
-  if (owner.host !== hostname()) return false; // cannot see processes of another host: trust it
-  if (owner.pid === process.pid) return false;
+/** Ids of the leases this process holds now (a process may hold several: a run lease, a write lease). */
+const HELD = new Set<string>();
+
+/** This process, as an owner record describes it. */
+const SELF = { host: hostname(), pidNamespace: pidNamespace(), pid: process.pid, startTicks: ownStartTicks() };
+
+function ownStartTicks(): string | undefined {
+  const own = procStat(process.pid);
+  return typeof own === 'object' ? own.startTicks : undefined;
+}
+
+/**
+ * Whether a holder on this host and pid namespace certainly no longer runs. Anything we cannot see
+ * (another host, another namespace, no /proc) is "alive": the lease's expiry decides then.
+ */
+export function holderIsDead(owner: Pick<LeaseOwner, 'host' | 'pidNamespace' | 'pid' | 'startTicks'> & { readonly id?: string }): boolean {
+  if (owner.host !== SELF.host || owner.pidNamespace !== SELF.pidNamespace) return false;
+  // Our own pid: a lease this process holds now, or one a former process with our pid left (a
+  // restarted container's pid 1).
+  if (owner.pid === process.pid) return owner.id === undefined || !HELD.has(owner.id);
+  const proc = procStat(owner.pid);
+  if (proc === 'gone') return true;
+  if (proc === undefined) return false;
+  if (proc.state === 'Z' || proc.state === 'X') return true; // killed, not yet reaped
+  return owner.startTicks !== undefined && proc.startTicks !== owner.startTicks; // pid reused
+}
+
+function procStat(pid: number): { state: string; startTicks: string } | 'gone' | undefined {
+  let text: string;
   try {
-    process.kill(owner.pid, 0);
-    return false;
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ESRCH') return existsProc() ? 'gone' : undefined;
+    return undefined;
+  }
+  // "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after the last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  const state = fields[0];
+  const startTicks = fields[19];
+  return state === undefined || startTicks === undefined ? undefined : { state, startTicks };
+}
+
+function existsProc(): boolean {
+  try {
+    readFileSync('/proc/self/stat');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function pidNamespace(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return undefined;
   }
 }

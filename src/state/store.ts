@@ -59,6 +59,10 @@ export interface StateStoreOptions {
    * @default false
    */
   readonly inMemory?: boolean;
+  /** Told when a lease left by a killed run is taken over (for a log line). */
+  readonly onLockTakeOver?: (message: string) => void;
+  /** Told when the run lease is lost while held: the run should stop. */
+  readonly onLockLost?: (error: Error) => void;
 }
 
 /**
@@ -86,6 +90,8 @@ export class StateStore {
       purpose: options.purpose,
       waitMs: options.lockWaitMs,
       clock: options.clock,
+      onTakeOver: options.onLockTakeOver,
+      onLost: options.onLockLost,
     });
     try {
       return new StateStore(path, await readState(path), options, lock);
@@ -139,6 +145,7 @@ export class StateStore {
         waitMs: 30_000,
         pollMs: 10,
         clock: this.options.clock,
+        onTakeOver: this.options.onLockTakeOver,
       });
       try {
         // Re-read: another purpose's run may have written its own streams since.

@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { StateError } from '../../src/core/errors.js';
 import { StateStore } from '../../src/state/store.js';
+import { leaveLease } from '../fakes/lease.js';
 import { tempDir } from '../fakes/tmp.js';
 
 const dirs: Array<{ cleanup(): void }> = [];
@@ -38,14 +39,16 @@ describe('StateStore', () => {
     await again.close();
   });
 
-  it('takes over a lock left by a process that was killed', async () => {
+  it('takes over a lease left by a process that was killed on this host, without waiting for its expiry', async () => {
     const path = statePath();
     const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']);
     const pid = Number(dead.stdout.toString());
     await StateStore.open(path, { clock: systemClock, purpose: 'sync' }).then((s) => s.close());
-    writeFileSync(`${path}.sync.lock`, JSON.stringify({ pid, host: (await import('node:os')).hostname(), since: 'x', purpose: 'sync' }));
-    const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    leaveLease(`${path}.sync.lock`, { pid });
+    const takeOvers: string[] = [];
+    const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync', onLockTakeOver: (m) => takeOvers.push(m) });
     await store.close();
+    expect(takeOvers).toEqual([expect.stringMatching(/took over the lease .*sync\.lock from sync \(pid \d+ .*no longer runs/)]);
     expect(existsSync(`${path}.sync.lock`)).toBe(false);
   });
 

@@ -1,0 +1,84 @@
+import { createInterface } from 'node:readline/promises';
+import type { ResetConfig } from '../config.js';
+import { systemClock } from '../core/clock.js';
+import { ConfigError, exitCodeFor } from '../core/errors.js';
+import { StateStore, type StreamState } from '../state/store.js';
+
+export interface ResetIo {
+  readonly print: (line: string) => void;
+  /** Whether a person can answer a question (stdin and stdout are a terminal). */
+  readonly interactive: boolean;
+  /** Ask and return the answer (a terminal prompt by default). */
+  readonly ask?: (question: string) => Promise<string>;
+}
+
+/**
+ * `query-sync reset --resources users [--project p] [--yes]`: forget the marks and checkpoints of
+ * those streams, so the next sync re-reads them from their start (`--start`, else all history).
+ * Rows stay: the re-read merges on the key. Holds the `sync` lease meanwhile, so no sync runs on a
+ * half-reset state. Asks for confirmation on a terminal; elsewhere `--yes` is required.
+ */
+export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<number> {
+  try {
+    if (!config.resourcesGiven) {
+      throw new ConfigError(
+        'reset: name the streams to forget with --resources (e.g. --resources users; every resource: --resources events,traces,signals,users,conversations)',
+      );
+    }
+    if (!config.yes && !io.interactive) {
+      throw new ConfigError('reset changes the state and cannot ask for confirmation here (not a terminal): pass --yes');
+    }
+    const doc = await StateStore.read(config.statePath);
+    const keys = Object.keys(doc.streams).filter((key) => matches(key, config));
+    const names = config.resources.map((r) => r.name).join(',');
+    const scope = config.project === undefined ? 'every project scope' : `project scope ${config.project}`;
+    if (keys.length === 0) {
+      io.print(`reset: nothing to forget: ${config.statePath} has no stream of ${names} in ${scope}`);
+      return 0;
+    }
+    if (!config.yes) {
+      const question = `Forget the marks of ${keys.length} stream${keys.length === 1 ? '' : 's'} (${keys.join(', ')}) in ${config.statePath}? The next sync re-reads them from their start. [y/N] `;
+      const answer = await (io.ask ?? askOnTerminal)(question);
+      if (!/^y(es)?$/i.test(answer.trim())) {
+        io.print('reset cancelled: nothing changed');
+        return 1;
+      }
+    }
+    const state = await StateStore.open(config.statePath, { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs });
+    try {
+      for (const key of keys) await state.updateStream(key, forget);
+    } finally {
+      await state.close();
+    }
+    io.print(`reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`);
+    return 0;
+  } catch (error) {
+    io.print(`reset FAILED: ${(error as Error).message}`);
+    return exitCodeFor(error);
+  }
+}
+
+/** Keep the record of the last run (for `status`); drop the mark and any checkpoint. */
+function forget(s: StreamState): StreamState {
+  return s.lastRun === undefined ? {} : { lastRun: s.lastRun };
+}
+
+/** Stream keys are `<resource>:<scope>`; `*` covers the narrowed `*[a,b]` scopes too. */
+function matches(key: string, config: ResetConfig): boolean {
+  const colon = key.indexOf(':');
+  const resource = key.slice(0, colon);
+  const scope = key.slice(colon + 1);
+  if (!config.resources.some((r) => r.name === resource)) return false;
+  if (config.project === undefined) return true;
+  if (config.project === '*') return scope === '*' || scope.startsWith('*[');
+  return scope === config.project;
+}
+
+async function askOnTerminal(question: string): Promise<string> {
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    return await rl.question(question);
+  } finally {
+    rl.close();
+  }
+}

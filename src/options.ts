@@ -1,0 +1,236 @@
+import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { ConfigError } from './core/errors.js';
+
+/**
+ * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
+ * and help group, and the commands that take it. The CLI builds its flags and `--help` from it;
+ * `config.ts` reads flags, environment and config file through it (flag > environment > file >
+ * default). Defaults here are for help text only: `config.ts` applies its `DEFAULT_*` constants,
+ * and the help shows the same constants, so changing one changes both.
+ */
+
+export type CommandName = 'sync' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset';
+
+export type OptionKind =
+  /** Free text. */
+  | 'string'
+  /** A file or folder path; relative paths in a config file are relative to that file. */
+  | 'path'
+  | 'boolean'
+  /** A positive number (`--max-rpm 400`). */
+  | 'number'
+  /** A whole number ≥ 1. */
+  | 'integer'
+  /** A length of time with a unit: `500ms`, `30s`, `15m`, `1h`, `1d`, `1w`. */
+  | 'duration'
+  /** A size with a unit: `32MB`, `1GB`, `512MiB`. */
+  | 'size'
+  /** An ISO-8601 instant with its offset: `2026-01-01T00:00:00Z`. */
+  | 'instant'
+  | 'choice';
+
+export type OptionGroup = 'Connection' | 'Scope' | 'Destination' | 'State and run' | 'Pacing' | 'Logging and output';
+
+export interface OptionSpec {
+  /** Flag name (kebab-case); its key in a config file. */
+  readonly name: string;
+  readonly kind: OptionKind;
+  readonly group: OptionGroup;
+  readonly describe: string;
+  /** The default as help shows it (the value itself is applied by `config.ts`). */
+  readonly defaultText?: string;
+  readonly choices?: readonly string[];
+  /** Older environment names still read (after `QUERY_SYNC_<FLAG>`). */
+  readonly envAliases?: readonly string[];
+  /** Read only from the environment: never a flag (visible in `ps`) nor a config file. */
+  readonly secret?: boolean;
+  readonly commands: readonly CommandName[];
+}
+
+const RUN: readonly CommandName[] = ['sync', 'backfill', 'plan', 'verify'];
+const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
+const WAREHOUSE: readonly CommandName[] = [...RUN, 'status'];
+const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
+
+/** Filled by `config.ts` with its constants, so help and behaviour share one source. */
+export interface OptionDefaults {
+  readonly connectTimeoutMs: number;
+  readonly headersTimeoutMs: number;
+  readonly bodyTimeoutMs: number;
+  readonly maxRpm: number;
+  readonly searchRpm: number;
+  readonly maxRps: number;
+  readonly searchGateRps: number;
+  readonly duckdbMemoryLimit: string;
+  readonly duckdbPath: string;
+  readonly statePath: string;
+  readonly lookback: string;
+  readonly window: string;
+  readonly concurrency: number;
+  readonly batchRows: { readonly duckdb: number; readonly bigquery: number };
+  readonly projectHeader: string;
+  readonly bqLocation: string;
+  readonly progressInterval: string;
+}
+
+export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
+  const ms = (n: number): string => {
+    for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (n % size === 0) return `${n / size}${unit}`;
+    return `${n}ms`;
+  };
+  return [
+    // Connection
+    { name: 'base-url', kind: 'string', group: 'Connection', describe: 'Query API base URL', envAliases: ['QUERY_API_BASE_URL'], commands: RUN },
+    { name: 'api-key', kind: 'string', group: 'Connection', secret: true, describe: 'Organization API Key: environment only (QUERY_SYNC_API_KEY or QUERY_API_KEY), or --api-key-file', envAliases: ['QUERY_API_KEY'], commands: RUN },
+    { name: 'api-key-file', kind: 'path', group: 'Connection', describe: 'file holding the API key (a mounted Kubernetes secret); trailing newline ignored', commands: RUN },
+    { name: 'project', kind: 'string', group: 'Connection', describe: 'project slug, or "*" for all projects; absent: no header (the service reads "default")', envAliases: ['QUERY_API_PROJECT'], commands: [...RUN, 'reset'] },
+    { name: 'project-header', kind: 'string', group: 'Connection', defaultText: d.projectHeader, describe: 'project header name (the real service documents X-Raindrop-Project-Id)', commands: RUN },
+    { name: 'connect-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.connectTimeoutMs), describe: 'TCP/TLS connect timeout', commands: RUN },
+    { name: 'headers-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.headersTimeoutMs), describe: 'time to wait for response headers', commands: RUN },
+    { name: 'body-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.bodyTimeoutMs), describe: 'longest pause while reading a response body', commands: RUN },
+    // Scope
+    { name: 'resources', kind: 'string', group: 'Scope', defaultText: 'all', describe: 'comma-separated: events,traces,signals,users,conversations', commands: STATE },
+    { name: 'project-ids', kind: 'string', group: 'Scope', describe: 'comma-separated slugs narrowing "*" (sent as project_ids)', commands: RUN },
+    { name: 'start', kind: 'instant', group: 'Scope', defaultText: 'all history', describe: 'the oldest data a first sync (or --full-refresh) reads, e.g. 2026-01-01T00:00:00Z', commands: RUN },
+    { name: 'lookback', kind: 'duration', group: 'Scope', defaultText: d.lookback, describe: 're-read this far before the high-water mark (late-indexed events)', commands: RUN },
+    { name: 'from', kind: 'instant', group: 'Scope', describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z', commands: ['backfill', 'plan', 'verify'] },
+    { name: 'to', kind: 'instant', group: 'Scope', describe: 'end of the interval (exclusive), with its offset', commands: ['backfill', 'plan', 'verify'] },
+    { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },
+    // Destination
+    { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
+    { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file (relative to the working directory: give an absolute path in cron)', commands: WAREHOUSE },
+    { name: 'duckdb-memory-limit', kind: 'size', group: 'Destination', defaultText: d.duckdbMemoryLimit, describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp)", commands: WAREHOUSE },
+    { name: 'bq-project', kind: 'string', group: 'Destination', describe: 'BigQuery project (with --destination bigquery)', commands: WAREHOUSE },
+    { name: 'bq-dataset', kind: 'string', group: 'Destination', describe: 'BigQuery dataset', commands: WAREHOUSE },
+    { name: 'bq-location', kind: 'string', group: 'Destination', defaultText: d.bqLocation, describe: 'BigQuery location for a new dataset', commands: WAREHOUSE },
+    { name: 'bq-api-endpoint', kind: 'string', group: 'Destination', describe: 'another BigQuery endpoint (local emulator or test double)', commands: WAREHOUSE },
+    { name: 'bq-key-file', kind: 'path', group: 'Destination', defaultText: 'Application Default Credentials', describe: 'service-account key file', commands: WAREHOUSE },
+    { name: 'dry-run', kind: 'boolean', group: 'Destination', defaultText: 'false', describe: 'BigQuery: print the DDL and MERGE statements, send nothing', commands: RUN },
+    { name: 'batch-rows', kind: 'integer', group: 'Destination', defaultText: `${d.batchRows.duckdb} (DuckDB), ${d.batchRows.bigquery} (BigQuery)`, describe: 'rows per write + checkpoint', commands: RUN },
+    // State and run
+    { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: STATE },
+    { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file (marks, checkpoints, ledger); relative to the working directory', commands: STATE },
+    { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: [...WAREHOUSE, 'reset'] },
+    { name: 'max-run-time', kind: 'duration', group: 'State and run', defaultText: 'none', describe: 'stop gracefully after this long (state consistent; exit 6; the next run continues)', commands: WRITES },
+    { name: 'full-refresh', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the --resources from their start and replace their tables at the end, atomically (DuckDB)', commands: ['sync'] },
+    { name: 'concurrency', kind: 'integer', group: 'Pacing', defaultText: String(d.concurrency), describe: 'windows read at once (backfill, verify --repair)', commands: ['backfill', 'verify'] },
+    { name: 'repair', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the mismatched windows, then check again', commands: ['verify'] },
+    { name: 'yes', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 'do not ask for confirmation (required when not on a terminal)', commands: ['reset'] },
+    // Pacing
+    { name: 'max-rpm', kind: 'number', group: 'Pacing', defaultText: String(d.maxRpm), describe: 'requests per minute per endpoint', commands: RUN },
+    { name: 'search-rpm', kind: 'number', group: 'Pacing', defaultText: String(d.searchRpm), describe: 'requests per minute to /v1/events/search', commands: RUN },
+    { name: 'max-rps', kind: 'number', group: 'Pacing', defaultText: String(d.maxRps), describe: 'requests per second, all endpoints', commands: RUN },
+    { name: 'search-gate-rps', kind: 'number', group: 'Pacing', defaultText: String(d.searchGateRps), describe: 'search only while combined usage of the last second is under this', commands: RUN },
+    // Logging and output
+    { name: 'log-level', kind: 'choice', group: 'Logging and output', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], defaultText: 'info (--verbose: debug)', describe: 'log level', commands: RUN },
+    { name: 'log-format', kind: 'choice', group: 'Logging and output', choices: ['json', 'pretty'], defaultText: 'pretty on a TTY, JSON otherwise', describe: 'log format', commands: RUN },
+    { name: 'verbose', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'debug logs', commands: RUN },
+    { name: 'quiet', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'only the summary', commands: RUN },
+    { name: 'progress-interval', kind: 'duration', group: 'Logging and output', defaultText: d.progressInterval, describe: 'not on a TTY: a progress log line this often', commands: RUN },
+    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON', commands: ['plan', 'status'] },
+  ];
+}
+
+/** `QUERY_SYNC_<FLAG>`: the environment variable of a flag. */
+export function envName(flag: string): string {
+  return `QUERY_SYNC_${flag.toUpperCase().replace(/-/g, '_')}`;
+}
+
+export function camel(flag: string): string {
+  return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** A flag's value as read, and where it came from (for messages). */
+export type RawValue = string | number | boolean;
+export interface Collected {
+  /** camelCase flag name → value (flags as yargs names them). */
+  readonly values: Readonly<Record<string, RawValue | undefined>>;
+  /** camelCase flag name → `--flag`, `QUERY_SYNC_FLAG` or `key in file`. */
+  readonly sources: Readonly<Record<string, string>>;
+}
+
+/**
+ * Merge a command's flags with the environment and the config file: a flag given wins, then
+ * `QUERY_SYNC_<FLAG>` (then older names), then the file. Values keep their raw form (strings from
+ * the environment and files); `config.ts` parses and validates them.
+ */
+export function collect(
+  table: readonly OptionSpec[],
+  command: CommandName,
+  flags: Readonly<Record<string, unknown>>,
+  env: NodeJS.ProcessEnv,
+): Collected {
+  const specs = table.filter((o) => o.commands.includes(command));
+  const values: Record<string, RawValue | undefined> = {};
+  const sources: Record<string, string> = {};
+  const configPath = stringOf(flags.config) ?? env[envName('config')];
+  const file = configPath === undefined || configPath === '' ? { path: '', values: {} as Record<string, RawValue> } : readConfigFile(configPath, table);
+  for (const spec of specs) {
+    const key = camel(spec.name);
+    const flagValue = flags[key];
+    if (!spec.secret && flagValue !== undefined && flagValue !== null) {
+      values[key] = flagValue as RawValue;
+      sources[key] = `--${spec.name}`;
+      continue;
+    }
+    const envKey = [envName(spec.name), ...(spec.envAliases ?? [])].find((k) => env[k] !== undefined && env[k] !== '');
+    if (envKey !== undefined) {
+      values[key] = env[envKey];
+      sources[key] = envKey;
+      continue;
+    }
+    if (spec.secret && flagValue !== undefined) {
+      // Programmatic callers (the demo, tests) pass a key directly; the CLI has no such flag.
+      values[key] = flagValue as RawValue;
+      sources[key] = 'the caller';
+      continue;
+    }
+    const fromFile = file.values[spec.name];
+    if (fromFile !== undefined) {
+      values[key] = spec.kind === 'path' && typeof fromFile === 'string' && !isAbsolute(fromFile) ? resolve(dirname(file.path), fromFile) : fromFile;
+      sources[key] = `${spec.name} in ${file.path}`;
+    }
+  }
+  return { values, sources };
+}
+
+function stringOf(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+function readConfigFile(path: string, table: readonly OptionSpec[]): { path: string; values: Record<string, RawValue> } {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`--config: cannot read ${path}: ${(error as Error).message}`, { cause: error });
+  }
+  let parsed: unknown;
+  try {
+    parsed = path.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(`--config: ${path} is not valid ${path.endsWith('.json') ? 'JSON' : 'YAML'}: ${(error as Error).message}`, { cause: error });
+  }
+  if (parsed === null || parsed === undefined) return { path, values: {} };
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new ConfigError(`--config: expected ${path} to hold a mapping of flag names to values (e.g. "duckdb-path: /data/warehouse.duckdb"), got ${Array.isArray(parsed) ? 'a list' : typeof parsed}`);
+  }
+  const byName = new Map(table.flatMap((o) => [[o.name, o] as const, [camel(o.name), o] as const]));
+  const values: Record<string, RawValue> = {};
+  for (const [key, value] of Object.entries(parsed as Record<string, unknown>)) {
+    const spec = byName.get(key);
+    if (spec === undefined || spec.name === 'config') {
+      throw new ConfigError(`--config: ${path} has an unknown setting "${key}"; settings are flag names such as duckdb-path, lookback, max-rpm (see query-sync <command> --help)`);
+    }
+    if (spec.secret) {
+      throw new ConfigError(`--config: ${path} holds "${key}", a secret: secrets are read only from the environment (${envName(spec.name)}) or a file (api-key-file)`);
+    }
+    if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') {
+      throw new ConfigError(`--config: "${key}" in ${path} must be a single value, got ${Array.isArray(value) ? 'a list' : typeof value}${spec.name === 'resources' ? ' (write a comma-separated string: events,users)' : ''}`);
+    }
+    values[spec.name] = value;
+  }
+  return { path, values };
+}
