@@ -34,6 +34,14 @@ export interface Destination {
   countWindow?(table: string, window: WindowCount): Promise<number>;
   /** Rows per `project_id` (for `status`); empty when the table does not exist. Optional. */
   countByProject?(table: string): Promise<Readonly<Record<string, number>>>;
+  /**
+   * Replace `table` with `shadow` in one transaction (`sync --full-refresh`): readers see the old
+   * rows or the new ones, never a half-empty table. A missing `shadow` (nothing was read) empties
+   * `table`. Optional: a destination without it cannot full-refresh.
+   */
+  replaceTable?(table: string, shadow: string): Promise<void>;
+  /** Drop a table if it exists (a shadow table left by a refresh that did not finish). */
+  dropTable?(table: string): Promise<void>;
   close(): Promise<void>;
 }
 

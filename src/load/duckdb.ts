@@ -161,6 +161,37 @@ export class DuckDbDestination implements Destination {
     });
   }
 
+  replaceTable(table: string, shadow: string): Promise<void> {
+    return this.serial(async () => {
+      const hasShadow = (await this.describeNow(shadow)) !== undefined;
+      const hasTable = (await this.describeNow(table)) !== undefined;
+      // DuckDB's DDL is transactional: a crash or an error leaves the old table whole.
+      await this.connection.run('BEGIN TRANSACTION');
+      try {
+        if (hasShadow) {
+          if (hasTable) await this.connection.run(`DROP TABLE main.${ident(table)}`);
+          await this.connection.run(`ALTER TABLE main.${ident(shadow)} RENAME TO ${ident(table)}`);
+        } else if (hasTable) {
+          await this.connection.run(`DELETE FROM main.${ident(table)}`);
+        }
+        await this.connection.run('COMMIT');
+      } catch (error) {
+        await this.connection.run('ROLLBACK').catch(() => undefined);
+        throw new LoadError(`DuckDB could not replace table ${table} with ${shadow}: ${(error as Error).message}`, false, { cause: error, context: { resource: table } });
+      } finally {
+        this.tables.delete(table);
+        this.tables.delete(shadow);
+      }
+    });
+  }
+
+  dropTable(table: string): Promise<void> {
+    return this.serial(async () => {
+      await this.connection.run(`DROP TABLE IF EXISTS main.${ident(table)}`);
+      this.tables.delete(table);
+    });
+  }
+
   /**
    * Run SQL and return plain rows: BIGINT as `bigint`, TIMESTAMPTZ as ISO strings, JSON as text.
    * For tests, the demo and `status`.

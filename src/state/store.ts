@@ -101,6 +101,14 @@ export class StateStore {
     }
   }
 
+  /**
+   * A store kept in memory only, over `doc`: a full refresh's streams live here until its tables
+   * are swapped in, so the state file never describes rows that are only in a shadow table.
+   */
+  static memory(doc: StateDocument, clock: Clock): StateStore {
+    return new StateStore('(memory)', doc, { clock, purpose: 'memory', inMemory: true }, { release: () => Promise.resolve() });
+  }
+
   /** Read a state file without locking (for `status`). */
   static read(path: string): Promise<StateDocument> {
     return readState(path);

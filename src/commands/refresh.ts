@@ -1,0 +1,98 @@
+import { ConfigError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { Clock, ResourceDefinition } from '../core/types.js';
+import type { Destination, LoadBatch } from '../load/destination.js';
+import { StateStore, type StateDocument } from '../state/store.js';
+
+/**
+ * `sync --full-refresh`: the resources are read from their start into shadow tables, with their
+ * marks kept in memory; at the end each resource whose every stream finished has its table
+ * replaced by its shadow in one transaction, then its marks written to the state file. A refresh
+ * that fails or is stopped leaves the table and the state as they were (its shadow is dropped), so
+ * no reader ever sees a half-filled table and the state never describes rows only in a shadow.
+ */
+
+export const SHADOW_PREFIX = '_query_sync_refresh_';
+
+export function shadowTable(table: string): string {
+  return `${SHADOW_PREFIX}${table}`;
+}
+
+/** Refuse early, before reading anything, when the destination cannot swap tables. */
+export function assertCanRefresh(destination: Destination): void {
+  if (destination.replaceTable === undefined || destination.dropTable === undefined) {
+    throw new ConfigError(
+      `--full-refresh replaces tables atomically, which the ${destination.kind} destination cannot do yet (DuckDB can). ` +
+        `Instead: query-sync reset --resources <names> --yes, then sync (the re-read merges on the key; rows deleted at the source stay).`,
+    );
+  }
+}
+
+/** Writes of the refreshed resources go to their shadow tables. */
+export class ShadowDestination implements Destination {
+  readonly kind: string;
+  private readonly inner: Destination;
+
+  constructor(inner: Destination) {
+    this.inner = inner;
+    this.kind = inner.kind;
+  }
+
+  describe(table: string): ReturnType<Destination['describe']> {
+    return this.inner.describe(shadowTable(table));
+  }
+
+  write(batch: LoadBatch): ReturnType<Destination['write']> {
+    return this.inner.write({ ...batch, table: { ...batch.table, name: shadowTable(batch.table.name) } });
+  }
+
+  count(table: string): Promise<number> {
+    return this.inner.count(shadowTable(table));
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve(); // the command closes the real destination
+  }
+}
+
+/** The state a refresh runs on: the file's projects and sections, no streams of its resources. */
+export function refreshState(real: StateDocument, clock: Clock): StateStore {
+  return StateStore.memory({ ...real, streams: {} }, clock);
+}
+
+export interface RefreshOutcome {
+  readonly replaced: readonly string[];
+  readonly keptAsWas: readonly string[];
+}
+
+/**
+ * After the run: swap in each resource whose streams all finished, then write its marks (and
+ * forget marks of its other scopes, whose rows the swap removed). Drops the other shadows.
+ */
+export async function finishRefresh(
+  resources: readonly ResourceDefinition[],
+  finished: (resource: string) => boolean,
+  deps: { readonly destination: Destination; readonly memory: StateStore; readonly state: StateStore; readonly logger: Logger },
+): Promise<RefreshOutcome> {
+  const { destination, memory, state, logger } = deps;
+  const replaced: string[] = [];
+  const keptAsWas: string[] = [];
+  await state.addProjects(memory.document.projects);
+  for (const resource of resources) {
+    const shadow = shadowTable(resource.name);
+    if (!finished(resource.name)) {
+      await destination.dropTable?.(shadow);
+      keptAsWas.push(resource.name);
+      continue;
+    }
+    await destination.replaceTable?.(resource.name, shadow);
+    const prefix = `${resource.name}:`;
+    const fresh = Object.entries(memory.document.streams).filter(([key]) => key.startsWith(prefix));
+    const stale = Object.keys(state.document.streams).filter((key) => key.startsWith(prefix) && !fresh.some(([k]) => k === key));
+    for (const [key, stream] of fresh) await state.updateStream(key, () => stream);
+    for (const key of stale) await state.updateStream(key, (s) => (s.lastRun === undefined ? {} : { lastRun: s.lastRun }));
+    logger.info({ resource: resource.name }, `full refresh: table ${resource.name} replaced`);
+    replaced.push(resource.name);
+  }
+  return { replaced, keptAsWas };
+}
