@@ -140,7 +140,7 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
   });
 
   it('exits 2 with a clear message for a malformed slug, before any request', async () => {
-    const child = spawn(process.execPath, [CLI, 'sync', '--base-url', 'http://127.0.0.1:9', '--api-key', 'k', '--project', 'Bad Slug!']);
+    const child = spawn(process.execPath, [CLI, 'sync', '--base-url', 'http://127.0.0.1:9', '--project', 'Bad Slug!'], { env: { ...process.env, QUERY_API_KEY: 'k' } });
     let err = '';
     child.stderr.on('data', (b: Buffer) => (err += b.toString()));
     child.stdout.on('data', (b: Buffer) => (err += b.toString()));
