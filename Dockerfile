@@ -1,6 +1,9 @@
 # syntax=docker/dockerfile:1
+# The base image is pinned by version (bump it deliberately); both stages use the same one.
+ARG NODE_IMAGE=node:22.20.0-bookworm-slim
+
 # Build stage: install all dependencies and compile TypeScript.
-FROM node:22-slim AS build
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: the `prepare` build needs the sources, which are copied next.
@@ -12,10 +15,17 @@ COPY bench ./bench
 RUN npx tsc -p tsconfig.json && npm prune --omit=dev
 
 # Runtime stage: only production dependencies and the compiled output, as a non-root user.
-FROM node:22-slim
+FROM ${NODE_IMAGE}
+# tini as pid 1: it forwards SIGTERM/SIGINT to query-sync (which then stops gracefully: the batch
+# being written finishes, state stays consistent, the lease is released) and reaps zombies.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/*
 # A small young generation keeps a long backfill's memory flatter (README, Memory).
 ENV NODE_ENV=production \
-    NODE_OPTIONS=--max-semi-space-size=2
+    NODE_OPTIONS=--max-semi-space-size=2 \
+    QUERY_SYNC_DUCKDB_PATH=/data/warehouse.duckdb \
+    QUERY_SYNC_STATE=/data/state/state.json
 WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
@@ -28,5 +38,5 @@ USER node
 WORKDIR /data
 # State and warehouse live on the volume, so a CronJob's runs continue where the last one stopped.
 VOLUME ["/data"]
-ENTRYPOINT ["query-sync"]
+ENTRYPOINT ["/usr/bin/tini", "--", "query-sync"]
 CMD ["--help"]
