@@ -1,9 +1,7 @@
 # syntax=docker/dockerfile:1
-# The base image is pinned by version (bump it deliberately); both stages use the same one.
-ARG NODE_IMAGE=node:22.20.0-bookworm-slim
-
+# The base image is pinned by version (bump both stages together, deliberately).
 # Build stage: install all dependencies and compile TypeScript.
-FROM ${NODE_IMAGE} AS build
+FROM node:22.20.0-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: the `prepare` build needs the sources, which are copied next.
@@ -15,7 +13,7 @@ COPY bench ./bench
 RUN npx tsc -p tsconfig.json && npm prune --omit=dev
 
 # Runtime stage: only production dependencies and the compiled output, as a non-root user.
-FROM ${NODE_IMAGE}
+FROM node:22.20.0-bookworm-slim
 # tini as pid 1: it forwards SIGTERM/SIGINT to query-sync (which then stops gracefully: the batch
 # being written finishes, state stays consistent, the lease is released) and reaps zombies.
 RUN apt-get update \

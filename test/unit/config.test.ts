@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_BATCH_ROWS, OPTIONS, resolveBackfillConfig, resolveStatusConfig, resolveSyncConfig } from '../../src/config.js';
@@ -57,6 +57,14 @@ describe('settings: flag > QUERY_SYNC_<FLAG> > config file > default', () => {
     const c = resolveSyncConfig({}, { ...ENV, QUERY_SYNC_CONFIG: json });
     expect(c.quiet).toBe(true);
     expect(c.batchRows).toBe(100);
+  });
+
+  it('the README documents every option with its env name', () => {
+    const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+    for (const o of OPTIONS) {
+      if (!o.secret) expect(readme, o.name).toContain(`| \`--${o.name}\` | \`${envName(o.name)}\``);
+      else expect(readme, o.name).toContain(`| — | \`${envName(o.name)}\``);
+    }
   });
 
   it('keeps the old env names as aliases; QUERY_SYNC_* wins over them', () => {
