@@ -59,6 +59,8 @@ export interface LockOptions {
    * run took it over): the caller should stop writing.
    */
   readonly onLost?: (error: Error) => void;
+  /** The lease's length, for tests of its renewal (every party must use the same). @default LEASE_MS */
+  readonly leaseMs?: number;
 }
 
 /** A held lock; `release` is idempotent. */
@@ -149,8 +151,8 @@ async function tryLock(path: string, options: LockOptions): Promise<Lock | undef
     releaseLease = await lockfile.lock(path, {
       lockfilePath: path,
       realpath: false,
-      stale: LEASE_MS,
-      update: HEARTBEAT_MS,
+      stale: options.leaseMs ?? LEASE_MS,
+      update: (options.leaseMs ?? LEASE_MS) / 3,
       retries: 0,
       onCompromised: (error: Error) => {
         lost = true;
@@ -166,7 +168,7 @@ async function tryLock(path: string, options: LockOptions): Promise<Lock | undef
     id: randomUUID(),
     purpose: options.purpose,
     since: new Date(options.clock.now()).toISOString(),
-    leaseMs: LEASE_MS,
+    leaseMs: options.leaseMs ?? LEASE_MS,
     inode: (await stat(path)).ino,
   };
   // Written whole then renamed, so a reader never sees half a record.

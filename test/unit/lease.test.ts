@@ -83,6 +83,24 @@ describe('the run lease', () => {
     expect(holderIsDead({ ...alive, pid: exited, startTicks: undefined })).toBe(true);
   });
 
+  it('the holder renews its lease; when another run took it (the heartbeat finds it changed), the holder is told it lost it', async () => {
+    const path = leasePath();
+    const lost: Error[] = [];
+    const lock = await acquireLock(path, { purpose: 'sync', clock: systemClock, leaseMs: 3_000, onLost: (e) => lost.push(e) });
+    const acquired = statSync(path).mtimeMs;
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(statSync(path).mtimeMs, 'renewed by the heartbeat').toBeGreaterThan(acquired);
+    expect(lost).toEqual([]);
+    // Another run, believing it expired, takes it over.
+    spawnSync('rm', ['-rf', path]);
+    leaveLease(path, { host: 'elsewhere', pid: 7, renewedMsAgo: 5_000 }); // an mtime the holder never wrote
+    for (let i = 0; i < 60 && lost.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(lost[0]).toBeInstanceOf(StateError);
+    expect(lost[0]?.message).toMatch(/lost the lease .* while running/);
+    await lock.release(); // leaves the other run's lease alone
+    expect(existsSync(path)).toBe(true);
+  });
+
   it('a lease whose owner record belongs to an earlier lease (another inode) is judged by its age only', async () => {
     const path = leasePath();
     leaveLease(path, { pid: 999_999, inode: 1 });
