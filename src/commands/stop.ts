@@ -1,5 +1,5 @@
 import { formatDuration } from '../core/duration.js';
-import { RunStoppedError, STOP_EXIT_CODES, type StopCause } from '../core/errors.js';
+import { RunStoppedError, STOP_EXIT_CODES } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 
 /**
@@ -114,5 +114,3 @@ export function cancelOnSignals(write: (line: string) => void, exit: (code: numb
     },
   };
 }
-
-export type { StopCause };

@@ -1,0 +1,64 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { assertCanRefresh, shadowTable, ShadowDestination } from '../../src/commands/refresh.js';
+import { ConfigError } from '../../src/core/errors.js';
+import type { TableSchema } from '../../src/core/types.js';
+import type { Destination } from '../../src/load/destination.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const users: TableSchema = {
+  name: 'users',
+  key: ['project_id', 'id'],
+  columns: [
+    { name: 'project_id', type: 'string' },
+    { name: 'id', type: 'string' },
+    { name: 'plan', type: 'string' },
+  ],
+};
+
+async function open(): Promise<DuckDbDestination> {
+  const d = tempDir();
+  cleanups.push(d.cleanup);
+  const db = await DuckDbDestination.open(join(d.dir, 'w.duckdb'));
+  cleanups.push(() => db.close());
+  return db;
+}
+
+describe('full refresh in DuckDB', () => {
+  it('writes go to the shadow table; the swap replaces the table in one step and leaves no shadow', async () => {
+    const db = await open();
+    await db.write({ table: users, rows: [{ project_id: 'p', id: 'old', plan: 'free' }, { project_id: 'p', id: 'gone', plan: 'free' }] });
+    const shadow = new ShadowDestination(db);
+    await shadow.write({ table: users, rows: [{ project_id: 'p', id: 'old', plan: 'pro' }] });
+    expect(await db.count('users'), 'the table is untouched until the swap').toBe(2);
+    expect(await db.count(shadowTable('users'))).toBe(1);
+    await db.replaceTable('users', shadowTable('users'));
+    expect(await db.query('SELECT id, plan FROM users')).toEqual([{ id: 'old', plan: 'pro' }]);
+    expect(await db.describe(shadowTable('users'))).toBeUndefined();
+    // The table keeps working for ordinary merges after the swap.
+    await db.write({ table: users, rows: [{ project_id: 'p', id: 'new', plan: 'free' }] });
+    expect(await db.count('users')).toBe(2);
+  });
+
+  it('a refresh that read nothing empties the table; a leftover shadow is dropped', async () => {
+    const db = await open();
+    await db.write({ table: users, rows: [{ project_id: 'p', id: 'a', plan: 'free' }] });
+    await db.replaceTable('users', shadowTable('users'));
+    expect(await db.count('users')).toBe(0);
+    await new ShadowDestination(db).write({ table: users, rows: [{ project_id: 'p', id: 'b', plan: 'free' }] });
+    await db.dropTable(shadowTable('users'));
+    expect(await db.describe(shadowTable('users'))).toBeUndefined();
+  });
+
+  it('a destination that cannot swap tables is refused before anything is read, saying what to do instead', () => {
+    const bigqueryLike = { kind: 'bigquery' } as unknown as Destination;
+    expect(() => assertCanRefresh(bigqueryLike)).toThrow(ConfigError);
+    expect(() => assertCanRefresh(bigqueryLike)).toThrow(/bigquery destination cannot do yet \(DuckDB can\).*query-sync reset --resources <names> --yes, then sync/);
+  });
+});
