@@ -206,4 +206,18 @@ describe('runs as deployed', () => {
     await check.close();
     expect(shadows).toEqual([]);
   }, 120_000);
+
+  it('warns loudly when the warehouse is new but the state has marks, or the state is new beside a warehouse', async () => {
+    const emu = await emulator(47, 50, false);
+    const d = dir();
+    const common = ['sync', '--project', '*', '--resources', 'events', '--log-level', 'warn'];
+    expect((await runCli(emu, [...common, ...files(d)])).code).toBe(0);
+    const elsewhere = dir();
+    const newWarehouse = await runCli(emu, [...common, '--duckdb-path', dbPathOf(elsewhere), '--state', statePathOf(d)]);
+    expect(newWarehouse.stdout).toMatch(/WARNING: the warehouse .*warehouse\.duckdb is new, but the state .*state\.json has marks for 1 stream\(s\) \(events:\*\).*Wrong --duckdb-path/);
+    const newState = await runCli(emu, [...common, '--duckdb-path', dbPathOf(d), '--state', statePathOf(elsewhere).replace('state.json', 'other.json')]);
+    expect(newState.stdout).toMatch(/WARNING: the state .*other\.json is new, but the warehouse .* exists: this sync reads all history again/);
+    const ordinary = await runCli(emu, [...common, ...files(d)]);
+    expect(ordinary.stdout).not.toMatch(/WARNING/);
+  }, 60_000);
 });
