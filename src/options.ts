@@ -162,6 +162,7 @@ export function collect(
   flags: Readonly<Record<string, unknown>>,
   env: NodeJS.ProcessEnv,
 ): Collected {
+  refuseUnknownEnv(table, env);
   const specs = table.filter((o) => o.commands.includes(command));
   const values: Record<string, RawValue | undefined> = {};
   const sources: Record<string, string> = {};
@@ -194,6 +195,30 @@ export function collect(
     }
   }
   return { values, sources };
+}
+
+/** `QUERY_SYNC_*` variables read elsewhere than the option table. */
+const OTHER_ENV = new Set(['QUERY_SYNC_OPTIMIZE_FOR']);
+
+/** A misspelt `QUERY_SYNC_*` variable would be ignored silently: refuse it, naming the closest one. */
+function refuseUnknownEnv(table: readonly OptionSpec[], env: NodeJS.ProcessEnv): void {
+  const known = new Set([...table.map((o) => envName(o.name)), ...OTHER_ENV]);
+  for (const name of Object.keys(env)) {
+    if (!name.startsWith('QUERY_SYNC_') || known.has(name)) continue;
+    const closest = [...known].sort((a, b) => distance(name, a) - distance(name, b))[0];
+    throw new ConfigError(`${name} is not a query-sync setting${closest === undefined ? '' : `: did you mean ${closest}?`} (every setting: query-sync <command> --help)`);
+  }
+}
+
+/** Edit distance, for the suggestion above. */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
 }
 
 function stringOf(value: unknown): string | undefined {

@@ -67,6 +67,13 @@ describe('settings: flag > QUERY_SYNC_<FLAG> > config file > default', () => {
     }
   });
 
+  it('refuses a misspelt QUERY_SYNC_ variable instead of ignoring it', () => {
+    expect(refused(() => resolveSyncConfig({}, { ...ENV, QUERY_SYNC_LOOKBAK: '1h' }))).toBe(
+      'QUERY_SYNC_LOOKBAK is not a query-sync setting: did you mean QUERY_SYNC_LOOKBACK? (every setting: query-sync <command> --help)',
+    );
+    expect(resolveSyncConfig({}, { ...ENV, QUERY_SYNC_OPTIMIZE_FOR: 'speed', QUERY_SYNC_WINDOW: '1d' }).lookbackMs).toBe(15 * 60_000);
+  });
+
   it('keeps the old env names as aliases; QUERY_SYNC_* wins over them', () => {
     expect(resolveSyncConfig({}, { ...ENV, QUERY_API_PROJECT: 'alpha' }).project).toBe('alpha');
     expect(resolveSyncConfig({}, { ...ENV, QUERY_API_PROJECT: 'alpha', QUERY_SYNC_PROJECT: 'beta' }).project).toBe('beta');
