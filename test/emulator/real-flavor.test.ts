@@ -44,6 +44,7 @@ describe('real flavor: traces by event', () => {
     expect((missing.json as ErrorBody).error.details?.field).toBe('event_id');
     const spans = em.snapshot('traces', 'default');
     expect(spans.every((s) => !('event_id' in s))).toBe(true);
+    const owned = em.snapshot('traces', 'default', { spanEventId: true });
     const events = em.snapshot('events', 'default');
     let withSpans = 0;
     let total = 0;
@@ -52,6 +53,7 @@ describe('real flavor: traces by event', () => {
       expect(reply.status).toBe(200);
       const body = reply.json as { data: Record<string, unknown>[]; meta?: unknown };
       expect(body.meta).toBeUndefined();
+      expect(ids(body.data, 'default')).toEqual(ids(owned.filter((s) => s['event_id'] === event['id'])));
       if (body.data.length > 0) withSpans++;
       total += body.data.length;
     }
