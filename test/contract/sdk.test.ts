@@ -41,7 +41,7 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
 
     beforeAll(async () => {
       // The SDK sends X-Raindrop-Project-Id: the spec flavor is told to read it.
-      em = await startEmulator({ flavor, eventsPerProject: 150, projectHeader: SDK_HEADER });
+      em = await startEmulator({ flavor, eventsPerProject: 80, projectHeader: SDK_HEADER });
       // Fresh events: on the real flavor they are not enriched yet, so both shapes are checked.
       for (const project of ['default', 'alpha', 'beta']) em.addEvents(project, 10);
       client = sdkClient(em.url, em.apiKey);
