@@ -36,16 +36,29 @@ export function derivedTimestampColumn(column: string): string {
 export const ROW_HASH_COLUMN = 'row_hash';
 
 
-/** How a table is partitioned in BigQuery (by day), derived from `table.partitionColumn`. */
+/**
+ * Integer-range partition column of tables with no time column that never changes (users,
+ * conversations, signals: `first_seen` or `started_at` can move earlier when a late event is
+ * indexed, and a row whose partition value moves would be missed by a pruned MERGE and inserted
+ * twice). The key's hash is the one value that never changes, so a MERGE can prune to the buckets
+ * of the keys it writes. 4,000 buckets: BigQuery lets one job modify at most 4,000 partitions and a
+ * table hold 10,000 (https://cloud.google.com/bigquery/quotas#partitioned_tables).
+ */
+export const KEY_BUCKET_COLUMN = 'key_bucket';
+export const KEY_BUCKETS = 4_000;
+
+/** How a table is partitioned in BigQuery, derived from `table.partitionColumn`. */
 export type PartitionSpec =
   /** `PARTITION BY DATE(column)` on a TIMESTAMP column. */
   | { readonly kind: 'timestamp'; readonly column: string; readonly field: string }
   /** `PARTITION BY DATE(field)`, `field` a TIMESTAMP filled from the INT64 ns epoch `column`. */
-  | { readonly kind: 'epoch_ns'; readonly column: string; readonly field: string };
+  | { readonly kind: 'epoch_ns'; readonly column: string; readonly field: string }
+  /** `PARTITION BY RANGE_BUCKET(key_bucket, …)`, `key_bucket` a hash of the key, filled at load time. */
+  | { readonly kind: 'key_bucket'; readonly column: string; readonly field: string };
 
-/** The UTC dates a batch writes into: what the MERGE prunes to. */
+/** The partitions a batch writes into: what the MERGE prunes to. */
 export interface PartitionDates {
-  /** Every partition date (`YYYY-MM-DD`) of the batch, sorted. */
+  /** Every partition value of the batch (a `YYYY-MM-DD` date, or a key bucket number), sorted. */
   readonly dates: readonly string[];
   /** Some row has a NULL partition value (BigQuery's `__NULL__` partition). */
   readonly hasNull: boolean;
@@ -55,9 +68,9 @@ export interface PartitionDates {
  * The partitioning of `table`, or `undefined` when it has no partition column. Throws `LoadError`
  * (terminal) when the column is missing or of a type BigQuery cannot partition by day.
  */
-export function partitionSpec(table: TableSchema): PartitionSpec | undefined {
+export function partitionSpec(table: TableSchema): PartitionSpec {
   const name = table.partitionColumn;
-  if (name === undefined) return undefined;
+  if (name === undefined) return { kind: 'key_bucket', column: KEY_BUCKET_COLUMN, field: KEY_BUCKET_COLUMN };
   const column = table.columns.find((c) => c.name === name);
   if (column === undefined) {
     throw new LoadError(
@@ -116,7 +129,11 @@ export function encodeRow(table: TableSchema, row: Row, spec: PartitionSpec | un
   let date: string | null | undefined;
   if (spec !== undefined) {
     const value = row[spec.column];
-    if (spec.kind === 'epoch_ns') {
+    if (spec.kind === 'key_bucket') {
+      const bucket = keyBucket(table, row);
+      parts.push(`${JSON.stringify(spec.field)}:"${bucket}"`);
+      date = String(bucket);
+    } else if (spec.kind === 'epoch_ns') {
       const ts = value === null || value === undefined ? null : timestampOfEpochNs(BigInt(int64Text(table.name, spec.column, value)));
       parts.push(`${JSON.stringify(spec.field)}:${ts === null ? 'null' : `"${ts}"`}`);
       date = ts === null ? null : ts.slice(0, 10);
@@ -143,7 +160,7 @@ export function encodeRows(table: TableSchema, rows: readonly Row[]): EncodedBat
     dates.add(encoded.date);
     lines.push(encoded.line);
   }
-  return { ndjson: lines.join(''), partitions: spec === undefined ? undefined : dates.value() };
+  return { ndjson: lines.join(''), partitions: dates.value() };
 }
 
 /** Collects the partition dates of a batch. */
@@ -157,8 +174,16 @@ export class PartitionDateSet {
   }
 
   value(): PartitionDates {
-    return { dates: [...this.dates].sort(), hasNull: this.hasNull };
+    // Dates sort as text; bucket numbers as numbers.
+    return { dates: [...this.dates].sort((a, b) => (/^\d+$/.test(a) && /^\d+$/.test(b) ? Number(a) - Number(b) : a < b ? -1 : a > b ? 1 : 0)), hasNull: this.hasNull };
   }
+}
+
+/** The key's bucket: the first 32 bits of SHA-256 over the key cells, modulo `KEY_BUCKETS`. */
+export function keyBucket(table: TableSchema, row: Row): number {
+  const hash = createHash('sha256');
+  for (const column of table.key) hash.update(`${String(row[column])}\u0000`);
+  return hash.digest().readUInt32BE(0) % KEY_BUCKETS;
 }
 
 function partitionDateOf(table: string, spec: PartitionSpec, value: CellValue | undefined): string | undefined {

@@ -1,7 +1,7 @@
 import { bigqueryType } from '../core/column-types.js';
 import { ConfigError, LoadError } from '../core/errors.js';
 import type { TableSchema } from '../core/types.js';
-import { ROW_HASH_COLUMN, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
+import { KEY_BUCKETS, KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
 
 /**
  * The BigQuery DDL and MERGE text, as pure functions: the destination sends the equivalent REST
@@ -111,7 +111,8 @@ export function tablePath(target: BigQueryTarget, table: string): string {
 export function bigQueryColumns(table: TableSchema): BigQueryColumn[] {
   const columns = table.columns.map((c) => ({ name: c.name, type: bigqueryType(c.type) }));
   const spec = partitionSpec(table);
-  if (spec?.kind === 'epoch_ns' && !columns.some((c) => c.name === spec.field)) columns.push({ name: spec.field, type: 'TIMESTAMP' });
+  if (spec.kind === 'epoch_ns' && !columns.some((c) => c.name === spec.field)) columns.push({ name: spec.field, type: 'TIMESTAMP' });
+  if (spec.kind === 'key_bucket' && !columns.some((c) => c.name === spec.field)) columns.push({ name: spec.field, type: 'INT64' });
   if (table.fullRefresh === true && !columns.some((c) => c.name === ROW_HASH_COLUMN)) columns.push({ name: ROW_HASH_COLUMN, type: 'STRING' });
   return columns;
 }
@@ -135,13 +136,17 @@ export function createTableDdl(target: BigQueryTarget, table: TableSchema): stri
       .join(',\n'),
     ')',
   ];
-  if (spec !== undefined) lines.push(`PARTITION BY DATE(${quoteIdent(spec.field)})`);
+  lines.push(
+    spec.kind === 'key_bucket'
+      ? `PARTITION BY RANGE_BUCKET(${quoteIdent(spec.field)}, GENERATE_ARRAY(0, ${KEY_BUCKETS}, 1))`
+      : `PARTITION BY DATE(${quoteIdent(spec.field)})`,
+  );
   lines.push(`CLUSTER BY ${clusteringColumns(table).map(quoteIdent).join(', ')}`);
   // Expiration off explicitly: a dataset default would otherwise delete tables (or old
   // partitions) that state says are loaded.
   const options = ['expiration_timestamp = NULL'];
-  if (spec !== undefined) options.push('partition_expiration_days = NULL');
-  if (spec?.kind === 'epoch_ns') {
+  if (spec.kind !== 'key_bucket') options.push('partition_expiration_days = NULL');
+  if (spec.kind === 'epoch_ns') {
     options.push(`description = '${spec.field} = ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time'`);
   }
   lines.push(`OPTIONS (${options.join(', ')})`);
@@ -180,6 +185,7 @@ export function addColumnsDdl(
 export function pruningPredicate(spec: PartitionSpec, partitions: PartitionDates): string {
   const column = `T.${quoteIdent(spec.field)}`;
   const isNull = `${column} IS NULL`;
+  if (spec.kind === 'key_bucket') return `${column} IN (${partitions.dates.join(', ')})`;
   if (partitions.dates.length === 0) return isNull;
   const dates = partitions.dates.map((d) => `DATE '${d}'`).join(', ');
   const inList = `DATE(${column}) IN (${dates})`;
@@ -208,14 +214,15 @@ export function mergeSql(params: {
   const names = bigQueryColumns(table).map((c) => quoteIdent(c.name));
   const keys = new Set(table.key);
   const on = table.key.map((k) => `T.${quoteIdent(k)} = S.${quoteIdent(k)}`);
-  if (spec !== undefined && partitions !== undefined) on.push(pruningPredicate(spec, partitions));
+  if (partitions !== undefined) on.push(pruningPredicate(spec, partitions));
   const lines = [
     `MERGE ${tablePath(target, table.name)} AS T`,
     `USING ${tablePath(target, stage)} AS S`,
     `ON ${on.join(' AND ')}`,
   ];
+  // The key bucket is a function of the key: never updated.
   const updates = bigQueryColumns(table)
-    .filter((c) => !keys.has(c.name))
+    .filter((c) => !keys.has(c.name) && c.name !== KEY_BUCKET_COLUMN)
     .map((c) => `${quoteIdent(c.name)} = S.${quoteIdent(c.name)}`);
   if (updates.length > 0) {
     const v = table.versionColumn === undefined ? undefined : quoteIdent(table.versionColumn);

@@ -5,7 +5,7 @@ import type { Logger } from '../core/log.js';
 import type { LogicalType, TableSchema } from '../core/types.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject } from './bigquery-errors.js';
 import { kindOf, type BigQueryJobs } from './bigquery-jobs.js';
-import { partitionSpec } from './bigquery-rows.js';
+import { KEY_BUCKETS, partitionSpec } from './bigquery-rows.js';
 import { bigQueryColumns, clusteringColumns, type BigQueryColumn, type BigQueryTarget } from './bigquery-sql.js';
 
 /**
@@ -167,8 +167,10 @@ export class BigQueryTables {
     const resource: TableMetadata = {
       schema: { fields: bigQueryColumns(table).map(toField) },
       clustering: { fields: clusteringColumns(table) },
-      ...(spec === undefined ? {} : { timePartitioning: { type: 'DAY', field: spec.field } }),
-      ...(spec?.kind === 'epoch_ns'
+      ...(spec.kind === 'key_bucket'
+        ? { rangePartitioning: { field: spec.field, range: { start: '0', end: String(KEY_BUCKETS), interval: '1' } } }
+        : { timePartitioning: { type: 'DAY', field: spec.field } }),
+      ...(spec.kind === 'epoch_ns'
         ? { description: `Partitioned on ${spec.field}: ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time.` }
         : {}),
       labels: { 'query-sync': 'table' },

@@ -51,7 +51,7 @@ import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type Win
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
-import { PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
+import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
   STAGE_EXPIRATION_MS,
   assertColumnNames,
@@ -205,7 +205,7 @@ export class BigQueryDestination implements Destination {
     const names = new Set(fields.map((f) => f.name ?? ''));
     // Ours, derived at load time: the row hash, and a partition timestamp beside its ns column.
     const partitionField = metadata.timePartitioning?.field ?? undefined;
-    const derived = new Set([ROW_HASH_COLUMN]);
+    const derived = new Set([ROW_HASH_COLUMN, KEY_BUCKET_COLUMN]);
     if (partitionField !== undefined && names.has(partitionField.replace(/_ts$/, '_ns')) && derivedTimestampColumn(partitionField.replace(/_ts$/, '_ns')) === partitionField) {
       derived.add(partitionField);
     }
@@ -388,7 +388,7 @@ export class BigQueryDestination implements Destination {
           out.end(resolve);
         });
       }
-      yield { file, rows: count, bytes, partitions: spec === undefined ? undefined : dates.value() };
+      yield { file, rows: count, bytes, partitions: dates.value() };
     }
   }
 
@@ -433,7 +433,7 @@ export class BigQueryDestination implements Destination {
       table,
       stage: `${table.name}__stage_${randomBytes(6).toString('hex')}`,
       rowCount: rows.length,
-      ...(spec === undefined ? {} : { partitions: dates.value() }),
+      partitions: dates.value(),
       createSchema: !this.dryRunSchemaPrinted,
       createTable: printed === undefined,
       newColumns: printed === undefined ? [] : columns.filter((c) => !printed.has(c.name)),

@@ -37,7 +37,11 @@ describe('encodeRows', () => {
       { project_id: 'a', id: '4', timestamp: '2024-05-03T10:00:00Z' },
     ]);
     expect(partitions).toEqual({ dates: ['2024-04-01', '2024-05-03'], hasNull: true });
-    expect(encodeRows({ ...eventsTable, partitionColumn: undefined }, [{ project_id: 'a', id: '1' }]).partitions).toBeUndefined();
+    // A table with no time partition column is partitioned on a hash bucket of its key.
+    const keyed = encodeRows({ ...eventsTable, partitionColumn: undefined }, [{ project_id: 'a', id: '1' }, { project_id: 'a', id: '1' }, { project_id: 'b', id: '1' }]);
+    expect(keyed.partitions?.dates).toHaveLength(2);
+    expect(keyed.partitions?.dates.every((d) => Number(d) >= 0 && Number(d) < 4000)).toBe(true);
+    expect(keyed.ndjson).toMatch(/"key_bucket":"\d+"/);
   });
 
   it('writes every timestamp in one canonical UTC form the JSON loader accepts', () => {
@@ -106,7 +110,7 @@ describe('SQL text', () => {
     expect(sql).toContain('WHEN MATCHED AND (T.`row_hash` IS DISTINCT FROM S.`row_hash`) THEN\n  UPDATE SET `name` = S.`name`, `row_hash` = S.`row_hash`\n');
   });
 
-  it('builds a MERGE without version condition, partition or UPDATE when the table has none', () => {
+  it('builds a MERGE without version condition for a table that has none, pruned to its key buckets', () => {
     const keyOnly: TableSchema = {
       name: 'users',
       key: ['project_id', 'id'],
@@ -115,15 +119,16 @@ describe('SQL text', () => {
         { name: 'id', type: 'string' },
       ],
     };
-    expect(mergeSql({ target, table: keyOnly, stage: 'users__stage_x' })).toBe(
+    expect(mergeSql({ target, table: keyOnly, stage: 'users__stage_x', partitions: { dates: ['7', '3999'], hasNull: false } })).toBe(
       [
         'MERGE `proj`.`sync`.`users` AS T',
         'USING `proj`.`sync`.`users__stage_x` AS S',
-        'ON T.`project_id` = S.`project_id` AND T.`id` = S.`id`',
+        'ON T.`project_id` = S.`project_id` AND T.`id` = S.`id` AND T.`key_bucket` IN (7, 3999)',
         'WHEN NOT MATCHED THEN',
-        '  INSERT (`project_id`, `id`) VALUES (S.`project_id`, S.`id`);',
+        '  INSERT (`project_id`, `id`, `key_bucket`) VALUES (S.`project_id`, S.`id`, S.`key_bucket`);',
       ].join('\n'),
     );
+    expect(createTableDdl(target, keyOnly)).toContain('PARTITION BY RANGE_BUCKET(`key_bucket`, GENERATE_ARRAY(0, 4000, 1))\nCLUSTER BY `project_id`, `id`');
     const withName: TableSchema = { ...keyOnly, columns: [...keyOnly.columns, { name: 'name', type: 'string' }] };
     expect(mergeSql({ target, table: withName, stage: 's' })).toContain('WHEN MATCHED THEN\n  UPDATE SET `name` = S.`name`\n');
   });
