@@ -163,18 +163,7 @@ export class BigQueryTables {
       return existing.schema?.fields ?? [];
     }
     const subject = subjectOf(this.options.target, `creation of table ${table.name}`, table.name);
-    const spec = partitionSpec(table);
-    const resource: TableMetadata = {
-      schema: { fields: bigQueryColumns(table).map(toField) },
-      clustering: { fields: clusteringColumns(table) },
-      ...(spec.kind === 'key_bucket'
-        ? { rangePartitioning: { field: spec.field, range: { start: '0', end: String(KEY_BUCKETS), interval: '1' } } }
-        : { timePartitioning: { type: 'DAY', field: spec.field } }),
-      ...(spec.kind === 'epoch_ns'
-        ? { description: `Partitioned on ${spec.field}: ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time.` }
-        : {}),
-      labels: { 'query-sync': 'table' },
-    };
+    const resource = tableResource(table);
     let created: TableMetadata;
     try {
       const [, metadata] = await this.options.jobs.retrying(subject, () =>
@@ -279,6 +268,22 @@ function missingColumns(table: TableSchema, existing: readonly TableField[], col
     }
   }
   return missing;
+}
+
+/** The tables.insert body of a target table (also what a dry run prints). */
+export function tableResource(table: TableSchema): TableMetadata {
+  const spec = partitionSpec(table);
+  return {
+    schema: { fields: bigQueryColumns(table).map(toField) },
+    clustering: { fields: clusteringColumns(table) },
+    ...(spec.kind === 'key_bucket'
+      ? { rangePartitioning: { field: spec.field, range: { start: '0', end: String(KEY_BUCKETS), interval: '1' } } }
+      : { timePartitioning: { type: 'DAY', field: spec.field } }),
+    ...(spec.kind === 'epoch_ns'
+      ? { description: `Partitioned on ${spec.field}: ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time.` }
+      : {}),
+    labels: { 'query-sync': 'table' },
+  };
 }
 
 /** What an error message names: the operation, the project, the dataset and the table. */

@@ -43,13 +43,13 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
+import { BigQuery, type BigQueryOptions, type Job, type TableField } from '@google-cloud/bigquery';
 import { silentLogger, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
-import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
+import { BigQueryTables, logicalType, subjectOf, tableResource } from './bigquery-tables.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
 import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
@@ -118,6 +118,19 @@ const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
  * which still rewrites only changed rows.
  */
 const MAX_HASH_CHECK_ROWS = 5_000;
+
+/**
+ * Every load job's options. The stage was created empty a moment ago: a second copy of the rows is
+ * an error (WRITE_EMPTY), never a duplicate. No schema is sent (the stage has it), so no
+ * schemaUpdateOptions either; no bad record is tolerated.
+ */
+const LOAD_OPTIONS = {
+  sourceFormat: 'NEWLINE_DELIMITED_JSON',
+  writeDisposition: 'WRITE_EMPTY',
+  createDisposition: 'CREATE_NEVER',
+  ignoreUnknownValues: false,
+  maxBadRecords: 0,
+} as const;
 
 /** Writes waiting for the table: they run as one. */
 interface WriteGroup {
@@ -427,11 +440,12 @@ export class BigQueryDestination implements Destination {
     rows.forEach((row, i) => dates.add(encodeRow(table, row, spec, hashes?.[i]).date));
     const printed = this.dryRunColumns.get(table.name);
     const columns = bigQueryColumns(table);
+    const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
     const plan = planWrite({
       target: this.target,
       location: this.tables.location,
       table,
-      stage: `${table.name}__stage_${randomBytes(6).toString('hex')}`,
+      stage,
       rowCount: rows.length,
       partitions: dates.value(),
       createSchema: !this.dryRunSchemaPrinted,
@@ -442,17 +456,45 @@ export class BigQueryDestination implements Destination {
     this.dryRunColumns.set(table.name, new Set([...(printed ?? []), ...columns.map((c) => c.name)]));
     this.print(`-- bigquery dry run: ${rows.length} row(s) for table ${table.name}; nothing is sent`);
     for (const statement of planLines(plan)) this.print(statement);
+    // The REST requests themselves, as the client would send them.
+    const { projectId, dataset } = this.target;
+    const base = `/bigquery/v2/projects/${projectId}`;
+    const request = (method: string, path: string, body?: unknown): void =>
+      this.print(`-- request: ${method} ${path}${body === undefined ? '' : ` ${JSON.stringify(body)}`}`);
+    if (plan.createSchema !== undefined) {
+      request('GET', `${base}/datasets/${dataset}`);
+      request('POST', `${base}/datasets`, { datasetReference: { projectId, datasetId: dataset }, location: this.tables.location });
+    }
+    if (plan.createTable !== undefined) {
+      request('POST', `${base}/datasets/${dataset}/tables`, { ...tableResource(table), tableReference: { projectId, datasetId: dataset, tableId: table.name } });
+    }
+    if (plan.alterTable !== undefined) request('PATCH', `${base}/datasets/${dataset}/tables/${table.name}`, { schema: { fields: columns.map(toField) }, etag: '<as read>' });
+    request('POST', `${base}/datasets/${dataset}/tables`, {
+      tableReference: { projectId, datasetId: dataset, tableId: stage },
+      ...this.stageResource(columns),
+    });
+    const ndjsonBytes = rows.reduce((n, row, i) => n + Buffer.byteLength(encodeRow(table, row, spec, hashes?.[i]).line), 0);
+    request('POST', `/upload/bigquery/v2/projects/${projectId}/jobs?uploadType=multipart`, {
+      configuration: { load: { ...LOAD_OPTIONS, destinationTable: { projectId, datasetId: dataset, tableId: stage } } },
+      jobReference: { projectId, jobId: `qs_load_${stage}_0`, location: this.tables.location },
+    });
+    this.print(`--   + ${rows.length} NDJSON row(s), ${ndjsonBytes} bytes`);
+    request('POST', `${base}/jobs`, {
+      configuration: { query: { query: plan.merge, useLegacySql: false } },
+      jobReference: { projectId, jobId: `qs_merge_${stage}_0`, location: this.tables.location },
+    });
+    request('DELETE', `${base}/datasets/${dataset}/tables/${stage}`);
+  }
+
+  private stageResource(columns: readonly BigQueryColumn[]): { schema: { fields: TableField[] }; expirationTime: string; labels: Record<string, string> } {
+    return { schema: { fields: columns.map(toField) }, expirationTime: String(this.now() + STAGE_EXPIRATION_MS), labels: { 'query-sync': 'stage' } };
   }
 
   private async createStage(table: TableSchema, stage: string, columns: readonly BigQueryColumn[]): Promise<void> {
     const subject = this.subject(`creation of staging table ${stage}`, table.name);
     try {
       await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset, { location: this.tables.location }).createTable(stage, {
-          schema: { fields: columns.map(toField) },
-          expirationTime: String(this.now() + STAGE_EXPIRATION_MS),
-          labels: { 'query-sync': 'stage' },
-        }),
+        this.client.dataset(this.target.dataset, { location: this.tables.location }).createTable(stage, this.stageResource(columns)),
       );
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
@@ -463,15 +505,7 @@ export class BigQueryDestination implements Destination {
     const subject = this.subject(`load job into ${stage}`, table.name);
     const stageTable = this.client.dataset(this.target.dataset, { location: this.tables.location }).table(stage, { location: this.tables.location });
     return this.jobs.run(subject, `qs_load_${stage}`, async (jobId) => {
-      const [job] = await stageTable.createLoadJob(file, {
-        jobId,
-        sourceFormat: 'NEWLINE_DELIMITED_JSON',
-        // The stage was created empty a moment ago: a second copy of the rows is an error, never a duplicate.
-        writeDisposition: 'WRITE_EMPTY',
-        createDisposition: 'CREATE_NEVER',
-        ignoreUnknownValues: false,
-        maxBadRecords: 0,
-      });
+      const [job] = await stageTable.createLoadJob(file, { jobId, ...LOAD_OPTIONS });
       return job;
     });
   }
