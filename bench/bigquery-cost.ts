@@ -155,3 +155,9 @@ out(`  load jobs: ${loads}/day for the project (quota 100,000 per project per da
 out(`  MERGE (mutating DML): ${dml}/day, at most one per table at a time from one process (limit: 2 running + 20 queued per table; DML does not count toward table-modification quotas)`);
 out(`  other query jobs: ${queries}/day (unchanged-rows checks); counts for status/verify on demand`);
 out(`  partition modifications by load/query jobs on targets: 0 (only MERGE writes targets; quota 30,000 per partitioned table per day)`);
+out('');
+out('key-bucket pruning vs keys touched per run (users table as above):');
+for (const k of [100, 500, 1_000, 5_000, 20_000]) {
+  const b = bucketsTouched(k);
+  out(`  ${String(k).padStart(6)} keys → ${String(b).padStart(4)} of ${KEY_BUCKETS} buckets → ${fmt(usersTableBytes * (b / KEY_BUCKETS) + k * size('users'))} per MERGE (unpartitioned: ${fmt(usersTableBytes)})`);
+}
