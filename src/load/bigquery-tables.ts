@@ -48,6 +48,8 @@ export class BigQueryTables {
   #datasetLookup: Promise<boolean> | undefined;
   /** Schema fields per table as last seen. */
   readonly #fields = new Map<string, TableField[]>();
+  /** The column each table is partitioned on, as BigQuery reports it (`null`: not partitioned). */
+  readonly #partitionField = new Map<string, string | null>();
 
   constructor(options: BigQueryTablesOptions) {
     this.options = options;
@@ -146,6 +148,7 @@ export class BigQueryTables {
       const resource = metadata as TableMetadata;
       resource.schema = { fields: resource.schema?.fields ?? [] };
       this.#fields.set(table, resource.schema.fields ?? []);
+      this.#partitionField.set(table, resource.timePartitioning?.field ?? resource.rangePartitioning?.field ?? null);
       return resource;
     } catch (error) {
       if (kindOf(error) === 'notFound') return undefined;
@@ -177,8 +180,31 @@ export class BigQueryTables {
     }
     const fields = (await this.clearExpiration(table.name, created)).schema?.fields ?? resource.schema?.fields ?? [];
     this.#fields.set(table.name, fields);
+    this.#partitionField.set(table.name, resource.timePartitioning?.field ?? resource.rangePartitioning?.field ?? null);
     return fields;
   }
+
+  /**
+   * Whether a MERGE into `table` may prune on `field`: only when the table really is partitioned
+   * on it. A table created otherwise (by an earlier version, unpartitioned, or by hand) has rows
+   * whose `field` is NULL or not what query-sync would compute; pruning on it would miss them and
+   * insert the rows again. Such a table is merged unpruned (exact, costlier), with a warning.
+   */
+  prunesOn(table: string, field: string): boolean {
+    const actual = this.#partitionField.get(table);
+    if (actual === field) return true;
+    if (!this.#warnedUnpruned.has(table)) {
+      this.#warnedUnpruned.add(table);
+      this.options.log.warn(
+        { table, expectedPartitionColumn: field, actualPartitionColumn: actual ?? null },
+        'bigquery table is not partitioned the way query-sync creates it: every MERGE scans the whole table; ' +
+          'to cut the cost, re-create it (drop it and run a full re-sync of that resource)',
+      );
+    }
+    return false;
+  }
+
+  readonly #warnedUnpruned = new Set<string>();
 
   /** A table this created inherited the dataset's default expiration: turn it off. */
   private async clearExpiration(table: string, created: TableMetadata): Promise<TableMetadata> {

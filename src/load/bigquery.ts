@@ -347,8 +347,9 @@ export class BigQueryDestination implements Destination {
     const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
     let bytesProcessed: number | undefined;
     try {
+      const prune = this.tables.prunesOn(table.name, spec.field);
       for await (const staged of this.stageFiles(dir, table, rows, hashes)) {
-        const bytes = await this.loadAndMerge(table, columns, staged);
+        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined });
         if (bytes !== undefined) bytesProcessed = (bytesProcessed ?? 0) + bytes;
         await rm(staged.file, { force: true });
       }

@@ -385,6 +385,33 @@ describe('cost proportional to the batch', () => {
   });
 });
 
+describe('tables created by an earlier version', () => {
+  it('an unpartitioned users table is merged unpruned (no duplicate of a row without key_bucket), with a warning', async () => {
+    const fake = fakeFor();
+    fake.addDataset('sync');
+    fake.addTable('sync', 'users', [
+      { name: 'project_id', type: 'STRING' },
+      { name: 'id', type: 'STRING' },
+      { name: 'name', type: 'STRING' },
+    ]);
+    fake.rows('sync', 'users').push({ project_id: 'a', id: 'u1', name: 'old' });
+    const { dest, logs } = make();
+    const users: TableSchema = {
+      name: 'users',
+      key: ['project_id', 'id'],
+      columns: [
+        { name: 'project_id', type: 'string' },
+        { name: 'id', type: 'string' },
+        { name: 'name', type: 'string' },
+      ],
+    };
+    await dest.write({ table: users, rows: [{ project_id: 'a', id: 'u1', name: 'new' }] });
+    expect(fake.rows('sync', 'users').map((r) => [r['id'], r['name']])).toEqual([['u1', 'new']]);
+    expect(fake.queries.at(-1)?.query).not.toContain('key_bucket` IN');
+    expect(logs.some((l) => String(l['msg']).startsWith('bigquery table is not partitioned the way query-sync creates it'))).toBe(true);
+  });
+});
+
 describe('errors', () => {
   it('a 412 on a column patch that keeps failing is reported, naming the table', async () => {
     const fake = fakeFor();
