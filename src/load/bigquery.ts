@@ -43,29 +43,26 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BigQuery, type BigQueryOptions, type Job, type TableField } from '@google-cloud/bigquery';
+import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
 import { silentLogger, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
-import { BigQueryTables, logicalType, subjectOf, tableResource } from './bigquery-tables.js';
+import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
+import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
 import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
-  STAGE_EXPIRATION_MS,
   assertColumnNames,
   bigQueryColumns,
   mergeSql,
-  planLines,
-  planWrite,
   quoteIdent,
   tablePath,
   validateTarget,
   type BigQueryColumn,
   type BigQueryTarget,
 } from './bigquery-sql.js';
-import { toField } from './bigquery-tables.js';
 
 export interface BigQueryDestinationOptions {
   /** Project that owns the dataset and runs the jobs (`--bq-project`). */
@@ -119,19 +116,6 @@ const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
  */
 const MAX_HASH_CHECK_ROWS = 5_000;
 
-/**
- * Every load job's options. The stage was created empty a moment ago: a second copy of the rows is
- * an error (WRITE_EMPTY), never a duplicate. No schema is sent (the stage has it), so no
- * schemaUpdateOptions either; no bad record is tolerated.
- */
-const LOAD_OPTIONS = {
-  sourceFormat: 'NEWLINE_DELIMITED_JSON',
-  writeDisposition: 'WRITE_EMPTY',
-  createDisposition: 'CREATE_NEVER',
-  ignoreUnknownValues: false,
-  maxBadRecords: 0,
-} as const;
-
 /** Writes waiting for the table: they run as one. */
 interface WriteGroup {
   readonly batches: LoadBatch[];
@@ -169,9 +153,7 @@ export class BigQueryDestination implements Destination {
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Writes waiting for the running one, per table. */
   private readonly waiting = new Map<string, WriteGroup>();
-  /** Dry run: the dataset and the columns already printed, so later writes print only ALTERs. */
-  private dryRunSchemaPrinted = false;
-  private readonly dryRunColumns = new Map<string, Set<string>>();
+  private readonly dryRunPrinter: BigQueryDryRun;
 
   constructor(options: BigQueryDestinationOptions) {
     this.target = { projectId: options.projectId, dataset: options.dataset };
@@ -207,6 +189,7 @@ export class BigQueryDestination implements Destination {
       log: this.log,
     });
     this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
+    this.dryRunPrinter = new BigQueryDryRun(this.target, this.print, this.now);
   }
 
   async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
@@ -332,7 +315,7 @@ export class BigQueryDestination implements Destination {
     for (const row of rows) encodeRow(table, row, spec);
 
     if (this.dryRun) {
-      this.printDryRun(table, rows, hashes);
+      this.dryRunPrinter.write(table, rows, hashes, this.tables.location);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
 
@@ -435,60 +418,8 @@ export class BigQueryDestination implements Destination {
     }
   }
 
-  private printDryRun(table: TableSchema, rows: readonly Row[], hashes: readonly string[] | undefined): void {
-    const spec = partitionSpec(table);
-    const dates = new PartitionDateSet();
-    rows.forEach((row, i) => dates.add(encodeRow(table, row, spec, hashes?.[i]).date));
-    const printed = this.dryRunColumns.get(table.name);
-    const columns = bigQueryColumns(table);
-    const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
-    const plan = planWrite({
-      target: this.target,
-      location: this.tables.location,
-      table,
-      stage,
-      rowCount: rows.length,
-      partitions: dates.value(),
-      createSchema: !this.dryRunSchemaPrinted,
-      createTable: printed === undefined,
-      newColumns: printed === undefined ? [] : columns.filter((c) => !printed.has(c.name)),
-    });
-    this.dryRunSchemaPrinted = true;
-    this.dryRunColumns.set(table.name, new Set([...(printed ?? []), ...columns.map((c) => c.name)]));
-    this.print(`-- bigquery dry run: ${rows.length} row(s) for table ${table.name}; nothing is sent`);
-    for (const statement of planLines(plan)) this.print(statement);
-    // The REST requests themselves, as the client would send them.
-    const { projectId, dataset } = this.target;
-    const base = `/bigquery/v2/projects/${projectId}`;
-    const request = (method: string, path: string, body?: unknown): void =>
-      this.print(`-- request: ${method} ${path}${body === undefined ? '' : ` ${JSON.stringify(body)}`}`);
-    if (plan.createSchema !== undefined) {
-      request('GET', `${base}/datasets/${dataset}`);
-      request('POST', `${base}/datasets`, { datasetReference: { projectId, datasetId: dataset }, location: this.tables.location });
-    }
-    if (plan.createTable !== undefined) {
-      request('POST', `${base}/datasets/${dataset}/tables`, { ...tableResource(table), tableReference: { projectId, datasetId: dataset, tableId: table.name } });
-    }
-    if (plan.alterTable !== undefined) request('PATCH', `${base}/datasets/${dataset}/tables/${table.name}`, { schema: { fields: columns.map(toField) }, etag: '<as read>' });
-    request('POST', `${base}/datasets/${dataset}/tables`, {
-      tableReference: { projectId, datasetId: dataset, tableId: stage },
-      ...this.stageResource(columns),
-    });
-    const ndjsonBytes = rows.reduce((n, row, i) => n + Buffer.byteLength(encodeRow(table, row, spec, hashes?.[i]).line), 0);
-    request('POST', `/upload/bigquery/v2/projects/${projectId}/jobs?uploadType=multipart`, {
-      configuration: { load: { ...LOAD_OPTIONS, destinationTable: { projectId, datasetId: dataset, tableId: stage } } },
-      jobReference: { projectId, jobId: `qs_load_${stage}_0`, location: this.tables.location },
-    });
-    this.print(`--   + ${rows.length} NDJSON row(s), ${ndjsonBytes} bytes`);
-    request('POST', `${base}/jobs`, {
-      configuration: { query: { query: plan.merge, useLegacySql: false } },
-      jobReference: { projectId, jobId: `qs_merge_${stage}_0`, location: this.tables.location },
-    });
-    request('DELETE', `${base}/datasets/${dataset}/tables/${stage}`);
-  }
-
-  private stageResource(columns: readonly BigQueryColumn[]): { schema: { fields: TableField[] }; expirationTime: string; labels: Record<string, string> } {
-    return { schema: { fields: columns.map(toField) }, expirationTime: String(this.now() + STAGE_EXPIRATION_MS), labels: { 'query-sync': 'stage' } };
+  private stageResource(columns: readonly BigQueryColumn[]): StageResource {
+    return stageResource(columns, this.now());
   }
 
   private async createStage(table: TableSchema, stage: string, columns: readonly BigQueryColumn[]): Promise<void> {
