@@ -33,6 +33,8 @@ export const DEFAULT_LOOKBACK = '15m';
 export const DEFAULT_PROGRESS_INTERVAL = '5s';
 export const DEFAULT_PROJECT_HEADER = 'X-Service-Project-Id';
 export const DEFAULT_BQ_LOCATION = 'US';
+/** Default rows per stream a dry run reads: enough to show every statement, not all history. */
+export const DEFAULT_DRY_RUN_LIMIT = 100;
 /** Default window of a backfill or verify: one day. */
 export const DEFAULT_WINDOW = '1d';
 /** Default windows read at once by a backfill. */
@@ -54,6 +56,7 @@ export const OPTIONS = optionTable({
   projectHeader: DEFAULT_PROJECT_HEADER,
   bqLocation: DEFAULT_BQ_LOCATION,
   progressInterval: DEFAULT_PROGRESS_INTERVAL,
+  dryRunLimit: DEFAULT_DRY_RUN_LIMIT,
 });
 
 /** Project slugs per the spec: a malformed slug is refused with 400 by the service. */
@@ -79,6 +82,8 @@ export interface SyncConfig {
   readonly duckdbMemoryLimit: string;
   readonly bigquery?: BigQueryConfig;
   readonly dryRun: boolean;
+  /** Dry run: rows each stream reads (and prints the requests for) before it stops. */
+  readonly dryRunLimit: number;
   readonly statePath: string;
   readonly lockWaitMs: number;
   readonly lookbackMs: number;
@@ -123,6 +128,7 @@ export interface SyncFlags {
   readonly bqApiEndpoint?: string;
   readonly bqKeyFile?: string;
   readonly dryRun?: boolean;
+  readonly dryRunLimit?: number | string;
   readonly state?: string;
   readonly lockWait?: string;
   readonly lookback?: string;
@@ -220,6 +226,7 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
     bigquery,
     dryRun,
+    dryRunLimit: dryRunLimit(read, dryRun),
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     lockWaitMs: read.duration('lock-wait') ?? 0,
     lookbackMs: read.duration('lookback') ?? parseDuration(DEFAULT_LOOKBACK),
@@ -236,6 +243,15 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     fullRefresh: read.bool('full-refresh') ?? false,
   };
   return { config: Object.freeze(config), read };
+}
+
+function dryRunLimit(read: Reader, dryRun: boolean): number {
+  const text = read.text('dry-run-limit');
+  if (text === undefined) return DEFAULT_DRY_RUN_LIMIT;
+  if (!dryRun) throw new ConfigError('--dry-run-limit sets how many rows a dry run reads per stream: use it with --dry-run');
+  const value = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${read.label('dry-run-limit')}: expected a whole number of rows ≥ 1, got "${text}"`);
+  return value;
 }
 
 /** The API key: from the environment, or the file `--api-key-file` names; never a flag or config key. */

@@ -73,6 +73,7 @@ export interface OptionDefaults {
   readonly projectHeader: string;
   readonly bqLocation: string;
   readonly progressInterval: string;
+  readonly dryRunLimit: number;
 }
 
 export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
@@ -107,7 +108,8 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'bq-location', kind: 'string', group: 'Destination', defaultText: d.bqLocation, describe: 'BigQuery location for a new dataset', commands: WAREHOUSE },
     { name: 'bq-api-endpoint', kind: 'string', group: 'Destination', describe: 'another BigQuery endpoint (local emulator or test double)', commands: WAREHOUSE },
     { name: 'bq-key-file', kind: 'path', group: 'Destination', defaultText: 'Application Default Credentials', describe: 'service-account key file', commands: WAREHOUSE },
-    { name: 'dry-run', kind: 'boolean', group: 'Destination', defaultText: 'false', describe: 'BigQuery: print the DDL and MERGE statements, send nothing', commands: RUN },
+    { name: 'dry-run', kind: 'boolean', group: 'Destination', defaultText: 'false', describe: 'BigQuery: print the requests each write would send (DDL, load job, MERGE), send nothing', commands: RUN },
+    { name: 'dry-run-limit', kind: 'integer', group: 'Destination', defaultText: String(d.dryRunLimit), describe: 'with --dry-run: rows each stream reads before it stops', commands: RUN },
     { name: 'batch-rows', kind: 'integer', group: 'Destination', defaultText: `${d.batchRows.duckdb} (DuckDB), ${d.batchRows.bigquery} (BigQuery)`, describe: 'rows per write + checkpoint', commands: RUN },
     // State and run
     { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: STATE },

@@ -99,6 +99,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
+        // A dry run shows the requests for a small sample, not all history.
+        ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: stop.signal,
       },
       { client, destination: runDestination, state: runState, clock, logger },
