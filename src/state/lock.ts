@@ -42,6 +42,8 @@ export interface LeaseOwner {
   readonly leaseMs: number;
   /** Inode of the lease folder this record describes (a record left by an earlier lease is ignored). */
   readonly inode?: number;
+  /** Birth time of that folder: a new folder may reuse an old inode, never its birth time. */
+  readonly born?: number;
 }
 
 export interface LockOptions {
@@ -128,7 +130,7 @@ async function inspect(path: string): Promise<Seen | undefined> {
   const ageMs = Date.now() - info.mtimeMs;
   let owner = await readOwner(info.isDirectory() ? ownerPath(path) : path);
   // An owner record written for an earlier lease of the same name says nothing about this one.
-  if (info.isDirectory() && owner !== undefined && owner.inode !== info.ino) owner = undefined;
+  if (info.isDirectory() && owner !== undefined && (owner.inode !== info.ino || (owner.born !== undefined && owner.born !== info.birthtimeMs))) owner = undefined;
   // A file (not a folder) is a lock left by query-sync before leases: judged by its age alone.
   const takeOver = ageMs > LEASE_MS ? 'expired' : owner !== undefined && holderIsDead(owner) ? 'holder-dead' : undefined;
   return { inode: info.ino, ageMs, owner, takeOver };
@@ -169,7 +171,7 @@ async function tryLock(path: string, options: LockOptions): Promise<Lock | undef
     purpose: options.purpose,
     since: new Date(options.clock.now()).toISOString(),
     leaseMs: options.leaseMs ?? LEASE_MS,
-    inode: (await stat(path)).ino,
+    ...(await folderIdentity(path)),
   };
   // Written whole then renamed, so a reader never sees half a record.
   const tmp = `${ownerPath(path)}.${process.pid}.tmp`;
@@ -182,12 +184,21 @@ async function tryLock(path: string, options: LockOptions): Promise<Lock | undef
     release: async () => {
       if (released) return;
       released = true;
-      HELD.delete(owner.id);
-      if (lost) return; // another run holds it now: leave its lease alone
+      if (lost) {
+        HELD.delete(owner.id);
+        return; // another run holds it now: leave its lease alone
+      }
+      // The record goes first and our id last, so no one sees our record without us holding it.
       await rm(ownerPath(path), { force: true });
       await releaseLease().catch(() => undefined);
+      HELD.delete(owner.id);
     },
   };
+}
+
+async function folderIdentity(path: string): Promise<{ inode: number; born: number }> {
+  const info = await stat(path);
+  return { inode: info.ino, born: info.birthtimeMs };
 }
 
 function ownerPath(path: string): string {
@@ -208,6 +219,7 @@ async function readOwner(path: string): Promise<LeaseOwner | undefined> {
       since: String(parsed.since),
       leaseMs: Number(parsed.leaseMs ?? LEASE_MS),
       inode: parsed.inode,
+      born: parsed.born,
     };
   } catch {
     return undefined;
