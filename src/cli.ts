@@ -75,7 +75,7 @@ async function main(): Promise<number> {
     .command(
       'sync',
       'incrementally sync the Query API into the warehouse',
-      (y) => withSyncFlags(y),
+      (y) => withSyncFlags(y).option('json', { type: 'boolean', default: false, describe: 'print the run summary as one JSON object on stdout (for schedulers)' }),
       async (argv) => {
         const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
         const { syncCommand } = await import('./commands/sync.js');

@@ -60,6 +60,8 @@ export interface SyncConfig {
    */
   readonly progress: 'tty' | 'log' | 'off';
   readonly progressIntervalMs: number;
+  /** `sync --json`: the run summary as one JSON object on stdout (for schedulers), no text summary. */
+  readonly json: boolean;
 }
 
 /** Flags as yargs hands them over (strings and numbers, unvalidated). */
@@ -96,6 +98,7 @@ export interface SyncFlags {
   readonly quiet?: boolean;
   readonly verbose?: boolean;
   readonly progressInterval?: string;
+  readonly json?: boolean;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
@@ -181,6 +184,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     quiet: flags.quiet ?? false,
     progress: flags.quiet ? 'off' : isTty ? 'tty' : 'log',
     progressIntervalMs: positive('--progress-interval', duration('--progress-interval', flags.progressInterval ?? '5s')),
+    json: flags.json ?? false,
   });
 }
 

@@ -2,7 +2,8 @@ import type { BackfillConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { formatBackfillSummary, runBackfill } from '../pipeline/backfill.js';
+import { formatBackfillStreams, formatBackfillSummary, runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
+import { summaryLines } from './repeats.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
@@ -20,6 +21,8 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   const secrets = [config.apiKey];
   let state: StateStore | undefined;
   let destination: Destination | undefined;
+  let output: string[];
+  let code: number;
   try {
     state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
     destination = await openDestination(config, logger, io.print);
@@ -32,7 +35,10 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
       windowMs: config.range.windowMs,
     };
     if (runtime.showsProgress) {
-      // The ETA comes from a plan: one count request per window of the resources that have one.
+      // The ETA comes from a plan: one count request per window of the resources that have one
+      // (a spinner shows meanwhile: a long history takes a while to count).
+      runtime.tracker.markPlanning();
+      runtime.display.start();
       const plan = await planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }).catch((error: unknown) => {
         logger.warn({ err: (error as Error).message }, 'could not plan the backfill: progress shows no ETA');
         return undefined;
@@ -49,22 +55,32 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
       { client, destination, state, clock, logger },
       backfillProgressHooks(runtime.tracker),
     );
+    runtime.tracker.finish();
     runtime.display.stop();
-    for (const line of formatBackfillSummary(summary)) io.print(redact(line, secrets));
+    // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
+    const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
     for (const s of summary.streams) {
-      logger.info(
+      perStream(
         { resource: s.resource, project: s.scope, windows: s.windows, skipped: s.skipped, rows: s.rows, pages: s.pages, requests: s.stats.requests, seconds: s.seconds, outcome: s.outcome },
         'backfill stream done',
       );
     }
     const failed = summary.streams.find((s) => s.outcome !== 'ok');
-    return failed === undefined ? 0 : exitCodeFor(failed.error);
+    code = failed === undefined ? 0 : exitCodeFor(failed.error);
+    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
+    output = summaryLines(summary.streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
   } catch (error) {
-    io.print(redact(`backfill FAILED: ${(error as Error).message}`, secrets));
-    return exitCodeFor(error);
+    output = [`backfill FAILED: ${(error as Error).message}`];
+    code = exitCodeFor(error);
   } finally {
+    // The summary is printed last: after the display's last frame, the logs, and closing files.
+    runtime.tracker.finish();
+    runtime.display.stop();
+    runtime.repeats.flush(logger);
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
+  for (const line of output) io.print(redact(line, secrets));
+  return code;
 }

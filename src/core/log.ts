@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { pino, type Logger, type DestinationStream } from 'pino';
+import { pino, type Logger, type DestinationStream, type LogFn } from 'pino';
 
 export type { Logger } from 'pino';
 
@@ -14,6 +14,8 @@ export interface LoggerOptions {
   readonly destination?: DestinationStream;
   /** Literal secrets (the API key) to scrub from every line, wherever they appear. */
   readonly secrets?: readonly string[];
+  /** Sees each log call first (arguments, level); returning false drops it (e.g. a repeated error). */
+  readonly admit?: (args: readonly unknown[], level: number) => boolean;
 }
 
 /** Paths pino removes from every log object, so a key never reaches a log line. */
@@ -45,12 +47,10 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     level: options.level ?? 'info',
     redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
     base: undefined,
-    hooks:
-      secrets.length > 0
-        ? {
-            streamWrite: (line: string): string => redact(line, secrets),
-          }
-        : undefined,
+    hooks: {
+      ...(secrets.length > 0 ? { streamWrite: (line: string): string => redact(line, secrets) } : {}),
+      ...(options.admit === undefined ? {} : { logMethod: admitHook(options.admit) }),
+    },
   };
   if (format === 'pretty') {
     // pino-pretty as a synchronous stream, so lines are in order with the summary on exit.
@@ -75,6 +75,12 @@ type PrettyFactory = (options: Record<string, unknown>) => DestinationStream;
 function requirePretty(): PrettyFactory {
   const require = createRequire(import.meta.url);
   return require('pino-pretty') as PrettyFactory;
+}
+
+function admitHook(admit: (args: readonly unknown[], level: number) => boolean) {
+  return function logMethod(this: Logger, args: Parameters<LogFn>, method: LogFn, level: number): void {
+    if (admit(args, level)) method.apply(this, args);
+  };
 }
 
 /** A logger that drops everything: for tests and library use. */

@@ -55,6 +55,8 @@ export interface ApiClientOptions {
   readonly retry?: Partial<RetryOptions>;
   readonly timeouts?: Partial<TimeoutOptions>;
   readonly random?: () => number;
+  /** Told before each backoff sleep (the progress display shows "backing off"). */
+  readonly onBackoff?: (ctx: CallContext, delayMs: number, reason: string) => void;
 }
 
 /** Counters one walk accumulates; they go into the run summary. */
@@ -206,6 +208,7 @@ export class ApiClient {
             { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, attempt: failures, delayMs: delay, reason: decision.reason },
             'retrying',
           );
+          this.options.onBackoff?.(ctx, delay, decision.reason);
           await clock.sleep(delay, ctx.signal);
           continue;
         }

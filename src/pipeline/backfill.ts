@@ -56,6 +56,8 @@ export interface BackfillHooks {
   readonly onWindows?: (resource: string, scope: string, total: number, skipped: number) => void;
   readonly onWindowDone?: (resource: string, scope: string, rows: number) => void;
   readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+  /** A (resource, scope) ended, whatever the outcome. */
+  readonly onStreamDone?: (result: BackfillStreamResult) => void;
 }
 
 /** A stream's result (`windows`: those this run read, to the end or not), plus the windows skipped. */
@@ -119,7 +121,7 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
           hooks,
         },
         deps,
-      ),
+      ).then((result) => (hooks.onStreamDone?.(result), result)),
     (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
   return {
