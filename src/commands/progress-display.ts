@@ -2,6 +2,7 @@ import { Writable } from 'node:stream';
 import { styleText } from 'node:util';
 import { createLogUpdate } from 'log-update';
 import type { Logger } from '../core/log.js';
+import { withoutContext } from './repeats.js';
 import type { Activity, ProgressSnapshot, ProgressTracker, ResourceProgress } from '../pipeline/progress.js';
 
 /**
@@ -151,7 +152,7 @@ function stateText(r: ResourceProgress, wide: boolean): string {
     const first = r.failed[0];
     const streams = r.failed.length === 1 ? '' : ` (${r.failed.length} streams)`;
     const running = r.done ? '' : wide ? ', others running' : ', running';
-    return `FAILED${streams}${running}: ${shortError(first?.message ?? '')}`;
+    return `FAILED${streams}${running}: ${withoutContext(first?.message ?? '')}`;
   }
   if (r.done) return r.resumed ? 'done (resumed)' : 'done';
   if (r.activity !== undefined) return activityText(r.activity, wide);
@@ -173,10 +174,6 @@ function paint(r: ResourceProgress, line: string): string {
   return line;
 }
 
-/** An error message without the "[resource x, project y]" prefix the line already shows. */
-export function shortError(message: string): string {
-  return message.replace(/^\[resource [^\]]*\]\s*/, '');
-}
 
 function cut(line: string, width: number): string {
   const chars = [...line.trimEnd()];

@@ -56,7 +56,8 @@ function listed(names: readonly string[]): string {
 
 /** A message without the "[resource x, project y]" prefix of `QuerySyncError`. */
 export function withoutContext(message: string): string {
-  return message.replace(/^\[(?:resource|project) [^\]]*\]\s*/, '');
+  // A project scope may itself hold brackets: `*[alpha,beta]`.
+  return message.replace(/^\[(?:resource [^,\]]+)?(?:, )?(?:project (?:[^[\]]|\[[^\]]*\])*)?\]\s*/, '');
 }
 
 /**
