@@ -83,6 +83,16 @@ async function main(): Promise<number> {
       },
     )
     .command(
+      'check',
+      'one request per endpoint and project scope: is the key accepted, which endpoints take "*", what the records look like',
+      (y) => withSyncFlags(y).option('json', { type: 'boolean', default: false, describe: 'the report as one JSON object' }),
+      async (argv) => {
+        const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
+        const { checkCommand } = await import('./commands/check.js');
+        setExit(await checkCommand(config, { print }));
+      },
+    )
+    .command(
       'backfill',
       'load [--from, --to) in windows, resumable, without moving the sync marks',
       (y) =>
@@ -163,7 +173,7 @@ async function main(): Promise<number> {
         );
       },
     )
-    .demandCommand(1, 'name a command: sync, backfill, plan, status, verify or emulate')
+    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify or emulate')
     .strict()
     .help()
     .alias('help', 'h')

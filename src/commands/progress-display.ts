@@ -128,7 +128,7 @@ function renderResource(
   // While running, rows read of the plan's count; once ended, the rows stored (a plan is an estimate).
   const rows = r.done ? r.rows : r.rowsRead;
   const planned = r.plannedRows === undefined || r.done ? '' : `/${r.resumed ? '≤' : ''}${num(r.plannedRows)}`;
-  const pages = r.plannedPages === undefined || r.done ? num(r.pages) : `${num(r.pages)}/${num(r.plannedPages)}`;
+  const pages = r.plannedPages === undefined || r.done ? num(r.pages) : `${num(r.pages)}/${r.resumed ? '≤' : ''}${num(r.plannedPages)}`;
   const parts = [`${mark} ${r.resource.padEnd(nameWidth)}`];
   if (wide) {
     parts.push(`rows ${num(rows)}${planned}`.padEnd(22), `pages ${pages}`.padEnd(16));

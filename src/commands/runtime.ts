@@ -34,6 +34,7 @@ export interface Runtime {
 export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
   const clock = io.clock ?? systemClock;
   const tracker = new ProgressTracker(clock);
+  tracker.setOrder(config.resources.map((r) => r.name));
   const tty = config.progress === 'tty' ? new TtyProgressDisplay(tracker) : undefined;
   const repeats = new RepeatedLogs();
   const logger = createLogger({

@@ -111,6 +111,7 @@ export class ProgressTracker {
   private readonly counters = new Map<string, Counter>();
   private phase: ProgressSnapshot['phase'] = 'running';
   private finished = false;
+  private order: readonly string[] = [];
   private requests = 0;
   private rateLimited = 0;
   /** Endpoint → until when it is paused after a 429 (when the server said). */
@@ -120,6 +121,11 @@ export class ProgressTracker {
     this.clock = clock;
     this.startedAt = clock.now();
     this.plan = plan;
+  }
+
+  /** Resources are listed in this order (the declaration order), whatever order they start in. */
+  setOrder(resources: readonly string[]): void {
+    this.order = [...resources];
   }
 
   setPlan(plan: ProgressPlan | undefined): void {
@@ -215,7 +221,8 @@ export class ProgressTracker {
   snapshot(): ProgressSnapshot {
     const now = this.clock.now();
     const elapsed = (now - this.startedAt) / 1000;
-    const names = new Set([...this.counters.keys(), ...Object.keys(this.plan?.resources ?? {})]);
+    const rank = (name: string): number => (this.order.includes(name) ? this.order.indexOf(name) : this.order.length);
+    const names = [...new Set([...this.counters.keys(), ...Object.keys(this.plan?.resources ?? {})])].sort((a, b) => rank(a) - rank(b));
     const resources: ResourceProgress[] = [];
     for (const resource of names) {
       const c = this.counters.get(resource) ?? newCounter();

@@ -59,6 +59,15 @@ describe('ProgressTracker', () => {
     expect(t.snapshot().resources[0]).toMatchObject({ done: true, etaSeconds: 0 });
   });
 
+  it('lists resources in the given order, whatever order they start in', () => {
+    const t = new ProgressTracker(fakeClock());
+    t.setOrder(['events', 'traces', 'users']);
+    t.addWindows('users', 1);
+    t.addWindows('other', 1);
+    t.addWindows('events', 1);
+    expect(t.snapshot().resources.map((r) => r.resource)).toEqual(['events', 'users', 'other']);
+  });
+
   it('lists planned resources before they start, and takes back a window that will not run', () => {
     const t = new ProgressTracker(fakeClock(), { resources: { events: { rows: 5, pages: 1 } } });
     expect(t.snapshot().resources.map((r) => r.resource)).toEqual(['events']);
@@ -190,6 +199,7 @@ describe('renderProgress', () => {
     t.page('events', 120_059, 120_059);
     let lines = renderProgress(t.snapshot(), { columns: 80 });
     expect(lines[0]).toContain('120,059/≤150,059 rows');
+    expect(renderProgress(t.snapshot(), { columns: 200 })[0]).toMatch(/rows 120,059\/≤150,059\s+pages 1\/≤1,501 /);
     expect(lines.at(-1)).toMatch(/^≤: a resumed window/);
     t.windowDone('events');
     lines = renderProgress(t.snapshot(), { columns: 80 });
