@@ -53,6 +53,8 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('log-format', { type: 'string', choices: ['json', 'pretty'], describe: 'default: pretty on a TTY, JSON otherwise' })
     .option('verbose', { type: 'boolean', default: false })
     .option('quiet', { type: 'boolean', default: false, describe: 'only the summary' })
+    .option('exclude-columns', { type: 'string', describe: 'resource.field items never written, e.g. events.user_input,traces.input' })
+    .option('hash-columns', { type: 'string', describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from env QUERY_SYNC_HASH_SALT' })
     .option('progress-interval', { type: 'string', default: '5s', describe: 'not on a TTY: a progress log line this often' }) as Argv<T & SyncFlags>;
 }
 

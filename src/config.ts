@@ -6,6 +6,7 @@ import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */
 
@@ -13,6 +14,7 @@ export const ENV = Object.freeze({
   baseUrl: 'QUERY_API_BASE_URL',
   apiKey: 'QUERY_API_KEY',
   project: 'QUERY_API_PROJECT',
+  hashSalt: 'QUERY_SYNC_HASH_SALT',
 });
 
 /**
@@ -62,6 +64,8 @@ export interface SyncConfig {
   readonly progressIntervalMs: number;
   /** `sync --json`: the run summary as one JSON object on stdout (for schedulers), no text summary. */
   readonly json: boolean;
+  /** Fields excluded or hashed before normalization (already part of `resources`' transforms; the salt is not kept here). */
+  readonly privacy: PrivacyRules;
 }
 
 /** Flags as yargs hands them over (strings and numbers, unvalidated). */
@@ -99,6 +103,8 @@ export interface SyncFlags {
   readonly verbose?: boolean;
   readonly progressInterval?: string;
   readonly json?: boolean;
+  readonly excludeColumns?: string;
+  readonly hashColumns?: string;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
@@ -129,7 +135,8 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     }
   }
 
-  const resources = resolveResources(flags);
+  const privacy = resolvePrivacy(flags, RESOURCES, env[ENV.hashSalt], ENV.hashSalt);
+  const resources = resolveResources(flags).map((r) => withPrivacy(r, privacy, env[ENV.hashSalt]));
   const { destination, bigquery } = resolveWarehouse(flags);
 
   const lookbackMs = duration('--lookback', flags.lookback ?? '15m');
@@ -185,6 +192,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     progress: flags.quiet ? 'off' : isTty ? 'tty' : 'log',
     progressIntervalMs: positive('--progress-interval', duration('--progress-interval', flags.progressInterval ?? '5s')),
     json: flags.json ?? false,
+    privacy,
   });
 }
 

@@ -1,7 +1,9 @@
+import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { RunJson } from '../../src/commands/sync.js';
+import { resolveSyncConfig } from '../../src/config.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
-import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';
+import { dbPathOf, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /** What a run prints: the real CLI against the emulator, stdout and stderr as pipes. */
@@ -53,5 +55,37 @@ describe('run output (the real CLI against the emulator)', () => {
       { code: 'E_AUTH', name: 'AuthError', message: expect.stringMatching(/^the API key was rejected \(401\)/), streams: ['events *', 'users *'] },
     ]);
     expect(bad.stdout).not.toContain(BAD_KEY);
+  });
+});
+
+describe('privacy columns (config → pipeline → a real DuckDB file)', () => {
+  it('excluded fields never reach the warehouse; hashed ones arrive as HMAC-SHA256 of the value; without a salt the CLI refuses with exit 2', async () => {
+    const emu = await emulator({ seed: 6, eventsPerProject: 60 });
+    const d = dir();
+    const salt = 'salt-for-the-privacy-test';
+    const config = resolveSyncConfig(
+      { baseUrl: emu.url, apiKey: emu.apiKey, project: 'alpha', resources: 'events,traces', excludeColumns: 'events.user_input,traces.input', hashColumns: 'events.user_id,traces.output' },
+      { QUERY_SYNC_HASH_SALT: salt },
+    );
+    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: 'alpha', resources: config.resources });
+    expect(summary.ok).toBe(true);
+    const hash = (v: string): string => createHmac('sha256', salt).update(v).digest('hex');
+    const source = new Map(emu.snapshot('events').filter((e) => e.project_id === 'alpha').map((e) => [String(e.id), e]));
+    const rows = await readTable(d, 'events');
+    expect(rows.length).toBe(source.size);
+    for (const row of rows) {
+      expect(row).not.toHaveProperty('user_input');
+      const original = source.get(String(row.id));
+      expect(row.user_id).toBe(typeof original?.user_id === 'string' ? hash(original.user_id) : null);
+    }
+    const spans = await readTable(d, 'traces');
+    expect(spans.length).toBeGreaterThan(0);
+    expect(spans.every((s) => !('input' in s) && (s.output === null || /^[0-9a-f]{64}$/.test(String(s.output))))).toBe(true);
+    const texts = new Set(emu.snapshot('events').map((e) => String(e.user_input)));
+    expect(JSON.stringify(rows, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toMatch(new RegExp([...texts].slice(0, 5).map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')));
+
+    const refused = await runCli(emu, ['sync', '--hash-columns', 'events.user_id', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--hash-columns needs a salt: set QUERY_SYNC_HASH_SALT/);
   });
 });
