@@ -4,6 +4,8 @@ import { redact } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { formatBackfillStreams, formatBackfillSummary, runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
 import { summaryLines } from './repeats.js';
+import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
+import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
@@ -48,6 +50,8 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
       }
     }
+    const tables = config.resources.map((r) => r.name);
+    const columnsBefore = await columnsOf(destination, tables);
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runBackfill(
@@ -57,6 +61,21 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     );
     runtime.tracker.finish();
     runtime.display.stop();
+    if (!config.dryRun) {
+      await recordRun(
+        destination,
+        {
+          command: 'backfill',
+          startedAt: summary.startedAt,
+          endedAt: new Date(clock.now()).toISOString(),
+          streams: summary.streams,
+          settings: { ...runSettings(config), from: summary.from, to: summary.to, windowMs: config.range.windowMs },
+          secrets,
+        },
+        schemaChanges(columnsBefore, await columnsOf(destination, tables)),
+        logger,
+      );
+    }
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
     const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
     for (const s of summary.streams) {

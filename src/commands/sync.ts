@@ -4,6 +4,7 @@ import { redact } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { planSync, toProgressPlan } from '../pipeline/plan.js';
 import { runSync, type RunSummary } from '../pipeline/run.js';
+import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
@@ -44,6 +45,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       });
       if (plan !== undefined) runtime.tracker.setPlan(toProgressPlan(plan));
     }
+    const tables = config.resources.map((r) => r.name);
+    const columnsBefore = await columnsOf(destination, tables);
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runSync(
@@ -61,6 +64,21 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     );
     runtime.tracker.finish();
     runtime.display.stop();
+    const runId = config.dryRun
+      ? undefined
+      : await recordRun(
+          destination,
+          {
+            command: 'sync',
+            startedAt: summary.startedAt,
+            endedAt: new Date(clock.now()).toISOString(),
+            streams: summary.streams,
+            settings: runSettings(config),
+            secrets,
+          },
+          schemaChanges(columnsBefore, await columnsOf(destination, tables)),
+          logger,
+        );
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
     const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
     for (const s of summary.streams) {
@@ -72,7 +90,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     const failed = summary.streams.find((s) => s.outcome !== 'ok');
     code = failed === undefined ? 0 : exitCodeFor(failed.error);
     output = config.json
-      ? [JSON.stringify(runJson('sync', summary, code))]
+      ? [JSON.stringify({ ...runJson('sync', summary, code), ...(runId === undefined ? {} : { runId }) })]
       : summaryLines(summary.streams, `sync ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
   } catch (error) {
     code = exitCodeFor(error);
@@ -174,3 +192,15 @@ function errorJson(error: Error): ErrorJson {
 }
 
 const round1 = (n: number): number => Math.round(n * 10) / 10;
+
+/** What a run records of its settings in `_query_sync_runs` (never a secret: no key, no salt). */
+export function runSettings(config: SyncConfig): Record<string, unknown> {
+  return {
+    project: config.project ?? null,
+    projectIds: config.projectIds ?? null,
+    resources: config.resources.map((r) => r.name),
+    lookbackMs: config.lookbackMs,
+    excludedColumns: config.privacy.exclude,
+    hashedColumns: config.privacy.hash,
+  };
+}
