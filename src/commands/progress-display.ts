@@ -229,6 +229,8 @@ export class LogProgressDisplay implements ProgressDisplay {
       return;
     }
     for (const r of snap.resources) {
+      // Planned but not started yet: nothing to report.
+      if (r.windowsTotal === 0 && r.pages === 0 && r.failed.length === 0) continue;
       if (r.done && this.reportedDone.has(r.resource)) continue;
       if (r.done) this.reportedDone.add(r.resource);
       this.logger.info(
