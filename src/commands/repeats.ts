@@ -9,7 +9,7 @@ import { formatStreamLine } from '../pipeline/stream.js';
  * messages are the same when they differ only in their "[resource x, project y]" prefix.
  */
 export class RepeatedLogs {
-  private readonly seen = new Map<string, { level: number; message: string; where: string[] }>();
+  private readonly seen = new Map<string, { level: number; message: string; count: number; where: string[] }>();
 
   /** The logger's `admit` filter: warnings and errors seen before are counted, not logged. */
   readonly admit = (args: readonly unknown[], level: number): boolean => {
@@ -22,20 +22,22 @@ export class RepeatedLogs {
     const key = `${level}|${short}`;
     const entry = this.seen.get(key);
     if (entry === undefined) {
-      this.seen.set(key, { level, message: short, where: [] });
+      this.seen.set(key, { level, message: short, count: 0, where: [] });
       return true;
     }
     const where = [fields.resource, fields.project].filter((v): v is string => typeof v === 'string').join(' ');
-    entry.where.push(where === '' ? '(no stream)' : where);
+    entry.count += 1;
+    // Names kept are bounded: a warning repeated all night must not grow memory.
+    if (entry.where.length < MAX_NAMES && !entry.where.includes(where)) entry.where.push(where === '' ? '(no stream)' : where);
     return false;
   };
 
   /** Log one line per message that was repeated, then forget them. */
   flush(logger: Logger): void {
-    const repeated = [...this.seen.values()].filter((e) => e.where.length > 0);
+    const repeated = [...this.seen.values()].filter((e) => e.count > 0);
     this.seen.clear();
     for (const e of repeated) {
-      const n = e.where.length;
+      const n = e.count;
       const kind = e.level >= ERROR ? 'error' : 'warning';
       const text = `the same ${kind} came ${n} more time${n === 1 ? '' : 's'} (${listed(e.where)}): ${e.message}`;
       // Logged afresh (its text differs), so the filter lets it through.
@@ -46,12 +48,15 @@ export class RepeatedLogs {
 }
 
 const WARN = 40;
+/** Stream names kept per repeated message. */
+const MAX_NAMES = 20;
 const ERROR = 50;
 
-/** At most 6 names, then "and N more". */
+/** At most 6 distinct names, then how many more (the count of repeats is in the line already). */
 function listed(names: readonly string[]): string {
   const shown = names.slice(0, 6).join(', ');
-  return names.length > 6 ? `${shown} and ${names.length - 6} more` : shown;
+  if (names.length <= 6) return shown;
+  return `${shown} and ${names.length - 6}${names.length >= MAX_NAMES ? '+' : ''} more`;
 }
 
 /** A message without the "[resource x, project y]" prefix of `QuerySyncError`. */
