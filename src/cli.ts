@@ -55,6 +55,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('quiet', { type: 'boolean', default: false, describe: 'only the summary' })
     .option('exclude-columns', { type: 'string', describe: 'resource.field items never written, e.g. events.user_input,traces.input' })
     .option('hash-columns', { type: 'string', describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from env QUERY_SYNC_HASH_SALT' })
+    .option('schema-contract', { type: 'string', choices: ['evolve', 'freeze-columns', 'freeze'], describe: 'evolve (default): new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created' })
     .option('progress-interval', { type: 'string', default: '5s', describe: 'not on a TTY: a progress log line this often' }) as Argv<T & SyncFlags>;
 }
 

@@ -7,6 +7,7 @@ import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
+import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */
 
@@ -66,6 +67,8 @@ export interface SyncConfig {
   readonly json: boolean;
   /** Fields excluded or hashed before normalization (already part of `resources`' transforms; the salt is not kept here). */
   readonly privacy: PrivacyRules;
+  /** What a run may change in the tables: `evolve` (default), `freeze-columns`, `freeze`. */
+  readonly schemaContract: SchemaContract;
 }
 
 /** Flags as yargs hands them over (strings and numbers, unvalidated). */
@@ -105,6 +108,7 @@ export interface SyncFlags {
   readonly json?: boolean;
   readonly excludeColumns?: string;
   readonly hashColumns?: string;
+  readonly schemaContract?: string;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
@@ -193,6 +197,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     progressIntervalMs: positive('--progress-interval', duration('--progress-interval', flags.progressInterval ?? '5s')),
     json: flags.json ?? false,
     privacy,
+    schemaContract: schemaContract(flags.schemaContract),
   });
 }
 
@@ -340,6 +345,12 @@ function instant(flag: string, text: string): number {
     throw new ConfigError(`${flag}: expected an ISO-8601 instant such as 2026-01-01T00:00:00Z, got "${text}"`);
   }
   return ms;
+}
+
+function schemaContract(text: string | undefined): SchemaContract {
+  const found = SCHEMA_CONTRACTS.find((c) => c === (text ?? 'evolve'));
+  if (found === undefined) throw new ConfigError(`--schema-contract: expected one of ${SCHEMA_CONTRACTS.join(', ')}, got "${text}"`);
+  return found;
 }
 
 function duckdbMemoryLimit(flags: SyncFlags): string {

@@ -5,6 +5,7 @@ import type { Destination } from '../load/destination.js';
 import { formatBackfillStreams, formatBackfillSummary, runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
 import { summaryLines } from './repeats.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
+import { withContract } from '../normalize/contract.js';
 import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import { StateStore } from '../state/store.js';
@@ -55,7 +56,14 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runBackfill(
-      { ...options, concurrency: config.concurrency, batchRows: config.batchRows, signal: io.signal },
+      {
+        ...options,
+        // The contract is checked against the tables as they were when the run started.
+        resources: config.resources.map((r) => withContract(r, columnsBefore.get(r.name), config.schemaContract)),
+        concurrency: config.concurrency,
+        batchRows: config.batchRows,
+        signal: io.signal,
+      },
       { client, destination, state, clock, logger },
       backfillProgressHooks(runtime.tracker),
     );

@@ -5,6 +5,7 @@ import type { Clock } from '../core/types.js';
 import { planSync, toProgressPlan } from '../pipeline/plan.js';
 import { runSync, type RunSummary } from '../pipeline/run.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
+import { withContract } from '../normalize/contract.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
@@ -51,7 +52,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     runtime.display.start();
     const summary = await runSync(
       {
-        resources: config.resources,
+        // The contract is checked against the tables as they were when the run started.
+        resources: config.resources.map((r) => withContract(r, columnsBefore.get(r.name), config.schemaContract)),
         project: config.project,
         projectIds: config.projectIds,
         lookbackMs: config.lookbackMs,

@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
+import type { RunJson } from '../../src/commands/sync.js';
 import { schemaChanges } from '../../src/pipeline/run-history.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';
@@ -66,5 +68,36 @@ describe('schemaChanges', () => {
       { table: 'events', column: 'n__v_string', type: 'string', change: 'variant column' },
       { table: 'users', column: 'id', type: 'string', change: 'new table' },
     ]);
+  });
+});
+
+describe('--schema-contract (the real CLI into a real DuckDB file)', () => {
+  it('freeze-columns fails the stream that meets a new field, naming it, and keeps its mark; freeze refuses a new table', async () => {
+    const emu = await emulator({ seed: 9, eventsPerProject: 60 });
+    const d = dir();
+    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--project', 'alpha', '--resources', 'events,users'];
+    const first = await runCli(emu, ['sync', '--exclude-columns', 'events.user_input', ...files]);
+    expect(first.code, first.stderr).toBe(0);
+    const markBefore = (JSON.parse(await readFile(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string }> }).streams['events:alpha']?.mark;
+
+    emu.addEvents('alpha', 5);
+    const frozen = await runCli(emu, ['sync', '--schema-contract', 'freeze-columns', '--json', ...files]);
+    expect(frozen.code).toBe(1);
+    const summary = JSON.parse(frozen.stdout) as RunJson;
+    expect(summary.streams.map((s) => `${s.resource} ${s.outcome}`).sort()).toEqual(['events failed', 'users ok']);
+    expect(summary.errors[0]?.message).toMatch(/--schema-contract freeze-columns: a record of events \(key .+\) has the new field "user_input" \(string\)/);
+    const state = JSON.parse(await readFile(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string }> };
+    expect(state.streams['events:alpha']?.mark).toBe(markBefore);
+    expect(Object.keys((await readTable(d, 'events'))[0] ?? {})).not.toContain('user_input');
+
+    // The same run under evolve adds the column.
+    const evolved = await runCli(emu, ['sync', ...files]);
+    expect(evolved.code, evolved.stderr).toBe(0);
+    expect(jsonLines(evolved.stderr).map((l) => l.msg)).toContain('schema change: new column events.user_input (string)');
+
+    const fresh = dir();
+    const frozenNew = await runCli(emu, ['sync', '--schema-contract', 'freeze', '--duckdb-path', dbPathOf(fresh), '--state', statePathOf(fresh), '--project', 'alpha', '--resources', 'users']);
+    expect(frozenNew.code).toBe(1);
+    expect(frozenNew.stdout).toMatch(/the table "users" does not exist and --schema-contract freeze allows no new table/);
   });
 });
