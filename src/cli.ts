@@ -36,7 +36,8 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('bq-location', { type: 'string', default: 'US', describe: 'BigQuery location for a new dataset' })
     .option('bq-api-endpoint', { type: 'string', describe: 'another BigQuery endpoint (local emulator or test double)' })
     .option('bq-key-file', { type: 'string', describe: 'service-account key file (default: Application Default Credentials)' })
-    .option('dry-run', { type: 'boolean', default: false, describe: 'BigQuery: print the DDL and MERGE statements, send nothing' })
+    .option('dry-run', { type: 'boolean', default: false, describe: 'BigQuery: print the requests each write would send (DDL, load job, MERGE), send nothing' })
+    .option('dry-run-limit', { type: 'number', describe: 'with --dry-run: rows each stream reads before it stops (default 100)' })
     .option('state', { type: 'string', default: 'state/state.json', describe: 'state file (high-water marks, checkpoints)' })
     .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long (e.g. 10m) for another run holding the state lock or the DuckDB file' })
     .option('lookback', { type: 'string', default: '15m', describe: 're-read this far before the high-water mark (late-indexed events)' })
@@ -165,12 +166,27 @@ async function main(): Promise<number> {
           .option('events-per-project', { type: 'number', default: 2000 })
           .option('faults', { type: 'number', default: 0, describe: 'fraction of requests that get a fault (5xx, HTML page, reset, slow, duplicate row, truncated body)' })
           .option('late-rate', { type: 'number', default: 0, describe: 'fraction of new events that become visible only after a delay' })
-          .option('limits', { type: 'boolean', default: true, describe: 'enforce the documented rate limits (--no-limits to turn off)' }),
+          .option('limits', { type: 'boolean', default: true, describe: 'enforce the documented rate limits (--no-limits to turn off)' })
+          .option('flavor', { choices: ['spec', 'real'] as const, default: 'spec' as const, describe: 'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)' })
+          .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
+          .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
+          .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" }),
       async (argv) => {
         const { emulateCommand } = await import('./commands/emulate.js');
         setExit(
           await emulateCommand(
-            { port: argv.port, seed: argv.seed, eventsPerProject: argv['events-per-project'], faults: argv.faults, lateRate: argv['late-rate'], limits: argv.limits },
+            {
+              port: argv.port,
+              seed: argv.seed,
+              eventsPerProject: argv['events-per-project'],
+              faults: argv.faults,
+              lateRate: argv['late-rate'],
+              limits: argv.limits,
+              flavor: argv.flavor,
+              latency: argv.latency,
+              enrichAfter: argv['enrich-after'],
+              allProjects: argv['all-projects'],
+            },
             { print },
           ),
         );

@@ -59,6 +59,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
+        // A dry run shows the requests for a small sample, not all history.
+        ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

@@ -17,6 +17,8 @@ export interface SyncPlanOptions {
   readonly startMs?: number;
   /** @default 5000 */
   readonly batchRows?: number;
+  /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
+  readonly sampleRows?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -63,9 +65,10 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     runStartMs,
     lookbackMs: options.lookbackMs,
     startMs: options.startMs,
-    batchRows: options.batchRows ?? DEFAULT_BATCH_ROWS,
+    batchRows: Math.min(options.batchRows ?? DEFAULT_BATCH_ROWS, options.sampleRows ?? Infinity),
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
+    ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 
   const trackers = new Map<string, SchemaTracker>();

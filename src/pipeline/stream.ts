@@ -25,6 +25,8 @@ export interface StreamOptions {
   readonly startMs?: number;
   /** Rows buffered before a write + checkpoint. */
   readonly batchRows: number;
+  /** Stop once this many rows are written (a dry run's sample). */
+  readonly sampleRows?: number;
   /** `_synced_at` of this run. */
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
@@ -91,6 +93,7 @@ export async function syncStream(
         window,
         startCursor,
         batchRows: options.batchRows,
+        sampleRows: options.sampleRows,
         syncedAt: options.syncedAt,
         ctx,
         onProjects: options.onProjects,
@@ -110,7 +113,7 @@ export async function syncStream(
     } else {
       for (;;) {
         const next = nextWindow(deps.state.stream(key), options);
-        if (next === undefined) break;
+        if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
         await walk(next.window, next.cursor);
       }
     }
