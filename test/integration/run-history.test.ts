@@ -1,7 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import type { RunJson } from '../../src/commands/sync.js';
-import { schemaChanges } from '../../src/pipeline/run-history.js';
+import { silentLogger } from '../../src/core/log.js';
+import { newCallStats } from '../../src/http/client.js';
+import { recordRun, schemaChanges } from '../../src/pipeline/run-history.js';
+import { bigqueryTarget } from '../fixtures/bigquery/pipeline-target.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
@@ -99,5 +102,35 @@ describe('--schema-contract (the real CLI into a real DuckDB file)', () => {
     const frozenNew = await runCli(emu, ['sync', '--schema-contract', 'freeze', '--duckdb-path', dbPathOf(fresh), '--state', statePathOf(fresh), '--project', 'alpha', '--resources', 'users']);
     expect(frozenNew.code).toBe(1);
     expect(frozenNew.stdout).toMatch(/the table "users" does not exist and --schema-contract freeze allows no new table/);
+  });
+});
+
+describe('run history through the BigQuery destination (real client, strict double)', () => {
+  it('recordRun writes _query_sync_runs and _query_sync_schema_changes with the ordinary keyed write', async () => {
+    const d = dir();
+    const factory = bigqueryTarget.destination(d);
+    if (factory === undefined) throw new Error('expected a BigQuery destination factory');
+    const destination = await factory();
+    try {
+      const runId = await recordRun(
+        destination,
+        {
+          command: 'sync',
+          startedAt: '2026-11-23T20:00:00.000Z',
+          endedAt: '2026-11-23T20:01:00.000Z',
+          streams: [{ resource: 'events', scope: '*', outcome: 'ok', rows: 12, pages: 1, windows: 1, seconds: 1, stats: { ...newCallStats(), requests: 1 } }],
+          settings: { project: '*' },
+          secrets: [],
+        },
+        [{ table: 'events', column: 'model', type: 'string', change: 'new column' }],
+        silentLogger(),
+      );
+      const runs = await bigqueryTarget.readTable(d, '_query_sync_runs');
+      expect(runs).toEqual([expect.objectContaining({ run_id: runId, command: 'sync', outcome: 'ok', rows: 12n })]);
+      const changes = await bigqueryTarget.readTable(d, '_query_sync_schema_changes');
+      expect(changes).toEqual([expect.objectContaining({ run_id: runId, table_name: 'events', column_name: 'model', change: 'new column' })]);
+    } finally {
+      await destination.close();
+    }
   });
 });
