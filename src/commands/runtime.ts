@@ -50,6 +50,7 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     clock,
     logger,
     timeouts: config.timeouts,
+    maxRetryAfterMs: config.maxRetryAfterMs,
   });
   return {
     clock,

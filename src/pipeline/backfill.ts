@@ -289,7 +289,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       windows: totals.windows,
       skipped: totals.skipped,
       seconds,
-      ...(failure === undefined ? {} : { error: failure.message }),
+      ...(failure === undefined ? {} : { error: deps.client.redact(failure.message) }),
     },
   }));
   return result(failure === undefined ? 'ok' : 'failed');

@@ -74,7 +74,8 @@ export async function syncStream(
           pages: totals.pages,
           requests: ctx.stats.requests,
           seconds,
-          ...(error ? { error: error.message } : {}),
+          // Errors from the client are redacted already; this covers messages built elsewhere.
+          ...(error ? { error: deps.client.redact(error.message) } : {}),
         },
       }));
     }
