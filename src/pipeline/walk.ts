@@ -1,4 +1,4 @@
-import { DataError, FatalApiError } from '../core/errors.js';
+import { CursorRejectedError, DataError, PaginationError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { paginate, type TimeWindow } from '../extract/paginate.js';
@@ -37,6 +37,13 @@ export interface WalkOptions {
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
 }
 
+/**
+ * Times one window is restarted from its first page because the server refused a cursor (expired
+ * while we read, or at resume). Each restart re-reads what was stored (harmless: keyed merges); a
+ * server that refuses every cursor must not loop forever.
+ */
+export const MAX_WINDOW_RESTARTS = 3;
+
 export interface WalkTotals {
   rows: number;
   pages: number;
@@ -44,11 +51,12 @@ export interface WalkTotals {
 
 /**
  * Walk every page of one window, pulling a page at a time (memory stays flat), cut rows to the
- * window on the client, normalize, write in batches, and checkpoint after each write. A resumed
- * cursor the server refuses (400 on the first page) restarts the window from its first page:
- * keyed merges make the re-read harmless.
+ * window on the client, normalize, write in batches, and checkpoint after each write. A cursor the
+ * server refuses, at resume or in the middle of the walk (`CursorRejectedError`), restarts the
+ * window from its first page, at most `MAX_WINDOW_RESTARTS` times: keyed merges make the re-read
+ * harmless.
  */
-export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals): Promise<void> {
+export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<void> {
   const { resource, scope, window, ctx } = options;
   let buffer: Row[] = [];
   const seenProjects = new Set<string>();
@@ -91,12 +99,21 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       options.onPage?.({ records: page.records.length, rowsStored: stored });
     }
   } catch (error) {
-    const cursorRejected =
-      options.startCursor !== undefined && pagesInWalk === 0 && error instanceof FatalApiError && error.status === 400;
-    if (!cursorRejected) throw error;
-    deps.logger.warn({ resource: resource.name, project: scope.key }, 'checkpoint cursor rejected; re-reading the window');
+    if (!(error instanceof CursorRejectedError)) throw error;
+    const where = window === undefined ? 'the whole resource' : `window [${new Date(window.fromMs).toISOString()}, ${new Date(window.toMs).toISOString()})`;
+    if (restarts >= MAX_WINDOW_RESTARTS) {
+      throw new PaginationError(
+        `the server refused our cursor ${restarts + 1} times while reading ${where} (restarted from its first page ${restarts} times); ` +
+          `expected a cursor to stay valid for one walk. Last refusal: ${error.message}`,
+        { cause: error, context: ctx },
+      );
+    }
+    deps.logger.warn(
+      { resource: resource.name, project: scope.key, status: error.status, pagesRead: pagesInWalk, restart: restarts + 1, maxRestarts: MAX_WINDOW_RESTARTS },
+      `cursor refused after ${pagesInWalk} pages of ${where} (HTTP ${error.status}); re-reading it from its first page (keyed merges make the re-read harmless)`,
+    );
     await options.onCursorRejected?.();
-    return walkWindow({ ...options, startCursor: undefined }, deps, totals);
+    return walkWindow({ ...options, startCursor: undefined }, deps, totals, restarts + 1);
   }
 }
 
