@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { BackfillConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -21,7 +22,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun, resources: RESOURCE_NAMES });
     destination = await openDestination(config, logger, io.print);
     const options = {
       resources: config.resources,

@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import { existsSync } from 'node:fs';
 import type { StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
@@ -18,7 +19,7 @@ export async function statusCommand(config: StatusConfig, outerIo: CommandIo): P
   const secrets = config.redactKey === undefined ? [] : [config.redactKey];
   const io: CommandIo = { ...outerIo, print: (line) => outerIo.print(redact(line, secrets)) };
   try {
-    const doc = await StateStore.read(config.statePath);
+    const doc = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
     const warehouse = await readWarehouse(config, io);
     const report = buildStatus(config.statePath, doc, config.resources, warehouse);
     if (config.json) io.print(JSON.stringify(report, null, 2));

@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -22,7 +23,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   let state: StateStore | undefined;
   let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun, resources: RESOURCE_NAMES });
     destination = await openDestination(config, logger, io.print);
     if (runtime.showsProgress) {
       // The ETA comes from a plan: one count request per stream that has a count endpoint.
