@@ -80,6 +80,8 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
         if (scope.header === '*') seenProjects.add(String(row[PROJECT_COLUMN]));
         buffer.push(row);
       }
+      // Field → column renames (once each) and values stored differently than received.
+      for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
       deps.logger.debug(
         { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore },
         'page',
