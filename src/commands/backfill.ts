@@ -46,7 +46,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runBackfill(
-      { ...options, concurrency: config.concurrency, batchRows: config.batchRows, signal: io.signal },
+      { ...options, concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes, signal: io.signal },
       { client, destination, state, clock, logger },
       backfillProgressHooks(runtime.tracker),
     );

@@ -43,6 +43,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
+        batchBytes: config.batchBytes,
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

@@ -17,6 +17,8 @@ export interface SyncPlanOptions {
   readonly startMs?: number;
   /** @default 5000 */
   readonly batchRows?: number;
+  /** @default DEFAULT_BATCH_BYTES (walk.ts) */
+  readonly batchBytes?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -64,6 +66,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     lookbackMs: options.lookbackMs,
     startMs: options.startMs,
     batchRows: options.batchRows ?? DEFAULT_BATCH_ROWS,
+    batchBytes: options.batchBytes,
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
   };

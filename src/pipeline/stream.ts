@@ -25,6 +25,8 @@ export interface StreamOptions {
   readonly startMs?: number;
   /** Rows buffered before a write + checkpoint. */
   readonly batchRows: number;
+  /** Text buffered before a write (see `WalkOptions.batchBytes`). */
+  readonly batchBytes?: number;
   /** `_synced_at` of this run. */
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
@@ -92,6 +94,7 @@ export async function syncStream(
         window,
         startCursor,
         batchRows: options.batchRows,
+        batchBytes: options.batchBytes,
         syncedAt: options.syncedAt,
         ctx,
         onProjects: options.onProjects,

@@ -22,6 +22,11 @@ export interface WalkOptions {
   readonly startCursor: string | undefined;
   /** Rows buffered before one write + checkpoint. */
   readonly batchRows: number;
+  /**
+   * Text buffered before a write, whatever the row count (`DEFAULT_BATCH_BYTES`): reached inside
+   * a page, the rows so far are written at once and the checkpoint follows at the page's end.
+   */
+  readonly batchBytes?: number;
   readonly syncedAt: string;
   readonly ctx: CallContext;
   /**
@@ -44,6 +49,16 @@ export interface WalkOptions {
  */
 export const MAX_WINDOW_RESTARTS = 3;
 
+/** `--batch-bytes` default, 8 MB (config's `DEFAULT_BATCH_BYTES`): 5,000 rows of 200 KB would be 1 GB. */
+export const DEFAULT_BATCH_BYTES = 8_000_000;
+
+/** A row's size in memory, roughly: strings by length, other cells as 8 bytes. Cheap, for the byte cap. */
+export function rowBytes(row: Row): number {
+  let n = 0;
+  for (const value of Object.values(row)) n += typeof value === 'string' ? value.length : 8;
+  return n;
+}
+
 export interface WalkTotals {
   rows: number;
   pages: number;
@@ -59,7 +74,18 @@ export interface WalkTotals {
 export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<void> {
   const { resource, scope, window, ctx } = options;
   let buffer: Row[] = [];
+  let bufferBytes = 0;
+  const batchBytes = options.batchBytes ?? DEFAULT_BATCH_BYTES;
   const seenProjects = new Set<string>();
+  const flush = async (): Promise<number> => {
+    if (buffer.length === 0) return 0;
+    const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
+    for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
+    totals.rows += written.rows;
+    buffer = [];
+    bufferBytes = 0;
+    return written.rows;
+  };
   let pagesInWalk = 0;
   const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor }, ctx)[Symbol.asyncIterator]();
   try {
@@ -74,11 +100,20 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       next.catch(() => undefined);
       pagesInWalk += 1;
       totals.pages += 1;
+      let stored = 0;
+      let writtenInPage = false;
       for (const record of page.records) {
         if (window !== undefined && !inWindow(resource, record, window, ctx)) continue;
         const row = normalize(options, record);
         if (scope.header === '*') seenProjects.add(String(row[PROJECT_COLUMN]));
         buffer.push(row);
+        bufferBytes += rowBytes(row);
+        // Very large rows: write before the page ends (no checkpoint: the page is not all stored;
+        // a resumed walk re-reads it, and keyed merges make that harmless).
+        if (bufferBytes >= batchBytes) {
+          stored += await flush();
+          writtenInPage = true;
+        }
       }
       // Field → column renames (once each) and values stored differently than received.
       for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
@@ -86,15 +121,8 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
         { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore },
         'page',
       );
-      let stored = 0;
-      if (buffer.length >= options.batchRows || !page.hasMore) {
-        if (buffer.length > 0) {
-          const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
-          for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
-          totals.rows += written.rows;
-          stored = written.rows;
-        }
-        buffer = [];
+      if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !page.hasMore) {
+        stored += await flush();
         if (seenProjects.size > 0) options.onProjects?.(seenProjects);
         await options.checkpoint(page.hasMore ? page.nextCursor : null);
       }
