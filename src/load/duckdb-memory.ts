@@ -19,7 +19,7 @@ export function isDuckDbSize(text: string): boolean {
 /** DuckDB's error when an operation needs more than its memory limit. */
 export function isOutOfMemory(error: unknown): boolean {
   // The Appender says it differently ("Failed to append: could not allocate block of size …").
-  return /Out of Memory|could not allocate block/i.test((error as Error)?.message ?? '');
+  return /Out of Memory|could not allocate block|failed to pin block/i.test((error as Error)?.message ?? '');
 }
 /** DuckDB's error when a failure (such as a checkpoint out of memory) made it close the file to use. */
 export function isInvalidated(error: unknown): boolean {

@@ -232,13 +232,12 @@ export class DuckDbDestination implements Destination {
     } catch (error) {
       const message = (error as Error).message;
       const rowKb = Math.round(largestRowBytes(rows) / 1000);
-      const hint = isInvalidated(error)
-        ? ` (a checkpoint of table ${table.name} did not fit DuckDB's memory limit of ${this.memoryLimit}, which is not raised on its own: ` +
-          `DuckDB rewrites the table's last row group, strings included, in memory when it checkpoints, so rows of about ${rowKb} KB ` +
-          `need a larger limit. Set --duckdb-memory-limit higher; the rows written before are stored)`
-        : isOutOfMemory(error)
-          ? ` (DuckDB's memory limit is ${this.memoryLimit} and is not raised on its own: the batch was written in parts down to single rows, ` +
-            `and a row of about ${rowKb} KB did not fit. Set --duckdb-memory-limit higher)`
+      const hint =
+        isInvalidated(error) || isOutOfMemory(error)
+          ? ` (DuckDB's memory limit is ${this.memoryLimit} and is not raised on its own. The batch was written in parts down to single ` +
+            `rows (of up to about ${rowKb} KB) and still did not fit: DuckDB holds the strings of a table's last row group in memory ` +
+            `when it commits and checkpoints, so a table of very large rows needs a limit of about their total size. ` +
+            `Set --duckdb-memory-limit higher; the batches written before are stored)`
           : '';
       throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, {
         cause: error,
