@@ -44,6 +44,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         startMs: config.startMs,
         batchRows: config.batchRows,
         batchBytes: config.batchBytes,
+        // A dry run shows the requests for a small sample, not all history.
+        ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

@@ -27,6 +27,8 @@ export interface StreamOptions {
   readonly batchRows: number;
   /** Text buffered before a write (see `WalkOptions.batchBytes`). */
   readonly batchBytes?: number;
+  /** Stop once this many rows are written (a dry run's sample). */
+  readonly sampleRows?: number;
   /** `_synced_at` of this run. */
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
@@ -95,6 +97,7 @@ export async function syncStream(
         startCursor,
         batchRows: options.batchRows,
         batchBytes: options.batchBytes,
+        sampleRows: options.sampleRows,
         syncedAt: options.syncedAt,
         ctx,
         onProjects: options.onProjects,
@@ -114,7 +117,7 @@ export async function syncStream(
     } else {
       for (;;) {
         const next = nextWindow(deps.state.stream(key), options);
-        if (next === undefined) break;
+        if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
         await walk(next.window, next.cursor);
       }
     }

@@ -27,6 +27,8 @@ export interface WalkOptions {
    * a page, the rows so far are written at once and the checkpoint follows at the page's end.
    */
   readonly batchBytes?: number;
+  /** Stop after the write that brings the walk's rows to this many (a dry run's sample). */
+  readonly sampleRows?: number | undefined;
   readonly syncedAt: string;
   readonly ctx: CallContext;
   /**
@@ -127,6 +129,10 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
         await options.checkpoint(page.hasMore ? page.nextCursor : null);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
+      if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && page.hasMore) {
+        await pages.return?.(undefined);
+        return;
+      }
     }
   } catch (error) {
     if (!(error instanceof CursorRejectedError)) throw error;
