@@ -12,6 +12,7 @@ import {
   type SyncFlags,
 } from './config.js';
 import { exitCodeFor, QuerySyncError } from './core/errors.js';
+import { redact } from './core/log.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
@@ -43,6 +44,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('lookback', { type: 'string', default: '15m', describe: 're-read this far before the high-water mark (late-indexed events)' })
     .option('start', { type: 'string', describe: 'ISO instant: the oldest data a first sync reads (default: all history)' })
     .option('batch-rows', { type: 'number', describe: 'rows per write + checkpoint (default 5000 for DuckDB, 50000 for BigQuery)' })
+    .option('batch-bytes', { type: 'string', describe: 'also write a batch once its rows hold this much text (default 8MB)' })
     .option('max-rpm', { type: 'number', default: 400, describe: 'requests per minute per endpoint' })
     .option('search-rpm', { type: 'number', default: 50, describe: 'requests per minute to /v1/events/search' })
     .option('max-rps', { type: 'number', default: 40, describe: 'requests per second, all endpoints' })
@@ -50,6 +52,8 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('connect-timeout', { type: 'string', default: '10s', describe: 'TCP/TLS connect timeout' })
     .option('headers-timeout', { type: 'string', default: '30s', describe: 'time to wait for response headers' })
     .option('body-timeout', { type: 'string', default: '60s', describe: 'longest pause while reading a response body' })
+    .option('request-timeout', { type: 'string', default: '2m', describe: 'longest time for one request, connect to last byte of the body' })
+    .option('max-retry-after', { type: 'string', default: '5m', describe: 'longest Retry-After honoured; a longer one fails the stream, naming the wait' })
     .option('log-level', { type: 'string', describe: 'pino level (default info; --verbose: debug)' })
     .option('log-format', { type: 'string', choices: ['json', 'pretty'], describe: 'default: pretty on a TTY, JSON otherwise' })
     .option('verbose', { type: 'boolean', default: false })
@@ -206,6 +210,16 @@ async function main(): Promise<number> {
   return exitCode;
 }
 
+/** The API keys this process was given (flag and environment), to keep them out of a last-resort error print. */
+function apiKeysGiven(args: readonly string[], env: NodeJS.ProcessEnv): string[] {
+  const keys = env.QUERY_API_KEY === undefined ? [] : [env.QUERY_API_KEY];
+  args.forEach((arg, i) => {
+    if (arg === '--api-key' && args[i + 1] !== undefined) keys.push(args[i + 1] as string);
+    else if (arg.startsWith('--api-key=')) keys.push(arg.slice('--api-key='.length));
+  });
+  return keys;
+}
+
 // A sync is a long batch job whose speed the API's limits set, not the CPU: let V8 keep its heap
 // small (collect sooner, grow slowly) rather than fast. This cut the JS heap of a 1M-event
 // backfill from about 125 to 45 MB, and halves throughput with the limits off (24k → 12k rows/s,
@@ -221,7 +235,7 @@ main().then(
   },
   (error: unknown) => {
     const message = error instanceof QuerySyncError ? `${error.name}: ${error.message}` : String((error as Error)?.stack ?? error);
-    process.stderr.write(`query-sync: ${message}\n`);
+    process.stderr.write(`query-sync: ${redact(message, apiKeysGiven(hideBin(process.argv), process.env))}\n`);
     process.exitCode = exitCodeFor(error);
   },
 );

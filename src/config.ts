@@ -4,8 +4,8 @@ import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
 import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
-import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
-import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { DEFAULT_MEMORY_LIMIT, isDuckDbSize, megabytes } from './load/duckdb-memory.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 
@@ -23,6 +23,12 @@ export const ENV = Object.freeze({
  * and a table allows 1,500 load jobs a day; DuckDB checkpoints more often for cheap.
  */
 export const DEFAULT_BATCH_ROWS = Object.freeze({ duckdb: 5_000, bigquery: 50_000 });
+
+/**
+ * A batch is also written once its rows hold this much text (`--batch-bytes`), so memory follows
+ * the settings, not the size of the records: 5,000 rows of 200 KB would otherwise be 1 GB.
+ */
+export const DEFAULT_BATCH_BYTES = '8MB';
 
 /** Project slugs per the spec: a malformed slug is refused with 400 by the service. */
 const SLUG = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -54,8 +60,12 @@ export interface SyncConfig {
   readonly lookbackMs: number;
   readonly startMs: number | undefined;
   readonly batchRows: number;
+  /** Bytes of row text per write (see `DEFAULT_BATCH_BYTES`). */
+  readonly batchBytes: number;
   readonly limits: RateLimits;
   readonly timeouts: TimeoutOptions;
+  /** The longest `Retry-After` honoured; a longer one fails the stream. */
+  readonly maxRetryAfterMs: number;
   readonly logLevel: string;
   readonly logFormat: LogFormat;
   readonly quiet: boolean;
@@ -96,6 +106,7 @@ export interface SyncFlags {
   readonly lookback?: string;
   readonly start?: string;
   readonly batchRows?: number;
+  readonly batchBytes?: string;
   readonly maxRpm?: number;
   readonly searchRpm?: number;
   readonly maxRps?: number;
@@ -103,6 +114,8 @@ export interface SyncFlags {
   readonly connectTimeout?: string;
   readonly headersTimeout?: string;
   readonly bodyTimeout?: string;
+  readonly requestTimeout?: string;
+  readonly maxRetryAfter?: string;
   readonly logLevel?: string;
   readonly logFormat?: string;
   readonly quiet?: boolean;
@@ -167,7 +180,10 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     connectMs: flags.connectTimeout === undefined ? DEFAULT_TIMEOUTS.connectMs : duration('--connect-timeout', flags.connectTimeout),
     headersMs: flags.headersTimeout === undefined ? DEFAULT_TIMEOUTS.headersMs : duration('--headers-timeout', flags.headersTimeout),
     bodyMs: flags.bodyTimeout === undefined ? DEFAULT_TIMEOUTS.bodyMs : duration('--body-timeout', flags.bodyTimeout),
+    requestMs:
+      flags.requestTimeout === undefined ? DEFAULT_TIMEOUTS.requestMs : positive('--request-timeout', duration('--request-timeout', flags.requestTimeout)),
   };
+  const maxRetryAfterMs = flags.maxRetryAfter === undefined ? DEFAULT_MAX_RETRY_AFTER_MS : duration('--max-retry-after', flags.maxRetryAfter);
 
   const logFormat = flags.logFormat ?? (isTty ? 'pretty' : 'json');
   if (logFormat !== 'json' && logFormat !== 'pretty') {
@@ -192,8 +208,10 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     lookbackMs,
     startMs,
     batchRows: positive('--batch-rows', flags.batchRows ?? DEFAULT_BATCH_ROWS[destination]),
+    batchBytes: batchBytes(flags.batchBytes ?? DEFAULT_BATCH_BYTES),
     limits,
     timeouts,
+    maxRetryAfterMs,
     logLevel: flags.logLevel ?? (flags.verbose ? 'debug' : flags.quiet ? 'warn' : 'info'),
     logFormat,
     quiet: flags.quiet ?? false,
@@ -285,6 +303,8 @@ export interface VerifyConfig extends SyncConfig {
 export interface StatusConfig
   extends Pick<SyncConfig, 'statePath' | 'resources' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   readonly json: boolean;
+  /** The API key from the environment, if set: only to keep it out of what `status` prints. */
+  readonly redactKey?: string;
 }
 
 /** Default window of a backfill or verify: one day. */
@@ -309,7 +329,7 @@ export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
 }
 
 /** `status` reads state and the warehouse only: no API URL or key needed. */
-export function resolveStatusConfig(flags: RunFlags): Readonly<StatusConfig> {
+export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig> {
   const { destination, bigquery } = resolveWarehouse(flags);
   return Object.freeze({
     statePath: flags.state ?? 'state/state.json',
@@ -321,6 +341,7 @@ export function resolveStatusConfig(flags: RunFlags): Readonly<StatusConfig> {
     dryRun: false,
     lockWaitMs: duration('--lock-wait', flags.lockWait ?? '0'),
     json: flags.json ?? false,
+    redactKey: emptyToUndefined(env[ENV.apiKey]),
   });
 }
 
@@ -361,6 +382,12 @@ function duckdbMemoryLimit(flags: SyncFlags): string {
   const limit = flags.duckdbMemoryLimit ?? DEFAULT_MEMORY_LIMIT;
   if (!isDuckDbSize(limit)) throw new ConfigError(`--duckdb-memory-limit: expected a size such as 32MB or 1GB, got "${limit}"`);
   return limit;
+}
+
+function batchBytes(text: string): number {
+  const mb = megabytes(text);
+  if (mb === undefined || mb <= 0) throw new ConfigError(`--batch-bytes: expected a size such as 8MB or 512KB, got "${text}"`);
+  return Math.round(mb * 1e6);
 }
 
 function duration(flag: string, text: string): number {

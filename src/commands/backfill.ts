@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { BackfillConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -27,7 +28,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let output: string[];
   let code: number;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun, resources: RESOURCE_NAMES });
     destination = await openDestination(config, logger, io.print);
     const options = {
       resources: config.resources,
@@ -62,6 +63,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         resources: config.resources.map((r) => withContract(r, columnsBefore.get(r.name), config.schemaContract)),
         concurrency: config.concurrency,
         batchRows: config.batchRows,
+        batchBytes: config.batchBytes,
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

@@ -63,6 +63,7 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     logger,
     timeouts: config.timeouts,
     onBackoff: (ctx, delayMs, reason) => tracker.backingOff(ctx.resource, delayMs, reason),
+    maxRetryAfterMs: config.maxRetryAfterMs,
   });
   return {
     clock,

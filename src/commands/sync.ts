@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor, type QuerySyncError } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -33,7 +34,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   let output: string[];
   let code: number;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun, resources: RESOURCE_NAMES });
     destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
     if (runtime.showsProgress) {
       // The ETA comes from a plan: one count request per stream that has a count endpoint. A spinner
@@ -59,6 +60,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
+        batchBytes: config.batchBytes,
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: io.signal,

@@ -31,13 +31,36 @@ export const REDACT_PATHS: readonly string[] = [
   '*.credentials',
 ];
 
-/** Replace every occurrence of each secret in `text`. */
+/**
+ * Replace every occurrence of each secret in `text`: as given, URL-encoded and JSON-escaped (a
+ * server may echo the key in a query string or inside a JSON string). Run it before a text is
+ * trimmed, so a cut cannot leave part of a key behind.
+ */
 export function redact(text: string, secrets: readonly string[]): string {
   let out = text;
   for (const secret of secrets) {
-    if (secret.length >= 4) out = out.split(secret).join('[redacted]');
+    if (secret.length < 4) continue;
+    for (const form of new Set([secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)])) {
+      out = out.split(form).join('[redacted]');
+    }
   }
   return out;
+}
+
+/**
+ * The error with every secret removed from its message and from its causes' messages (an error's
+ * message is where a server's echo of the key lands). Returns the same object, changed in place, so
+ * its class and `code` stay.
+ */
+export function redactError<E>(error: E, secrets: readonly string[]): E {
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 8; depth += 1) {
+    const clean = redact(current.message, secrets);
+    if (clean !== current.message) current.message = clean;
+    if (typeof current.stack === 'string') current.stack = redact(current.stack, secrets);
+    current = current.cause;
+  }
+  return error;
 }
 
 export function createLogger(options: LoggerOptions = {}): Logger {
