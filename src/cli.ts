@@ -15,6 +15,7 @@ import {
   type RunFlags,
 } from './config.js';
 import { ConfigError, exitCodeFor, QuerySyncError } from './core/errors.js';
+import { redact } from './core/log.js';
 import { envName, type CommandName, type OptionSpec } from './options.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
@@ -53,13 +54,14 @@ const UNIT_HINT: Partial<Record<OptionSpec['kind'], string>> = {
   instant: ' (ISO instant with offset: 2026-01-01T00:00:00Z)',
 };
 
-/** Refuse the API key as a flag: it would show in the process list and shell history. */
-function refuseKeyFlag(argv: { readonly apiKey?: unknown }): void {
+/** Refuse a secret as a flag (the API key, the hash salt): it would show in the process list and shell history. */
+function refuseKeyFlag(argv: { readonly apiKey?: unknown; readonly hashSalt?: unknown }): void {
   if (argv.apiKey !== undefined) {
     throw new ConfigError(
       `--api-key is not accepted on the command line (it would show in the process list): set ${envName('api-key')} (or ${ENV.apiKey}), or pass --api-key-file`,
     );
   }
+  if (argv.hashSalt !== undefined) throw new ConfigError(`--hash-salt is not accepted on the command line (it would show in the process list): set ${envName('hash-salt')}`);
 }
 
 const isTty = (): boolean => process.stderr.isTTY === true;
@@ -91,6 +93,17 @@ async function main(): Promise<number> {
         const config = resolveSyncConfig(argv, process.env, isTty());
         const { syncCommand } = await import('./commands/sync.js');
         setExit(await withSignals((signal) => syncCommand(config, { print, signal })));
+      },
+    )
+    .command(
+      'check',
+      'one request per endpoint and project scope: is the key accepted, which endpoints take "*", what the records look like',
+      (y) => withOptions(y, 'check'),
+      async (argv) => {
+        refuseKeyFlag(argv);
+        const config = resolveSyncConfig(argv, process.env, isTty());
+        const { checkCommand } = await import('./commands/check.js');
+        setExit(await checkCommand(config, { print }));
       },
     )
     .command(
@@ -182,7 +195,7 @@ async function main(): Promise<number> {
         );
       },
     )
-    .demandCommand(1, 'name a command: sync, backfill, plan, status, verify, reset or emulate')
+    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset or emulate')
     .strict()
     .help()
     .alias('help', 'h')
@@ -205,13 +218,23 @@ async function main(): Promise<number> {
 // one). Not for the emulator, a test server that should be fast.
 if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FOR !== 'speed') setFlagsFromString('--optimize-for-size');
 
+/** The API keys this process was given (flag and environment), to keep them out of a last-resort error print. */
+function apiKeysGiven(args: readonly string[], env: NodeJS.ProcessEnv): string[] {
+  const keys = [env.QUERY_API_KEY, env[envName('api-key')]].filter((k): k is string => k !== undefined && k !== '');
+  args.forEach((arg, i) => {
+    if (arg === '--api-key' && args[i + 1] !== undefined) keys.push(args[i + 1] as string);
+    else if (arg.startsWith('--api-key=')) keys.push(arg.slice('--api-key='.length));
+  });
+  return keys;
+}
+
 main().then(
   (code) => {
     process.exitCode = code;
   },
   (error: unknown) => {
     const message = error instanceof QuerySyncError ? `${error.name}: ${error.message}` : String((error as Error)?.stack ?? error);
-    process.stderr.write(`query-sync: ${message}\n`);
+    process.stderr.write(`query-sync: ${redact(message, apiKeysGiven(hideBin(process.argv), process.env))}\n`);
     process.exitCode = exitCodeFor(error);
   },
 );

@@ -6,7 +6,9 @@ import type { LogFormat } from './core/log.js';
 import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
-import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
+import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 import { camel, collect, envName, optionTable, type CommandName, type RawValue } from './options.js';
 
 /**
@@ -18,7 +20,14 @@ export const ENV = Object.freeze({
   baseUrl: 'QUERY_API_BASE_URL',
   apiKey: 'QUERY_API_KEY',
   project: 'QUERY_API_PROJECT',
+  hashSalt: 'QUERY_SYNC_HASH_SALT',
 });
+
+/**
+ * A batch is also written once its rows hold this much text (`--batch-bytes`), so memory follows
+ * the settings, not the size of the records: 5,000 rows of 200 KB would otherwise be 1 GB.
+ */
+export const DEFAULT_BATCH_BYTES = '8MB';
 
 /**
  * Rows per write + checkpoint. BigQuery batches are larger: each write is one load job and one MERGE,
@@ -45,6 +54,9 @@ export const OPTIONS = optionTable({
   connectTimeoutMs: DEFAULT_TIMEOUTS.connectMs,
   headersTimeoutMs: DEFAULT_TIMEOUTS.headersMs,
   bodyTimeoutMs: DEFAULT_TIMEOUTS.bodyMs,
+  requestTimeoutMs: DEFAULT_TIMEOUTS.requestMs,
+  maxRetryAfterMs: DEFAULT_MAX_RETRY_AFTER_MS,
+  batchBytes: DEFAULT_BATCH_BYTES,
   ...DEFAULT_RATE_LIMITS,
   duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
   duckdbPath: DEFAULT_DUCKDB_PATH,
@@ -100,6 +112,16 @@ export interface SyncConfig {
    */
   readonly progress: 'tty' | 'log' | 'off';
   readonly progressIntervalMs: number;
+  /** Bytes of row text per write (see `DEFAULT_BATCH_BYTES`). */
+  readonly batchBytes: number;
+  /** The longest `Retry-After` honoured; a longer one fails the stream. */
+  readonly maxRetryAfterMs: number;
+  /** `sync --json`: the run summary as one JSON object on stdout (for schedulers), no text summary. */
+  readonly json: boolean;
+  /** Fields excluded or hashed before normalization (already part of `resources`' transforms; the salt is not kept here). */
+  readonly privacy: PrivacyRules;
+  /** What a run may change in the tables: `evolve` (default), `freeze-columns`, `freeze`. */
+  readonly schemaContract: SchemaContract;
   /** Stop gracefully after this long (`--max-run-time`). */
   readonly maxRunTimeMs?: number;
   /** Re-read the resources from their start and replace their tables at the end (`--full-refresh`). */
@@ -148,6 +170,13 @@ export interface SyncFlags {
   readonly progressInterval?: string;
   readonly maxRunTime?: string;
   readonly fullRefresh?: boolean;
+  readonly batchBytes?: string;
+  readonly requestTimeout?: string;
+  readonly maxRetryAfter?: string;
+  readonly json?: boolean;
+  readonly excludeColumns?: string;
+  readonly hashColumns?: string;
+  readonly schemaContract?: string;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
@@ -184,7 +213,9 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     }
   }
 
-  const resources = resolveResources(read);
+  const salt = read.text('hash-salt');
+  const privacy = resolvePrivacy({ excludeColumns: read.text('exclude-columns'), hashColumns: read.text('hash-columns') }, RESOURCES, salt, ENV.hashSalt);
+  const resources = resolveResources(read).map((r) => withPrivacy(r, privacy, salt));
   const { destination, bigquery } = resolveWarehouse(read);
   const dryRun = read.bool('dry-run') ?? false;
   if (dryRun && destination !== 'bigquery') {
@@ -201,7 +232,15 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     connectMs: read.duration('connect-timeout') ?? DEFAULT_TIMEOUTS.connectMs,
     headersMs: read.duration('headers-timeout') ?? DEFAULT_TIMEOUTS.headersMs,
     bodyMs: read.duration('body-timeout') ?? DEFAULT_TIMEOUTS.bodyMs,
+    requestMs: read.duration('request-timeout') ?? DEFAULT_TIMEOUTS.requestMs,
   };
+  if (timeouts.requestMs <= 0) throw new ConfigError(`${read.label('request-timeout')}: expected a positive duration such as 2m`);
+  const schemaText = read.text('schema-contract') ?? 'evolve';
+  const schemaContract = SCHEMA_CONTRACTS.find((c) => c === schemaText);
+  if (schemaContract === undefined) throw new ConfigError(`${read.label('schema-contract')}: expected one of ${SCHEMA_CONTRACTS.join(', ')}, got "${schemaText}"`);
+  const batchBytesText = read.size('batch-bytes') ?? DEFAULT_BATCH_BYTES;
+  const batchMb = megabytes(batchBytesText) ?? 0;
+  if (batchMb <= 0) throw new ConfigError(`${read.label('batch-bytes')}: expected a size such as 8MB or 512KB, got "${batchBytesText}"`);
 
   const logFormat = read.text('log-format') ?? (isTty ? 'pretty' : 'json');
   if (logFormat !== 'json' && logFormat !== 'pretty') {
@@ -241,6 +280,11 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     progressIntervalMs,
     maxRunTimeMs,
     fullRefresh: read.bool('full-refresh') ?? false,
+    batchBytes: Math.round(batchMb * 1e6),
+    maxRetryAfterMs: read.duration('max-retry-after') ?? DEFAULT_MAX_RETRY_AFTER_MS,
+    json: read.bool('json') ?? false,
+    privacy,
+    schemaContract,
   };
   return { config: Object.freeze(config), read };
 }
@@ -361,6 +405,8 @@ export interface VerifyConfig extends SyncConfig {
 export interface StatusConfig
   extends Pick<SyncConfig, 'statePath' | 'resources' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   readonly json: boolean;
+  /** The API key from the environment, if set: only to keep it out of what `status` prints. */
+  readonly redactKey?: string;
 }
 
 /** What `reset` needs: the state file and which streams to forget. */
@@ -405,6 +451,7 @@ export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
     dryRun: false,
     lockWaitMs: read.duration('lock-wait') ?? 0,
     json: read.bool('json') ?? false,
+    redactKey: emptyToUndefined(env[envName('api-key')] ?? env[ENV.apiKey]),
   });
 }
 

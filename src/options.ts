@@ -11,7 +11,7 @@ import { ConfigError } from './core/errors.js';
  * and the help shows the same constants, so changing one changes both.
  */
 
-export type CommandName = 'sync' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset';
+export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset';
 
 export type OptionKind =
   /** Free text. */
@@ -31,7 +31,7 @@ export type OptionKind =
   | 'instant'
   | 'choice';
 
-export type OptionGroup = 'Connection' | 'Scope' | 'Destination' | 'State and run' | 'Pacing' | 'Logging and output';
+export type OptionGroup = 'Connection' | 'Scope' | 'Destination' | 'Privacy and schema' | 'State and run' | 'Pacing' | 'Logging and output';
 
 export interface OptionSpec {
   /** Flag name (kebab-case); its key in a config file. */
@@ -49,7 +49,7 @@ export interface OptionSpec {
   readonly commands: readonly CommandName[];
 }
 
-const RUN: readonly CommandName[] = ['sync', 'backfill', 'plan', 'verify'];
+const RUN: readonly CommandName[] = ['sync', 'check', 'backfill', 'plan', 'verify'];
 const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
 const WAREHOUSE: readonly CommandName[] = [...RUN, 'status'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
@@ -59,6 +59,9 @@ export interface OptionDefaults {
   readonly connectTimeoutMs: number;
   readonly headersTimeoutMs: number;
   readonly bodyTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly maxRetryAfterMs: number;
+  readonly batchBytes: string;
   readonly maxRpm: number;
   readonly searchRpm: number;
   readonly maxRps: number;
@@ -91,6 +94,8 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'connect-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.connectTimeoutMs), describe: 'TCP/TLS connect timeout', commands: RUN },
     { name: 'headers-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.headersTimeoutMs), describe: 'time to wait for response headers', commands: RUN },
     { name: 'body-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.bodyTimeoutMs), describe: 'longest pause while reading a response body', commands: RUN },
+    { name: 'request-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.requestTimeoutMs), describe: 'longest time for one request, connect to last byte of the body', commands: RUN },
+    { name: 'max-retry-after', kind: 'duration', group: 'Pacing', defaultText: ms(d.maxRetryAfterMs), describe: 'longest Retry-After honoured; a longer one fails the stream, naming the wait', commands: RUN },
     // Scope
     { name: 'resources', kind: 'string', group: 'Scope', defaultText: 'all', describe: 'comma-separated: events,traces,signals,users,conversations', commands: STATE },
     { name: 'project-ids', kind: 'string', group: 'Scope', describe: 'comma-separated slugs narrowing "*" (sent as project_ids)', commands: RUN },
@@ -102,7 +107,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     // Destination
     { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
     { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file (relative to the working directory: give an absolute path in cron)', commands: WAREHOUSE },
-    { name: 'duckdb-memory-limit', kind: 'size', group: 'Destination', defaultText: d.duckdbMemoryLimit, describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp)", commands: WAREHOUSE },
+    { name: 'duckdb-memory-limit', kind: 'size', group: 'Destination', defaultText: d.duckdbMemoryLimit, describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp; never raised on its own: rows too large for it fail naming this flag)", commands: WAREHOUSE },
     { name: 'bq-project', kind: 'string', group: 'Destination', describe: 'BigQuery project (with --destination bigquery)', commands: WAREHOUSE },
     { name: 'bq-dataset', kind: 'string', group: 'Destination', describe: 'BigQuery dataset', commands: WAREHOUSE },
     { name: 'bq-location', kind: 'string', group: 'Destination', defaultText: d.bqLocation, describe: 'BigQuery location for a new dataset', commands: WAREHOUSE },
@@ -110,7 +115,13 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'bq-key-file', kind: 'path', group: 'Destination', defaultText: 'Application Default Credentials', describe: 'service-account key file', commands: WAREHOUSE },
     { name: 'dry-run', kind: 'boolean', group: 'Destination', defaultText: 'false', describe: 'BigQuery: print the requests each write would send (DDL, load job, MERGE), send nothing', commands: RUN },
     { name: 'dry-run-limit', kind: 'integer', group: 'Destination', defaultText: String(d.dryRunLimit), describe: 'with --dry-run: rows each stream reads before it stops', commands: RUN },
+    { name: 'batch-bytes', kind: 'size', group: 'Destination', defaultText: d.batchBytes, describe: 'also write a batch once its rows hold this much text', commands: RUN },
     { name: 'batch-rows', kind: 'integer', group: 'Destination', defaultText: `${d.batchRows.duckdb} (DuckDB), ${d.batchRows.bigquery} (BigQuery)`, describe: 'rows per write + checkpoint', commands: RUN },
+    // Privacy and schema
+    { name: 'exclude-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items never written, e.g. events.user_input,traces.input', commands: RUN },
+    { name: 'hash-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from QUERY_SYNC_HASH_SALT', commands: RUN },
+    { name: 'hash-salt', kind: 'string', group: 'Privacy and schema', secret: true, describe: 'salt of --hash-columns: environment only', commands: RUN },
+    { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], defaultText: 'evolve', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
     // State and run
     { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: STATE },
     { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file (marks, checkpoints, ledger); relative to the working directory', commands: STATE },
@@ -131,7 +142,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'verbose', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'debug logs', commands: RUN },
     { name: 'quiet', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'only the summary', commands: RUN },
     { name: 'progress-interval', kind: 'duration', group: 'Logging and output', defaultText: d.progressInterval, describe: 'not on a TTY: a progress log line this often', commands: RUN },
-    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON', commands: ['plan', 'status'] },
+    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync: the run summary as one object, for schedulers)', commands: ['sync', 'check', 'plan', 'status'] },
   ];
 }
 

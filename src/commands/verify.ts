@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { VerifyConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -27,7 +28,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
   let destination: Destination | undefined;
   let state: StateStore | undefined;
   try {
-    const doc = await StateStore.read(config.statePath);
+    const doc = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
     const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: doc.projects });
     destination = await openDestination(config, logger, io.print);
     const deps = { client, destination, logger };
@@ -45,6 +46,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
       purpose: 'backfill',
       lockWaitMs: config.lockWaitMs,
       inMemory: config.dryRun,
+      resources: RESOURCE_NAMES,
       ...leaseHooks(logger, stop),
     });
     runtime.tracker.markStart();

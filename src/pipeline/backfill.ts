@@ -24,7 +24,7 @@ import {
 import { streamKey } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
-import { walkWindow, type WalkTotals } from './walk.js';
+import { DEFAULT_BATCH_BYTES, walkWindow, type WalkTotals } from './walk.js';
 
 /**
  * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
@@ -47,6 +47,8 @@ export interface BackfillOptions extends ScopeOptions {
    * @default 5000
    */
   readonly batchRows?: number;
+  /** Text held before writes by the whole run, shared by the windows like `batchRows`. @default DEFAULT_BATCH_BYTES */
+  readonly batchBytes?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -56,6 +58,8 @@ export interface BackfillHooks {
   readonly onWindows?: (resource: string, scope: string, total: number, skipped: number) => void;
   readonly onWindowDone?: (resource: string, scope: string, rows: number) => void;
   readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+  /** A (resource, scope) ended, whatever the outcome. */
+  readonly onStreamDone?: (result: BackfillStreamResult) => void;
 }
 
 /** A stream's result (`windows`: those this run read, to the end or not), plus the windows skipped. */
@@ -113,13 +117,14 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
           concurrency,
           force: false,
           batchRows: perWindowBatch(options.batchRows ?? DEFAULT_BATCH_ROWS, concurrency),
+          batchBytes: perWindowBatch(options.batchBytes ?? DEFAULT_BATCH_BYTES, concurrency),
           syncedAt: new Date(runStartMs).toISOString(),
           signal: options.signal,
           onProjects: scopeHooks.onProjects,
           hooks,
         },
         deps,
-      ),
+      ).then((result) => (hooks.onStreamDone?.(result), result)),
     (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
   return {
@@ -145,6 +150,7 @@ export interface StreamBackfillOptions {
   /** Read windows even when the ledger has them done (`verify --repair`). */
   readonly force: boolean;
   readonly batchRows: number;
+  readonly batchBytes?: number;
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;
@@ -187,6 +193,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
           window,
           startCursor: resumed?.cursor,
           batchRows: options.batchRows,
+          batchBytes: options.batchBytes,
           syncedAt: options.syncedAt,
           ctx,
           onProjects: options.onProjects,
@@ -289,7 +296,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       windows: totals.windows,
       skipped: totals.skipped,
       seconds,
-      ...(failure === undefined ? {} : { error: failure.message }),
+      ...(failure === undefined ? {} : { error: deps.client.redact(failure.message) }),
     },
   }));
   return result(failure === undefined ? 'ok' : 'failed');
