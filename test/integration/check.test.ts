@@ -28,7 +28,7 @@ describe('check (the real CLI against the emulator)', () => {
   it('a bad key: exit 3 after one request; a refused project: exit 3 naming it; --json for scripts', async () => {
     const emu = await emulator({ seed: 5, eventsPerProject: 10 });
     const state = ['--state', statePathOf(dir())];
-    const bad = await runCli(emu, ['check', '--project', '*', '--api-key', 'not-the-key-4321', ...state]);
+    const bad = await runCli({ url: emu.url, apiKey: 'not-the-key-4321' }, ['check', '--project', '*', ...state]);
     expect(bad.code).toBe(3);
     expect(bad.stdout).toMatch(/^key: REJECTED \(401\)/m);
     expect(bad.stdout.trimEnd().split('\n').at(-1)).toBe('check FAILED (1 request)');

@@ -49,7 +49,7 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
   it('a failed run is recorded as failed, its errors without the key', async () => {
     const emu = await emulator({ seed: 8, eventsPerProject: 10 });
     const d = dir();
-    const run = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events', '--api-key', 'secret-wrong-key-77', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    const run = await runCli({ url: emu.url, apiKey: 'secret-wrong-key-77' }, ['sync', '--project', 'alpha', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
     expect(run.code).toBe(3);
     const [row, ...more] = await readTable(d, '_query_sync_runs');
     expect(more).toHaveLength(0);

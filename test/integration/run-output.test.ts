@@ -15,7 +15,7 @@ describe('run output (the real CLI against the emulator)', () => {
     const emu = await emulator({ seed: 3, eventsPerProject: 50 });
     const d = dir();
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
-    const run = await runCli(emu, ['sync', '--project', '*', '--project-ids', 'alpha,beta,default', '--api-key', BAD_KEY, ...files]);
+    const run = await runCli({ url: emu.url, apiKey: BAD_KEY }, ['sync', '--project', '*', '--project-ids', 'alpha,beta,default', ...files]);
     expect(run.code, run.stderr).toBe(3);
     const streams = 9; // events, users, conversations: one * walk each; traces and signals: one per project
     const errors = jsonLines(run.stderr).filter((l) => (l.level as number) >= 50);
@@ -47,7 +47,7 @@ describe('run output (the real CLI against the emulator)', () => {
     expect(summary.totals?.rows).toBe(summary.streams.reduce((n, s) => n + s.rows, 0));
     expect(summary.totals?.requests).toBeGreaterThan(0);
 
-    const bad = await runCli(emu, ['sync', '--project', '*', '--resources', 'events,users', '--json', '--api-key', BAD_KEY, ...files]);
+    const bad = await runCli({ url: emu.url, apiKey: BAD_KEY }, ['sync', '--project', '*', '--resources', 'events,users', '--json', ...files]);
     expect(bad.code).toBe(3);
     const failed = JSON.parse(bad.stdout) as RunJson;
     expect(failed).toMatchObject({ ok: false, exitCode: 3 });
