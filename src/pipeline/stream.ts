@@ -1,7 +1,7 @@
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
-import type { TimeWindow } from '../extract/paginate.js';
+import { syncWindow, type TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
@@ -165,14 +165,8 @@ export function nextWindow(
   if (st.pending !== undefined) {
     return { window: { fromMs: Date.parse(st.pending.from), toMs: Date.parse(st.pending.to) }, cursor: st.pending.cursor };
   }
-  const toMs = options.runStartMs;
-  if (st.mark !== undefined) {
-    const markMs = Date.parse(st.mark);
-    if (markMs >= toMs) return undefined;
-    return { window: { fromMs: Math.max(options.startMs ?? 0, markMs - options.lookbackMs), toMs }, cursor: undefined };
-  }
-  const fromMs = options.startMs ?? 0;
-  return fromMs < toMs ? { window: { fromMs, toMs }, cursor: undefined } : undefined;
+  const window = syncWindow(st.mark === undefined ? undefined : Date.parse(st.mark), options);
+  return window === undefined ? undefined : { window, cursor: undefined };
 }
 
 function maxIso(a: string | undefined, b: string): string {
