@@ -139,6 +139,61 @@ export async function splitBalanced(
   return splitByCounts(window, parts, counts);
 }
 
+/**
+ * Where the records of `window` lie, from few counts: the counts of suffixes `[toMs − L·2^k, toMs)`,
+ * doubling from `L = length / 2^levels`, until a suffix holds all `total` records (or is the whole
+ * window). Their differences are consecutive buckets for `splitByCounts`: fine near the end, where
+ * data is newest and usually densest, coarse further back. A first sync's window starts at the
+ * epoch, decades before the first record; an even time split of it would put nearly every
+ * sub-window where there is nothing, and this finds the data in about `log2(span / data)` counts,
+ * plus `refine` halvings of the oldest bucket that holds records.
+ */
+export async function suffixCounts(
+  window: TimeWindow,
+  total: number,
+  count: (window: TimeWindow) => Promise<number>,
+  levels = 10,
+  refine = 3,
+): Promise<WindowCount[]> {
+  if (isEmptyWindow(window) || !(total > 0)) return [];
+  const length = window.toMs - window.fromMs;
+  let span = Math.max(1, Math.floor(length / 2 ** levels));
+  const buckets: WindowCount[] = [];
+  let inner = window.toMs;
+  let seen = 0;
+  for (;;) {
+    const from = Math.max(window.fromMs, window.toMs - span);
+    const n = from === window.fromMs ? total : await count({ fromMs: from, toMs: window.toMs });
+    buckets.push({ window: { fromMs: from, toMs: inner }, count: Math.max(0, n - seen) });
+    seen = Math.max(seen, n);
+    inner = from;
+    if (from === window.fromMs) break;
+    if (n >= total) {
+      // Nothing lies before: say so, so the buckets cover the window.
+      buckets.push({ window: { fromMs: window.fromMs, toMs: from }, count: 0 });
+      break;
+    }
+    span *= 2;
+  }
+  buckets.reverse();
+  // The oldest bucket with records is the coarsest guess of where the data starts: halve it a few
+  // times (one count each), so no sub-window is cut where there is nothing.
+  for (let i = 0; i < refine; i += 1) {
+    const at = buckets.findIndex((b) => b.count > 0);
+    const oldest = buckets[at];
+    if (oldest === undefined || oldest.window.toMs - oldest.window.fromMs < 2) break;
+    const mid = oldest.window.fromMs + Math.floor((oldest.window.toMs - oldest.window.fromMs) / 2);
+    const newer = Math.min(oldest.count, await count({ fromMs: mid, toMs: oldest.window.toMs }));
+    buckets.splice(
+      at,
+      1,
+      { window: { fromMs: oldest.window.fromMs, toMs: mid }, count: oldest.count - newer },
+      { window: { fromMs: mid, toMs: oldest.window.toMs }, count: newer },
+    );
+  }
+  return buckets;
+}
+
 /** Sorted, non-overlapping, adjacent ones joined; empty windows dropped. */
 export function mergeWindows(windows: readonly TimeWindow[]): TimeWindow[] {
   const sorted = windows.filter((w) => !isEmptyWindow(w)).sort(compareWindows);

@@ -14,6 +14,7 @@ import {
   splitByCounts,
   splitByTime,
   subtractWindows,
+  suffixCounts,
   syncWindow,
 } from '../../src/extract/windows.js';
 import { dedupeRows } from '../../src/load/destination.js';
@@ -259,5 +260,48 @@ describe('extract/windows: finished ranges and the gaps they leave', () => {
     expect(finishedThrough(10, finished)).toBe(25);
     expect(finishedThrough(30, finished)).toBe(30);
     expect(finishedThrough(0, [])).toBe(0);
+  });
+});
+
+describe('extract/windows: finding the data with few counts', () => {
+  const DAY = 86_400_000;
+  it('finds 30 days of data in a window that starts at the epoch, and the split puts every part where the data is', async () => {
+    const end = Date.parse('2026-11-01T00:00:00Z');
+    // 3000 records, one every 864 s over the last 30 days.
+    const times = Array.from({ length: 3000 }, (_, i) => end - 30 * DAY + i * 864_000);
+    let asked = 0;
+    const count = async (w: { fromMs: number; toMs: number }): Promise<number> => {
+      asked += 1;
+      return times.filter((t) => inWindow(w, t)).length;
+    };
+    const window = { fromMs: 0, toMs: end };
+    const buckets = await suffixCounts(window, 3000, count);
+    expect(asked).toBeLessThanOrEqual(6);
+    expect(buckets.reduce((n, b) => n + b.count, 0)).toBe(3000);
+    expectExactCover(window, buckets.map((b) => b.window));
+    const parts = splitByCounts(window, 6, buckets);
+    expectExactCover(window, parts);
+    const perPart = parts.map((p) => times.filter((t) => inWindow(p, t)).length);
+    expect(perPart.reduce((a, b) => a + b, 0)).toBe(3000);
+    // Coarse buckets far back cost balance, not coverage: no part is empty, none holds more than half.
+    expect(Math.min(...perPart)).toBeGreaterThan(0);
+    expect(Math.max(...perPart)).toBeLessThanOrEqual(1000);
+  });
+
+  it('stops at the first suffix that holds everything, and asks nothing for an empty window or no records', async () => {
+    let asked = 0;
+    const count = async (): Promise<number> => {
+      asked += 1;
+      return 10;
+    };
+    const buckets = await suffixCounts({ fromMs: 0, toMs: 1024 }, 10, count, 10, 0);
+    expect(asked).toBe(1);
+    expect(buckets).toEqual([
+      { window: { fromMs: 0, toMs: 1023 }, count: 0 },
+      { window: { fromMs: 1023, toMs: 1024 }, count: 10 },
+    ]);
+    expect(await suffixCounts({ fromMs: 5, toMs: 5 }, 10, count)).toEqual([]);
+    expect(await suffixCounts({ fromMs: 0, toMs: 100 }, 0, count)).toEqual([]);
+    expect(asked).toBe(1);
   });
 });
