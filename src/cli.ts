@@ -75,7 +75,11 @@ async function main(): Promise<number> {
     .command(
       'sync',
       'incrementally sync the Query API into the warehouse',
-      (y) => withSyncFlags(y),
+      (y) =>
+        withSyncFlags(y).option('concurrency', {
+          type: 'number',
+          describe: 'most sub-windows of one large window walked at once; how many help is found at run time (default 16; 1: one walk per window)',
+        }),
       async (argv) => {
         const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
         const { syncCommand } = await import('./commands/sync.js');

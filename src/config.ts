@@ -6,6 +6,7 @@ import type { ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */
 
@@ -49,6 +50,11 @@ export interface SyncConfig {
   readonly lookbackMs: number;
   readonly startMs: number | undefined;
   readonly batchRows: number;
+  /**
+   * `sync`: most sub-windows of one large window walked at once (split walks); how many help is
+   * found at run time. 1 reads each window in one walk. @default 16
+   */
+  readonly splitConcurrency: number;
   readonly limits: RateLimits;
   readonly timeouts: TimeoutOptions;
   readonly logLevel: string;
@@ -64,6 +70,7 @@ export interface SyncConfig {
 
 /** Flags as yargs hands them over (strings and numbers, unvalidated). */
 export interface SyncFlags {
+  readonly concurrency?: number;
   readonly baseUrl?: string;
   readonly apiKey?: string;
   readonly project?: string;
@@ -174,6 +181,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     lookbackMs,
     startMs,
     batchRows: positive('--batch-rows', flags.batchRows ?? DEFAULT_BATCH_ROWS[destination]),
+    splitConcurrency: wholeAtLeastOne('--concurrency', flags.concurrency ?? DEFAULT_SPLIT_CONCURRENCY),
     limits,
     timeouts,
     logLevel: flags.logLevel ?? (flags.verbose ? 'debug' : flags.quiet ? 'warn' : 'info'),
@@ -317,8 +325,11 @@ function resolveRange(flags: RunFlags, command: string): RangeConfig | undefined
 }
 
 function concurrency(flags: RunFlags): number {
-  const n = flags.concurrency ?? DEFAULT_CONCURRENCY;
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`--concurrency: expected a whole number of at least 1, got ${n}`);
+  return wholeAtLeastOne('--concurrency', flags.concurrency ?? DEFAULT_CONCURRENCY);
+}
+
+function wholeAtLeastOne(flag: string, n: number): number {
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${flag}: expected a whole number of at least 1, got ${n}`);
   return n;
 }
 

@@ -42,6 +42,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
+        concurrency: config.splitConcurrency,
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

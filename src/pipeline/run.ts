@@ -17,6 +17,8 @@ export interface SyncPlanOptions {
   readonly startMs?: number;
   /** @default 5000 */
   readonly batchRows?: number;
+  /** Most sub-windows of one large window walked at once (split walks). @default 16 */
+  readonly concurrency?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -66,6 +68,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     batchRows: options.batchRows ?? DEFAULT_BATCH_ROWS,
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
+    concurrency: options.concurrency,
   };
 
   const trackers = new Map<string, SchemaTracker>();
