@@ -207,6 +207,9 @@ async function run2(latencyMs: number): Promise<void> {
     { project: '*', resources: RESOURCES, limits: DEFAULT_RATE_LIMITS },
   );
   report('all resources (run2)', latencyMs, m);
+  // The longest stream bounds the run: a walk that cannot be split reads its pages one after another.
+  const streams = [...m.summary.streams].sort((a, b) => b.seconds - a.seconds).slice(0, 3);
+  process.stdout.write(`  longest streams: ${streams.map((st) => `${st.resource} ${st.scope} ${st.pages} pages in ${st.seconds.toFixed(1)} s`).join('; ')}\n`);
   for (const [endpoint, n] of Object.entries(m.emulator.byEndpoint)) {
     const perMinute = m.emulator.maxPerMinuteByEndpoint[endpoint] ?? 0;
     process.stdout.write(
