@@ -3,6 +3,7 @@ import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { countRecords } from '../extract/count.js';
 import { splitByCounts, suffixCounts, type TimeWindow } from '../extract/windows.js';
+import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { PendingWindow, SplitWindow, StreamState } from '../state/store.js';
@@ -24,6 +25,18 @@ export const MIN_PAGES_PER_PART = 10;
 /** Sub-walks of one stream at once, at most, when the caller gives no bound. */
 export const DEFAULT_SPLIT_CONCURRENCY = 16;
 
+/** Client time per page (parse, normalize, write) added to the latency when sizing a split. */
+const CLIENT_MS_PER_PAGE = 25;
+
+/**
+ * Sub-windows worth cutting at `latencyMs` a request: twice the walks that fill the combined
+ * per-second budget (so the controller has room, and the last sub-windows to finish overlap), and
+ * at least two.
+ */
+export function partsForLatency(latencyMs: number, maxRps = DEFAULT_RATE_LIMITS.maxRps): number {
+  return Math.max(2, 2 * Math.ceil((maxRps * (latencyMs + CLIENT_MS_PER_PAGE)) / 1000));
+}
+
 /**
  * The sub-windows to read `window` in, or `undefined` to read it in one walk: when the resource has
  * no count endpoint or time filters, when the count is small, or when counting fails (a split is an
@@ -34,7 +47,7 @@ export async function planSplit(
   scope: ProjectScope,
   window: TimeWindow,
   maxParts: number,
-  deps: { readonly client: ApiClient; readonly logger: Logger },
+  deps: { readonly client: ApiClient; readonly logger: Logger; readonly clock: Clock },
   ctx: CallContext,
 ): Promise<TimeWindow[] | undefined> {
   if (maxParts < 2 || resource.countPath === undefined || resource.filterGte === undefined || resource.filterLt === undefined) {
@@ -42,8 +55,13 @@ export async function planSplit(
   }
   const count = (w: TimeWindow): Promise<number> => countRecords(deps.client, resource, scope, w, ctx);
   try {
+    const startedAt = deps.clock.now();
+    const waitedBefore = ctx.stats.waitedMs;
     const total = await count(window);
-    const parts = Math.min(maxParts, Math.floor(total / resource.maxPageSize / MIN_PAGES_PER_PART));
+    // The count's own answer time says how many walks the budget could use: each sub-window
+    // beyond that only adds a partial last page.
+    const latencyMs = Math.max(0, deps.clock.now() - startedAt - (ctx.stats.waitedMs - waitedBefore));
+    const parts = Math.min(maxParts, Math.floor(total / resource.maxPageSize / MIN_PAGES_PER_PART), partsForLatency(latencyMs));
     if (parts < 2) return undefined;
     const subs = splitByCounts(window, parts, await suffixCounts(window, total, count));
     return subs.length >= 2 ? subs : undefined;

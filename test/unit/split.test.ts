@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyController } from '../../src/http/concurrency.js';
 import { newCallStats, type CallContext } from '../../src/http/client.js';
-import { newSplit, walkParts, withoutPartCursor, withPartCheckpoint } from '../../src/pipeline/split.js';
+import { newSplit, partsForLatency, walkParts, withoutPartCursor, withPartCheckpoint } from '../../src/pipeline/split.js';
 import type { StreamState } from '../../src/state/store.js';
 
 const T = Date.parse('2026-11-01T00:00:00Z');
@@ -35,6 +35,15 @@ describe('split state', () => {
     const refused = withoutPartCursor(withPartCheckpoint({ split }, a, 'a1'), a);
     expect(refused.split?.parts[0]).toEqual({ from: a.from, to: a.to });
     expect(withPartCheckpoint({ mark: iso(T) }, a, null)).toEqual({ mark: iso(T) });
+  });
+});
+
+describe('partsForLatency', () => {
+  it('cuts twice the walks that fill 40/s at the latency seen, at least two', () => {
+    expect(partsForLatency(0)).toBe(2);
+    expect(partsForLatency(100)).toBe(10);
+    expect(partsForLatency(300)).toBe(26);
+    expect(partsForLatency(300, 20)).toBe(14);
   });
 });
 
