@@ -43,6 +43,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         startMs: config.startMs,
         batchRows: config.batchRows,
         concurrency: config.splitConcurrency,
+        // A dry run shows the requests for a small sample, not all history.
+        ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

@@ -19,6 +19,8 @@ export interface SyncPlanOptions {
   readonly batchRows?: number;
   /** Most sub-windows of one large window walked at once (split walks). @default 16 */
   readonly concurrency?: number;
+  /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
+  readonly sampleRows?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -65,10 +67,11 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     runStartMs,
     lookbackMs: options.lookbackMs,
     startMs: options.startMs,
-    batchRows: options.batchRows ?? DEFAULT_BATCH_ROWS,
+    batchRows: Math.min(options.batchRows ?? DEFAULT_BATCH_ROWS, options.sampleRows ?? Infinity),
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
     concurrency: options.concurrency,
+    ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 
   const trackers = new Map<string, SchemaTracker>();

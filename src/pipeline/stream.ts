@@ -27,6 +27,8 @@ export interface StreamOptions {
   readonly startMs?: number;
   /** Rows buffered before a write + checkpoint. */
   readonly batchRows: number;
+  /** Stop once this many rows are written (a dry run's sample). */
+  readonly sampleRows?: number;
   /** `_synced_at` of this run. */
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
@@ -101,6 +103,7 @@ export async function syncStream(
         window,
         startCursor,
         batchRows: options.batchRows,
+        sampleRows: options.sampleRows,
         syncedAt: options.syncedAt,
         ctx,
         onProjects: options.onProjects,
@@ -125,8 +128,9 @@ export async function syncStream(
           continue;
         }
         const next = nextWindow(st, options);
-        if (next === undefined) break;
-        if (next.cursor === undefined && st.pending === undefined) {
+        if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
+        // A dry run reads a sample: one walk, never a split.
+        if (next.cursor === undefined && st.pending === undefined && options.sampleRows === undefined) {
           const parts = await planSplit(resource, scope, next.window, maxParts, deps, ctx);
           if (parts !== undefined) {
             // The sub-windows are durable before any is read: a kill resumes the same split.
@@ -160,6 +164,7 @@ export async function syncStream(
           window: { fromMs: Date.parse(part.from), toMs: Date.parse(part.to) },
           startCursor: part.cursor,
           batchRows,
+          sampleRows: options.sampleRows,
           syncedAt: options.syncedAt,
           ctx: sub.ctx,
           onProjects: options.onProjects,

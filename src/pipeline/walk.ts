@@ -22,6 +22,8 @@ export interface WalkOptions {
   readonly startCursor: string | undefined;
   /** Rows buffered before one write + checkpoint. */
   readonly batchRows: number;
+  /** Stop after the write that brings the walk's rows to this many (a dry run's sample). */
+  readonly sampleRows?: number | undefined;
   readonly syncedAt: string;
   readonly ctx: CallContext;
   /**
@@ -89,6 +91,10 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
         await options.checkpoint(page.hasMore ? page.nextCursor : null);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
+      if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && page.hasMore) {
+        await pages.return?.(undefined);
+        return;
+      }
     }
   } catch (error) {
     const cursorRejected =
