@@ -5,7 +5,7 @@ import { syncWindow, type TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
-import { walkWindow, type WalkOptions } from './walk.js';
+import { DEFAULT_BATCH_BYTES, walkWindow, type WalkOptions } from './walk.js';
 import { streamKey, type SplitWindow, type StateStore, type StreamState } from '../state/store.js';
 import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, walkParts, withoutPartCursor, withPartCheckpoint } from './split.js';
 import { ConcurrencyController } from '../http/concurrency.js';
@@ -159,7 +159,7 @@ export async function syncStream(
     totals.windows += 1;
     // Rows held by all sub-walks together stay about `batchRows`, as in a backfill.
     const batchRows = Math.max(1, Math.ceil(options.batchRows / maxParts));
-    const batchBytes = options.batchBytes === undefined ? undefined : Math.max(1, Math.ceil(options.batchBytes / maxParts));
+    const batchBytes = Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / maxParts));
     await walkParts(split.parts, controller, ctx, deps.clock, (part, sub) =>
       walkWindow(
         {
