@@ -9,6 +9,7 @@ import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
+import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';
 import { camel, collect, envName, optionTable, type CommandName, type RawValue } from './options.js';
 
 /**
@@ -68,6 +69,7 @@ export const OPTIONS = optionTable({
   projectHeader: DEFAULT_PROJECT_HEADER,
   bqLocation: DEFAULT_BQ_LOCATION,
   progressInterval: DEFAULT_PROGRESS_INTERVAL,
+  splitConcurrency: DEFAULT_SPLIT_CONCURRENCY,
   dryRunLimit: DEFAULT_DRY_RUN_LIMIT,
 });
 
@@ -122,6 +124,11 @@ export interface SyncConfig {
   readonly privacy: PrivacyRules;
   /** What a run may change in the tables: `evolve` (default), `freeze-columns`, `freeze`. */
   readonly schemaContract: SchemaContract;
+  /**
+   * `sync`: most sub-windows of one large window walked at once (split walks); how many help is
+   * found at run time. 1 reads each window in one walk. @default 16
+   */
+  readonly splitConcurrency: number;
   /** Stop gracefully after this long (`--max-run-time`). */
   readonly maxRunTimeMs?: number;
   /** Re-read the resources from their start and replace their tables at the end (`--full-refresh`). */
@@ -282,6 +289,7 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     fullRefresh: read.bool('full-refresh') ?? false,
     batchBytes: Math.round(batchMb * 1e6),
     maxRetryAfterMs: read.duration('max-retry-after') ?? DEFAULT_MAX_RETRY_AFTER_MS,
+    splitConcurrency: read.integer('concurrency') ?? DEFAULT_SPLIT_CONCURRENCY,
     json: read.bool('json') ?? false,
     privacy,
     schemaContract,

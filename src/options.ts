@@ -77,6 +77,7 @@ export interface OptionDefaults {
   readonly bqLocation: string;
   readonly progressInterval: string;
   readonly dryRunLimit: number;
+  readonly splitConcurrency: number;
 }
 
 export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
@@ -128,7 +129,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: [...WAREHOUSE, 'reset'] },
     { name: 'max-run-time', kind: 'duration', group: 'State and run', defaultText: 'none', describe: 'stop gracefully after this long (state consistent; exit 6; the next run continues)', commands: WRITES },
     { name: 'full-refresh', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the --resources from their start and replace their tables at the end, atomically (DuckDB)', commands: ['sync'] },
-    { name: 'concurrency', kind: 'integer', group: 'Pacing', defaultText: String(d.concurrency), describe: 'windows read at once (backfill, verify --repair)', commands: ['backfill', 'verify'] },
+    { name: 'concurrency', kind: 'integer', group: 'Pacing', defaultText: `${d.concurrency} (backfill, verify --repair), ${d.splitConcurrency} (sync)`, describe: 'backfill and verify --repair: windows read at once; sync: most sub-windows of one large window walked at once (1: one walk per window)', commands: ['sync', 'backfill', 'verify'] },
     { name: 'repair', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the mismatched windows, then check again', commands: ['verify'] },
     { name: 'yes', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 'do not ask for confirmation (required when not on a terminal)', commands: ['reset'] },
     // Pacing

@@ -85,6 +85,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         startMs: config.startMs,
         batchRows: config.batchRows,
         batchBytes: config.batchBytes,
+        concurrency: config.splitConcurrency,
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: stop.signal,

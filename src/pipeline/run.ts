@@ -19,6 +19,8 @@ export interface SyncPlanOptions {
   readonly batchRows?: number;
   /** @default DEFAULT_BATCH_BYTES (walk.ts) */
   readonly batchBytes?: number;
+  /** Most sub-windows of one large window walked at once (split walks). @default 16 */
+  readonly concurrency?: number;
   /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
   readonly sampleRows?: number;
   readonly signal?: AbortSignal;
@@ -71,6 +73,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     batchBytes: options.batchBytes,
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
+    concurrency: options.concurrency,
     ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 
