@@ -33,8 +33,13 @@ export function withOptions<T>(y: Argv<T>, command: CommandName): Argv<T & RunFl
   for (const spec of OPTIONS.filter((o) => o.commands.includes(command))) {
     const env = [envName(spec.name), ...(spec.envAliases ?? [])].join(' or ');
     if (spec.secret) {
-      // Accepted only to refuse it with a message (a key on the command line shows in `ps`).
-      out = out.option(spec.name, { type: 'string', hidden: true });
+      // The key is accepted with a warning; the salt only to refuse it with a message (see refuseKeyFlag).
+      out = out.option(spec.name, {
+        type: 'string',
+        hidden: spec.name !== 'api-key',
+        describe: `${spec.describe}; accepted as a flag with a warning (it shows in \`ps\`)`,
+        group: `${spec.group}:`,
+      });
       continue;
     }
     out = out.option(spec.name, {
@@ -54,15 +59,21 @@ const UNIT_HINT: Partial<Record<OptionSpec['kind'], string>> = {
   instant: ' (ISO instant with offset: 2026-01-01T00:00:00Z)',
 };
 
-/** Refuse a secret as a flag (the API key, the hash salt): it would show in the process list and shell history. */
+/**
+ * A secret as a flag: the hash salt is refused (it would show in the process list and shell
+ * history); the API key is accepted, as `sync --base-url URL --api-key KEY` is the documented
+ * first run, with a warning that the environment or `--api-key-file` keeps it out of `ps`.
+ */
 function refuseKeyFlag(argv: { readonly apiKey?: unknown; readonly hashSalt?: unknown }): void {
-  if (argv.apiKey !== undefined) {
-    throw new ConfigError(
-      `--api-key is not accepted on the command line (it would show in the process list): set ${envName('api-key')} (or ${ENV.apiKey}), or pass --api-key-file`,
+  if (argv.apiKey !== undefined && !warnedKeyFlag) {
+    warnedKeyFlag = true;
+    process.stderr.write(
+      `query-sync: warning: --api-key shows in the process list and shell history; for schedules set ${envName('api-key')} (or ${ENV.apiKey}), or pass --api-key-file\n`,
     );
   }
   if (argv.hashSalt !== undefined) throw new ConfigError(`--hash-salt is not accepted on the command line (it would show in the process list): set ${envName('hash-salt')}`);
 }
+let warnedKeyFlag = false;
 
 const isTty = (): boolean => process.stderr.isTTY === true;
 

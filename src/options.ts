@@ -88,7 +88,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
   return [
     // Connection
     { name: 'base-url', kind: 'string', group: 'Connection', describe: 'Query API base URL', envAliases: ['QUERY_API_BASE_URL'], commands: RUN },
-    { name: 'api-key', kind: 'string', group: 'Connection', secret: true, describe: 'Organization API Key: environment only (QUERY_SYNC_API_KEY or QUERY_API_KEY), or --api-key-file', envAliases: ['QUERY_API_KEY'], commands: RUN },
+    { name: 'api-key', kind: 'string', group: 'Connection', secret: true, describe: 'Organization API Key: best from the environment (QUERY_SYNC_API_KEY or QUERY_API_KEY) or --api-key-file', envAliases: ['QUERY_API_KEY'], commands: RUN },
     { name: 'api-key-file', kind: 'path', group: 'Connection', describe: 'file holding the API key (a mounted Kubernetes secret); trailing newline ignored', commands: RUN },
     { name: 'project', kind: 'string', group: 'Connection', describe: 'project slug, or "*" for all projects; absent: no header (the service reads "default")', envAliases: ['QUERY_API_PROJECT'], commands: [...RUN, 'reset'] },
     { name: 'project-header', kind: 'string', group: 'Connection', defaultText: d.projectHeader, describe: 'project header name (the real service documents X-Raindrop-Project-Id)', commands: RUN },
@@ -197,9 +197,9 @@ export function collect(
       continue;
     }
     if (spec.secret && flagValue !== undefined) {
-      // Programmatic callers (the demo, tests) pass a key directly; the CLI has no such flag.
+      // `--api-key` (warned about by the CLI), or programmatic callers (the demo, tests).
       values[key] = flagValue as RawValue;
-      sources[key] = 'the caller';
+      sources[key] = `--${spec.name}`;
       continue;
     }
     const fromFile = file.values[spec.name];

@@ -63,6 +63,7 @@ describe('settings: flag > QUERY_SYNC_<FLAG> > config file > default', () => {
     const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
     for (const o of OPTIONS) {
       if (!o.secret) expect(readme, o.name).toContain(`| \`--${o.name}\` | \`${envName(o.name)}\``);
+      else if (o.name === 'api-key') expect(readme, o.name).toContain(`| \`--api-key\` (warned: shows in \`ps\`) | \`${envName(o.name)}\``);
       else expect(readme, o.name).toContain(`| — | \`${envName(o.name)}\``);
     }
   });
@@ -132,11 +133,16 @@ describe('the CLI', () => {
     expect(cli(['sync'], { QUERY_SYNC_WINDOW: '1', QUERY_SYNC_MAX_RUN_TIME: '90' })).toMatchObject({ code: 2, out: expect.stringMatching(/QUERY_SYNC_MAX_RUN_TIME: "90" has no unit/) });
   });
 
-  it('refuses the key as a flag (it would show in the process list), and groups --help', () => {
-    const key = cli(['sync', '--api-key', 'qs_secret_on_argv']);
+  it('takes the key as a flag with a warning (it shows in the process list), refuses the salt as one, and groups --help', () => {
+    // A bare --lookback stops the run before any request: only the warning and the error remain.
+    const key = cli(['sync', '--api-key', 'qs_secret_on_argv', '--lookback', '15']);
     expect(key.code).toBe(2);
-    expect(key.out).toMatch(/--api-key is not accepted on the command line.*QUERY_SYNC_API_KEY.*--api-key-file/);
+    expect(key.out).toMatch(/warning: --api-key shows in the process list.*QUERY_SYNC_API_KEY.*--api-key-file/);
     expect(key.out).not.toContain('qs_secret_on_argv');
+    const salt = cli(['sync', '--hash-salt', 'pepper_on_argv_0123456789']);
+    expect(salt.code).toBe(2);
+    expect(salt.out).toMatch(/--hash-salt is not accepted on the command line/);
+    expect(salt.out).not.toContain('pepper_on_argv');
     const help = cli(['sync', '--help']).out;
     for (const group of ['Connection:', 'Scope:', 'Destination:', 'State and run:', 'Pacing:', 'Logging and output:']) expect(help).toContain(group);
     expect(help).toMatch(/--lookback[\s\S]*QUERY_SYNC_LOOKBACK[\s\S]*default: 15m/);
