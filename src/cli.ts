@@ -26,7 +26,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('api-key', { type: 'string', describe: 'Organization API Key (env QUERY_API_KEY); never printed or logged' })
     .option('project', { type: 'string', describe: 'project slug, or "*" for all projects (env QUERY_API_PROJECT); absent: no header, the service reads "default"' })
     .option('project-ids', { type: 'string', describe: 'comma-separated slugs narrowing "*" (sent as project_ids)' })
-    .option('project-header', { type: 'string', default: 'X-Service-Project-Id', describe: 'project header name (the real service documents X-Raindrop-Project-Id)' })
+    .option('project-header', { type: 'string', describe: 'project header name (default: both X-Raindrop-Project-Id and X-Service-Project-Id are sent)' })
     .option('resources', { type: 'string', describe: 'comma-separated: events,traces,signals,users,conversations (default: all)' })
     .option('destination', { type: 'string', choices: ['duckdb', 'bigquery'], default: 'duckdb' })
     .option('duckdb-path', { type: 'string', default: 'warehouse.duckdb' })

@@ -1,4 +1,5 @@
 import { RESOURCES, RESOURCE_NAMES } from '../connectors/index.js';
+import { PROJECT_HEADERS } from '../connectors/service.js';
 import { parseDuration } from './core/duration.js';
 import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
@@ -37,7 +38,7 @@ export interface SyncConfig {
   readonly apiKey: string;
   readonly project: string | undefined;
   readonly projectIds: readonly string[] | undefined;
-  readonly projectHeader: string;
+  readonly projectHeader: string | readonly string[];
   readonly resources: readonly ResourceDefinition[];
   readonly destination: 'duckdb' | 'bigquery';
   readonly duckdbPath: string;
@@ -162,7 +163,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     apiKey,
     project,
     projectIds,
-    projectHeader: flags.projectHeader ?? 'X-Service-Project-Id',
+    projectHeader: flags.projectHeader ?? PROJECT_HEADERS,
     resources,
     destination,
     duckdbPath: flags.duckdbPath ?? 'warehouse.duckdb',

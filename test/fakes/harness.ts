@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
+import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { systemClock } from '../../src/core/clock.js';
 import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
@@ -34,7 +35,7 @@ export interface PipelineTarget {
   readonly dir: string;
   readonly limits?: RateLimits;
   readonly retry?: Partial<RetryOptions>;
-  readonly projectHeader?: string;
+  readonly projectHeader?: string | readonly string[];
   readonly destination?: () => Promise<Destination>;
 }
 
@@ -48,7 +49,7 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
   const client = new ApiClient({
     baseUrl: target.baseUrl,
     apiKey: target.apiKey,
-    projectHeader: target.projectHeader ?? 'X-Service-Project-Id',
+    projectHeader: target.projectHeader ?? PROJECT_HEADERS,
     budget,
     clock: systemClock,
     logger,
