@@ -1,12 +1,12 @@
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { TimeWindow } from '../extract/paginate.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { walkWindow, type WalkOptions } from './walk.js';
-import { streamKey, type StateStore, type StreamState } from '../state/store.js';
+import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
 
 export interface StreamDeps {
   readonly client: ApiClient;
@@ -32,6 +32,13 @@ export interface StreamOptions {
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;
   /** Called after each page (progress display). */
   readonly onPage?: WalkOptions['onPage'];
+  /**
+   * Re-read each window of a resource that `settles` once it is this old (late enrichment); 0 turns
+   * the settle pass off. @default 0
+   */
+  readonly settleMs?: number;
+  /** Called with each stored batch before its checkpoint (per-parent children enqueue from it). */
+  readonly onStored?: WalkOptions['onStored'];
 }
 
 export interface StreamResult {
@@ -81,7 +88,15 @@ export async function syncStream(
     return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error };
   };
 
-  const walk = (window: TimeWindow | undefined, startCursor: string | undefined): Promise<void> => {
+  const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
+  const onStored =
+    lateness === undefined && options.onStored === undefined
+      ? undefined
+      : async (rows: readonly Row[]): Promise<void> => {
+          lateness?.add(rows);
+          await options.onStored?.(rows);
+        };
+  const walk = (window: TimeWindow | undefined, startCursor: string | undefined, settleTo?: number): Promise<void> => {
     totals.windows += 1;
     return walkWindow(
       {
@@ -95,9 +110,14 @@ export async function syncStream(
         ctx,
         onProjects: options.onProjects,
         onPage: options.onPage,
-        checkpoint: (nextCursor) => checkpoint(window, nextCursor),
+        onStored,
+        checkpoint: (nextCursor) => (settleTo === undefined ? checkpoint(window, nextCursor) : settleCheckpoint(window, nextCursor, settleTo)),
         onCursorRejected: () =>
-          deps.state.updateStream(key, (s) => ({ ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined })),
+          deps.state.updateStream(key, (s) =>
+            settleTo === undefined
+              ? { ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined }
+              : { ...s, settlePending: s.settlePending ? { from: s.settlePending.from, to: s.settlePending.to } : undefined },
+          ),
       },
       deps,
       totals,
@@ -108,12 +128,28 @@ export async function syncStream(
     if (resource.mode === 'full') {
       await walk(undefined, undefined);
     } else {
+      const markBefore = deps.state.stream(key).mark;
+      let readFromMs: number | undefined;
       for (;;) {
         const next = nextWindow(deps.state.stream(key), options);
         if (next === undefined) break;
+        readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
         await walk(next.window, next.cursor);
       }
+      if (resource.settles === true && (options.settleMs ?? 0) > 0) {
+        // Work units of the settle pass: a re-read a killed run left, then this run's own.
+        const resumed = deps.state.stream(key).settlePending;
+        if (resumed !== undefined) {
+          const to = Date.parse(resumed.to);
+          await walk({ fromMs: Date.parse(resumed.from), toMs: to }, resumed.cursor, to);
+        }
+        const next = settleWindow(deps.state.stream(key), { ...options, settleMs: options.settleMs ?? 0 }, markBefore, readFromMs);
+        if (next.window !== undefined) await walk(next.window, undefined, next.settledTo);
+        else await deps.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(next.settledTo).toISOString()) }));
+      }
     }
+    const measured = lateness?.summary(deps.clock.now());
+    if (measured !== undefined) await deps.state.updateStream(key, (s) => ({ ...s, lateness: measured }));
     return await finish('ok');
   } catch (error) {
     const scopeRejected = error instanceof FatalApiError && error.status === 400 && scope.header === '*' && totals.pages === 0;
@@ -132,6 +168,78 @@ export async function syncStream(
         ? { ...s, mark: maxIso(s.mark, to), pending: undefined }
         : { ...s, pending: { from, to, cursor: nextCursor } },
     );
+  }
+
+  async function settleCheckpoint(window: TimeWindow | undefined, nextCursor: string | null, settledTo: number): Promise<void> {
+    if (window === undefined) return;
+    const from = new Date(window.fromMs).toISOString();
+    const to = new Date(window.toMs).toISOString();
+    await deps.state.updateStream(key, (s) =>
+      nextCursor === null
+        ? { ...s, settled: maxIso(s.settled, new Date(settledTo).toISOString()), settlePending: undefined }
+        : { ...s, settlePending: { from, to, cursor: nextCursor } },
+    );
+  }
+}
+
+/**
+ * The settle re-read of this run: records in [settled, now − settle) were last read while fresh,
+ * except those this run's windows just read (from `readFromMs` on), which are read settled already.
+ * So each record is read once more at most, and only the part no window of this run covered. A
+ * first sync reads nothing here: everything older than `now − settle` it read settled.
+ */
+export function settleWindow(
+  st: StreamState,
+  options: Pick<StreamOptions, 'runStartMs' | 'lookbackMs' | 'startMs'> & { readonly settleMs: number },
+  markBefore: string | undefined,
+  readFromMs: number | undefined,
+): { readonly window?: TimeWindow; readonly settledTo: number } {
+  const settledTo = Math.max(options.startMs ?? 0, options.runStartMs - options.settleMs);
+  let fromMs: number;
+  if (st.settled !== undefined) fromMs = Date.parse(st.settled);
+  else if (markBefore !== undefined) fromMs = Date.parse(markBefore) - options.lookbackMs - options.settleMs; // state from before the settle pass
+  else fromMs = settledTo; // first sync
+  fromMs = Math.max(options.startMs ?? 0, fromMs);
+  const toMs = Math.min(settledTo, readFromMs ?? settledTo);
+  return fromMs < toMs ? { window: { fromMs, toMs }, settledTo } : { settledTo };
+}
+
+/**
+ * Receipt delay of the records a run stored (`arrivalField` − cursor field), in log-spaced buckets
+ * (10 % wide): bounded memory whatever the run's size, quantiles within a bucket's width.
+ */
+class LatenessHistogram {
+  private readonly buckets = new Map<number, number>();
+  private count = 0;
+  private maxMs = 0;
+
+  constructor(private readonly resource: ResourceDefinition) {}
+
+  add(rows: readonly Row[]): void {
+    for (const row of rows) {
+      const received = Date.parse(String(row[this.resource.arrivalField ?? '']));
+      const at = Date.parse(String(row[this.resource.cursorField ?? '']));
+      if (Number.isNaN(received) || Number.isNaN(at)) continue;
+      const ms = Math.max(0, received - at);
+      const bucket = ms < 1 ? 0 : Math.ceil(Math.log(ms) / Math.log(1.1));
+      this.buckets.set(bucket, (this.buckets.get(bucket) ?? 0) + 1);
+      this.count += 1;
+      this.maxMs = Math.max(this.maxMs, ms);
+    }
+  }
+
+  summary(nowMs: number): Lateness | undefined {
+    if (this.count === 0) return undefined;
+    const sorted = [...this.buckets.entries()].sort((a, b) => a[0] - b[0]);
+    const quantile = (q: number): number => {
+      let seen = 0;
+      for (const [bucket, n] of sorted) {
+        seen += n;
+        if (seen >= q * this.count) return bucket === 0 ? 0 : Math.min(this.maxMs, Math.round(1.1 ** bucket));
+      }
+      return this.maxMs;
+    };
+    return { at: new Date(nowMs).toISOString(), records: this.count, p50Ms: quantile(0.5), p99Ms: quantile(0.99), maxMs: this.maxMs };
   }
 }
 
