@@ -3,7 +3,7 @@ import { PROJECT_HEADERS } from '../connectors/service.js';
 import { parseDuration } from './core/duration.js';
 import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
-import type { ResourceDefinition } from './core/types.js';
+import type { ChildSelection, ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
@@ -48,6 +48,10 @@ export interface SyncConfig {
   readonly statePath: string;
   readonly lockWaitMs: number;
   readonly lookbackMs: number;
+  /** Re-read each events window once this old, for late enrichment (0: never). */
+  readonly settleMs: number;
+  /** Which events get their traces read where the server reads traces per event. */
+  readonly traces: ChildSelection;
   readonly startMs: number | undefined;
   readonly batchRows: number;
   readonly limits: RateLimits;
@@ -83,6 +87,8 @@ export interface SyncFlags {
   readonly state?: string;
   readonly lockWait?: string;
   readonly lookback?: string;
+  readonly settle?: string;
+  readonly traces?: string;
   readonly start?: string;
   readonly batchRows?: number;
   readonly maxRpm?: number;
@@ -131,6 +137,11 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
   const { destination, bigquery } = resolveWarehouse(flags);
 
   const lookbackMs = duration('--lookback', flags.lookback ?? '15m');
+  const settleMs = duration('--settle', flags.settle ?? '2h');
+  const traces = flags.traces ?? 'traced';
+  if (traces !== 'all' && traces !== 'traced' && traces !== 'none') {
+    throw new ConfigError(`--traces: expected all, traced (events whose tool_calls, error_spans or model show a trace) or none, got "${traces}"`);
+  }
   const lockWaitMs = duration('--lock-wait', flags.lockWait ?? '0');
   let startMs: number | undefined;
   if (flags.start !== undefined) {
@@ -173,6 +184,8 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     statePath: flags.state ?? 'state/state.json',
     lockWaitMs,
     lookbackMs,
+    settleMs,
+    traces,
     startMs,
     batchRows: positive('--batch-rows', flags.batchRows ?? DEFAULT_BATCH_ROWS[destination]),
     limits,

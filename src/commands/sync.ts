@@ -42,6 +42,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
+        settleMs: config.settleMs,
+        children: config.traces,
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

@@ -110,6 +110,9 @@ export interface ResourceDefinition {
   readonly transform?: (record: ApiRecord) => ApiRecord;
 }
 
+/** Which parent records get their per-parent children read: all, those whose fields show some, or none. */
+export type ChildSelection = 'all' | 'traced' | 'none';
+
 /** How a child resource is read one parent record at a time (see `ResourceDefinition.perParent`). */
 export interface PerParentReads {
   /** The parent resource, e.g. `events`. */

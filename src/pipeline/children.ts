@@ -1,6 +1,6 @@
 import { DataError, FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
+import type { ApiRecord, ChildSelection, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
@@ -21,7 +21,7 @@ import { streamCallContext, type StreamResult } from './stream.js';
  *   bounded by the re-read horizon plus the backlog itself.
  */
 
-export type ChildSelection = 'all' | 'traced' | 'none';
+export type { ChildSelection };
 
 /** Settings section holding what was learned about the server (once, then kept). */
 export const SERVER_SECTION = 'server';

@@ -6,7 +6,7 @@ import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { ChildQueue, drainChildren, learnChildMode, type ChildSelection } from './children.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
-import { formatStreamLine, syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import { DEFAULT_SETTLE_MS, formatStreamLine, syncStream, type StreamOptions, type StreamResult } from './stream.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];
@@ -27,12 +27,6 @@ export interface SyncPlanOptions {
   readonly childDrainMs?: number;
 }
 
-/**
- * Late enrichment: the SDK says enriched fields "may be absent for very recent events", with no
- * figure. Two hours covers the enrichment delays the emulator models and keeps the re-read cheap
- * (one extra read of each window, two hours after it).
- */
-export const DEFAULT_SETTLE_MS = 2 * 3_600_000;
 
 /**
  * How long a run keeps reading per-parent children after its parent walks end: a 15-minute schedule
@@ -63,6 +57,7 @@ export interface RunSummary {
 export const DEFAULT_BATCH_ROWS = 5000;
 
 export { allProjectsScope, singleProjectScope } from './scopes.js';
+export { DEFAULT_SETTLE_MS } from './stream.js';
 
 /** Progress callbacks of a run (the live display and the progress log lines). */
 export interface RunHooks {

@@ -41,6 +41,13 @@ export interface StreamOptions {
   readonly onStored?: WalkOptions['onStored'];
 }
 
+/**
+ * Late enrichment: the SDK says enriched fields "may be absent for very recent events", with no
+ * figure. Two hours covers the enrichment delays the emulator models and keeps the re-read cheap
+ * (one extra read of each window, two hours after it).
+ */
+export const DEFAULT_SETTLE_MS = 2 * 3_600_000;
+
 export interface StreamResult {
   readonly resource: string;
   readonly scope: string;
@@ -186,7 +193,8 @@ export async function syncStream(
  * The settle re-read of this run: records in [settled, now − settle) were last read while fresh,
  * except those this run's windows just read (from `readFromMs` on), which are read settled already.
  * So each record is read once more at most, and only the part no window of this run covered. A
- * first sync reads nothing here: everything older than `now − settle` it read settled.
+ * first sync reads nothing here: everything older than `now − settle` it read settled. A window
+ * shorter than the lookback (runs back to back) is left for a later run.
  */
 export function settleWindow(
   st: StreamState,
@@ -201,7 +209,10 @@ export function settleWindow(
   else fromMs = settledTo; // first sync
   fromMs = Math.max(options.startMs ?? 0, fromMs);
   const toMs = Math.min(settledTo, readFromMs ?? settledTo);
-  return fromMs < toMs ? { window: { fromMs, toMs }, settledTo } : { settledTo };
+  if (fromMs >= toMs) return { settledTo };
+  // A sliver (runs back to back) waits until it is worth a request: the settle mark stays put.
+  if (toMs - fromMs < Math.min(options.lookbackMs, options.settleMs)) return { settledTo: fromMs };
+  return { window: { fromMs, toMs }, settledTo };
 }
 
 /**
