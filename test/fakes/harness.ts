@@ -5,7 +5,7 @@ import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { systemClock } from '../../src/core/clock.js';
 import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
-import type { ApiRecord, JsonValue, ResourceDefinition } from '../../src/core/types.js';
+import type { ApiRecord, ChildSelection, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
 import { ApiClient, type RetryOptions } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler.js';
@@ -20,6 +20,8 @@ export interface HarnessRun extends PipelineTarget {
   readonly resources?: readonly ResourceDefinition[];
   readonly lookbackMs?: number;
   readonly batchRows?: number;
+  readonly settleMs?: number;
+  readonly children?: ChildSelection;
 }
 
 /** Fast retries for tests: the same loop, shorter sleeps. */
@@ -76,6 +78,8 @@ export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
         projectIds: opts.projectIds,
         lookbackMs: opts.lookbackMs ?? 15 * 60_000,
         batchRows: opts.batchRows,
+        settleMs: opts.settleMs,
+        children: opts.children,
       },
       deps,
     ),
