@@ -62,8 +62,8 @@ export function readsByParent(doc: StateDocument, resource: ResourceDefinition):
 }
 
 /**
- * Find out once whether `resource` can be listed by time: ask its list for one record of an empty
- * window. A 400 that names the per-parent parameter (`details.field`, or the message) means "per
+ * Find out once whether `resource` can be listed by time: ask its list for one record with no
+ * parent named. A 400 that names the per-parent parameter (`details.field`, or the message) means "per
  * parent only"; a page means "by time". Anything else leaves it unknown (the list walk then fails
  * with its own message). What was learned is kept in state and logged once.
  */
@@ -82,12 +82,11 @@ export async function learnChildMode(
   let byParent: boolean;
   let evidence: string;
   try {
+    // Only the page size: a parameter the real service does not know could be refused first.
     const query: Record<string, string> = { [resource.pageSizeParam ?? 'limit']: '1' };
-    if (resource.filterGte !== undefined) query[resource.filterGte] = new Date(now - 1).toISOString();
-    if (resource.filterLt !== undefined) query[resource.filterLt] = new Date(now).toISOString();
     await deps.client.getJson({ endpoint: resource.path, path: resource.path, query, project: scope.header }, ctx);
     byParent = false;
-    evidence = `GET ${resource.path} answered a time window`;
+    evidence = `GET ${resource.path} without ${per.param} answered a page`;
   } catch (error) {
     const names = error instanceof FatalApiError && error.status === 400 && (error.field === per.param || error.message.includes(per.param));
     if (!names) return undefined;
