@@ -154,12 +154,27 @@ async function main(): Promise<number> {
           .option('events-per-project', { type: 'number', default: 2000 })
           .option('faults', { type: 'number', default: 0, describe: 'fraction of requests that get a fault (5xx, HTML page, reset, slow, duplicate row, truncated body)' })
           .option('late-rate', { type: 'number', default: 0, describe: 'fraction of new events that become visible only after a delay' })
-          .option('limits', { type: 'boolean', default: true, describe: 'enforce the documented rate limits (--no-limits to turn off)' }),
+          .option('limits', { type: 'boolean', default: true, describe: 'enforce the documented rate limits (--no-limits to turn off)' })
+          .option('flavor', { choices: ['spec', 'real'] as const, default: 'spec' as const, describe: 'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)' })
+          .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
+          .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
+          .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" }),
       async (argv) => {
         const { emulateCommand } = await import('./commands/emulate.js');
         setExit(
           await emulateCommand(
-            { port: argv.port, seed: argv.seed, eventsPerProject: argv['events-per-project'], faults: argv.faults, lateRate: argv['late-rate'], limits: argv.limits },
+            {
+              port: argv.port,
+              seed: argv.seed,
+              eventsPerProject: argv['events-per-project'],
+              faults: argv.faults,
+              lateRate: argv['late-rate'],
+              limits: argv.limits,
+              flavor: argv.flavor,
+              latency: argv.latency,
+              enrichAfter: argv['enrich-after'],
+              allProjects: argv['all-projects'],
+            },
             { print },
           ),
         );

@@ -1,5 +1,7 @@
+import { parseDuration } from '../core/duration.js';
+import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
-import { startEmulator } from '../emulator/index.js';
+import { startEmulator, type Flavor } from '../emulator/index.js';
 import type { CommandIo } from './sync.js';
 
 export interface EmulateFlags {
@@ -9,6 +11,20 @@ export interface EmulateFlags {
   readonly faults: number;
   readonly lateRate: number;
   readonly limits: boolean;
+  readonly flavor: Flavor;
+  /** A duration such as `250ms`. */
+  readonly latency: string;
+  /** A duration; undefined: the flavor's default. */
+  readonly enrichAfter: string | undefined;
+  readonly allProjects: boolean;
+}
+
+function duration(flag: string, text: string): number {
+  try {
+    return parseDuration(text);
+  } catch (error) {
+    throw new ConfigError(`--${flag}: ${(error as Error).message}`);
+  }
 }
 
 /** `query-sync emulate`: serve the emulator until SIGINT/SIGTERM. */
@@ -19,8 +35,12 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     eventsPerProject: flags.eventsPerProject,
     limits: flags.limits ? { ...DEFAULT_RATE_LIMITS } : false,
     faults: flags.faults > 0 || flags.lateRate > 0 ? { rate: flags.faults, lateRate: flags.lateRate } : undefined,
+    flavor: flags.flavor,
+    latencyMs: duration('latency', flags.latency),
+    enrichAfterMs: flags.enrichAfter === undefined ? undefined : duration('enrich-after', flags.enrichAfter),
+    allProjects: flags.allProjects,
   });
-  io.print(`Query API emulator on ${emulator.url}`);
+  io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);
   io.print(`  try: QUERY_API_BASE_URL=${emulator.url} QUERY_API_KEY=${emulator.apiKey} npx query-sync sync --project '*'`);
   await new Promise<void>((resolve) => {

@@ -105,22 +105,40 @@ export const USER_NAMES: readonly string[] = [
   'Émilie du Châtelet',
 ];
 
+/** `span_type` values are the vendor SDK's enum (INTERNAL, LLM_GENERATION, LLM_GENERATION_STREAM, TOOL_CALL). */
 export const SPAN_KINDS: readonly { readonly name: string; readonly type: string }[] = [
-  { name: 'llm.call', type: 'llm' },
-  { name: 'retrieval.query', type: 'retrieval' },
-  { name: 'tool.search_docs', type: 'tool' },
-  { name: 'http.request', type: 'http' },
-  { name: 'embedding.create', type: 'embedding' },
+  { name: 'llm.call', type: 'LLM_GENERATION' },
+  { name: 'retrieval.query', type: 'INTERNAL' },
+  { name: 'tool.search_docs', type: 'TOOL_CALL' },
+  { name: 'http.request', type: 'INTERNAL' },
+  { name: 'embedding.create', type: 'INTERNAL' },
 ];
-export const SPAN_STATUSES: readonly string[] = ['ok', 'ok', 'ok', 'ok', 'error', 'unset'];
+export const LLM_SPAN_TYPES: ReadonlySet<string> = new Set(['LLM_GENERATION', 'LLM_GENERATION_STREAM']);
+/** `status` values are the vendor SDK's enum (UNSET, OK, ERROR). */
+export const SPAN_STATUSES: readonly string[] = ['OK', 'OK', 'OK', 'OK', 'ERROR', 'UNSET'];
 
-export const SIGNAL_DEFINITIONS: readonly { readonly type: string; readonly name: string; readonly description: string }[] = [
-  { type: 'topic', name: 'Billing questions', description: 'Conversations about invoices, refunds and plans' },
-  { type: 'regex', name: 'Email address shared', description: 'Matches /[\\w.+-]+@[\\w-]+\\.[\\w.]+/ in user input' },
-  { type: 'instrumented', name: 'Thumbs down', description: 'User pressed 👎 on an answer' },
-  { type: 'metric', name: 'Slow response', description: 'Latency above the 95th percentile' },
-  { type: 'code', name: 'Refusal detector', description: 'Custom code: assistant declined to answer' },
-  { type: 'topic', name: '翻訳リクエスト', description: 'Translation requests (any language)' },
-  { type: 'instrumented', name: 'Copied answer', description: 'User copied the assistant "output"' },
-  { type: 'regex', name: 'Order number', description: 'Matches #\\d{4}' },
+/** Signal groups of every project (the SDK's `/v1/signal-groups`); `group` below indexes this list. */
+export const SIGNAL_GROUP_DEFINITIONS: readonly { readonly name: string; readonly description: string | null }[] = [
+  { name: 'Quality', description: 'How good the answers are' },
+  { name: 'Billing & orders', description: null },
+  { name: 'Safety 🛡️', description: 'Refusals and shared personal data' },
+  { name: 'Empty group', description: 'A group with no signals yet' },
+];
+
+/** `sentiment` is the SDK's enum (NEGATIVE, POSITIVE, NEUTRAL); `group` indexes the list above, or null. */
+export const SIGNAL_DEFINITIONS: readonly {
+  readonly type: string;
+  readonly name: string;
+  readonly description: string | null;
+  readonly sentiment: string;
+  readonly group: number | null;
+}[] = [
+  { type: 'topic', name: 'Billing questions', description: 'Conversations about invoices, refunds and plans', sentiment: 'NEUTRAL', group: 1 },
+  { type: 'regex', name: 'Email address shared', description: 'Matches /[\\w.+-]+@[\\w-]+\\.[\\w.]+/ in user input', sentiment: 'NEUTRAL', group: 2 },
+  { type: 'instrumented', name: 'Thumbs down', description: 'User pressed 👎 on an answer', sentiment: 'NEGATIVE', group: 0 },
+  { type: 'metric', name: 'Slow response', description: 'Latency above the 95th percentile', sentiment: 'NEGATIVE', group: 0 },
+  { type: 'code', name: 'Refusal detector', description: 'Custom code: assistant declined to answer', sentiment: 'NEGATIVE', group: 2 },
+  { type: 'topic', name: '翻訳リクエスト', description: null, sentiment: 'NEUTRAL', group: null },
+  { type: 'instrumented', name: 'Copied answer', description: 'User copied the assistant "output"', sentiment: 'POSITIVE', group: 0 },
+  { type: 'regex', name: 'Order number', description: 'Matches #\\d{4}', sentiment: 'NEUTRAL', group: 1 },
 ];

@@ -4,7 +4,7 @@
  * are offsets from the start time.
  */
 
-import type { JsonValue } from '../core/types.js';
+import type { JsonValue } from './types.js';
 import {
   APP_VERSIONS,
   ASSISTANT_OUTPUTS,
@@ -15,7 +15,9 @@ import {
   PLATFORMS,
   PROVIDERS,
   REGIONS,
+  LLM_SPAN_TYPES,
   SIGNAL_DEFINITIONS,
+  SIGNAL_GROUP_DEFINITIONS,
   SPAN_KINDS,
   SPAN_STATUSES,
   TAGS,
@@ -23,7 +25,7 @@ import {
   USER_INPUTS,
   USER_NAMES,
 } from './content.js';
-import { iso, type EventEntry, type JsonObject, type SignalEntry, type SpanEntry } from './entries.js';
+import { iso, type EventEntry, type JsonObject, type SignalEntry, type SignalGroupEntry, type SpanEntry } from './entries.js';
 import { deriveSeed, Random } from './random.js';
 
 const DAY_MS = 86_400_000;
@@ -60,20 +62,22 @@ const TOPIC_SETS = subsets(TOPICS, 3);
 const APPS: readonly JsonObject[] = APP_VERSIONS.flatMap((version) =>
   PLATFORMS.flatMap((platform) => Array.from({ length: 12 }, (_, i) => ({ version, platform, build: 1000 + i * 17 }))),
 );
-const FEATURE_FLAGS: readonly JsonObject[] = [false, true].flatMap((newUi) =>
-  [false, true].flatMap((ranking) => ['control', 'treatment'].map((variant) => ({ new_ui: newUi, ranking_v2: ranking, variant }))),
+/** Flag values are strings: the SDK types `feature_flags` as a map of flag name to string. */
+const FEATURE_FLAGS: readonly JsonObject[] = ['false', 'true'].flatMap((newUi) =>
+  ['false', 'true'].flatMap((ranking) => ['control', 'treatment'].map((variant) => ({ new_ui: newUi, ranking_v2: ranking, variant }))),
 );
 const EXPERIMENTS: readonly JsonObject[] = ['a', 'b'].flatMap((arm) =>
   [1, 3, 7].flatMap((x) => [2, 5, 9].map((y) => ({ name: 'ranking_v2', arm, exposures: [x, y] }))),
 );
+/** Attribute values are strings or numbers (the SDK's span schema), keyed by span name. */
 const SPAN_ATTRIBUTES: ReadonlyMap<string, readonly JsonObject[]> = new Map(
   SPAN_KINDS.map((kind) => [
-    kind.type,
+    kind.name,
     [0, 1, 2].flatMap((retries) =>
       ['ok', 'error'].map((outcome) => {
-        const attributes: JsonObject = { 'service.name': 'assistant-api', 'retry.count': retries, sampled: true };
-        if (kind.type === 'llm') attributes['llm.temperature'] = retries === 0 ? 0.2 : 0.7;
-        if (kind.type === 'http') attributes['http.status_code'] = outcome === 'error' ? 502 : 200;
+        const attributes: JsonObject = { 'service.name': 'assistant-api', 'retry.count': retries, 'sampling.rate': 1 };
+        if (LLM_SPAN_TYPES.has(kind.type)) attributes['llm.temperature'] = retries === 0 ? 0.2 : 0.7;
+        if (kind.name === 'http.request') attributes['http.status_code'] = outcome === 'error' ? 502 : 200;
         return attributes;
       }),
     ),
@@ -95,6 +99,7 @@ interface UserProfile {
 export class ProjectGenerator {
   readonly project: string;
   readonly signals: SignalEntry[];
+  readonly signalGroups: SignalGroupEntry[];
   private readonly rng: Random;
   private readonly users: UserProfile[] = [];
   private readonly traitsById = new Map<string, JsonObject>();
@@ -110,16 +115,42 @@ export class ProjectGenerator {
     const userCount = Math.max(8, Math.round(expectedEvents / 40));
     for (let i = 0; i < userCount; i++) this.addUser(i);
     this.propertyPool = Array.from({ length: PROPERTY_POOL_SIZE }, () => this.properties());
+    // Groups draw from their own stream, so adding them left the events' data unchanged.
+    const groupRng = new Random(deriveSeed(seed, `groups:${project}`));
+    const groupIds = SIGNAL_GROUP_DEFINITIONS.map(() => groupRng.uuid());
+    const orgId = `org_${groupRng.hex(12)}`;
     this.signals = SIGNAL_DEFINITIONS.map((definition, i) => {
       const createdMs =
         i < 6 ? startMs - historyMs - this.rng.int(1, 60) * DAY_MS - this.rng.int(0, DAY_MS) : startMs - this.rng.int(1, historyMs);
       const id = this.rng.token('sig_', 12);
+      const groupId = definition.group === null ? null : (groupIds[definition.group] ?? null);
+      const groupName = definition.group === null ? null : (SIGNAL_GROUP_DEFINITIONS[definition.group]?.name ?? null);
       return {
         project,
         id,
         sortKey: createdMs,
-        record: { id, type: definition.type, name: definition.name, description: definition.description, created_at: iso(createdMs) },
+        groupId,
+        record: {
+          id,
+          type: definition.type,
+          name: definition.name,
+          description: definition.description,
+          created_at: iso(createdMs),
+          group_id: groupId,
+          group_name: groupName,
+          sentiment: definition.sentiment,
+        },
       };
+    });
+    this.signalGroups = SIGNAL_GROUP_DEFINITIONS.map((definition, i) => {
+      const id = groupIds[i]!;
+      const members = this.signals.filter((signal) => signal.groupId === id);
+      const created = Math.min(startMs - historyMs, ...members.map((m) => m.sortKey)) - groupRng.int(1, DAY_MS);
+      const updated = Math.max(created, ...members.map((m) => m.sortKey));
+      const record: JsonObject = { id, name: definition.name, description: definition.description, org_id: orgId, created_at: iso(created) };
+      if (members.length > 0) record['updated_at'] = iso(updated);
+      record['signal_count'] = members.length;
+      return { project, id, sortKey: created, record };
     });
   }
 
@@ -162,16 +193,17 @@ export class ProjectGenerator {
     }
     const properties = rng.pick(this.propertyPool);
     let extras: JsonObject | undefined;
-    if (features.recent) extras = { feature_flags: rng.pick(FEATURE_FLAGS), topics: rng.pick(TOPIC_SETS) };
+    let enrichment: JsonObject | undefined;
+    if (features.recent) {
+      extras = { feature_flags: rng.pick(FEATURE_FLAGS) };
+      enrichment = { topics: rng.pick(TOPIC_SETS) };
+    }
     if (features.toolCalls) {
-      extras ??= {};
-      extras['tool_calls'] = [
-        {
-          id: rng.token('call_', 12),
-          name: 'search_docs',
-          arguments: { query: userInput.slice(0, 24), top_k: 5 },
-          result: { hits: rng.int(0, 12), truncated: rng.chance(0.2) },
-        },
+      enrichment ??= {};
+      const spanId = rng.hex(16);
+      const durationMs = 5 + rng.int(0, 12) * 37;
+      enrichment['tool_calls'] = [
+        { tool_name: 'search_docs', status: rng.chance(0.2) ? 'ERROR' : 'OK', duration_ms: durationMs, started_at: iso(ms), span_id: spanId },
       ];
     }
     const event: EventEntry = {
@@ -189,6 +221,7 @@ export class ProjectGenerator {
       properties,
       model,
       extras,
+      enrichment,
       spans: NO_SPANS,
     };
     if (rng.chance(TRACED_RATE)) event.spans = this.spans(event);
@@ -258,7 +291,7 @@ export class ProjectGenerator {
     for (let i = 0; i < count; i++) {
       const root = i === 0;
       const kind = root ? SPAN_KINDS[0]! : rng.pick(SPAN_KINDS);
-      const llm = kind.type === 'llm';
+      const llm = LLM_SPAN_TYPES.has(kind.type);
       const status = rng.pick(SPAN_STATUSES);
       const id = rng.token('', 8, (++this.spanCount).toString(16).padStart(8, '0'));
       const start = root ? rootStart : visibleNs(rootStart + BigInt(rng.int(1, Math.floor(rootDuration / 2))));
@@ -276,11 +309,11 @@ export class ProjectGenerator {
         status,
         durationNs,
         input: llm ? event.userInput : (SPAN_INPUTS[i] ?? ''),
-        output: llm ? event.assistantOutput : status === 'error' ? SPAN_ERROR_OUTPUT : SPAN_OK_OUTPUT,
+        output: llm ? event.assistantOutput : status === 'ERROR' ? SPAN_ERROR_OUTPUT : SPAN_OK_OUTPUT,
         inputTokens: llm ? rng.int(5, 4000) : 0,
         outputTokens: llm ? rng.int(1, 2000) : 0,
         provider: llm ? (PROVIDERS[event.model] ?? null) : null,
-        attributes: rng.pick(SPAN_ATTRIBUTES.get(kind.type) ?? [{}]),
+        attributes: rng.pick(SPAN_ATTRIBUTES.get(kind.name) ?? [{}]),
       });
       if (root) parentSpanId = id;
     }

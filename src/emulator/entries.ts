@@ -5,7 +5,8 @@
  * nothing mutates them, and `snapshot` deep-copies.
  */
 
-import type { ApiRecord, JsonValue } from '../core/types.js';
+import { LLM_SPAN_TYPES } from './content.js';
+import type { ApiRecord, JsonValue } from './types.js';
 import type { Entry } from './sorted-list.js';
 
 export type JsonObject = { [key: string]: JsonValue };
@@ -25,8 +26,13 @@ export interface EventEntry extends Entry {
   readonly signalIds: readonly string[];
   readonly properties: JsonObject;
   readonly model: string;
-  /** Fields only later events carry (`feature_flags`, `topics`, `tool_calls`). */
+  /** `feature_flags` (only later events carry it), present from the start. */
   readonly extras: JsonObject | undefined;
+  /**
+   * Fields the service adds after the event first appears (`topics`, `tool_calls`); `signals`,
+   * `error_spans` and attachments are enrichment too (the SDK: "may be absent for very recent events").
+   */
+  readonly enrichment: JsonObject | undefined;
   /** Sorted by (start, span_id). Set once, right after the event is generated. */
   spans: readonly SpanEntry[];
 }
@@ -52,6 +58,13 @@ export interface SpanEntry extends Entry {
 }
 
 export interface SignalEntry extends Entry {
+  /** `created_at` in ms. */
+  readonly sortKey: number;
+  readonly groupId: string | null;
+  readonly record: ApiRecord;
+}
+
+export interface SignalGroupEntry extends Entry {
   /** `created_at` in ms. */
   readonly sortKey: number;
   readonly record: ApiRecord;
@@ -80,25 +93,56 @@ export function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-export function eventRecord(event: EventEntry): ApiRecord {
+/**
+ * The event as served. `enriched: false` leaves out what the service adds later (`signals`,
+ * `topics`, attachments, `error_spans`, `tool_calls`); the rest never changes.
+ */
+export function eventRecord(event: EventEntry, enriched = true): ApiRecord {
   const record: JsonObject = {
     id: event.id,
     event_name: event.eventName,
     user_id: event.userId,
     convo_id: event.convoId,
     timestamp: iso(event.sortKey),
+    received_at: iso(event.visibleFrom),
     user_input: event.userInput,
     assistant_output: event.assistantOutput,
-    signals: event.signals,
-    properties: event.properties,
     model: event.model,
   };
-  return event.extras ? Object.assign(record, event.extras) : record;
+  if (enriched) {
+    if (event.enrichment) Object.assign(record, event.enrichment);
+    if (event.userInput.includes('(see attached)')) {
+      record['input_attachments'] = [
+        { attachment_id: `att_${event.id}`, attachment_type: 'image', name: 'screenshot.png', value: `https://files.example.com/${event.id}/screenshot.png` },
+      ];
+    }
+    record['signals'] = event.signals;
+    record['error_spans'] = event.spans
+      .filter((span) => span.status === 'ERROR')
+      .map((span) => ({
+        span_id: span.id,
+        started_at: iso(Number(span.sortKey / 1_000_000n)),
+        status: span.status,
+        duration_ms: Math.round(span.durationNs / 1000) / 1000,
+        span_type: span.spanType,
+        span_name: span.spanName,
+        output_payload: span.output,
+      }));
+  }
+  if (event.extras) Object.assign(record, event.extras);
+  record['properties'] = event.properties;
+  return record;
 }
 
-export function spanRecord(span: SpanEntry): ApiRecord {
-  const llm = span.spanType === 'llm';
-  return {
+/**
+ * A span as served. `eventId` adds `event_id` (the spec flavor, where spans are also listed by time
+ * and a client needs it to join them to their event; the real service has no such field).
+ * `truncLen` cuts `input` and `output` to that many characters (`trunc_len`).
+ */
+export function spanRecord(span: SpanEntry, options: { eventId?: boolean; truncLen?: number } = {}): ApiRecord {
+  const llm = LLM_SPAN_TYPES.has(span.spanType);
+  const cut = (text: string): string => (options.truncLen === undefined ? text : text.slice(0, options.truncLen));
+  const record: JsonObject = {
     trace_id: span.traceId,
     span_id: span.id,
     parent_span_id: span.parentSpanId,
@@ -108,20 +152,25 @@ export function spanRecord(span: SpanEntry): ApiRecord {
     start_time_ns: span.sortKey,
     end_time_ns: span.sortKey + BigInt(span.durationNs),
     duration_ns: span.durationNs,
-    input: span.input,
-    output: span.output,
+    input: cut(span.input),
+    output: cut(span.output),
     input_tokens: span.inputTokens,
     output_tokens: span.outputTokens,
     total_tokens: span.inputTokens + span.outputTokens,
     model: llm ? span.event.model : null,
     provider: span.provider,
     attributes: span.attributes,
-    event_id: span.event.id,
   };
+  if (options.eventId === true) record['event_id'] = span.event.id;
+  return record;
 }
 
 export function signalRecord(signal: SignalEntry): ApiRecord {
   return signal.record;
+}
+
+export function signalGroupRecord(group: SignalGroupEntry): ApiRecord {
+  return group.record;
 }
 
 export function userRecord(user: UserEntry): ApiRecord {

@@ -2,18 +2,20 @@
  * `/v1/events` and its search, count, timeseries, facets and single-record endpoints.
  */
 
-import type { JsonValue } from '../core/types.js';
-import { eventRecord, type EventEntry, type JsonObject } from './entries.js';
+import type { JsonValue } from './types.js';
+import type { EventEntry, JsonObject } from './entries.js';
 import { type Handler, type RequestContext, listBody, singleProject } from './handler-context.js';
 import {
   ApiError,
   badRequest,
   optional,
   parseCursor,
+  parseKeyedFilters,
   parseLimit,
   parseOrderBy,
-  parsePropertyFilters,
+  parseStringFilter,
   parseTimeWindow,
+  type KeyedFilter,
 } from './params.js';
 import { count, scan, walk } from './sorted-list.js';
 
@@ -27,24 +29,53 @@ const SEARCH_FIELDS = ['user_input', 'assistant_output'] as const;
 type SearchField = (typeof SEARCH_FIELDS)[number];
 const INTERVALS = ['minute', 'hour', 'day', 'week', 'month'] as const;
 type Interval = (typeof INTERVALS)[number];
-const FACET_FIELDS = ['event_name', 'user_id', 'signal_id'] as const;
+/** The SDK's facet fields; `signal_id` is the field notes' name for `signal`, also accepted. */
+const FACET_FIELDS = ['event_name', 'user_id', 'signal'] as const;
 type FacetField = (typeof FACET_FIELDS)[number];
+const COUNT_BY = ['event_id', 'user_id', 'convo_id'] as const;
+type CountBy = (typeof COUNT_BY)[number];
 
 type Predicate = (event: EventEntry) => boolean;
 
-/** Filters `user_id`, `event_name`, `convo_id`, `signal`, `properties[key]=value`; undefined if none. */
-function eventPredicate(params: URLSearchParams): Predicate | undefined {
+/**
+ * Filters `user_id`, `event_name`, `convo_id` (each also `[eq|neq|startsWith|endsWith|contains]`),
+ * `signal` (`[eq|neq]`), `signal_group`, `properties[key]` and `traits[key]` (each also
+ * `[eq|neq|gt|gte|lt|lte]`); undefined if none. Signals are matched only once the event is
+ * enriched, as its `signals` field is served.
+ */
+function eventPredicate(context: RequestContext): Predicate | undefined {
+  const { params, store, now } = context;
   const checks: Predicate[] = [];
-  const userId = optional(params, 'user_id');
-  const eventName = optional(params, 'event_name');
-  const convoId = optional(params, 'convo_id');
-  const signal = optional(params, 'signal');
-  if (userId !== undefined) checks.push((e) => e.userId === userId);
-  if (eventName !== undefined) checks.push((e) => e.eventName === eventName);
-  if (convoId !== undefined) checks.push((e) => e.convoId === convoId);
-  if (signal !== undefined) checks.push((e) => e.signalIds.includes(signal));
-  for (const [key, expected] of parsePropertyFilters(params)) {
-    checks.push((e) => propertyMatches(e.properties, key, expected));
+  const userId = parseStringFilter(params, 'user_id');
+  const eventName = parseStringFilter(params, 'event_name');
+  const convoId = parseStringFilter(params, 'convo_id');
+  // `signal` / `signal[eq]`: the event matched that signal; `signal[neq]`: it did not.
+  parseStringFilter(params, 'signal', ['eq', 'neq']);
+  const signalEq = [optional(params, 'signal'), optional(params, 'signal[eq]')].filter((v) => v !== undefined);
+  const signalNeq = optional(params, 'signal[neq]');
+  const group = optional(params, 'signal_group');
+  if (userId) checks.push((e) => userId(e.userId));
+  if (eventName) checks.push((e) => eventName(e.eventName));
+  if (convoId) checks.push((e) => convoId(e.convoId));
+  if (signalEq.length > 0 || signalNeq !== undefined) {
+    checks.push((e) => {
+      const ids = store.isEnriched(e, now) ? e.signalIds : [];
+      return signalEq.every((id) => ids.includes(id)) && (signalNeq === undefined || !ids.includes(signalNeq));
+    });
+  }
+  if (group !== undefined) {
+    checks.push((e) => {
+      if (!store.isEnriched(e, now)) return false;
+      const project = store.project(e.project);
+      const members = project?.signalIdsByGroup.get(group);
+      return members !== undefined && e.signalIds.some((id) => members.has(id));
+    });
+  }
+  for (const filter of parseKeyedFilters(params, 'properties')) {
+    checks.push((e) => valueMatches(e.properties, filter));
+  }
+  for (const filter of parseKeyedFilters(params, 'traits')) {
+    checks.push((e) => valueMatches(store.project(e.project)?.generator.traits(e.userId) ?? {}, filter));
   }
   return combine(checks);
 }
@@ -55,18 +86,34 @@ function combine(checks: readonly Predicate[]): Predicate | undefined {
   return (e) => checks.every((check) => check(e));
 }
 
-function propertyMatches(properties: JsonObject, key: string, expected: string): boolean {
-  let value: JsonValue | undefined = properties[key];
+/** Whether `object[filter.key]` (a dotted key reaches into nested objects) passes the filter. */
+export function valueMatches(object: JsonObject, filter: KeyedFilter): boolean {
+  const { key, op, value: expected } = filter;
+  let value: JsonValue | undefined = object[key];
   if (value === undefined && key.includes('.')) {
-    value = properties;
+    value = object;
     for (const part of key.split('.')) {
-      if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) return op === 'neq';
       value = (value as JsonObject)[part];
-      if (value === undefined) return false;
+      if (value === undefined) return op === 'neq';
     }
   }
-  if (value === undefined || (value !== null && typeof value === 'object')) return false;
-  return String(value) === expected;
+  if (value === undefined || (value !== null && typeof value === 'object')) return op === 'neq';
+  switch (op) {
+    case 'eq':
+      return String(value) === expected;
+    case 'neq':
+      return String(value) !== expected;
+    default: {
+      const actual = typeof value === 'number' ? value : Number.NaN;
+      const bound = Number(expected);
+      if (!Number.isFinite(actual) || expected.trim() === '' || !Number.isFinite(bound)) return false;
+      if (op === 'gt') return actual > bound;
+      if (op === 'gte') return actual >= bound;
+      if (op === 'lt') return actual < bound;
+      return actual <= bound;
+    }
+  }
 }
 
 export const listEvents: Handler = (context) => {
@@ -81,33 +128,33 @@ export const listEvents: Handler = (context) => {
     lower: window.lower,
     upper: window.upper,
     after: cursor?.position,
-    predicate: eventPredicate(params),
+    predicate: eventPredicate(context),
     limit,
   });
-  return listBody(context, 'events', direction, page, eventRecord);
+  return listBody(context, 'events', direction, page, (e) => context.store.eventAt(e, context.now));
 };
 
 export const getEvent: Handler = (context) => {
   const id = context.id ?? '';
   const event = singleProject(context).eventsById.get(id);
   if (!event) throw new ApiError(404, 'not_found', `No event with id "${id}" in this project`);
-  return { data: eventRecord(event) };
+  return { data: context.store.eventAt(event, context.now) };
 };
 
 export const searchEvents: Handler = (context) => {
   const { params, now } = context;
   const query = optional(params, 'query');
-  if (query === undefined) throw badRequest('query is required');
+  if (query === undefined) throw badRequest('query is required', 'query');
   const mode = params.get('mode') ?? 'text';
   if (mode !== 'text' && mode !== 'semantic' && mode !== 'regex') {
-    throw badRequest(`mode must be text, semantic or regex, got "${mode}"`);
+    throw badRequest(`mode must be text, semantic or regex, got "${mode}"`, 'mode', { allowed: ['text', 'semantic', 'regex'] });
   }
   const fields = parseSearchIn(params.get('search_in'));
   const window = parseTimeWindow(params);
-  if (!window.hasGte || window.lower === undefined) throw badRequest('timestamp[gte] is required for search');
+  if (!window.hasGte || window.lower === undefined) throw badRequest('timestamp[gte] is required for search', 'timestamp[gte]');
   const upper = window.upper ?? now;
   if (upper - window.lower > SEARCH_MAX_WINDOW_MS) {
-    throw badRequest('The search window is wider than 14 days; narrow timestamp[gte]/timestamp[lt]', 'window_too_wide');
+    throw badRequest('The search window is wider than 14 days; narrow timestamp[gte]/timestamp[lt]', 'timestamp[gte]', { code: 'window_too_wide' });
   }
   const lower = mode === 'semantic' ? Math.max(window.lower, now - SEARCH_MAX_WINDOW_MS) : window.lower;
   const occurrences = matcher(mode, query, context);
@@ -119,7 +166,7 @@ export const searchEvents: Handler = (context) => {
     scores.set(e, Math.round((1000 * hits) / (hits + 1)) / 1000);
     return true;
   };
-  const filters = eventPredicate(params);
+  const filters = eventPredicate(context);
   const cursor = parseCursor(params, 'events');
   const direction = cursor?.direction ?? parseOrderBy(params, context.order);
   const page = walk({
@@ -131,7 +178,7 @@ export const searchEvents: Handler = (context) => {
     predicate: filters ? (e) => filters(e) && matches(e) : matches,
     limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
   });
-  return listBody(context, 'events', direction, page, (e) => ({ ...eventRecord(e), relevance_score: scores.get(e) ?? 0 }));
+  return listBody(context, 'events', direction, page, (e) => ({ ...context.store.eventAt(e, context.now), relevance_score: scores.get(e) ?? 0 }));
 };
 
 function parseSearchIn(raw: string | null): readonly SearchField[] {
@@ -139,7 +186,7 @@ function parseSearchIn(raw: string | null): readonly SearchField[] {
   const fields = raw.split(',').map((f) => f.trim());
   for (const field of fields) {
     if (!(SEARCH_FIELDS as readonly string[]).includes(field)) {
-      throw badRequest(`search_in accepts ${SEARCH_FIELDS.join(', ')}; got "${field}"`);
+      throw badRequest(`search_in accepts ${SEARCH_FIELDS.join(', ')}; got "${field}"`, 'search_in', { allowed: SEARCH_FIELDS });
     }
   }
   return fields as SearchField[];
@@ -152,7 +199,7 @@ function matcher(mode: 'text' | 'semantic' | 'regex', query: string, context: Re
     try {
       pattern = new RegExp(query, 'gi');
     } catch (error) {
-      throw badRequest(`query is not a valid regular expression: ${(error as Error).message}`);
+      throw badRequest(`query is not a valid regular expression: ${(error as Error).message}`, 'query');
     }
     return (text) => text.match(pattern)?.length ?? 0;
   }
@@ -165,21 +212,49 @@ function matcher(mode: 'text' | 'semantic' | 'regex', query: string, context: Re
   };
 }
 
+/** `count_by` (`event_id` | `user_id` | `convo_id`): count events, or distinct users or conversations. */
+function parseCountBy(params: URLSearchParams): CountBy {
+  const raw = optional(params, 'count_by') ?? 'event_id';
+  if (!(COUNT_BY as readonly string[]).includes(raw)) {
+    throw badRequest(`count_by must be one of ${COUNT_BY.join(', ')}; got "${raw}"`, 'count_by', { allowed: COUNT_BY });
+  }
+  return raw as CountBy;
+}
+
+/** A counter of events, or of distinct users or conversations among them. */
+function counter(countBy: CountBy): { add: (e: EventEntry) => void; total: () => number } {
+  if (countBy === 'event_id') {
+    let n = 0;
+    return { add: () => void n++, total: () => n };
+  }
+  const seen = new Set<string>();
+  return { add: (e) => void seen.add(`${e.project}|${countBy === 'user_id' ? e.userId : e.convoId}`), total: () => seen.size };
+}
+
 export const countEvents: Handler = (context) => {
   const window = parseTimeWindow(context.params);
+  const countBy = parseCountBy(context.params);
   const lists = context.projects.map((p) => p.events);
-  return { data: { total: count(lists, window.lower, window.upper, eventPredicate(context.params)) } };
+  const predicate = eventPredicate(context);
+  if (countBy === 'event_id') return { data: { total: count(lists, window.lower, window.upper, predicate) } };
+  const distinct = counter(countBy);
+  scan(lists, window.lower, window.upper, (e) => {
+    if (!predicate || predicate(e)) distinct.add(e);
+  });
+  return { data: { total: distinct.total() } };
 };
 
+/** `{"data":{"buckets":[{timestamp,count}],"total"},"meta":{"interval"}}` (the SDK's shape). */
 export const eventTimeseries: Handler = (context) => {
   const raw = context.params.get('interval') ?? 'day';
   if (!(INTERVALS as readonly string[]).includes(raw)) {
-    throw badRequest(`interval must be one of ${INTERVALS.join(', ')}; got "${raw}"`);
+    throw badRequest(`interval must be one of ${INTERVALS.join(', ')}; got "${raw}"`, 'interval', { allowed: INTERVALS });
   }
   const interval = raw as Interval;
   const window = parseTimeWindow(context.params);
-  const predicate = eventPredicate(context.params);
+  const predicate = eventPredicate(context);
   const buckets = new Map<number, number>();
+  let total = 0;
   // Events arrive in time order per project, so count runs of one bucket and touch the map per run.
   let runStart = 0;
   let runEnd = 0;
@@ -200,13 +275,14 @@ export const eventTimeseries: Handler = (context) => {
         runEnd = bucketStart(bucketEndHint(runStart, interval), interval);
       }
       runCount++;
+      total++;
     },
   );
   flush();
   const data = [...buckets.entries()]
     .sort((a, b) => a[0] - b[0])
     .map(([ms, n]) => ({ timestamp: new Date(ms).toISOString(), count: n }));
-  return { data };
+  return { data: { buckets: data, total }, meta: { interval } };
 };
 
 const MINUTE_MS = 60_000;
@@ -249,36 +325,56 @@ function bucketEndHint(start: number, interval: Interval): number {
   }
 }
 
+/**
+ * Facets over a window given as `timestamp.gte`/`timestamp.lt` (the SDK's names) or
+ * `timestamp[gte|gt|lte|lt]`; `count_by` counts events, or distinct users or conversations.
+ */
 export const eventFacets: Handler = (context) => {
-  const raw = context.params.get('field');
-  if (raw === null || !(FACET_FIELDS as readonly string[]).includes(raw)) {
-    throw badRequest(`field must be one of ${FACET_FIELDS.join(', ')}; got "${raw ?? ''}"`);
+  const raw = context.params.get('field') ?? '';
+  const field: FacetField | undefined = raw === 'signal_id' && context.flavor === 'spec' ? 'signal' : (FACET_FIELDS as readonly string[]).includes(raw) ? (raw as FacetField) : undefined;
+  if (field === undefined) {
+    throw badRequest(`field must be one of ${FACET_FIELDS.join(', ')}; got "${raw}"`, 'field', { allowed: FACET_FIELDS });
   }
-  const field = raw as FacetField;
   const limit = parseLimit(context.params, DEFAULT_FACET_LIMIT, MAX_PAGE_SIZE);
-  const window = parseTimeWindow(context.params);
-  const predicate = eventPredicate(context.params);
-  // One lookup per value, counting in place: facets scan every event of the window.
-  const counts = new Map<string, { n: number }>();
-  const bump = (value: string): void => {
-    const counter = counts.get(value);
-    if (counter) counter.n++;
-    else counts.set(value, { n: 1 });
+  const dotted = parseTimeWindow(context.params, 'timestamp', '.');
+  const bracketed = parseTimeWindow(context.params);
+  const lower = maxDefined(dotted.lower, bracketed.lower);
+  const upper = minDefined(dotted.upper, bracketed.upper);
+  const countBy = parseCountBy(context.params);
+  const predicate = eventPredicate(context);
+  const { store, now } = context;
+  // One counter per value: facets scan every event of the window.
+  const counts = new Map<string, ReturnType<typeof counter>>();
+  const bump = (value: string, e: EventEntry): void => {
+    let tally = counts.get(value);
+    if (!tally) {
+      tally = counter(countBy);
+      counts.set(value, tally);
+    }
+    tally.add(e);
   };
   scan(
     context.projects.map((p) => p.events),
-    window.lower,
-    window.upper,
+    lower,
+    upper,
     (e) => {
       if (predicate && !predicate(e)) return;
-      if (field === 'event_name') bump(e.eventName);
-      else if (field === 'user_id') bump(e.userId);
-      else for (const id of e.signalIds) bump(id);
+      if (field === 'event_name') bump(e.eventName, e);
+      else if (field === 'user_id') bump(e.userId, e);
+      else if (store.isEnriched(e, now)) for (const id of e.signalIds) bump(id, e);
     },
   );
   const data = [...counts.entries()]
-    .map(([value, counter]) => ({ value, count: counter.n }))
+    .map(([value, tally]) => ({ value, count: tally.total() }))
     .sort((a, b) => b.count - a.count || (a.value < b.value ? -1 : a.value > b.value ? 1 : 0))
     .slice(0, limit);
   return { data };
 };
+
+function maxDefined(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
+}
+
+function minDefined(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
+}

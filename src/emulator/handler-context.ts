@@ -3,13 +3,21 @@
  * list handler answers with.
  */
 
-import type { ApiRecord, JsonValue } from '../core/types.js';
+import type { ApiRecord, JsonValue } from './types.js';
 import { encodeCursor } from './cursor.js';
 import type { Store, ProjectData } from './store.js';
 import type { Direction, Entry, Page } from './sorted-list.js';
 
+/**
+ * `spec`: the specification's service (`X-Service-Project-Id`, traces also listed by time,
+ * `timestamp[...]` windows on users and conversations). `real`: the service the vendor's SDK
+ * describes (`X-Raindrop-Project-Id`, traces by `event_id` only, late enrichment).
+ */
+export type Flavor = 'spec' | 'real';
+
 export interface RequestContext {
   readonly store: Store;
+  readonly flavor: Flavor;
   /** Clock reading for this request (ms). */
   readonly now: number;
   /** The configured default order of every list. */

@@ -1,12 +1,17 @@
 /**
- * A faithful local emulator of the read-only, rate-limited Query API (`shared/spec/query-api.md`,
- * with the record fields, filters and envelopes of `shared/spec/field-notes.md`), served over HTTP
- * on 127.0.0.1. Seeded data, keyset cursors, project scopes, sliding-window limits and injectable
- * faults, for integration tests and benchmarks of the sync client.
+ * A faithful local emulator of the read-only, rate-limited Query API, served over HTTP on
+ * 127.0.0.1: records, envelopes, filters and errors in the shape of the vendor's SDK
+ * (`@raindrop-ai/query`, proven by test/contract), the spec's behaviours where the SDK is silent
+ * (`shared/spec/query-api.md`, `field-notes.md`), in two flavors (`spec`, `real`: see `Flavor`).
+ * Seeded data, keyset cursors, project scopes, sliding-window limits, latency, late visibility,
+ * late enrichment and injectable faults, for integration tests and benchmarks of the sync client.
+ *
+ * It imports nothing from the rest of `src/` nor from `connectors/` (test/emulator/independence
+ * checks): the oracle shares no code with what it tests.
  */
 
 import { createServer, type Server } from 'node:http';
-import type { ApiRecord } from '../core/types.js';
+import type { ApiRecord } from './types.js';
 import { DEFAULT_LATE_MS, FaultPicker, type FaultOptions } from './faults.js';
 import { eventRecord } from './entries.js';
 import { cloneJson } from './json.js';
@@ -14,15 +19,52 @@ import { RateLimiter, type RateLimitOptions } from './limits.js';
 import { deriveSeed } from './random.js';
 import { SEARCH_TEMPLATE } from './routes.js';
 import { isSlug } from './scope.js';
-import { createListener, type ServerContext, type Settings } from './server.js';
+import { createListener, type RequestInfo, type ServerContext, type Settings } from './server.js';
+import { Random } from './random.js';
+import type { Flavor } from './handler-context.js';
 import { StatsRecorder, type EmulatorStats } from './stats.js';
 import { Store } from './store.js';
 
 export type { FaultKind, FaultOptions } from './faults.js';
 export type { RateLimitOptions } from './limits.js';
 export type { EmulatorStats } from './stats.js';
+export type { Flavor } from './handler-context.js';
+export type { RequestInfo } from './server.js';
+export type { ApiRecord, JsonValue } from './types.js';
+
+/** The project header of each flavor. */
+export const PROJECT_HEADERS: Readonly<Record<Flavor, string>> = { spec: 'X-Service-Project-Id', real: 'X-Raindrop-Project-Id' };
+/** How long after it becomes visible an event of the real flavor gets its enriched fields, by default. */
+export const DEFAULT_ENRICH_AFTER_MS = 60_000;
 
 export interface EmulatorOptions {
+  /**
+   * `spec`: the specification's service — project header `X-Service-Project-Id`, traces listed by
+   * time window as well as by `event_id`, `timestamp[...]` windows on users (`last_seen`) and
+   * conversations (`last_message_at`), no enrichment delay.
+   * `real`: the service the vendor's SDK describes — `X-Raindrop-Project-Id` (the spec's header is
+   * ignored like any unknown header, so the read goes to `default`), `GET /v1/traces` needs
+   * `event_id` (400 naming it otherwise), `timestamp[...]` ignored on users and conversations, and
+   * events enriched `enrichAfterMs` after they become visible.
+   * Both: SDK record shapes and error bodies, `received_at`, signal groups, `first_seen[...]`,
+   * `last_seen[...]`, `started_at[...]`, facets' `timestamp.gte`/`timestamp.lt`.
+   * @default 'spec'
+   */
+  flavor?: Flavor;
+  /**
+   * An event's `signals`, `topics`, attachments, `error_spans` and `tool_calls` are absent until
+   * this long after it becomes visible (same id, same timestamp after); 0: served at once.
+   * @default 60000 on the real flavor, 0 on the spec flavor
+   */
+  enrichAfterMs?: number;
+  /** `false`: `*` is refused with 400 on every endpoint (to test a client's per-project fallback). @default true */
+  allProjects?: boolean;
+  /** Every answer waits this long (ms) before it is sent. @default 0 */
+  latencyMs?: number;
+  /** Uniform jitter (± ms) around `latencyMs`, seeded. @default latencyMs / 5 */
+  latencyJitterMs?: number;
+  /** Called with every request as it arrives (method, path, template, query, headers). */
+  onRequest?: (info: RequestInfo) => void;
   /** Same seed, same options and same clock ⇒ same data. @default 1 */
   seed?: number;
   /** @default 0 (ephemeral). The host is always 127.0.0.1. */
@@ -39,7 +81,7 @@ export interface EmulatorOptions {
   apiKey?: string;
   /** The write key: refused with 401 and a message naming it. @default 'qs_write_emulator_key' */
   writeKey?: string;
-  /** Project header, matched case-insensitively (the real service: `X-Raindrop-Project-Id`). @default 'X-Service-Project-Id' */
+  /** Project header, matched case-insensitively. @default the flavor's (`PROJECT_HEADERS`) */
   projectHeader?: string;
   /** Default order of every list. @default 'desc' (newest first) */
   order?: 'desc' | 'asc';
@@ -57,22 +99,27 @@ export interface Emulator {
   readonly port: number;
   readonly apiKey: string;
   readonly writeKey: string;
+  readonly flavor: Flavor;
+  /** The project header this emulator reads. */
+  readonly projectHeader: string;
   /**
    * Adds `count` new events (timestamp = now unless given), with their spans, updating users and
    * conversations once visible. `lateByMs` makes them visible that long after their timestamp;
-   * otherwise `faults.lateRate` decides. Returns copies of the new events, each with `project_id`.
+   * otherwise `faults.lateRate` decides. Returns copies of the new events, each with `project_id`,
+   * as they will be once enriched.
    */
   addEvents(project: string, count: number, options?: { timestamp?: number; lateByMs?: number }): ApiRecord[];
   /**
    * Ground truth: copies of every visible record of `resource` ('events' | 'traces' | 'signals' |
-   * 'users' | 'conversations'), each with `project_id`, across all active projects or one.
+   * 'signal_groups' | 'users' | 'conversations'), each with `project_id`, across all active
+   * projects or one, as served now (events without their enriched fields until those are due).
    */
   snapshot(resource: string, project?: string): ApiRecord[];
   /** Live counters (a copy). */
   stats(): EmulatorStats;
   resetStats(): void;
-  /** Changes limits, faults or order at run time; new limits start with empty windows. */
-  configure(patch: Partial<Pick<EmulatorOptions, 'limits' | 'faults' | 'order'>>): void;
+  /** Changes limits, faults, order, latency or `*` acceptance at run time; new limits start with empty windows. */
+  configure(patch: Partial<Pick<EmulatorOptions, 'limits' | 'faults' | 'order' | 'latencyMs' | 'latencyJitterMs' | 'allProjects'>>): void;
   close(): Promise<void>;
 }
 
@@ -84,7 +131,6 @@ const DEFAULTS = {
   historyDays: 30,
   apiKey: 'qs_org_emulator_key',
   writeKey: 'qs_write_emulator_key',
-  projectHeader: 'X-Service-Project-Id',
 } as const;
 
 export async function startEmulator(options: EmulatorOptions = {}): Promise<Emulator> {
@@ -98,13 +144,20 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
   for (const slug of projects) {
     if (archived.has(slug)) throw new Error(`Emulator: "${slug}" is both active and archived`);
   }
+  const flavor: Flavor = options.flavor ?? 'spec';
+  if (flavor !== 'spec' && flavor !== 'real') throw new Error(`Emulator: flavor must be "spec" or "real", got "${String(flavor)}"`);
   const apiKey = options.apiKey ?? DEFAULTS.apiKey;
   const writeKey = options.writeKey ?? DEFAULTS.writeKey;
+  const latencyMs = Math.max(0, options.latencyMs ?? 0);
   const settings: Settings = {
     order: options.order ?? 'desc',
     limiter: makeLimiter(options.limits),
     faults: options.faults,
+    latencyMs,
+    latencyJitterMs: Math.max(0, options.latencyJitterMs ?? latencyMs / 5),
+    allProjects: options.allProjects ?? true,
   };
+  const projectHeader = options.projectHeader ?? PROJECT_HEADERS[flavor];
   const store = new Store({
     seed,
     projects,
@@ -113,6 +166,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     startMs: now(),
     lateRate: options.faults?.lateRate ?? 0,
     lateMs: options.faults?.lateMs ?? DEFAULT_LATE_MS,
+    enrichAfterMs: options.enrichAfterMs ?? (flavor === 'real' ? DEFAULT_ENRICH_AFTER_MS : 0),
+    spanEventId: flavor === 'spec',
   });
   const stats = new StatsRecorder();
   const timers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
@@ -123,7 +178,10 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     settings,
     apiKey,
     writeKey,
-    scopeRules: { headerName: options.projectHeader ?? DEFAULTS.projectHeader, active: projects, archived },
+    scopeRules: { headerName: projectHeader, active: projects, archived },
+    flavor,
+    latencyRng: new Random(deriveSeed(seed, 'latency')),
+    onRequest: options.onRequest,
     now,
     sleep: (ms) =>
       new Promise<void>((resolve) => {
@@ -146,6 +204,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     port,
     apiKey,
     writeKey,
+    flavor,
+    projectHeader,
     addEvents(project, count, addOptions = {}) {
       const faults = settings.faults;
       const added = store.addEvents(project, count, now(), {
@@ -165,6 +225,12 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
       if ('order' in patch && patch.order !== undefined) settings.order = patch.order;
       if ('limits' in patch) settings.limiter = makeLimiter(patch.limits);
       if ('faults' in patch) settings.faults = patch.faults;
+      if (patch.latencyMs !== undefined) {
+        settings.latencyMs = Math.max(0, patch.latencyMs);
+        if (patch.latencyJitterMs === undefined) settings.latencyJitterMs = settings.latencyMs / 5;
+      }
+      if (patch.latencyJitterMs !== undefined) settings.latencyJitterMs = Math.max(0, patch.latencyJitterMs);
+      if (patch.allProjects !== undefined) settings.allProjects = patch.allProjects;
     },
     close: () => closeServer(server, timers),
   };

@@ -5,7 +5,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import type { JsonValue } from '../core/types.js';
+import type { JsonValue } from './types.js';
 
 function isArray(value: JsonValue): value is readonly JsonValue[] {
   return Array.isArray(value);

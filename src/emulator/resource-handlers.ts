@@ -1,30 +1,55 @@
 /**
- * Traces, signals, users and conversations: lists and single-record gets.
+ * Traces, signals, signal groups, users and conversations: lists and single-record gets.
  *
  * Users and conversations are keyed on a time that changes (`last_seen`, `last_message_at`): one
  * updated during a walk moves to its new place, as on any keyset-paginated API, so that walk may miss
  * or repeat it. A sync that windows on that time picks it up on its next run.
  */
 
-import { convoRecord, signalRecord, spanRecord, userRecord, type ConvoEntry, type SpanEntry, type UserEntry } from './entries.js';
-import { type Handler, listBody, singleProject } from './handler-context.js';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './event-handlers.js';
-import { ApiError, optional, parseCursor, parseLimit, parseOrderDirection, parseTimeWindow } from './params.js';
-import { SortedList, walk } from './sorted-list.js';
+import {
+  convoRecord,
+  signalGroupRecord,
+  signalRecord,
+  spanRecord,
+  userRecord,
+  type ConvoEntry,
+  type SignalEntry,
+  type SpanEntry,
+  type UserEntry,
+} from './entries.js';
+import { type Handler, type RequestContext, listBody, singleProject } from './handler-context.js';
+import { valueMatches, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './event-handlers.js';
+import {
+  ApiError,
+  badRequest,
+  optional,
+  parseCursor,
+  parseKeyedFilters,
+  parseLimit,
+  parseOrderBy,
+  parseOrderDirection,
+  parseStringFilter,
+  parseTimeWindow,
+  type TimeWindow,
+} from './params.js';
+import { SortedList, walk, type Direction } from './sorted-list.js';
 
 /** Traces take larger pages. Source: field notes (clients ask for 500 and 1000). */
 const DEFAULT_TRACE_PAGE_SIZE = 100;
+/** The spans of one event: the SDK's default `limit` for `/v1/traces?event_id=`. */
+const DEFAULT_EVENT_SPANS = 200;
 const MAX_TRACE_PAGE_SIZE = 1000;
 const NS_PER_MS = 1_000_000n;
 
+/**
+ * `event_id` given: the spans of that event, `{"data":[...]}` with no `meta` (the SDK's shape), on
+ * both flavors. Without it: 400 naming `event_id` on the real flavor; the spec flavor also lists
+ * spans by time window, with cursors. Filters `trace_id`, `span_id`, `span_type`, `status` (field
+ * notes) apply to both.
+ */
 export const listTraces: Handler = (context) => {
   const { params } = context;
   const project = singleProject(context);
-  const cursor = parseCursor(params, 'traces');
-  const direction = cursor?.direction ?? context.order;
-  const limit = parseLimit(params, DEFAULT_TRACE_PAGE_SIZE, MAX_TRACE_PAGE_SIZE);
-  // The window applies to the span start in ms: floor(ns / 1e6) >= L  <=>  ns >= L * 1e6.
-  const window = parseTimeWindow(params);
   const eventId = optional(params, 'event_id');
   const checks: ((span: SpanEntry) => boolean)[] = [];
   const traceId = optional(params, 'trace_id');
@@ -35,36 +60,59 @@ export const listTraces: Handler = (context) => {
   if (spanId !== undefined) checks.push((s) => s.id === spanId);
   if (spanType !== undefined) checks.push((s) => s.spanType === spanType);
   if (status !== undefined) checks.push((s) => s.status === status);
-  let lists: SortedList<SpanEntry>[] = [project.traces];
+  const predicate = checks.length === 0 ? undefined : (s: SpanEntry): boolean => checks.every((check) => check(s));
+  const options = { eventId: context.store.spanEventId, truncLen: parseTruncLen(params) };
+
   if (eventId !== undefined) {
     // Only visible events are indexed, so spans of a late event stay hidden with it.
     const event = project.eventsById.get(eventId);
-    lists = event ? [new SortedList([...event.spans])] : [];
+    const limit = parseLimit(params, DEFAULT_EVENT_SPANS, MAX_TRACE_PAGE_SIZE);
+    const spans = (event?.spans ?? []).filter((s) => !predicate || predicate(s)).slice(0, limit);
+    return { data: spans.map((s) => spanRecord(s, options)) };
   }
+  if (context.flavor === 'real') {
+    throw badRequest('event_id is required: traces are read per event (GET /v1/traces?event_id=<event id>)', 'event_id', { code: 'missing_parameter' });
+  }
+  const cursor = parseCursor(params, 'traces');
+  const direction = cursor?.direction ?? context.order;
+  const limit = parseLimit(params, DEFAULT_TRACE_PAGE_SIZE, MAX_TRACE_PAGE_SIZE);
+  // The window applies to the span start in ms: floor(ns / 1e6) >= L  <=>  ns >= L * 1e6.
+  const window = parseTimeWindow(params);
   const page = walk({
-    lists,
+    lists: [project.traces],
     direction,
     lower: window.lower === undefined ? undefined : BigInt(window.lower) * NS_PER_MS,
     upper: window.upper === undefined ? undefined : BigInt(window.upper) * NS_PER_MS,
     after: cursor?.position,
-    predicate: checks.length === 0 ? undefined : (s) => checks.every((check) => check(s)),
+    predicate,
     limit,
   });
-  return listBody(context, 'traces', direction, page, spanRecord);
+  return listBody(context, 'traces', direction, page, (s) => spanRecord(s, options));
 };
 
-export const listSignals: Handler = (context) => {
+/** `trunc_len`: cut span `input`/`output` to this many characters; absent or empty: whole. */
+function parseTruncLen(params: URLSearchParams): number | undefined {
+  const raw = optional(params, 'trunc_len');
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw)) throw badRequest(`trunc_len must be a non-negative integer, got "${raw}"`, 'trunc_len');
+  return Number(raw);
+}
+
+function listSignalsOf(context: RequestContext, lists: readonly SortedList<SignalEntry>[], predicate?: (s: SignalEntry) => boolean) {
   const { params } = context;
   const cursor = parseCursor(params, 'signals');
-  const direction = cursor?.direction ?? context.order;
+  const direction = cursor?.direction ?? parseOrderBy(params, context.order, 'created_at');
   const page = walk({
-    lists: [singleProject(context).signals],
+    lists,
     direction,
     after: cursor?.position,
+    predicate,
     limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
   });
   return listBody(context, 'signals', direction, page, signalRecord);
-};
+}
+
+export const listSignals: Handler = (context) => listSignalsOf(context, [singleProject(context).signals]);
 
 export const getSignal: Handler = (context) => {
   const id = context.id ?? '';
@@ -73,19 +121,75 @@ export const getSignal: Handler = (context) => {
   return { data: signalRecord(signal) };
 };
 
+export const listSignalGroups: Handler = (context) => {
+  const { params } = context;
+  const cursor = parseCursor(params, 'signal_groups');
+  const direction = cursor?.direction ?? parseOrderBy(params, context.order, 'created_at');
+  const page = walk({
+    lists: [singleProject(context).signalGroups],
+    direction,
+    after: cursor?.position,
+    limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
+  });
+  return listBody(context, 'signal_groups', direction, page, signalGroupRecord);
+};
+
+export const getSignalGroup: Handler = (context) => {
+  const id = context.id ?? '';
+  const group = singleProject(context).signalGroupsById.get(id);
+  if (!group) throw new ApiError(404, 'not_found', `No signal group with id "${id}" in this project`);
+  return { data: signalGroupRecord(group) };
+};
+
+/** `/v1/signal-groups/{id}/signals`: the group's signals, paged like `/v1/signals`. */
+export const listSignalGroupSignals: Handler = (context) => {
+  const id = context.id ?? '';
+  const project = singleProject(context);
+  if (!project.signalGroupsById.has(id)) throw new ApiError(404, 'not_found', `No signal group with id "${id}" in this project`);
+  return listSignalsOf(context, [project.signals], (s) => s.groupId === id);
+};
+
+/**
+ * The window a user or conversation list walks on its sort field (`last_seen`,
+ * `last_message_at`): the field's own `[gte|gt|lte|lt]` filters, and on the spec flavor also
+ * `timestamp[...]` (which the real service does not know, and ignores).
+ */
+function sortWindow(context: RequestContext, field: string): TimeWindow {
+  const own = parseTimeWindow(context.params, field);
+  if (context.flavor === 'real') return own;
+  const legacy = parseTimeWindow(context.params);
+  return {
+    lower: own.lower === undefined ? legacy.lower : legacy.lower === undefined ? own.lower : Math.max(own.lower, legacy.lower),
+    upper: own.upper === undefined ? legacy.upper : legacy.upper === undefined ? own.upper : Math.min(own.upper, legacy.upper),
+    hasGte: own.hasGte || legacy.hasGte,
+  };
+}
+
+function inWindow(window: TimeWindow, ms: number): boolean {
+  return (window.lower === undefined || ms >= window.lower) && (window.upper === undefined || ms < window.upper);
+}
+
+/** Users: sorted by `last_seen`; filters `user_id` (with operators), `first_seen[...]`, `last_seen[...]`, `traits[key]`. */
 export const listUsers: Handler = (context) => {
   const { params } = context;
   const cursor = parseCursor(params, 'users');
-  const direction = cursor?.direction ?? parseOrderDirection(params, context.order);
-  const window = parseTimeWindow(params);
-  const userId = optional(params, 'user_id');
+  const direction: Direction =
+    cursor?.direction ?? (params.get('order_by') !== null ? parseOrderBy(params, context.order, 'last_seen') : parseOrderDirection(params, context.order));
+  const window = sortWindow(context, 'last_seen');
+  const firstSeen = parseTimeWindow(params, 'first_seen');
+  const userId = parseStringFilter(params, 'user_id');
+  const traits = parseKeyedFilters(params, 'traits');
+  const checks: ((u: UserEntry) => boolean)[] = [];
+  if (userId) checks.push((u) => userId(u.id));
+  if (firstSeen.lower !== undefined || firstSeen.upper !== undefined) checks.push((u) => inWindow(firstSeen, u.firstSeen));
+  for (const filter of traits) checks.push((u) => valueMatches(u.traits, filter));
   const page = walk<UserEntry>({
     lists: context.projects.map((p) => p.users),
     direction,
     lower: window.lower,
     upper: window.upper,
     after: cursor?.position,
-    predicate: userId === undefined ? undefined : (u) => u.id === userId,
+    predicate: checks.length === 0 ? undefined : (u) => checks.every((check) => check(u)),
     limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
   });
   return listBody(context, 'users', direction, page, userRecord);
@@ -98,19 +202,29 @@ export const getUser: Handler = (context) => {
   return { data: userRecord(user) };
 };
 
+/**
+ * Conversations: most recent message first by default (the configured `order`); filters `user_id`
+ * (with operators) and `started_at[...]`; the spec flavor also windows `last_message_at` with
+ * `timestamp[...]`, which the real service ignores.
+ */
 export const listConversations: Handler = (context) => {
   const { params } = context;
   const cursor = parseCursor(params, 'conversations');
-  const direction = cursor?.direction ?? context.order;
-  const window = parseTimeWindow(params);
-  const userId = optional(params, 'user_id');
+  const direction = cursor?.direction ?? parseOrderBy(params, context.order, 'last_message_at');
+  // The real service has no filter on `last_message_at`; the spec flavor keeps `timestamp[...]` on it.
+  const window: TimeWindow = context.flavor === 'real' ? { lower: undefined, upper: undefined, hasGte: false } : parseTimeWindow(params);
+  const startedAt = parseTimeWindow(params, 'started_at');
+  const userId = parseStringFilter(params, 'user_id');
+  const checks: ((c: ConvoEntry) => boolean)[] = [];
+  if (userId) checks.push((c) => userId(c.userId));
+  if (startedAt.lower !== undefined || startedAt.upper !== undefined) checks.push((c) => inWindow(startedAt, c.startedAt));
   const page = walk<ConvoEntry>({
     lists: context.projects.map((p) => p.convos),
     direction,
     lower: window.lower,
     upper: window.upper,
     after: cursor?.position,
-    predicate: userId === undefined ? undefined : (c) => c.userId === userId,
+    predicate: checks.length === 0 ? undefined : (c) => checks.every((check) => check(c)),
     limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
   });
   return listBody(context, 'conversations', direction, page, convoRecord);

@@ -1,6 +1,7 @@
 /**
- * The 13 endpoints of the spec, keyed by path template, with whether each accepts the all-projects
- * scope (`*`). Source for the scope column: field notes, "All-projects scope".
+ * The 13 endpoints of the spec and the 3 signal-group endpoints of the vendor's SDK (16 in all),
+ * keyed by path template, with whether each accepts the all-projects scope (`*`). Source for the
+ * scope column: field notes, "All-projects scope" (signal groups: not listed there, so refused).
  */
 
 import {
@@ -15,8 +16,11 @@ import type { Handler } from './handler-context.js';
 import {
   getConversation,
   getSignal,
+  getSignalGroup,
   getUser,
   listConversations,
+  listSignalGroups,
+  listSignalGroupSignals,
   listSignals,
   listTraces,
   listUsers,
@@ -42,6 +46,7 @@ const EXACT: ReadonlyMap<string, Route> = new Map(
     { template: '/v1/events/facets', allProjects: true, list: false, handler: eventFacets },
     { template: '/v1/traces', allProjects: false, list: true, handler: listTraces },
     { template: '/v1/signals', allProjects: false, list: true, handler: listSignals },
+    { template: '/v1/signal-groups', allProjects: false, list: true, handler: listSignalGroups },
     { template: '/v1/users', allProjects: true, list: true, handler: listUsers },
     { template: '/v1/conversations', allProjects: true, list: true, handler: listConversations },
   ].map((route) => [route.template, route]),
@@ -51,10 +56,18 @@ const BY_ID: ReadonlyMap<string, Route> = new Map(
   [
     { template: '/v1/events/{id}', allProjects: false, list: false, handler: getEvent },
     { template: '/v1/signals/{id}', allProjects: false, list: false, handler: getSignal },
+    { template: '/v1/signal-groups/{id}', allProjects: false, list: false, handler: getSignalGroup },
     { template: '/v1/users/{id}', allProjects: false, list: false, handler: getUser },
     { template: '/v1/conversations/{id}', allProjects: false, list: false, handler: getConversation },
   ].map((route) => [route.template.split('/')[2] ?? '', route]),
 );
+
+const GROUP_SIGNALS: Route = {
+  template: '/v1/signal-groups/{id}/signals',
+  allProjects: false,
+  list: true,
+  handler: listSignalGroupSignals,
+};
 
 export interface RouteMatch {
   readonly route: Route;
@@ -65,8 +78,10 @@ export function matchRoute(pathname: string): RouteMatch | undefined {
   const exact = EXACT.get(pathname);
   if (exact) return { route: exact, id: undefined };
   const segments = pathname.split('/');
-  if (segments.length !== 4 || segments[0] !== '' || segments[1] !== 'v1') return undefined;
-  const route = BY_ID.get(segments[2] ?? '');
+  if (segments[0] !== '' || segments[1] !== 'v1') return undefined;
+  let route: Route | undefined;
+  if (segments.length === 4) route = BY_ID.get(segments[2] ?? '');
+  else if (segments.length === 5 && segments[2] === 'signal-groups' && segments[4] === 'signals') route = GROUP_SIGNALS;
   const raw = segments[3] ?? '';
   if (!route || raw === '') return undefined;
   let id = raw;

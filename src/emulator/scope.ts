@@ -35,7 +35,12 @@ export function resolveScope(
   if (header === undefined) return { projects: [checkSlug(DEFAULT_PROJECT, rules)], all: false };
   if (header === ALL_PROJECTS) {
     if (!endpointAcceptsAll) {
-      throw new ApiError(400, 'all_projects_not_supported', `This endpoint does not support the all-projects scope ("${rules.headerName}: *"); send one project slug`);
+      throw new ApiError(
+        400,
+        'all_projects_not_supported',
+        `This endpoint does not support the all-projects scope ("${rules.headerName}: *"); send one project slug`,
+        { field: rules.headerName },
+      );
     }
     if (projectIds === null || projectIds.trim() === '') return { projects: [...rules.active], all: true };
     const listed = [...new Set(projectIds.split(',').map((s) => s.trim()).filter((s) => s !== ''))];
@@ -48,7 +53,7 @@ export function resolveScope(
 function checkSlug(slug: string, rules: ScopeRules, source?: string): string {
   const where = source ?? rules.headerName;
   if (!isSlug(slug)) {
-    throw new ApiError(400, 'invalid_project', `Malformed project slug in ${where}: "${slug.slice(0, 80)}"`);
+    throw new ApiError(400, 'invalid_project', `Malformed project slug in ${where}: "${slug.slice(0, 80)}"`, { field: where });
   }
   if (rules.active.includes(slug)) return slug;
   if (rules.archived.has(slug)) {

@@ -4,12 +4,13 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { JsonValue } from '../core/types.js';
+import type { JsonValue } from './types.js';
 import { DEFAULT_SLOW_MS, HTML_503, type FaultOptions, type FaultPicker } from './faults.js';
-import type { RequestContext } from './handler-context.js';
+import type { Flavor, RequestContext } from './handler-context.js';
 import { toJson } from './json.js';
 import type { RateLimiter } from './limits.js';
-import { ApiError } from './params.js';
+import { ApiError, type ErrorDetails } from './params.js';
+import type { Random } from './random.js';
 import { matchRoute, type Route } from './routes.js';
 import { resolveScope, type ScopeRules } from './scope.js';
 import type { StatsRecorder } from './stats.js';
@@ -23,6 +24,22 @@ export interface Settings {
   order: Direction;
   limiter: RateLimiter | undefined;
   faults: FaultOptions | undefined;
+  /** Every answer waits this long (ms), ± `latencyJitterMs`, drawn per request. */
+  latencyMs: number;
+  latencyJitterMs: number;
+  /** `false`: `*` is refused with 400 on every endpoint. */
+  allProjects: boolean;
+}
+
+/** What a request looked like, for tests that check what a client sends. */
+export interface RequestInfo {
+  readonly method: string;
+  /** The path as sent, e.g. `/v1/events/abc`. */
+  readonly path: string;
+  /** The matched template, e.g. `/v1/events/{id}`; undefined for unknown paths. */
+  readonly template: string | undefined;
+  readonly query: URLSearchParams;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
 }
 
 export interface ServerContext {
@@ -33,6 +50,10 @@ export interface ServerContext {
   readonly apiKey: string;
   readonly writeKey: string;
   readonly scopeRules: ScopeRules;
+  readonly flavor: Flavor;
+  /** Draws the latency jitter. */
+  readonly latencyRng: Random;
+  readonly onRequest: ((info: RequestInfo) => void) | undefined;
   readonly now: () => number;
   /** Delays the `slow` fault; tracked so `close()` can cancel them. */
   readonly sleep: (ms: number) => Promise<void>;
@@ -52,6 +73,13 @@ async function handle(server: ServerContext, req: IncomingMessage, res: ServerRe
   const url = new URL(req.url ?? '/', 'http://127.0.0.1');
   const match = matchRoute(url.pathname);
   server.stats.received(arrival, match?.route.template);
+  server.onRequest?.({ method: req.method ?? 'GET', path: url.pathname, template: match?.route.template, query: url.searchParams, headers: req.headers });
+  const { latencyMs, latencyJitterMs } = server.settings;
+  if (latencyMs > 0 || latencyJitterMs > 0) {
+    const delay = Math.max(0, latencyMs + (server.latencyRng.next() * 2 - 1) * latencyJitterMs);
+    await server.sleep(delay);
+    if (res.destroyed) return;
+  }
   if (!match) return sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
   const { route } = match;
   if (req.method !== 'GET') {
@@ -103,7 +131,7 @@ async function handle(server: ServerContext, req: IncomingMessage, res: ServerRe
   try {
     body = run(server, req, route, match.id, url.searchParams);
   } catch (error) {
-    if (error instanceof ApiError) return sendError(res, error.status, error.code, error.message);
+    if (error instanceof ApiError) return sendError(res, error.status, error.code, error.message, {}, error.details);
     throw error;
   }
   if (fault === 'duplicate_row' && route.list) {
@@ -124,7 +152,7 @@ async function handle(server: ServerContext, req: IncomingMessage, res: ServerRe
 function run(server: ServerContext, req: IncomingMessage, route: Route, id: string | undefined, params: URLSearchParams): JsonValue {
   const rawHeader = req.headers[server.scopeRules.headerName.toLowerCase()];
   const header = Array.isArray(rawHeader) ? rawHeader.join(',') : rawHeader;
-  const scope = resolveScope(header, params.get('project_ids'), route.allProjects, server.scopeRules);
+  const scope = resolveScope(header, params.get('project_ids'), route.allProjects && server.settings.allProjects, server.scopeRules);
   const now = server.now();
   server.store.advance(now);
   const projects: ProjectData[] = [];
@@ -134,6 +162,7 @@ function run(server: ServerContext, req: IncomingMessage, route: Route, id: stri
   }
   const context: RequestContext = {
     store: server.store,
+    flavor: server.flavor,
     now,
     order: server.settings.order,
     projects,
@@ -177,6 +206,21 @@ function sendTruncated(res: ServerResponse, text: string): void {
   res.write(buffer.subarray(0, Math.floor(buffer.length / 2)), () => res.socket?.destroy());
 }
 
-export function sendError(res: ServerResponse, status: number, code: string, message: string, headers: Record<string, string> = {}): void {
-  send(res, status, toJson({ error: { code, message } }), JSON_TYPE, headers);
+/** `{"error":{"code","message","details"?:{"field"?,"allowed_fields"?}}}`: the vendor SDK's error schema. */
+export function sendError(
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+  details?: ErrorDetails,
+): void {
+  const error: { [key: string]: JsonValue } = { code, message };
+  if (details !== undefined) {
+    const body: { [key: string]: JsonValue } = {};
+    if (details.field !== undefined) body['field'] = details.field;
+    if (details.allowed_fields !== undefined) body['allowed_fields'] = [...details.allowed_fields];
+    error['details'] = body;
+  }
+  send(res, status, toJson({ error }), JSON_TYPE, headers);
 }

@@ -3,17 +3,19 @@
  * Users and conversations are derived from visible events only, and updated as events become visible.
  */
 
-import type { ApiRecord } from '../core/types.js';
+import type { ApiRecord } from './types.js';
 import { ProjectGenerator } from './data.js';
 import {
   convoRecord,
   eventRecord,
+  signalGroupRecord,
   signalRecord,
   spanRecord,
   userRecord,
   type ConvoEntry,
   type EventEntry,
   type SignalEntry,
+  type SignalGroupEntry,
   type SpanEntry,
   type UserEntry,
 } from './entries.js';
@@ -29,7 +31,7 @@ const TOOL_CALLS_SHARE = 0.02;
 /** Share of added events that come from a user never seen before. */
 const NEW_USER_RATE = 0.05;
 
-export const RESOURCES = ['events', 'traces', 'signals', 'users', 'conversations'] as const;
+export const RESOURCES = ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations'] as const;
 export type ResourceName = (typeof RESOURCES)[number];
 
 export interface ProjectData {
@@ -40,6 +42,10 @@ export interface ProjectData {
   readonly traces: SortedList<SpanEntry>;
   readonly signals: SortedList<SignalEntry>;
   readonly signalsById: Map<string, SignalEntry>;
+  readonly signalGroups: SortedList<SignalGroupEntry>;
+  readonly signalGroupsById: Map<string, SignalGroupEntry>;
+  /** The signal ids of each group: what the `signal_group` filter on events matches. */
+  readonly signalIdsByGroup: Map<string, ReadonlySet<string>>;
   readonly users: SortedList<UserEntry>;
   readonly usersById: Map<string, UserEntry>;
   readonly convos: SortedList<ConvoEntry>;
@@ -57,6 +63,10 @@ export interface StoreOptions {
   /** Share of seeded events in the last `lateMs` that become visible `lateMs` after their timestamp. */
   readonly lateRate: number;
   readonly lateMs: number;
+  /** An event's enriched fields are served this long after it becomes visible; 0: at once. */
+  readonly enrichAfterMs: number;
+  /** Spans carry `event_id` (the spec flavor). */
+  readonly spanEventId: boolean;
 }
 
 export interface AddEventsOptions {
@@ -72,8 +82,12 @@ export class Store {
   private readonly lateRng: Random;
   /** Lower-cased texts for case-insensitive search; texts come from fixed pools, so this stays small. */
   private readonly lowered = new Map<string, string>();
+  readonly enrichAfterMs: number;
+  readonly spanEventId: boolean;
 
   constructor(options: StoreOptions) {
+    this.enrichAfterMs = Math.max(0, options.enrichAfterMs);
+    this.spanEventId = options.spanEventId;
     this.lateRng = new Random(deriveSeed(options.seed, 'late'));
     for (const slug of options.projects) this.projects.set(slug, this.seedProject(slug, options));
   }
@@ -89,6 +103,16 @@ export class Store {
       if (this.lowered.size < 100_000) this.lowered.set(text, lower);
     }
     return lower;
+  }
+
+  /** Whether `event` is served with its enriched fields at `now`. */
+  isEnriched(event: EventEntry, now: number): boolean {
+    return now >= event.visibleFrom + this.enrichAfterMs;
+  }
+
+  /** The event as served at `now` (with or without its enriched fields). */
+  eventAt(event: EventEntry, now: number): ApiRecord {
+    return eventRecord(event, this.isEnriched(event, now));
   }
 
   /** Makes every pending event whose time has come visible. */
@@ -118,7 +142,10 @@ export class Store {
     return added;
   }
 
-  /** Deep copies of every visible record of `resource`, each with `project_id`. */
+  /**
+   * Deep copies of every visible record of `resource`, each with `project_id`, as served at `now`
+   * (events without their enriched fields until those are due).
+   */
   snapshot(resource: string, now: number, slug?: string): ApiRecord[] {
     this.advance(now);
     const projects = slug === undefined ? [...this.projects.values()] : [this.requireProject(slug)];
@@ -129,13 +156,16 @@ export class Store {
     for (const p of projects) {
       switch (resource as ResourceName) {
         case 'events':
-          for (const e of p.events.values()) add(eventRecord(e), p.slug);
+          for (const e of p.events.values()) add(this.eventAt(e, now), p.slug);
           break;
         case 'traces':
-          for (const s of p.traces.values()) add(spanRecord(s), p.slug);
+          for (const s of p.traces.values()) add(spanRecord(s, { eventId: this.spanEventId }), p.slug);
           break;
         case 'signals':
           for (const s of p.signals.values()) add(signalRecord(s), p.slug);
+          break;
+        case 'signal_groups':
+          for (const g of p.signalGroups.values()) add(signalGroupRecord(g), p.slug);
           break;
         case 'users':
           for (const u of p.users.values()) add(userRecord(u), p.slug);
@@ -189,6 +219,11 @@ export class Store {
       traces: new SortedList(spans),
       signals: new SortedList([...generator.signals]),
       signalsById: new Map(generator.signals.map((s) => [s.id, s])),
+      signalGroups: new SortedList([...generator.signalGroups]),
+      signalGroupsById: new Map(generator.signalGroups.map((g) => [g.id, g])),
+      signalIdsByGroup: new Map(
+        generator.signalGroups.map((g) => [g.id, new Set(generator.signals.filter((s) => s.groupId === g.id).map((s) => s.id))]),
+      ),
       users: new SortedList([...usersById.values()]),
       usersById,
       convos: new SortedList([...convosById.values()]),

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { ApiRecord } from '../core/types.js';
+import type { ApiRecord } from './types.js';
 import type { EmulatorOptions, EmulatorStats } from './index.js';
 
 /**

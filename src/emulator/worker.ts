@@ -1,13 +1,25 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { RESOURCES } from '../../connectors/index.js';
-import { cursorMillis } from '../normalize/normalize.js';
 import { startEmulator, type EmulatorOptions } from './index.js';
+import type { ApiRecord } from './types.js';
 
 /** Worker side of `thread.ts`: serves the emulator and answers its messages. */
 type Request =
   | { readonly id: number; readonly op: 'stats' | 'resetStats' | 'close' }
   | { readonly id: number; readonly op: 'counts'; readonly beforeMs: number }
   | { readonly id: number; readonly op: 'addEvents'; readonly project: string; readonly count: number };
+
+/**
+ * The time each resource's records are counted by in `counts` (ms), from the emulator's own record
+ * shapes; resources without one (signals, signal groups) are always counted.
+ */
+const COUNTED_BY: Readonly<Record<string, (record: ApiRecord) => number | undefined>> = {
+  events: (r) => Date.parse(String(r['timestamp'])),
+  traces: (r) => (typeof r['start_time_ns'] === 'bigint' ? Number(r['start_time_ns'] / 1_000_000n) : undefined),
+  signals: () => undefined,
+  signal_groups: () => undefined,
+  users: (r) => Date.parse(String(r['last_seen'])),
+  conversations: (r) => Date.parse(String(r['last_message_at'])),
+};
 
 const port = parentPort;
 if (port === null) throw new Error('emulator/worker.js runs as a worker thread');
@@ -32,7 +44,9 @@ async function handle(req: Request): Promise<unknown> {
       return emu.addEvents(req.project, req.count);
     case 'counts': {
       const counts: Record<string, number> = {};
-      for (const r of RESOURCES) counts[r.name] = emu.snapshot(r.name).filter((rec) => (cursorMillis(r, rec) ?? 0) < req.beforeMs).length;
+      for (const [name, timeOf] of Object.entries(COUNTED_BY)) {
+        counts[name] = emu.snapshot(name).filter((rec) => (timeOf(rec) ?? 0) < req.beforeMs).length;
+      }
       return counts;
     }
     case 'close':

@@ -27,17 +27,21 @@ describe('count', () => {
 });
 
 describe('timeseries', () => {
-  it('returns ascending {timestamp,count} buckets that sum to the count', async () => {
+  it('returns ascending {timestamp,count} buckets that sum to the count, and the interval (the SDK\'s shape)', async () => {
     const since = clock.now() - 10 * DAY;
     for (const interval of ['minute', 'hour', 'day', 'week', 'month']) {
       const body = (await get(em, `/v1/events/timeseries?interval=${interval}&timestamp[gte]=${iso(since)}`)).json as {
-        data: { timestamp: string; count: number }[];
+        data: { buckets: { timestamp: string; count: number }[]; total: number };
+        meta: { interval: string };
       };
-      const total = body.data.reduce((sum, b) => sum + b.count, 0);
+      const buckets = body.data.buckets;
+      const total = buckets.reduce((sum, b) => sum + b.count, 0);
       const expected = em.snapshot('events', 'default').filter((e) => ms(e['timestamp']) >= since).length;
       expect(total, interval).toBe(expected);
-      for (let i = 1; i < body.data.length; i++) expect(ms(body.data[i]!.timestamp)).toBeGreaterThan(ms(body.data[i - 1]!.timestamp));
-      for (const bucket of body.data) {
+      expect(body.data.total, interval).toBe(expected);
+      expect(body.meta.interval).toBe(interval);
+      for (let i = 1; i < buckets.length; i++) expect(ms(buckets[i]!.timestamp)).toBeGreaterThan(ms(buckets[i - 1]!.timestamp));
+      for (const bucket of buckets) {
         expect(bucket.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:00\.000Z$/);
         expect(bucket.count).toBeGreaterThan(0);
       }
@@ -45,12 +49,14 @@ describe('timeseries', () => {
   });
 
   it('aligns day buckets to UTC midnight, weeks to Monday and months to the 1st', async () => {
-    const day = (await get(em, '/v1/events/timeseries?interval=day')).json as { data: { timestamp: string }[] };
-    for (const b of day.data) expect(b.timestamp.endsWith('T00:00:00.000Z')).toBe(true);
-    const week = (await get(em, '/v1/events/timeseries?interval=week')).json as { data: { timestamp: string }[] };
-    for (const b of week.data) expect(new Date(b.timestamp).getUTCDay()).toBe(1);
-    const month = (await get(em, '/v1/events/timeseries?interval=month')).json as { data: { timestamp: string }[] };
-    for (const b of month.data) expect(new Date(b.timestamp).getUTCDate()).toBe(1);
+    type Series = { data: { buckets: { timestamp: string }[] } };
+    const day = (await get(em, '/v1/events/timeseries?interval=day')).json as Series;
+    for (const b of day.data.buckets) expect(b.timestamp.endsWith('T00:00:00.000Z')).toBe(true);
+    const week = (await get(em, '/v1/events/timeseries?interval=week')).json as Series;
+    for (const b of week.data.buckets) expect(new Date(b.timestamp).getUTCDay()).toBe(1);
+    const month = (await get(em, '/v1/events/timeseries?interval=month')).json as Series;
+    for (const b of month.data.buckets) expect(new Date(b.timestamp).getUTCDate()).toBe(1);
+    expect(day.data.buckets.length).toBeGreaterThan(0);
   });
 
   it('refuses an unknown interval with 400', async () => {
@@ -69,7 +75,9 @@ describe('facets', () => {
     const names = (await get(em, '/v1/events/facets?field=event_name&limit=3')).json as { data: { value: string; count: number }[] };
     expect(names.data.length).toBe(3);
 
-    const signals = (await get(em, '/v1/events/facets?field=signal_id&limit=100')).json as { data: { value: string; count: number }[] };
+    const signals = (await get(em, '/v1/events/facets?field=signal&limit=100')).json as { data: { value: string; count: number }[] };
+    // The field notes' name for the same field, accepted on the spec flavor.
+    expect((await get(em, '/v1/events/facets?field=signal_id&limit=100')).json).toEqual(signals);
     const signalIds = new Set(em.snapshot('signals', 'default').map((s) => s['id']));
     for (const { value, count } of signals.data) {
       expect(signalIds.has(value)).toBe(true);

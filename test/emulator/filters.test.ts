@@ -129,19 +129,29 @@ describe('field filters', () => {
     const spans = em.snapshot('traces', 'default');
     const child = spans.find((s) => s['parent_span_id'] !== null)!;
     const cases: [string, (s: ApiRecord) => boolean][] = [
-      [`event_id=${encodeURIComponent(String(child['event_id']))}`, (s) => s['event_id'] === child['event_id']],
       [`trace_id=${String(child['trace_id'])}`, (s) => s['trace_id'] === child['trace_id']],
       [`span_id=${String(child['span_id'])}`, (s) => s['span_id'] === child['span_id']],
-      ['span_type=tool', (s) => s['span_type'] === 'tool'],
-      ['status=error', (s) => s['status'] === 'error'],
-      ['span_type=llm&status=ok', (s) => s['span_type'] === 'llm' && s['status'] === 'ok'],
+      ['span_type=TOOL_CALL', (s) => s['span_type'] === 'TOOL_CALL'],
+      ['status=ERROR', (s) => s['status'] === 'ERROR'],
+      ['span_type=LLM_GENERATION&status=OK', (s) => s['span_type'] === 'LLM_GENERATION' && s['status'] === 'OK'],
     ];
     for (const [query, keep] of cases) {
       const got = await keys(`/v1/traces?limit=1000&${query}`);
       expect(got, query).toEqual(truth('traces', keep));
       expect(got.size, query).toBeGreaterThan(0);
     }
-    expect((await keys('/v1/traces?event_id=no-such-event')).size).toBe(0);
+    // By event: the spans of that event in one answer, with no cursor (the SDK's shape).
+    const byEvent = async (eventId: string): Promise<Set<string>> => {
+      const reply = await get(em, `/v1/traces?event_id=${encodeURIComponent(eventId)}`);
+      expect(reply.status).toBe(200);
+      const body = reply.json as { data: ApiRecord[]; meta?: unknown };
+      expect(body.meta).toBeUndefined();
+      return new Set(body.data.map((s) => keyOf(s, 'default')));
+    };
+    const ofEvent = await byEvent(String(child['event_id']));
+    expect(ofEvent).toEqual(truth('traces', (s) => s['event_id'] === child['event_id']));
+    expect(ofEvent.size).toBeGreaterThan(1);
+    expect((await byEvent('no-such-event')).size).toBe(0);
   });
 
   it('filters users and conversations by user_id', async () => {

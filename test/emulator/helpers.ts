@@ -19,10 +19,17 @@ export interface ListBody {
 }
 
 export interface ErrorBody {
-  readonly error: { readonly code: string; readonly message: string };
+  readonly error: {
+    readonly code: string;
+    readonly message: string;
+    readonly details?: { readonly field?: string; readonly allowed_fields?: readonly string[] };
+  };
 }
 
-/** GET `path` with the org key (unless `key` is given; `null` sends no Authorization). */
+/**
+ * GET `path` with the org key (unless `key` is given; `null` sends no Authorization); `project` goes
+ * in the emulator's own project header (its flavor's).
+ */
 export async function get(
   emulator: Emulator,
   path: string,
@@ -31,7 +38,7 @@ export async function get(
   const headers: Record<string, string> = { ...options.headers };
   const key = options.key === undefined ? emulator.apiKey : options.key;
   if (key !== null) headers['authorization'] = `Bearer ${key}`;
-  if (options.project !== undefined) headers[HEADER] = options.project;
+  if (options.project !== undefined) headers[emulator.projectHeader] = options.project;
   const response = await request(emulator.url + path, { method: (options.method ?? 'GET') as 'GET', headers });
   const text = await response.body.text();
   let json: unknown;
