@@ -113,8 +113,10 @@ export interface Emulator {
    * Ground truth: copies of every visible record of `resource` ('events' | 'traces' | 'signals' |
    * 'signal_groups' | 'users' | 'conversations'), each with `project_id`, across all active
    * projects or one, as served now (events without their enriched fields until those are due).
+   * `spanEventId: true` adds each span's `event_id` on every flavor (the real service does not serve
+   * it: ground truth for a client that records which event it read a span for).
    */
-  snapshot(resource: string, project?: string): ApiRecord[];
+  snapshot(resource: string, project?: string, options?: { spanEventId?: boolean }): ApiRecord[];
   /** Live counters (a copy). */
   stats(): EmulatorStats;
   resetStats(): void;
@@ -216,8 +218,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
       });
       return added.map((event) => cloneJson({ ...eventRecord(event), project_id: event.project }));
     },
-    snapshot(resource, project) {
-      return store.snapshot(resource, now(), project);
+    snapshot(resource, project, snapshotOptions) {
+      return store.snapshot(resource, now(), project, snapshotOptions?.spanEventId);
     },
     stats: () => stats.snapshot(),
     resetStats: () => stats.reset(),

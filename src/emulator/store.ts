@@ -146,7 +146,7 @@ export class Store {
    * Deep copies of every visible record of `resource`, each with `project_id`, as served at `now`
    * (events without their enriched fields until those are due).
    */
-  snapshot(resource: string, now: number, slug?: string): ApiRecord[] {
+  snapshot(resource: string, now: number, slug?: string, spanEventId = this.spanEventId): ApiRecord[] {
     this.advance(now);
     const projects = slug === undefined ? [...this.projects.values()] : [this.requireProject(slug)];
     const out: ApiRecord[] = [];
@@ -159,7 +159,7 @@ export class Store {
           for (const e of p.events.values()) add(this.eventAt(e, now), p.slug);
           break;
         case 'traces':
-          for (const s of p.traces.values()) add(spanRecord(s, { eventId: this.spanEventId }), p.slug);
+          for (const s of p.traces.values()) add(spanRecord(s, { eventId: spanEventId }), p.slug);
           break;
         case 'signals':
           for (const s of p.signals.values()) add(signalRecord(s), p.slug);

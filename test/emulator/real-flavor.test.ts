@@ -44,6 +44,7 @@ describe('real flavor: traces by event', () => {
     expect((missing.json as ErrorBody).error.details?.field).toBe('event_id');
     const spans = em.snapshot('traces', 'default');
     expect(spans.every((s) => !('event_id' in s))).toBe(true);
+    const owned = em.snapshot('traces', 'default', { spanEventId: true });
     const events = em.snapshot('events', 'default');
     let withSpans = 0;
     let total = 0;
@@ -52,6 +53,7 @@ describe('real flavor: traces by event', () => {
       expect(reply.status).toBe(200);
       const body = reply.json as { data: Record<string, unknown>[]; meta?: unknown };
       expect(body.meta).toBeUndefined();
+      expect(ids(body.data, 'default')).toEqual(ids(owned.filter((s) => s['event_id'] === event['id'])));
       if (body.data.length > 0) withSpans++;
       total += body.data.length;
     }
@@ -279,5 +281,40 @@ describe('options', () => {
     clock.advance(5000);
     const row = (await get(em, `/v1/events/${encodeURIComponent(String(late!['id']))}`)).json as { data: ApiRecord };
     expect(ms(row.data['received_at']) - ms(row.data['timestamp'])).toBe(5000);
+  });
+});
+
+describe("the SDK's operator filters (deep-object form)", () => {
+  it('user_id/event_name/convo_id [eq|neq|startsWith|endsWith|contains], signal[neq], properties[k][gt…], traits[k]', async () => {
+    const em = await start({ eventsPerProject: 400 });
+    const events = em.snapshot('events', 'default');
+    const users = new Map(em.snapshot('users', 'default').map((u) => [u['id'], u['traits'] as Record<string, unknown>]));
+    const props = (e: ApiRecord): Record<string, unknown> => e['properties'] as Record<string, unknown>;
+    const signalId = String((events.find((e) => (e['signals'] as unknown[]).length > 0)!['signals'] as { id: string }[])[0]!.id);
+    const cases: [string, (e: ApiRecord) => boolean][] = [
+      ['user_id[startsWith]=user_000', (e) => String(e['user_id']).startsWith('user_000')],
+      ['user_id[endsWith]=example.com', (e) => String(e['user_id']).endsWith('example.com')],
+      ['user_id[contains]=%40', (e) => String(e['user_id']).includes('@')],
+      ['event_name[neq]=feedback', (e) => e['event_name'] !== 'feedback'],
+      ['event_name[eq]=completion', (e) => e['event_name'] === 'completion'],
+      ['convo_id[startsWith]=conv_', () => true],
+      [`signal[neq]=${signalId}`, (e) => !(e['signals'] as { id: string }[]).some((s) => s.id === signalId)],
+      [`signal[eq]=${signalId}`, (e) => (e['signals'] as { id: string }[]).some((s) => s.id === signalId)],
+      ['properties[latency_ms][gte]=2500', (e) => (props(e)['latency_ms'] as number) >= 2500],
+      ['properties[retries][lt]=1', (e) => (props(e)['retries'] as number) < 1],
+      ['properties[plan][neq]=free', (e) => props(e)['plan'] !== 'free'],
+      ['traits[plan][eq]=pro', (e) => users.get(e['user_id'])?.['plan'] === 'pro'],
+      ['traits[beta]=true', (e) => users.get(e['user_id'])?.['beta'] === true],
+    ];
+    for (const [query, keep] of cases) {
+      const got = ids((await walkAll(em, `/v1/events?limit=100&${query}`)).rows, 'default');
+      const expected = ids(events.filter(keep));
+      expect(got, query).toEqual(expected);
+      expect(expected.size, query).toBeGreaterThan(0);
+      expect(expected.size, query).toBeLessThanOrEqual(events.length);
+    }
+    const bad = await get(em, '/v1/events?user_id[like]=x');
+    expect(bad.status).toBe(400);
+    expect((bad.json as ErrorBody).error.details).toEqual({ field: 'user_id[like]', allowed_fields: ['eq', 'neq', 'startsWith', 'endsWith', 'contains'] });
   });
 });
