@@ -41,7 +41,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('lock-wait', { type: 'string', default: '0', describe: 'wait this long (e.g. 10m) for another run holding the state lock or the DuckDB file' })
     .option('lookback', { type: 'string', default: '15m', describe: 're-read this far before the high-water mark (late-indexed events)' })
     .option('settle', { type: 'string', describe: 're-read each events window once it is this old, for fields enriched late (default 2h; 0: off)' })
-    .option('traces', { type: 'string', choices: ['all', 'traced', 'none'], describe: 'where traces are read per event: for all events, only those whose tool_calls/error_spans/model show a trace (default), or none' })
+    .option('traces', { type: 'string', choices: ['all', 'traced', 'none'], describe: 'where traces are read per event, for which events: all, or those whose tool_calls/error_spans/model show a trace (default); none: no traces' })
     .option('start', { type: 'string', describe: 'ISO instant: the oldest data a first sync reads (default: all history)' })
     .option('batch-rows', { type: 'number', describe: 'rows per write + checkpoint (default 5000 for DuckDB, 50000 for BigQuery)' })
     .option('max-rpm', { type: 'number', default: 400, describe: 'requests per minute per endpoint' })
