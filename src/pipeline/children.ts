@@ -295,6 +295,10 @@ export async function drainChildren(
       const rows: Row[] = [];
       pages.forEach((records, i) => {
         const parentId = (units[i] as { id: string }).id;
+        if (records.length >= resource.maxPageSize) {
+          // The per-event answer has no cursor: a full page may have been cut by the server.
+          deps.logger.warn({ resource: resource.name, project: scope.key }, `${per.param}=${parentId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`);
+        }
         for (const record of records) {
           const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
           rows.push(normalizeChild(options, withParent, scope, ctx));
