@@ -45,6 +45,8 @@ export interface SyncConfig {
   readonly duckdbMemoryLimit: string;
   readonly bigquery?: BigQueryConfig;
   readonly dryRun: boolean;
+  /** Dry run: rows each stream reads (and prints the requests for) before it stops. */
+  readonly dryRunLimit: number;
   readonly statePath: string;
   readonly lockWaitMs: number;
   readonly lookbackMs: number;
@@ -84,6 +86,7 @@ export interface SyncFlags {
   readonly bqApiEndpoint?: string;
   readonly bqKeyFile?: string;
   readonly dryRun?: boolean;
+  readonly dryRunLimit?: number;
   readonly state?: string;
   readonly lockWait?: string;
   readonly lookback?: string;
@@ -181,6 +184,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     duckdbMemoryLimit: duckdbMemoryLimit(flags),
     bigquery,
     dryRun: flags.dryRun ?? false,
+    dryRunLimit: dryRunLimit(flags),
     statePath: flags.state ?? 'state/state.json',
     lockWaitMs,
     lookbackMs,
@@ -372,4 +376,15 @@ function splitList(text: string): string[] {
 
 function emptyToUndefined(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
+}
+
+/** Default rows per stream a dry run reads: enough to show every statement, not all history. */
+export const DEFAULT_DRY_RUN_LIMIT = 100;
+
+function dryRunLimit(flags: SyncFlags): number {
+  const value = flags.dryRunLimit;
+  if (value === undefined) return DEFAULT_DRY_RUN_LIMIT;
+  if (flags.dryRun !== true) throw new ConfigError('--dry-run-limit sets how many rows a dry run reads per stream: use it with --dry-run');
+  if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`--dry-run-limit: expected a whole number of rows ≥ 1, got "${String(value)}"`);
+  return value;
 }

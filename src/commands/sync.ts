@@ -44,6 +44,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         batchRows: config.batchRows,
         settleMs: config.settleMs,
         children: config.traces,
+        // A dry run shows the requests for a small sample, not all history.
+        ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: io.signal,
       },
       { client, destination, state, clock, logger },

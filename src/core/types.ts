@@ -146,6 +146,8 @@ export interface TableSchema {
   readonly versionColumn?: string;
   /** Column the table is partitioned on (BigQuery). */
   readonly partitionColumn?: string;
+  /** Re-read in full every run (mode `full`): a destination may skip rows that did not change. */
+  readonly fullRefresh?: boolean;
 }
 
 /** Injected clock: every part that reads time takes one, so tests can fake it. */

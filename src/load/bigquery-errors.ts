@@ -68,6 +68,19 @@ export const RETRIABLE_REASONS: ReadonlySet<string> = new Set([
   'jobInternalError',
 ]);
 
+/**
+ * Two mutating DML statements (or transactions) on one table that overlap: BigQuery fails the one
+ * that commits later with reason `invalidQuery` and this message; running it again is right
+ * (https://cloud.google.com/bigquery/docs/data-manipulation-language#update_delete_merge_dml_concurrency).
+ * Two processes on one dataset (a sync beside a backfill, two pods) meet it.
+ */
+const CONCURRENT_UPDATE = /could not serialize access to table .* due to concurrent update|transaction is aborted due to concurrent update/i;
+
+/** Whether an error is a concurrent-DML conflict (retried with its own, longer budget). */
+export function isConcurrentUpdate(info: BigQueryErrorInfo): boolean {
+  return [info.message, ...info.messages].some((m) => CONCURRENT_UPDATE.test(m));
+}
+
 /** Socket-level failures before any response: the request may be sent again. */
 const RETRIABLE_NETWORK_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ECONNABORTED']);
 
@@ -107,6 +120,7 @@ function isProto(value: unknown): value is BigQueryErrorProto {
 
 /** What to do about an error. The main reason decides; the status is the fallback. */
 export function classifyBigQueryError(info: BigQueryErrorInfo): BigQueryErrorClass {
+  if (isConcurrentUpdate(info)) return 'retriable';
   const first = info.reasons[0];
   const reason = first === undefined || first.length === 0 ? undefined : first;
   if (reason !== undefined) {
@@ -210,6 +224,11 @@ export function toQuerySyncError(
 export interface RetryPolicy {
   /** Attempts in all, the first included. */
   readonly maxAttempts: number;
+  /**
+   * Attempts for a concurrent-DML conflict: another process's MERGE on the same table may run for
+   * minutes, so these wait longer than a transient error does.
+   */
+  readonly maxConflictAttempts: number;
   /** Base of the exponential backoff. */
   readonly baseMs: number;
   /** Cap of one wait. */

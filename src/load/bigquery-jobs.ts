@@ -5,6 +5,7 @@ import {
   backoffMs,
   classifyBigQueryError,
   errorInfo,
+  isConcurrentUpdate,
   JobFailedError,
   toQuerySyncError,
   type BigQueryErrorClass,
@@ -81,8 +82,10 @@ export class BigQueryJobs {
         const failed = { ...subject, operation: `${subject.operation} (job ${jobId})` };
         const kind = kindOf(error);
         if (kind !== 'retriable') throw toQuerySyncError(error, failed);
-        if (attempt >= this.options.retry.maxAttempts) throw toQuerySyncError(error, failed, attempt);
-        await this.backoff(failed, attempt, error);
+        const conflict = isConcurrentUpdate(errorInfo(error));
+        const limit = conflict ? this.options.retry.maxConflictAttempts : this.options.retry.maxAttempts;
+        if (attempt >= limit) throw toQuerySyncError(error, failed, attempt);
+        await this.backoff(failed, attempt, error, conflict);
       }
     }
   }
@@ -135,8 +138,9 @@ export class BigQueryJobs {
     }
   }
 
-  private async backoff(subject: ErrorSubject, attempt: number, error: unknown): Promise<void> {
-    const waitMs = backoffMs(this.options.retry, attempt);
+  private async backoff(subject: ErrorSubject, attempt: number, error: unknown, conflict = false): Promise<void> {
+    // A conflict waits at least the base: the other statement needs time to commit.
+    const waitMs = conflict ? this.options.retry.baseMs + backoffMs(this.options.retry, attempt) : backoffMs(this.options.retry, attempt);
     this.options.log.warn(
       {
         operation: subject.operation,
@@ -145,7 +149,7 @@ export class BigQueryJobs {
         waitMs,
         err: errorInfo(error).message,
       },
-      'bigquery transient error; retrying',
+      conflict ? 'bigquery DML conflict with another writer on the same table; retrying' : 'bigquery transient error; retrying',
     );
     await this.options.sleep(waitMs);
   }

@@ -1,7 +1,7 @@
 import { bigqueryType } from '../core/column-types.js';
 import { ConfigError, LoadError } from '../core/errors.js';
 import type { TableSchema } from '../core/types.js';
-import { PARTITION_DATE_COLUMN, partitionSpec, type PartitionRange, type PartitionSpec } from './bigquery-rows.js';
+import { KEY_BUCKETS, KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
 
 /**
  * The BigQuery DDL and MERGE text, as pure functions: the destination sends the equivalent REST
@@ -24,11 +24,19 @@ export interface BigQueryColumn {
 /** How long a staging table lives if the run dies before dropping it. */
 export const STAGE_EXPIRATION_MS = 24 * 60 * 60 * 1000;
 
-/** BigQuery allows at most four clustering columns (tables.insert `clustering.fields`). */
+/**
+ * BigQuery allows at most four clustering columns
+ * (https://cloud.google.com/bigquery/docs/clustered-tables#limitations).
+ */
 const MAX_CLUSTERING_COLUMNS = 4;
 
-/** Classic BigQuery column/table naming: letters, digits, underscores, not starting with a digit. */
+/**
+ * Column names: letters, digits, underscores, not starting with a digit, at most 300 characters,
+ * and none of the reserved prefixes, compared case-insensitively
+ * (https://cloud.google.com/bigquery/docs/schemas#column_names).
+ */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,299}$/;
+export const RESERVED_COLUMN_PREFIXES: readonly string[] = ['_TABLE_', '_FILE_', '_PARTITION', '_ROW_TIMESTAMP', '__ROOT__', '_COLIDENTIFIER'];
 /** Dataset ids: letters, digits and underscores, up to 1,024 characters. */
 const DATASET_ID = /^[A-Za-z0-9_]{1,1024}$/;
 
@@ -51,11 +59,44 @@ export function validateTarget(target: BigQueryTarget, location: string): void {
 export function quoteIdent(name: string): string {
   if (!IDENTIFIER.test(name)) {
     throw new LoadError(
-      `BigQuery: "${name}" is not a valid column or table name (letters, digits, underscores; not starting with a digit)`,
+      `BigQuery: "${name}" is not a valid column or table name (letters, digits, underscores; not starting with a digit; ` +
+        'at most 300 characters)',
       false,
     );
   }
   return `\`${name}\``;
+}
+
+/**
+ * Throw, before anything is sent, when a column name is one BigQuery refuses: invalid characters or
+ * length, a reserved prefix (case-insensitive), or two names that differ only in case. A field of
+ * the API that breaks these rules needs a rename in its connector.
+ */
+export function assertColumnNames(table: string, columns: readonly BigQueryColumn[]): void {
+  const seen = new Map<string, string>();
+  for (const { name } of columns) {
+    quoteIdent(name);
+    const upper = name.toUpperCase();
+    const prefix = RESERVED_COLUMN_PREFIXES.find((p) => upper.startsWith(p));
+    if (prefix !== undefined) {
+      throw new LoadError(
+        `BigQuery: column "${name}" of table ${table} starts with ${prefix}, a prefix BigQuery reserves (in any case); ` +
+          'rename the field in its connector (transform) to load it',
+        false,
+        { context: { resource: table } },
+      );
+    }
+    const prior = seen.get(name.toLowerCase());
+    if (prior !== undefined) {
+      throw new LoadError(
+        `BigQuery: columns "${prior}" and "${name}" of table ${table} differ only in case, and BigQuery column names are ` +
+          'case-insensitive; rename one of the fields in its connector (transform) to load both',
+        false,
+        { context: { resource: table } },
+      );
+    }
+    seen.set(name.toLowerCase(), name);
+  }
 }
 
 /** `project`.`dataset`.`table`, each part quoted on its own (domain-scoped project ids contain `:`). */
@@ -63,25 +104,22 @@ export function tablePath(target: BigQueryTarget, table: string): string {
   return `\`${target.projectId}\`.\`${target.dataset}\`.${quoteIdent(table)}`;
 }
 
-/** The columns a table (and its staging table) holds: declared ones, plus `_partition_date` when derived. */
+/**
+ * The columns a table (and its staging table) holds: declared ones, plus the derived partition
+ * timestamp when the partition column is an ns epoch, plus `row_hash` for full-refresh tables.
+ */
 export function bigQueryColumns(table: TableSchema): BigQueryColumn[] {
   const columns = table.columns.map((c) => ({ name: c.name, type: bigqueryType(c.type) }));
-  if (partitionSpec(table)?.kind === 'epoch_ns' && !columns.some((c) => c.name === PARTITION_DATE_COLUMN)) {
-    columns.push({ name: PARTITION_DATE_COLUMN, type: 'DATE' });
-  }
+  const spec = partitionSpec(table);
+  if (spec.kind === 'epoch_ns' && !columns.some((c) => c.name === spec.field)) columns.push({ name: spec.field, type: 'TIMESTAMP' });
+  if (spec.kind === 'key_bucket' && !columns.some((c) => c.name === spec.field)) columns.push({ name: spec.field, type: 'INT64' });
+  if (table.fullRefresh === true && !columns.some((c) => c.name === ROW_HASH_COLUMN)) columns.push({ name: ROW_HASH_COLUMN, type: 'STRING' });
   return columns;
 }
 
 /** Clustering columns: `project_id` and the key (`table.key`), as far as BigQuery allows. */
 export function clusteringColumns(table: TableSchema): string[] {
   return table.key.slice(0, MAX_CLUSTERING_COLUMNS);
-}
-
-/** The column BigQuery partitions on, and the expression over target alias `T` that equals it. */
-export function partitionColumnOf(spec: PartitionSpec): { readonly field: string; readonly expr: string } {
-  return spec.kind === 'timestamp'
-    ? { field: spec.column, expr: `DATE(T.${quoteIdent(spec.column)})` }
-    : { field: PARTITION_DATE_COLUMN, expr: `T.${quoteIdent(PARTITION_DATE_COLUMN)}` };
 }
 
 export function createSchemaDdl(target: BigQueryTarget, location: string): string {
@@ -98,20 +136,20 @@ export function createTableDdl(target: BigQueryTarget, table: TableSchema): stri
       .join(',\n'),
     ')',
   ];
-  if (spec !== undefined) {
-    lines.push(
-      spec.kind === 'timestamp'
-        ? `PARTITION BY DATE(${quoteIdent(spec.column)})`
-        : `PARTITION BY ${quoteIdent(PARTITION_DATE_COLUMN)}`,
-    );
-  }
+  lines.push(
+    spec.kind === 'key_bucket'
+      ? `PARTITION BY RANGE_BUCKET(${quoteIdent(spec.field)}, GENERATE_ARRAY(0, ${KEY_BUCKETS}, 1))`
+      : `PARTITION BY DATE(${quoteIdent(spec.field)})`,
+  );
   lines.push(`CLUSTER BY ${clusteringColumns(table).map(quoteIdent).join(', ')}`);
-  if (spec?.kind === 'epoch_ns') {
-    lines.push(
-      `OPTIONS (description = '${PARTITION_DATE_COLUMN} = UTC date of ${spec.column} (ns epoch), ` +
-        "computed by query-sync at load time')",
-    );
+  // Expiration off explicitly: a dataset default would otherwise delete tables (or old
+  // partitions) that state says are loaded.
+  const options = ['expiration_timestamp = NULL'];
+  if (spec.kind !== 'key_bucket') options.push('partition_expiration_days = NULL');
+  if (spec.kind === 'epoch_ns') {
+    options.push(`description = '${spec.field} = ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time'`);
   }
+  lines.push(`OPTIONS (${options.join(', ')})`);
   return `${lines.join('\n')};`;
 }
 
@@ -139,16 +177,19 @@ export function addColumnsDdl(
 }
 
 /**
- * The partition-pruning condition for the MERGE's ON clause: only the partitions the batch writes
- * into are scanned. Rows whose partition value is NULL live in the `__NULL__` partition, which a
- * BETWEEN would skip, so it is added explicitly when the batch has such rows.
+ * The partition-pruning condition for the MERGE's ON clause: the exact set of dates the batch
+ * writes into, as an IN list of literal dates (a BETWEEN would scan every day in between for an
+ * unordered batch). Rows whose partition value is NULL live in the `__NULL__` partition, which the
+ * IN list does not reach, so it is added explicitly when the batch has such rows.
  */
-export function pruningPredicate(spec: PartitionSpec, range: PartitionRange): string {
-  const { expr } = partitionColumnOf(spec);
-  const isNull = `T.${quoteIdent(spec.kind === 'timestamp' ? spec.column : PARTITION_DATE_COLUMN)} IS NULL`;
-  if (range.min === undefined || range.max === undefined) return isNull;
-  const between = `${expr} BETWEEN DATE '${range.min}' AND DATE '${range.max}'`;
-  return range.hasNull ? `(${between} OR ${isNull})` : between;
+export function pruningPredicate(spec: PartitionSpec, partitions: PartitionDates): string {
+  const column = `T.${quoteIdent(spec.field)}`;
+  const isNull = `${column} IS NULL`;
+  if (spec.kind === 'key_bucket') return `${column} IN (${partitions.dates.join(', ')})`;
+  if (partitions.dates.length === 0) return isNull;
+  const dates = partitions.dates.map((d) => `DATE '${d}'`).join(', ');
+  const inList = `DATE(${column}) IN (${dates})`;
+  return partitions.hasNull ? `(${inList} OR ${isNull})` : inList;
 }
 
 /**
@@ -166,25 +207,29 @@ export function mergeSql(params: {
   readonly target: BigQueryTarget;
   readonly table: TableSchema;
   readonly stage: string;
-  readonly range?: PartitionRange;
+  readonly partitions?: PartitionDates;
 }): string {
-  const { target, table, stage, range } = params;
+  const { target, table, stage, partitions } = params;
   const spec = partitionSpec(table);
   const names = bigQueryColumns(table).map((c) => quoteIdent(c.name));
   const keys = new Set(table.key);
   const on = table.key.map((k) => `T.${quoteIdent(k)} = S.${quoteIdent(k)}`);
-  if (spec !== undefined && range !== undefined) on.push(pruningPredicate(spec, range));
+  if (partitions !== undefined) on.push(pruningPredicate(spec, partitions));
   const lines = [
     `MERGE ${tablePath(target, table.name)} AS T`,
     `USING ${tablePath(target, stage)} AS S`,
     `ON ${on.join(' AND ')}`,
   ];
+  // The key bucket is a function of the key: never updated.
   const updates = bigQueryColumns(table)
-    .filter((c) => !keys.has(c.name))
+    .filter((c) => !keys.has(c.name) && c.name !== KEY_BUCKET_COLUMN)
     .map((c) => `${quoteIdent(c.name)} = S.${quoteIdent(c.name)}`);
   if (updates.length > 0) {
     const v = table.versionColumn === undefined ? undefined : quoteIdent(table.versionColumn);
-    const condition = v === undefined ? '' : ` AND (T.${v} IS NULL OR S.${v} >= T.${v})`;
+    const h = quoteIdent(ROW_HASH_COLUMN);
+    // Full refresh: a row that did not change is not rewritten.
+    const condition =
+      v !== undefined ? ` AND (T.${v} IS NULL OR S.${v} >= T.${v})` : table.fullRefresh === true ? ` AND (T.${h} IS DISTINCT FROM S.${h})` : '';
     lines.push(`WHEN MATCHED${condition} THEN`, `  UPDATE SET ${updates.join(', ')}`);
   }
   lines.push(
@@ -215,7 +260,7 @@ export function planWrite(params: {
   readonly table: TableSchema;
   readonly stage: string;
   readonly rowCount: number;
-  readonly range?: PartitionRange;
+  readonly partitions?: PartitionDates;
   readonly createSchema: boolean;
   readonly createTable: boolean;
   readonly newColumns: readonly BigQueryColumn[];
@@ -230,7 +275,7 @@ export function planWrite(params: {
     load:
       `-- load job: ${params.rowCount} row(s) as NEWLINE_DELIMITED_JSON into ${tablePath(target, stage)} ` +
       '(createDisposition CREATE_NEVER, writeDisposition WRITE_EMPTY)',
-    merge: mergeSql({ target, table, stage, ...(params.range === undefined ? {} : { range: params.range }) }),
+    merge: mergeSql({ target, table, stage, ...(params.partitions === undefined ? {} : { partitions: params.partitions }) }),
     dropStage: `DROP TABLE IF EXISTS ${tablePath(target, stage)};`,
   };
 }

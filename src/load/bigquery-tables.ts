@@ -3,16 +3,31 @@ import { COLUMN_TYPES, bigqueryType } from '../core/column-types.js';
 import { LoadError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { LogicalType, TableSchema } from '../core/types.js';
-import { toQuerySyncError, type ErrorSubject } from './bigquery-errors.js';
+import { errorInfo, toQuerySyncError, type ErrorSubject } from './bigquery-errors.js';
 import { kindOf, type BigQueryJobs } from './bigquery-jobs.js';
-import { PARTITION_DATE_COLUMN, partitionSpec } from './bigquery-rows.js';
+import { KEY_BUCKETS, partitionSpec } from './bigquery-rows.js';
 import { bigQueryColumns, clusteringColumns, type BigQueryColumn, type BigQueryTarget } from './bigquery-sql.js';
 
 /**
  * The dataset and tables of the BigQuery destination: created on first use (DAY partitions,
- * clustered by `project_id` + key), new columns patched in before a load, and the schema fields of
- * each table cached so a write patches only what is new.
+ * clustered by `project_id` + key, expiration off), new columns patched in before a load, and the
+ * schema fields of each table cached so a write patches only what is new.
+ *
+ * Location: every job runs where the dataset is. The dataset is looked up before the first job of
+ * any kind (writes, counts, status), and its location replaces `--bq-location`.
+ *
+ * Expiration: a dataset's default table or partition expiration (sandbox datasets: 60 days) would
+ * silently delete tables, or their old partitions, that state says are loaded. Tables this creates
+ * get both cleared right after creation (a tables.patch setting them to null), and a warning names
+ * the dataset default; an existing table that expires is warned about, not changed.
+ *
+ * Column patches re-read the table (schema and etag) right before patching and send the etag
+ * (If-Match), so a column another process added in between is kept: a stale etag (412) re-reads
+ * and tries again.
  */
+
+/** Attempts of a column patch that lost a race with another writer (412 on the etag). */
+const PATCH_RACE_ATTEMPTS = 5;
 
 export interface BigQueryTablesOptions {
   readonly client: BigQuery;
@@ -30,8 +45,11 @@ export class BigQueryTables {
   private readonly options: BigQueryTablesOptions;
   #location: string;
   #datasetReady: Promise<void> | undefined;
+  #datasetLookup: Promise<boolean> | undefined;
   /** Schema fields per table as last seen. */
   readonly #fields = new Map<string, TableField[]>();
+  /** The column each table is partitioned on, as BigQuery reports it (`null`: not partitioned). */
+  readonly #partitionField = new Map<string, string | null>();
 
   constructor(options: BigQueryTablesOptions) {
     this.options = options;
@@ -51,22 +69,58 @@ export class BigQueryTables {
     return this.#datasetReady;
   }
 
-  private async setupDataset(): Promise<void> {
+  /**
+   * Whether the dataset exists; adopts its location and warns about default expirations. Every
+   * job-sending path (write, count, status, verify) calls this first, so jobs run where the data is.
+   */
+  lookupDataset(): Promise<boolean> {
+    this.#datasetLookup ??= this.readDataset().catch((error: unknown) => {
+      this.#datasetLookup = undefined;
+      throw error;
+    });
+    return this.#datasetLookup;
+  }
+
+  private async readDataset(): Promise<boolean> {
     const { dataset } = this.options.target;
     const lookup = subjectOf(this.options.target, `lookup of dataset ${dataset}`);
     try {
       const [metadata] = await this.options.jobs.retrying(lookup, () => this.options.client.dataset(dataset).getMetadata());
-      this.adoptLocation((metadata as { location?: string }).location);
-      return;
+      const m = metadata as { location?: string; defaultTableExpirationMs?: string; defaultPartitionExpirationMs?: string };
+      this.adoptLocation(m.location);
+      if (m.defaultTableExpirationMs != null || m.defaultPartitionExpirationMs != null) {
+        this.options.log.warn(
+          {
+            dataset,
+            defaultTableExpirationMs: m.defaultTableExpirationMs,
+            defaultPartitionExpirationMs: m.defaultPartitionExpirationMs,
+          },
+          'bigquery dataset has a default expiration: tables query-sync creates have it cleared, but tables created ' +
+            'otherwise, and every table in a sandbox dataset (60 days), are deleted when it passes while state still ' +
+            'says they are loaded; remove the default (bq update --default_table_expiration 0 ' +
+            '--default_partition_expiration 0) or re-sync after it',
+        );
+      }
+      return true;
     } catch (error) {
       if (kindOf(error) !== 'notFound') throw toQuerySyncError(error, lookup);
+      return false;
     }
+  }
+
+  private async setupDataset(): Promise<void> {
+    const { dataset } = this.options.target;
+    if (await this.lookupDataset()) return;
     const create = subjectOf(this.options.target, `creation of dataset ${dataset} in ${this.#location}`);
     try {
       await this.options.jobs.retrying(create, () => this.options.client.createDataset(dataset, { location: this.#location }));
       this.options.log.info({ dataset, location: this.#location }, 'bigquery dataset created');
+      this.#datasetLookup = Promise.resolve(true);
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, create);
+      // Created by another process meanwhile, perhaps elsewhere: read its location.
+      this.#datasetLookup = undefined;
+      await this.lookupDataset();
     }
   }
 
@@ -81,14 +135,21 @@ export class BigQueryTables {
 
   /** The table's schema fields, or undefined when it (or the dataset) does not exist. */
   async fields(table: string): Promise<TableField[] | undefined> {
+    return (await this.metadata(table))?.schema?.fields ?? undefined;
+  }
+
+  /** The table's resource as BigQuery has it now (schema, etag, expiration), or undefined. */
+  async metadata(table: string): Promise<TableMetadata | undefined> {
     const subject = subjectOf(this.options.target, `lookup of table ${table}`, table);
     try {
       const [metadata] = await this.options.jobs.retrying(subject, () =>
         this.options.client.dataset(this.options.target.dataset).table(table).getMetadata(),
       );
-      const fields = (metadata as TableMetadata).schema?.fields ?? [];
-      this.#fields.set(table, fields);
-      return fields;
+      const resource = metadata as TableMetadata;
+      resource.schema = { fields: resource.schema?.fields ?? [] };
+      this.#fields.set(table, resource.schema.fields ?? []);
+      this.#partitionField.set(table, resource.timePartitioning?.field ?? resource.rangePartitioning?.field ?? null);
+      return resource;
     } catch (error) {
       if (kindOf(error) === 'notFound') return undefined;
       throw toQuerySyncError(error, subject);
@@ -99,79 +160,156 @@ export class BigQueryTables {
   async ensureTable(table: TableSchema): Promise<TableField[]> {
     const cached = this.#fields.get(table.name);
     if (cached !== undefined) return cached;
-    const existing = await this.fields(table.name);
-    if (existing !== undefined) return existing;
+    const existing = await this.metadata(table.name);
+    if (existing !== undefined) {
+      this.warnIfExpiring(table.name, existing);
+      return existing.schema?.fields ?? [];
+    }
     const subject = subjectOf(this.options.target, `creation of table ${table.name}`, table.name);
-    const spec = partitionSpec(table);
-    const resource: TableMetadata = {
-      schema: { fields: bigQueryColumns(table).map(toField) },
-      clustering: { fields: clusteringColumns(table) },
-      ...(spec === undefined
-        ? {}
-        : {
-            timePartitioning: {
-              type: 'DAY',
-              field: spec.kind === 'timestamp' ? spec.column : PARTITION_DATE_COLUMN,
-            },
-          }),
-      ...(spec?.kind === 'epoch_ns'
-        ? {
-            description:
-              `Partitioned on ${PARTITION_DATE_COLUMN}: the UTC date of ${spec.column} (ns epoch), ` +
-              'computed by query-sync at load time.',
-          }
-        : {}),
-    };
+    const resource = tableResource(table);
+    let created: TableMetadata;
     try {
       const [, metadata] = await this.options.jobs.retrying(subject, () =>
         this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(table.name, resource),
       );
+      created = metadata as TableMetadata;
       this.options.log.info({ table: table.name }, 'bigquery table created');
-      const fields = metadata.schema?.fields ?? resource.schema?.fields ?? [];
-      this.#fields.set(table.name, fields);
-      return fields;
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
       return (await this.fields(table.name)) ?? [];
     }
+    const fields = (await this.clearExpiration(table.name, created)).schema?.fields ?? resource.schema?.fields ?? [];
+    this.#fields.set(table.name, fields);
+    this.#partitionField.set(table.name, resource.timePartitioning?.field ?? resource.rangePartitioning?.field ?? null);
+    return fields;
   }
 
-  /** Add (tables.patch) the columns `table` declares that BigQuery lacks; refuse changed types. */
-  async addMissingColumns(
-    table: TableSchema,
-    existing: readonly TableField[],
-    columns: readonly BigQueryColumn[],
-  ): Promise<void> {
-    const present = new Map(existing.map((f) => [f.name ?? '', standardType(f.type)]));
-    const missing: BigQueryColumn[] = [];
-    for (const column of columns) {
-      const type = present.get(column.name);
-      if (type === undefined) missing.push(column);
-      else if (type !== column.type) {
-        throw new LoadError(
-          `BigQuery: column "${column.name}" of table ${table.name} is ${type} in BigQuery ` +
-            `but the batch writes ${column.type}; ` +
-            'query-sync does not change column types (drop or rename the column to proceed)',
-          false,
-          { context: { resource: table.name } },
+  /**
+   * Whether a MERGE into `table` may prune on `field`: only when the table really is partitioned
+   * on it. A table created otherwise (by an earlier version, unpartitioned, or by hand) has rows
+   * whose `field` is NULL or not what query-sync would compute; pruning on it would miss them and
+   * insert the rows again. Such a table is merged unpruned (exact, costlier), with a warning.
+   */
+  prunesOn(table: string, field: string): boolean {
+    const actual = this.#partitionField.get(table);
+    if (actual === field) return true;
+    if (!this.#warnedUnpruned.has(table)) {
+      this.#warnedUnpruned.add(table);
+      this.options.log.warn(
+        { table, expectedPartitionColumn: field, actualPartitionColumn: actual ?? null },
+        'bigquery table is not partitioned the way query-sync creates it: every MERGE scans the whole table; ' +
+          'to cut the cost, re-create it (drop it and run a full re-sync of that resource)',
+      );
+    }
+    return false;
+  }
+
+  readonly #warnedUnpruned = new Set<string>();
+
+  /** A table this created inherited the dataset's default expiration: turn it off. */
+  private async clearExpiration(table: string, created: TableMetadata): Promise<TableMetadata> {
+    const partitionExpiry = created.timePartitioning?.expirationMs;
+    if (created.expirationTime == null && partitionExpiry == null) return created;
+    const subject = subjectOf(this.options.target, `clearing the expiration of table ${table}`, table);
+    const patch: TableMetadata = {
+      ...(created.expirationTime == null ? {} : { expirationTime: null as unknown as string }),
+      ...(partitionExpiry == null ? {} : { timePartitioning: { ...created.timePartitioning, expirationMs: null as unknown as string } }),
+      ...(created.etag === undefined ? {} : { etag: created.etag }),
+    };
+    const [metadata] = await this.options.jobs
+      .retrying(subject, () => this.options.client.dataset(this.options.target.dataset).table(table).setMetadata(patch))
+      .catch((error: unknown) => {
+        throw toQuerySyncError(error, subject);
+      });
+    const after = metadata as TableMetadata;
+    this.options.log.warn(
+      { table, inheritedExpirationTime: created.expirationTime, inheritedPartitionExpirationMs: partitionExpiry },
+      'bigquery table inherited the dataset default expiration; cleared it so loaded rows are not deleted',
+    );
+    this.warnIfExpiring(table, after);
+    return after;
+  }
+
+  private warnIfExpiring(table: string, metadata: TableMetadata): void {
+    if (metadata.expirationTime == null && metadata.timePartitioning?.expirationMs == null) return;
+    this.options.log.warn(
+      { table, expirationTime: metadata.expirationTime, partitionExpirationMs: metadata.timePartitioning?.expirationMs },
+      'bigquery table expires (or its partitions do): BigQuery will delete rows that state says are loaded; ' +
+        'clear it (bq update --expiration 0 --time_partitioning_expiration 0) or re-sync after it passes',
+    );
+  }
+
+  /**
+   * Add (tables.patch) the columns `table` declares that BigQuery lacks; refuse changed types.
+   * `cached` is the schema as last seen: when it already has every column, nothing is sent. Otherwise
+   * the table is re-read (schema + etag) and patched with If-Match, so another process's new column
+   * is never dropped; a 412 (someone patched in between) re-reads and tries again.
+   */
+  async addMissingColumns(table: TableSchema, cached: readonly TableField[], columns: readonly BigQueryColumn[]): Promise<void> {
+    if (missingColumns(table, cached, columns).length === 0) return;
+    const subject = subjectOf(this.options.target, `adding columns to table ${table.name}`, table.name);
+    for (let attempt = 1; ; attempt += 1) {
+      const fresh = await this.metadata(table.name);
+      const existing = fresh?.schema?.fields ?? [];
+      const missing = missingColumns(table, existing, columns);
+      if (missing.length === 0) return;
+      const fields = [...existing, ...missing.map(toField)];
+      try {
+        const [metadata] = await this.options.jobs.retrying(subject, () =>
+          this.options.client
+            .dataset(this.options.target.dataset)
+            .table(table.name)
+            .setMetadata({ schema: { fields }, ...(fresh?.etag === undefined ? {} : { etag: fresh.etag }) }),
         );
+        this.#fields.set(table.name, (metadata as TableMetadata).schema?.fields ?? fields);
+        this.options.log.info({ table: table.name, columns: missing.map((c) => c.name) }, 'bigquery columns added');
+        return;
+      } catch (error) {
+        this.#fields.delete(table.name);
+        if (errorInfo(error).status === 412 && attempt < PATCH_RACE_ATTEMPTS) {
+          this.options.log.debug({ table: table.name, attempt }, 'bigquery table changed while adding columns; re-reading');
+          continue;
+        }
+        throw toQuerySyncError(error, subject);
       }
     }
-    if (missing.length === 0) return;
-    const names = missing.map((c) => c.name).join(', ');
-    const subject = subjectOf(this.options.target, `adding columns ${names} to table ${table.name}`, table.name);
-    const fields = [...existing, ...missing.map(toField)];
-    try {
-      const [metadata] = await this.options.jobs.retrying(subject, () =>
-        this.options.client.dataset(this.options.target.dataset).table(table.name).setMetadata({ schema: { fields } }),
+  }
+}
+
+/** Columns BigQuery lacks; throws when a column exists with another type. */
+function missingColumns(table: TableSchema, existing: readonly TableField[], columns: readonly BigQueryColumn[]): BigQueryColumn[] {
+  const present = new Map(existing.map((f) => [(f.name ?? '').toLowerCase(), { name: f.name ?? '', type: standardType(f.type) }]));
+  const missing: BigQueryColumn[] = [];
+  for (const column of columns) {
+    const found = present.get(column.name.toLowerCase());
+    if (found === undefined) missing.push(column);
+    else if (found.type !== column.type || found.name !== column.name) {
+      throw new LoadError(
+        `BigQuery: column "${found.name}" of table ${table.name} is ${found.type} in BigQuery ` +
+          `but the batch writes "${column.name}" ${column.type}; ` +
+          'query-sync does not change column types or names (drop or rename the column to proceed)',
+        false,
+        { context: { resource: table.name } },
       );
-      this.#fields.set(table.name, (metadata as TableMetadata).schema?.fields ?? fields);
-      this.options.log.info({ table: table.name, columns: missing.map((c) => c.name) }, 'bigquery columns added');
-    } catch (error) {
-      this.#fields.delete(table.name);
-      throw toQuerySyncError(error, subject);
     }
   }
+  return missing;
+}
+
+/** The tables.insert body of a target table (also what a dry run prints). */
+export function tableResource(table: TableSchema): TableMetadata {
+  const spec = partitionSpec(table);
+  return {
+    schema: { fields: bigQueryColumns(table).map(toField) },
+    clustering: { fields: clusteringColumns(table) },
+    ...(spec.kind === 'key_bucket'
+      ? { rangePartitioning: { field: spec.field, range: { start: '0', end: String(KEY_BUCKETS), interval: '1' } } }
+      : { timePartitioning: { type: 'DAY', field: spec.field } }),
+    ...(spec.kind === 'epoch_ns'
+      ? { description: `Partitioned on ${spec.field}: ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time.` }
+      : {}),
+    labels: { 'query-sync': 'table' },
+  };
 }
 
 /** What an error message names: the operation, the project, the dataset and the table. */
@@ -184,9 +322,6 @@ export function toField(column: BigQueryColumn): TableField {
     name: column.name,
     type: column.type,
     mode: 'NULLABLE',
-    ...(column.name === PARTITION_DATE_COLUMN
-      ? { description: 'UTC date of the ns-epoch partition column; set by query-sync at load time' }
-      : {}),
   };
 }
 

@@ -1,25 +1,35 @@
 /**
  * The BigQuery destination: batch load into a staging table, then one MERGE into the target.
  *
- * One `write(batch)`:
- *   1. dataset and table exist (created on first use: DAY partitions, clustered by `project_id` + key);
- *   2. columns the table lacks are added (tables.patch) BEFORE anything is loaded;
- *   3. the rows go as NDJSON in ONE load job (free; never streaming inserts / tabledata.insertAll)
- *      into `<table>__stage_<random>`, created with a 24 h expiration as a safety net;
- *   4. ONE MERGE query job upserts stage → target on (`project_id`, key), pruned to the partitions
- *      the batch touches; `write` resolves only once that job is DONE without errors, so the
- *      pipeline moves its state only when BigQuery has the rows;
+ * One write (one or more batches of one table, see Coalescing):
+ *   1. dataset and table exist (created on first use: DAY partitions, clustered by `project_id` + key,
+ *      expiration off); every job runs in the dataset's own location;
+ *   2. columns the table lacks are added (tables.patch, re-read + etag) BEFORE anything is loaded;
+ *   3. the rows are streamed as NDJSON to a temp file, at most `maxBatchBytes` per file, and each
+ *      file goes in ONE load job (free; never streaming inserts) into `<table>__stage_<random>`,
+ *      created with a 24 h expiration as a safety net;
+ *   4. ONE MERGE query job per file upserts stage → target on (`project_id`, key), pruned to the
+ *      exact partition dates of the rows (an IN list of literal dates); `write` resolves only once
+ *      that job is DONE without errors, so the pipeline moves its state only when BigQuery has the rows;
  *   5. the staging table is dropped.
  *
- * Batching guidance. Each write costs one load job and one MERGE job per table, whatever its size,
- * so send few, large batches: a 15-minute schedule makes at most one load job per table per write
- * (96 a day per table, against BigQuery's 1,500 load jobs per table per day), and the MERGE bill is
- * driven by the target partitions scanned, not by the batch size. The pipeline sends large batches.
+ * Coalescing. Writes to one table run one after another; writes that arrive while one runs (the
+ * per-project walks of traces and signals, concurrent backfill windows) are merged into the next
+ * single load + MERGE, across projects. Each caller resolves when the MERGE holding its rows is DONE.
  *
- * Partitioning. `events` is partitioned by `DATE(timestamp)`. `traces` is keyed on `start_time_ns`,
- * an INT64 ns epoch, and BigQuery cannot partition on an expression over INT64: the table gets a
- * derived `_partition_date DATE` column, filled at load time with the UTC date of `start_time_ns`
- * (computed exactly from the bigint), and is partitioned on it.
+ * Full refresh. Tables re-read in full every run (signals) carry a `row_hash`; a batch whose every
+ * hash is already in the table is neither loaded nor merged (one small query instead), and the MERGE
+ * rewrites only rows whose hash changed.
+ *
+ * Partitioning. Every table with a `partitionColumn` is partitioned by its UTC day. `traces` is
+ * keyed on `start_time_ns`, an INT64 ns epoch, and BigQuery cannot partition on an expression over
+ * INT64: the table gets a derived `start_time_ts TIMESTAMP`, filled at load time from the bigint.
+ *
+ * State in the warehouse (not built yet; see the deployment issue). The MERGE is one statement in
+ * one query job; a `_query_sync_state` row can ride with it by sending, in the same job, the script
+ * `BEGIN TRANSACTION; MERGE …; MERGE _query_sync_state …; COMMIT TRANSACTION;` (`mergeSql` returns
+ * one statement for that reason). Job ids stay deterministic per stage, so a lost response is
+ * adopted, and a conflict aborts the whole transaction, which is retried whole.
  *
  * Retries. The client's own retry layer is switched off (`retryOptions.autoRetry: false`) so there
  * is exactly one: this file's, which retries only what BigQuery calls transient (`backendError`,
@@ -29,28 +39,24 @@
  * and waits on it instead of running it twice.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
 import { silentLogger, type Logger } from '../core/log.js';
-import type { ColumnDef, TableSchema } from '../core/types.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from './destination.js';
+import type { ColumnDef, Row, TableSchema } from '../core/types.js';
+import { canonicalTimestamp } from '../normalize/timestamp.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
-import { BigQueryTables, logicalType, subjectOf, toField } from './bigquery-tables.js';
+import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
+import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
+import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
+import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
-  errorInfo,
-  toQuerySyncError,
-  type ErrorSubject,
-  type RetryPolicy,
-} from './bigquery-errors.js';
-import { PARTITION_DATE_COLUMN, encodeRows, type PartitionRange } from './bigquery-rows.js';
-import {
-  STAGE_EXPIRATION_MS,
+  assertColumnNames,
   bigQueryColumns,
   mergeSql,
-  planLines,
-  planWrite,
   quoteIdent,
   tablePath,
   validateTarget,
@@ -64,8 +70,8 @@ export interface BigQueryDestinationOptions {
   /** Dataset the tables go in; created when missing (`--bq-dataset`). */
   readonly dataset: string;
   /**
-   * Location of a dataset this creates, and of the jobs (`--bq-location`). An existing dataset's own
-   * location wins. @default 'US'
+   * Location of a dataset this creates (`--bq-location`). An existing dataset's own location wins,
+   * for every job. @default 'US'
    */
   readonly location?: string;
   /** API root, e.g. a local emulator or test double (`--bq-api-endpoint`). @default https://bigquery.googleapis.com */
@@ -74,7 +80,7 @@ export interface BigQueryDestinationOptions {
   readonly keyFilename?: string;
   /** An auth client to use instead (tests inject a `PassThroughClient`). */
   readonly authClient?: BigQueryOptions['authClient'];
-  /** Print the DDL, load target and MERGE each write would run, and send nothing. @default false */
+  /** Print the requests each write would send, and send nothing. @default false */
   readonly dryRun?: boolean;
   /** Where dry-run lines go. @default a line on stdout */
   readonly print?: (line: string) => void;
@@ -82,8 +88,15 @@ export interface BigQueryDestinationOptions {
   readonly logger?: Logger;
   /** Attempts per operation for transient errors, the first included. @default 5 */
   readonly maxAttempts?: number;
+  /** Attempts of a MERGE that conflicts with another writer's DML on the same table. @default 10 */
+  readonly maxConflictAttempts?: number;
   /** Base of the exponential backoff between attempts. @default 1000 */
   readonly retryBaseMs?: number;
+  /**
+   * Largest NDJSON file of one load job (and so one MERGE); a larger write is split. Keeps memory
+   * and a failed load's re-send bounded. @default 134217728 (128 MiB)
+   */
+  readonly maxBatchBytes?: number;
   /** Used for backoff and for polling jobs; tests pass one that does not wait. @default setTimeout */
   readonly sleep?: (ms: number) => Promise<void>;
   /** Clock for the staging table's expiration. @default Date.now */
@@ -92,7 +105,36 @@ export interface BigQueryDestinationOptions {
 
 const DEFAULT_LOCATION = 'US';
 const DEFAULT_MAX_ATTEMPTS = 5;
+const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
 const DEFAULT_RETRY_BASE_MS = 1_000;
+const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
+/**
+ * A full-refresh batch is checked against the table's hashes (one query) only up to this many rows:
+ * the IN list must stay well under BigQuery's 1 MB query text limit
+ * (https://cloud.google.com/bigquery/quotas#query_jobs). Larger ones go straight to the MERGE,
+ * which still rewrites only changed rows.
+ */
+const MAX_HASH_CHECK_ROWS = 5_000;
+
+/** Writes waiting for the table: they run as one. */
+interface WriteGroup {
+  readonly batches: LoadBatch[];
+  result?: Promise<GroupResult>;
+}
+
+interface GroupResult {
+  readonly bytesProcessed: number | undefined;
+  /** Rows each batch contributed (after dedupe inside the group). */
+  readonly rowsPerBatch: ReadonlyMap<LoadBatch, number>;
+}
+
+/** One load file: where it is, how many rows, the dates it touches. */
+interface StagedFile {
+  readonly file: string;
+  readonly rows: number;
+  readonly bytes: number;
+  readonly partitions: PartitionDates | undefined;
+}
 
 export class BigQueryDestination implements Destination {
   readonly kind = 'bigquery';
@@ -104,13 +146,14 @@ export class BigQueryDestination implements Destination {
   private readonly retry: RetryPolicy;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
+  private readonly maxBatchBytes: number;
   private readonly jobs: BigQueryJobs;
   private readonly tables: BigQueryTables;
-  /** Writes to one table run one after another (no two MERGEs racing on a table). */
+  /** The running write per table (never rejects). */
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** Dry run: the dataset and the columns already printed, so later writes print only ALTERs. */
-  private dryRunSchemaPrinted = false;
-  private readonly dryRunColumns = new Map<string, Set<string>>();
+  /** Writes waiting for the running one, per table. */
+  private readonly waiting = new Map<string, WriteGroup>();
+  private readonly dryRunPrinter: BigQueryDryRun;
 
   constructor(options: BigQueryDestinationOptions) {
     this.target = { projectId: options.projectId, dataset: options.dataset };
@@ -121,11 +164,13 @@ export class BigQueryDestination implements Destination {
     this.log = options.logger ?? silentLogger();
     this.retry = {
       maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
+      maxConflictAttempts: Math.max(1, options.maxConflictAttempts ?? DEFAULT_MAX_CONFLICT_ATTEMPTS),
       baseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
       maxMs: MAX_BACKOFF_MS,
     };
     this.sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
     this.now = options.now ?? Date.now;
+    this.maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
     // Constructing the client sends nothing; credentials are looked up on the first request.
     this.client = new BigQuery({
       projectId: options.projectId,
@@ -144,16 +189,26 @@ export class BigQueryDestination implements Destination {
       log: this.log,
     });
     this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
+    this.dryRunPrinter = new BigQueryDryRun(this.target, this.print, this.now);
   }
 
   async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
     if (this.dryRun) return undefined;
-    const fields = await this.tables.fields(table);
-    if (fields === undefined) return undefined;
+    if (!(await this.tables.lookupDataset())) return undefined;
+    const metadata = await this.tables.metadata(table);
+    if (metadata === undefined) return undefined;
+    const fields = metadata.schema?.fields ?? [];
+    const names = new Set(fields.map((f) => f.name ?? ''));
+    // Ours, derived at load time: the row hash, and a partition timestamp beside its ns column.
+    const partitionField = metadata.timePartitioning?.field ?? undefined;
+    const derived = new Set([ROW_HASH_COLUMN, KEY_BUCKET_COLUMN]);
+    if (partitionField !== undefined && names.has(partitionField.replace(/_ts$/, '_ns')) && derivedTimestampColumn(partitionField.replace(/_ts$/, '_ns')) === partitionField) {
+      derived.add(partitionField);
+    }
     const columns: ColumnDef[] = [];
     for (const field of fields) {
       const name = field.name ?? '';
-      if (name === PARTITION_DATE_COLUMN) continue; // ours, derived at load time
+      if (derived.has(name)) continue;
       const type = field.mode === 'REPEATED' ? undefined : logicalType(field.type);
       if (type === undefined) {
         this.log.warn(
@@ -169,67 +224,186 @@ export class BigQueryDestination implements Destination {
 
   write(batch: LoadBatch): Promise<LoadResult> {
     const name = batch.table.name;
-    const previous = this.queues.get(name) ?? Promise.resolve();
-    // Entries in `queues` never reject, so one failed write does not fail the next.
-    const next = previous.then(() => this.writeNow(batch));
-    this.queues.set(
-      name,
-      next.catch(() => undefined),
-    );
-    return next;
+    let group = this.waiting.get(name);
+    if (group === undefined) {
+      const created: WriteGroup = { batches: [] };
+      group = created;
+      this.waiting.set(name, created);
+      const previous = this.queues.get(name) ?? Promise.resolve();
+      created.result = previous.then(() => {
+        // From here on, new writes form the next group.
+        if (this.waiting.get(name) === created) this.waiting.delete(name);
+        return this.writeGroup(created.batches);
+      });
+      // Entries in `queues` never reject, so one failed write does not fail the next.
+      this.queues.set(name, created.result.catch(() => undefined));
+    }
+    group.batches.push(batch);
+    const result = group.result as Promise<GroupResult>;
+    return result.then((r) => {
+      const rows = r.rowsPerBatch.get(batch) ?? 0;
+      return r.bytesProcessed === undefined ? { rows } : { rows, bytesProcessed: r.bytesProcessed };
+    });
   }
 
   async count(table: string): Promise<number> {
-    if (this.dryRun) return 0;
-    if ((await this.tables.fields(table)) === undefined) return 0;
-    const subject = this.subject(`count of table ${table}`, table);
-    const sql = `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`;
-    const base = `qs_count_${table}_${randomBytes(6).toString('hex')}`;
-    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId));
-    const [rows] = await this.jobs.retrying(subject, () =>
-      this.client.job(job.jobId, { location: job.location }).getQueryResults({ maxResults: 1, autoPaginate: false }),
-    ).catch((error: unknown) => {
-      throw toQuerySyncError(error, subject);
-    });
-    const first: unknown = rows[0];
-    const n = typeof first === 'object' && first !== null ? (first as Record<string, unknown>)['n'] : undefined;
-    return Number(n ?? 0);
+    if (this.dryRun || !(await this.tableExists(table))) return 0;
+    const rows = await this.select(`count of table ${table}`, table, `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`);
+    return Number(rows[0]?.['n'] ?? 0);
+  }
+
+  async countWindow(table: string, window: WindowCount): Promise<number> {
+    if (this.dryRun || !(await this.tableExists(table))) return 0;
+    const column = quoteIdent(window.column);
+    const sql =
+      `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)} WHERE \`project_id\` = ${stringLiteral(window.projectId)} ` +
+      `AND ${column} >= ${timestampLiteral(window.fromIso)} AND ${column} < ${timestampLiteral(window.toIso)}`;
+    const rows = await this.select(`window count of table ${table} for project ${window.projectId}`, table, sql);
+    return Number(rows[0]?.['n'] ?? 0);
+  }
+
+  async countByProject(table: string): Promise<Readonly<Record<string, number>>> {
+    if (this.dryRun || !(await this.tableExists(table))) return {};
+    const sql = `SELECT \`project_id\` AS project_id, COUNT(*) AS n FROM ${tablePath(this.target, table)} GROUP BY 1 ORDER BY 1`;
+    const out: Record<string, number> = {};
+    for (const row of await this.select(`count per project of table ${table}`, table, sql)) out[String(row['project_id'])] = Number(row['n'] ?? 0);
+    return out;
   }
 
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()]);
   }
 
-  private async writeNow(batch: LoadBatch): Promise<LoadResult> {
-    const { table } = batch;
-    const rows = dedupeRows(batch.rows, table.key, table.versionColumn);
+  private async tableExists(table: string): Promise<boolean> {
+    return (await this.tables.lookupDataset()) && (await this.tables.fields(table)) !== undefined;
+  }
+
+  /** Run a SELECT as a query job in the dataset's location; its rows. */
+  private async select(operation: string, table: string, sql: string): Promise<Record<string, unknown>[]> {
+    const subject = this.subject(operation, table);
+    const base = `qs_select_${table}_${randomBytes(6).toString('hex')}`;
+    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId));
+    const [rows] = await this.jobs
+      .retrying(subject, () => this.client.job(job.jobId, { location: job.location }).getQueryResults({ autoPaginate: false }))
+      .catch((error: unknown) => {
+        throw toQuerySyncError(error, subject);
+      });
+    return rows.filter((r): r is Record<string, unknown> => typeof r === 'object' && r !== null);
+  }
+
+  // ---- one write ---------------------------------------------------------------------------
+
+  private async writeGroup(batches: readonly LoadBatch[]): Promise<GroupResult> {
+    const table = unionSchema(batches.map((b) => b.table));
     // Checked before anything is sent: names BigQuery would refuse, cells of the wrong type.
     quoteIdent(table.name);
     const columns = bigQueryColumns(table);
-    columns.forEach((c) => quoteIdent(c.name));
-    if (rows.length === 0) return { rows: 0 };
-    const encoded = encodeRows(table, rows);
-    const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
+    assertColumnNames(table.name, columns);
+    const rowsPerBatch = new Map<LoadBatch, number>();
+    const all: Row[] = [];
+    for (const batch of batches) {
+      const own = dedupeRows(batch.rows, table.key, table.versionColumn);
+      rowsPerBatch.set(batch, own.length);
+      all.push(...own);
+    }
+    const rows = batches.length === 1 ? all : dedupeRows(all, table.key, table.versionColumn);
+    if (rows.length === 0) return { bytesProcessed: undefined, rowsPerBatch };
+    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, '_synced_at')) : undefined;
+    // Every cell is checked (encoded once, discarded) before anything is sent; the files are
+    // written later, a line at a time.
+    const spec = partitionSpec(table);
+    for (const row of rows) encodeRow(table, row, spec);
 
     if (this.dryRun) {
-      this.printDryRun(table, stage, rows.length, encoded.range);
-      return { rows: rows.length };
+      this.dryRunPrinter.write(table, rows, hashes, this.tables.location);
+      return { bytesProcessed: undefined, rowsPerBatch };
     }
 
     await this.tables.ensureDataset();
     const existing = await this.tables.ensureTable(table);
     await this.tables.addMissingColumns(table, existing, columns);
+    if (hashes !== undefined && (await this.unchanged(table, hashes))) {
+      this.log.info({ table: table.name, rows: rows.length }, 'bigquery full-refresh batch unchanged; nothing loaded or merged');
+      return { bytesProcessed: undefined, rowsPerBatch };
+    }
 
+    const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
+    let bytesProcessed: number | undefined;
+    try {
+      const prune = this.tables.prunesOn(table.name, spec.field);
+      for await (const staged of this.stageFiles(dir, table, rows, hashes)) {
+        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined });
+        if (bytes !== undefined) bytesProcessed = (bytesProcessed ?? 0) + bytes;
+        await rm(staged.file, { force: true });
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    return { bytesProcessed, rowsPerBatch };
+  }
+
+  /** Whether every row's hash is already in the table: then the batch changes nothing. */
+  private async unchanged(table: TableSchema, hashes: readonly string[]): Promise<boolean> {
+    if (hashes.length > MAX_HASH_CHECK_ROWS) return false;
+    const distinct = [...new Set(hashes)];
+    const sql =
+      `SELECT COUNT(DISTINCT ${quoteIdent(ROW_HASH_COLUMN)}) AS n FROM ${tablePath(this.target, table.name)} ` +
+      `WHERE ${quoteIdent(ROW_HASH_COLUMN)} IN (${distinct.map((h) => `'${h}'`).join(', ')})`;
+    const rows = await this.select(`unchanged-rows check of table ${table.name}`, table.name, sql);
+    return Number(rows[0]?.['n'] ?? 0) === distinct.length;
+  }
+
+  /**
+   * The rows as NDJSON files of at most `maxBatchBytes`, written through a stream (a batch is never
+   * one JS string), each with the partition dates it touches.
+   */
+  private async *stageFiles(dir: string, table: TableSchema, rows: readonly Row[], hashes: readonly string[] | undefined): AsyncGenerator<StagedFile> {
+    const spec = partitionSpec(table);
+    let index = 0;
+    let part = 0;
+    while (index < rows.length) {
+      const file = join(dir, `part-${part}.ndjson`);
+      part += 1;
+      const out = createWriteStream(file, { encoding: 'utf8' });
+      const dates = new PartitionDateSet();
+      let bytes = 0;
+      let count = 0;
+      try {
+        while (index < rows.length) {
+          const encoded = encodeRow(table, rows[index] as Row, spec, hashes?.[index]);
+          const size = Buffer.byteLength(encoded.line, 'utf8');
+          if (count > 0 && bytes + size > this.maxBatchBytes) break;
+          dates.add(encoded.date);
+          bytes += size;
+          count += 1;
+          index += 1;
+          if (!out.write(encoded.line)) await new Promise<void>((resolve) => out.once('drain', resolve));
+        }
+      } finally {
+        await new Promise<void>((resolve, reject) => {
+          out.once('error', reject);
+          out.end(resolve);
+        });
+      }
+      yield { file, rows: count, bytes, partitions: dates.value() };
+    }
+  }
+
+  /** One file: stage, load, MERGE, drop the stage. Resolves when the MERGE is DONE. */
+  private async loadAndMerge(table: TableSchema, columns: readonly BigQueryColumn[], staged: StagedFile): Promise<number | undefined> {
+    const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
     await this.createStage(table, stage, columns);
     try {
-      const load = await this.load(table, stage, encoded.ndjson);
-      const merge = await this.merge(table, stage, encoded.range === undefined ? {} : { range: encoded.range });
+      const load = await this.load(table, stage, staged.file);
+      const merge = await this.merge(table, stage, staged.partitions);
       const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
       const bytesProcessed = bytes === undefined || bytes === null ? undefined : Number(bytes);
       this.log.info(
         {
           table: table.name,
-          rows: rows.length,
+          rows: staged.rows,
+          ndjsonBytes: staged.bytes,
+          partitions: staged.partitions?.dates.length,
           loadJob: load.jobId,
           mergeJob: merge.jobId,
           bytesProcessed,
@@ -238,84 +412,38 @@ export class BigQueryDestination implements Destination {
         },
         'bigquery merge done',
       );
-      return bytesProcessed === undefined ? { rows: rows.length } : { rows: rows.length, bytesProcessed };
+      return bytesProcessed;
     } finally {
       await this.dropStage(table, stage);
     }
   }
 
-  private printDryRun(
-    table: TableSchema,
-    stage: string,
-    rowCount: number,
-    range: PartitionRange | undefined,
-  ): void {
-    const printed = this.dryRunColumns.get(table.name);
-    const columns = bigQueryColumns(table);
-    const plan = planWrite({
-      target: this.target,
-      location: this.tables.location,
-      table,
-      stage,
-      rowCount,
-      ...(range === undefined ? {} : { range }),
-      createSchema: !this.dryRunSchemaPrinted,
-      createTable: printed === undefined,
-      newColumns: printed === undefined ? [] : columns.filter((c) => !printed.has(c.name)),
-    });
-    this.dryRunSchemaPrinted = true;
-    this.dryRunColumns.set(table.name, new Set([...(printed ?? []), ...columns.map((c) => c.name)]));
-    this.print(`-- bigquery dry run: ${rowCount} row(s) for table ${table.name}; nothing is sent`);
-    for (const statement of planLines(plan)) this.print(statement);
+  private stageResource(columns: readonly BigQueryColumn[]): StageResource {
+    return stageResource(columns, this.now());
   }
-
-  // ---- one write ---------------------------------------------------------------------------
 
   private async createStage(table: TableSchema, stage: string, columns: readonly BigQueryColumn[]): Promise<void> {
     const subject = this.subject(`creation of staging table ${stage}`, table.name);
     try {
       await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset, { location: this.tables.location }).createTable(stage, {
-          schema: { fields: columns.map(toField) },
-          expirationTime: String(this.now() + STAGE_EXPIRATION_MS),
-          labels: { 'query-sync': 'stage' },
-        }),
+        this.client.dataset(this.target.dataset, { location: this.tables.location }).createTable(stage, this.stageResource(columns)),
       );
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
     }
   }
 
-  private async load(table: TableSchema, stage: string, ndjson: string): Promise<FinishedJob> {
+  private async load(table: TableSchema, stage: string, file: string): Promise<FinishedJob> {
     const subject = this.subject(`load job into ${stage}`, table.name);
-    const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
-    const file = join(dir, `${stage}.ndjson`);
-    try {
-      await writeFile(file, ndjson, 'utf8');
-      const stageTable = this.client.dataset(this.target.dataset, { location: this.tables.location }).table(stage);
-      return await this.jobs.run(subject, `qs_load_${stage}`, async (jobId) => {
-        const [job] = await stageTable.createLoadJob(file, {
-          jobId,
-          sourceFormat: 'NEWLINE_DELIMITED_JSON',
-          // The stage was created empty a moment ago: a second copy of the rows is an error, never a duplicate.
-          writeDisposition: 'WRITE_EMPTY',
-          createDisposition: 'CREATE_NEVER',
-          ignoreUnknownValues: false,
-          maxBadRecords: 0,
-        });
-        return job;
-      });
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+    const stageTable = this.client.dataset(this.target.dataset, { location: this.tables.location }).table(stage, { location: this.tables.location });
+    return this.jobs.run(subject, `qs_load_${stage}`, async (jobId) => {
+      const [job] = await stageTable.createLoadJob(file, { jobId, ...LOAD_OPTIONS });
+      return job;
+    });
   }
 
-  private async merge(
-    table: TableSchema,
-    stage: string,
-    range: { readonly range?: PartitionRange },
-  ): Promise<FinishedJob> {
-    const sql = mergeSql({ target: this.target, table, stage, ...range });
+  private async merge(table: TableSchema, stage: string, partitions: PartitionDates | undefined): Promise<FinishedJob> {
+    const sql = mergeSql({ target: this.target, table, stage, ...(partitions === undefined ? {} : { partitions }) });
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
     return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
   }
@@ -343,6 +471,28 @@ export class BigQueryDestination implements Destination {
   private subject(operation: string, table?: string): ErrorSubject {
     return subjectOf(this.target, operation, table);
   }
+}
+
+/** One schema for batches of one table written together: every column any of them has. */
+function unionSchema(tables: readonly TableSchema[]): TableSchema {
+  const [first, ...rest] = tables;
+  if (first === undefined) throw new Error('unreachable: a write group has at least one batch');
+  if (rest.length === 0) return first;
+  const columns = new Map(first.columns.map((c) => [c.name, c]));
+  for (const t of rest) for (const c of t.columns) if (!columns.has(c.name)) columns.set(c.name, c);
+  return { ...first, columns: [...columns.values()] };
+}
+
+/** A GoogleSQL string literal. */
+function stringLiteral(value: string): string {
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+/** A GoogleSQL TIMESTAMP literal of an ISO instant, in UTC. */
+function timestampLiteral(iso: string): string {
+  const canonical = canonicalTimestamp(iso);
+  if (canonical === undefined) throw new Error(`not an ISO-8601 instant with an offset: ${iso}`);
+  return `TIMESTAMP '${canonical.replace('T', ' ').replace('Z', '+00')}'`;
 }
 
 function numberOrUndefined(value: string | number | null | undefined): number | undefined {

@@ -1,5 +1,6 @@
 import { DataError } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
+import { canonicalTimestamp } from './timestamp.js';
 import type {
   ApiRecord,
   CellValue,
@@ -15,11 +16,9 @@ import type {
 export const SYNCED_AT_COLUMN = '_synced_at';
 export const PROJECT_COLUMN = 'project_id';
 
-/** An ISO-8601 instant with an explicit offset. A naive date-time stays a string. */
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}(:?\d{2})?)$/;
-
+/** An ISO-8601 instant with an explicit offset (a real date). A naive date-time stays a string. */
 export function isIsoInstant(value: string): boolean {
-  return ISO_INSTANT.test(value) && !Number.isNaN(Date.parse(value));
+  return canonicalTimestamp(value) !== undefined;
 }
 
 /**
@@ -48,6 +47,7 @@ export class SchemaTracker {
       columns: [...this.columns].map(([name, type]) => ({ name, type })),
       versionColumn: this.resource.cursorField,
       partitionColumn: this.resource.partitionColumn,
+      fullRefresh: this.resource.mode === 'full',
     };
   }
 
@@ -115,7 +115,8 @@ export function toCell(type: LogicalType, value: JsonValue): CellValue | undefin
     case 'bool':
       return typeof value === 'boolean' ? value : undefined;
     case 'timestamp':
-      return typeof value === 'string' && isIsoInstant(value) ? value : undefined;
+      // One canonical UTC form, so both destinations store the same instant (see timestamp.ts).
+      return typeof value === 'string' ? canonicalTimestamp(value) : undefined;
     case 'json':
       return stringifyJson(value);
   }

@@ -18,6 +18,8 @@ export interface SyncPlanOptions {
   readonly startMs?: number;
   /** @default 5000 */
   readonly batchRows?: number;
+  /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
+  readonly sampleRows?: number;
   readonly signal?: AbortSignal;
   /** Re-read windows of resources that settle once they are this old; 0 turns it off. @default DEFAULT_SETTLE_MS */
   readonly settleMs?: number;
@@ -82,10 +84,11 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     runStartMs,
     lookbackMs: options.lookbackMs,
     startMs: options.startMs,
-    batchRows: options.batchRows ?? DEFAULT_BATCH_ROWS,
+    batchRows: Math.min(options.batchRows ?? DEFAULT_BATCH_ROWS, options.sampleRows ?? Infinity),
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
+    ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 
   // Per-parent children (traces per event): learn once whether the server lists them by time.

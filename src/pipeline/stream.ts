@@ -25,6 +25,8 @@ export interface StreamOptions {
   readonly startMs?: number;
   /** Rows buffered before a write + checkpoint. */
   readonly batchRows: number;
+  /** Stop once this many rows are written (a dry run's sample). */
+  readonly sampleRows?: number;
   /** `_synced_at` of this run. */
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
@@ -113,6 +115,7 @@ export async function syncStream(
         window,
         startCursor,
         batchRows: options.batchRows,
+        sampleRows: options.sampleRows,
         syncedAt: options.syncedAt,
         ctx,
         onProjects: options.onProjects,
@@ -139,11 +142,11 @@ export async function syncStream(
       let readFromMs: number | undefined;
       for (;;) {
         const next = nextWindow(deps.state.stream(key), options);
-        if (next === undefined) break;
+        if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
         readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
         await walk(next.window, next.cursor);
       }
-      if (resource.settles === true && (options.settleMs ?? 0) > 0) {
+      if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
         // Work units of the settle pass: a re-read a killed run left, then this run's own.
         const resumed = deps.state.stream(key).settlePending;
         if (resumed !== undefined) {

@@ -98,8 +98,8 @@ export async function verifyWindows(
   const countWindow = deps.destination.countWindow?.bind(deps.destination);
   if (countWindow === undefined) {
     throw new ConfigError(
-      `verify compares API counts with warehouse counts, which the ${deps.destination.kind} destination cannot give yet: ` +
-        `only the DuckDB destination supports verify for now (--destination duckdb)`,
+      `verify compares API counts with warehouse counts per window, which the ${deps.destination.kind} destination cannot give: ` +
+        'use a destination that counts windows (duckdb, bigquery)',
     );
   }
   const queue = new PQueue({ concurrency: deps.concurrency ?? 8 });

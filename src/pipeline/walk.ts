@@ -22,6 +22,8 @@ export interface WalkOptions {
   readonly startCursor: string | undefined;
   /** Rows buffered before one write + checkpoint. */
   readonly batchRows: number;
+  /** Stop after the write that brings the walk's rows to this many (a dry run's sample). */
+  readonly sampleRows?: number | undefined;
   readonly syncedAt: string;
   readonly ctx: CallContext;
   /**
@@ -101,6 +103,10 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
       if (!hasMore) break;
+      if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && hasMore) {
+        await pages.return?.(undefined);
+        return;
+      }
     }
   } catch (error) {
     const cursorRejected =

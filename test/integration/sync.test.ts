@@ -6,7 +6,8 @@ import type { Emulator } from '../../src/emulator/index.js';
 import { StateStore } from '../../src/state/store.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { RunSummary } from '../../src/pipeline/run.js';
-import { expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { expectTableMatches, readTable, statePathOf, syncOnce, syncOnce as harnessSyncOnce, type HarnessRun } from '../fakes/harness.js';
+import { PIPELINE_DESTINATIONS, type PipelineDestination } from '../fixtures/bigquery/pipeline-target.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 
@@ -14,15 +15,23 @@ import { dir, emulator } from '../fakes/lifecycle.js';
  * Every table equals the API's current data up to the last run's start (a span may start after its
  * event, so after the run began: the next run reads it): nothing missing, duplicated or altered.
  */
-async function expectWarehouseMatches(d: string, emu: Emulator, lastRun: RunSummary): Promise<void> {
+async function expectWarehouseMatchesIn(target: PipelineDestination, d: string, emu: Emulator, lastRun: RunSummary): Promise<void> {
   const cutoff = Date.parse(lastRun.startedAt);
   for (const resource of RESOURCES) {
     const expected = emu.snapshot(resource.name).filter((r) => (cursorMillis(resource, r) ?? 0) < cutoff);
-    expectTableMatches(await readTable(d, resource.name), expected, resource.key, resource.name);
+    expectTableMatches(await target.readTable(d, resource.name), expected, resource.key, resource.name);
   }
 }
 
-describe('sync against the emulator into a real DuckDB file', () => {
+// One suite, both destinations: DuckDB (a real file) and BigQuery (the real client, the strict double).
+describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (target) => {
+  const syncOnce = (opts: HarnessRun): Promise<RunSummary> => {
+    const destination = target.destination(opts.dir);
+    return harnessSyncOnce(destination === undefined ? opts : { ...opts, destination });
+  };
+  const readTable = (d: string, table: string): Promise<Record<string, unknown>[]> => target.readTable(d, table);
+  const expectWarehouseMatches = (d: string, emu: Emulator, lastRun: RunSummary): Promise<void> => expectWarehouseMatchesIn(target, d, emu, lastRun);
+
   it('a * sync of three projects loads every resource exactly, then a second sync reads only the new window', async () => {
     const emu = await emulator({ seed: 7, eventsPerProject: 400 });
     const d = dir();

@@ -3,39 +3,58 @@ import { ConfigError, LoadError } from '../../src/core/errors.js';
 import type { TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { backoffMs, classifyBigQueryError, errorInfo } from '../../src/load/bigquery-errors.js';
-import { dateOfEpochNs, dateOfTimestamp, encodeRows } from '../../src/load/bigquery-rows.js';
-import { createTableDdl, mergeSql, pruningPredicate, quoteIdent } from '../../src/load/bigquery-sql.js';
+import { dateOfTimestamp, encodeRows, timestampOfEpochNs } from '../../src/load/bigquery-rows.js';
+import { assertColumnNames, createTableDdl, mergeSql, pruningPredicate, quoteIdent } from '../../src/load/bigquery-sql.js';
 import { LAST_NS_OF_MAY_1, eventsTable, tracesTable } from '../fixtures/bigquery/tables.js';
 
 const target = { projectId: 'proj', dataset: 'sync' };
 
 describe('partition dates', () => {
-  it('computes the UTC date of an ns epoch exactly, flooring before 1970', () => {
-    expect(dateOfEpochNs(LAST_NS_OF_MAY_1)).toBe('2024-05-01');
-    expect(dateOfEpochNs(LAST_NS_OF_MAY_1 + 1n)).toBe('2024-05-02');
-    expect(dateOfEpochNs(0n)).toBe('1970-01-01');
-    expect(dateOfEpochNs(-1n)).toBe('1969-12-31');
-    expect(dateOfEpochNs(-86_400_000_000_000n)).toBe('1969-12-31');
-    expect(dateOfEpochNs(-86_400_000_000_001n)).toBe('1969-12-30');
+  it('turns an ns epoch into a UTC TIMESTAMP exactly (microseconds, truncated), flooring before 1970', () => {
+    expect(timestampOfEpochNs(LAST_NS_OF_MAY_1)).toBe('2024-05-01T23:59:59.999999Z');
+    expect(timestampOfEpochNs(LAST_NS_OF_MAY_1 + 1n)).toBe('2024-05-02T00:00:00Z');
+    expect(timestampOfEpochNs(0n)).toBe('1970-01-01T00:00:00Z');
+    expect(timestampOfEpochNs(-1n)).toBe('1969-12-31T23:59:59.999999Z');
+    expect(timestampOfEpochNs(-86_400_000_000_000n)).toBe('1969-12-31T00:00:00Z');
+    expect(timestampOfEpochNs(1_714_557_600_123_456_789n)).toBe('2024-05-01T10:00:00.123456Z');
   });
 
   it('computes the UTC date of an ISO timestamp the way DATE(timestamp) does', () => {
     expect(dateOfTimestamp('2024-05-01T23:59:59.9999999Z')).toBe('2024-05-01');
     expect(dateOfTimestamp('2024-05-02T01:30:00+02:00')).toBe('2024-05-01');
     expect(dateOfTimestamp('2024-05-01T22:30:00-02:00')).toBe('2024-05-02');
+    expect(dateOfTimestamp('2024-05-02T04:00+0530')).toBe('2024-05-01');
     expect(dateOfTimestamp('not a time')).toBeUndefined();
   });
 });
 
 describe('encodeRows', () => {
-  it('tracks the partition range, including NULL partition values', () => {
-    const { range } = encodeRows(eventsTable, [
+  it('collects the exact partition dates (not a range), including NULL partition values', () => {
+    const { partitions } = encodeRows(eventsTable, [
       { project_id: 'a', id: '1', timestamp: '2024-05-03T00:00:00Z' },
       { project_id: 'a', id: '2', timestamp: null },
-      { project_id: 'a', id: '3', timestamp: '2024-04-30T23:00:00Z' },
+      { project_id: 'a', id: '3', timestamp: '2024-04-01T23:00:00Z' },
+      { project_id: 'a', id: '4', timestamp: '2024-05-03T10:00:00Z' },
     ]);
-    expect(range).toEqual({ min: '2024-04-30', max: '2024-05-03', hasNull: true });
-    expect(encodeRows({ ...eventsTable, partitionColumn: undefined }, [{ project_id: 'a', id: '1' }]).range).toBeUndefined();
+    expect(partitions).toEqual({ dates: ['2024-04-01', '2024-05-03'], hasNull: true });
+    // A table with no time partition column is partitioned on a hash bucket of its key.
+    const keyed = encodeRows({ ...eventsTable, partitionColumn: undefined }, [{ project_id: 'a', id: '1' }, { project_id: 'a', id: '1' }, { project_id: 'b', id: '1' }]);
+    expect(keyed.partitions?.dates).toHaveLength(2);
+    expect(keyed.partitions?.dates.every((d) => Number(d) >= 0 && Number(d) < 4000)).toBe(true);
+    expect(keyed.ndjson).toMatch(/"key_bucket":"\d+"/);
+  });
+
+  it('writes every timestamp in one canonical UTC form the JSON loader accepts', () => {
+    const { ndjson } = encodeRows(eventsTable, [
+      { project_id: 'a', id: '1', timestamp: '2024-05-01T00:00Z' },
+      { project_id: 'a', id: '2', timestamp: '2024-05-01T05:30:00+0530' },
+      { project_id: 'a', id: '3', timestamp: '2024-05-01T01:00:00.5+01' },
+    ]);
+    expect(ndjson.split('\n').slice(0, 3).map((l) => (JSON.parse(l) as { timestamp: string }).timestamp)).toEqual([
+      '2024-05-01T00:00:00Z',
+      '2024-05-01T00:00:00Z',
+      '2024-05-01T00:00:00.5Z',
+    ]);
   });
 
   it('writes every declared column, cuts timestamps to microseconds, spells non-finite floats', () => {
@@ -49,10 +68,10 @@ describe('encodeRows', () => {
     );
   });
 
-  it('adds _partition_date for an ns partition column', () => {
-    const { ndjson, range } = encodeRows(tracesTable, [{ project_id: 'a', span_id: 's', start_time_ns: LAST_NS_OF_MAY_1 }]);
-    expect(ndjson).toContain('"start_time_ns":"1714607999999999999","end_time_ns":null,"attributes":null,"_synced_at":null,"_partition_date":"2024-05-01"}');
-    expect(range).toEqual({ min: '2024-05-01', max: '2024-05-01', hasNull: false });
+  it('adds the derived start_time_ts TIMESTAMP for an ns partition column', () => {
+    const { ndjson, partitions } = encodeRows(tracesTable, [{ project_id: 'a', span_id: 's', start_time_ns: LAST_NS_OF_MAY_1 }]);
+    expect(ndjson).toContain('"start_time_ns":"1714607999999999999","end_time_ns":null,"attributes":null,"_synced_at":null,"start_time_ts":"2024-05-01T23:59:59.999999Z"}');
+    expect(partitions).toEqual({ dates: ['2024-05-01'], hasNull: false });
   });
 
   it('refuses invalid JSON text and non-integers in INT64 columns', () => {
@@ -63,20 +82,35 @@ describe('encodeRows', () => {
 });
 
 describe('SQL text', () => {
-  it('prunes with BETWEEN, and keeps the __NULL__ partition when the batch has NULL partition values', () => {
-    const spec = { kind: 'timestamp', column: 'timestamp' } as const;
-    expect(pruningPredicate(spec, { min: '2024-05-01', max: '2024-05-02', hasNull: false })).toBe(
-      "DATE(T.`timestamp`) BETWEEN DATE '2024-05-01' AND DATE '2024-05-02'",
+  it('prunes with an IN list of the exact dates, and keeps the __NULL__ partition when the batch has NULL partition values', () => {
+    const spec = { kind: 'timestamp', column: 'timestamp', field: 'timestamp' } as const;
+    expect(pruningPredicate(spec, { dates: ['2024-04-01', '2024-05-02'], hasNull: false })).toBe(
+      "DATE(T.`timestamp`) IN (DATE '2024-04-01', DATE '2024-05-02')",
     );
-    expect(pruningPredicate(spec, { min: '2024-05-01', max: '2024-05-01', hasNull: true })).toBe(
-      "(DATE(T.`timestamp`) BETWEEN DATE '2024-05-01' AND DATE '2024-05-01' OR T.`timestamp` IS NULL)",
+    expect(pruningPredicate(spec, { dates: ['2024-05-01'], hasNull: true })).toBe(
+      "(DATE(T.`timestamp`) IN (DATE '2024-05-01') OR T.`timestamp` IS NULL)",
     );
-    expect(pruningPredicate({ kind: 'epoch_ns', column: 'start_time_ns' }, { min: undefined, max: undefined, hasNull: true })).toBe(
-      'T.`_partition_date` IS NULL',
+    expect(pruningPredicate({ kind: 'epoch_ns', column: 'start_time_ns', field: 'start_time_ts' }, { dates: [], hasNull: true })).toBe(
+      'T.`start_time_ts` IS NULL',
     );
   });
 
-  it('builds a MERGE without version condition, partition or UPDATE when the table has none', () => {
+  it('skips unchanged rows of a full-refresh table (row hash) in the MERGE', () => {
+    const signals: TableSchema = {
+      name: 'signals',
+      key: ['project_id', 'id'],
+      columns: [
+        { name: 'project_id', type: 'string' },
+        { name: 'id', type: 'string' },
+        { name: 'name', type: 'string' },
+      ],
+      fullRefresh: true,
+    };
+    const sql = mergeSql({ target, table: signals, stage: 's' });
+    expect(sql).toContain('WHEN MATCHED AND (T.`row_hash` IS DISTINCT FROM S.`row_hash`) THEN\n  UPDATE SET `name` = S.`name`, `row_hash` = S.`row_hash`\n');
+  });
+
+  it('builds a MERGE without version condition for a table that has none, pruned to its key buckets', () => {
     const keyOnly: TableSchema = {
       name: 'users',
       key: ['project_id', 'id'],
@@ -85,15 +119,16 @@ describe('SQL text', () => {
         { name: 'id', type: 'string' },
       ],
     };
-    expect(mergeSql({ target, table: keyOnly, stage: 'users__stage_x' })).toBe(
+    expect(mergeSql({ target, table: keyOnly, stage: 'users__stage_x', partitions: { dates: ['7', '3999'], hasNull: false } })).toBe(
       [
         'MERGE `proj`.`sync`.`users` AS T',
         'USING `proj`.`sync`.`users__stage_x` AS S',
-        'ON T.`project_id` = S.`project_id` AND T.`id` = S.`id`',
+        'ON T.`project_id` = S.`project_id` AND T.`id` = S.`id` AND T.`key_bucket` IN (7, 3999)',
         'WHEN NOT MATCHED THEN',
-        '  INSERT (`project_id`, `id`) VALUES (S.`project_id`, S.`id`);',
+        '  INSERT (`project_id`, `id`, `key_bucket`) VALUES (S.`project_id`, S.`id`, S.`key_bucket`);',
       ].join('\n'),
     );
+    expect(createTableDdl(target, keyOnly)).toContain('PARTITION BY RANGE_BUCKET(`key_bucket`, GENERATE_ARRAY(0, 4000, 1))\nCLUSTER BY `project_id`, `id`');
     const withName: TableSchema = { ...keyOnly, columns: [...keyOnly.columns, { name: 'name', type: 'string' }] };
     expect(mergeSql({ target, table: withName, stage: 's' })).toContain('WHEN MATCHED THEN\n  UPDATE SET `name` = S.`name`\n');
   });
@@ -108,11 +143,12 @@ describe('SQL text', () => {
         '  `end_time_ns` INT64,',
         '  `attributes` JSON,',
         '  `_synced_at` TIMESTAMP,',
-        '  `_partition_date` DATE',
+        '  `start_time_ts` TIMESTAMP',
         ')',
-        'PARTITION BY `_partition_date`',
+        'PARTITION BY DATE(`start_time_ts`)',
         'CLUSTER BY `project_id`, `span_id`',
-        "OPTIONS (description = '_partition_date = UTC date of start_time_ns (ns epoch), computed by query-sync at load time');",
+        'OPTIONS (expiration_timestamp = NULL, partition_expiration_days = NULL, ' +
+          "description = 'start_time_ts = start_time_ns (ns epoch) as a TIMESTAMP, computed by query-sync at load time');",
       ].join('\n'),
     );
   });
@@ -121,6 +157,14 @@ describe('SQL text', () => {
     expect(quoteIdent('to')).toBe('`to`');
     expect(() => quoteIdent('user-agent')).toThrow(LoadError);
     expect(() => quoteIdent('a`b')).toThrow(LoadError);
+    expect(() => quoteIdent('x'.repeat(301))).toThrow(LoadError);
+    // Reserved prefixes, in any case (https://cloud.google.com/bigquery/docs/schemas#column_names).
+    for (const name of ['_partition_date', '_PARTITIONTIME', '_table_suffix', '_File_name', '_row_timestamp', '__root__x', '_colidentifier1']) {
+      expect(() => assertColumnNames('t', [{ name, type: 'STRING' }]), name).toThrow(/reserves/);
+    }
+    expect(() => assertColumnNames('t', [{ name: 'partition_date', type: 'DATE' }])).not.toThrow();
+    // Column names are case-insensitive: two fields differing in case cannot both be columns.
+    expect(() => assertColumnNames('t', [{ name: 'userId', type: 'STRING' }, { name: 'userid', type: 'STRING' }])).toThrow(/differ only in case/);
   });
 
   it('refuses bad options with ConfigError', () => {
@@ -145,6 +189,8 @@ describe('error classification', () => {
     [http(404, 'notFound', 'Not found: Table p:d.t'), 'notFound'],
     [http(409, 'duplicate'), 'alreadyExists'],
     [http(400, 'invalidQuery'), 'fatal'],
+    [http(400, 'invalidQuery', 'Could not serialize access to table proj:sync.events due to concurrent update'), 'retriable'],
+    [{ errorResult: { reason: 'invalidQuery', message: 'Could not serialize access to table proj:sync.events due to concurrent update' } }, 'retriable'],
     [{ errorResult: { reason: 'jobBackendError', message: 'x' } }, 'retriable'],
     [{ errorResult: { reason: 'invalid', message: 'x' }, errors: [{ reason: 'backendError', message: 'y' }] }, 'fatal'],
     [Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }), 'retriable'],
@@ -154,7 +200,7 @@ describe('error classification', () => {
   });
 
   it('backs off exponentially with full jitter, capped', () => {
-    const policy = { maxAttempts: 5, baseMs: 100, maxMs: 1_000 };
+    const policy = { maxAttempts: 5, maxConflictAttempts: 10, baseMs: 100, maxMs: 1_000 };
     expect([1, 2, 3, 4, 5].map((n) => backoffMs(policy, n, () => 1))).toEqual([100, 200, 400, 800, 1000]);
     expect(backoffMs(policy, 3, () => 0)).toBe(0);
     expect(backoffMs(policy, 3, () => 0.5)).toBe(200);

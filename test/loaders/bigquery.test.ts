@@ -119,25 +119,30 @@ describe('BigQueryDestination setup', () => {
     expect(fake.queries[0]?.location).toBe('EU');
   });
 
-  it('partitions traces on a derived _partition_date computed exactly from the ns bigint', async () => {
+  it('partitions traces on a real TIMESTAMP start_time_ts computed exactly from the ns bigint (never _PARTITION…)', async () => {
     const { fake, dest } = setup();
     await dest.write({ table: tracesTable, rows: traceRows });
 
     const created = body(fake.calls('tables.insert').find((r) => r.id === 'traces')) as unknown as TableResource;
-    expect(created.timePartitioning).toEqual({ type: 'DAY', field: '_partition_date' });
+    expect(created.timePartitioning).toEqual({ type: 'DAY', field: 'start_time_ts' });
     expect(created.clustering).toEqual({ fields: ['project_id', 'span_id'] });
-    expect(created.schema?.fields.at(-1)).toMatchObject({ name: '_partition_date', type: 'DATE' });
+    expect(created.schema?.fields.at(-1)).toMatchObject({ name: 'start_time_ts', type: 'TIMESTAMP' });
 
     const rows = ndjsonLines(fake.uploads[0]?.ndjson ?? '');
     // 23:59:59.999999999 on May 1st stays May 1st (a float64 would round it to May 2nd).
-    expect(rows.map((r) => [r['span_id'], r['start_time_ns'], r['_partition_date']])).toEqual([
-      ['s1', LAST_NS_OF_MAY_1.toString(), '2024-05-01'],
-      ['s2', '1714780800000000000', '2024-05-04'],
+    expect(rows.map((r) => [r['span_id'], r['start_time_ns'], r['start_time_ts']])).toEqual([
+      ['s1', LAST_NS_OF_MAY_1.toString(), '2024-05-01T23:59:59.999999Z'],
+      ['s2', '1714780800000000000', '2024-05-04T00:00:00Z'],
     ]);
     const merge = onlyQuery(fake);
-    expect(merge).toContain("T.`_partition_date` BETWEEN DATE '2024-05-01' AND DATE '2024-05-04'");
-    // The derived column is written on insert and kept on update.
-    expect(merge).toMatch(/INSERT \([^)]*`_partition_date`\) VALUES \([^)]*S\.`_partition_date`\)/);
+    // The exact dates, not the four days between them.
+    expect(merge).toContain("DATE(T.`start_time_ts`) IN (DATE '2024-05-01', DATE '2024-05-04')");
+    // The derived column is written on insert.
+    expect(merge).toMatch(/INSERT \([^)]*`start_time_ts`\) VALUES \([^)]*S\.`start_time_ts`\)/);
+    // And the rows are in the table, in the partitions of their start.
+    expect(fake.rows('sync', 'traces').map((r) => r['start_time_ts'])).toEqual(['2024-05-01T23:59:59.999999Z', '2024-05-04T00:00:00Z']);
+    // describe hides the derived column.
+    expect((await dest.describe('traces'))?.map((c) => c.name)).toEqual(tracesTable.columns.map((c) => c.name));
   });
 
   it('sends everything, uploads included, to --bq-api-endpoint when given', async () => {
@@ -221,7 +226,8 @@ describe('BigQueryDestination write', () => {
     expect(ndjson.split('\n')).toHaveLength(4);
     expect(evt2?.['properties']).toEqual([{ k: 'v' }]);
     expect(evt1?.['timestamp']).toBe('2024-05-01T10:00:00.123456Z');
-    expect(evt2?.['timestamp']).toBe('2024-05-02T01:30:00+02:00');
+    // One canonical UTC form (the instant of 2024-05-02T01:30:00+02:00).
+    expect(evt2?.['timestamp']).toBe('2024-05-01T23:30:00Z');
     expect(evt1?.['is_test']).toBe(false);
     expect(String(evt2?.['score'])).toBe('-2.5');
     // NULLs written explicitly.
@@ -238,9 +244,9 @@ describe('BigQueryDestination write', () => {
 
     expect(merge).toContain('MERGE `proj`.`sync`.`events` AS T');
     expect(merge).toContain(`USING \`proj\`.\`sync\`.\`${stage}\` AS S`);
-    // evt_2's +02:00 timestamp is May 1st in UTC: the range is May 1st–2nd.
+    // evt_2's +02:00 timestamp is May 1st in UTC: the dates are May 1st and 2nd.
     expect(merge).toContain(
-      "ON T.`project_id` = S.`project_id` AND T.`id` = S.`id` AND DATE(T.`timestamp`) BETWEEN DATE '2024-05-01' AND DATE '2024-05-02'\n",
+      "ON T.`project_id` = S.`project_id` AND T.`id` = S.`id` AND DATE(T.`timestamp`) IN (DATE '2024-05-01', DATE '2024-05-02')\n",
     );
     expect(merge).toContain('WHEN MATCHED AND (T.`_synced_at` IS NULL OR S.`_synced_at` >= T.`_synced_at`) THEN');
     expect(merge).toContain('UPDATE SET `timestamp` = S.`timestamp`, `event_name` = S.`event_name`');
@@ -511,7 +517,7 @@ describe('BigQueryDestination schema evolution', () => {
       { name: 'duration_ns', type: 'STRING' },
     ]);
     await expect(dest.write({ table: eventsTable, rows: eventRows })).rejects.toThrow(
-      /column "duration_ns" of table events is STRING in BigQuery but the batch writes INT64/,
+      /column "duration_ns" of table events is STRING in BigQuery but the batch writes "duration_ns" INT64/,
     );
     expect(fake.calls('tables.patch')).toHaveLength(0);
     expect(fake.uploads).toHaveLength(0);
@@ -519,7 +525,7 @@ describe('BigQueryDestination schema evolution', () => {
 });
 
 describe('BigQueryDestination describe and count', () => {
-  it('describe maps BigQuery types (legacy names too) back to logical types, hiding _partition_date', async () => {
+  it('describe maps BigQuery types (legacy names too) back to logical types, hiding the derived columns', async () => {
     const { fake, dest } = setup();
     fake.addDataset('sync');
     fake.addTable('sync', 'traces', [
@@ -530,8 +536,9 @@ describe('BigQueryDestination describe and count', () => {
       { name: 'ok', type: 'BOOLEAN' },
       { name: 'at', type: 'TIMESTAMP' },
       { name: 'attributes', type: 'JSON' },
-      { name: '_partition_date', type: 'DATE' },
-    ]);
+      { name: 'start_time_ts', type: 'TIMESTAMP' },
+      { name: 'row_hash', type: 'STRING' },
+    ], { timePartitioning: { type: 'DAY', field: 'start_time_ts' } });
     expect(await dest.describe('traces')).toEqual([
       { name: 'project_id', type: 'string' },
       { name: 'span_id', type: 'string' },
@@ -575,13 +582,13 @@ describe('BigQueryDestination dry run', () => {
     expect(text.match(/CREATE SCHEMA IF NOT EXISTS `proj`\.`sync` OPTIONS \(location = 'US'\);/g)).toHaveLength(1);
     expect(text).toContain('CREATE TABLE IF NOT EXISTS `proj`.`sync`.`events` (\n  `project_id` STRING,');
     expect(text).toContain('`properties` JSON,\n  `duration_ns` INT64,');
-    expect(text).toContain('PARTITION BY DATE(`timestamp`)\nCLUSTER BY `project_id`, `id`;');
+    expect(text).toContain('PARTITION BY DATE(`timestamp`)\nCLUSTER BY `project_id`, `id`\nOPTIONS (expiration_timestamp = NULL, partition_expiration_days = NULL);');
     expect(text.match(/CREATE TABLE IF NOT EXISTS `proj`\.`sync`\.`events`/g)).toHaveLength(1);
     expect(text).toContain('ALTER TABLE `proj`.`sync`.`events`\n  ADD COLUMN IF NOT EXISTS `country` STRING;');
     expect(text).toMatch(/CREATE TABLE `proj`\.`sync`\.`events__stage_[0-9a-f]{12}` \([\s\S]*OPTIONS \(expiration_timestamp = /);
     expect(text).toMatch(/-- load job: 3 row\(s\) as NEWLINE_DELIMITED_JSON into `proj`\.`sync`\.`events__stage_[0-9a-f]{12}`/);
-    expect(text).toContain("DATE(T.`timestamp`) BETWEEN DATE '2024-05-01' AND DATE '2024-05-02'");
-    expect(text).toContain('`_partition_date` DATE\n)\nPARTITION BY `_partition_date`\nCLUSTER BY `project_id`, `span_id`');
+    expect(text).toContain("DATE(T.`timestamp`) IN (DATE '2024-05-01', DATE '2024-05-02')");
+    expect(text).toContain('`start_time_ts` TIMESTAMP\n)\nPARTITION BY DATE(`start_time_ts`)\nCLUSTER BY `project_id`, `span_id`');
     expect(text).toMatch(/MERGE `proj`\.`sync`\.`traces` AS T/);
   });
 });

@@ -1,0 +1,163 @@
+/**
+ * What the BigQuery destination costs on a schedule: for a 90-day history at 1M events a day and a
+ * sync every 15 minutes, the bytes each MERGE scans per table (from the partitions it touches) and
+ * the daily job counts against BigQuery's quotas, for this design and for the previous one.
+ *
+ *   npm run bench:bigquery-cost
+ *
+ * Row sizes are measured, not assumed: the emulator's records, normalized and encoded by the real
+ * code (`encodeRow`), give the bytes per row of each table and the spans per event. Key buckets
+ * touched are counted with the real `keyBucket` over random keys. The activity model (users and
+ * conversations in the table and touched per run) is stated below; change it to yours. Bytes are
+ * NDJSON bytes, a proxy for BigQuery's logical bytes (within tens of percent: INT64 and TIMESTAMP
+ * are 8 bytes there, digits here). On-demand queries bill at least 10 MB per table referenced.
+ */
+import { RESOURCES } from '../connectors/index.js';
+import { startEmulator } from '../src/emulator/index.js';
+import type { TableSchema } from '../src/core/types.js';
+import { KEY_BUCKETS, encodeRow, keyBucket, partitionSpec } from '../src/load/bigquery-rows.js';
+import { SchemaTracker } from '../src/normalize/normalize.js';
+
+const EVENTS_PER_DAY = 1_000_000;
+const DAYS = 90;
+const RUNS_PER_DAY = 96; // every 15 minutes
+const PROJECTS = 3;
+/** Activity model (assumptions, printed). */
+const USERS_IN_TABLE = 2_000_000;
+const USERS_TOUCHED_PER_RUN = 5_000;
+const CONVERSATIONS_PER_DAY = 100_000;
+const CONVERSATIONS_TOUCHED_PER_RUN = 8_000;
+const SIGNALS_PER_PROJECT = 40;
+/** Runs whose events span two days: the first after midnight (its lookback reaches back). */
+const TWO_DAY_RUNS = 1;
+
+const MB = 1024 * 1024;
+const GB = 1024 * MB;
+const BILL_MIN = 10 * MB;
+
+interface Measured {
+  readonly bytesPerRow: number;
+  readonly rows: number;
+}
+
+const emu = await startEmulator({ seed: 5, eventsPerProject: 3_000 });
+const measured = new Map<string, Measured>();
+try {
+  const syncedAt = new Date().toISOString();
+  for (const resource of RESOURCES) {
+    const records = emu.snapshot(resource.name);
+    const tracker = new SchemaTracker(resource);
+    const rows = records.map((r) => tracker.normalize(r, typeof r['project_id'] === 'string' ? undefined : 'default', syncedAt));
+    const table: TableSchema = tracker.schema;
+    const spec = partitionSpec(table);
+    let bytes = 0;
+    for (const row of rows) bytes += Buffer.byteLength(encodeRow(table, row, spec, table.fullRefresh === true ? 'x'.repeat(32) : undefined).line);
+    measured.set(resource.name, { bytesPerRow: rows.length === 0 ? 0 : bytes / rows.length, rows: rows.length });
+  }
+} finally {
+  await emu.close();
+}
+
+const size = (name: string): number => measured.get(name)?.bytesPerRow ?? 0;
+const eventsMeasured = measured.get('events')?.rows ?? 1;
+const spansPerEvent = (measured.get('traces')?.rows ?? 0) / eventsMeasured;
+
+/** Distinct key buckets k random keys fall in (the real hash). */
+function bucketsTouched(k: number): number {
+  const seen = new Set<number>();
+  const table: TableSchema = { name: 't', key: ['project_id', 'id'], columns: [] };
+  for (let i = 0; i < k; i += 1) seen.add(keyBucket(table, { project_id: 'p', id: `k${i}_${Math.random()}` }));
+  return seen.size;
+}
+
+const eventsPerRun = EVENTS_PER_DAY / RUNS_PER_DAY;
+const eventDayBytes = EVENTS_PER_DAY * size('events');
+const spanDayBytes = EVENTS_PER_DAY * spansPerEvent * size('traces');
+const usersTableBytes = USERS_IN_TABLE * size('users');
+const conversationsTableBytes = CONVERSATIONS_PER_DAY * DAYS * size('conversations');
+const signalsTableBytes = SIGNALS_PER_PROJECT * PROJECTS * size('signals');
+const userBuckets = bucketsTouched(USERS_TOUCHED_PER_RUN);
+const convoBuckets = bucketsTouched(CONVERSATIONS_TOUCHED_PER_RUN);
+
+interface Line {
+  readonly table: string;
+  /** Bytes one MERGE scans, typical run. */
+  readonly perMerge: number;
+  /** MERGE statements a day. */
+  readonly mergesPerDay: number;
+  /** Bytes scanned a day (all MERGEs, with the minimum bill). */
+  readonly perDay: number;
+  readonly loadsPerDay: number;
+  /** Other query jobs a day (the unchanged-rows check). */
+  readonly queriesPerDay: number;
+}
+
+const avgEventMerge = (eventDayBytes / 2) + eventsPerRun * size('events'); // today's partition averages half a day
+const avgSpanMerge = (spanDayBytes / 2) + eventsPerRun * spansPerEvent * size('traces');
+const twoDay = (merge: number, day: number): number => (RUNS_PER_DAY - TWO_DAY_RUNS) * Math.max(BILL_MIN, merge) + TWO_DAY_RUNS * Math.max(BILL_MIN, merge + day);
+
+const now: Line[] = [
+  { table: 'events', perMerge: avgEventMerge, mergesPerDay: RUNS_PER_DAY, perDay: twoDay(avgEventMerge, eventDayBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  // One MERGE across projects (coalesced), today's partition.
+  { table: 'traces', perMerge: avgSpanMerge, mergesPerDay: RUNS_PER_DAY, perDay: twoDay(avgSpanMerge, spanDayBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  (() => {
+    const perMerge = usersTableBytes * (userBuckets / KEY_BUCKETS) + USERS_TOUCHED_PER_RUN * size('users');
+    return { table: 'users', perMerge, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, perMerge), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 };
+  })(),
+  (() => {
+    const perMerge = conversationsTableBytes * (convoBuckets / KEY_BUCKETS) + CONVERSATIONS_TOUCHED_PER_RUN * size('conversations');
+    return { table: 'conversations', perMerge, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, perMerge), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 };
+  })(),
+  // Unchanged definitions: one hash check (reads the row_hash column only), no load, no MERGE.
+  { table: 'signals', perMerge: 0, mergesPerDay: 0, perDay: RUNS_PER_DAY * BILL_MIN, loadsPerDay: 0, queriesPerDay: RUNS_PER_DAY },
+];
+
+const before: Line[] = [
+  { table: 'events', perMerge: avgEventMerge, mergesPerDay: RUNS_PER_DAY, perDay: twoDay(avgEventMerge, eventDayBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  // One MERGE per project, each scanning the day's partition (all projects' spans).
+  { table: 'traces', perMerge: avgSpanMerge, mergesPerDay: RUNS_PER_DAY * PROJECTS, perDay: PROJECTS * twoDay(avgSpanMerge, spanDayBytes), loadsPerDay: RUNS_PER_DAY * PROJECTS, queriesPerDay: 0 },
+  { table: 'users', perMerge: usersTableBytes, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, usersTableBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  { table: 'conversations', perMerge: conversationsTableBytes, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, conversationsTableBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  { table: 'signals', perMerge: signalsTableBytes, mergesPerDay: RUNS_PER_DAY * PROJECTS, perDay: RUNS_PER_DAY * PROJECTS * BILL_MIN, loadsPerDay: RUNS_PER_DAY * PROJECTS, queriesPerDay: 0 },
+];
+
+const fmt = (bytes: number): string => (bytes >= GB ? `${(bytes / GB).toFixed(2)} GB` : `${(bytes / MB).toFixed(1)} MB`);
+const out = (line: string): void => void process.stdout.write(`${line}\n`);
+
+out(`measured row sizes (NDJSON bytes): ${[...measured].map(([t, m]) => `${t} ${Math.round(m.bytesPerRow)} B`).join(', ')}; spans per event ${spansPerEvent.toFixed(2)}`);
+out(
+  `model: ${EVENTS_PER_DAY.toLocaleString('en')} events/day for ${DAYS} days, ${RUNS_PER_DAY} runs/day (15 min), ${PROJECTS} projects; ` +
+    `users ${USERS_IN_TABLE.toLocaleString('en')} in the table, ${USERS_TOUCHED_PER_RUN.toLocaleString('en')} touched a run (${userBuckets} of ${KEY_BUCKETS} key buckets); ` +
+    `conversations ${(CONVERSATIONS_PER_DAY * DAYS).toLocaleString('en')} in the table, ${CONVERSATIONS_TOUCHED_PER_RUN.toLocaleString('en')} touched a run (${convoBuckets} buckets); ` +
+    `${SIGNALS_PER_PROJECT} signals per project, unchanged`,
+);
+out(`table sizes: events ${fmt(eventDayBytes * DAYS)} (${fmt(eventDayBytes)}/day), traces ${fmt(spanDayBytes * DAYS)}, users ${fmt(usersTableBytes)}, conversations ${fmt(conversationsTableBytes)}, signals ${fmt(signalsTableBytes)}`);
+out('');
+out('table          | bytes per MERGE: before → now | MERGEs/day: before → now | scanned/day (≥10 MB billed per job): before → now | load jobs/day: before → now');
+let totalBefore = 0;
+let totalNow = 0;
+for (const n of now) {
+  const b = before.find((x) => x.table === n.table) as Line;
+  totalBefore += b.perDay;
+  totalNow += n.perDay;
+  out(
+    `${n.table.padEnd(14)} | ${fmt(b.perMerge).padStart(10)} → ${fmt(n.perMerge).padStart(10)} | ${String(b.mergesPerDay).padStart(4)} → ${String(n.mergesPerDay).padStart(3)} | ` +
+      `${fmt(b.perDay).padStart(10)} → ${fmt(n.perDay).padStart(10)} | ${String(b.loadsPerDay).padStart(4)} → ${String(n.loadsPerDay).padStart(3)}`,
+  );
+}
+out(`total scanned/day: before ${fmt(totalBefore)}, now ${fmt(totalNow)}; per 30 days: before ${fmt(totalBefore * 30)}, now ${fmt(totalNow * 30)}`);
+const loads = now.reduce((n, l) => n + l.loadsPerDay, 0);
+const dml = now.reduce((n, l) => n + l.mergesPerDay, 0);
+const queries = now.reduce((n, l) => n + l.queriesPerDay, 0);
+out('');
+out('daily jobs against BigQuery quotas (https://cloud.google.com/bigquery/quotas):');
+out(`  load jobs: ${loads}/day for the project (quota 100,000 per project per day); each goes into a fresh staging table, so the 1,500 per-table limit is used once per stage`);
+out(`  MERGE (mutating DML): ${dml}/day, at most one per table at a time from one process (limit: 2 running + 20 queued per table; DML does not count toward table-modification quotas)`);
+out(`  other query jobs: ${queries}/day (unchanged-rows checks); counts for status/verify on demand`);
+out(`  partition modifications by load/query jobs on targets: 0 (only MERGE writes targets; quota 30,000 per partitioned table per day)`);
+out('');
+out('key-bucket pruning vs keys touched per run (users table as above):');
+for (const k of [100, 500, 1_000, 5_000, 20_000]) {
+  const b = bucketsTouched(k);
+  out(`  ${String(k).padStart(6)} keys → ${String(b).padStart(4)} of ${KEY_BUCKETS} buckets → ${fmt(usersTableBytes * (b / KEY_BUCKETS) + k * size('users'))} per MERGE (unpartitioned: ${fmt(usersTableBytes)})`);
+}
