@@ -12,6 +12,7 @@ import {
   type SyncFlags,
 } from './config.js';
 import { exitCodeFor, QuerySyncError } from './core/errors.js';
+import { redact } from './core/log.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
@@ -45,6 +46,7 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('traces', { type: 'string', choices: ['all', 'traced', 'none'], describe: 'where traces are read per event, for which events: all, or those whose tool_calls/error_spans/model show a trace (default); none: no traces' })
     .option('start', { type: 'string', describe: 'ISO instant: the oldest data a first sync reads (default: all history)' })
     .option('batch-rows', { type: 'number', describe: 'rows per write + checkpoint (default 5000 for DuckDB, 50000 for BigQuery)' })
+    .option('batch-bytes', { type: 'string', describe: 'also write a batch once its rows hold this much text (default 8MB)' })
     .option('max-rpm', { type: 'number', default: 400, describe: 'requests per minute per endpoint' })
     .option('search-rpm', { type: 'number', default: 50, describe: 'requests per minute to /v1/events/search' })
     .option('max-rps', { type: 'number', default: 40, describe: 'requests per second, all endpoints' })
@@ -52,10 +54,15 @@ export function withSyncFlags<T>(y: Argv<T>): Argv<T & SyncFlags> {
     .option('connect-timeout', { type: 'string', default: '10s', describe: 'TCP/TLS connect timeout' })
     .option('headers-timeout', { type: 'string', default: '30s', describe: 'time to wait for response headers' })
     .option('body-timeout', { type: 'string', default: '60s', describe: 'longest pause while reading a response body' })
+    .option('request-timeout', { type: 'string', default: '2m', describe: 'longest time for one request, connect to last byte of the body' })
+    .option('max-retry-after', { type: 'string', default: '5m', describe: 'longest Retry-After honoured; a longer one fails the stream, naming the wait' })
     .option('log-level', { type: 'string', describe: 'pino level (default info; --verbose: debug)' })
     .option('log-format', { type: 'string', choices: ['json', 'pretty'], describe: 'default: pretty on a TTY, JSON otherwise' })
     .option('verbose', { type: 'boolean', default: false })
     .option('quiet', { type: 'boolean', default: false, describe: 'only the summary' })
+    .option('exclude-columns', { type: 'string', describe: 'resource.field items never written, e.g. events.user_input,traces.input' })
+    .option('hash-columns', { type: 'string', describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from env QUERY_SYNC_HASH_SALT' })
+    .option('schema-contract', { type: 'string', choices: ['evolve', 'freeze-columns', 'freeze'], describe: 'evolve (default): new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created' })
     .option('progress-interval', { type: 'string', default: '5s', describe: 'not on a TTY: a progress log line this often' }) as Argv<T & SyncFlags>;
 }
 
@@ -78,11 +85,21 @@ async function main(): Promise<number> {
     .command(
       'sync',
       'incrementally sync the Query API into the warehouse',
-      (y) => withSyncFlags(y),
+      (y) => withSyncFlags(y).option('json', { type: 'boolean', default: false, describe: 'print the run summary as one JSON object on stdout (for schedulers)' }),
       async (argv) => {
         const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
         const { syncCommand } = await import('./commands/sync.js');
         setExit(await syncCommand(config, { print }));
+      },
+    )
+    .command(
+      'check',
+      'one request per endpoint and project scope: is the key accepted, which endpoints take "*", what the records look like',
+      (y) => withSyncFlags(y).option('json', { type: 'boolean', default: false, describe: 'the report as one JSON object' }),
+      async (argv) => {
+        const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
+        const { checkCommand } = await import('./commands/check.js');
+        setExit(await checkCommand(config, { print }));
       },
     )
     .command(
@@ -181,7 +198,7 @@ async function main(): Promise<number> {
         );
       },
     )
-    .demandCommand(1, 'name a command: sync, backfill, plan, status, verify or emulate')
+    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify or emulate')
     .strict()
     .help()
     .alias('help', 'h')
@@ -193,6 +210,16 @@ async function main(): Promise<number> {
     })
     .parseAsync();
   return exitCode;
+}
+
+/** The API keys this process was given (flag and environment), to keep them out of a last-resort error print. */
+function apiKeysGiven(args: readonly string[], env: NodeJS.ProcessEnv): string[] {
+  const keys = env.QUERY_API_KEY === undefined ? [] : [env.QUERY_API_KEY];
+  args.forEach((arg, i) => {
+    if (arg === '--api-key' && args[i + 1] !== undefined) keys.push(args[i + 1] as string);
+    else if (arg.startsWith('--api-key=')) keys.push(arg.slice('--api-key='.length));
+  });
+  return keys;
 }
 
 // A sync is a long batch job whose speed the API's limits set, not the CPU: let V8 keep its heap
@@ -210,7 +237,7 @@ main().then(
   },
   (error: unknown) => {
     const message = error instanceof QuerySyncError ? `${error.name}: ${error.message}` : String((error as Error)?.stack ?? error);
-    process.stderr.write(`query-sync: ${message}\n`);
+    process.stderr.write(`query-sync: ${redact(message, apiKeysGiven(hideBin(process.argv), process.env))}\n`);
     process.exitCode = exitCodeFor(error);
   },
 );

@@ -5,8 +5,10 @@ import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
 import type { ChildSelection, ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
-import { DEFAULT_MEMORY_LIMIT, isDuckDbSize } from './load/duckdb-memory.js';
-import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { DEFAULT_MEMORY_LIMIT, isDuckDbSize, megabytes } from './load/duckdb-memory.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
+import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */
 
@@ -14,6 +16,7 @@ export const ENV = Object.freeze({
   baseUrl: 'QUERY_API_BASE_URL',
   apiKey: 'QUERY_API_KEY',
   project: 'QUERY_API_PROJECT',
+  hashSalt: 'QUERY_SYNC_HASH_SALT',
 });
 
 /**
@@ -21,6 +24,12 @@ export const ENV = Object.freeze({
  * and a table allows 1,500 load jobs a day; DuckDB checkpoints more often for cheap.
  */
 export const DEFAULT_BATCH_ROWS = Object.freeze({ duckdb: 5_000, bigquery: 50_000 });
+
+/**
+ * A batch is also written once its rows hold this much text (`--batch-bytes`), so memory follows
+ * the settings, not the size of the records: 5,000 rows of 200 KB would otherwise be 1 GB.
+ */
+export const DEFAULT_BATCH_BYTES = '8MB';
 
 /** Project slugs per the spec: a malformed slug is refused with 400 by the service. */
 const SLUG = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -56,8 +65,12 @@ export interface SyncConfig {
   readonly traces: ChildSelection;
   readonly startMs: number | undefined;
   readonly batchRows: number;
+  /** Bytes of row text per write (see `DEFAULT_BATCH_BYTES`). */
+  readonly batchBytes: number;
   readonly limits: RateLimits;
   readonly timeouts: TimeoutOptions;
+  /** The longest `Retry-After` honoured; a longer one fails the stream. */
+  readonly maxRetryAfterMs: number;
   readonly logLevel: string;
   readonly logFormat: LogFormat;
   readonly quiet: boolean;
@@ -67,6 +80,12 @@ export interface SyncConfig {
    */
   readonly progress: 'tty' | 'log' | 'off';
   readonly progressIntervalMs: number;
+  /** `sync --json`: the run summary as one JSON object on stdout (for schedulers), no text summary. */
+  readonly json: boolean;
+  /** Fields excluded or hashed before normalization (already part of `resources`' transforms; the salt is not kept here). */
+  readonly privacy: PrivacyRules;
+  /** What a run may change in the tables: `evolve` (default), `freeze-columns`, `freeze`. */
+  readonly schemaContract: SchemaContract;
 }
 
 /** Flags as yargs hands them over (strings and numbers, unvalidated). */
@@ -94,6 +113,7 @@ export interface SyncFlags {
   readonly traces?: string;
   readonly start?: string;
   readonly batchRows?: number;
+  readonly batchBytes?: string;
   readonly maxRpm?: number;
   readonly searchRpm?: number;
   readonly maxRps?: number;
@@ -101,11 +121,17 @@ export interface SyncFlags {
   readonly connectTimeout?: string;
   readonly headersTimeout?: string;
   readonly bodyTimeout?: string;
+  readonly requestTimeout?: string;
+  readonly maxRetryAfter?: string;
   readonly logLevel?: string;
   readonly logFormat?: string;
   readonly quiet?: boolean;
   readonly verbose?: boolean;
   readonly progressInterval?: string;
+  readonly json?: boolean;
+  readonly excludeColumns?: string;
+  readonly hashColumns?: string;
+  readonly schemaContract?: string;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
@@ -136,7 +162,8 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     }
   }
 
-  const resources = resolveResources(flags);
+  const privacy = resolvePrivacy(flags, RESOURCES, env[ENV.hashSalt], ENV.hashSalt);
+  const resources = resolveResources(flags).map((r) => withPrivacy(r, privacy, env[ENV.hashSalt]));
   const { destination, bigquery } = resolveWarehouse(flags);
 
   const lookbackMs = duration('--lookback', flags.lookback ?? '15m');
@@ -165,7 +192,10 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     connectMs: flags.connectTimeout === undefined ? DEFAULT_TIMEOUTS.connectMs : duration('--connect-timeout', flags.connectTimeout),
     headersMs: flags.headersTimeout === undefined ? DEFAULT_TIMEOUTS.headersMs : duration('--headers-timeout', flags.headersTimeout),
     bodyMs: flags.bodyTimeout === undefined ? DEFAULT_TIMEOUTS.bodyMs : duration('--body-timeout', flags.bodyTimeout),
+    requestMs:
+      flags.requestTimeout === undefined ? DEFAULT_TIMEOUTS.requestMs : positive('--request-timeout', duration('--request-timeout', flags.requestTimeout)),
   };
+  const maxRetryAfterMs = flags.maxRetryAfter === undefined ? DEFAULT_MAX_RETRY_AFTER_MS : duration('--max-retry-after', flags.maxRetryAfter);
 
   const logFormat = flags.logFormat ?? (isTty ? 'pretty' : 'json');
   if (logFormat !== 'json' && logFormat !== 'pretty') {
@@ -192,13 +222,18 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     traces,
     startMs,
     batchRows: positive('--batch-rows', flags.batchRows ?? DEFAULT_BATCH_ROWS[destination]),
+    batchBytes: batchBytes(flags.batchBytes ?? DEFAULT_BATCH_BYTES),
     limits,
     timeouts,
+    maxRetryAfterMs,
     logLevel: flags.logLevel ?? (flags.verbose ? 'debug' : flags.quiet ? 'warn' : 'info'),
     logFormat,
     quiet: flags.quiet ?? false,
     progress: flags.quiet ? 'off' : isTty ? 'tty' : 'log',
     progressIntervalMs: positive('--progress-interval', duration('--progress-interval', flags.progressInterval ?? '5s')),
+    json: flags.json ?? false,
+    privacy,
+    schemaContract: schemaContract(flags.schemaContract),
   });
 }
 
@@ -282,6 +317,8 @@ export interface VerifyConfig extends SyncConfig {
 export interface StatusConfig
   extends Pick<SyncConfig, 'statePath' | 'resources' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   readonly json: boolean;
+  /** The API key from the environment, if set: only to keep it out of what `status` prints. */
+  readonly redactKey?: string;
 }
 
 /** Default window of a backfill or verify: one day. */
@@ -306,7 +343,7 @@ export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
 }
 
 /** `status` reads state and the warehouse only: no API URL or key needed. */
-export function resolveStatusConfig(flags: RunFlags): Readonly<StatusConfig> {
+export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig> {
   const { destination, bigquery } = resolveWarehouse(flags);
   return Object.freeze({
     statePath: flags.state ?? 'state/state.json',
@@ -318,6 +355,7 @@ export function resolveStatusConfig(flags: RunFlags): Readonly<StatusConfig> {
     dryRun: false,
     lockWaitMs: duration('--lock-wait', flags.lockWait ?? '0'),
     json: flags.json ?? false,
+    redactKey: emptyToUndefined(env[ENV.apiKey]),
   });
 }
 
@@ -348,10 +386,22 @@ function instant(flag: string, text: string): number {
   return ms;
 }
 
+function schemaContract(text: string | undefined): SchemaContract {
+  const found = SCHEMA_CONTRACTS.find((c) => c === (text ?? 'evolve'));
+  if (found === undefined) throw new ConfigError(`--schema-contract: expected one of ${SCHEMA_CONTRACTS.join(', ')}, got "${text}"`);
+  return found;
+}
+
 function duckdbMemoryLimit(flags: SyncFlags): string {
   const limit = flags.duckdbMemoryLimit ?? DEFAULT_MEMORY_LIMIT;
   if (!isDuckDbSize(limit)) throw new ConfigError(`--duckdb-memory-limit: expected a size such as 32MB or 1GB, got "${limit}"`);
   return limit;
+}
+
+function batchBytes(text: string): number {
+  const mb = megabytes(text);
+  if (mb === undefined || mb <= 0) throw new ConfigError(`--batch-bytes: expected a size such as 8MB or 512KB, got "${text}"`);
+  return Math.round(mb * 1e6);
 }
 
 function duration(flag: string, text: string): number {

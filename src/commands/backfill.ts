@@ -1,8 +1,13 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { BackfillConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { formatBackfillSummary, runBackfill } from '../pipeline/backfill.js';
+import { formatBackfillStreams, formatBackfillSummary, runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
+import { summaryLines } from './repeats.js';
+import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
+import { withContract } from '../normalize/contract.js';
+import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
@@ -20,8 +25,10 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   const secrets = [config.apiKey];
   let state: StateStore | undefined;
   let destination: Destination | undefined;
+  let output: string[];
+  let code: number;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun, resources: RESOURCE_NAMES });
     destination = await openDestination(config, logger, io.print);
     const options = {
       resources: config.resources,
@@ -32,7 +39,10 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
       windowMs: config.range.windowMs,
     };
     if (runtime.showsProgress) {
-      // The ETA comes from a plan: one count request per window of the resources that have one.
+      // The ETA comes from a plan: one count request per window of the resources that have one
+      // (a spinner shows meanwhile: a long history takes a while to count).
+      runtime.tracker.markPlanning();
+      runtime.display.start();
       const plan = await planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }).catch((error: unknown) => {
         logger.warn({ err: (error as Error).message }, 'could not plan the backfill: progress shows no ETA');
         return undefined;
@@ -42,29 +52,64 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
       }
     }
+    const tables = config.resources.map((r) => r.name);
+    const columnsBefore = await columnsOf(destination, tables);
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runBackfill(
-      { ...options, concurrency: config.concurrency, batchRows: config.batchRows, signal: io.signal },
+      {
+        ...options,
+        // The contract is checked against the tables as they were when the run started.
+        resources: config.resources.map((r) => withContract(r, columnsBefore.get(r.name), config.schemaContract)),
+        concurrency: config.concurrency,
+        batchRows: config.batchRows,
+        batchBytes: config.batchBytes,
+        signal: io.signal,
+      },
       { client, destination, state, clock, logger },
       backfillProgressHooks(runtime.tracker),
     );
+    runtime.tracker.finish();
     runtime.display.stop();
-    for (const line of formatBackfillSummary(summary)) io.print(redact(line, secrets));
+    if (!config.dryRun) {
+      await recordRun(
+        destination,
+        {
+          command: 'backfill',
+          startedAt: summary.startedAt,
+          endedAt: new Date(clock.now()).toISOString(),
+          streams: summary.streams,
+          settings: { ...runSettings(config), from: summary.from, to: summary.to, windowMs: config.range.windowMs },
+          secrets,
+        },
+        schemaChanges(columnsBefore, await columnsOf(destination, tables)),
+        logger,
+      );
+    }
+    // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
+    const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
     for (const s of summary.streams) {
-      logger.info(
+      perStream(
         { resource: s.resource, project: s.scope, windows: s.windows, skipped: s.skipped, rows: s.rows, pages: s.pages, requests: s.stats.requests, seconds: s.seconds, outcome: s.outcome },
         'backfill stream done',
       );
     }
     const failed = summary.streams.find((s) => s.outcome !== 'ok');
-    return failed === undefined ? 0 : exitCodeFor(failed.error);
+    code = failed === undefined ? 0 : exitCodeFor(failed.error);
+    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
+    output = summaryLines(summary.streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
   } catch (error) {
-    io.print(redact(`backfill FAILED: ${(error as Error).message}`, secrets));
-    return exitCodeFor(error);
+    output = [`backfill FAILED: ${(error as Error).message}`];
+    code = exitCodeFor(error);
   } finally {
+    // The summary is printed last: after the display's last frame, the logs, and closing files.
+    runtime.tracker.finish();
+    runtime.display.stop();
+    runtime.repeats.flush(logger);
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
+  for (const line of output) io.print(redact(line, secrets));
+  return code;
 }

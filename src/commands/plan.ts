@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { PlanConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -16,7 +17,7 @@ export async function planCommand(config: PlanConfig, io: CommandIo): Promise<nu
   const { clock, logger, client } = runtime;
   const secrets = [config.apiKey];
   try {
-    const state = await StateStore.read(config.statePath);
+    const state = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
     const deps = { client, state, clock, logger, limits: config.limits };
     const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
     const plan =

@@ -4,11 +4,13 @@ import { createLogger, type Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import type { RequestBudget } from '../http/budget.js';
 import { ApiClient } from '../http/client.js';
+import { observedBudget } from '../http/budget-observer.js';
 import { createScheduler } from '../http/scheduler.js';
 import type { BackfillHooks } from '../pipeline/backfill.js';
 import { ProgressTracker } from '../pipeline/progress.js';
 import type { RunHooks } from '../pipeline/run.js';
 import { LogProgressDisplay, NO_PROGRESS, TtyProgressDisplay, type ProgressDisplay } from './progress-display.js';
+import { RepeatedLogs } from './repeats.js';
 import type { CommandIo } from './sync.js';
 
 /**
@@ -24,24 +26,34 @@ export interface Runtime {
   readonly display: ProgressDisplay;
   /** Whether progress is shown at all (so a plan for the ETA is worth its count requests). */
   readonly showsProgress: boolean;
+  /** Repeated warnings and errors, held back as they come: `flush` logs one line each with a count. */
+  readonly repeats: RepeatedLogs;
   close(): Promise<void>;
 }
 
 export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
   const clock = io.clock ?? systemClock;
   const tracker = new ProgressTracker(clock);
+  tracker.setOrder(config.resources.map((r) => r.name));
   const tty = config.progress === 'tty' ? new TtyProgressDisplay(tracker) : undefined;
+  const repeats = new RepeatedLogs();
   const logger = createLogger({
     level: config.logLevel,
     format: config.logFormat,
     secrets: [config.apiKey],
+    admit: repeats.admit,
     // On a TTY, log lines go through the live display, which prints them above its lines.
     ...(tty === undefined ? {} : { destination: tty.logStream }),
   });
   let display: ProgressDisplay = NO_PROGRESS;
   if (tty !== undefined) display = tty;
   else if (config.progress === 'log' && logger.isLevelEnabled('info')) display = new LogProgressDisplay(tracker, logger, config.progressIntervalMs);
-  const budget = createScheduler({ limits: config.limits, logger });
+  // Observed: the display shows requests waiting for the budget, and 429 pauses.
+  const budget = observedBudget(createScheduler({ limits: config.limits, logger }), {
+    queued: (endpoint, lane) => tracker.requestQueued(endpoint, lane),
+    dequeued: (lane, started) => tracker.requestDequeued(lane, started),
+    rateLimited: (endpoint, retryAfterMs) => tracker.rateLimitedOn(endpoint, retryAfterMs),
+  });
   const client = new ApiClient({
     baseUrl: config.baseUrl,
     apiKey: config.apiKey,
@@ -50,6 +62,8 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     clock,
     logger,
     timeouts: config.timeouts,
+    onBackoff: (ctx, delayMs, reason) => tracker.backingOff(ctx.resource, delayMs, reason),
+    maxRetryAfterMs: config.maxRetryAfterMs,
   });
   return {
     clock,
@@ -59,6 +73,7 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     tracker,
     display,
     showsProgress: display !== NO_PROGRESS,
+    repeats,
     close: async () => {
       display.stop();
       await client.close();
@@ -70,8 +85,12 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
 export function syncProgressHooks(tracker: ProgressTracker): RunHooks {
   return {
     onStreamStart: (resource) => tracker.addWindows(resource, 1),
-    onStreamDone: (result) => (result.outcome === 'scope-rejected' ? tracker.removeWindow(result.resource) : tracker.windowDone(result.resource)),
-    onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored),
+    onStreamDone: (result) => {
+      if (result.outcome === 'scope-rejected') return tracker.removeWindow(result.resource);
+      tracker.windowDone(result.resource);
+      if (result.outcome === 'failed') tracker.streamFailed(result.resource, result.scope, result.error?.message ?? 'unknown error');
+    },
+    onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored, page.records),
   };
 }
 
@@ -80,6 +99,9 @@ export function backfillProgressHooks(tracker: ProgressTracker): BackfillHooks {
   return {
     onWindows: (resource, _scope, total, skipped) => tracker.addWindows(resource, total, skipped),
     onWindowDone: (resource) => tracker.windowDone(resource),
-    onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored),
+    onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored, page.records),
+    onStreamDone: (result) => {
+      if (result.outcome === 'failed') tracker.streamFailed(result.resource, result.scope, result.error?.message ?? 'unknown error');
+    },
   };
 }

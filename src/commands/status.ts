@@ -1,7 +1,8 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import { existsSync } from 'node:fs';
 import type { StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
-import { silentLogger } from '../core/log.js';
+import { redact, silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { buildStatus, formatStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
@@ -13,9 +14,12 @@ import type { CommandIo } from './sync.js';
  * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.
  * A warehouse another process holds open (a running sync) is reported as unavailable, not an error.
  */
-export async function statusCommand(config: StatusConfig, io: CommandIo): Promise<number> {
+export async function statusCommand(config: StatusConfig, outerIo: CommandIo): Promise<number> {
+  // State written by an older version may hold an echoed key in an error: keep it off the screen.
+  const secrets = config.redactKey === undefined ? [] : [config.redactKey];
+  const io: CommandIo = { ...outerIo, print: (line) => outerIo.print(redact(line, secrets)) };
   try {
-    const doc = await StateStore.read(config.statePath);
+    const doc = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
     const warehouse = await readWarehouse(config, io);
     const report = buildStatus(config.statePath, doc, config.resources, warehouse);
     if (config.json) io.print(JSON.stringify(report, null, 2));

@@ -1,11 +1,16 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
+import { exitCodeFor, type QuerySyncError } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { planSync, toProgressPlan } from '../pipeline/plan.js';
-import { formatSummary, runSync } from '../pipeline/run.js';
+import { runSync, type RunSummary } from '../pipeline/run.js';
+import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
+import { withContract } from '../normalize/contract.js';
+import type { StreamResult } from '../pipeline/stream.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
+import { summaryLines, withoutContext } from './repeats.js';
 import { createRuntime, syncProgressHooks } from './runtime.js';
 
 export interface CommandIo {
@@ -15,28 +20,41 @@ export interface CommandIo {
   readonly signal?: AbortSignal;
 }
 
-/** `query-sync sync`: returns the exit code (0 only when every stream synced). */
+/**
+ * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the
+ * last thing printed: the live display's last frame, the per-stream log lines and the repeated
+ * errors' counts come before it, and nothing is printed after it (files are closed first).
+ */
 export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
   const runtime = createRuntime(config, io);
   const { clock, logger, client } = runtime;
+  const secrets = [config.apiKey];
   let state: StateStore | undefined;
   let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
+  let output: string[];
+  let code: number;
   try {
-    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
-    destination = await openDestination(config, logger, io.print);
+    state = await StateStore.open(config.statePath, { clock, purpose: 'sync', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun, resources: RESOURCE_NAMES });
+    destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
     if (runtime.showsProgress) {
-      // The ETA comes from a plan: one count request per stream that has a count endpoint.
+      // The ETA comes from a plan: one count request per stream that has a count endpoint. A spinner
+      // shows meanwhile (a long history can take a while to count).
+      runtime.tracker.markPlanning();
+      runtime.display.start();
       const plan = await planSync(config, { client, state: state.document, clock, logger, limits: config.limits }).catch((error: unknown) => {
         logger.warn({ err: (error as Error).message }, 'could not plan the run: progress shows no ETA');
         return undefined;
       });
       if (plan !== undefined) runtime.tracker.setPlan(toProgressPlan(plan));
     }
+    const tables = config.resources.map((r) => r.name);
+    const columnsBefore = await columnsOf(destination, tables);
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runSync(
       {
-        resources: config.resources,
+        // The contract is checked against the tables as they were when the run started.
+        resources: config.resources.map((r) => withContract(r, columnsBefore.get(r.name), config.schemaContract)),
         project: config.project,
         projectIds: config.projectIds,
         lookbackMs: config.lookbackMs,
@@ -44,6 +62,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         batchRows: config.batchRows,
         settleMs: config.settleMs,
         children: config.traces,
+        batchBytes: config.batchBytes,
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: io.signal,
@@ -51,22 +70,145 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       { client, destination, state, clock, logger },
       syncProgressHooks(runtime.tracker),
     );
+    runtime.tracker.finish();
     runtime.display.stop();
-    for (const line of formatSummary(summary)) io.print(redact(line, [config.apiKey]));
+    const runId = config.dryRun
+      ? undefined
+      : await recordRun(
+          destination,
+          {
+            command: 'sync',
+            startedAt: summary.startedAt,
+            endedAt: new Date(clock.now()).toISOString(),
+            streams: summary.streams,
+            settings: runSettings(config),
+            secrets,
+          },
+          schemaChanges(columnsBefore, await columnsOf(destination, tables)),
+          logger,
+        );
+    // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
+    const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
     for (const s of summary.streams) {
-      logger.info(
+      perStream(
         { resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome },
         'stream done',
       );
     }
     const failed = summary.streams.find((s) => s.outcome !== 'ok');
-    return failed === undefined ? 0 : exitCodeFor(failed.error);
+    code = failed === undefined ? 0 : exitCodeFor(failed.error);
+    output = config.json
+      ? [JSON.stringify({ ...runJson('sync', summary, code), ...(runId === undefined ? {} : { runId }) })]
+      : summaryLines(summary.streams, `sync ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
   } catch (error) {
-    io.print(redact(`sync FAILED: ${(error as Error).message}`, [config.apiKey]));
-    return exitCodeFor(error);
+    code = exitCodeFor(error);
+    output = config.json ? [JSON.stringify(failedRunJson('sync', error, code))] : [`sync FAILED: ${(error as Error).message}`];
   } finally {
+    runtime.tracker.finish();
+    runtime.display.stop();
+    runtime.repeats.flush(logger);
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
+  for (const line of output) io.print(redact(line, secrets));
+  return code;
+}
+
+/** One stream of the JSON summary. */
+export interface StreamJson {
+  readonly resource: string;
+  readonly scope: string;
+  readonly outcome: StreamResult['outcome'];
+  readonly rows: number;
+  readonly pages: number;
+  readonly windows: number;
+  readonly requests: number;
+  readonly retries: number;
+  readonly rateLimited: number;
+  readonly waitedSeconds: number;
+  readonly backoffSeconds: number;
+  readonly seconds: number;
+  readonly error?: ErrorJson;
+}
+
+export interface ErrorJson {
+  readonly code: string;
+  readonly name: string;
+  /** Without the "[resource, project]" prefix: the stream says which. */
+  readonly message: string;
+}
+
+/** `sync --json`: one object a scheduler can read (the key is redacted from the printed text). */
+export interface RunJson {
+  readonly command: string;
+  readonly ok: boolean;
+  readonly exitCode: number;
+  readonly startedAt?: string;
+  readonly seconds?: number;
+  readonly totals?: { readonly rows: number; readonly pages: number; readonly requests: number; readonly retries: number; readonly rateLimited: number };
+  readonly streams: readonly StreamJson[];
+  /** Distinct errors, each with the streams it failed (a bad key fails them all with one error). */
+  readonly errors: readonly (ErrorJson & { readonly streams: readonly string[] })[];
+}
+
+export function runJson(command: string, summary: RunSummary, exitCode: number): RunJson {
+  const streams = summary.streams.map((s): StreamJson => ({
+    resource: s.resource,
+    scope: s.scope,
+    outcome: s.outcome,
+    rows: s.rows,
+    pages: s.pages,
+    windows: s.windows,
+    requests: s.stats.requests,
+    retries: s.stats.retries,
+    rateLimited: s.stats.rateLimited,
+    waitedSeconds: round1(s.stats.waitedMs / 1000),
+    backoffSeconds: round1(s.stats.backoffMs / 1000),
+    seconds: round1(s.seconds),
+    ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
+  }));
+  const errors = new Map<string, ErrorJson & { streams: string[] }>();
+  for (const s of streams) {
+    if (s.error === undefined) continue;
+    const key = `${s.error.name}|${s.error.message}`;
+    const e = errors.get(key) ?? { ...s.error, streams: [] };
+    e.streams.push(`${s.resource} ${s.scope}`);
+    errors.set(key, e);
+  }
+  const sum = (f: (s: StreamJson) => number): number => streams.reduce((n, s) => n + f(s), 0);
+  return {
+    command,
+    ok: summary.ok,
+    exitCode,
+    startedAt: summary.startedAt,
+    seconds: round1(summary.seconds),
+    totals: { rows: sum((s) => s.rows), pages: sum((s) => s.pages), requests: sum((s) => s.requests), retries: sum((s) => s.retries), rateLimited: sum((s) => s.rateLimited) },
+    streams,
+    errors: [...errors.values()],
+  };
+}
+
+/** A run that failed before any stream ran (a held lock, an unreadable state file). */
+export function failedRunJson(command: string, error: unknown, exitCode: number): RunJson {
+  const e = errorJson(error instanceof Error ? error : new Error(String(error)));
+  return { command, ok: false, exitCode, streams: [], errors: [{ ...e, streams: [] }] };
+}
+
+function errorJson(error: Error): ErrorJson {
+  return { code: (error as Partial<QuerySyncError>).code ?? 'E_UNKNOWN', name: error.name, message: withoutContext(error.message) };
+}
+
+const round1 = (n: number): number => Math.round(n * 10) / 10;
+
+/** What a run records of its settings in `_query_sync_runs` (never a secret: no key, no salt). */
+export function runSettings(config: SyncConfig): Record<string, unknown> {
+  return {
+    project: config.project ?? null,
+    projectIds: config.projectIds ?? null,
+    resources: config.resources.map((r) => r.name),
+    lookbackMs: config.lookbackMs,
+    excludedColumns: config.privacy.exclude,
+    hashedColumns: config.privacy.hash,
+  };
 }

@@ -1,3 +1,4 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { VerifyConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -25,7 +26,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
   let destination: Destination | undefined;
   let state: StateStore | undefined;
   try {
-    const doc = await StateStore.read(config.statePath);
+    const doc = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
     const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: doc.projects });
     destination = await openDestination(config, logger, io.print);
     const deps = { client, destination, logger };
@@ -38,7 +39,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
 
     const mismatched = report.windows.filter((w) => !w.match);
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun });
+    state = await StateStore.open(config.statePath, { clock, purpose: 'backfill', lockWaitMs: config.lockWaitMs, inMemory: config.dryRun, resources: RESOURCE_NAMES });
     runtime.tracker.markStart();
     runtime.display.start();
     const streams = await repairWindows(

@@ -96,6 +96,19 @@ export class PaginationError extends QuerySyncError {
   readonly code = 'E_PAGINATION';
 }
 
+/**
+ * The server refused a cursor it had handed out (expired, or forgotten): 400, 404 or 410 on a
+ * request with a cursor, or any 4xx whose body speaks of the cursor. The walk restarts its window.
+ */
+export class CursorRejectedError extends QuerySyncError {
+  readonly code = 'E_CURSOR_REJECTED';
+  readonly status: number;
+  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(message, options);
+    this.status = status;
+  }
+}
+
 /** A 200 whose body is not the documented envelope, or a record missing its key or cursor field. */
 export class DataError extends QuerySyncError {
   readonly code = 'E_DATA';

@@ -1,4 +1,4 @@
-import { DataError, PaginationError, trimBody } from '../core/errors.js';
+import { CursorRejectedError, DataError, FatalApiError, PaginationError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import type { ApiRecord, JsonValue, ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
@@ -49,10 +49,18 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
   let cursor = req.startCursor;
   if (cursor !== undefined) seen.add(cursor);
   for (;;) {
-    const body = await client.getJson(
-      { endpoint: req.resource.path, path: req.resource.path, query: { ...base, cursor }, project: req.scope.header },
-      ctx,
-    );
+    let body: JsonValue;
+    try {
+      body = await client.getJson(
+        { endpoint: req.resource.path, path: req.resource.path, query: { ...base, cursor }, project: req.scope.header },
+        ctx,
+      );
+    } catch (error) {
+      if (cursor !== undefined && isCursorRefusal(error)) {
+        throw new CursorRejectedError(`the server refused cursor ${trimBody(cursor, 60)}: ${error.message}`, error.status, { cause: error });
+      }
+      throw error;
+    }
     const page = readEnvelope(body, ctx);
     yield page;
     if (!page.hasMore) return;
@@ -70,6 +78,18 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
     seen.add(page.nextCursor);
     cursor = page.nextCursor;
   }
+}
+
+/** Statuses a server answers a cursor it no longer knows with (expired, evicted, or from another deployment). */
+const CURSOR_REFUSED_STATUSES: ReadonlySet<number> = new Set([400, 404, 410]);
+
+/**
+ * A refusal of the cursor, not of the request: asked only of requests that carried one (a 400 or
+ * 404 on a first page means something else). Any other 4xx counts when its body names the cursor.
+ */
+function isCursorRefusal(error: unknown): error is FatalApiError {
+  if (!(error instanceof FatalApiError)) return false;
+  return CURSOR_REFUSED_STATUSES.has(error.status) || (error.status >= 400 && error.status < 500 && /cursor/i.test(error.message));
 }
 
 /** Validate the list envelope `{ data: [...], meta: { cursor, has_more } }`. */

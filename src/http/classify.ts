@@ -36,12 +36,14 @@ const RETRIABLE_CODES = new Set([
   'UND_ERR_CLOSED',
   'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
   'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+  // The client's own per-attempt deadline (client.ts `REQUEST_DEADLINE_CODE`).
+  'QS_REQUEST_DEADLINE',
 ]);
 
 export function classifyTransportError(error: unknown): Decision {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && RETRIABLE_CODES.has(code)) {
-    return { kind: 'retry', reason: code, retryAfterMs: undefined };
+    return { kind: 'retry', reason: code === 'QS_REQUEST_DEADLINE' && error instanceof Error ? error.message : code, retryAfterMs: undefined };
   }
   if (error instanceof Error && /other side closed|socket hang up|terminated/i.test(error.message)) {
     return { kind: 'retry', reason: error.message, retryAfterMs: undefined };

@@ -7,8 +7,9 @@ import {
   trimBody,
   type ErrorContext,
 } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
 import { parseJson } from '../core/json.js';
-import type { Logger } from '../core/log.js';
+import { redact, redactError, type Logger } from '../core/log.js';
 import type { Clock, JsonValue } from '../core/types.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { RequestBudget } from './budget.js';
@@ -38,9 +39,29 @@ export interface TimeoutOptions {
   readonly headersMs: number;
   /** Between body chunks. @default 60_000 */
   readonly bodyMs: number;
+  /**
+   * One attempt from start to the last byte of the body (connect + headers + whole body). The
+   * other three are idle timeouts: a body trickling a byte a minute never trips them. Twice the
+   * connect + headers + body timeouts by default: a page (at most 1,000 traces) is read in seconds.
+   * @default 120_000
+   */
+  readonly requestMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: TimeoutOptions = Object.freeze({ connectMs: 10_000, headersMs: 30_000, bodyMs: 60_000 });
+export const DEFAULT_TIMEOUTS: TimeoutOptions = Object.freeze({ connectMs: 10_000, headersMs: 30_000, bodyMs: 60_000, requestMs: 120_000 });
+
+/**
+ * The longest `Retry-After` honoured. A larger one fails the stream, naming the wait asked for: a
+ * scheduled run must end, and a server asking for an hour is better answered by the next run.
+ * @default 300_000 (5 minutes, the retry loop's own time budget)
+ */
+export const DEFAULT_MAX_RETRY_AFTER_MS = 300_000;
+
+/** Waits at least this long are logged at info with their reason (shorter ones at debug). */
+export const LONG_WAIT_MS = 5_000;
+
+/** `code` of the error an attempt ends with when it passes `TimeoutOptions.requestMs`. */
+export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
 
 export interface ApiClientOptions {
   readonly baseUrl: string;
@@ -57,7 +78,13 @@ export interface ApiClientOptions {
   readonly dispatcher?: Dispatcher;
   readonly retry?: Partial<RetryOptions>;
   readonly timeouts?: Partial<TimeoutOptions>;
+  /** See `DEFAULT_MAX_RETRY_AFTER_MS`. */
+  readonly maxRetryAfterMs?: number;
+  /** Waits at least this long are logged at info. @default LONG_WAIT_MS */
+  readonly longWaitMs?: number;
   readonly random?: () => number;
+  /** Told before each backoff sleep (the progress display shows "backing off"). */
+  readonly onBackoff?: (ctx: CallContext, delayMs: number, reason: string) => void;
 }
 
 /** Counters one walk accumulates; they go into the run summary. */
@@ -108,11 +135,17 @@ export class ApiClient {
   private readonly dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
   private readonly baseUrl: string;
+  private readonly requestMs: number;
+  private readonly maxRetryAfterMs: number;
+  private readonly longWaitMs: number;
 
   constructor(options: ApiClientOptions) {
     this.options = options;
     this.retry = { ...DEFAULT_RETRY, ...options.retry };
     const timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+    this.requestMs = timeouts.requestMs;
+    this.maxRetryAfterMs = options.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
+    this.longWaitMs = options.longWaitMs ?? LONG_WAIT_MS;
     this.ownsDispatcher = options.dispatcher === undefined;
     this.dispatcher =
       options.dispatcher ??
@@ -125,8 +158,26 @@ export class ApiClient {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
   }
 
+  /**
+   * The API key removed from `text` (a server may echo it in an error body or header). Every
+   * message this client builds from what a server sent goes through here first, before trimming:
+   * the one redaction step on the error path. Callers that persist or print an error message use
+   * it too (`redactError`), for messages built elsewhere.
+   */
+  redact(text: string): string {
+    return redact(text, [this.options.apiKey]);
+  }
+
   /** GET and parse JSON (bigints exact). Throws the error group of `core/errors.ts` on failure. */
   async getJson(req: ApiRequest, ctx: CallContext): Promise<JsonValue> {
+    try {
+      return await this.getJsonUnredacted(req, ctx);
+    } catch (error) {
+      throw redactError(error, [this.options.apiKey]);
+    }
+  }
+
+  private async getJsonUnredacted(req: ApiRequest, ctx: CallContext): Promise<JsonValue> {
     const { clock, logger, budget } = this.options;
     const url = this.url(req);
     const started = clock.now();
@@ -139,7 +190,14 @@ export class ApiClient {
         ctx.stats.requests += 1;
         const queuedAt = clock.now();
         response = await budget.schedule(req.endpoint, () => {
-          ctx.stats.waitedMs += clock.now() - queuedAt;
+          const waited = clock.now() - queuedAt;
+          ctx.stats.waitedMs += waited;
+          if (waited >= this.longWaitMs) {
+            logger.info(
+              { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, waitedMs: waited },
+              `waited ${Math.round(waited / 1000)} s for the request budget of ${req.endpoint} (rate limits, or a pause after a 429)`,
+            );
+          }
           return this.send(url, req.project, ctx.signal);
         }, {
           lane: ctx.lane,
@@ -159,7 +217,7 @@ export class ApiClient {
           decision = { kind: 'retry', reason: 'response body is not valid JSON (truncated?)', retryAfterMs: undefined };
           if (failures + 1 >= this.retry.maxAttempts) {
             throw new DataError(
-              `expected a JSON body from GET ${req.path} (HTTP ${response.status}), got: ${trimBody(response.text)}`,
+              `expected a JSON body from GET ${req.path} (HTTP ${response.status}), got: ${this.said(response.text)}`,
               { context: ctx },
             );
           }
@@ -176,6 +234,13 @@ export class ApiClient {
         case 'rate-limited': {
           rateLimited += 1;
           ctx.stats.rateLimited += 1;
+          this.checkRetryAfter(decision.retryAfterMs, response, req, ctx);
+          if ((decision.retryAfterMs ?? 0) >= this.longWaitMs) {
+            logger.info(
+              { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, retryAfterMs: decision.retryAfterMs },
+              `rate limited (429): the server asked to wait ${Math.round((decision.retryAfterMs ?? 0) / 1000)} s; ${req.endpoint} pauses that long`,
+            );
+          }
           budget.onRateLimited(req.endpoint, decision.retryAfterMs);
           logger.debug(
             { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, retryAfterMs: decision.retryAfterMs },
@@ -195,20 +260,22 @@ export class ApiClient {
           const elapsed = clock.now() - started;
           if (failures >= this.retry.maxAttempts || elapsed >= this.retry.maxElapsedMs) {
             throw new RetriesExhaustedError(
-              `GET ${req.path} failed ${failures} times over ${Math.round(elapsed / 1000)} s; last: ${decision.reason}${
-                response ? `: ${trimBody(response.text, 120)}` : ''
+              `GET ${req.path} failed ${failures} times over ${Math.round(elapsed / 1000)} s; last: ${this.redact(decision.reason)}${
+                response ? `: ${this.said(response.text, 120)}` : ''
               }`,
               failures,
               { context: ctx },
             );
           }
+          this.checkRetryAfter(decision.retryAfterMs, response, req, ctx);
           const delay = Math.max(decision.retryAfterMs ?? 0, backoffDelay(failures - 1, this.retry.backoff, this.options.random));
           ctx.stats.retries += 1;
           ctx.stats.backoffMs += delay;
-          logger.debug(
-            { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, attempt: failures, delayMs: delay, reason: decision.reason },
-            'retrying',
-          );
+          const reason = this.redact(decision.reason);
+          const fields = { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, attempt: failures, delayMs: delay, reason };
+          if (delay >= this.longWaitMs) logger.info(fields, `waiting ${Math.round(delay / 1000)} s before retrying GET ${req.path}: ${reason}`);
+          else logger.debug(fields, 'retrying');
+          this.options.onBackoff?.(ctx, delay, reason);
           await clock.sleep(delay, ctx.signal);
           continue;
         }
@@ -227,21 +294,58 @@ export class ApiClient {
     return `${this.baseUrl}${req.path}${qs ? `?${qs}` : ''}`;
   }
 
+  /** A server's text for a message: key removed first, then trimmed. */
+  private said(text: string, maxChars = 200): string {
+    return trimBody(this.redact(text), maxChars);
+  }
+
+  /** A `Retry-After` beyond `maxRetryAfterMs` ends the request: the run must end in bounded time. */
+  private checkRetryAfter(retryAfterMs: number | undefined, response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): void {
+    if (retryAfterMs === undefined || retryAfterMs <= this.maxRetryAfterMs) return;
+    throw new RetriesExhaustedError(
+      `GET ${req.path} got HTTP ${response?.status ?? '?'} asking to wait ${Math.round(retryAfterMs / 1000)} s (Retry-After: ${this.redact(
+        response?.retryAfter ?? '?',
+      )}), longer than --max-retry-after (${Math.round(this.maxRetryAfterMs / 1000)} s). Not waited: the stream stops at its last ` +
+        `stored batch. Run again later, or raise --max-retry-after.`,
+      1,
+      { context: ctx },
+    );
+  }
+
+  /**
+   * One attempt, bounded as a whole by `requestMs` (connect + headers + whole body) besides undici's
+   * idle timeouts; passing it fails the attempt with `REQUEST_DEADLINE_CODE`, retried like a timeout.
+   */
   private async send(url: string, project: string | undefined, signal: AbortSignal | undefined): Promise<RawResponse> {
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.options.apiKey}`,
       accept: 'application/json',
     };
     if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
-    const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal });
-    const text = await res.body.text();
-    const retryAfter = res.headers['retry-after'];
-    return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(), this.requestMs);
+    const combined = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);
+    try {
+      const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: combined });
+      const text = await res.body.text();
+      const retryAfter = res.headers['retry-after'];
+      return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
+    } catch (error) {
+      if (deadline.signal.aborted && signal?.aborted !== true) {
+        throw Object.assign(
+          new Error(`no complete response within ${formatDuration(this.requestMs)} (request deadline, --request-timeout)`, { cause: error }),
+          { code: REQUEST_DEADLINE_CODE },
+        );
+      }
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private authError(response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): AuthError {
     const status = response?.status ?? 0;
-    const said = response ? ` Server said: ${trimBody(response.text, 160)}` : '';
+    const said = response ? ` Server said: ${this.said(response.text, 160)}` : '';
     if (status === 401) {
       return new AuthError(
         `the API key was rejected (401). Expected the Organization API Key (the write key used for ingestion is not accepted).${said}`,
@@ -271,7 +375,7 @@ export class ApiClient {
       );
     }
     return new FatalApiError(
-      `GET ${req.path}${scope} was rejected with HTTP ${status} (not retried): ${trimBody(response?.text ?? '', 200)}`,
+      `GET ${req.path}${scope} was rejected with HTTP ${status} (not retried): ${this.said(response?.text ?? '')}`,
       status,
       { context: ctx },
     );

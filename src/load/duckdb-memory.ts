@@ -6,8 +6,8 @@
  * batch at a time (a MERGE of a few thousand rows), for which this is ample; blocks of the table
  * are read back from the file as needed, and larger operations spill to `<file>.tmp`. 32MB keeps
  * a 1M-event backfill under 300 MB, as fast as at 64MB. A batch that does not fit is written in
- * parts, and rows too large for the limit raise it (`DuckDbDestination.upsert`): a low limit costs
- * speed, never a failed run.
+ * parts, down to single rows (`DuckDbDestination.upsert`). The limit is never raised: memory
+ * follows the settings, not the data; a row that does not fit alone fails naming the setting.
  */
 export const DEFAULT_MEMORY_LIMIT = '32MB';
 
@@ -18,23 +18,15 @@ export function isDuckDbSize(text: string): boolean {
 
 /** DuckDB's error when an operation needs more than its memory limit. */
 export function isOutOfMemory(error: unknown): boolean {
-  return /Out of Memory/i.test((error as Error)?.message ?? '');
+  // The Appender says it differently ("Failed to append: could not allocate block of size …").
+  return /Out of Memory|could not allocate block|failed to pin block/i.test((error as Error)?.message ?? '');
 }
 /** DuckDB's error when a failure (such as a checkpoint out of memory) made it close the file to use. */
 export function isInvalidated(error: unknown): boolean {
   return /has been invalidated/i.test((error as Error)?.message ?? '');
 }
-/** A batch that runs out of memory is split in halves down to this many rows. */
-export const MIN_SPLIT_ROWS = 50;
-/** How far a write may raise DuckDB's memory limit on its own (see `DuckDbDestination.upsert`). */
-export const MAX_AUTO_MEMORY_MB = 1024;
-
-/** Twice `limit`, at most `MAX_AUTO_MEMORY_MB`; undefined when it is there already or unreadable. */
-export function doubledMemoryLimit(limit: string): string | undefined {
-  const mb = megabytes(limit);
-  if (mb === undefined || mb >= MAX_AUTO_MEMORY_MB) return undefined;
-  return `${Math.min(MAX_AUTO_MEMORY_MB, Math.ceil(mb * 2))}MB`;
-}
+/** Times one write reopens a file DuckDB invalidated (see `DuckDbDestination.recoverInvalidated`). */
+export const MAX_REATTACH_PER_WRITE = 2;
 
 /** A DuckDB size setting in (decimal) megabytes, as DuckDB reads it: `MB` = 1000², `MiB` = 1024². */
 export function megabytes(size: string): number | undefined {

@@ -5,7 +5,7 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
-import { DEFAULT_MEMORY_LIMIT, doubledMemoryLimit, isInvalidated, isOutOfMemory, MAX_AUTO_MEMORY_MB, MIN_SPLIT_ROWS } from './duckdb-memory.js';
+import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
 import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
 import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 
@@ -50,8 +50,8 @@ export class DuckDbDestination implements Destination {
   private readonly tables = new Map<string, Map<string, LogicalType>>();
   /** One connection: writes from concurrent walks are serialized here. */
   private queue: Promise<unknown> = Promise.resolve();
-  /** DuckDB's memory limit now: the configured one, or what a write raised it to (`upsert`). */
-  private memoryLimit: string;
+  /** DuckDB's memory limit: the configured one, never raised (see `upsert`). */
+  private readonly memoryLimit: string;
   /** Batches written in halves because DuckDB ran out of memory (see `upsert`). */
   private splits = 0;
 
@@ -227,13 +227,18 @@ export class DuckDbDestination implements Destination {
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
-      await this.upsert(table, rows, warnings);
+      await this.upsert(table, rows, warnings, { reattached: 0 });
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
       const message = (error as Error).message;
-      const hint = isOutOfMemory(error)
-        ? ` (DuckDB's memory limit is ${this.memoryLimit}; neither smaller parts nor raising it to ${MAX_AUTO_MEMORY_MB}MB fit: set --duckdb-memory-limit higher)`
-        : '';
+      const rowKb = Math.round(largestRowBytes(rows) / 1000);
+      const hint =
+        isInvalidated(error) || isOutOfMemory(error)
+          ? ` (DuckDB's memory limit is ${this.memoryLimit} and is not raised on its own. The batch was written in parts down to single ` +
+            `rows (of up to about ${rowKb} KB) and still did not fit: DuckDB holds the strings of a table's last row group in memory ` +
+            `when it commits and checkpoints, so a table of very large rows needs a limit of about their total size. ` +
+            `Set --duckdb-memory-limit higher; the batches written before are stored)`
+          : '';
       throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, {
         cause: error,
         context: { resource: table.name },
@@ -242,13 +247,13 @@ export class DuckDbDestination implements Destination {
   }
 
   /**
-   * Stage and MERGE `rows`; when DuckDB runs out of memory, adapt instead of failing the run:
-   * checkpoint (rows written since the last one stay in memory until then) and write the batch as
-   * two halves, down to `MIN_SPLIT_ROWS` (each MERGE is atomic and keyed, so the halves are the
-   * same upsert); when even that does not fit (very large rows), double the memory limit for this
-   * process, up to `MAX_AUTO_MEMORY_MB`, saying so in `warnings`.
+   * Stage and MERGE `rows`; when DuckDB runs out of memory, adapt within the limit instead of
+   * failing the run: checkpoint (rows written since the last one stay in memory until then) and
+   * write the batch as two halves, down to single rows (each MERGE is atomic and keyed, so the
+   * halves are the same upsert). The limit is never raised: a row that does not fit alone fails
+   * the write, and `writeNow` names the setting to change.
    */
-  private async upsert(table: TableSchema, rows: readonly Row[], warnings: string[]): Promise<void> {
+  private async upsert(table: TableSchema, rows: readonly Row[], warnings: string[], budget: { reattached: number }): Promise<void> {
     for (;;) {
       let failure: unknown;
       try {
@@ -258,65 +263,48 @@ export class DuckDbDestination implements Destination {
         failure = error;
       }
       if (isInvalidated(failure)) {
-        await this.recoverInvalidated(table, failure, warnings);
+        await this.recoverInvalidated(table, failure, warnings, budget);
         continue;
       }
       if (!isOutOfMemory(failure)) throw failure;
-      let checkpointed = false;
       try {
         await this.connection.run('CHECKPOINT');
-        checkpointed = true;
       } catch (error) {
         if (isInvalidated(error)) {
-          await this.recoverInvalidated(table, error, warnings);
+          await this.recoverInvalidated(table, error, warnings, budget);
           continue;
         }
         if (!isOutOfMemory(error)) throw error;
       }
-      if (checkpointed && rows.length > MIN_SPLIT_ROWS) {
-        this.splits += 1;
-        const half = Math.ceil(rows.length / 2);
-        await this.upsert(table, rows.slice(0, half), warnings);
-        await this.upsert(table, rows.slice(half), warnings);
-        return;
-      }
-      const from = this.memoryLimit;
-      const raised = doubledMemoryLimit(from);
-      if (raised === undefined) throw failure;
-      await this.setMemoryLimit(raised);
-      warnings.push(
-        `DuckDB ran out of memory writing ${rows.length} rows of table ${table.name} at a memory limit of ${from}; ` +
-          `raised it to ${this.memoryLimit} for this run (set --duckdb-memory-limit ${this.memoryLimit} to start there)`,
-      );
+      if (rows.length <= 1) throw failure;
+      this.splits += 1;
+      const half = Math.ceil(rows.length / 2);
+      await this.upsert(table, rows.slice(0, half), warnings, budget);
+      await this.upsert(table, rows.slice(half), warnings, budget);
+      return;
     }
   }
 
   /**
    * A checkpoint ran out of memory after a commit (which is durable), and DuckDB closed the file to
-   * further use. Reopen it with more room (DuckDB replays its WAL) so the caller can write the batch
-   * again: the MERGE is keyed, so a second time changes nothing.
+   * further use. Reopen it, at the same limit (DuckDB replays its WAL), so the caller can write the
+   * batch again in smaller parts: the MERGE is keyed, so a second time changes nothing. At most
+   * `MAX_REATTACH_PER_WRITE` times per write.
    */
-  private async recoverInvalidated(table: TableSchema, error: unknown, warnings: string[]): Promise<void> {
-    const from = this.memoryLimit;
-    const raised = doubledMemoryLimit(from);
-    if (this.attachSql === undefined || raised === undefined) throw error;
+  private async recoverInvalidated(table: TableSchema, error: unknown, warnings: string[], budget: { reattached: number }): Promise<void> {
+    if (this.attachSql === undefined || budget.reattached >= MAX_REATTACH_PER_WRITE) throw error;
+    budget.reattached += 1;
     // The connection that saw the failure refuses every statement: continue on a new one.
     const connection = await this.instance.connect();
     await connection.run(`DETACH ${ATTACHED}`);
     this.connection.closeSync();
     this.connection = connection;
-    await this.setMemoryLimit(raised);
     await connection.run(this.attachSql);
     await useWarehouse(connection);
     warnings.push(
-      `DuckDB ran out of memory checkpointing table ${table.name} at a memory limit of ${from}; ` +
-        `reopened the file with ${this.memoryLimit} for this run (set --duckdb-memory-limit ${this.memoryLimit} to start there)`,
+      `DuckDB ran out of memory checkpointing table ${table.name} at its memory limit of ${this.memoryLimit}; ` +
+        `reopened the file at the same limit and wrote the batch again (a larger --duckdb-memory-limit avoids this)`,
     );
-  }
-
-  private async setMemoryLimit(limit: string): Promise<void> {
-    await this.connection.run(`SET memory_limit = ${sqlString(limit)}`);
-    this.memoryLimit = limit;
   }
 
   private async stageAndMerge(table: TableSchema, rows: readonly Row[]): Promise<void> {
@@ -351,6 +339,17 @@ async function useWarehouse(connection: DuckDBConnection): Promise<void> {
   await connection.run("SET TimeZone = 'UTC'");
 }
 
+/** The largest row's text, roughly, for a message (strings by length, other cells as 8 bytes). */
+function largestRowBytes(rows: readonly Row[]): number {
+  let max = 0;
+  for (const row of rows) {
+    let n = 0;
+    for (const value of Object.values(row)) n += typeof value === 'string' ? value.length : 8;
+    max = Math.max(max, n);
+  }
+  return max;
+}
+
 /** Rows appended between two yields to the event loop. */
 const APPEND_YIELD_ROWS = 500;
 
@@ -364,4 +363,5 @@ function appendRow(appender: Appender, row: Row, columns: readonly ColumnDef[]):
   }
   appender.endRow();
 }
+
 

@@ -1,4 +1,5 @@
-import { DataError } from '../core/errors.js';
+import { createHash } from 'node:crypto';
+import { DataError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import { canonicalTimestamp } from './timestamp.js';
 import type {
@@ -22,22 +23,84 @@ export function isIsoInstant(value: string): boolean {
 }
 
 /**
+ * Longest column name for a record field. BigQuery allows 300 characters; 13 are kept for the
+ * variant suffix (`__v_timestamp`), so a field's variant column is as valid as its column.
+ */
+export const MAX_FIELD_COLUMN_CHARS = 287;
+/** BigQuery's limit on a column name (DuckDB has none that matters here). */
+export const MAX_COLUMN_CHARS = 300;
+/**
+ * A field name that is a column name as it is, in both destinations: letters, digits and `_`,
+ * starting with a letter. (A leading `_` is refused: that namespace is our metadata's, `_synced_at`,
+ * and BigQuery reserves `_PARTITION…`, `_TABLE_…`, `_FILE_…`, `_ROW_TIMESTAMP…`, `__ROOT__…`,
+ * `_COLIDENTIFIER…`.)
+ */
+const PLAIN_NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
+
+/** `<cleaned name>__<8 hex of the field name's SHA-256>`: the column of a field renamed (see `columnFor`). */
+export function renamedColumn(field: string, attempt = 0): string {
+  let base = field.replace(/[^A-Za-z0-9_]/g, '_');
+  if (!/^[A-Za-z]/.test(base)) base = `f_${base}`;
+  const suffix = `__${createHash('sha256').update(attempt === 0 ? field : `${field}\u0000${attempt}`).digest('hex').slice(0, 8)}`;
+  return `${base.slice(0, MAX_FIELD_COLUMN_CHARS - suffix.length)}${suffix}`;
+}
+
+/** A field stored under another column name, and why (logged once per run). */
+export interface ColumnRename {
+  readonly field: string;
+  readonly column: string;
+  readonly reason: string;
+}
+
+/** Something normalize had to say about the data (logged by the walk). */
+export interface NormalizeNote {
+  readonly level: 'info' | 'warn';
+  readonly message: string;
+}
+
+/** Lone UTF-16 surrogates: a string no destination can store as it is (UTF-8 cannot encode them). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+/**
+ * The same in JSON text: JSON.stringify writes a lone surrogate as a `\\udXXX` escape (a pair is
+ * written as the character itself), one not preceded by an odd number of backslashes.
+ */
+const ESCAPED_SURROGATES = /(?<=(?:^|[^\\])(?:\\\\)*)\\ud[89a-f][0-9a-f]{2}/gi;
+/** Data notes (warnings) logged one by one per drain; the rest are counted in one line. */
+const MAX_NOTES_PER_DRAIN = 5;
+
+/**
  * Turns records of one resource into rows, and owns that table's schema. Pure apart from the
  * schema it grows: a field first seen in a later record becomes a new column; a value that does not
- * fit its column's type goes to a variant column `<field>__v_<type>` (as dlt does), so a sync never
+ * fit its column's type goes to a variant column `<column>__v_<type>` (as dlt does), so a sync never
  * fails because the data changed shape and no value is coerced lossily.
+ *
+ * Column names are ours: `project_id`, `_synced_at` and the key are set by us, and a field's
+ * column is its name only when that is a plain name (`PLAIN_NAME`, at most
+ * `MAX_FIELD_COLUMN_CHARS`) no other column has, ignoring case. Otherwise (a record's own
+ * `project_id` in a one-project read, `_synced_at`, `Plan` beside `plan`, an empty or 400-character
+ * name, `a.b`) it is `renamedColumn(field)`. The hash depends on the field name only, and the first
+ * field to take a name keeps it: the table's columns (passed in as `existing`) record who came
+ * first, so the mapping is the same on every run.
  */
 export class SchemaTracker {
   readonly resource: ResourceDefinition;
   private readonly columns = new Map<string, LogicalType>();
+  /** Lower-cased column name → who holds it: `meta`, `field:<name>`, `variant:<column>:<type>`, `existing:<column>`. */
+  private readonly owners = new Map<string, string>();
+  private readonly fieldColumns = new Map<string, string>();
+  private notes: NormalizeNote[] = [];
 
   constructor(resource: ResourceDefinition, existing?: readonly ColumnDef[]) {
     this.resource = resource;
-    this.add(PROJECT_COLUMN, 'string');
-    this.add(resource.key, resource.columns?.[resource.key] ?? 'string');
-    for (const column of existing ?? []) this.add(column.name, column.type);
-    for (const [name, type] of Object.entries(resource.columns ?? {})) this.add(name, type);
-    this.add(SYNCED_AT_COLUMN, 'timestamp');
+    this.claim(PROJECT_COLUMN, 'meta', 'string');
+    this.claim(SYNCED_AT_COLUMN, 'meta', 'timestamp');
+    this.claim(resource.key, `field:${resource.key}`, resource.columns?.[resource.key] ?? 'string');
+    this.fieldColumns.set(resource.key, resource.key);
+    for (const column of existing ?? []) {
+      if (!this.owners.has(column.name.toLowerCase())) this.claim(column.name, `existing:${column.name}`, column.type);
+    }
+    for (const [name, type] of Object.entries(resource.columns ?? {})) this.add(this.columnFor(name), type);
   }
 
   get schema(): TableSchema {
@@ -51,46 +114,150 @@ export class SchemaTracker {
     };
   }
 
+  /** Renames and data notes since the last call, for the log. */
+  drainNotes(): NormalizeNote[] {
+    const out = this.notes;
+    this.notes = [];
+    const warnings = out.filter((n) => n.level === 'warn');
+    if (warnings.length <= MAX_NOTES_PER_DRAIN) return out;
+    return [
+      ...out.filter((n) => n.level !== 'warn'),
+      ...warnings.slice(0, MAX_NOTES_PER_DRAIN),
+      { level: 'warn', message: `… and ${warnings.length - MAX_NOTES_PER_DRAIN} more such values of ${this.resource.name} in this page` },
+    ];
+  }
+
   /**
-   * One record → one row. `projectId` is used when the record carries no `project_id`
-   * (single-project reads). Throws `DataError` when the key or the project cannot be found.
+   * One record → one row. `projectId` is the scope's project for one-project reads, `undefined`
+   * for all-projects reads (the record's `project_id` is then the row's). Throws `DataError` when
+   * the key or the project cannot be found.
    */
   normalize(input: ApiRecord, projectId: string | undefined, syncedAt: string): Row {
     const record = this.resource.transform ? this.resource.transform(input) : input;
-    const key = record[this.resource.key];
-    if (key === undefined || key === null || key === '') {
+    const keyField = this.resource.key;
+    const keyText = keyAsText(record[keyField]);
+    if (keyText === undefined) {
       throw new DataError(
-        `expected every record to carry its key field "${this.resource.key}", got a record with fields [${Object.keys(record).join(', ')}]`,
+        `expected every record to carry its key field "${keyField}" (a non-empty string or a number), got ${
+          record[keyField] === undefined ? 'none' : stringifyJson(record[keyField])
+        } in record ${trimBody(stringifyJson(record), 160)}`,
       );
     }
-    const rowProject = typeof record[PROJECT_COLUMN] === 'string' ? (record[PROJECT_COLUMN] as string) : projectId;
-    if (rowProject === undefined || rowProject === '') {
-      throw new DataError(`expected "${PROJECT_COLUMN}" on a record read across all projects, got none (key ${String(key)})`);
+    const key = this.wellFormed(keyText, keyField, keyText);
+    let rowProject = projectId;
+    if (rowProject === undefined) {
+      const own = record[PROJECT_COLUMN];
+      if (typeof own === 'string' && own !== '') rowProject = own;
     }
-    const row: Row = { [PROJECT_COLUMN]: rowProject };
+    if (rowProject === undefined) {
+      throw new DataError(`expected "${PROJECT_COLUMN}" (a project slug) on a record read across all projects, got ${stringifyJson(record[PROJECT_COLUMN] ?? null)} (key ${key})`);
+    }
+    const row: Row = { [PROJECT_COLUMN]: rowProject, [keyField]: key };
     for (const [field, value] of Object.entries(record)) {
-      if (field === PROJECT_COLUMN || value === null) continue;
-      const declared = this.columns.get(field);
+      if (field === keyField || value === null) continue;
+      // The project of an all-projects read is the row's project_id; in a one-project read the
+      // scope is, and a record's own project_id is kept only when it says something else.
+      if (field === PROJECT_COLUMN && (projectId === undefined || value === projectId)) continue;
+      const column = this.columnFor(field);
+      const declared = this.columns.get(column);
       const type = declared ?? inferType(value);
       const cell = toCell(type, value);
       if (cell !== undefined) {
-        if (declared === undefined) this.add(field, type);
-        row[field] = cell;
+        if (declared === undefined) this.add(column, type);
+        row[column] = typeof cell === 'string' ? this.wellFormed(cell, field, key, type === 'json') : cell;
         continue;
       }
       // Does not fit the column: keep it exact in a variant column of its own type.
       const variantType = inferType(value);
-      const variant = `${field}__v_${variantType}`;
-      this.add(variant, variantType);
-      row[variant] = toCell(variantType, value) ?? null;
+      const variant = this.variantFor(column, variantType);
+      const variantCell = toCell(variantType, value) ?? null;
+      row[variant] = typeof variantCell === 'string' ? this.wellFormed(variantCell, field, key, variantType === 'json') : variantCell;
     }
     row[SYNCED_AT_COLUMN] = syncedAt;
     return row;
   }
 
+  /** The column of a record field (see the class comment); the same for the same field every time. */
+  columnFor(field: string): string {
+    const known = this.fieldColumns.get(field);
+    if (known !== undefined) return known;
+    const owner = `field:${field}`;
+    let reason: string | undefined;
+    if (!PLAIN_NAME.test(field)) reason = field === '' ? 'an empty field name' : /^_/.test(field) ? 'names starting with "_" are reserved for our metadata columns' : 'not letters, digits and "_" starting with a letter';
+    else if (field.length > MAX_FIELD_COLUMN_CHARS) reason = `longer than ${MAX_FIELD_COLUMN_CHARS} characters`;
+    let column = field;
+    if (reason === undefined) {
+      const holder = this.owners.get(field.toLowerCase());
+      if (holder !== undefined && holder !== owner && holder !== `existing:${field}`) {
+        reason = holder === 'meta' ? `"${field}" is a column query-sync sets` : `another column differs from it only in case (${holderName(holder)})`;
+      }
+    }
+    if (reason !== undefined) {
+      for (let attempt = 0; ; attempt += 1) {
+        column = renamedColumn(field, attempt);
+        const holder = this.owners.get(column.toLowerCase());
+        if (holder === undefined || holder === owner || holder === `existing:${column}`) break;
+      }
+      this.notes.push({ level: 'info', message: `field ${JSON.stringify(field)} of ${this.resource.name} is stored in column "${column}": ${reason}` });
+    }
+    this.owners.set(column.toLowerCase(), owner);
+    this.fieldColumns.set(field, column);
+    return column;
+  }
+
+  private variantFor(column: string, type: LogicalType): string {
+    const owner = `variant:${column}:${type}`;
+    for (let attempt = 0; ; attempt += 1) {
+      const suffix = `__v_${type}`;
+      const name = attempt === 0 && column.length + suffix.length <= MAX_COLUMN_CHARS ? `${column}${suffix}` : `${renamedColumn(`${column}${suffix}`, attempt)}`;
+      const holder = this.owners.get(name.toLowerCase());
+      if (holder === undefined || holder === owner || holder === `existing:${name}`) {
+        this.claim(name, owner, type);
+        return name;
+      }
+    }
+  }
+
+  /**
+   * A string a destination can store: lone UTF-16 surrogates (a cut emoji) cannot be encoded in
+   * UTF-8, which both destinations store, and DuckDB's JSON type refuses them even escaped (a
+   * batch holding one would fail on every run). They become U+FFFD, and each such value is
+   * reported (resource, record key, field): stored, visibly, and never altered silently.
+   */
+  private wellFormed(value: string, field: string, key: string, json = false): string {
+    const fixed = json ? value.replace(ESCAPED_SURROGATES, '\\ufffd') : LONE_SURROGATE.test(value) ? value.replace(LONE_SURROGATES, '\uFFFD') : value;
+    if (fixed === value) return value;
+    this.notes.push({
+      level: 'warn',
+      message: `record ${key} of ${this.resource.name}: field ${JSON.stringify(field)} holds a lone UTF-16 surrogate (not valid Unicode text; a cut emoji?), stored as U+FFFD`,
+    });
+    return fixed;
+  }
+
+  private claim(name: string, owner: string, type: LogicalType): void {
+    this.owners.set(name.toLowerCase(), owner);
+    this.add(name, type);
+  }
+
   private add(name: string, type: LogicalType): void {
     if (!this.columns.has(name)) this.columns.set(name, type);
   }
+}
+
+function holderName(holder: string): string {
+  const i = holder.indexOf(':');
+  return i < 0 ? holder : `"${holder.slice(i + 1).split(':')[0] ?? ''}"`;
+}
+
+/**
+ * A key as text, whatever JSON type it came in (`123` and `"123"` are the same key), so a numeric
+ * id can never become a NULL key. `undefined` for a missing, empty, boolean or nested key.
+ */
+export function keyAsText(value: JsonValue | undefined): string | undefined {
+  if (typeof value === 'string') return value === '' ? undefined : value;
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return undefined;
 }
 
 export function inferType(value: JsonValue): LogicalType {

@@ -25,7 +25,7 @@ import { streamKey } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
-import { walkWindow, type WalkTotals } from './walk.js';
+import { DEFAULT_BATCH_BYTES, walkWindow, type WalkTotals } from './walk.js';
 
 /**
  * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
@@ -48,6 +48,8 @@ export interface BackfillOptions extends ScopeOptions {
    * @default 5000
    */
   readonly batchRows?: number;
+  /** Text held before writes by the whole run, shared by the windows like `batchRows`. @default DEFAULT_BATCH_BYTES */
+  readonly batchBytes?: number;
   readonly signal?: AbortSignal;
 }
 
@@ -57,6 +59,8 @@ export interface BackfillHooks {
   readonly onWindows?: (resource: string, scope: string, total: number, skipped: number) => void;
   readonly onWindowDone?: (resource: string, scope: string, rows: number) => void;
   readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+  /** A (resource, scope) ended, whatever the outcome. */
+  readonly onStreamDone?: (result: BackfillStreamResult) => void;
 }
 
 /** A stream's result (`windows`: those this run read, to the end or not), plus the windows skipped. */
@@ -120,13 +124,14 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
           concurrency,
           force: false,
           batchRows: perWindowBatch(options.batchRows ?? DEFAULT_BATCH_ROWS, concurrency),
+          batchBytes: perWindowBatch(options.batchBytes ?? DEFAULT_BATCH_BYTES, concurrency),
           syncedAt: new Date(runStartMs).toISOString(),
           signal: options.signal,
           onProjects: scopeHooks.onProjects,
           hooks,
         },
         deps,
-      ),
+      ).then((result) => (hooks.onStreamDone?.(result), result)),
     (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
   return {
@@ -152,6 +157,7 @@ export interface StreamBackfillOptions {
   /** Read windows even when the ledger has them done (`verify --repair`). */
   readonly force: boolean;
   readonly batchRows: number;
+  readonly batchBytes?: number;
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;
@@ -194,6 +200,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
           window,
           startCursor: resumed?.cursor,
           batchRows: options.batchRows,
+          batchBytes: options.batchBytes,
           syncedAt: options.syncedAt,
           ctx,
           onProjects: options.onProjects,
@@ -296,7 +303,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       windows: totals.windows,
       skipped: totals.skipped,
       seconds,
-      ...(failure === undefined ? {} : { error: failure.message }),
+      ...(failure === undefined ? {} : { error: deps.client.redact(failure.message) }),
     },
   }));
   return result(failure === undefined ? 'ok' : 'failed');

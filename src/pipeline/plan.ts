@@ -35,6 +35,11 @@ export interface PlanWindow {
   readonly rows?: number;
   /** Requests still needed for the window (0 when done). */
   readonly pages?: number;
+  /**
+   * A resumed window whose rows stored before the interruption are unknown (a sync checkpoint keeps
+   * a cursor, not a count): `rows` counts the whole window, an upper bound of what is left.
+   */
+  readonly rowsUpperBound?: boolean;
 }
 
 export interface PlanRow {
@@ -94,7 +99,13 @@ export interface SyncPlanInput extends ScopeOptions {
 interface Target {
   readonly resource: ResourceDefinition;
   readonly scope: ProjectScope;
-  readonly windows: readonly { readonly window: TimeWindow; readonly status: PlanWindowStatus; readonly pagesDone: number }[];
+  readonly windows: readonly {
+    readonly window: TimeWindow;
+    readonly status: PlanWindowStatus;
+    readonly pagesDone: number;
+    /** Rows a resumed window stored before (`undefined`: unknown). */
+    readonly rowsDone?: number;
+  }[];
 }
 
 /** Plan a backfill of [from, to): the windows the ledger has done are skipped, as the backfill will. */
@@ -112,7 +123,7 @@ export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps)
         const running = runningOf(stream, window);
         return running?.cursor === undefined
           ? { window, status: 'todo' as const, pagesDone: 0 }
-          : { window, status: 'resume' as const, pagesDone: running.pages };
+          : { window, status: 'resume' as const, pagesDone: running.pages, rowsDone: running.rows };
       });
     },
     { from: iso(options.fromMs), to: iso(options.toMs), windowMs: options.windowMs },
@@ -219,7 +230,10 @@ async function build(
             if (w.status === 'done') return { from, to, status: 'done', pages: 0 };
             const count = await queue.add(() => countRecords(deps.client, resource, scope, w.window, ctx));
             const pages = Math.max(1, Math.max(1, Math.ceil(count / resource.maxPageSize)) - w.pagesDone);
-            return { from, to, status: w.status, rows: count, pages };
+            // Rows still to read, as pages are: a resumed window's rows stored before are not planned again.
+            const rows = Math.max(0, count - (w.rowsDone ?? 0));
+            const upper = w.status === 'resume' && w.rowsDone === undefined;
+            return { from, to, status: w.status, rows, pages, ...(upper ? { rowsUpperBound: true } : {}) };
           }),
         );
         const todo = windows.filter((w) => w.status !== 'done');
@@ -277,6 +291,7 @@ export function toProgressPlan(plan: Plan): ProgressPlan {
       rows: rows.reduce((n, r) => n + (r.rows ?? 0), 0),
       pages: requests,
       minimumSeconds: minimumSeconds({ [rows[0]?.endpoint ?? resource]: requests }, plan.limits),
+      ...(rows.some((r) => r.windows.some((w) => w.rowsUpperBound === true)) ? { resumed: true } : {}),
     };
   }
   return { resources, minimumSeconds: plan.minimumSeconds };
@@ -329,7 +344,8 @@ export function formatPlan(plan: Plan): string[] {
     lines.push('', `windows of ${row.resource} ${row.scope}:`);
     for (const w of row.windows.slice(0, MAX_WINDOW_LINES)) {
       const tag = w.status === 'resume' ? '  (resume)' : w.status === 'settle' ? '  (settle re-read: late enrichment)' : '';
-      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${w.rows ?? '?'}  pages ${w.pages ?? '?'}${tag}`;
+      const rows = `${w.rowsUpperBound === true ? '≤' : ''}${w.rows ?? '?'}`;
+      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${rows}  pages ${w.pages ?? '?'}${tag}`;
       lines.push(`  ${w.from} → ${w.to}  ${what}`);
     }
     if (row.windows.length > MAX_WINDOW_LINES) lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);

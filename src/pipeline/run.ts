@@ -18,6 +18,8 @@ export interface SyncPlanOptions {
   readonly startMs?: number;
   /** @default 5000 */
   readonly batchRows?: number;
+  /** @default DEFAULT_BATCH_BYTES (walk.ts) */
+  readonly batchBytes?: number;
   /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
   readonly sampleRows?: number;
   readonly signal?: AbortSignal;
@@ -85,6 +87,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     lookbackMs: options.lookbackMs,
     startMs: options.startMs,
     batchRows: Math.min(options.batchRows ?? DEFAULT_BATCH_ROWS, options.sampleRows ?? Infinity),
+    batchBytes: options.batchBytes,
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,

@@ -25,6 +25,8 @@ export interface StreamOptions {
   readonly startMs?: number;
   /** Rows buffered before a write + checkpoint. */
   readonly batchRows: number;
+  /** Text buffered before a write (see `WalkOptions.batchBytes`). */
+  readonly batchBytes?: number;
   /** Stop once this many rows are written (a dry run's sample). */
   readonly sampleRows?: number;
   /** `_synced_at` of this run. */
@@ -90,7 +92,8 @@ export async function syncStream(
           pages: totals.pages,
           requests: ctx.stats.requests,
           seconds,
-          ...(error ? { error: error.message } : {}),
+          // Errors from the client are redacted already; this covers messages built elsewhere.
+          ...(error ? { error: deps.client.redact(error.message) } : {}),
         },
       }));
     }
@@ -115,6 +118,7 @@ export async function syncStream(
         window,
         startCursor,
         batchRows: options.batchRows,
+        batchBytes: options.batchBytes,
         sampleRows: options.sampleRows,
         syncedAt: options.syncedAt,
         ctx,

@@ -1,4 +1,4 @@
-import { DataError, FatalApiError } from '../core/errors.js';
+import { CursorRejectedError, DataError, PaginationError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { paginate, type TimeWindow } from '../extract/paginate.js';
@@ -22,6 +22,11 @@ export interface WalkOptions {
   readonly startCursor: string | undefined;
   /** Rows buffered before one write + checkpoint. */
   readonly batchRows: number;
+  /**
+   * Text buffered before a write, whatever the row count (`DEFAULT_BATCH_BYTES`): reached inside
+   * a page, the rows so far are written at once and the checkpoint follows at the page's end.
+   */
+  readonly batchBytes?: number;
   /** Stop after the write that brings the walk's rows to this many (a dry run's sample). */
   readonly sampleRows?: number | undefined;
   readonly syncedAt: string;
@@ -44,6 +49,23 @@ export interface WalkOptions {
   readonly onStored?: (rows: readonly Row[]) => Promise<void>;
 }
 
+/**
+ * Times one window is restarted from its first page because the server refused a cursor (expired
+ * while we read, or at resume). Each restart re-reads what was stored (harmless: keyed merges); a
+ * server that refuses every cursor must not loop forever.
+ */
+export const MAX_WINDOW_RESTARTS = 3;
+
+/** `--batch-bytes` default, 8 MB (config's `DEFAULT_BATCH_BYTES`): 5,000 rows of 200 KB would be 1 GB. */
+export const DEFAULT_BATCH_BYTES = 8_000_000;
+
+/** A row's size in memory, roughly: strings by length, other cells as 8 bytes. Cheap, for the byte cap. */
+export function rowBytes(row: Row): number {
+  let n = 0;
+  for (const value of Object.values(row)) n += typeof value === 'string' ? value.length : 8;
+  return n;
+}
+
 export interface WalkTotals {
   rows: number;
   pages: number;
@@ -51,14 +73,27 @@ export interface WalkTotals {
 
 /**
  * Walk every page of one window, pulling a page at a time (memory stays flat), cut rows to the
- * window on the client, normalize, write in batches, and checkpoint after each write. A resumed
- * cursor the server refuses (400 on the first page) restarts the window from its first page:
- * keyed merges make the re-read harmless.
+ * window on the client, normalize, write in batches, and checkpoint after each write. A cursor the
+ * server refuses, at resume or in the middle of the walk (`CursorRejectedError`), restarts the
+ * window from its first page, at most `MAX_WINDOW_RESTARTS` times: keyed merges make the re-read
+ * harmless.
  */
-export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals): Promise<void> {
+export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<void> {
   const { resource, scope, window, ctx } = options;
   let buffer: Row[] = [];
+  let bufferBytes = 0;
+  const batchBytes = options.batchBytes ?? DEFAULT_BATCH_BYTES;
   const seenProjects = new Set<string>();
+  const flush = async (): Promise<number> => {
+    if (buffer.length === 0) return 0;
+    const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
+    for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
+    totals.rows += written.rows;
+    await options.onStored?.(buffer);
+    buffer = [];
+    bufferBytes = 0;
+    return written.rows;
+  };
   let pagesInWalk = 0;
   const order = new OrderWatch(options, deps.logger);
   const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor }, ctx)[Symbol.asyncIterator]();
@@ -78,26 +113,29 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       }
       pagesInWalk += 1;
       totals.pages += 1;
+      let stored = 0;
+      let writtenInPage = false;
       for (const record of page.records) {
         if (window !== undefined && !inWindow(resource, record, window, ctx)) continue;
         const row = normalize(options, record);
         if (scope.header === '*') seenProjects.add(String(row[PROJECT_COLUMN]));
         buffer.push(row);
+        bufferBytes += rowBytes(row);
+        // Very large rows: write before the page ends (no checkpoint: the page is not all stored;
+        // a resumed walk re-reads it, and keyed merges make that harmless).
+        if (bufferBytes >= batchBytes) {
+          stored += await flush();
+          writtenInPage = true;
+        }
       }
+      // Field → column renames (once each) and values stored differently than received.
+      for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
       deps.logger.debug(
         { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore, pastWindow: past },
         'page',
       );
-      let stored = 0;
-      if (buffer.length >= options.batchRows || !hasMore) {
-        if (buffer.length > 0) {
-          const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
-          for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
-          totals.rows += written.rows;
-          stored = written.rows;
-          await options.onStored?.(buffer);
-        }
-        buffer = [];
+      if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
+        stored += await flush();
         if (seenProjects.size > 0) options.onProjects?.(seenProjects);
         await options.checkpoint(hasMore ? page.nextCursor : null);
       }
@@ -109,12 +147,21 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       }
     }
   } catch (error) {
-    const cursorRejected =
-      options.startCursor !== undefined && pagesInWalk === 0 && error instanceof FatalApiError && error.status === 400;
-    if (!cursorRejected) throw error;
-    deps.logger.warn({ resource: resource.name, project: scope.key }, 'checkpoint cursor rejected; re-reading the window');
+    if (!(error instanceof CursorRejectedError)) throw error;
+    const where = window === undefined ? 'the whole resource' : `window [${new Date(window.fromMs).toISOString()}, ${new Date(window.toMs).toISOString()})`;
+    if (restarts >= MAX_WINDOW_RESTARTS) {
+      throw new PaginationError(
+        `the server refused our cursor ${restarts + 1} times while reading ${where} (restarted from its first page ${restarts} times); ` +
+          `expected a cursor to stay valid for one walk. Last refusal: ${error.message}`,
+        { cause: error, context: ctx },
+      );
+    }
+    deps.logger.warn(
+      { resource: resource.name, project: scope.key, status: error.status, pagesRead: pagesInWalk, restart: restarts + 1, maxRestarts: MAX_WINDOW_RESTARTS },
+      `cursor refused after ${pagesInWalk} pages of ${where} (HTTP ${error.status}); re-reading it from its first page (keyed merges make the re-read harmless)`,
+    );
     await options.onCursorRejected?.();
-    return walkWindow({ ...options, startCursor: undefined }, deps, totals);
+    return walkWindow({ ...options, startCursor: undefined }, deps, totals, restarts + 1);
   }
 }
 

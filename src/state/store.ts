@@ -4,6 +4,7 @@ import { basename, dirname, join } from 'node:path';
 import { StateError } from '../core/errors.js';
 import type { Clock } from '../core/types.js';
 import { acquireLock, type Lock } from './lock.js';
+import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
 
 /** A walk in progress: the window being read and the cursor of the next page not yet stored. */
 export interface PendingWindow {
@@ -51,7 +52,8 @@ export interface Lateness {
 }
 
 export interface StateDocument {
-  readonly version: 1;
+  /** Format version (`STATE_VERSION`); an older file is migrated on read (see `validate.ts`). */
+  readonly version: typeof STATE_VERSION;
   readonly streams: Readonly<Record<string, StreamState>>;
   /** Project slugs seen in all-projects reads, for endpoints that need one request per project. */
   readonly projects: readonly string[];
@@ -59,7 +61,7 @@ export interface StateDocument {
   readonly sections: Readonly<Record<string, unknown>>;
 }
 
-const EMPTY: StateDocument = { version: 1, streams: {}, projects: [], sections: {} };
+const EMPTY: StateDocument = { version: STATE_VERSION, streams: {}, projects: [], sections: {} };
 
 export function streamKey(resource: string, scopeKey: string): string {
   return `${resource}:${scopeKey}`;
@@ -76,6 +78,8 @@ export interface StateStoreOptions {
    * @default false
    */
   readonly inMemory?: boolean;
+  /** Resource names a stream key may name (a state file naming another is refused). @default any */
+  readonly resources?: readonly string[];
 }
 
 /**
@@ -105,7 +109,7 @@ export class StateStore {
       clock: options.clock,
     });
     try {
-      return new StateStore(path, await readState(path), options, lock);
+      return new StateStore(path, await readState(path, options), options, lock);
     } catch (error) {
       await lock.release();
       throw error;
@@ -113,8 +117,8 @@ export class StateStore {
   }
 
   /** Read a state file without locking (for `status`). */
-  static read(path: string): Promise<StateDocument> {
-    return readState(path);
+  static read(path: string, options: ValidateOptions = {}): Promise<StateDocument> {
+    return readState(path, options);
   }
 
   get document(): StateDocument {
@@ -159,7 +163,7 @@ export class StateStore {
       });
       try {
         // Re-read: another purpose's run may have written its own streams since.
-        const latest = change(await readState(this.path));
+        const latest = change(await readState(this.path, this.options));
         await writeAtomically(this.path, `${JSON.stringify(latest, null, 2)}\n`);
         this.doc = latest;
       } finally {
@@ -171,7 +175,7 @@ export class StateStore {
   }
 }
 
-async function readState(path: string): Promise<StateDocument> {
+async function readState(path: string, options: ValidateOptions): Promise<StateDocument> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
@@ -179,19 +183,24 @@ async function readState(path: string): Promise<StateDocument> {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return EMPTY;
     throw new StateError(`cannot read state file ${path}: ${(error as Error).message}`, { cause: error });
   }
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(text) as Partial<StateDocument>;
-    if (parsed.version !== 1 || typeof parsed.streams !== 'object' || parsed.streams === null) {
-      throw new Error(`expected {"version": 1, "streams": {...}}, got version ${String(parsed.version)}`);
-    }
-    return { version: 1, streams: parsed.streams, projects: parsed.projects ?? [], sections: parsed.sections ?? {} };
+    parsed = JSON.parse(text);
   } catch (error) {
     throw new StateError(
-      `state file ${path} is not valid query-sync state (${(error as Error).message}). Nothing was changed; ` +
+      `state file ${path} is not valid query-sync state: not JSON (${(error as Error).message}). Nothing was changed; ` +
         `move it aside to start over (a full re-sync is safe: loads merge on the key).`,
       { cause: error },
     );
   }
+  const checked = validateState(parsed, options);
+  if ('where' in checked) {
+    throw new StateError(
+      `state file ${path}: ${checked.where}: ${checked.problem}. Nothing was changed and no stream was read; ` +
+        `correct or remove that entry (or move the file aside to start over: a full re-sync is safe, loads merge on the key).`,
+    );
+  }
+  return checked.doc as unknown as StateDocument;
 }
 
 /** Temp file in the same folder, fsync, rename over the target, fsync the folder. */

@@ -7,7 +7,7 @@ import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
 import type { ApiRecord, ChildSelection, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
-import { ApiClient, type RetryOptions } from '../../src/http/client.js';
+import { ApiClient, type ApiClientOptions, type RetryOptions } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
@@ -39,6 +39,8 @@ export interface PipelineTarget {
   readonly retry?: Partial<RetryOptions>;
   readonly projectHeader?: string | readonly string[];
   readonly destination?: () => Promise<Destination>;
+  /** More client options (timeouts, Retry-After cap, a logger to read). */
+  readonly client?: Partial<Pick<ApiClientOptions, 'timeouts' | 'maxRetryAfterMs' | 'longWaitMs' | 'logger'>>;
 }
 
 /**
@@ -46,7 +48,7 @@ export interface PipelineTarget {
  * `body`, and close everything. Limits default to effectively none, retries to fast ones.
  */
 export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 'backfill', body: (deps: SyncDeps) => Promise<T>): Promise<T> {
-  const logger = silentLogger();
+  const logger = target.client?.logger ?? silentLogger();
   const budget = createScheduler({ limits: target.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 } });
   const client = new ApiClient({
     baseUrl: target.baseUrl,
@@ -56,6 +58,9 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
     clock: systemClock,
     logger,
     retry: target.retry ?? FAST_RETRY,
+    timeouts: target.client?.timeouts,
+    maxRetryAfterMs: target.client?.maxRetryAfterMs,
+    longWaitMs: target.client?.longWaitMs,
   });
   const destination = target.destination ? await target.destination() : await DuckDbDestination.open(dbPathOf(target.dir));
   const state = await StateStore.open(statePathOf(target.dir), { clock: systemClock, purpose });

@@ -119,15 +119,22 @@ describe('DuckDbDestination', () => {
     await check.close();
   }, 60_000);
 
-  it('raises its memory limit, and says so, when even a few rows do not fit', async () => {
+  it('never raises its memory limit: rows too large for it fail the write, naming the setting', async () => {
     const t = new SchemaTracker(events);
-    // 120 rows of ~600 KB: 50 of them alone are about twice the 16MB limit.
+    // 120 rows of ~600 KB at 16MB: DuckDB's checkpoint rewrites them in memory, which cannot fit.
     const rows = Array.from({ length: 120 }, (_, i) => t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at));
     const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
-    const result = await db.write({ table: t.schema, rows });
-    expect(result.rows).toBe(120);
-    expect(result.warnings?.[0]).toMatch(/ran out of memory writing \d+ rows of table events at a memory limit of 16MB; raised it to 32MB for this run \(set --duckdb-memory-limit 32MB/);
-    expect(await db.query('SELECT COUNT(*) AS n, MIN(length(user_input)) AS lo FROM events')).toEqual([{ n: 120n, lo: 600_000n }]);
+    await expect(db.write({ table: t.schema, rows })).rejects.toThrow(/DuckDB's memory limit is 16MB and is not raised on its own[\s\S]*Set --duckdb-memory-limit higher/);
+    await db.close();
+  }, 60_000);
+
+  it('a row that does not fit the memory limit alone fails clearly, naming the setting to change', async () => {
+    const t = new SchemaTracker(events);
+    const row = t.normalize({ id: 'huge', timestamp: at, user_input: 'z'.repeat(40_000_000) }, 'p', at);
+    const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
+    await expect(db.write({ table: t.schema, rows: [row] })).rejects.toThrow(
+      /DuckDB write to table events failed: [\s\S]*DuckDB's memory limit is 16MB and is not raised on its own\. The batch was written in parts down to single rows \(of up to about 40000 KB\) and still did not fit[\s\S]*Set --duckdb-memory-limit higher/,
+    );
     await db.close();
   }, 60_000);
 

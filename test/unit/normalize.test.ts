@@ -3,7 +3,7 @@ import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
 import { parseJson } from '../../src/core/json.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { cursorMillis, inferType, SchemaTracker } from '../../src/normalize/normalize.js';
+import { cursorMillis, inferType, keyAsText, renamedColumn, SchemaTracker } from '../../src/normalize/normalize.js';
 
 const at = '2026-11-20T00:00:00.000Z';
 
@@ -57,6 +57,29 @@ describe('SchemaTracker.normalize', () => {
     const t = new SchemaTracker(events);
     expect(() => t.normalize({ timestamp: at }, 'p', at)).toThrow(/key field "id"/);
     expect(() => t.normalize({ id: 'x', timestamp: at }, undefined, at)).toThrow(/project_id/);
+  });
+
+  it('names columns from the field name alone, and keeps the mapping when a later run sees the fields in another order', () => {
+    expect(renamedColumn('a.b')).toMatch(/^a_b__[0-9a-f]{8}$/);
+    expect(renamedColumn('')).toMatch(/^f___[0-9a-f]{8}$/);
+    expect(renamedColumn('_synced_at')).toMatch(/^f__synced_at__[0-9a-f]{8}$/);
+    expect(renamedColumn('x'.repeat(400)).length).toBeLessThanOrEqual(287);
+    const first = new SchemaTracker(events);
+    first.normalize({ id: 'a', timestamp: at, Plan: 'p', plan: 'q' }, 'p', at);
+    expect(first.columnFor('Plan')).toBe('Plan');
+    expect(first.columnFor('plan')).toBe(renamedColumn('plan'));
+    // The next run starts from the table's columns; the twin arriving first changes nothing.
+    const next = new SchemaTracker(events, first.schema.columns);
+    const row = next.normalize({ id: 'b', timestamp: at, plan: 'q2', Plan: 'p2' }, 'p', at);
+    expect(row).toMatchObject({ Plan: 'p2', [renamedColumn('plan')]: 'q2' });
+    expect(next.schema.columns.map((c) => c.name).sort()).toEqual(first.schema.columns.map((c) => c.name).sort());
+  });
+
+  it('reads keys as text whatever their JSON type, and refuses unusable ones', () => {
+    expect(keyAsText(123)).toBe('123');
+    expect(keyAsText(9007199254740993n)).toBe('9007199254740993');
+    expect(keyAsText('e1')).toBe('e1');
+    for (const bad of [undefined, null, '', true, { a: 1 }, [1]]) expect(keyAsText(bad as never)).toBeUndefined();
   });
 
   it('infers types', () => {

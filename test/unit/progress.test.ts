@@ -1,6 +1,8 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { renderProgress, TtyProgressDisplay } from '../../src/commands/progress-display.js';
+import { observedBudget } from '../../src/http/budget-observer.js';
+import type { RequestBudget } from '../../src/http/budget.js';
 import type { Clock } from '../../src/core/types.js';
 import { ProgressTracker } from '../../src/pipeline/progress.js';
 
@@ -57,6 +59,15 @@ describe('ProgressTracker', () => {
     expect(t.snapshot().resources[0]).toMatchObject({ done: true, etaSeconds: 0 });
   });
 
+  it('lists resources in the given order, whatever order they start in', () => {
+    const t = new ProgressTracker(fakeClock());
+    t.setOrder(['events', 'traces', 'users']);
+    t.addWindows('users', 1);
+    t.addWindows('other', 1);
+    t.addWindows('events', 1);
+    expect(t.snapshot().resources.map((r) => r.resource)).toEqual(['events', 'users', 'other']);
+  });
+
   it('lists planned resources before they start, and takes back a window that will not run', () => {
     const t = new ProgressTracker(fakeClock(), { resources: { events: { rows: 5, pages: 1 } } });
     expect(t.snapshot().resources.map((r) => r.resource)).toEqual(['events']);
@@ -66,12 +77,170 @@ describe('ProgressTracker', () => {
   });
 });
 
+describe('ProgressTracker: states', () => {
+  it('marks a failed stream, and a run that ended leaves no resource running', () => {
+    const t = new ProgressTracker(fakeClock());
+    t.addWindows('traces', 3);
+    t.windowDone('traces');
+    t.streamFailed('traces', 'beta', '[resource traces, project beta] the API key was rejected (401)');
+    let traces = t.snapshot().resources[0];
+    expect(traces).toMatchObject({ done: false, failed: [{ scope: 'beta' }] });
+    t.finish();
+    traces = t.snapshot().resources[0];
+    expect(traces).toMatchObject({ done: true, failed: [{ scope: 'beta' }] });
+  });
+
+  it('shows "waiting" only once a request has waited for the budget a second, and "backing off" with the time left', () => {
+    const clock = fakeClock();
+    const t = new ProgressTracker(clock);
+    t.addWindows('events', 1);
+    t.requestQueued('/v1/events', 'events|*');
+    clock.advance(500);
+    expect(t.snapshot().resources[0]?.activity).toBeUndefined();
+    clock.advance(2000);
+    expect(t.snapshot().resources[0]?.activity).toEqual({ kind: 'waiting', seconds: 2.5, pausedAfter429: false });
+    t.rateLimitedOn('/v1/events', 10_000);
+    expect(t.snapshot().resources[0]?.activity).toMatchObject({ kind: 'waiting', pausedAfter429: true });
+    expect(t.snapshot().rateLimited).toBe(1);
+    t.requestDequeued('events|*', true);
+    expect(t.snapshot().resources[0]?.activity).toBeUndefined();
+    expect(t.snapshot().requests).toBe(1);
+    t.backingOff('events', 4000, 'HTTP 503');
+    clock.advance(1000);
+    expect(t.snapshot().resources[0]?.activity).toEqual({ kind: 'backoff', seconds: 3, reason: 'HTTP 503' });
+    clock.advance(3000);
+    expect(t.snapshot().resources[0]?.activity).toBeUndefined();
+    // The plan's count requests (lane plan|…) count as requests but belong to no resource.
+    t.requestQueued('/v1/events/count', 'plan|events|*');
+    t.requestDequeued('plan|events|*', true);
+    expect(t.snapshot().resources.map((r) => r.resource)).toEqual(['events']);
+  });
+
+  it('counts rows read (for the plan) apart from rows stored (written in batches)', () => {
+    const t = new ProgressTracker(fakeClock(), { resources: { events: { rows: 300, pages: 3 } } });
+    t.addWindows('events', 1);
+    t.page('events', 0, 100);
+    t.page('events', 0, 100);
+    expect(t.snapshot().resources[0]).toMatchObject({ rows: 0, rowsRead: 200 });
+    t.page('events', 300, 100);
+    expect(t.snapshot().resources[0]).toMatchObject({ rows: 300, rowsRead: 300 });
+  });
+});
+
+describe('observedBudget', () => {
+  it('reports queued, started, cancelled and 429s, and schedules exactly as the budget it wraps', async () => {
+    const calls: string[] = [];
+    let release: (() => void) | undefined;
+    const inner: RequestBudget = {
+      schedule: async (endpoint, task, options) => {
+        calls.push(`schedule ${endpoint} ${options?.lane}`);
+        if (options?.signal?.aborted) throw new Error('aborted');
+        await new Promise<void>((r) => (release = r));
+        return task();
+      },
+      onRateLimited: (endpoint, ms) => calls.push(`429 ${endpoint} ${ms}`),
+      stats: () => ({ requests: 0, rateLimited: 0, maxPerSecond: 0, endpoints: {} }),
+    };
+    const seen: string[] = [];
+    const budget = observedBudget(inner, {
+      queued: (e, lane) => seen.push(`queued ${e} ${lane}`),
+      dequeued: (lane, started) => seen.push(`dequeued ${lane} ${started}`),
+      rateLimited: (e, ms) => seen.push(`429 ${e} ${ms}`),
+    });
+    const p = budget.schedule('/v1/events', async () => 42, { lane: 'events|*' });
+    expect(seen).toEqual(['queued /v1/events events|*']);
+    release?.();
+    expect(await p).toBe(42);
+    expect(seen).toEqual(['queued /v1/events events|*', 'dequeued events|* true']);
+    const aborted = AbortSignal.abort();
+    await expect(budget.schedule('/v1/users', async () => 1, { lane: 'users|*', signal: aborted })).rejects.toThrow('aborted');
+    expect(seen.at(-1)).toBe('dequeued users|* false');
+    budget.onRateLimited('/v1/events', 3000);
+    expect(seen.at(-1)).toBe('429 /v1/events 3000');
+    expect(calls).toEqual(['schedule /v1/events events|*', 'schedule /v1/users users|*', '429 /v1/events 3000']);
+  });
+});
+
+function runningTracker(clock: ReturnType<typeof fakeClock>): ProgressTracker {
+  const t = new ProgressTracker(clock, { resources: { events: { rows: 150_059, pages: 1501, minimumSeconds: 200 } }, minimumSeconds: 200 });
+  for (const r of ['events', 'users', 'conversations']) t.addWindows(r, 1);
+  t.addWindows('traces', 3);
+  for (let i = 0; i < 450; i++) t.page('events', i % 50 === 49 ? 5000 : 0, 100);
+  t.page('users', 1500, 1500);
+  t.windowDone('users');
+  return t;
+}
+
+describe('renderProgress', () => {
+  it('fits every line to the terminal, narrow or wide', () => {
+    const clock = fakeClock();
+    const t = runningTracker(clock);
+    t.streamFailed('traces', 'beta', '[resource traces, project beta] the API key was rejected (401). Expected the Organization API Key (the write key used for ingestion is not accepted).');
+    clock.advance(30_000);
+    for (const columns of [40, 60, 80, 120, 200]) {
+      const lines = renderProgress(t.snapshot(), { columns });
+      for (const line of lines) expect([...line].length, `${columns}: ${line}`).toBeLessThan(columns);
+    }
+    const narrow = renderProgress(t.snapshot(), { columns: 80 });
+    expect(narrow[0]).toMatch(/^\S events\s+45,000\/150,059 rows\s+450 pg\s+0\/1 win\s+[\d,]+\/s ETA \d/);
+    expect(narrow[1]).toMatch(/^✓ users\s+1,500 rows\s+1 pg\s+1\/1 win done$/);
+    expect(narrow[3]).toMatch(/^✗ traces .* FAILED, running$/);
+    expect(narrow[4]).toMatch(/^  └ the API key was rejected \(401\)\. Expected the Organization API Key .*…$/);
+    const wide = renderProgress(t.snapshot(), { columns: 200 });
+    expect(wide[0]).toMatch(/^\S events\s+rows 45,000\/150,059\s+pages 450\/1,501\s+windows 0\/1\s+[\d,]+ rows\/s\s+ETA/);
+    expect(wide[3]).toContain('FAILED, others running: the API key was rejected (401). Expected the Organization API Key');
+    expect(wide.at(-1)).toMatch(/^elapsed 30s · ETA .* · 0 requests$/);
+  });
+
+  it('a resumed sync window: the plan is an upper bound while running, and the stored rows alone once done', () => {
+    const clock = fakeClock();
+    const t = new ProgressTracker(clock, { resources: { events: { rows: 150_059, pages: 1501, resumed: true } } });
+    t.addWindows('events', 1);
+    t.page('events', 120_059, 120_059);
+    let lines = renderProgress(t.snapshot(), { columns: 80 });
+    expect(lines[0]).toContain('120,059/≤150,059 rows');
+    expect(renderProgress(t.snapshot(), { columns: 200 })[0]).toMatch(/rows 120,059\/≤150,059\s+pages 1\/≤1,501 /);
+    expect(lines.at(-1)).toMatch(/^≤: a resumed window/);
+    t.windowDone('events');
+    lines = renderProgress(t.snapshot(), { columns: 80 });
+    expect(lines[0]).toMatch(/^✓ events\s+120,059 rows\s+1 pg done \(resumed\)$/);
+    expect(lines.join('\n')).not.toContain('150,059');
+  });
+
+  it('shows waiting for the rate budget and backing off', () => {
+    const clock = fakeClock();
+    const t = runningTracker(clock);
+    t.requestQueued('/v1/events', 'events|*');
+    t.rateLimitedOn('/v1/events', 20_000);
+    t.backingOff('conversations', 8000, 'HTTP 503');
+    clock.advance(3000);
+    const wide = renderProgress(t.snapshot(), { columns: 200 });
+    expect(wide[0]).toMatch(/waiting for rate budget 3s \(paused after a 429\)$/);
+    expect(wide[2]).toMatch(/backing off 5s \(HTTP 503\)$/);
+    expect(wide.at(-1)).toContain('1 × 429');
+    const narrow = renderProgress(t.snapshot(), { columns: 80 });
+    expect(narrow[0]).toMatch(/429: waiting 3s$/);
+    expect(narrow[2]).toMatch(/backing off 5s$/);
+  });
+
+  it('a planning spinner with the count requests so far', () => {
+    const clock = fakeClock();
+    const t = new ProgressTracker(clock);
+    t.markPlanning();
+    t.requestQueued('/v1/events/count', 'plan|events|*');
+    t.requestDequeued('plan|events|*', true);
+    clock.advance(4000);
+    expect(renderProgress(t.snapshot(), { frame: 0 })).toEqual(['⠋ planning the run: 1 count request · 4s']);
+    expect(renderProgress(t.snapshot(), { frame: 1 })[0]).toMatch(/^⠙ planning/);
+  });
+});
+
 describe('TtyProgressDisplay', () => {
-  it('redraws its lines in place and prints log lines above them', () => {
+  it('redraws in place with log-update, prints log lines above, and leaves its last frame', () => {
     const clock = fakeClock();
     const t = new ProgressTracker(clock, { resources: { events: { rows: 1000, pages: 10, minimumSeconds: 5 } } });
     t.addWindows('events', 4);
-    const out = new PassThrough();
+    const out = Object.assign(new PassThrough(), { columns: 60 });
     let written = '';
     out.on('data', (b: Buffer) => (written += b.toString()));
     const display = new TtyProgressDisplay(t, out);
@@ -79,12 +248,14 @@ describe('TtyProgressDisplay', () => {
     t.page('events', 100);
     display.logStream.write('a log line\n');
     display.stop();
-    const lines = renderProgress(t);
-    expect(lines[0]).toMatch(/^events\s+rows 100\/1000\s+pages 1\/10\s+windows 0\/4\s+\d+ rows\/s\s+ETA \d/);
-    expect(lines[1]).toMatch(/^elapsed .* ETA/);
-    // Each redraw moves up over the lines drawn before (ESC [n F) and clears them (ESC [J).
-    expect(written).toContain('\x1b[2F\x1b[J');
-    expect(written).toMatch(/\x1b\[2F\x1b\[Ja log line\n/);
-    expect(written.endsWith(`${lines.join('\n')}\n`)).toBe(true);
+    // Each redraw erases the lines drawn before (cursor up, erase line) and draws again.
+    expect(written).toContain('\x1b[2K\x1b[1A\x1b[2K\x1b[G');
+    expect(written).toMatch(/\x1b\[Ga log line\n/);
+    const last = renderProgress(t.snapshot(), { columns: 60, frame: 3 });
+    expect(written.endsWith(`${last.join('\n')}\n`)).toBe(true);
+    // After stop, log lines are written as they are (nothing to redraw).
+    const before = written.length;
+    display.logStream.write('after\n');
+    expect(written.slice(before)).toBe('after\n');
   });
 });

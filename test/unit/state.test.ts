@@ -54,7 +54,7 @@ describe('StateStore', () => {
     const sync = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
     const backfill = await StateStore.open(path, { clock: systemClock, purpose: 'backfill' });
     await Promise.all([
-      ...Array.from({ length: 20 }, (_, i) => sync.updateStream(`s${i}`, () => ({ mark: `m${i}` }))),
+      ...Array.from({ length: 20 }, (_, i) => sync.updateStream(`s${i}`, () => ({ mark: new Date(i * 1000).toISOString() }))),
       ...Array.from({ length: 20 }, (_, i) => backfill.updateSection<number[]>('ledger', (l) => [...(l ?? []), i])),
     ]);
     await sync.close();

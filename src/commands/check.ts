@@ -1,0 +1,34 @@
+import type { SyncConfig } from '../config.js';
+import { exitCodeFor } from '../core/errors.js';
+import { redact } from '../core/log.js';
+import { checkApi, checkExitCode, formatCheck } from '../pipeline/check.js';
+import { StateStore } from '../state/store.js';
+import { createRuntime } from './runtime.js';
+import type { CommandIo } from './sync.js';
+
+/**
+ * `query-sync check`: one request per endpoint and project scope (first pages only, nothing
+ * written, no lock taken), and what they say. Exit codes as for sync: 0 all well, 3 key or project
+ * refused, 1 anything else that failed, 2 configuration.
+ */
+export async function checkCommand(config: SyncConfig, io: CommandIo): Promise<number> {
+  const secrets = [config.apiKey];
+  const print = (line: string): void => io.print(redact(line, secrets));
+  const runtime = createRuntime({ ...config, progress: 'off' }, io);
+  try {
+    const doc = await StateStore.read(config.statePath).catch(() => undefined);
+    const report = await checkApi(
+      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal },
+      runtime.client,
+    );
+    const code = checkExitCode(report);
+    if (config.json) print(JSON.stringify({ command: 'check', exitCode: code, ...report }));
+    else for (const line of formatCheck(report, config)) print(line);
+    return code;
+  } catch (error) {
+    print(`check FAILED: ${(error as Error).message}`);
+    return exitCodeFor(error);
+  } finally {
+    await runtime.close().catch(() => undefined);
+  }
+}

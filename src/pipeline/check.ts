@@ -1,0 +1,220 @@
+import { AuthError, FatalApiError } from '../core/errors.js';
+import type { JsonValue, LogicalType, ProjectScope, ResourceDefinition } from '../core/types.js';
+import { readTotal } from '../extract/count.js';
+import { readEnvelope, walkQuery } from '../extract/paginate.js';
+import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
+import { cursorMillis, inferType, PROJECT_COLUMN } from '../normalize/normalize.js';
+import { allProjectsScope, singleProjectScope, type ScopeOptions } from './scopes.js';
+
+/**
+ * `check`: before a schedule is set, one request per endpoint and project scope says what works:
+ * the key, each project, which endpoints accept `*`, and the shape the server really sends (the
+ * declared key and cursor fields present, the fields and their types). Reads the first page only
+ * and writes nothing. A rejected key stops it at the first request (every other would say the same).
+ */
+
+export type CheckOutcome = 'ok' | 'refuses-all-projects' | 'key-rejected' | 'project-refused' | 'failed';
+
+export interface CheckResult {
+  readonly resource: string;
+  /** The list path, or the count path for a count check. */
+  readonly endpoint: string;
+  readonly scope: string;
+  readonly outcome: CheckOutcome;
+  readonly message?: string;
+  /** List: records on the first page, and whether more follow. */
+  readonly records?: number;
+  readonly hasMore?: boolean;
+  /** Count: the total the count endpoint gave. */
+  readonly total?: number;
+  /** The fields of the first page's records, with their inferred types. */
+  readonly fields?: Readonly<Record<string, LogicalType>>;
+  /** Shape problems: a declared key or cursor field missing, `project_id` missing in a `*` read. */
+  readonly problems?: readonly string[];
+}
+
+export interface CheckReport {
+  readonly results: readonly CheckResult[];
+  readonly keyAccepted: boolean;
+  /** Endpoints that answered a `*` read, and those that refused it (400). */
+  readonly allProjects: { readonly accepted: readonly string[]; readonly refused: readonly string[] };
+  /** Project slugs known or seen in `project_id` of `*` reads. */
+  readonly projects: readonly string[];
+  readonly requests: number;
+  readonly ok: boolean;
+}
+
+export interface CheckOptions extends ScopeOptions {
+  /** Projects recorded in state (for per-project endpoints under `*`). */
+  readonly knownProjects: readonly string[];
+  readonly signal?: AbortSignal;
+}
+
+export async function checkApi(options: CheckOptions, client: ApiClient): Promise<CheckReport> {
+  const results: CheckResult[] = [];
+  const stats = newCallStats();
+  const projects = new Set<string>(options.projectIds ?? options.knownProjects);
+  let keyAccepted = false;
+  const accepted: string[] = [];
+  const refused: string[] = [];
+  const perProject: ResourceDefinition[] = [];
+
+  const run = async (resource: ResourceDefinition, scope: ProjectScope, count: boolean): Promise<CheckResult> => {
+    const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `check|${resource.name}|${scope.key}`, stats, signal: options.signal };
+    const result = count ? await checkCount(client, resource, scope, ctx) : await checkList(client, resource, scope, ctx, projects);
+    // A 403 names the project: the key itself was accepted.
+    if (result.outcome === 'ok' || result.outcome === 'refuses-all-projects' || result.outcome === 'project-refused') keyAccepted = true;
+    results.push(result);
+    return result;
+  };
+  // A rejected key, or a server that does not answer at all: every other request would say the same.
+  const stop = (): boolean => results.some((r) => r.outcome === 'key-rejected') || (!keyAccepted && results.some((r) => r.outcome === 'failed'));
+
+  for (const resource of options.resources) {
+    if (stop()) break;
+    if (options.project !== '*') {
+      const scope = singleProjectScope(options.project);
+      await run(resource, scope, false);
+      if (resource.countPath !== undefined && !stop()) await run(resource, scope, true);
+      continue;
+    }
+    // Every endpoint is asked for `*` once, declared or not: that is what check is for.
+    const star = allProjectsScope(options.projectIds);
+    const result = await run(resource, star, false);
+    if (result.outcome === 'ok') accepted.push(resource.path);
+    if (result.outcome === 'refuses-all-projects') {
+      refused.push(resource.path);
+      perProject.push(resource);
+    } else if (resource.countPath !== undefined && !stop()) {
+      await run(resource, star, true);
+    }
+  }
+  // Endpoints that refuse `*`: one request per project (known, or seen in the `*` reads above).
+  for (const resource of perProject) {
+    for (const slug of [...projects].sort()) {
+      if (stop()) break;
+      await run(resource, singleProjectScope(slug), false);
+    }
+    if (projects.size === 0) {
+      results.push({
+        resource: resource.name,
+        endpoint: resource.path,
+        scope: '*',
+        outcome: 'failed',
+        message: `${resource.path} refuses "*" and no project slug is known (none in state, none seen in the other endpoints' rows): pass --project-ids a,b`,
+      });
+    }
+  }
+  // A `*` refused is information (sync reads those endpoints per project), not a failure.
+  const ok = results.every((r) => (r.outcome === 'ok' || r.outcome === 'refuses-all-projects') && (r.problems ?? []).length === 0);
+  return { results, keyAccepted, allProjects: { accepted, refused }, projects: [...projects].sort(), requests: stats.requests, ok };
+}
+
+async function checkList(client: ApiClient, resource: ResourceDefinition, scope: ProjectScope, ctx: CallContext, projects: Set<string>): Promise<CheckResult> {
+  const base = { resource: resource.name, endpoint: resource.path, scope: scope.key };
+  let body: JsonValue;
+  try {
+    body = await client.getJson({ endpoint: resource.path, path: resource.path, query: walkQuery({ resource, scope }), project: scope.header }, ctx);
+  } catch (error) {
+    return { ...base, ...classify(error, scope) };
+  }
+  let page;
+  try {
+    page = readEnvelope(body, ctx);
+  } catch (error) {
+    return { ...base, outcome: 'failed', message: (error as Error).message };
+  }
+  const fields: Record<string, LogicalType> = {};
+  const problems = new Set<string>();
+  for (const record of page.records) {
+    for (const [name, value] of Object.entries(record)) if (value !== null) fields[name] ??= inferType(value);
+    if (record[resource.key] === undefined || record[resource.key] === null) problems.add(`a record without its key field "${resource.key}"`);
+    if (resource.cursorField !== undefined && cursorMillis(resource, record) === undefined) {
+      problems.add(`a record without a usable cursor field "${resource.cursorField}" (${resource.cursorFormat ?? 'iso'})`);
+    }
+    const project = record[PROJECT_COLUMN];
+    if (scope.header === '*') {
+      if (typeof project === 'string' && project !== '') projects.add(project);
+      else problems.add(`a record of a "*" read without "${PROJECT_COLUMN}"`);
+    }
+  }
+  return {
+    ...base,
+    outcome: 'ok',
+    records: page.records.length,
+    hasMore: page.hasMore,
+    fields,
+    ...(problems.size > 0 ? { problems: [...problems] } : {}),
+  };
+}
+
+async function checkCount(client: ApiClient, resource: ResourceDefinition, scope: ProjectScope, ctx: CallContext): Promise<CheckResult> {
+  const path = resource.countPath ?? '';
+  const base = { resource: resource.name, endpoint: path, scope: scope.key };
+  const query: Record<string, string | undefined> = {};
+  if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
+  try {
+    const body = await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx);
+    return { ...base, outcome: 'ok', total: readTotal(body, path, ctx) };
+  } catch (error) {
+    return { ...base, ...classify(error, scope) };
+  }
+}
+
+function classify(error: unknown, scope: ProjectScope): { outcome: CheckOutcome; message: string } {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof AuthError) return { outcome: error.status === 401 ? 'key-rejected' : 'project-refused', message };
+  if (error instanceof FatalApiError && error.status === 400 && scope.header === '*') return { outcome: 'refuses-all-projects', message };
+  return { outcome: 'failed', message };
+}
+
+/** The report as text: one line per request, then what was learned. */
+export function formatCheck(report: CheckReport, target: { baseUrl: string; project: string | undefined; projectHeader: string | readonly string[] }): string[] {
+  const header = typeof target.projectHeader === 'string' ? target.projectHeader : target.projectHeader.join(' and ');
+  const lines = [`check ${target.baseUrl} (project ${target.project ?? '(none: the service reads "default")'}, header ${header})`];
+  const width = Math.max(...report.results.map((r) => r.endpoint.length), 10);
+  const scopeWidth = Math.max(...report.results.map((r) => r.scope.length), 7);
+  for (const r of report.results) {
+    const head = `${r.endpoint.padEnd(width)}  ${r.scope.padEnd(scopeWidth)}  `;
+    lines.push(head + describe(r));
+  }
+  if (report.results.some((r) => r.outcome === 'key-rejected')) {
+    lines.push('key: REJECTED (401): use the Organization API Key (the write key used for ingestion is not accepted); nothing else was checked');
+  } else if (report.keyAccepted) {
+    lines.push('key: accepted');
+  } else {
+    lines.push('key: not checked: the first request failed (see above); nothing else was checked');
+  }
+  if (report.allProjects.accepted.length + report.allProjects.refused.length > 0) {
+    lines.push(`accept "*": ${report.allProjects.accepted.join(', ') || 'none'}; refuse "*" (read one project at a time): ${report.allProjects.refused.join(', ') || 'none'}`);
+  }
+  if (report.projects.length > 0) lines.push(`projects: ${report.projects.join(', ')}`);
+  lines.push(`check ${report.ok ? 'ok' : 'FAILED'} (${report.requests} request${report.requests === 1 ? '' : 's'})`);
+  return lines;
+}
+
+function describe(r: CheckResult): string {
+  switch (r.outcome) {
+    case 'ok': {
+      if (r.total !== undefined) return `ok  total ${r.total}`;
+      const fields = Object.entries(r.fields ?? {}).map(([name, type]) => `${name}:${type}`);
+      const problems = (r.problems ?? []).map((p) => `  PROBLEM: ${p}`).join('');
+      const shape = r.records === 0 ? 'no records yet (shape unknown)' : `${fields.length} fields ${fields.join(' ')}`;
+      return `ok  ${r.records} record${r.records === 1 ? '' : 's'}${r.hasMore ? ' (more follow)' : ''}; ${shape}${problems}`;
+    }
+    case 'refuses-all-projects':
+      return 'refuses "*" (400): read one project at a time';
+    case 'key-rejected':
+      return `KEY REJECTED: ${r.message ?? ''}`;
+    case 'project-refused':
+      return `PROJECT REFUSED: ${r.message ?? ''}`;
+    case 'failed':
+      return `FAILED: ${r.message ?? ''}`;
+  }
+}
+
+/** Exit code as for sync: 3 for a rejected key or project, 1 for any other failure, 0 when all is well. */
+export function checkExitCode(report: CheckReport): number {
+  if (report.results.some((r) => r.outcome === 'key-rejected' || r.outcome === 'project-refused')) return 3;
+  return report.ok ? 0 : 1;
+}

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import { redact, type Logger } from '../core/log.js';
+import type { ColumnDef, Row, TableSchema } from '../core/types.js';
+import type { Destination } from '../load/destination.js';
+import type { StreamResult } from './stream.js';
+
+/**
+ * Run history and schema drift in the warehouse itself (as dlt's `_dlt_loads`): one row per run in
+ * `_query_sync_runs`, one row per column a run added in `_query_sync_schema_changes`. Written with
+ * the destination's ordinary keyed write, so every destination (DuckDB, BigQuery) keeps them.
+ */
+
+export const RUNS_TABLE = '_query_sync_runs';
+export const SCHEMA_CHANGES_TABLE = '_query_sync_schema_changes';
+
+export const RUNS_SCHEMA: TableSchema = {
+  name: RUNS_TABLE,
+  key: ['run_id'],
+  columns: [
+    { name: 'run_id', type: 'string' },
+    { name: 'command', type: 'string' },
+    { name: 'started_at', type: 'timestamp' },
+    { name: 'ended_at', type: 'timestamp' },
+    { name: 'outcome', type: 'string' },
+    { name: 'rows', type: 'int64' },
+    { name: 'pages', type: 'int64' },
+    { name: 'requests', type: 'int64' },
+    { name: 'retries', type: 'int64' },
+    { name: 'rate_limited', type: 'int64' },
+    { name: 'streams', type: 'json' },
+    { name: 'errors', type: 'json' },
+    { name: 'settings', type: 'json' },
+  ],
+};
+
+export const SCHEMA_CHANGES_SCHEMA: TableSchema = {
+  name: SCHEMA_CHANGES_TABLE,
+  key: ['run_id', 'table_name', 'column_name'],
+  columns: [
+    { name: 'run_id', type: 'string' },
+    { name: 'changed_at', type: 'timestamp' },
+    { name: 'table_name', type: 'string' },
+    { name: 'column_name', type: 'string' },
+    { name: 'column_type', type: 'string' },
+    { name: 'change', type: 'string' },
+  ],
+};
+
+/** `new table`: the run created the table; `new column`: a field seen for the first time; `variant column`: a value of another type (`<field>__v_<type>`). */
+export type SchemaChangeKind = 'new table' | 'new column' | 'variant column';
+
+export interface SchemaChange {
+  readonly table: string;
+  readonly column: string;
+  readonly type: string;
+  readonly change: SchemaChangeKind;
+}
+
+/** The columns of each table now (`undefined`: no such table yet). */
+export async function columnsOf(destination: Destination, tables: readonly string[]): Promise<Map<string, readonly ColumnDef[] | undefined>> {
+  const out = new Map<string, readonly ColumnDef[] | undefined>();
+  for (const table of tables) out.set(table, await destination.describe(table));
+  return out;
+}
+
+/** Columns in `after` that `before` lacked, per table, in column order. Pure. */
+export function schemaChanges(
+  before: ReadonlyMap<string, readonly ColumnDef[] | undefined>,
+  after: ReadonlyMap<string, readonly ColumnDef[] | undefined>,
+): SchemaChange[] {
+  const changes: SchemaChange[] = [];
+  for (const [table, columns] of after) {
+    if (columns === undefined) continue;
+    const old = before.get(table);
+    const known = new Set((old ?? []).map((c) => c.name));
+    for (const c of columns) {
+      if (known.has(c.name)) continue;
+      const change: SchemaChangeKind = old === undefined ? 'new table' : /__v_[a-z0-9]+$/.test(c.name) ? 'variant column' : 'new column';
+      changes.push({ table, column: c.name, type: c.type, change });
+    }
+  }
+  return changes;
+}
+
+export interface RunRecord {
+  readonly command: string;
+  readonly startedAt: string;
+  readonly endedAt: string;
+  readonly streams: readonly StreamResult[];
+  /** Settings worth keeping with the run: scope, resources, privacy rules (never a secret). */
+  readonly settings: Readonly<Record<string, unknown>>;
+  /** Literal secrets scrubbed from every error message. */
+  readonly secrets: readonly string[];
+}
+
+/**
+ * Log one line per schema change (one per new table), then write the run's row and its changes.
+ * Best effort: the data and the marks are already stored, so a failure here is a warning, not a
+ * failed run. Returns the run id.
+ */
+export async function recordRun(destination: Destination, run: RunRecord, changes: readonly SchemaChange[], logger: Logger): Promise<string> {
+  const runId = randomUUID();
+  const created = new Map<string, number>();
+  for (const c of changes) {
+    if (c.change === 'new table') created.set(c.table, (created.get(c.table) ?? 0) + 1);
+    else logger.info({ table: c.table, column: c.column, type: c.type, change: c.change }, `schema change: ${c.change} ${c.table}.${c.column} (${c.type})`);
+  }
+  for (const [table, columns] of created) logger.info({ table, columns, change: 'new table' }, `schema change: new table ${table} (${columns} columns)`);
+
+  const sum = (f: (s: StreamResult) => number): bigint => BigInt(run.streams.reduce((n, s) => n + f(s), 0));
+  const clean = (text: string): string => redact(text, run.secrets);
+  const errors = [...new Set(run.streams.filter((s) => s.outcome !== 'ok' && s.error !== undefined).map((s) => clean(s.error?.message ?? '')))];
+  const row: Row = {
+    run_id: runId,
+    command: run.command,
+    started_at: run.startedAt,
+    ended_at: run.endedAt,
+    outcome: run.streams.every((s) => s.outcome === 'ok') ? 'ok' : 'failed',
+    rows: sum((s) => s.rows),
+    pages: sum((s) => s.pages),
+    requests: sum((s) => s.stats.requests),
+    retries: sum((s) => s.stats.retries),
+    rate_limited: sum((s) => s.stats.rateLimited),
+    streams: JSON.stringify(
+      run.streams.map((s) => ({
+        resource: s.resource,
+        scope: s.scope,
+        outcome: s.outcome,
+        rows: s.rows,
+        pages: s.pages,
+        requests: s.stats.requests,
+        retries: s.stats.retries,
+        rate_limited: s.stats.rateLimited,
+        seconds: Math.round(s.seconds * 10) / 10,
+        ...(s.outcome !== 'ok' && s.error !== undefined ? { error: clean(s.error.message) } : {}),
+      })),
+    ),
+    errors: JSON.stringify(errors),
+    settings: JSON.stringify(run.settings),
+  };
+  try {
+    if (changes.length > 0) {
+      const changeRows: Row[] = changes.map((c) => ({
+        run_id: runId,
+        changed_at: run.endedAt,
+        table_name: c.table,
+        column_name: c.column,
+        column_type: c.type,
+        change: c.change,
+      }));
+      await destination.write({ table: SCHEMA_CHANGES_SCHEMA, rows: changeRows });
+    }
+    await destination.write({ table: RUNS_SCHEMA, rows: [row] });
+  } catch (error) {
+    logger.warn({ err: clean((error as Error).message) }, `could not write the run history (${RUNS_TABLE}); the run's data and state are stored`);
+  }
+  return runId;
+}

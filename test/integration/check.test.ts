@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import type { CheckReport } from '../../src/pipeline/check.js';
+import { runCli } from '../fakes/cli.js';
+import { statePathOf } from '../fakes/harness.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
+
+/** `query-sync check`: the real CLI against the emulator. */
+describe('check (the real CLI against the emulator)', () => {
+  it('with "*": the key, the endpoints that take "*", one request per project for the others, the shape learned', async () => {
+    const emu = await emulator({ seed: 5, eventsPerProject: 30 });
+    const state = ['--state', statePathOf(dir())];
+    const run = await runCli(emu, ['check', '--project', '*', ...state]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const lines = run.stdout.trimEnd().split('\n');
+    expect(lines).toContain('key: accepted');
+    expect(lines).toContain('accept "*": /v1/events, /v1/users, /v1/conversations; refuse "*" (read one project at a time): /v1/traces, /v1/signals');
+    expect(lines).toContain('projects: alpha, beta, default');
+    expect(lines.find((l) => l.startsWith('/v1/events ') && l.includes(' * '))).toMatch(/ok {2}90 records; .*timestamp:timestamp/);
+    expect(lines.find((l) => l.startsWith('/v1/events/count'))).toMatch(/ok {2}total 90$/);
+    for (const p of ['alpha', 'beta', 'default']) {
+      expect(lines.find((l) => l.startsWith('/v1/traces') && l.includes(` ${p} `))).toMatch(/ok .*start_time_ns:int64/);
+    }
+    // 5 `*` reads, 1 count, 2 × 3 per-project reads: one request each (the emulator counts them).
+    expect(lines.at(-1)).toBe('check ok (12 requests)');
+    expect(emu.stats().requests).toBe(12);
+  });
+
+  it('a bad key: exit 3 after one request; a refused project: exit 3 naming it; --json for scripts', async () => {
+    const emu = await emulator({ seed: 5, eventsPerProject: 10 });
+    const state = ['--state', statePathOf(dir())];
+    const bad = await runCli(emu, ['check', '--project', '*', '--api-key', 'not-the-key-4321', ...state]);
+    expect(bad.code).toBe(3);
+    expect(bad.stdout).toMatch(/^key: REJECTED \(401\)/m);
+    expect(bad.stdout.trimEnd().split('\n').at(-1)).toBe('check FAILED (1 request)');
+    expect(bad.stdout).not.toContain('not-the-key-4321');
+
+    const refused = await runCli(emu, ['check', '--project', 'nosuch', '--resources', 'signals', ...state]);
+    expect(refused.code).toBe(3);
+    expect(refused.stdout).toMatch(/^\/v1\/signals +nosuch +PROJECT REFUSED: .*project "nosuch" was refused \(403\)/m);
+
+    const json = await runCli(emu, ['check', '--project', 'alpha', '--resources', 'events,traces', '--json', ...state]);
+    expect(json.code).toBe(0);
+    const report = JSON.parse(json.stdout) as CheckReport & { exitCode: number };
+    expect(report).toMatchObject({ ok: true, exitCode: 0, keyAccepted: true, requests: 3 });
+    expect(report.results.map((r) => `${r.endpoint} ${r.scope} ${r.outcome}`)).toEqual([
+      '/v1/events alpha ok',
+      '/v1/events/count alpha ok',
+      '/v1/traces alpha ok',
+    ]);
+    expect(report.results[0]?.fields).toMatchObject({ id: 'string', timestamp: 'timestamp' });
+  });
+});

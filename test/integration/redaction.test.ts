@@ -1,0 +1,59 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { json, startServer } from '../fakes/bad-server.js';
+import { runCli } from '../fakes/cli.js';
+import { dir, onCleanup } from '../fakes/lifecycle.js';
+
+// A key with characters that URL-encoding and JSON escaping change, so every echoed form is tried.
+const KEY = 'qs_org_s3cret/KEY+42==tail';
+const PREFIX = KEY.slice(0, 6); // what a trim at the wrong moment would leave
+
+describe('the API key never reaches logs, state, status or the warehouse, whatever the server echoes', () => {
+  it('a server echoing the key in error bodies (plain, URL-encoded, JSON-escaped, past the trim point) and headers', async () => {
+    const server = await startServer({
+      '/v1/events': (_req, _url, res) => {
+        // The key sits across the 200-character trim point of error messages: a trim before
+        // redaction would leave its first characters behind.
+        const text = JSON.stringify({ error: { code: 'bad_request', message: `${'x'.repeat(140)} your key ${KEY} is not allowed here` } });
+        res.writeHead(400, { 'content-type': 'application/json', 'x-echo-key': KEY, 'www-authenticate': `Bearer ${KEY}` });
+        res.end(text);
+      },
+      '/v1/users': (req, _url, res) => {
+        res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': String(req.headers.authorization) });
+        res.end(`unknown key ${encodeURIComponent(KEY)} (raw: ${KEY}; json: ${JSON.stringify(KEY)})`);
+      },
+      '/v1/signals': (_req, _url, res) => json(res, 200, { data: [{ id: 's1', name: 'ok' }], meta: { cursor: null, has_more: false } }),
+    });
+    onCleanup(server.close);
+    const d = dir();
+    const common = ['--state', join(d, 'state.json'), '--duckdb-path', join(d, 'w.duckdb')];
+    const sync = await runCli({ url: server.url, apiKey: KEY }, ['sync', '--resources', 'events,users,signals', '--log-format', 'json', ...common]);
+    expect(sync.code).not.toBe(0);
+    // The failures were reported, with the echoes in place of the key.
+    expect(sync.stdout).toMatch(/events .*FAILED: .*HTTP 400.*your key \[redac/);
+    expect(sync.stdout).toMatch(/users .*FAILED: .*401.*\[redacted\]/);
+
+    const state = readFileSync(join(d, 'state.json'), 'utf8');
+    expect(state).toMatch(/\[redacted\]/);
+    // `status` read without the key in its environment: the state itself must be clean.
+    const statusText = await runCli({ url: server.url, apiKey: '' }, ['status', ...common]);
+    const statusJson = await runCli({ url: server.url, apiKey: '' }, ['status', '--json', ...common]);
+    expect(statusText.stdout).toMatch(/failed .*\[redacted\]/);
+    expect(JSON.parse(statusJson.stdout)).toBeTypeOf('object');
+    const warehouse = readFileSync(join(d, 'w.duckdb')).toString('latin1');
+
+    for (const [where, text] of Object.entries({
+      'sync stdout': sync.stdout,
+      'sync stderr (logs)': sync.stderr,
+      'state.json': state,
+      'status text': statusText.stdout + statusText.stderr,
+      'status --json': statusJson.stdout + statusJson.stderr,
+      'warehouse file': warehouse,
+    })) {
+      for (const form of [PREFIX, encodeURIComponent(KEY).slice(13, 25)]) {
+        expect(text.includes(form), `${where} holds "${form}"`).toBe(false);
+      }
+    }
+  });
+});

@@ -1,0 +1,136 @@
+import { readFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import type { RunJson } from '../../src/commands/sync.js';
+import { silentLogger } from '../../src/core/log.js';
+import { newCallStats } from '../../src/http/client.js';
+import { recordRun, schemaChanges } from '../../src/pipeline/run-history.js';
+import { bigqueryTarget } from '../fixtures/bigquery/pipeline-target.js';
+import { jsonLines, runCli } from '../fakes/cli.js';
+import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
+
+describe('run history and schema changes in the warehouse (the real CLI into a real DuckDB file)', () => {
+  it('a row per run in _query_sync_runs, a row per added column in _query_sync_schema_changes, a log line per change', async () => {
+    const emu = await emulator({ seed: 8, eventsPerProject: 80 });
+    const d = dir();
+    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
+    // First run: events without `model` (excluded), so the second run adds it as a new column.
+    const first = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--exclude-columns', 'events.model', ...files]);
+    expect(first.code, first.stderr).toBe(0);
+    const created = jsonLines(first.stderr).filter((l) => String(l.msg).startsWith('schema change:'));
+    expect(created.map((l) => l.msg).sort()).toEqual([expect.stringMatching(/^schema change: new table events \(\d+ columns\)$/), expect.stringMatching(/^schema change: new table users \(\d+ columns\)$/)]);
+
+    emu.addEvents('alpha', 5);
+    const second = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--json', ...files]);
+    expect(second.code, second.stderr).toBe(0);
+    const changeLines = jsonLines(second.stderr).filter((l) => String(l.msg).startsWith('schema change:'));
+    expect(changeLines.map((l) => l.msg)).toEqual(['schema change: new column events.model (string)']);
+    const summary = JSON.parse(second.stdout) as { runId: string; totals: { rows: number } };
+
+    const runs = await readTable(d, '_query_sync_runs');
+    expect(runs).toHaveLength(2);
+    const last = runs.find((r) => r.run_id === summary.runId);
+    expect(last).toMatchObject({ command: 'sync', outcome: 'ok', rows: BigInt(summary.totals.rows) });
+    const streams = JSON.parse(String(last?.streams)) as { resource: string; outcome: string }[];
+    expect(streams.map((s) => `${s.resource} ${s.outcome}`).sort()).toEqual(['events ok', 'users ok']);
+    const firstRun = runs.find((r) => r.run_id !== summary.runId);
+    expect(JSON.parse(String(firstRun?.settings))).toMatchObject({ project: 'alpha', resources: ['events', 'users'], excludedColumns: { events: ['model'] } });
+
+    const changes = await readTable(d, '_query_sync_schema_changes');
+    const eventColumns = (await readTable(d, 'events')).length > 0 ? Object.keys((await readTable(d, 'events'))[0] ?? {}) : [];
+    expect(changes.filter((c) => c.table_name === 'events' && c.change === 'new table').map((c) => c.column_name).sort()).toEqual(
+      eventColumns.filter((c) => c !== 'model').sort(),
+    );
+    expect(changes.filter((c) => c.run_id === summary.runId).map((c) => [c.table_name, c.column_name, c.column_type, c.change])).toEqual([
+      ['events', 'model', 'string', 'new column'],
+    ]);
+  });
+
+  it('a failed run is recorded as failed, its errors without the key', async () => {
+    const emu = await emulator({ seed: 8, eventsPerProject: 10 });
+    const d = dir();
+    const run = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events', '--api-key', 'secret-wrong-key-77', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    expect(run.code).toBe(3);
+    const [row, ...more] = await readTable(d, '_query_sync_runs');
+    expect(more).toHaveLength(0);
+    expect(row).toMatchObject({ command: 'sync', outcome: 'failed', rows: 0n, requests: 1n });
+    expect(JSON.parse(String(row?.errors))).toEqual([expect.stringMatching(/the API key was rejected \(401\)/)]);
+    expect(JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain('secret-wrong-key-77');
+  });
+});
+
+describe('schemaChanges', () => {
+  it('new table, new column and variant column, in column order', () => {
+    const before = new Map([['events', [{ name: 'id', type: 'string' as const }, { name: 'n', type: 'int64' as const }]], ['users', undefined]]);
+    const after = new Map([
+      ['events', [{ name: 'id', type: 'string' as const }, { name: 'n', type: 'int64' as const }, { name: 'model', type: 'string' as const }, { name: 'n__v_string', type: 'string' as const }]],
+      ['users', [{ name: 'id', type: 'string' as const }]],
+    ]);
+    expect(schemaChanges(before, after)).toEqual([
+      { table: 'events', column: 'model', type: 'string', change: 'new column' },
+      { table: 'events', column: 'n__v_string', type: 'string', change: 'variant column' },
+      { table: 'users', column: 'id', type: 'string', change: 'new table' },
+    ]);
+  });
+});
+
+describe('--schema-contract (the real CLI into a real DuckDB file)', () => {
+  it('freeze-columns fails the stream that meets a new field, naming it, and keeps its mark; freeze refuses a new table', async () => {
+    const emu = await emulator({ seed: 9, eventsPerProject: 60 });
+    const d = dir();
+    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--project', 'alpha', '--resources', 'events,users'];
+    const first = await runCli(emu, ['sync', '--exclude-columns', 'events.user_input', ...files]);
+    expect(first.code, first.stderr).toBe(0);
+    const markBefore = (JSON.parse(await readFile(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string }> }).streams['events:alpha']?.mark;
+
+    emu.addEvents('alpha', 5);
+    const frozen = await runCli(emu, ['sync', '--schema-contract', 'freeze-columns', '--json', ...files]);
+    expect(frozen.code).toBe(1);
+    const summary = JSON.parse(frozen.stdout) as RunJson;
+    expect(summary.streams.map((s) => `${s.resource} ${s.outcome}`).sort()).toEqual(['events failed', 'users ok']);
+    expect(summary.errors[0]?.message).toMatch(/--schema-contract freeze-columns: a record of events \(key .+\) has the new field "user_input" \(string\)/);
+    const state = JSON.parse(await readFile(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string }> };
+    expect(state.streams['events:alpha']?.mark).toBe(markBefore);
+    expect(Object.keys((await readTable(d, 'events'))[0] ?? {})).not.toContain('user_input');
+
+    // The same run under evolve adds the column.
+    const evolved = await runCli(emu, ['sync', ...files]);
+    expect(evolved.code, evolved.stderr).toBe(0);
+    expect(jsonLines(evolved.stderr).map((l) => l.msg)).toContain('schema change: new column events.user_input (string)');
+
+    const fresh = dir();
+    const frozenNew = await runCli(emu, ['sync', '--schema-contract', 'freeze', '--duckdb-path', dbPathOf(fresh), '--state', statePathOf(fresh), '--project', 'alpha', '--resources', 'users']);
+    expect(frozenNew.code).toBe(1);
+    expect(frozenNew.stdout).toMatch(/the table "users" does not exist and --schema-contract freeze allows no new table/);
+  });
+});
+
+describe('run history through the BigQuery destination (real client, strict double)', () => {
+  it('recordRun writes _query_sync_runs and _query_sync_schema_changes with the ordinary keyed write', async () => {
+    const d = dir();
+    const factory = bigqueryTarget.destination(d);
+    if (factory === undefined) throw new Error('expected a BigQuery destination factory');
+    const destination = await factory();
+    try {
+      const runId = await recordRun(
+        destination,
+        {
+          command: 'sync',
+          startedAt: '2026-11-23T20:00:00.000Z',
+          endedAt: '2026-11-23T20:01:00.000Z',
+          streams: [{ resource: 'events', scope: '*', outcome: 'ok', rows: 12, pages: 1, windows: 1, seconds: 1, stats: { ...newCallStats(), requests: 1 } }],
+          settings: { project: '*' },
+          secrets: [],
+        },
+        [{ table: 'events', column: 'model', type: 'string', change: 'new column' }],
+        silentLogger(),
+      );
+      const runs = await bigqueryTarget.readTable(d, '_query_sync_runs');
+      expect(runs).toEqual([expect.objectContaining({ run_id: runId, command: 'sync', outcome: 'ok', rows: 12n })]);
+      const changes = await bigqueryTarget.readTable(d, '_query_sync_schema_changes');
+      expect(changes).toEqual([expect.objectContaining({ run_id: runId, table_name: 'events', column_name: 'model', change: 'new column' })]);
+    } finally {
+      await destination.close();
+    }
+  });
+});
