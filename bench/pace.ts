@@ -1,9 +1,12 @@
 /**
- * Pacing benchmark (issue 3). Runs the real pipeline against the emulator enforcing the documented
- * limits and prints figures. Not part of `npm test`: `npm run bench:pace [-- run1|run2|run3]`.
+ * Pacing benchmark (issues 3 and 11). Runs the real pipeline against the emulator enforcing the
+ * documented limits and prints figures. Not part of `npm test`:
+ * `npm run bench:pace [-- run1|run2|run3] [--latency 0,100,300]`.
  *
- *  run1  ≥ 80,000 events of one project: requests, seconds, the floor of the limits, efficiency.
- *  run2  all five resources of three projects at once: rate per endpoint, busiest second, 429s.
+ *  run1  ≥ 80,000 events of one project: requests, seconds, the floor of the limits, efficiency,
+ *        at each latency (the emulator's answer time, ± 20 % jitter).
+ *  run2  all five resources of three projects at once, at each latency: rate per endpoint,
+ *        busiest second, 429s, and where the time went.
  *  run3  the emulator's limits at half of ours: time, 429s, and whether every row arrived.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -19,7 +22,7 @@ import { startEmulatorThread } from '../src/emulator/thread.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
 import { ApiClient } from '../src/http/client.js';
 import { minimumSeconds } from '../src/http/floor.js';
-import { createScheduler } from '../src/http/scheduler.js';
+import { createScheduler, DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
@@ -32,6 +35,15 @@ interface Measured {
   readonly counts: Record<string, { warehouse: number; api: number }>;
   /** Seconds from the start at which each 429 reached the scheduler. */
   readonly rateLimitedAt: readonly number[];
+  /** Every request: endpoint, when it asked for budget, started and was answered (ms from the start). */
+  readonly timeline: readonly TimedRequest[];
+}
+
+interface TimedRequest {
+  readonly endpoint: string;
+  readonly askedMs: number;
+  readonly startedMs: number;
+  readonly endedMs: number;
 }
 
 async function measure(
@@ -45,9 +57,24 @@ async function measure(
   const logger = silentLogger();
   const scheduler = createScheduler({ limits: sync.limits });
   const rateLimitedAt: number[] = [];
+  const timeline: TimedRequest[] = [];
   let started = Date.now();
   const budget: RequestBudget = {
-    schedule: (endpoint, task, options) => scheduler.schedule(endpoint, task, options),
+    schedule: (endpoint, task, options) => {
+      const askedMs = Date.now() - started;
+      return scheduler.schedule(
+        endpoint,
+        async () => {
+          const startedMs = Date.now() - started;
+          try {
+            return await task();
+          } finally {
+            timeline.push({ endpoint, askedMs, startedMs, endedMs: Date.now() - started });
+          }
+        },
+        options,
+      );
+    },
     stats: () => scheduler.stats(),
     onRateLimited: (endpoint, retryAfterMs) => {
       rateLimitedAt.push((Date.now() - started) / 1000);
@@ -75,7 +102,7 @@ async function measure(
     const api = await emu.counts(Date.parse(summary.startedAt));
     const counts: Measured['counts'] = {};
     for (const r of sync.resources) counts[r.name] = { warehouse: await destination.count(r.name), api: api[r.name] ?? -1 };
-    return { summary, seconds, emulator: await emu.stats(), counts, rateLimitedAt };
+    return { summary, seconds, emulator: await emu.stats(), counts, rateLimitedAt, timeline };
   } finally {
     await destination.close();
     await client.close();
@@ -83,6 +110,45 @@ async function measure(
     await emu.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Where the time went: before the first request (start-up), after the last answer (final writes),
+ * and in between, time with a request queued for budget (the budget binds: good), with requests in
+ * flight and none queued (waiting on the network), and with neither (the client was busy: parsing,
+ * normalizing, writing, or a walk waiting on another).
+ */
+function printBreakdown(m: Measured): void {
+  const t = m.timeline;
+  if (t.length === 0) return;
+  const events: { at: number; queued: number; inFlight: number }[] = [];
+  for (const r of t) {
+    events.push({ at: r.askedMs, queued: 1, inFlight: 0 });
+    events.push({ at: r.startedMs, queued: -1, inFlight: 1 });
+    events.push({ at: r.endedMs, queued: 0, inFlight: -1 });
+  }
+  events.sort((a, b) => a.at - b.at);
+  let queued = 0;
+  let inFlight = 0;
+  let last = events[0]?.at ?? 0;
+  const spent = { budget: 0, network: 0, client: 0 };
+  for (const e of events) {
+    const span = e.at - last;
+    if (queued > 0) spent.budget += span;
+    else if (inFlight > 0) spent.network += span;
+    else spent.client += span;
+    queued += e.queued;
+    inFlight += e.inFlight;
+    last = e.at;
+  }
+  const first = Math.min(...t.map((r) => r.askedMs));
+  const end = Math.max(...t.map((r) => r.endedMs));
+  const latency = t.reduce((n, r) => n + (r.endedMs - r.startedMs), 0) / t.length;
+  const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+  process.stdout.write(
+    `  time: start-up ${s(first)}, queued for budget ${s(spent.budget)}, network only ${s(spent.network)}, ` +
+      `client only ${s(spent.client)}, after the last answer ${s(m.seconds * 1000 - end)}; mean latency ${latency.toFixed(0)} ms\n`,
+  );
 }
 
 function requestsByEndpoint(stats: Measured['emulator']): Record<string, number> {
@@ -101,37 +167,68 @@ function printCounts(m: Measured): void {
   }
 }
 
-async function run1(): Promise<void> {
-  process.stdout.write('\nrun1: 80,000 events of one project, documented limits (400/min per endpoint, 40/s)\n');
+/** One line of the final table: a run at one latency. */
+interface Row {
+  readonly run: string;
+  readonly latencyMs: number;
+  readonly requests: number;
+  readonly seconds: number;
+  readonly floor: number;
+  readonly marginFloor: number;
+  readonly rateLimited: number;
+  readonly exact: boolean;
+}
+const table: Row[] = [];
+
+function report(run: string, latencyMs: number, m: Measured): void {
+  const floor = minimumSeconds(requestsByEndpoint(m.emulator), DEFAULT_RATE_LIMITS);
+  // The same requests with the scheduler's safety margins: what pacing within them can reach.
+  const marginFloor = minimumSeconds(requestsByEndpoint(m.emulator), DEFAULT_RATE_LIMITS, DEFAULT_SAFETY_MARGINS);
+  const row: Row = {
+    run,
+    latencyMs,
+    requests: m.emulator.requests,
+    seconds: m.seconds,
+    floor,
+    marginFloor,
+    rateLimited: m.emulator.rateLimited,
+    exact: allRowsArrived(m),
+  };
+  table.push(row);
+  process.stdout.write(
+    `  requests ${row.requests}  seconds ${row.seconds.toFixed(1)}  floor ${floor.toFixed(1)} (with our safety margins ${marginFloor.toFixed(1)})  ` +
+      `efficiency ${(floor / m.seconds).toFixed(3)}  429s ${row.rateLimited}  busiest second ${m.emulator.maxPerSecond} (limit 40)  every row: ${row.exact ? 'yes' : 'NO'}\n`,
+  );
+}
+
+async function run1(latencyMs: number): Promise<void> {
+  process.stdout.write(`\nrun1 @ ${latencyMs} ms: 80,000 events of one project, documented limits (400/min per endpoint, 40/s)\n`);
   const m = await measure(
-    { seed: 101, projects: ['default'], eventsPerProject: 80_000, limits: { ...DEFAULT_RATE_LIMITS } },
+    { seed: 101, projects: ['default'], eventsPerProject: 80_000, limits: { ...DEFAULT_RATE_LIMITS }, latencyMs },
     { resources: [events], limits: DEFAULT_RATE_LIMITS },
   );
-  const floor = minimumSeconds(requestsByEndpoint(m.emulator), DEFAULT_RATE_LIMITS);
-  process.stdout.write(
-    `  requests ${m.emulator.requests}  seconds ${m.seconds.toFixed(1)}  floor ${floor.toFixed(1)}  ` +
-      `efficiency ${(floor / m.seconds).toFixed(3)}  429s ${m.emulator.rateLimited}  busiest second ${m.emulator.maxPerSecond}\n`,
-  );
+  report('one endpoint (run1)', latencyMs, m);
+  printBreakdown(m);
   printCounts(m);
 }
 
-async function run2(): Promise<void> {
-  process.stdout.write('\nrun2: all five resources of three projects at once, documented limits\n');
+async function run2(latencyMs: number): Promise<void> {
+  process.stdout.write(`\nrun2 @ ${latencyMs} ms: all five resources of three projects at once, documented limits\n`);
   const m = await measure(
-    { seed: 202, eventsPerProject: 12_000, limits: { ...DEFAULT_RATE_LIMITS } },
+    { seed: 202, eventsPerProject: 12_000, limits: { ...DEFAULT_RATE_LIMITS }, latencyMs },
     { project: '*', resources: RESOURCES, limits: DEFAULT_RATE_LIMITS },
   );
-  const floor = minimumSeconds(requestsByEndpoint(m.emulator), DEFAULT_RATE_LIMITS);
-  process.stdout.write(
-    `  requests ${m.emulator.requests}  seconds ${m.seconds.toFixed(1)}  floor ${floor.toFixed(1)}  efficiency ${(floor / m.seconds).toFixed(3)}\n` +
-      `  busiest 1-second window ${m.emulator.maxPerSecond} (limit 40)  429s ${m.emulator.rateLimited}\n`,
-  );
+  report('all resources (run2)', latencyMs, m);
+  // The longest stream bounds the run: a walk that cannot be split reads its pages one after another.
+  const streams = [...m.summary.streams].sort((a, b) => b.seconds - a.seconds).slice(0, 3);
+  process.stdout.write(`  longest streams: ${streams.map((st) => `${st.resource} ${st.scope} ${st.pages} pages in ${st.seconds.toFixed(1)} s`).join('; ')}\n`);
   for (const [endpoint, n] of Object.entries(m.emulator.byEndpoint)) {
     const perMinute = m.emulator.maxPerMinuteByEndpoint[endpoint] ?? 0;
     process.stdout.write(
       `  ${endpoint.padEnd(20)} ${String(n).padStart(5)} requests  ${(n / m.seconds).toFixed(2)}/s  busiest minute ${perMinute} (limit 400)\n`,
     );
   }
+  printBreakdown(m);
   printCounts(m);
 }
 
@@ -151,6 +248,23 @@ async function run3(): Promise<void> {
   printCounts(m);
 }
 
-const runs: Record<string, () => Promise<void>> = { run1, run2, run3 };
-const chosen = process.argv.slice(2).filter((a) => a in runs);
-for (const name of chosen.length > 0 ? chosen : Object.keys(runs)) await (runs[name] as () => Promise<void>)();
+// `-- run1 run2 --latency 0,100,300`: the runs to do (all by default), and the emulator's answer
+// latencies for run1 and run2 (run3, about adapting to lower limits, runs at 0 ms).
+const args = process.argv.slice(2);
+const latencyArg = args[args.indexOf('--latency') + 1];
+const latencies = (args.includes('--latency') && latencyArg !== undefined ? latencyArg : '0,100,300').split(',').map((v) => Number(v));
+if (latencies.some((v) => !Number.isFinite(v) || v < 0)) throw new Error(`--latency: expected ms values like 0,100,300, got ${String(latencyArg)}`);
+const runs: Record<string, (latencyMs: number) => Promise<void>> = { run1, run2, run3: () => run3() };
+const chosen = args.filter((a) => a in runs);
+for (const name of chosen.length > 0 ? chosen : Object.keys(runs)) {
+  for (const latencyMs of name === 'run3' ? [0] : latencies) await (runs[name] as (latencyMs: number) => Promise<void>)(latencyMs);
+}
+if (table.length > 0) {
+  process.stdout.write('\nrun                    latency  requests  seconds   floor  efficiency  429s  every row  floor with margins\n');
+  for (const r of table) {
+    process.stdout.write(
+      `${r.run.padEnd(22)} ${`${r.latencyMs} ms`.padStart(7)}  ${String(r.requests).padStart(8)}  ${r.seconds.toFixed(1).padStart(7)}  ` +
+        `${r.floor.toFixed(1).padStart(6)}  ${(r.floor / r.seconds).toFixed(3).padStart(10)}  ${String(r.rateLimited).padStart(4)}  ${(r.exact ? 'yes' : 'NO').padEnd(9)}  ${r.marginFloor.toFixed(1)}\n`,
+    );
+  }
+}

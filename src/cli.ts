@@ -85,7 +85,12 @@ async function main(): Promise<number> {
     .command(
       'sync',
       'incrementally sync the Query API into the warehouse',
-      (y) => withSyncFlags(y).option('json', { type: 'boolean', default: false, describe: 'print the run summary as one JSON object on stdout (for schedulers)' }),
+      (y) =>
+        withSyncFlags(y).option('concurrency', {
+          type: 'number',
+          describe: 'most sub-windows of one large window walked at once; how many help is found at run time (default 16; 1: one walk per window)',
+        })
+          .option('json', { type: 'boolean', default: false, describe: 'print the run summary as one JSON object on stdout (for schedulers)' }),
       async (argv) => {
         const config = resolveSyncConfig(argv, process.env, process.stderr.isTTY === true);
         const { syncCommand } = await import('./commands/sync.js');

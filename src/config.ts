@@ -9,6 +9,7 @@ import { DEFAULT_MEMORY_LIMIT, isDuckDbSize, megabytes } from './load/duckdb-mem
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
+import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';
 
 /** The one reader of process.env: every setting of a run, validated and frozen. */
 
@@ -67,6 +68,11 @@ export interface SyncConfig {
   readonly batchRows: number;
   /** Bytes of row text per write (see `DEFAULT_BATCH_BYTES`). */
   readonly batchBytes: number;
+  /**
+   * `sync`: most sub-windows of one large window walked at once (split walks); how many help is
+   * found at run time. 1 reads each window in one walk. @default 16
+   */
+  readonly splitConcurrency: number;
   readonly limits: RateLimits;
   readonly timeouts: TimeoutOptions;
   /** The longest `Retry-After` honoured; a longer one fails the stream. */
@@ -90,6 +96,7 @@ export interface SyncConfig {
 
 /** Flags as yargs hands them over (strings and numbers, unvalidated). */
 export interface SyncFlags {
+  readonly concurrency?: number;
   readonly baseUrl?: string;
   readonly apiKey?: string;
   readonly project?: string;
@@ -223,6 +230,7 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
     startMs,
     batchRows: positive('--batch-rows', flags.batchRows ?? DEFAULT_BATCH_ROWS[destination]),
     batchBytes: batchBytes(flags.batchBytes ?? DEFAULT_BATCH_BYTES),
+    splitConcurrency: wholeAtLeastOne('--concurrency', flags.concurrency ?? DEFAULT_SPLIT_CONCURRENCY),
     limits,
     timeouts,
     maxRetryAfterMs,
@@ -373,8 +381,11 @@ function resolveRange(flags: RunFlags, command: string): RangeConfig | undefined
 }
 
 function concurrency(flags: RunFlags): number {
-  const n = flags.concurrency ?? DEFAULT_CONCURRENCY;
-  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`--concurrency: expected a whole number of at least 1, got ${n}`);
+  return wholeAtLeastOne('--concurrency', flags.concurrency ?? DEFAULT_CONCURRENCY);
+}
+
+function wholeAtLeastOne(flag: string, n: number): number {
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`${flag}: expected a whole number of at least 1, got ${n}`);
   return n;
 }
 

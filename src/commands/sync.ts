@@ -63,6 +63,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         settleMs: config.settleMs,
         children: config.traces,
         batchBytes: config.batchBytes,
+        concurrency: config.splitConcurrency,
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: io.signal,

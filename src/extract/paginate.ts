@@ -3,11 +3,9 @@ import { stringifyJson } from '../core/json.js';
 import type { ApiRecord, JsonValue, ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 
-/** A closed-open time window [fromMs, toMs) on the resource's cursor field. */
-export interface TimeWindow {
-  readonly fromMs: number;
-  readonly toMs: number;
-}
+import type { TimeWindow } from './windows.js';
+
+export type { TimeWindow } from './windows.js';
 
 export interface Page {
   readonly records: readonly ApiRecord[];

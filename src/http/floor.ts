@@ -34,7 +34,17 @@ interface Lane {
  * every request may start at once; non-positive and non-finite counts are ignored (rounded up
  * otherwise).
  */
-export function minimumSeconds(requestsByEndpoint: Readonly<Record<string, number>>, limits: RateLimits): number {
+export function minimumSeconds(
+  requestsByEndpoint: Readonly<Record<string, number>>,
+  limits: RateLimits,
+  /**
+   * Lengthen the windows as the scheduler does (`DEFAULT_SAFETY_MARGINS`), to see how much of a
+   * run's time the margins cost. @default none: the floor of the limits themselves
+   */
+  marginsMs: { readonly minuteMs: number; readonly secondMs: number } = { minuteMs: 0, secondMs: 0 },
+): number {
+  const minuteMs = MINUTE_MS + marginsMs.minuteMs;
+  const secondMs = SECOND_MS + marginsMs.secondMs;
   const lanes: Lane[] = [];
   for (const [endpoint, raw] of Object.entries(requestsByEndpoint)) {
     if (!Number.isFinite(raw) || raw <= 0) continue;
@@ -54,10 +64,10 @@ export function minimumSeconds(requestsByEndpoint: Readonly<Record<string, numbe
   const earliest = (lane: Lane): number => {
     let t = last;
     const perMinute = Math.max(1, Math.floor(lane.perMinute));
-    if (lane.placed >= perMinute) t = Math.max(t, (lane.starts[lane.placed - perMinute] ?? 0) + MINUTE_MS);
-    if (placed >= perSecond) t = Math.max(t, (all[placed - perSecond] ?? 0) + SECOND_MS);
+    if (lane.placed >= perMinute) t = Math.max(t, (lane.starts[lane.placed - perMinute] ?? 0) + minuteMs);
+    if (placed >= perSecond) t = Math.max(t, (all[placed - perSecond] ?? 0) + secondMs);
     // A search starts only while fewer than `gate` requests started in the last second.
-    if (lane.isSearch && placed >= gate) t = Math.max(t, (all[placed - gate] ?? 0) + SECOND_MS);
+    if (lane.isSearch && placed >= gate) t = Math.max(t, (all[placed - gate] ?? 0) + secondMs);
     return t;
   };
 

@@ -1,7 +1,7 @@
 import PQueue from 'p-queue';
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
-import type { TimeWindow } from '../extract/paginate.js';
+import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { failedBeforeStart } from './run.js';
 import { formatStreamLine, streamCallContext, type StreamResult } from './stream.js';
 import { SchemaTracker } from '../normalize/normalize.js';
@@ -84,14 +84,6 @@ const DEFAULT_BATCH_ROWS = 5000;
 /** Rows each of `concurrency` windows buffers, so that together they hold about `batchRows`. */
 export function perWindowBatch(batchRows: number, concurrency: number): number {
   return Math.max(1, Math.ceil(batchRows / Math.max(1, concurrency)));
-}
-
-/** [from, to) cut into consecutive windows of `windowMs`, the last one shorter if need be. */
-export function sliceWindows(fromMs: number, toMs: number, windowMs: number): TimeWindow[] {
-  if (!(windowMs > 0)) throw new RangeError(`expected a positive window length, got ${windowMs}`);
-  const out: TimeWindow[] = [];
-  for (let start = fromMs; start < toMs; start += windowMs) out.push({ fromMs: start, toMs: Math.min(toMs, start + windowMs) });
-  return out;
 }
 
 /** Backfill every resource × project scope (`forEachScope`, as `sync` does). */

@@ -20,6 +20,8 @@ export interface SyncPlanOptions {
   readonly batchRows?: number;
   /** @default DEFAULT_BATCH_BYTES (walk.ts) */
   readonly batchBytes?: number;
+  /** Most sub-windows of one large window walked at once (split walks). @default 16 */
+  readonly concurrency?: number;
   /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
   readonly sampleRows?: number;
   readonly signal?: AbortSignal;
@@ -91,6 +93,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
+    concurrency: options.concurrency,
     ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 

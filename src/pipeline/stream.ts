@@ -1,12 +1,14 @@
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import type { TimeWindow } from '../extract/paginate.js';
+import { syncWindow, type TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
-import { walkWindow, type WalkOptions } from './walk.js';
-import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
+import { DEFAULT_BATCH_BYTES, walkWindow, type WalkOptions } from './walk.js';
+import { streamKey, type Lateness, type SplitWindow, type StateStore, type StreamState } from '../state/store.js';
+import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, walkParts, withoutPartCursor, withPartCheckpoint } from './split.js';
+import { ConcurrencyController } from '../http/concurrency.js';
 
 export interface StreamDeps {
   readonly client: ApiClient;
@@ -43,6 +45,11 @@ export interface StreamOptions {
   readonly settleMs?: number;
   /** Called with each stored batch before its checkpoint (per-parent children enqueue from it). */
   readonly onStored?: WalkOptions['onStored'];
+  /**
+   * Most sub-windows of one large window walked at once (split walks, `split.ts`); the controller
+   * finds how many help at the latency seen. 1 reads every window in one walk. @default 16
+   */
+  readonly concurrency?: number;
 }
 
 /**
@@ -100,6 +107,9 @@ export async function syncStream(
     return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error };
   };
 
+  const maxParts = options.concurrency ?? DEFAULT_SPLIT_CONCURRENCY;
+  const controller = new ConcurrencyController({ max: maxParts, now: () => deps.clock.now() });
+
   const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
   const onStored =
     lateness === undefined && options.onStored === undefined
@@ -145,9 +155,24 @@ export async function syncStream(
       const markBefore = deps.state.stream(key).mark;
       let readFromMs: number | undefined;
       for (;;) {
-        const next = nextWindow(deps.state.stream(key), options);
+        const st = deps.state.stream(key);
+        if (st.split !== undefined) {
+          readFromMs = Math.min(readFromMs ?? Date.parse(st.split.from), Date.parse(st.split.from));
+          await walkSplit(st.split);
+          continue;
+        }
+        const next = nextWindow(st, options);
         if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
         readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
+        // A dry run reads a sample: one walk, never a split.
+        if (next.cursor === undefined && st.pending === undefined && options.sampleRows === undefined) {
+          const parts = await planSplit(resource, scope, next.window, maxParts, deps, ctx);
+          if (parts !== undefined) {
+            // The sub-windows are durable before any is read: a kill resumes the same split.
+            await deps.state.updateStream(key, (s) => ({ ...s, split: newSplit(next.window, parts) }));
+            continue;
+          }
+        }
         await walk(next.window, next.cursor);
       }
       if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
@@ -171,6 +196,40 @@ export async function syncStream(
     const err = error instanceof Error ? error : new Error(String(error));
     deps.logger.error({ resource: resource.name, project: scope.key, code: (err as QuerySyncError).code }, err.message);
     return finish('failed', err);
+  }
+
+  /** Walk the sub-windows of a split concurrently, each checkpointing its own cursor. */
+  async function walkSplit(split: SplitWindow): Promise<void> {
+    totals.windows += 1;
+    // Rows held by all sub-walks together stay about `batchRows`, as in a backfill.
+    const batchRows = Math.max(1, Math.ceil(options.batchRows / maxParts));
+    const batchBytes = Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / maxParts));
+    await walkParts(split.parts, controller, ctx, deps.clock, (part, sub) =>
+      walkWindow(
+        {
+          resource,
+          scope,
+          tracker,
+          window: { fromMs: Date.parse(part.from), toMs: Date.parse(part.to) },
+          startCursor: part.cursor,
+          batchRows,
+          batchBytes,
+          sampleRows: options.sampleRows,
+          syncedAt: options.syncedAt,
+          ctx: sub.ctx,
+          onProjects: options.onProjects,
+          onPage: (page) => {
+            sub.onPage();
+            options.onPage?.(page);
+          },
+          onStored,
+          checkpoint: (nextCursor) => deps.state.updateStream(key, (s) => withPartCheckpoint(s, part, nextCursor)),
+          onCursorRejected: () => deps.state.updateStream(key, (s) => withoutPartCursor(s, part)),
+        },
+        deps,
+        totals,
+      ),
+    );
   }
 
   async function checkpoint(window: TimeWindow | undefined, nextCursor: string | null): Promise<void> {
@@ -291,14 +350,8 @@ export function nextWindow(
   if (st.pending !== undefined) {
     return { window: { fromMs: Date.parse(st.pending.from), toMs: Date.parse(st.pending.to) }, cursor: st.pending.cursor };
   }
-  const toMs = options.runStartMs;
-  if (st.mark !== undefined) {
-    const markMs = Date.parse(st.mark);
-    if (markMs >= toMs) return undefined;
-    return { window: { fromMs: Math.max(options.startMs ?? 0, markMs - options.lookbackMs), toMs }, cursor: undefined };
-  }
-  const fromMs = options.startMs ?? 0;
-  return fromMs < toMs ? { window: { fromMs, toMs }, cursor: undefined } : undefined;
+  const window = syncWindow(st.mark === undefined ? undefined : Date.parse(st.mark), options);
+  return window === undefined ? undefined : { window, cursor: undefined };
 }
 
 function maxIso(a: string | undefined, b: string): string {

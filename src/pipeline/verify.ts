@@ -3,11 +3,11 @@ import { ConfigError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ResourceDefinition } from '../core/types.js';
 import { countRecords } from '../extract/count.js';
-import type { TimeWindow } from '../extract/paginate.js';
+import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
-import { backfillStream, perWindowBatch, sliceWindows, type BackfillHooks, type BackfillStreamResult } from './backfill.js';
+import { backfillStream, perWindowBatch, type BackfillHooks, type BackfillStreamResult } from './backfill.js';
 import type { SyncDeps } from './run.js';
 import { singleProjectScope } from './scopes.js';
 

@@ -7,6 +7,8 @@
 
 import { StateError } from '../core/errors.js';
 import type { StateDocument } from './store.js';
+// The window arithmetic is shared with every stage; windows.ts is pure and imports nothing.
+import { isCovered as isCoveredBy, mergeWindows, subtractWindows, type TimeWindow } from '../extract/windows.js';
 
 /** Name of the state section that holds the ledger. */
 export const BACKFILL_SECTION = 'backfills';
@@ -94,46 +96,21 @@ export function updateStreamLedger(
 
 // ---- interval arithmetic (ms) ----
 
-export interface MsInterval {
-  readonly fromMs: number;
-  readonly toMs: number;
-}
+/** A window in ms: the arithmetic is `extract/windows.ts`'s; the ledger stores ISO instants. */
+export type MsInterval = TimeWindow;
 
 export const toMs = (i: Interval): MsInterval => ({ fromMs: Date.parse(i.from), toMs: Date.parse(i.to) });
 export const toIso = (i: MsInterval): Interval => ({ from: new Date(i.fromMs).toISOString(), to: new Date(i.toMs).toISOString() });
 
-/** Sorted, non-overlapping, adjacent ones joined; empty intervals dropped. */
-export function mergeIntervals(intervals: readonly MsInterval[]): MsInterval[] {
-  const sorted = intervals.filter((i) => i.toMs > i.fromMs).sort((a, b) => a.fromMs - b.fromMs);
-  const out: { fromMs: number; toMs: number }[] = [];
-  for (const i of sorted) {
-    const last = out[out.length - 1];
-    if (last !== undefined && i.fromMs <= last.toMs) last.toMs = Math.max(last.toMs, i.toMs);
-    else out.push({ fromMs: i.fromMs, toMs: i.toMs });
-  }
-  return out;
-}
+/** Sorted, non-overlapping, adjacent ones joined; empty intervals dropped (`mergeWindows`). */
+export const mergeIntervals: (intervals: readonly MsInterval[]) => MsInterval[] = mergeWindows;
 
-/** The parts of `from` not covered by `minus`. */
-export function subtractIntervals(from: readonly MsInterval[], minus: readonly MsInterval[]): MsInterval[] {
-  const cut = mergeIntervals(minus);
-  const out: MsInterval[] = [];
-  for (const i of mergeIntervals(from)) {
-    let start = i.fromMs;
-    for (const c of cut) {
-      if (c.toMs <= start || c.fromMs >= i.toMs) continue;
-      if (c.fromMs > start) out.push({ fromMs: start, toMs: c.fromMs });
-      start = Math.max(start, c.toMs);
-      if (start >= i.toMs) break;
-    }
-    if (start < i.toMs) out.push({ fromMs: start, toMs: i.toMs });
-  }
-  return out;
-}
+/** The parts of `from` not covered by `minus` (`subtractWindows`). */
+export const subtractIntervals: (from: readonly MsInterval[], minus: readonly MsInterval[]) => MsInterval[] = subtractWindows;
 
 /** Whether `window` lies wholly inside the finished windows. */
 export function isCovered(window: MsInterval, done: readonly Interval[]): boolean {
-  return subtractIntervals([window], done.map(toMs)).length === 0;
+  return isCoveredBy(window, done.map(toMs));
 }
 
 /** What was asked for and is not finished: the gaps a `status` reports and a re-run fills. */

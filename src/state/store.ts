@@ -13,6 +13,16 @@ export interface PendingWindow {
   readonly cursor?: string;
 }
 
+/**
+ * A window read as sub-windows at once (a split walk): the sub-windows not yet stored to the end,
+ * each with the cursor of its next page once it has one. The mark moves to `to` when none is left.
+ */
+export interface SplitWindow {
+  readonly from: string;
+  readonly to: string;
+  readonly parts: readonly PendingWindow[];
+}
+
 export interface LastRun {
   readonly at: string;
   readonly outcome: 'ok' | 'failed';
@@ -31,6 +41,8 @@ export interface StreamState {
    */
   readonly mark?: string;
   readonly pending?: PendingWindow;
+  /** A split walk in progress; resumed before anything else. */
+  readonly split?: SplitWindow;
   readonly lastRun?: LastRun;
   /**
    * Settle mark (resources that are enriched late): every record before it was read at least once

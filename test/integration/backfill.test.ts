@@ -6,7 +6,7 @@ import { signals } from '../../connectors/signals.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import { sliceWindows } from '../../src/pipeline/backfill.js';
+import { sliceWindows } from '../../src/extract/windows.js';
 import type { Plan } from '../../src/pipeline/plan.js';
 import { ledgerGaps, readLedger, streamLedger } from '../../src/state/ledger.js';
 import { StateStore } from '../../src/state/store.js';

@@ -25,9 +25,11 @@ interface ChildRun {
   readonly stderr: string;
 }
 
-/** Whether a state file records progress: a checkpointed cursor or a high-water mark. */
+/** Whether a state file records progress: a checkpointed cursor (of a window or a sub-window) or a high-water mark. */
 function hasProgress(doc: StateDocument): boolean {
-  return Object.values(doc.streams).some((s) => s.pending?.cursor !== undefined || s.mark !== undefined);
+  return Object.values(doc.streams).some(
+    (s) => s.pending?.cursor !== undefined || s.mark !== undefined || (s.split?.parts.some((p) => p.cursor !== undefined) ?? false),
+  );
 }
 
 /**

@@ -54,3 +54,14 @@ describe('minimumSeconds (the floor of the rate limits)', () => {
     expect(minimumSeconds({ '/v1/events': 10_000, '/v1/traces': 5_000 }, L)).toBe(24 * 60 + 9);
   });
 });
+
+describe('minimumSeconds with the scheduler safety margins', () => {
+  it('lengthens the windows: 720 requests at 40 per 1.1 s instead of per 1 s, 800 to one endpoint a quarter second later', () => {
+    const limits = { maxRpm: 400, searchRpm: 50, maxRps: 40, searchGateRps: 20 };
+    const margins = { minuteMs: 250, secondMs: 100 };
+    const spread = { '/v1/events': 360, '/v1/conversations': 360 };
+    expect(minimumSeconds(spread, limits)).toBeCloseTo(17, 6);
+    expect(minimumSeconds(spread, limits, margins)).toBeCloseTo(17 * 1.1, 6);
+    expect(minimumSeconds({ '/v1/events': 800 }, limits, margins)).toBeCloseTo(60.25 + 9 * 1.1, 6);
+  });
+});

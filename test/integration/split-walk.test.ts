@@ -1,0 +1,152 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { events } from '../../connectors/events.js';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { StateStore, type StateDocument } from '../../src/state/store.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { tempDir } from '../fakes/tmp.js';
+
+/**
+ * Split walks (`src/pipeline/split.ts`): a large window read as sub-windows at once, each with its
+ * own checkpoint; the mark moves only when all are stored. Correctness only, not speed.
+ */
+
+const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
+const DAY = 86_400_000;
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function emulator(options: Parameters<typeof startEmulator>[0]): Promise<Emulator> {
+  const emu = await startEmulator(options);
+  cleanups.push(() => emu.close());
+  return emu;
+}
+
+function dir(): string {
+  const d = tempDir();
+  cleanups.push(d.cleanup);
+  return d.dir;
+}
+
+/** Sub-windows with a stored checkpoint cursor, in a state document. */
+function partsWithCursor(doc: StateDocument): number {
+  return Object.values(doc.streams).reduce((n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0), 0);
+}
+
+/** Run `sync` of events in a child process; SIGKILL it once the state shows `parts` sub-windows mid-walk (plus `thenMs`). */
+function syncInChild(emu: Emulator, d: string, kill?: { readonly parts: number; readonly thenMs: number }): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
+  const statePath = statePathOf(d);
+  const child = spawn(
+    process.execPath,
+    [CLI, 'sync', '--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePath, '--log-level', 'warn', '--batch-rows', '200'],
+    { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  const timers: NodeJS.Timeout[] = [];
+  if (kill !== undefined) {
+    const poll = setInterval(() => {
+      if (!existsSync(statePath)) return;
+      // The store renames a whole file into place: a read is never torn.
+      if (partsWithCursor(JSON.parse(readFileSync(statePath, 'utf8')) as StateDocument) < kill.parts) return;
+      clearInterval(poll);
+      timers.push(setTimeout(() => void child.kill('SIGKILL'), kill.thenMs));
+    }, 5);
+    timers.push(poll);
+  }
+  return new Promise((resolve) => {
+    child.on('exit', (code, signal) => {
+      for (const t of timers) clearTimeout(t);
+      resolve({ code, signal, out });
+    });
+  });
+}
+
+describe('split walks', () => {
+  for (const order of ['desc', 'asc'] as const) {
+    it(`kill -9 while sub-windows are mid-walk, resumed each where it was: exact (${order === 'desc' ? 'newest' : 'oldest'} first)`, async () => {
+      expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
+      // 3 × 2500 events: 75 pages under `*`, split into at least 2 sub-windows; each kill waits for
+      // sub-windows with checkpoints, so it lands mid-split however slow the machine is.
+      const emu = await emulator({ seed: 31, eventsPerProject: 2500, order });
+      const d = dir();
+      let killedMidSplit = 0;
+      for (const kill of [
+        { parts: 1, thenMs: 0 },
+        { parts: 2, thenMs: 30 },
+      ]) {
+        for (const p of ['default', 'alpha', 'beta']) emu.addEvents(p, 7);
+        const run = await syncInChild(emu, d, kill);
+        const doc = await StateStore.read(statePathOf(d));
+        if (run.signal === 'SIGKILL' && doc.streams['events:*']?.split !== undefined) {
+          killedMidSplit += 1;
+          // State never moves past data not stored: the mark waits for every sub-window.
+          expect(doc.streams['events:*']?.mark).toBeUndefined();
+        }
+      }
+      expect(killedMidSplit).toBe(2);
+      const resumedFrom = (await StateStore.read(statePathOf(d))).streams['events:*']?.split;
+
+      const finalStartedBefore = Date.now();
+      const final = await syncInChild(emu, d);
+      expect(final.code, final.out).toBe(0);
+      const after = (await StateStore.read(statePathOf(d))).streams['events:*'];
+      expect(after?.split).toBeUndefined();
+      expect(Date.parse(after?.mark ?? '')).toBeGreaterThanOrEqual(resumedFrom === undefined ? 0 : Date.parse(resumedFrom.to));
+      const before = (r: Record<string, unknown>): boolean => Date.parse(String(r.timestamp)) < finalStartedBefore;
+      const rows = (await readTable(d, 'events')).filter(before);
+      expectTableMatches(rows, emu.snapshot('events').filter(before), 'id', 'events');
+      // It did split: the count endpoint was asked, and several sub-windows checkpointed.
+      expect(emu.stats().byEndpoint['/v1/events/count'] ?? 0).toBeGreaterThan(0);
+    }, 120_000);
+
+    it(`rows sharing one timestamp at a sub-window edge are read once, in one sub-window (${order})`, async () => {
+      const emu = await emulator({ seed: 32, eventsPerProject: 300, projects: ['default'], order });
+      const d = dir();
+      const now = Date.now();
+      const from = now - 40 * DAY;
+      const edge = now - 10 * DAY;
+      const to = now - DAY;
+      // More than two pages at the very instant two sub-windows meet, some at each outer edge.
+      emu.addEvents('default', 250, { timestamp: edge });
+      emu.addEvents('default', 3, { timestamp: edge - 1 });
+      emu.addEvents('default', 5, { timestamp: from });
+      emu.addEvents('default', 4, { timestamp: to });
+      emu.addEvents('default', 2, { timestamp: to - 1 });
+      const iso = (ms: number): string => new Date(ms).toISOString();
+      // A split a killed run left before any sub-window stored a page: the edge between its two
+      // sub-windows is the instant 250 rows share.
+      const state: StateDocument = {
+        version: 1,
+        streams: { 'events:default': { split: { from: iso(from), to: iso(to), parts: [{ from: iso(from), to: iso(edge) }, { from: iso(edge), to: iso(to) }] } } },
+        projects: [],
+        sections: {},
+      };
+      writeFileSync(statePathOf(d), JSON.stringify(state));
+      const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], batchRows: 50 });
+      expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
+      const rows = await readTable(d, 'events');
+      expectTableMatches(rows, emu.snapshot('events', 'default'), 'id', 'events');
+      expect(rows.filter((r) => Date.parse(String(r.timestamp)) === edge)).toHaveLength(250);
+      const after = (await StateStore.read(statePathOf(d))).streams['events:default'];
+      expect(after?.split).toBeUndefined();
+      expect(Date.parse(after?.mark ?? '')).toBeGreaterThan(to);
+    });
+  }
+
+  it('a window with few pages is read in one walk, after one count', async () => {
+    const emu = await emulator({ seed: 33, eventsPerProject: 150, projects: ['default'] });
+    const d = dir();
+    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events] });
+    expect(summary.ok).toBe(true);
+    // One count says the window is small; nothing else is counted.
+    expect(emu.stats().byEndpoint['/v1/events/count']).toBe(1);
+    expectTableMatches(await readTable(d, 'events'), emu.snapshot('events', 'default'), 'id', 'events');
+  });
+});
