@@ -14,6 +14,8 @@ export const events = defineResource({
   allProjects: true,
   countPath: '/v1/events/count', // field notes: returns { data: { total } }; unfiltered by signal (signal counts under-count)
   maxPageSize: 100, // field notes: "maximum 100 on most lists"
-  columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string' },
+  columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string', received_at: 'timestamp' },
   partitionColumn: 'timestamp',
+  settles: true, // SDK: signals, topics, attachments, error_spans, tool_calls "may be absent for very recent events"
+  arrivalField: 'received_at',
 });

@@ -2,8 +2,9 @@ import { defineResource } from '../src/core/resource.js';
 
 /**
  * Trace spans, keyed by (project_id, span_id). The `*_ns` fields are nanosecond epochs beyond 2^53:
- * declared int64 so they stay exact. Which field `timestamp[gte]` filters on is not documented: we
- * assume the span start, and cut off on the client by `start_time_ns` either way.
+ * declared int64 so they stay exact. The real service reads spans one event at a time
+ * (`event_id` required, no cursor); a server that lists them by time (the spec) is walked by
+ * window, on `start_time_ns`. Which one answers is found out once and kept in state.
  */
 export const traces = defineResource({
   name: 'traces',
@@ -17,6 +18,7 @@ export const traces = defineResource({
   sortOrder: 'unknown',
   allProjects: false, // field notes: traces reject `*` with 400
   maxPageSize: 1000, // field notes: clients ask traces for 500 and 1000
+  perParent: { parent: 'events', param: 'event_id', shownBy: ['tool_calls', 'error_spans', 'model'] },
   columns: { span_id: 'string', start_time_ns: 'int64', end_time_ns: 'int64', duration_ns: 'int64' },
   partitionColumn: 'start_time_ns',
 });

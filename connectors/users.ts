@@ -7,8 +7,8 @@ export const users = defineResource({
   key: 'id',
   mode: 'incremental',
   cursorField: 'last_seen',
-  filterGte: 'timestamp[gte]',
-  filterLt: 'timestamp[lt]',
+  filterGte: 'last_seen[gte]', // SDK: users filter on first_seen/last_seen, not timestamp
+  filterLt: 'last_seen[lt]',
   sortOrder: 'desc',
   allProjects: true,
   maxPageSize: 100,

@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { RESOURCES, RESOURCE_NAMES } from '../connectors/index.js';
+import { PROJECT_HEADERS } from '../connectors/service.js';
 import { parseDuration } from './core/duration.js';
 import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
-import type { ResourceDefinition } from './core/types.js';
+import type { ChildSelection, ResourceDefinition } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
@@ -41,7 +42,12 @@ export const DEFAULT_DUCKDB_PATH = 'warehouse.duckdb';
 export const DEFAULT_STATE_PATH = 'state/state.json';
 export const DEFAULT_LOOKBACK = '15m';
 export const DEFAULT_PROGRESS_INTERVAL = '5s';
-export const DEFAULT_PROJECT_HEADER = 'X-Service-Project-Id';
+/** Both project headers are sent unless one is named: the vendor SDK's and the spec's (connectors/service.ts). */
+export const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
+/** Re-read each events window once it is this old (late enrichment). */
+export const DEFAULT_SETTLE = '2h';
+/** Which events get their traces read where traces are read per event. */
+export const DEFAULT_TRACES: ChildSelection = 'traced';
 export const DEFAULT_BQ_LOCATION = 'US';
 /** Default rows per stream a dry run reads: enough to show every statement, not all history. */
 export const DEFAULT_DRY_RUN_LIMIT = 100;
@@ -63,6 +69,8 @@ export const OPTIONS = optionTable({
   duckdbPath: DEFAULT_DUCKDB_PATH,
   statePath: DEFAULT_STATE_PATH,
   lookback: DEFAULT_LOOKBACK,
+  settle: DEFAULT_SETTLE,
+  traces: DEFAULT_TRACES,
   window: DEFAULT_WINDOW,
   concurrency: DEFAULT_CONCURRENCY,
   batchRows: DEFAULT_BATCH_ROWS,
@@ -89,7 +97,7 @@ export interface SyncConfig {
   readonly apiKey: string;
   readonly project: string | undefined;
   readonly projectIds: readonly string[] | undefined;
-  readonly projectHeader: string;
+  readonly projectHeader: string | readonly string[];
   readonly resources: readonly ResourceDefinition[];
   readonly destination: 'duckdb' | 'bigquery';
   readonly duckdbPath: string;
@@ -101,6 +109,10 @@ export interface SyncConfig {
   readonly statePath: string;
   readonly lockWaitMs: number;
   readonly lookbackMs: number;
+  /** Re-read each events window once this old, for late enrichment (0: never). */
+  readonly settleMs: number;
+  /** Which events get their traces read where the server reads traces per event. */
+  readonly traces: ChildSelection;
   readonly startMs: number | undefined;
   readonly batchRows: number;
   readonly limits: RateLimits;
@@ -161,6 +173,8 @@ export interface SyncFlags {
   readonly state?: string;
   readonly lockWait?: string;
   readonly lookback?: string;
+  readonly settle?: string;
+  readonly traces?: string;
   readonly start?: string;
   readonly batchRows?: number | string;
   readonly maxRpm?: number | string;
@@ -228,6 +242,12 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
   if (dryRun && destination !== 'bigquery') {
     throw new ConfigError('--dry-run prints what would be sent to BigQuery: use it with --destination bigquery');
   }
+  const settleMs = read.duration('settle') ?? parseDuration(DEFAULT_SETTLE);
+  const tracesText = read.text('traces') ?? DEFAULT_TRACES;
+  if (tracesText !== 'all' && tracesText !== 'traced' && tracesText !== 'none') {
+    throw new ConfigError(`${read.label('traces')}: expected all, traced (events whose tool_calls, error_spans or model show a trace) or none, got "${tracesText}"`);
+  }
+  const traces: ChildSelection = tracesText;
 
   const limits: RateLimits = {
     maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm,
@@ -265,7 +285,7 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     apiKey,
     project,
     projectIds,
-    projectHeader: read.text('project-header') ?? DEFAULT_PROJECT_HEADER,
+    projectHeader: read.text('project-header') ?? PROJECT_HEADERS,
     resources,
     destination,
     duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
@@ -276,6 +296,8 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     lockWaitMs: read.duration('lock-wait') ?? 0,
     lookbackMs: read.duration('lookback') ?? parseDuration(DEFAULT_LOOKBACK),
+    settleMs,
+    traces,
     startMs: read.instant('start'),
     batchRows: read.integer('batch-rows') ?? DEFAULT_BATCH_ROWS[destination],
     limits,

@@ -7,16 +7,18 @@ import { startEmulatorThread } from './emulator/thread.js';
 import { DuckDbDestination } from './load/duckdb.js';
 
 /**
- * `npm run demo`: the whole thing with no account. Starts the emulator (three projects, the
- * documented rate limits on), syncs every resource of every project into `.demo/warehouse.duckdb`,
- * shows the tables and a query, then adds events and syncs again to show an incremental run.
+ * `npm run demo`: the whole thing with no account. Starts the emulator in its real-service flavor
+ * (the vendor SDK's shapes: traces per event, late enrichment; three projects, the documented rate
+ * limits on), syncs every resource of every project into `.demo/warehouse.duckdb` with no setting
+ * beyond the URL and key, shows the tables and a query, then adds events and syncs again to show an
+ * incremental run. Traces are read one event at a time (400 a minute), so the history is small.
  */
 const DEMO_DIR = '.demo';
 
 async function main(): Promise<number> {
   rmSync(DEMO_DIR, { recursive: true, force: true });
   // On its own thread, like a real server: its rate windows see when requests really arrive.
-  const emulator = await startEmulatorThread({ seed: 42, eventsPerProject: 2000, limits: { ...DEFAULT_RATE_LIMITS } });
+  const emulator = await startEmulatorThread({ flavor: 'real', seed: 42, eventsPerProject: 100, limits: { ...DEFAULT_RATE_LIMITS } });
   const print = (line: string): void => void process.stdout.write(`${line}\n`);
   const flags = {
     baseUrl: emulator.url,
@@ -27,7 +29,7 @@ async function main(): Promise<number> {
     logLevel: 'warn',
   };
   try {
-    print(`Emulator: ${emulator.url} (projects default, alpha, beta; limits 400/min per endpoint, 40/s)`);
+    print(`Emulator: ${emulator.url} (real-service flavor; projects default, alpha, beta; limits 400/min per endpoint, 40/s)`);
     print('\n== First sync (all history) ==');
     let code = await syncCommand(resolveSyncConfig(flags, {}), { print });
     if (code !== 0) return code;
@@ -40,7 +42,7 @@ async function main(): Promise<number> {
     const db = await DuckDbDestination.open(flags.duckdbPath);
     try {
       print('\n== Rows per table ==');
-      for (const table of ['events', 'traces', 'signals', 'users', 'conversations']) {
+      for (const table of ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations']) {
         print(`${table.padEnd(14)} ${await db.count(table)}`);
       }
       const sql = `SELECT project_id, event_name, COUNT(*) AS events, COUNT(DISTINCT user_id) AS users

@@ -70,6 +70,8 @@ export interface OptionDefaults {
   readonly duckdbPath: string;
   readonly statePath: string;
   readonly lookback: string;
+  readonly settle: string;
+  readonly traces: string;
   readonly window: string;
   readonly concurrency: number;
   readonly batchRows: { readonly duckdb: number; readonly bigquery: number };
@@ -91,17 +93,19 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'api-key', kind: 'string', group: 'Connection', secret: true, describe: 'Organization API Key: best from the environment (QUERY_SYNC_API_KEY or QUERY_API_KEY) or --api-key-file', envAliases: ['QUERY_API_KEY'], commands: RUN },
     { name: 'api-key-file', kind: 'path', group: 'Connection', describe: 'file holding the API key (a mounted Kubernetes secret); trailing newline ignored', commands: RUN },
     { name: 'project', kind: 'string', group: 'Connection', describe: 'project slug, or "*" for all projects; absent: no header (the service reads "default")', envAliases: ['QUERY_API_PROJECT'], commands: [...RUN, 'reset'] },
-    { name: 'project-header', kind: 'string', group: 'Connection', defaultText: d.projectHeader, describe: 'project header name (the real service documents X-Raindrop-Project-Id)', commands: RUN },
+    { name: 'project-header', kind: 'string', group: 'Connection', defaultText: d.projectHeader, describe: 'project header name; by default both X-Raindrop-Project-Id (the vendor SDK) and X-Service-Project-Id (the spec) are sent, so either server reads the scope', commands: RUN },
     { name: 'connect-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.connectTimeoutMs), describe: 'TCP/TLS connect timeout', commands: RUN },
     { name: 'headers-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.headersTimeoutMs), describe: 'time to wait for response headers', commands: RUN },
     { name: 'body-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.bodyTimeoutMs), describe: 'longest pause while reading a response body', commands: RUN },
     { name: 'request-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.requestTimeoutMs), describe: 'longest time for one request, connect to last byte of the body', commands: RUN },
     { name: 'max-retry-after', kind: 'duration', group: 'Pacing', defaultText: ms(d.maxRetryAfterMs), describe: 'longest Retry-After honoured; a longer one fails the stream, naming the wait', commands: RUN },
     // Scope
-    { name: 'resources', kind: 'string', group: 'Scope', defaultText: 'all', describe: 'comma-separated: events,traces,signals,users,conversations', commands: STATE },
+    { name: 'resources', kind: 'string', group: 'Scope', defaultText: 'all', describe: 'comma-separated: events,traces,signals,signal_groups,users,conversations', commands: STATE },
     { name: 'project-ids', kind: 'string', group: 'Scope', describe: 'comma-separated slugs narrowing "*" (sent as project_ids)', commands: RUN },
     { name: 'start', kind: 'instant', group: 'Scope', defaultText: 'all history', describe: 'the oldest data a first sync (or --full-refresh) reads, e.g. 2026-01-01T00:00:00Z', commands: RUN },
     { name: 'lookback', kind: 'duration', group: 'Scope', defaultText: d.lookback, describe: 're-read this far before the high-water mark (late-indexed events)', commands: RUN },
+    { name: 'settle', kind: 'duration', group: 'Scope', defaultText: d.settle, describe: 're-read each events window once it is this old, for the fields the service adds later (0: off)', commands: RUN },
+    { name: 'traces', kind: 'choice', group: 'Scope', choices: ['traced', 'all', 'none'], defaultText: d.traces, describe: 'where traces are read one event at a time, for which events: traced (tool_calls, error_spans or model show a trace), all; none reads no traces', commands: RUN },
     { name: 'from', kind: 'instant', group: 'Scope', describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z', commands: ['backfill', 'plan', 'verify'] },
     { name: 'to', kind: 'instant', group: 'Scope', describe: 'end of the interval (exclusive), with its offset', commands: ['backfill', 'plan', 'verify'] },
     { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },

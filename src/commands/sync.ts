@@ -84,6 +84,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         lookbackMs: config.lookbackMs,
         startMs: config.startMs,
         batchRows: config.batchRows,
+        settleMs: config.settleMs,
+        children: config.traces,
         batchBytes: config.batchBytes,
         concurrency: config.splitConcurrency,
         // A dry run shows the requests for a small sample, not all history.

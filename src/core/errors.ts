@@ -72,9 +72,12 @@ export class RateLimitedError extends RetriableError {
 export class FatalApiError extends QuerySyncError {
   readonly code = 'E_API';
   readonly status: number;
-  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+  /** The request parameter the server named in `error.details.field`, if any. */
+  readonly field?: string;
+  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext; field?: string } = {}) {
     super(message, options);
     this.status = status;
+    if (options.field !== undefined) this.field = options.field;
   }
 }
 

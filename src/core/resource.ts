@@ -10,7 +10,8 @@ export function defineResource(definition: ResourceDefinition): ResourceDefiniti
   if (!definition.path.startsWith('/')) problems.push(`path "${definition.path}" must start with "/"`);
   if (definition.mode === 'incremental') {
     if (!definition.cursorField) problems.push('an incremental resource needs a cursorField');
-    if (!definition.filterGte) problems.push('an incremental resource needs a filterGte parameter');
+    if (!definition.filterGte && definition.stopPastWindow !== true) problems.push('an incremental resource needs a filterGte parameter (or stopPastWindow)');
+    if (definition.stopPastWindow === true && definition.sortOrder !== 'desc') problems.push("stopPastWindow needs sortOrder 'desc'");
   }
   if (!Number.isInteger(definition.maxPageSize) || definition.maxPageSize < 1) problems.push('maxPageSize must be a positive integer');
   if (problems.length > 0) throw new Error(`resource ${definition.name}: ${problems.join('; ')}`);

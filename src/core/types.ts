@@ -86,8 +86,41 @@ export interface ResourceDefinition {
   readonly columns?: Readonly<Record<string, LogicalType>>;
   /** Column the BigQuery table is partitioned on (by date). */
   readonly partitionColumn?: string;
+  /**
+   * The list has no filter on `cursorField` (conversations: only `started_at` filters, yet they
+   * change as messages arrive). The walk relies on `sortOrder: 'desc'` instead and stops once a page
+   * has passed the window's start; the order is checked record by record, and a walk that sees it
+   * broken reads to the end (a full walk), so correctness never rests on the assumption.
+   */
+  readonly stopPastWindow?: boolean;
+  /**
+   * Records are enriched after they first appear (fields "may be absent for very recent events"):
+   * each window is read once more when it has settled (`--settle`).
+   */
+  readonly settles?: boolean;
+  /** Field holding when the service received the record (`status` shows how late records arrive). */
+  readonly arrivalField?: string;
+  /**
+   * Read per parent record where the server cannot list by time: `param` takes the parent's key.
+   * Which parents are read is a setting (`--traces`); `shownBy` names the parent's fields whose
+   * presence shows it has children (the `traced` setting).
+   */
+  readonly perParent?: PerParentReads;
   /** Optional pure record transform applied before normalization. */
   readonly transform?: (record: ApiRecord) => ApiRecord;
+}
+
+/** Which parent records get their per-parent children read: all, those whose fields show some, or none. */
+export type ChildSelection = 'all' | 'traced' | 'none';
+
+/** How a child resource is read one parent record at a time (see `ResourceDefinition.perParent`). */
+export interface PerParentReads {
+  /** The parent resource, e.g. `events`. */
+  readonly parent: string;
+  /** Query parameter naming the parent, e.g. `event_id`. */
+  readonly param: string;
+  /** Parent fields whose non-empty value shows that children exist, e.g. `tool_calls`. */
+  readonly shownBy: readonly string[];
 }
 
 /** Which projects one walk reads, and how rows get their `project_id`. */

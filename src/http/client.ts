@@ -66,8 +66,11 @@ export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
 export interface ApiClientOptions {
   readonly baseUrl: string;
   readonly apiKey: string;
-  /** Header carrying the project scope. @default 'X-Service-Project-Id' */
-  readonly projectHeader: string;
+  /**
+   * Header(s) carrying the project scope; each one is sent with the same value (the spec and the
+   * real service name it differently: see `connectors/service.ts`).
+   */
+  readonly projectHeader: string | readonly string[];
   readonly budget: RequestBudget;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -318,7 +321,7 @@ export class ApiClient {
       authorization: `Bearer ${this.options.apiKey}`,
       accept: 'application/json',
     };
-    if (project !== undefined) headers[this.options.projectHeader.toLowerCase()] = project;
+    if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(), this.requestMs);
     const combined = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);
@@ -359,11 +362,51 @@ export class ApiClient {
 
   private fatalError(response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): FatalApiError {
     const status = response?.status ?? 0;
-    const scope = req.project === undefined ? '' : ` with ${this.options.projectHeader}: ${req.project}`;
+    const scope = req.project === undefined ? '' : ` with project ${req.project}`;
+    const rejected = rejectedParameter(response?.text, req.query);
+    if (rejected !== undefined) {
+      const allowed = rejected.allowed.length > 0 ? `; the server allows: ${rejected.allowed.join(', ')}` : '';
+      return new FatalApiError(
+        `the server refused the parameter "${rejected.field}"${rejected.sent === undefined ? ' (not sent: it is required)' : `=${trimBody(rejected.sent, 60)}`} ` +
+          `on GET ${req.path}${scope} (HTTP ${status}: ${trimBody(rejected.message, 160)})${allowed}. ` +
+          `The connector declaration in connectors/ names this parameter: fix it there, or report the server's change.`,
+        status,
+        { context: ctx, field: rejected.field },
+      );
+    }
     return new FatalApiError(
       `GET ${req.path}${scope} was rejected with HTTP ${status} (not retried): ${this.said(response?.text ?? '')}`,
       status,
       { context: ctx },
     );
   }
+}
+
+function projectHeaders(value: string | readonly string[]): readonly string[] {
+  return typeof value === 'string' ? [value] : value;
+}
+
+/**
+ * A 4xx body `{ "error": { "code", "message", "details": { "field", "allowed_fields" } } }` naming one
+ * parameter (the SDK's error shape): which one, what we sent for it, and what the server allows.
+ */
+export function rejectedParameter(
+  text: string | undefined,
+  query: Readonly<Record<string, string | undefined>>,
+): { field: string; sent: string | undefined; message: string; allowed: readonly string[] } | undefined {
+  if (text === undefined) return undefined;
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const error = (body as { error?: unknown } | null)?.error;
+  if (error === null || typeof error !== 'object') return undefined;
+  const { message, details } = error as { message?: unknown; details?: unknown };
+  if (details === null || typeof details !== 'object') return undefined;
+  const { field, allowed_fields: allowedFields } = details as { field?: unknown; allowed_fields?: unknown };
+  if (typeof field !== 'string' || field === '') return undefined;
+  const allowed = Array.isArray(allowedFields) ? allowedFields.filter((f): f is string => typeof f === 'string') : [];
+  return { field, sent: query[field], message: typeof message === 'string' ? message : '', allowed };
 }

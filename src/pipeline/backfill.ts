@@ -23,6 +23,7 @@ import {
 } from '../state/ledger.js';
 import { streamKey } from '../state/store.js';
 import type { SyncDeps } from './run.js';
+import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { DEFAULT_BATCH_BYTES, walkWindow, type WalkTotals } from './walk.js';
 
@@ -91,12 +92,18 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
   const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
   const concurrency = options.concurrency ?? DEFAULT_BACKFILL_CONCURRENCY;
   const slots = new PQueue({ concurrency });
+  // Children this server reads one parent at a time have no windows to backfill: `sync` reads them.
+  const resources = options.resources.filter((r) => {
+    const byParent = r.perParent !== undefined && readsByParent(deps.state.document, r) === true;
+    if (byParent) deps.logger.warn({ resource: r.name }, `${r.name} are read per ${r.perParent?.parent ?? 'parent'} record on this server: backfill skips them (sync reads them)`);
+    return !byParent;
+  });
   const trackers = new Map<string, SchemaTracker>();
-  for (const resource of options.resources) {
+  for (const resource of resources) {
     trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
   }
   const streams = await forEachScope(
-    options,
+    { ...options, resources },
     deps,
     (resource, scope, scopeHooks) =>
       backfillStream(

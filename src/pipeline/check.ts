@@ -169,8 +169,9 @@ function classify(error: unknown, scope: ProjectScope): { outcome: CheckOutcome;
 }
 
 /** The report as text: one line per request, then what was learned. */
-export function formatCheck(report: CheckReport, target: { baseUrl: string; project: string | undefined; projectHeader: string }): string[] {
-  const lines = [`check ${target.baseUrl} (project ${target.project ?? '(none: the service reads "default")'}, header ${target.projectHeader})`];
+export function formatCheck(report: CheckReport, target: { baseUrl: string; project: string | undefined; projectHeader: string | readonly string[] }): string[] {
+  const header = typeof target.projectHeader === 'string' ? target.projectHeader : target.projectHeader.join(' and ');
+  const lines = [`check ${target.baseUrl} (project ${target.project ?? '(none: the service reads "default")'}, header ${header})`];
   const width = Math.max(...report.results.map((r) => r.endpoint.length), 10);
   const scopeWidth = Math.max(...report.results.map((r) => r.scope.length), 7);
   for (const r of report.results) {

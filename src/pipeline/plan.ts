@@ -12,7 +12,8 @@ import { isCovered, readLedger, runningOf, streamLedger } from '../state/ledger.
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
-import { nextWindow } from './stream.js';
+import { childBacklog, readsByParent } from './children.js';
+import { DEFAULT_SETTLE_MS, nextWindow, settleWindow } from './stream.js';
 
 /**
  * `plan`: what a backfill or the next sync will cost, before any data is read. Per window it asks
@@ -22,7 +23,8 @@ import { nextWindow } from './stream.js';
  * unknown, never guessed.
  */
 
-export type PlanWindowStatus = 'todo' | 'resume' | 'done';
+/** `settle`: the re-read of a window that has settled (late enrichment), once per window. */
+export type PlanWindowStatus = 'todo' | 'resume' | 'done' | 'settle';
 
 export interface PlanWindow {
   readonly from: string;
@@ -89,6 +91,8 @@ export interface BackfillPlanOptions extends ScopeOptions {
 export interface SyncPlanInput extends ScopeOptions {
   readonly lookbackMs: number;
   readonly startMs?: number;
+  /** As `sync --settle`. @default DEFAULT_SETTLE_MS */
+  readonly settleMs?: number;
 }
 
 interface Target {
@@ -131,11 +135,22 @@ export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<
   return build('sync', options, deps, (resource, scope) => {
     const out: { window: TimeWindow; status: PlanWindowStatus; pagesDone: number }[] = [];
     let st = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
+    const before = st;
+    let readFromMs: number | undefined;
     for (let i = 0; i < 2; i++) {
       const next = nextWindow(st, { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs });
       if (next === undefined) break;
       out.push({ window: next.window, status: next.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
+      readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
       st = { mark: iso(next.window.toMs) };
+    }
+    const settleMs = options.settleMs ?? DEFAULT_SETTLE_MS;
+    if (resource.settles === true && settleMs > 0) {
+      const resumed = before.settlePending;
+      if (resumed !== undefined) out.push({ window: { fromMs: Date.parse(resumed.from), toMs: Date.parse(resumed.to) }, status: 'settle', pagesDone: 0 });
+      const settled = resumed === undefined ? before.settled : maxIsoOf(before.settled, resumed.to);
+      const next = settleWindow({ ...before, settled }, { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs, settleMs }, before.mark, readFromMs);
+      if (next.window !== undefined) out.push({ window: next.window, status: 'settle', pagesDone: 0 });
     }
     return out;
   }, {});
@@ -161,6 +176,29 @@ async function build(
         windows: [],
         unknown: `${resource.path} is read one project at a time and no project is known yet (pass --project-ids, or run a sync first)`,
       });
+      continue;
+    }
+    const byParent = resource.perParent !== undefined && readsByParent(deps.state, resource) === true;
+    if (byParent) {
+      // Per-parent children: one request per queued parent record (the backlog in state).
+      const pending = childBacklog(deps.state, resource).pending;
+      for (const scope of scopes) {
+        const requests = pending[scope.fallbackProjectId ?? scope.key] ?? 0;
+        unknownRows.push({
+          resource: resource.name,
+          scope: scope.key,
+          endpoint: resource.path,
+          windows: [],
+          rows: undefined,
+          pages: requests,
+          requests,
+          minimumSeconds: minimumSeconds({ [resource.path]: requests }, deps.limits),
+        });
+      }
+      notes.push(
+        `${resource.name} are read one ${resource.perParent?.parent ?? 'parent'} record at a time on this server: the requests shown are the backlog in state; ` +
+          `the sync adds one per new record it selects (--traces)`,
+      );
       continue;
     }
     for (const scope of scopes) targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
@@ -304,8 +342,9 @@ export function formatPlan(plan: Plan): string[] {
     if (row.unknown !== undefined || row.windows.length === 0) continue;
     lines.push('', `windows of ${row.resource} ${row.scope}:`);
     for (const w of row.windows.slice(0, MAX_WINDOW_LINES)) {
+      const tag = w.status === 'resume' ? '  (resume)' : w.status === 'settle' ? '  (settle re-read: late enrichment)' : '';
       const rows = `${w.rowsUpperBound === true ? '≤' : ''}${w.rows ?? '?'}`;
-      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${rows}  pages ${w.pages ?? '?'}${w.status === 'resume' ? '  (resume)' : ''}`;
+      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${rows}  pages ${w.pages ?? '?'}${tag}`;
       lines.push(`  ${w.from} → ${w.to}  ${what}`);
     }
     if (row.windows.length > MAX_WINDOW_LINES) lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);
@@ -325,6 +364,10 @@ function alignTable(rows: readonly string[][]): string[] {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+function maxIsoOf(a: string | undefined, b: string): string {
+  return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;
+}
 
 /** `1d`, `6h`, `15m`, else the general format. */
 function formatWindowLength(ms: number): string {

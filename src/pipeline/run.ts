@@ -4,8 +4,9 @@ import { newCallStats, type ApiClient } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
-import { forEachScope, type ScopeHooks } from './scopes.js';
-import { formatStreamLine, syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import { ChildQueue, drainChildren, learnChildMode, type ChildSelection } from './children.js';
+import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
+import { DEFAULT_SETTLE_MS, formatStreamLine, syncStream, type StreamOptions, type StreamResult } from './stream.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];
@@ -24,7 +25,24 @@ export interface SyncPlanOptions {
   /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
   readonly sampleRows?: number;
   readonly signal?: AbortSignal;
+  /** Re-read windows of resources that settle once they are this old; 0 turns it off. @default DEFAULT_SETTLE_MS */
+  readonly settleMs?: number;
+  /** Which parents get their per-parent children read (traces per event). @default 'traced' */
+  readonly children?: ChildSelection;
+  /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS */
+  readonly childDrainMs?: number;
 }
+
+
+/**
+ * How long a run keeps reading per-parent children after its parent walks end: a 15-minute schedule
+ * then spends most of each interval draining a backlog (400 trace reads a minute) and no run blocks
+ * the next for long. What is left waits, durably, for the next run.
+ */
+export const DEFAULT_CHILD_DRAIN_MS = 10 * 60_000;
+
+/** Parent records whose children are read in one chunk (one write and one state write each). */
+const CHILD_CHUNK = 25;
 
 export interface SyncDeps {
   readonly client: ApiClient;
@@ -45,6 +63,7 @@ export interface RunSummary {
 export const DEFAULT_BATCH_ROWS = 5000;
 
 export { allProjectsScope, singleProjectScope } from './scopes.js';
+export { DEFAULT_SETTLE_MS } from './stream.js';
 
 /** Progress callbacks of a run (the live display and the progress log lines). */
 export interface RunHooks {
@@ -73,28 +92,77 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     batchBytes: options.batchBytes,
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
+    settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
     concurrency: options.concurrency,
     ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 
+  // Per-parent children (traces per event): learn once whether the server lists them by time.
+  const selection = options.children ?? 'traced';
+  let resources = options.resources;
+  const childQueues = new Map<string, ChildQueue>();
+  for (const child of options.resources.filter((r) => r.perParent !== undefined)) {
+    if (selection === 'none') {
+      resources = resources.filter((r) => r !== child);
+      continue;
+    }
+    const byParent = await learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal);
+    if (byParent !== true) continue;
+    const parent = options.resources.find((r) => r.name === child.perParent?.parent);
+    childQueues.set(child.name, new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs }, deps.state, deps.clock));
+  }
+  const queuesOfParent = (parent: ResourceDefinition): ChildQueue[] =>
+    [...childQueues.entries()].filter(([name]) => resources.find((r) => r.name === name)?.perParent?.parent === parent.name).map(([, q]) => q);
+
   const trackers = new Map<string, SchemaTracker>();
-  for (const resource of options.resources) {
+  for (const resource of resources) {
     trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
   }
   const run = async (resource: ResourceDefinition, scope: ProjectScope, scopeHooks: ScopeHooks): Promise<StreamResult> => {
     hooks.onStreamStart?.(resource.name, scope.key);
     const onPage = hooks.onPage;
-    const result = await syncStream(resource, scope, trackers.get(resource.name) as SchemaTracker, deps, {
-      ...streamOptions,
-      onProjects: scopeHooks.onProjects,
-      onPage: onPage === undefined ? undefined : (page) => onPage(resource.name, scope.key, page),
-    });
+    const pageHook = onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }): void => onPage(resource.name, scope.key, page);
+    const tracker = trackers.get(resource.name) as SchemaTracker;
+    const queue = childQueues.get(resource.name);
+    let result: StreamResult;
+    if (queue !== undefined) {
+      result = await drainChildren(resource, scope, deps, {
+        queue,
+        tracker,
+        syncedAt: streamOptions.syncedAt,
+        drainAfterParentsMs: options.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
+        chunk: CHILD_CHUNK,
+        signal: options.signal,
+        onPage: pageHook,
+      });
+    } else {
+      // Parents enqueue their children's work units with each stored batch (synchronously counted
+      // as running before the first await, so no drain ends before its parents start).
+      const queues = queuesOfParent(resource);
+      for (const q of queues) q.parentStarted();
+      try {
+        result = await syncStream(resource, scope, tracker, deps, {
+          ...streamOptions,
+          onProjects: scopeHooks.onProjects,
+          onPage: pageHook,
+          onStored: queues.length === 0 ? undefined : async (rows) => void (await Promise.all(queues.map((q) => q.enqueue(rows)))),
+        });
+      } finally {
+        for (const q of queues) q.parentDone();
+      }
+    }
     hooks.onStreamDone?.(result);
     return result;
   };
 
-  const streams = await forEachScope(options, deps, run, failedBeforeStart);
+  const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
   return summarize(runStartMs, streams, deps.clock);
+}
+
+/** The scope the one-time probe of a child resource is read in (one project: children refuse `*`). */
+function probeScope(options: SyncPlanOptions, knownProjects: readonly string[]): ProjectScope {
+  if (options.project !== '*') return singleProjectScope(options.project);
+  return singleProjectScope(options.projectIds?.[0] ?? knownProjects[0]);
 }
 
 /** The result of a stream that could not start (e.g. `*` refused and no project known). */

@@ -1,6 +1,10 @@
 import type { ResourceDefinition } from '../core/types.js';
 import { ledgerGaps, readLedger, streamLedger, type BackfillRunRecord, type Interval, type StreamLedger } from '../state/ledger.js';
-import type { LastRun, StateDocument } from '../state/store.js';
+import type { Lateness, LastRun, StateDocument } from '../state/store.js';
+import { formatDuration } from '../core/duration.js';
+import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
+import { childBacklog, readsByParent } from './children.js';
+import { formatSeconds } from './plan.js';
 
 /**
  * `status`: per resource and project scope, from the state file and the warehouse: the sync's
@@ -26,6 +30,10 @@ export interface WarehouseStatus {
 
 export interface SyncStreamStatus {
   readonly highWaterMark?: string;
+  /** Settle mark: records before it were read again once settled (late enrichment). */
+  readonly settled?: string;
+  /** How late records arrived (receipt − own time) in the last run that read any. */
+  readonly lateness?: Lateness;
   /** A window a killed sync left mid-way (it resumes there). */
   readonly pending?: { readonly from: string; readonly to: string; readonly checkpoint: boolean };
   readonly lastRun?: LastRun;
@@ -49,8 +57,23 @@ export interface ScopeStatus {
   readonly backfill?: BackfillStreamStatus;
 }
 
+/** A per-parent child's backlog (traces read one event at a time). */
+export interface ChildBacklogStatus {
+  /** Parent records whose children are still to read, per project. */
+  readonly pending: Readonly<Record<string, number>>;
+  readonly total: number;
+  /** Done records kept to avoid reading them twice (within the re-read horizon). */
+  readonly remembered: number;
+  /** Least time to drain it at `ratePerMinute` (the endpoint's default limit). */
+  readonly etaSeconds: number;
+  readonly ratePerMinute: number;
+}
+
 export interface ResourceStatus {
   readonly resource: string;
+  /** What was learned about the server for this resource: read by time, or one parent at a time. */
+  readonly readBy?: 'time' | 'parent';
+  readonly backlog?: ChildBacklogStatus;
   readonly tableRows?: number;
   readonly rowsByProject?: Readonly<Record<string, number>>;
   readonly scopes: readonly ScopeStatus[];
@@ -86,6 +109,8 @@ export function buildStatus(
       if (!key.startsWith(prefix)) continue;
       entry(key.slice(prefix.length)).sync = {
         highWaterMark: stream.mark,
+        settled: stream.settled,
+        lateness: stream.lateness,
         pending:
           stream.pending === undefined
             ? undefined
@@ -107,8 +132,18 @@ export function buildStatus(
       };
     }
     const table = warehouse.tables[resource.name] ?? {};
+    const byParent = resource.perParent === undefined ? undefined : readsByParent(doc, resource);
+    let backlog: ChildBacklogStatus | undefined;
+    if (byParent === true) {
+      const b = childBacklog(doc, resource);
+      const total = Object.values(b.pending).reduce((n, x) => n + x, 0);
+      const rate = DEFAULT_RATE_LIMITS.maxRpm;
+      backlog = { pending: b.pending, total, remembered: b.done, etaSeconds: Math.ceil((total / rate) * 60), ratePerMinute: rate };
+    }
     out.push({
       resource: resource.name,
+      ...(byParent === undefined ? {} : { readBy: byParent ? ('parent' as const) : ('time' as const) }),
+      ...(backlog === undefined ? {} : { backlog }),
       tableRows: table.rows,
       rowsByProject: table.byProject,
       scopes: [...scopes.entries()]
@@ -145,6 +180,15 @@ export function formatStatus(report: StatusReport): string[] {
             .map(([p, n]) => `${p} ${n}`)
             .join(', ')})`;
     lines.push('', `${r.resource}: table ${r.tableRows === undefined ? '?' : r.tableRows} rows${byProject}`);
+    if (r.readBy === 'time') lines.push('  this server lists them by time (window walk)');
+    if (r.backlog !== undefined) {
+      const b = r.backlog;
+      const per = Object.entries(b.pending).filter(([, n]) => n > 0).map(([p, n]) => `${p} ${n}`).join(', ');
+      lines.push(
+        `  read one parent record at a time on this server; backlog ${b.total}${per === '' ? '' : ` (${per})`}` +
+          `, drains in ${formatSeconds(b.etaSeconds)} at ${b.ratePerMinute}/min; ${b.remembered} done records remembered`,
+      );
+    }
     if (r.scopes.length === 0) lines.push('  never synced or backfilled');
     for (const s of r.scopes) {
       const rows = s.tableRows === undefined ? '' : `  table rows ${s.tableRows}`;
@@ -156,6 +200,14 @@ export function formatStatus(report: StatusReport): string[] {
             : `last run ${run.at} ${run.outcome} rows=${run.rows} ${run.seconds.toFixed(1)}s${run.error === undefined ? '' : ` (${run.error})`}`;
         const pending = s.sync.pending === undefined ? '' : `  resumes [${s.sync.pending.from}, ${s.sync.pending.to})${s.sync.pending.checkpoint ? ' at a checkpoint' : ''}`;
         lines.push(`  sync     ${s.project.padEnd(12)} mark ${s.sync.highWaterMark ?? 'none'}  ${last}${pending}${rows}`);
+        if (s.sync.settled !== undefined) lines.push(`           ${''.padEnd(12)} settled (re-read after enrichment) up to ${s.sync.settled}`);
+        const late = s.sync.lateness;
+        if (late !== undefined) {
+          lines.push(
+            `           ${''.padEnd(12)} arrival delay (received_at − timestamp) over ${late.records} records of the run at ${late.at}: ` +
+              `p50 ${formatDuration(late.p50Ms)}, p99 ${formatDuration(late.p99Ms)}, max ${formatDuration(late.maxMs)} (set --lookback above p99)`,
+          );
+        }
       }
       if (s.backfill !== undefined) {
         const b = s.backfill;

@@ -1,12 +1,12 @@
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { syncWindow, type TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { DEFAULT_BATCH_BYTES, walkWindow, type WalkOptions } from './walk.js';
-import { streamKey, type SplitWindow, type StateStore, type StreamState } from '../state/store.js';
+import { streamKey, type Lateness, type SplitWindow, type StateStore, type StreamState } from '../state/store.js';
 import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, walkParts, withoutPartCursor, withPartCheckpoint } from './split.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 
@@ -39,11 +39,25 @@ export interface StreamOptions {
   /** Called after each page (progress display). */
   readonly onPage?: WalkOptions['onPage'];
   /**
+   * Re-read each window of a resource that `settles` once it is this old (late enrichment); 0 turns
+   * the settle pass off. @default 0
+   */
+  readonly settleMs?: number;
+  /** Called with each stored batch before its checkpoint (per-parent children enqueue from it). */
+  readonly onStored?: WalkOptions['onStored'];
+  /**
    * Most sub-windows of one large window walked at once (split walks, `split.ts`); the controller
    * finds how many help at the latency seen. 1 reads every window in one walk. @default 16
    */
   readonly concurrency?: number;
 }
+
+/**
+ * Late enrichment: the SDK says enriched fields "may be absent for very recent events", with no
+ * figure. Two hours covers the enrichment delays the emulator models and keeps the re-read cheap
+ * (one extra read of each window, two hours after it).
+ */
+export const DEFAULT_SETTLE_MS = 2 * 3_600_000;
 
 export interface StreamResult {
   readonly resource: string;
@@ -96,7 +110,15 @@ export async function syncStream(
   const maxParts = options.concurrency ?? DEFAULT_SPLIT_CONCURRENCY;
   const controller = new ConcurrencyController({ max: maxParts, now: () => deps.clock.now() });
 
-  const walk = (window: TimeWindow | undefined, startCursor: string | undefined): Promise<void> => {
+  const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
+  const onStored =
+    lateness === undefined && options.onStored === undefined
+      ? undefined
+      : async (rows: readonly Row[]): Promise<void> => {
+          lateness?.add(rows);
+          await options.onStored?.(rows);
+        };
+  const walk = (window: TimeWindow | undefined, startCursor: string | undefined, settleTo?: number): Promise<void> => {
     totals.windows += 1;
     return walkWindow(
       {
@@ -112,9 +134,14 @@ export async function syncStream(
         ctx,
         onProjects: options.onProjects,
         onPage: options.onPage,
-        checkpoint: (nextCursor) => checkpoint(window, nextCursor),
+        onStored,
+        checkpoint: (nextCursor) => (settleTo === undefined ? checkpoint(window, nextCursor) : settleCheckpoint(window, nextCursor, settleTo)),
         onCursorRejected: () =>
-          deps.state.updateStream(key, (s) => ({ ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined })),
+          deps.state.updateStream(key, (s) =>
+            settleTo === undefined
+              ? { ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined }
+              : { ...s, settlePending: s.settlePending ? { from: s.settlePending.from, to: s.settlePending.to } : undefined },
+          ),
       },
       deps,
       totals,
@@ -125,14 +152,18 @@ export async function syncStream(
     if (resource.mode === 'full') {
       await walk(undefined, undefined);
     } else {
+      const markBefore = deps.state.stream(key).mark;
+      let readFromMs: number | undefined;
       for (;;) {
         const st = deps.state.stream(key);
         if (st.split !== undefined) {
+          readFromMs = Math.min(readFromMs ?? Date.parse(st.split.from), Date.parse(st.split.from));
           await walkSplit(st.split);
           continue;
         }
         const next = nextWindow(st, options);
         if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
+        readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
         // A dry run reads a sample: one walk, never a split.
         if (next.cursor === undefined && st.pending === undefined && options.sampleRows === undefined) {
           const parts = await planSplit(resource, scope, next.window, maxParts, deps, ctx);
@@ -144,7 +175,20 @@ export async function syncStream(
         }
         await walk(next.window, next.cursor);
       }
+      if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
+        // Work units of the settle pass: a re-read a killed run left, then this run's own.
+        const resumed = deps.state.stream(key).settlePending;
+        if (resumed !== undefined) {
+          const to = Date.parse(resumed.to);
+          await walk({ fromMs: Date.parse(resumed.from), toMs: to }, resumed.cursor, to);
+        }
+        const next = settleWindow(deps.state.stream(key), { ...options, settleMs: options.settleMs ?? 0 }, markBefore, readFromMs);
+        if (next.window !== undefined) await walk(next.window, undefined, next.settledTo);
+        else await deps.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(next.settledTo).toISOString()) }));
+      }
     }
+    const measured = lateness?.summary(deps.clock.now());
+    if (measured !== undefined) await deps.state.updateStream(key, (s) => ({ ...s, lateness: measured }));
     return await finish('ok');
   } catch (error) {
     const scopeRejected = error instanceof FatalApiError && error.status === 400 && scope.header === '*' && totals.pages === 0;
@@ -178,6 +222,7 @@ export async function syncStream(
             sub.onPage();
             options.onPage?.(page);
           },
+          onStored,
           checkpoint: (nextCursor) => deps.state.updateStream(key, (s) => withPartCheckpoint(s, part, nextCursor)),
           onCursorRejected: () => deps.state.updateStream(key, (s) => withoutPartCursor(s, part)),
         },
@@ -196,6 +241,82 @@ export async function syncStream(
         ? { ...s, mark: maxIso(s.mark, to), pending: undefined }
         : { ...s, pending: { from, to, cursor: nextCursor } },
     );
+  }
+
+  async function settleCheckpoint(window: TimeWindow | undefined, nextCursor: string | null, settledTo: number): Promise<void> {
+    if (window === undefined) return;
+    const from = new Date(window.fromMs).toISOString();
+    const to = new Date(window.toMs).toISOString();
+    await deps.state.updateStream(key, (s) =>
+      nextCursor === null
+        ? { ...s, settled: maxIso(s.settled, new Date(settledTo).toISOString()), settlePending: undefined }
+        : { ...s, settlePending: { from, to, cursor: nextCursor } },
+    );
+  }
+}
+
+/**
+ * The settle re-read of this run: records in [settled, now − settle) were last read while fresh,
+ * except those this run's windows just read (from `readFromMs` on), which are read settled already.
+ * So each record is read once more at most, and only the part no window of this run covered. A
+ * first sync reads nothing here: everything older than `now − settle` it read settled. A window
+ * shorter than the lookback (runs back to back) is left for a later run.
+ */
+export function settleWindow(
+  st: StreamState,
+  options: Pick<StreamOptions, 'runStartMs' | 'lookbackMs' | 'startMs'> & { readonly settleMs: number },
+  markBefore: string | undefined,
+  readFromMs: number | undefined,
+): { readonly window?: TimeWindow; readonly settledTo: number } {
+  const settledTo = Math.max(options.startMs ?? 0, options.runStartMs - options.settleMs);
+  let fromMs: number;
+  if (st.settled !== undefined) fromMs = Date.parse(st.settled);
+  else if (markBefore !== undefined) fromMs = Date.parse(markBefore) - options.lookbackMs - options.settleMs; // state from before the settle pass
+  else fromMs = settledTo; // first sync
+  fromMs = Math.max(options.startMs ?? 0, fromMs);
+  const toMs = Math.min(settledTo, readFromMs ?? settledTo);
+  if (fromMs >= toMs) return { settledTo };
+  // A sliver (runs back to back) waits until it is worth a request: the settle mark stays put.
+  if (toMs - fromMs < Math.min(options.lookbackMs, options.settleMs)) return { settledTo: fromMs };
+  return { window: { fromMs, toMs }, settledTo };
+}
+
+/**
+ * Receipt delay of the records a run stored (`arrivalField` − cursor field), in log-spaced buckets
+ * (10 % wide): bounded memory whatever the run's size, quantiles within a bucket's width.
+ */
+class LatenessHistogram {
+  private readonly buckets = new Map<number, number>();
+  private count = 0;
+  private maxMs = 0;
+
+  constructor(private readonly resource: ResourceDefinition) {}
+
+  add(rows: readonly Row[]): void {
+    for (const row of rows) {
+      const received = Date.parse(String(row[this.resource.arrivalField ?? '']));
+      const at = Date.parse(String(row[this.resource.cursorField ?? '']));
+      if (Number.isNaN(received) || Number.isNaN(at)) continue;
+      const ms = Math.max(0, received - at);
+      const bucket = ms < 1 ? 0 : Math.ceil(Math.log(ms) / Math.log(1.1));
+      this.buckets.set(bucket, (this.buckets.get(bucket) ?? 0) + 1);
+      this.count += 1;
+      this.maxMs = Math.max(this.maxMs, ms);
+    }
+  }
+
+  summary(nowMs: number): Lateness | undefined {
+    if (this.count === 0) return undefined;
+    const sorted = [...this.buckets.entries()].sort((a, b) => a[0] - b[0]);
+    const quantile = (q: number): number => {
+      let seen = 0;
+      for (const [bucket, n] of sorted) {
+        seen += n;
+        if (seen >= q * this.count) return bucket === 0 ? 0 : Math.min(this.maxMs, Math.round(1.1 ** bucket));
+      }
+      return this.maxMs;
+    };
+    return { at: new Date(nowMs).toISOString(), records: this.count, p50Ms: quantile(0.5), p99Ms: quantile(0.99), maxMs: this.maxMs };
   }
 }
 

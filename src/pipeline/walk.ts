@@ -42,6 +42,11 @@ export interface WalkOptions {
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;
   /** Called after each page (progress display). */
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
+  /**
+   * Called with each batch once it is durable, before its checkpoint (per-parent children enqueue
+   * from it, so a crash between the two re-reads the batch rather than losing its children).
+   */
+  readonly onStored?: (rows: readonly Row[]) => Promise<void>;
 }
 
 /**
@@ -84,11 +89,13 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
     const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
     for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
     totals.rows += written.rows;
+    await options.onStored?.(buffer);
     buffer = [];
     bufferBytes = 0;
     return written.rows;
   };
   let pagesInWalk = 0;
+  const order = new OrderWatch(options, deps.logger);
   const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor }, ctx)[Symbol.asyncIterator]();
   try {
     let next = pages.next();
@@ -96,10 +103,14 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       const result = await next;
       if (result.done === true) break;
       const page = result.value;
+      const past = order.pastWindow(page.records);
+      const hasMore = page.hasMore && !past;
       // Fetch the next page while this one is normalized and written: the walk's requests keep
       // flowing during a write. (Its rejection, if any, surfaces at the await above.)
-      next = pages.next();
-      next.catch(() => undefined);
+      if (hasMore) {
+        next = pages.next();
+        next.catch(() => undefined);
+      }
       pagesInWalk += 1;
       totals.pages += 1;
       let stored = 0;
@@ -120,16 +131,17 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       // Field → column renames (once each) and values stored differently than received.
       for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
       deps.logger.debug(
-        { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore },
+        { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore, pastWindow: past },
         'page',
       );
-      if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !page.hasMore) {
+      if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
         stored += await flush();
         if (seenProjects.size > 0) options.onProjects?.(seenProjects);
-        await options.checkpoint(page.hasMore ? page.nextCursor : null);
+        await options.checkpoint(hasMore ? page.nextCursor : null);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
-      if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && page.hasMore) {
+      if (!hasMore) break;
+      if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && hasMore) {
         await pages.return?.(undefined);
         return;
       }
@@ -173,5 +185,40 @@ function normalize(options: WalkOptions, record: ApiRecord): Row {
   } catch (error) {
     if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: options.ctx });
     throw error;
+  }
+}
+
+/**
+ * For a list with no filter on its cursor field (`stopPastWindow`): the walk ends at the first page
+ * whose records have all passed the window's start, provided every record so far came in the
+ * declared newest-first order. One record out of order and the walk reads to the end of the list.
+ */
+class OrderWatch {
+  private lastMs: number | undefined;
+  private ordered = true;
+  private readonly active: boolean;
+
+  constructor(
+    private readonly options: WalkOptions,
+    private readonly logger: Logger,
+  ) {
+    this.active = options.resource.stopPastWindow === true && options.window !== undefined;
+  }
+
+  pastWindow(records: readonly ApiRecord[]): boolean {
+    if (!this.active || this.options.window === undefined) return false;
+    for (const record of records) {
+      const ms = cursorMillis(this.options.resource, record);
+      if (ms === undefined) continue; // inWindow reports the missing field
+      if (this.ordered && this.lastMs !== undefined && ms > this.lastMs) {
+        this.ordered = false;
+        this.logger.warn(
+          { resource: this.options.resource.name, project: this.options.scope.key },
+          `expected ${this.options.resource.path} newest first by ${this.options.resource.cursorField ?? '?'}, got a newer record after an older one: reading the whole list this run`,
+        );
+      }
+      this.lastMs = ms;
+    }
+    return this.ordered && this.lastMs !== undefined && this.lastMs < this.options.window.fromMs;
   }
 }

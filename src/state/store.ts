@@ -44,6 +44,23 @@ export interface StreamState {
   /** A split walk in progress; resumed before anything else. */
   readonly split?: SplitWindow;
   readonly lastRun?: LastRun;
+  /**
+   * Settle mark (resources that are enriched late): every record before it was read at least once
+   * after it had settled. Lags the mark by `--settle`.
+   */
+  readonly settled?: string;
+  /** A settle re-read in progress (window and the cursor of its next page). */
+  readonly settlePending?: PendingWindow;
+  /** How late records arrive (receipt − own time) in the last run that read any. */
+  readonly lateness?: Lateness;
+}
+
+export interface Lateness {
+  readonly at: string;
+  readonly records: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
 }
 
 export interface StateDocument {

@@ -104,7 +104,39 @@ export const LAST_RUN_FIELDS: Shape = {
 
 /** One sync stream (`streams["<resource>:<scope>"]`). Add a field here when `StreamState` grows one. */
 export const STREAM_FIELDS: Shape = {
-  fields: { mark: instant, pending: nested(PENDING_FIELDS), lastRun: nested(LAST_RUN_FIELDS) },
+  fields: {
+    mark: instant,
+    pending: nested(PENDING_FIELDS),
+    lastRun: nested(LAST_RUN_FIELDS),
+    // The settle pass (late enrichment) and the arrival delay of the last run.
+    settled: instant,
+    settlePending: nested(PENDING_FIELDS),
+    lateness: nested({ fields: { at: instant, records: count, p50Ms: count, p99Ms: count, maxMs: count }, required: ['at', 'records', 'p50Ms', 'p99Ms', 'maxMs'] }),
+  },
+};
+
+/** Per-parent children (`sections["children:<resource>"]`): per project, pending and done parent ids → parent time (ms). */
+const CHILD_UNITS: Check = (v) => {
+  if (!isObject(v)) return `expected {"<id>": <epoch ms>, ...}, got ${shown(v)}`;
+  for (const [id, at] of Object.entries(v)) {
+    if (typeof at !== 'number' || !Number.isFinite(at)) return `"${id}": expected an epoch in milliseconds, got ${shown(at)}`;
+  }
+  return undefined;
+};
+const CHILD_PROJECT_FIELDS: Shape = { fields: { pending: CHILD_UNITS, done: CHILD_UNITS }, required: ['pending', 'done'] };
+
+/** What was learned about the server (`sections.server`). */
+const SERVER_FIELDS: Shape = {
+  fields: {
+    perParent: (v) => {
+      if (!isObject(v)) return `expected {"<resource>": {...}}, got ${shown(v)}`;
+      for (const [name, fact] of Object.entries(v)) {
+        const p = problemIn(fact, { fields: { byParent: (b) => (typeof b === 'boolean' ? undefined : `expected true or false, got ${shown(b)}`), learnedAt: instant, evidence: text }, required: ['byParent'] });
+        if (p !== undefined) return `"${name}"${p[0] === '' ? '' : `, field "${p[0]}"`}: ${p[1]}`;
+      }
+      return undefined;
+    },
+  },
 };
 
 /** One stream of the backfill ledger (`sections.backfills.streams["<resource>:<scope>"]`). */
@@ -175,6 +207,19 @@ export function validateState(raw: unknown, options: ValidateOptions = {}): { do
     for (const [key, stream] of Object.entries(ledger.streams)) {
       const found = streamProblem(key, stream, LEDGER_STREAM_FIELDS, options, `backfill ledger stream`);
       if (found !== undefined) return found;
+    }
+  }
+  const server = sections.server;
+  if (server !== undefined) {
+    const p = problemIn(server, SERVER_FIELDS);
+    if (p !== undefined) return { where: `section "server"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
+  }
+  for (const [name, section] of Object.entries(sections)) {
+    if (!name.startsWith('children:')) continue;
+    if (!isObject(section)) return { where: `section "${name}"`, problem: `expected {"<project>": {"pending": {...}, "done": {...}}}, got ${shown(section)}` };
+    for (const [project, units] of Object.entries(section)) {
+      const p = problemIn(units, CHILD_PROJECT_FIELDS);
+      if (p !== undefined) return { where: `section "${name}", project "${project}"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
     }
   }
   return { doc: { ...doc, streams, projects, sections } };

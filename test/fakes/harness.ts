@@ -1,10 +1,11 @@
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
+import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { systemClock } from '../../src/core/clock.js';
 import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
-import type { ApiRecord, JsonValue, ResourceDefinition } from '../../src/core/types.js';
+import type { ApiRecord, ChildSelection, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
 import { ApiClient, type ApiClientOptions, type RetryOptions } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler.js';
@@ -19,6 +20,8 @@ export interface HarnessRun extends PipelineTarget {
   readonly resources?: readonly ResourceDefinition[];
   readonly lookbackMs?: number;
   readonly batchRows?: number;
+  readonly settleMs?: number;
+  readonly children?: ChildSelection;
 }
 
 /** Fast retries for tests: the same loop, shorter sleeps. */
@@ -34,7 +37,7 @@ export interface PipelineTarget {
   readonly dir: string;
   readonly limits?: RateLimits;
   readonly retry?: Partial<RetryOptions>;
-  readonly projectHeader?: string;
+  readonly projectHeader?: string | readonly string[];
   readonly destination?: () => Promise<Destination>;
   /** More client options (timeouts, Retry-After cap, a logger to read). */
   readonly client?: Partial<Pick<ApiClientOptions, 'timeouts' | 'maxRetryAfterMs' | 'longWaitMs' | 'logger'>>;
@@ -50,7 +53,7 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
   const client = new ApiClient({
     baseUrl: target.baseUrl,
     apiKey: target.apiKey,
-    projectHeader: target.projectHeader ?? 'X-Service-Project-Id',
+    projectHeader: target.projectHeader ?? PROJECT_HEADERS,
     budget,
     clock: systemClock,
     logger,
@@ -80,6 +83,8 @@ export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
         projectIds: opts.projectIds,
         lookbackMs: opts.lookbackMs ?? 15 * 60_000,
         batchRows: opts.batchRows,
+        settleMs: opts.settleMs,
+        children: opts.children,
       },
       deps,
     ),

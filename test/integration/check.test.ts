@@ -13,16 +13,16 @@ describe('check (the real CLI against the emulator)', () => {
     expect(run.code, run.stdout + run.stderr).toBe(0);
     const lines = run.stdout.trimEnd().split('\n');
     expect(lines).toContain('key: accepted');
-    expect(lines).toContain('accept "*": /v1/events, /v1/users, /v1/conversations; refuse "*" (read one project at a time): /v1/traces, /v1/signals');
+    expect(lines).toContain('accept "*": /v1/events, /v1/users, /v1/conversations; refuse "*" (read one project at a time): /v1/traces, /v1/signals, /v1/signal-groups');
     expect(lines).toContain('projects: alpha, beta, default');
     expect(lines.find((l) => l.startsWith('/v1/events ') && l.includes(' * '))).toMatch(/ok {2}90 records; .*timestamp:timestamp/);
     expect(lines.find((l) => l.startsWith('/v1/events/count'))).toMatch(/ok {2}total 90$/);
     for (const p of ['alpha', 'beta', 'default']) {
       expect(lines.find((l) => l.startsWith('/v1/traces') && l.includes(` ${p} `))).toMatch(/ok .*start_time_ns:int64/);
     }
-    // 5 `*` reads, 1 count, 2 × 3 per-project reads: one request each (the emulator counts them).
-    expect(lines.at(-1)).toBe('check ok (12 requests)');
-    expect(emu.stats().requests).toBe(12);
+    // 6 `*` reads, 1 count, 3 × 3 per-project reads (traces, signals, signal groups): one request each (the emulator counts them).
+    expect(lines.at(-1)).toBe('check ok (16 requests)');
+    expect(emu.stats().requests).toBe(16);
   });
 
   it('a bad key: exit 3 after one request; a refused project: exit 3 naming it; --json for scripts', async () => {

@@ -17,16 +17,16 @@ describe('run output (the real CLI against the emulator)', () => {
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
     const run = await runCli({ url: emu.url, apiKey: BAD_KEY }, ['sync', '--project', '*', '--project-ids', 'alpha,beta,default', ...files]);
     expect(run.code, run.stderr).toBe(3);
-    const streams = 9; // events, users, conversations: one * walk each; traces and signals: one per project
+    const streams = 12; // events, users, conversations: one * walk each; traces, signals and signal groups: one per project
     const errors = jsonLines(run.stderr).filter((l) => (l.level as number) >= 50);
     expect(errors.map((l) => l.msg)).toEqual([
       expect.stringMatching(/the API key was rejected \(401\)/),
-      expect.stringMatching(new RegExp(`^the same error came ${streams - 1} more times \\(.+ and 2 more\\): the API key was rejected \\(401\\)`)),
+      expect.stringMatching(new RegExp(`^the same error came ${streams - 1} more times \\(.+ and 5 more\\): the API key was rejected \\(401\\)`)),
     ]);
     expect(errors[1]?.repeated).toBe(streams - 1);
     const lines = run.stdout.trimEnd().split('\n');
     expect(lines.at(-1)).toMatch(/^sync FAILED in /);
-    expect(lines.at(-2)).toMatch(/^\[E1\] AuthError in 9 streams: the API key was rejected \(401\)/);
+    expect(lines.at(-2)).toMatch(/^\[E1\] AuthError in 12 streams: the API key was rejected \(401\)/);
     expect(lines.filter((l) => l.includes('FAILED: [E1] (below)'))).toHaveLength(streams);
     expect(run.stdout.match(/rejected \(401\)/g)).toHaveLength(1);
     expect(run.stdout + run.stderr).not.toContain(BAD_KEY);

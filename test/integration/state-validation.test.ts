@@ -33,6 +33,10 @@ const cases: Array<[string, Record<string, unknown>, RegExp]> = [
   ['"streams" as an array (a silent full re-sync before)', stateWith((d) => (d.streams = [{ mark: '2026-11-01T00:00:00Z' }])), /field "streams": expected an object keyed by "<resource>:<scope>"/],
   ['a stream of an unknown resource', stateWith((d) => ((d.streams as Record<string, unknown>)['evnts:default'] = {})), /stream "evnts:default": unknown resource "evnts"/],
   ['a ledger window of the wrong shape', stateWith((d) => (d.sections = { backfills: { version: 1, streams: { 'events:*': { requested: [], done: [{ from: '2026-11-01T00:00:00Z', to: 'soon', at: '2026-11-01T00:00:00Z' }], running: [] } } } })), /backfill ledger stream "events:\*", field "done": entry 0: field "to": expected an ISO-8601 instant/],
+  ['a settle mark that is not an instant', stateWith((d) => (events(d).settled = 'later')), /stream "events:default", field "settled": expected an ISO-8601 instant/],
+  ['an arrival delay that is not a number', stateWith((d) => (events(d).lateness = { at: '2026-11-01T00:00:00Z', records: 3, p50Ms: 'fast', p99Ms: 1, maxMs: 1 })), /field "lateness": field "p50Ms": expected a whole number/],
+  ['a traces backlog entry without its time', stateWith((d) => (d.sections = { 'children:traces': { default: { pending: { e1: 'soon' }, done: {} } } })), /section "children:traces", project "default", field "pending": "e1": expected an epoch in milliseconds/],
+  ['a learned server fact that is not a boolean', stateWith((d) => (d.sections = { server: { perParent: { traces: { byParent: 'yes' } } } })), /section "server", field "perParent": "traces", field "byParent": expected true or false/],
   ['a file from a newer format', stateWith((d) => (d.version = STATE_VERSION + 1)), /field "version": the file is format 2, written by a newer query-sync/],
 ];
 
@@ -68,12 +72,12 @@ describe('the state file is validated on read: a bad entry is a clear state erro
 
   it('a valid file with fields this version does not know keeps them through a write', async () => {
     const path = join(dir(), 'state.json');
-    writeFileSync(path, JSON.stringify(stateWith((d) => (events(d).settled = { until: '2026-11-01T00:00:00Z' }))));
+    writeFileSync(path, JSON.stringify(stateWith((d) => (events(d).someFutureField = { until: '2026-11-01T00:00:00Z' }))));
     const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync', resources: RESOURCE_NAMES });
     await store.updateStream('events:default', (s) => ({ ...s, mark: '2026-11-02T00:00:00.000Z' }));
     await store.close();
     const doc = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
-    expect(events(doc)).toMatchObject({ mark: '2026-11-02T00:00:00.000Z', settled: { until: '2026-11-01T00:00:00Z' } });
+    expect(events(doc)).toMatchObject({ mark: '2026-11-02T00:00:00.000Z', someFutureField: { until: '2026-11-01T00:00:00Z' } });
     expect(doc.version).toBe(STATE_VERSION);
   });
 });

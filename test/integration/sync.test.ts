@@ -37,11 +37,12 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
     const d = dir();
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*' });
     expect(first.ok, JSON.stringify(first.streams.map((s) => [s.resource, s.scope, s.outcome, s.error?.message]))).toBe(true);
-    // Events, users, conversations: one * walk each; traces and signals: one walk per discovered project.
+    // Events, users, conversations: one * walk each; traces, signals and signal groups: one walk per discovered project.
     expect(first.streams.map((s) => `${s.resource}:${s.scope}`).sort()).toEqual(
       [
         'conversations:*', 'events:*', 'users:*',
         'signals:alpha', 'signals:beta', 'signals:default',
+        'signal_groups:alpha', 'signal_groups:beta', 'signal_groups:default',
         'traces:alpha', 'traces:beta', 'traces:default',
       ].sort(),
     );

@@ -1,0 +1,18 @@
+import { defineResource } from '../src/core/resource.js';
+
+/**
+ * Signal groups (SDK: `/v1/signal-groups`; not in the spec). A few rows: re-read in full every sync.
+ * Membership needs no table of its own: each signal row carries its `group_id` (and `group_name`),
+ * and a signal belongs to at most one group, so `/v1/signal-groups/{id}/signals` would repeat the
+ * signals list at one request per group per sync.
+ */
+export const signalGroups = defineResource({
+  name: 'signal_groups',
+  path: '/v1/signal-groups',
+  key: 'id',
+  mode: 'full',
+  sortOrder: 'desc',
+  allProjects: false, // as signals: read one project at a time
+  maxPageSize: 100,
+  columns: { id: 'string', created_at: 'timestamp', updated_at: 'timestamp', signal_count: 'int64' },
+});

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { RESOURCES } from '../../connectors/index.js';
+import { syncOnce } from '../fakes/harness.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
+import { findSdkOperation, unknownSdkParams } from './sdk-params.js';
+
+/**
+ * Every request our connectors make to the real-service flavor (a first sync, an incremental one,
+ * under one project and under `*`) uses only operations and query parameters the vendor's SDK knows.
+ */
+describe('our requests use only parameters the SDK knows for each operation', () => {
+  it.each([
+    ['one project (no header)', undefined],
+    ['all projects', '*'],
+  ])('%s', async (_label, project) => {
+    const sent: { path: string; query: URLSearchParams }[] = [];
+    const emu = await emulator({ flavor: 'real', seed: 41, eventsPerProject: 60, enrichAfterMs: 0, onRequest: (info) => sent.push({ path: info.path, query: info.query }) });
+    const d = dir();
+    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project, resources: RESOURCES });
+    expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
+    emu.addEvents('default', 5);
+    expect((await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project, resources: RESOURCES })).ok).toBe(true);
+
+    const operations = new Set(sent.map((r) => findSdkOperation(r.path)?.path ?? r.path));
+    for (const path of ['/v1/events', '/v1/traces', '/v1/signals', '/v1/signal-groups', '/v1/users', '/v1/conversations']) expect(operations).toContain(path);
+    // Besides the lists, only the count endpoint (plans and split walks), and nothing the SDK lacks.
+    expect([...operations].filter((p) => !['/v1/events', '/v1/traces', '/v1/signals', '/v1/signal-groups', '/v1/users', '/v1/conversations', '/v1/events/count'].includes(p))).toEqual([]);
+    const unknown = sent
+      .map((r) => ({ path: r.path, unknown: unknownSdkParams(r.path, r.query) }))
+      .filter((r) => r.unknown.length > 0);
+    expect(unknown.slice(0, 5)).toEqual([]);
+  });
+});

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { RESOURCES } from '../../connectors/index.js';
+import { events } from '../../connectors/events.js';
+import { traces } from '../../connectors/traces.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import { cursorMillis } from '../../src/normalize/normalize.js';
+import { childBacklog, readsByParent } from '../../src/pipeline/children.js';
+import { StateStore } from '../../src/state/store.js';
+import { runCli } from '../fakes/cli.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
+
+const ENRICH_MS = 1500;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Every table equals the API's `default` project as served now, up to `cutoffMs` on each cursor field. */
+async function expectExact(d: string, emu: Emulator, cutoffMs: number): Promise<void> {
+  for (const resource of RESOURCES) {
+    const expected = emu.snapshot(resource.name, 'default').filter((r) => (cursorMillis(resource, r) ?? 0) < cutoffMs);
+    expectTableMatches(await readTable(d, resource.name), expected, resource.key, resource.name);
+  }
+}
+
+/**
+ * The emulator in its real-service flavor (the vendor SDK's shapes): `X-Raindrop-Project-Id` only,
+ * traces by `event_id` only, users filtered on `last_seen`, conversations on `started_at` only,
+ * events enriched `ENRICH_MS` after they appear, signal groups.
+ */
+describe('sync against the real-service flavor with only --base-url and --api-key', () => {
+  it('ends exact in every table, enriched fields and per-event traces included', async () => {
+    const emu = await emulator({ flavor: 'real', seed: 31, eventsPerProject: 250, enrichAfterMs: ENRICH_MS });
+    const d = dir();
+    const fresh = emu.addEvents('default', 30); // not enriched yet when the first sync reads them
+    expect(fresh.some((e) => e.tool_calls !== undefined || e.topics !== undefined)).toBe(true);
+    // QUERY_API_BASE_URL and QUERY_API_KEY are the only settings (runCli passes them in the environment).
+    const storage = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'warn'];
+    const first = await runCli(emu, ['sync', ...storage]);
+    expect(first.code, first.stdout + first.stderr).toBe(0);
+    const doc = await StateStore.read(statePathOf(d));
+    expect(readsByParent(doc, traces)).toBe(true);
+    expect(Object.values(childBacklog(doc, traces).pending).reduce((a, b) => a + b, 0)).toBe(0);
+    expect(doc.streams['events:default']?.lateness?.records).toBeGreaterThan(0);
+
+    await sleep(ENRICH_MS + 200);
+    emu.resetStats();
+    const secondStart = Date.now();
+    const second = await runCli(emu, ['sync', ...storage]);
+    expect(second.code, second.stdout + second.stderr).toBe(0);
+    await expectExact(d, emu, secondStart);
+    const stats = emu.stats();
+    // Nothing new: about one request per list (the lookback page of events, one page of the others).
+    expect(stats.byEndpoint['/v1/events']).toBe(1);
+    expect(stats.byEndpoint['/v1/users']).toBe(1);
+    expect(stats.byEndpoint['/v1/conversations']).toBe(1);
+    expect(stats.byEndpoint['/v1/traces'] ?? 0).toBe(0);
+  }, 120_000);
+
+  it('the settle re-read brings in fields enriched after the lookback has passed', async () => {
+    const emu = await emulator({ flavor: 'real', seed: 32, eventsPerProject: 200, enrichAfterMs: ENRICH_MS });
+    const d = dir();
+    emu.addEvents('default', 40);
+    // No lookback: only the settle pass can see the enrichment.
+    const run = { baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], lookbackMs: 0, settleMs: ENRICH_MS + 500 };
+    const first = await syncOnce(run);
+    expect(first.ok).toBe(true);
+    const firstStart = Date.parse(first.startedAt);
+    const rows = await readTable(d, 'events');
+    expect(rows.some((r) => r.tool_calls === null || r.tool_calls === undefined)).toBe(true);
+
+    await sleep(ENRICH_MS + 1000);
+    emu.resetStats();
+    const second = await syncOnce(run);
+    expect(second.ok).toBe(true);
+    expect(emu.stats().byEndpoint['/v1/events']).toBe(2); // its own window, and the settle window once
+    const expected = emu.snapshot('events', 'default').filter((e) => Date.parse(String(e.timestamp)) < firstStart);
+    expectTableMatches(await readTable(d, 'events'), expected, 'id', 'events');
+    const st = (await StateStore.read(statePathOf(d))).streams['events:default'];
+    expect(Date.parse(st?.settled ?? '')).toBe(Date.parse(second.startedAt) - run.settleMs);
+  }, 60_000);
+});

@@ -1,0 +1,97 @@
+import { writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { conversations } from '../../connectors/conversations.js';
+import { events } from '../../connectors/events.js';
+import { traces } from '../../connectors/traces.js';
+import { childBacklog } from '../../src/pipeline/children.js';
+import { StateStore } from '../../src/state/store.js';
+import { runCli } from '../fakes/cli.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
+
+/**
+ * Per-event traces against the spec emulator, which also answers `event_id`: state says "this server
+ * reads traces per event" (as a real server teaches the probe), so the drain is what runs.
+ */
+function seedPerEventState(d: string): void {
+  const doc = {
+    version: 1,
+    streams: {},
+    projects: [],
+    sections: { server: { perParent: { traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'seeded by the test' } } } },
+  };
+  writeFileSync(statePathOf(d), `${JSON.stringify(doc)}\n`);
+}
+
+describe('traces read per event (a durable backlog of work units)', () => {
+  it('a * sync reads each event\'s spans once, per project, and a sync with no new events reads no trace', async () => {
+    const emu = await emulator({ seed: 21, eventsPerProject: 150 });
+    const d = dir();
+    seedPerEventState(d);
+    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', resources: [events, traces], children: 'all' });
+    expect(first.ok, JSON.stringify(first.streams.map((s) => [s.resource, s.scope, s.error?.message]))).toBe(true);
+    const perEvent = emu.stats().byEndpoint['/v1/traces'] ?? 0;
+    expect(perEvent).toBe(emu.snapshot('events').length); // one request per event, none twice
+    expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces'), 'span_id', 'traces');
+    const doc = await StateStore.read(statePathOf(d));
+    expect(Object.values(childBacklog(doc, traces).pending).reduce((a, b) => a + b, 0)).toBe(0);
+
+    emu.resetStats();
+    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', resources: [events, traces], children: 'all' });
+    expect(second.ok).toBe(true);
+    expect(emu.stats().byEndpoint['/v1/traces'] ?? 0).toBe(0); // the lookback re-read queues nothing already done
+  });
+
+  it('killed mid-drain (SIGKILL), the next run reads the rest: every span stored, at most one chunk read twice', async () => {
+    const emu = await emulator({ seed: 22, eventsPerProject: 200 });
+    const d = dir();
+    seedPerEventState(d);
+    const total = emu.snapshot('events', 'default').length;
+    const args = ['sync', '--resources', 'events,traces', '--traces', 'all', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'warn', '--max-rpm', '40'];
+    const killed = await runCli(emu, args, {
+      killWhen: async () => {
+        // Some events drained (done ids older than the re-read horizon are not kept, so count pending).
+        const pending = childBacklog(await StateStore.read(statePathOf(d)), traces).pending.default ?? 0;
+        return pending > 0 && pending < total;
+      },
+    });
+    expect(killed.signal).toBe('SIGKILL');
+    const left = childBacklog(await StateStore.read(statePathOf(d)), traces);
+    expect(left.pending.default ?? 0).toBeGreaterThan(0);
+    expect(left.pending.default ?? 0).toBeLessThan(total);
+
+    const resumed = await runCli(emu, args.filter((a) => a !== '40' && a !== '--max-rpm'));
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces', 'default'), 'span_id', 'traces');
+    const reads = emu.stats().byEndpoint['/v1/traces'] ?? 0;
+    expect(reads).toBeGreaterThanOrEqual(total);
+    expect(reads).toBeLessThanOrEqual(total + 25); // CHILD_CHUNK: the chunk in flight at the kill
+    expect(childBacklog(await StateStore.read(statePathOf(d)), traces).pending.default ?? 0).toBe(0);
+  }, 120_000);
+});
+
+describe('conversations: newest-message-first walk with no last_message_at filter', () => {
+  it('a sync with nothing new costs one conversations request; the table stays exact', async () => {
+    const emu = await emulator({ seed: 23, eventsPerProject: 300 });
+    const d = dir();
+    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations] });
+    expect(first.ok).toBe(true);
+    expect(first.streams[0]?.pages).toBeGreaterThan(1);
+    expectTableMatches(await readTable(d, 'conversations'), emu.snapshot('conversations', 'default'), 'id');
+    emu.resetStats();
+    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations] });
+    expect(second.ok).toBe(true);
+    expect(emu.stats().byEndpoint['/v1/conversations']).toBe(1);
+    expectTableMatches(await readTable(d, 'conversations'), emu.snapshot('conversations', 'default'), 'id');
+  });
+
+  it('a server answering oldest first is noticed: the walk reads the whole list and the table is exact', async () => {
+    const emu = await emulator({ seed: 24, eventsPerProject: 300, order: 'asc' });
+    const d = dir();
+    await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations] });
+    emu.addEvents('default', 20);
+    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations] });
+    expect(second.ok).toBe(true);
+    expectTableMatches(await readTable(d, 'conversations'), emu.snapshot('conversations', 'default'), 'id');
+  });
+});
