@@ -137,7 +137,9 @@ describe('runs as deployed', () => {
     const emu = await emulator(44, 800);
     const d = dir();
     const args = ['sync', '--project', '*', ...files(d), '--batch-rows', '200', '--log-level', 'warn'];
-    const stopped = await runCli(emu, [...args, '--max-run-time', '2s']);
+    // Paced to 5 requests a second in all, the run cannot finish in 2 s however fast the
+    // machine (with split walks an idle machine syncs this emulator in under 2 s).
+    const stopped = await runCli(emu, [...args, '--max-run-time', '2s', '--max-rps', '5', '--search-gate-rps', '5']);
     expect(stopped.code, stopped.stdout + stopped.stderr).toBe(6);
     expect(stopped.stdout).toMatch(/sync STOPPED \(--max-run-time 2\.0s reached\) with \d+ rows stored by this run; .*next run continues/);
     expect(existsSync(`${statePathOf(d)}.sync.lock`)).toBe(false);
