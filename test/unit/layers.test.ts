@@ -1,0 +1,85 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The layers the README's development section draws, as a test: an import that crosses them fails
+ * here, naming the file and what it imports. (The emulator's own rule, that it imports nothing of
+ * ours, is `test/emulator/independence.test.ts`.)
+ */
+
+const ROOT = process.cwd();
+
+/** What each layer may import besides itself; `*` marks the top of the stack. */
+const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  'src/core': [],
+  'src/http': ['src/core'],
+  'src/normalize': ['src/core'],
+  'src/load': ['src/core'],
+  'src/state': ['src/core'],
+  'src/extract': ['src/core', 'src/http'],
+  'src/pipeline': ['src/core', 'src/http', 'src/extract', 'src/normalize', 'src/load', 'src/state', 'connectors'],
+  connectors: ['src/core'],
+};
+
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"](\.[^'"]+)['"]/g;
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** Relative imports of one file, as paths from the repository root (`.js` → `.ts`). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(join(ROOT, file), 'utf8');
+  return [...text.matchAll(IMPORT)].map((m) => relative(ROOT, resolve(ROOT, dirname(file), (m[1] as string).replace(/\.js$/, '.ts'))));
+}
+
+/** The layer a file belongs to: `src/<dir>`, `connectors`, or the file itself for `src/cli.ts` etc. */
+function layerOf(file: string): string {
+  const parts = file.split('/');
+  if (parts[0] === 'connectors') return 'connectors';
+  return parts.length > 2 ? `${parts[0]}/${parts[1]}` : file;
+}
+
+/**
+ * A pure leaf (a module importing nothing of ours, such as `extract/windows.ts` or
+ * `normalize/timestamp.ts`) carries no dependencies with it, so any layer may use it.
+ */
+function isLeaf(file: string): boolean {
+  return importsOf(file).length === 0;
+}
+
+function violations(): string[] {
+  const found: string[] = [];
+  for (const file of [...sourceFiles('src'), ...sourceFiles('connectors')]) {
+    const layer = layerOf(file);
+    const allowed = ALLOWED[layer];
+    if (allowed === undefined) continue; // cli, config, commands, emulator: the top, or checked elsewhere
+    for (const target of importsOf(file)) {
+      const to = layerOf(target);
+      if (to === layer || allowed.includes(to) || isLeaf(target)) continue;
+      found.push(`${file} imports ${target} (${layer} may import ${allowed.join(', ') || 'nothing of ours'})`);
+    }
+  }
+  return found;
+}
+
+describe('layers', () => {
+  it('no import crosses the layers the README draws', () => {
+    expect(violations()).toEqual([]);
+  });
+
+  it('the check sees real imports: each layer is found importing the layers below it', () => {
+    const seen = new Set<string>();
+    for (const file of [...sourceFiles('src'), ...sourceFiles('connectors')]) {
+      for (const target of importsOf(file)) seen.add(`${layerOf(file)} -> ${layerOf(target)}`);
+    }
+    for (const edge of ['src/pipeline -> src/extract', 'src/extract -> src/http', 'src/http -> src/core', 'connectors -> src/core']) {
+      expect(seen, edge).toContain(edge);
+    }
+  });
+});
