@@ -1,4 +1,3 @@
-import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { BackfillConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -9,11 +8,11 @@ import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js'
 import { withContract } from '../normalize/contract.js';
 import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
-import { StateStore } from '../state/store.js';
+import type { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
-import { leaseHooks, type CommandIo } from './sync.js';
+import { openRunState, type CommandIo } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.
@@ -30,14 +29,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let output: string[];
   let code: number;
   try {
-    state = await StateStore.open(config.statePath, {
-      clock,
-      purpose: 'backfill',
-      lockWaitMs: config.lockWaitMs,
-      inMemory: config.dryRun,
-      resources: RESOURCE_NAMES,
-      ...leaseHooks(logger, stop),
-    });
+    state = await openRunState(config, 'backfill', { clock, logger, stop });
     destination = await openDestination(config, logger, io.print);
     const options = {
       resources: config.resources,

@@ -41,14 +41,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   let code: number;
   try {
     const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
-    state = await StateStore.open(config.statePath, {
-      clock,
-      purpose: 'sync',
-      lockWaitMs: config.lockWaitMs,
-      inMemory: config.dryRun,
-      resources: RESOURCE_NAMES,
-      ...leaseHooks(logger, stop),
-    });
+    state = await openRunState(config, 'sync', { clock, logger, stop });
     destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
     const warnings = mismatchWarnings(config, before, state.document);
     for (const warning of warnings) logger.warn(warning);
@@ -181,12 +174,24 @@ function mismatchWarnings(config: SyncConfig, before: { warehouse: boolean; stat
   return out;
 }
 
-/** Lease events of a run: a take-over is logged; a lost lease stops the run (another run writes now). */
-export function leaseHooks(logger: Logger, stop: RunStop): Pick<StateStoreOptions, 'onLockTakeOver' | 'onLockLost'> {
-  return {
+/**
+ * The state of a run that writes (sync, backfill, verify --repair), under its lease: a take-over is
+ * logged; a lost lease stops the run (another run writes now). A dry run keeps changes in memory.
+ */
+export function openRunState(
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'>,
+  purpose: StateStoreOptions['purpose'],
+  { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+): Promise<StateStore> {
+  return StateStore.open(config.statePath, {
+    clock,
+    purpose,
+    lockWaitMs: config.lockWaitMs,
+    inMemory: config.dryRun,
+    resources: RESOURCE_NAMES,
     onLockTakeOver: (message) => logger.warn(message),
     onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
-  };
+  });
 }
 
 /** One stream of the JSON summary. */

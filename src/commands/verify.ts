@@ -9,7 +9,7 @@ import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, stoppedLine } from './stop.js';
-import { leaseHooks, type CommandIo } from './sync.js';
+import { openRunState, type CommandIo } from './sync.js';
 
 /** Exit code when the warehouse and the API disagree (after `--repair`, if asked). */
 export const VERIFY_MISMATCH_EXIT = 5;
@@ -41,14 +41,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
 
     const mismatched = report.windows.filter((w) => !w.match);
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-    state = await StateStore.open(config.statePath, {
-      clock,
-      purpose: 'backfill',
-      lockWaitMs: config.lockWaitMs,
-      inMemory: config.dryRun,
-      resources: RESOURCE_NAMES,
-      ...leaseHooks(logger, stop),
-    });
+    state = await openRunState(config, 'backfill', { clock, logger, stop });
     runtime.tracker.markStart();
     runtime.display.start();
     const streams = await repairWindows(
