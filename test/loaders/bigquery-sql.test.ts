@@ -5,7 +5,7 @@ import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { backoffMs, classifyBigQueryError, errorInfo } from '../../src/load/bigquery-errors.js';
 import { dateOfTimestamp, encodeRows, timestampOfEpochNs } from '../../src/load/bigquery-rows.js';
 import { assertColumnNames, createTableDdl, mergeSql, pruningPredicate, quoteIdent } from '../../src/load/bigquery-sql.js';
-import { LAST_NS_OF_MAY_1, eventsTable, tracesTable } from '../fixtures/bigquery/tables.js';
+import { LAST_NS_OF_MAY_1, eventsTable, tracesTable, keyedTable } from '../fixtures/bigquery/tables.js';
 
 const target = { projectId: 'proj', dataset: 'sync' };
 
@@ -96,29 +96,13 @@ describe('SQL text', () => {
   });
 
   it('skips unchanged rows of a full-refresh table (row hash) in the MERGE', () => {
-    const signals: TableSchema = {
-      name: 'signals',
-      key: ['project_id', 'id'],
-      columns: [
-        { name: 'project_id', type: 'string' },
-        { name: 'id', type: 'string' },
-        { name: 'name', type: 'string' },
-      ],
-      fullRefresh: true,
-    };
+    const signals: TableSchema = keyedTable('signals', [{ name: 'name', type: 'string' }], { fullRefresh: true });
     const sql = mergeSql({ target, table: signals, stage: 's' });
     expect(sql).toContain('WHEN MATCHED AND (T.`row_hash` IS DISTINCT FROM S.`row_hash`) THEN\n  UPDATE SET `name` = S.`name`, `row_hash` = S.`row_hash`\n');
   });
 
   it('builds a MERGE without version condition for a table that has none, pruned to its key buckets', () => {
-    const keyOnly: TableSchema = {
-      name: 'users',
-      key: ['project_id', 'id'],
-      columns: [
-        { name: 'project_id', type: 'string' },
-        { name: 'id', type: 'string' },
-      ],
-    };
+    const keyOnly: TableSchema = keyedTable('users');
     expect(mergeSql({ target, table: keyOnly, stage: 'users__stage_x', partitions: { dates: ['7', '3999'], hasNull: false } })).toBe(
       [
         'MERGE `proj`.`sync`.`users` AS T',

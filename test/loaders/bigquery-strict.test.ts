@@ -6,7 +6,7 @@ import { LoadError } from '../../src/core/errors.js';
 import type { Row, TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination, type BigQueryDestinationOptions } from '../../src/load/bigquery.js';
 import { FakeBigQuery, errorReply, type TableResource } from '../fixtures/bigquery/fake-bigquery.js';
-import { eventsTable, tracesTable } from '../fixtures/bigquery/tables.js';
+import { eventsTable, tracesTable, keyedTable } from '../fixtures/bigquery/tables.js';
 
 /**
  * Each finding of the BigQuery review, against the strict double: what real BigQuery would refuse
@@ -272,15 +272,7 @@ describe('expiration', () => {
     fake.addDataset('sync', 'US', { defaultTableExpirationMs: String(60 * 86_400_000), defaultPartitionExpirationMs: String(60 * 86_400_000) });
     const { dest, logs } = make();
     await dest.write({ table: eventsTable, rows: [event('e1', '2024-05-01T00:00:00Z')] });
-    const signals: TableSchema = {
-      name: 'signals',
-      key: ['project_id', 'id'],
-      columns: [
-        { name: 'project_id', type: 'string' },
-        { name: 'id', type: 'string' },
-      ],
-      fullRefresh: true,
-    };
+    const signals: TableSchema = keyedTable('signals', [], { fullRefresh: true });
     await dest.write({ table: signals, rows: [{ project_id: 'alpha', id: 's1' }] });
     for (const name of ['events', 'signals']) {
       const table = fake.tables.get(`sync.${name}`);
@@ -330,17 +322,7 @@ describe('cost proportional to the batch', () => {
   it('a full-refresh batch that changed nothing is neither loaded nor merged; a changed row is rewritten alone', async () => {
     const fake = fakeFor();
     const { dest } = make();
-    const signals: TableSchema = {
-      name: 'signals',
-      key: ['project_id', 'id'],
-      columns: [
-        { name: 'project_id', type: 'string' },
-        { name: 'id', type: 'string' },
-        { name: 'name', type: 'string' },
-        { name: '_synced_at', type: 'timestamp' },
-      ],
-      fullRefresh: true,
-    };
+    const signals: TableSchema = keyedTable('signals', [{ name: 'name', type: 'string' }, { name: '_synced_at', type: 'timestamp' }], { fullRefresh: true });
     const rows = (syncedAt: string, renamed = 'two'): Row[] => [
       { project_id: 'a', id: '1', name: 'one', _synced_at: syncedAt },
       { project_id: 'a', id: '2', name: renamed, _synced_at: syncedAt },
@@ -396,15 +378,7 @@ describe('tables created by an earlier version', () => {
     ]);
     fake.rows('sync', 'users').push({ project_id: 'a', id: 'u1', name: 'old' });
     const { dest, logs } = make();
-    const users: TableSchema = {
-      name: 'users',
-      key: ['project_id', 'id'],
-      columns: [
-        { name: 'project_id', type: 'string' },
-        { name: 'id', type: 'string' },
-        { name: 'name', type: 'string' },
-      ],
-    };
+    const users: TableSchema = keyedTable('users', [{ name: 'name', type: 'string' }]);
     await dest.write({ table: users, rows: [{ project_id: 'a', id: 'u1', name: 'new' }] });
     expect(fake.rows('sync', 'users').map((r) => [r['id'], r['name']])).toEqual([['u1', 'new']]);
     expect(fake.queries.at(-1)?.query).not.toContain('key_bucket` IN');

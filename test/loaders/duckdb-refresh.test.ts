@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { assertCanRefresh, shadowTable, ShadowDestination } from '../../src/commands/refresh.js';
 import { ConfigError } from '../../src/core/errors.js';
 import type { TableSchema } from '../../src/core/types.js';
+import { keyedTable } from '../fixtures/bigquery/tables.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { tempDir } from '../fakes/tmp.js';
@@ -12,15 +13,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-const users: TableSchema = {
-  name: 'users',
-  key: ['project_id', 'id'],
-  columns: [
-    { name: 'project_id', type: 'string' },
-    { name: 'id', type: 'string' },
-    { name: 'plan', type: 'string' },
-  ],
-};
+const users: TableSchema = keyedTable('users', [{ name: 'plan', type: 'string' }]);
 
 async function open(): Promise<DuckDbDestination> {
   const d = tempDir();
