@@ -13,7 +13,6 @@
 import { createServer, type Server } from 'node:http';
 import type { ApiRecord } from './types.js';
 import { DEFAULT_LATE_MS, FaultPicker, type FaultOptions } from './faults.js';
-import { eventRecord } from './entries.js';
 import { cloneJson } from './json.js';
 import { RateLimiter, type RateLimitOptions } from './limits.js';
 import { deriveSeed } from './random.js';
@@ -57,6 +56,11 @@ export interface EmulatorOptions {
    * @default 60000 on the real flavor, 0 on the spec flavor
    */
   enrichAfterMs?: number;
+  /**
+   * Every event's `user_input` is served padded to this many characters (its text, a space, then a
+   * fixed filler): very large rows, for memory tests and `bench:big-rows`. @default no padding
+   */
+  userInputChars?: number;
   /** `false`: `*` is refused with 400 on every endpoint (to test a client's per-project fallback). @default true */
   allProjects?: boolean;
   /** Every answer waits this long (ms) before it is sent. @default 0 */
@@ -170,6 +174,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     lateMs: options.faults?.lateMs ?? DEFAULT_LATE_MS,
     enrichAfterMs: options.enrichAfterMs ?? (flavor === 'real' ? DEFAULT_ENRICH_AFTER_MS : 0),
     spanEventId: flavor === 'spec',
+    userInputChars: options.userInputChars,
   });
   const stats = new StatsRecorder();
   const timers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
@@ -216,7 +221,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
         lateRate: faults?.lateRate ?? 0,
         lateMs: faults?.lateMs ?? DEFAULT_LATE_MS,
       });
-      return added.map((event) => cloneJson({ ...eventRecord(event), project_id: event.project }));
+      // As served once enriched (an instant no event is enriched after).
+      return added.map((event) => cloneJson({ ...store.eventAt(event, Number.POSITIVE_INFINITY), project_id: event.project }));
     },
     snapshot(resource, project, snapshotOptions) {
       return store.snapshot(resource, now(), project, snapshotOptions?.spanEventId);

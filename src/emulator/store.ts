@@ -67,6 +67,8 @@ export interface StoreOptions {
   readonly enrichAfterMs: number;
   /** Spans carry `event_id` (the spec flavor). */
   readonly spanEventId: boolean;
+  /** `user_input` served padded to this many characters (`EmulatorOptions.userInputChars`). */
+  readonly userInputChars?: number;
 }
 
 export interface AddEventsOptions {
@@ -84,9 +86,13 @@ export class Store {
   private readonly lowered = new Map<string, string>();
   readonly enrichAfterMs: number;
   readonly spanEventId: boolean;
+  /** The filler `eventAt` pads `user_input` with, as long as the padded length (none: no padding). */
+  private readonly filler: string | undefined;
 
   constructor(options: StoreOptions) {
     this.enrichAfterMs = Math.max(0, options.enrichAfterMs);
+    const chars = Math.floor(options.userInputChars ?? 0);
+    this.filler = chars > 0 ? 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(chars / 55)).slice(0, chars) : undefined;
     this.spanEventId = options.spanEventId;
     this.lateRng = new Random(deriveSeed(options.seed, 'late'));
     for (const slug of options.projects) this.projects.set(slug, this.seedProject(slug, options));
@@ -112,7 +118,10 @@ export class Store {
 
   /** The event as served at `now` (with or without its enriched fields). */
   eventAt(event: EventEntry, now: number): ApiRecord {
-    return eventRecord(event, this.isEnriched(event, now));
+    const record = eventRecord(event, this.isEnriched(event, now));
+    if (this.filler === undefined) return record;
+    const text = `${event.userInput} `;
+    return { ...record, user_input: text.length >= this.filler.length ? text : text + this.filler.slice(text.length) };
   }
 
   /** Makes every pending event whose time has come visible. */

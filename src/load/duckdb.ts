@@ -5,7 +5,7 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
-import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
+import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
 import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
 import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 
@@ -54,6 +54,9 @@ export class DuckDbDestination implements Destination {
   private readonly memoryLimit: string;
   /** Batches written in halves because DuckDB ran out of memory (see `upsert`). */
   private splits = 0;
+  /** Text written since the last checkpoint, and the amount that makes one due (see `checkpointIfDue`). */
+  private sinceCheckpoint = 0;
+  private readonly checkpointAt: number | undefined;
 
   /** The ATTACH statement of the file (none for `:memory:`), to reattach it after DuckDB invalidates it. */
   private readonly attachSql: string | undefined;
@@ -62,6 +65,7 @@ export class DuckDbDestination implements Destination {
     this.instance = instance;
     this.connection = connection;
     this.memoryLimit = memoryLimit;
+    this.checkpointAt = checkpointBytes(memoryLimit);
     this.attachSql = attachSql;
   }
 
@@ -88,7 +92,15 @@ export class DuckDbDestination implements Destination {
     // Spill to a folder beside the file when an operation needs more than the limit (an in-memory
     // host would otherwise have nowhere to spill and fail instead).
     const memoryLimit = options.memoryLimit ?? DEFAULT_MEMORY_LIMIT;
-    const instance = await DuckDBInstance.create(':memory:', { memory_limit: memoryLimit, temp_directory: `${path}.tmp` });
+    // No vacuum: it merges a table's small trailing row groups at each checkpoint (until they hold
+    // 2,048 rows), copying every merged string into memory that cannot spill, so with 200 KB rows a
+    // checkpoint needed ~100 rows' worth and failed at 32MB. Without it a checkpoint writes only
+    // the rows since the previous one (`checkpointIfDue`). Nothing query-sync writes deletes rows.
+    const instance = await DuckDBInstance.create(':memory:', {
+      memory_limit: memoryLimit,
+      temp_directory: `${path}.tmp`,
+      max_vacuum_tasks: '0',
+    });
     const connection = await instance.connect();
     const deadline = Date.now() + (options.waitMs ?? 0);
     const attach = `ATTACH ${sqlString(path)} AS ${ATTACHED} (${options.readOnly === true ? 'READ_ONLY, ' : ''}ROW_GROUP_SIZE ${ROW_GROUP_SIZE})`;
@@ -258,7 +270,11 @@ export class DuckDbDestination implements Destination {
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
-      await this.upsert(table, rows, warnings, { reattached: 0 });
+      const bytes = textBytes(rows);
+      const budget = { reattached: 0 };
+      await this.checkpointIfDue(table, bytes, warnings, budget);
+      await this.upsert(table, rows, warnings, budget);
+      this.sinceCheckpoint += bytes;
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
       const message = (error as Error).message;
@@ -266,15 +282,38 @@ export class DuckDbDestination implements Destination {
       const hint =
         isInvalidated(error) || isOutOfMemory(error)
           ? ` (DuckDB's memory limit is ${this.memoryLimit} and is not raised on its own. The batch was written in parts down to single ` +
-            `rows (of up to about ${rowKb} KB) and still did not fit: DuckDB holds the strings of a table's last row group in memory ` +
-            `when it commits and checkpoints, so a table of very large rows needs a limit of about their total size. ` +
-            `Set --duckdb-memory-limit higher; the batches written before are stored)`
+            `rows (of up to about ${rowKb} KB) and still did not fit: a write holds its rows in DuckDB's memory twice (staged, ` +
+            `then merged) until the next checkpoint, and strings this large cannot spill to disk. ` +
+            `Set --duckdb-memory-limit higher (at least several times the largest row); the batches written before are stored)`
           : '';
       throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, {
         cause: error,
         context: { resource: table.name },
       });
     }
+  }
+
+  /**
+   * Checkpoint before a write when the text written since the last checkpoint plus this batch would
+   * pass `checkpointAt` (a share of the memory limit): DuckDB keeps rows written since its last
+   * checkpoint in memory, and large strings cannot spill, so without this a table of 200 KB rows
+   * outgrew a 32MB limit after ~150 rows. Memory then follows the setting, not the table. The
+   * rows before are committed: a checkpoint that fails only delays (out of memory: the write's own
+   * recovery follows) or reopens the file (invalidated, see `recoverInvalidated`).
+   */
+  private async checkpointIfDue(table: TableSchema, bytes: number, warnings: string[], budget: { reattached: number }): Promise<void> {
+    if (this.checkpointAt === undefined || this.sinceCheckpoint === 0 || this.sinceCheckpoint + bytes <= this.checkpointAt) return;
+    try {
+      await this.checkpoint();
+    } catch (error) {
+      if (isInvalidated(error)) await this.recoverInvalidated(table, error, warnings, budget);
+      else if (!isOutOfMemory(error)) throw error;
+    }
+  }
+
+  private async checkpoint(): Promise<void> {
+    await this.connection.run('CHECKPOINT');
+    this.sinceCheckpoint = 0;
   }
 
   /**
@@ -299,7 +338,7 @@ export class DuckDbDestination implements Destination {
       }
       if (!isOutOfMemory(failure)) throw failure;
       try {
-        await this.connection.run('CHECKPOINT');
+        await this.checkpoint();
       } catch (error) {
         if (isInvalidated(error)) {
           await this.recoverInvalidated(table, error, warnings, budget);
@@ -332,6 +371,8 @@ export class DuckDbDestination implements Destination {
     this.connection = connection;
     await connection.run(this.attachSql);
     await useWarehouse(connection);
+    // Attaching replays the log and checkpoints it.
+    this.sinceCheckpoint = 0;
     warnings.push(
       `DuckDB ran out of memory checkpointing table ${table.name} at its memory limit of ${this.memoryLimit}; ` +
         `reopened the file at the same limit and wrote the batch again (a larger --duckdb-memory-limit avoids this)`,
@@ -368,6 +409,13 @@ export class DuckDbDestination implements Destination {
 async function useWarehouse(connection: DuckDBConnection): Promise<void> {
   await connection.run(`USE ${ATTACHED}`);
   await connection.run("SET TimeZone = 'UTC'");
+}
+
+/** A batch's text, roughly, as `--batch-bytes` counts it (strings by length, other cells as 8 bytes). */
+function textBytes(rows: readonly Row[]): number {
+  let n = 0;
+  for (const row of rows) for (const value of Object.values(row)) n += typeof value === 'string' ? value.length : 8;
+  return n;
 }
 
 /** The largest row's text, roughly, for a message (strings by length, other cells as 8 bytes). */

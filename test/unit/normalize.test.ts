@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { parseJson } from '../../src/core/json.js';
+import { mayHoldUnsafeInteger, parseJson } from '../../src/core/json.js';
 import type { ApiRecord } from '../../src/core/types.js';
 import { cursorMillis, inferType, keyAsText, renamedColumn, SchemaTracker } from '../../src/normalize/normalize.js';
 
@@ -98,5 +98,15 @@ describe('parseJson', () => {
   it('parses integers beyond 2^53 exactly and leaves others as numbers', () => {
     expect(parseJson('{"a":9007199254740993,"b":12,"c":1.5}')).toEqual({ a: 9007199254740993n, b: 12, c: 1.5 });
     expect(parseJson('{"a":"12345678901234567890"}')).toEqual({ a: '12345678901234567890' });
+    expect(parseJson('[ -12345678901234567890 ,\n 1]')).toEqual([-12345678901234567890n, 1]);
+  });
+
+  it('takes the lossless parser only for a long number token, not for digits inside strings', () => {
+    for (const text of ['{"a":9007199254740993}', '{"a": \n -9007199254740993}', '[1,12345678901234567]', '12345678901234567', '{"a":[ 1234567890123456.5]}']) {
+      expect(mayHoldUnsafeInteger(text), text).toBe(true);
+    }
+    const page = JSON.stringify({ data: [{ span_id: '7831528000000034', user_input: `${'9'.repeat(40)} ok`, n: 123456789012345 }] });
+    expect(mayHoldUnsafeInteger(page)).toBe(false);
+    expect(parseJson(page)).toEqual(JSON.parse(page));
   });
 });
