@@ -371,8 +371,7 @@ export class DuckDbDestination implements Destination {
     this.connection = connection;
     await connection.run(this.attachSql);
     await useWarehouse(connection);
-    // Attaching replays the log and checkpoints it.
-    this.sinceCheckpoint = 0;
+    // `sinceCheckpoint` stays: the log DuckDB replayed holds the rows written since the last checkpoint.
     warnings.push(
       `DuckDB ran out of memory checkpointing table ${table.name} at its memory limit of ${this.memoryLimit}; ` +
         `reopened the file at the same limit and wrote the batch again (a larger --duckdb-memory-limit avoids this)`,
