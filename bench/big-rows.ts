@@ -5,20 +5,24 @@
  *      default settings and with `--batch-rows 100` (and any BENCH_SYNC_ARGS);
  *   2. how long a sync takes to give up on a server that accepts connections and never answers.
  *
- * The server runs in its own process, so the sync's peak is measured alone.
+ * The server runs in its own process, so the sync's peak is measured alone (`rss-probe.js` in the
+ * sync: peak RSS, and the V8 heap at the peak sample; CPU seconds, which a busy machine inflates
+ * less than wall time). Rows hold two-byte text (an emoji: V8 keeps such strings at 2 bytes a
+ * character) and a digit-only span id inside a string, as real events do.
  *
  *   npm run bench:big-rows                  (both parts)
- *   BENCH_PARTS=memory npm run bench:big-rows   (or dead)
+ *   BENCH_PARTS=memory npm run bench:big-rows   (or dead; BENCH_PAGES=20 for a shorter run)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
-const PAGES = 100;
+const PROBE = join(process.cwd(), 'dist', 'bench', 'rss-probe.js');
+const PAGES = Number(process.env.BENCH_PAGES ?? 100);
 const PER_PAGE = 100;
 const ROW_CHARS = 200_000;
 
@@ -26,7 +30,7 @@ if (process.argv[2] === 'serve') {
   // Child mode: the API. `big` serves the pages; `dead` accepts connections and never answers.
   const mode = process.argv[3];
   const base = Date.now() - 3_600_000;
-  const filler = 'z'.repeat(ROW_CHARS);
+  const filler = `😀 ${'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(ROW_CHARS / 55))}`.slice(0, ROW_CHARS);
   const server = createServer((req, res) => {
     if (mode === 'dead') return; // never a byte
     const url = new URL(req.url ?? '/', 'http://x');
@@ -37,7 +41,7 @@ if (process.argv[2] === 'serve') {
     const page = Number(url.searchParams.get('cursor') ?? '0');
     const data = Array.from({ length: PER_PAGE }, (_, i) => {
       const n = page * PER_PAGE + i;
-      return { id: `e${n}`, timestamp: new Date(base + n).toISOString(), event_name: 'big', user_input: filler };
+      return { id: `e${n}`, timestamp: new Date(base + n).toISOString(), event_name: 'big', span_id: String(7831528000000000 + n), user_input: filler };
     });
     const more = page + 1 < PAGES;
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -55,7 +59,9 @@ if (process.argv[2] === 'serve') {
       process.stdout.write(
         `${PAGES} pages × ${PER_PAGE} events × ${ROW_CHARS / 1000} KB, ${extra.length === 0 ? 'defaults' : extra.join(' ')}${
           process.env.BENCH_SYNC_ARGS ? ` ${process.env.BENCH_SYNC_ARGS}` : ''
-        }: exit ${r.code}, ${r.rows} rows in ${r.seconds.toFixed(1)} s, peak RSS ${r.peakMb.toFixed(0)} MB${r.code === 0 ? '' : `\n  ${r.failure}`}\n`,
+        }: exit ${r.code}, ${r.rows} rows in ${r.seconds.toFixed(1)} s (${r.cpuSeconds.toFixed(1)} s CPU), peak RSS ${r.peakMb.toFixed(0)} MB (V8 heap ${r.heapAtPeakMb} MB at the peak sample)${
+          r.code === 0 ? '' : `\n  ${r.failure}`
+        }\n`,
       );
     }
   }
@@ -69,6 +75,8 @@ interface RunResult {
   readonly code: number | null;
   readonly seconds: number;
   readonly peakMb: number;
+  readonly heapAtPeakMb: number;
+  readonly cpuSeconds: number;
   readonly rows: number;
   readonly failure: string;
 }
@@ -81,22 +89,28 @@ async function run(mode: 'big' | 'dead', extra: readonly string[]): Promise<RunR
     const started = Date.now();
     const sync = spawn(
       process.execPath,
-      [CLI, 'sync', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), '--log-level', 'warn', '--log-format', 'json',
+      ['--import', PROBE, CLI, 'sync', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), '--log-level', 'warn', '--log-format', 'json',
         ...extra, ...(process.env.BENCH_SYNC_ARGS ?? '').split(' ').filter(Boolean)],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, QUERY_API_BASE_URL: `http://127.0.0.1:${port}`, QUERY_API_KEY: 'bench-key' } },
     );
     let out = '';
+    let err = '';
     sync.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    sync.stderr.on('data', () => undefined);
-    let peak = 0;
-    const poll = setInterval(() => {
-      if (sync.pid !== undefined) peak = Math.max(peak, peakRssMb(sync.pid));
-    }, 100);
-    const code = await new Promise<number | null>((resolve) => sync.on('exit', resolve));
-    clearInterval(poll);
+    sync.stderr.on('data', (b: Buffer) => (err += b.toString()));
+    const code = await new Promise<number | null>((resolve) => sync.on('close', resolve));
     rmSync(dir, { recursive: true, force: true });
     const failure = /FAILED: (.*)/.exec(out)?.[1] ?? '';
-    return { code, seconds: (Date.now() - started) / 1000, peakMb: peak, rows: Number(/events\s+default\s+rows=(\d+)/.exec(out)?.[1] ?? 0), failure: failure.slice(0, 400) };
+    const line = err.split('\n').find((l) => l.startsWith('rss-probe '));
+    const probe = line === undefined ? undefined : (JSON.parse(line.slice('rss-probe '.length)) as { maxRssMb: number; cpuSeconds: number; peakSample: { heapMb: number } });
+    return {
+      code,
+      seconds: (Date.now() - started) / 1000,
+      peakMb: probe?.maxRssMb ?? 0,
+      heapAtPeakMb: probe?.peakSample.heapMb ?? 0,
+      cpuSeconds: probe?.cpuSeconds ?? 0,
+      rows: Number(/events\s+default\s+rows=(\d+)/.exec(out)?.[1] ?? 0),
+      failure: failure.slice(0, 400),
+    };
   } finally {
     server.kill('SIGTERM');
   }
@@ -112,14 +126,4 @@ function portOf(child: ChildProcess): Promise<number> {
     });
     child.on('exit', (code) => reject(new Error(`server exited ${code}`)));
   });
-}
-
-/** VmHWM (peak resident set) of a live process, in MB. */
-function peakRssMb(pid: number): number {
-  try {
-    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : 0;
-  } catch {
-    return 0;
-  }
 }
