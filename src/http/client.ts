@@ -338,16 +338,25 @@ export class ApiClient {
       accept: 'application/json',
     };
     if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(), this.requestMs);
-    const combined = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);
+    // One controller per attempt, aborted by the deadline or by the run's signal. Not
+    // `AbortSignal.any`: it leaves a listener on the run's long-lived signal per request (Node warns
+    // after 10, and the warning tears the live display); this one is removed when the attempt ends.
+    const attempt = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      attempt.abort();
+    }, this.requestMs);
+    const onRunAbort = (): void => attempt.abort(signal?.reason);
+    if (signal?.aborted === true) onRunAbort();
+    else signal?.addEventListener('abort', onRunAbort, { once: true });
     try {
-      const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: combined });
+      const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: attempt.signal });
       const text = await res.body.text();
       const retryAfter = res.headers['retry-after'];
       return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
     } catch (error) {
-      if (deadline.signal.aborted && signal?.aborted !== true) {
+      if (timedOut && signal?.aborted !== true) {
         throw Object.assign(
           new Error(`no complete response within ${formatDuration(this.requestMs)} (request deadline, --request-timeout)`, { cause: error }),
           { code: REQUEST_DEADLINE_CODE },
@@ -356,6 +365,7 @@ export class ApiClient {
       throw error;
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onRunAbort);
     }
   }
 
