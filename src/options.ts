@@ -147,7 +147,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'verbose', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'debug logs', commands: RUN },
     { name: 'quiet', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'only the summary', commands: RUN },
     { name: 'progress-interval', kind: 'duration', group: 'Logging and output', defaultText: d.progressInterval, describe: 'not on a TTY: a progress log line this often', commands: RUN },
-    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync: the run summary as one object, for schedulers)', commands: ['sync', 'check', 'plan', 'status'] },
+    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync, backfill: the run summary as one object, for schedulers)', commands: ['sync', 'backfill', 'check', 'plan', 'status'] },
   ];
 }
 
