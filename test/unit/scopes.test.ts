@@ -83,7 +83,7 @@ describe('"*": one all-projects walk where the endpoint takes it, one walk per p
   it('the projects in state start per-project walks at once; a slug discovered by a "*" walk starts them too, once, and is stored', async () => {
     let release!: () => void;
     const eventsDone = new Promise<void>((resolve) => (release = resolve));
-    const r = recorder(async (resource, _scope, hooks) => {
+    const r = recorder(async (resource, _scope, hooks): Promise<Result['outcome']> => {
       if (resource.name === 'events') {
         hooks.onProjects?.(new Set(['alpha', 'gamma']));
         hooks.onProjects?.(new Set(['gamma'])); // seen again: no second walk
