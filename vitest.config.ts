@@ -55,8 +55,11 @@ export default defineConfig({
         test: {
           name: 'slow',
           include: [...SLOW_FILES],
-          // Timing-sensitive (kills landing mid-walk, lock waits, progress intervals): one file at a time.
+          // Timing-sensitive (kills landing mid-walk, lock waits, progress intervals): one file at a
+          // time, and room for a loaded machine (a timeout here says nothing about behaviour).
           maxWorkers: 1,
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
           sequence: { groupOrder: 1 },
         },
       },

@@ -165,7 +165,7 @@ describe('backfill through the real CLI (child processes)', () => {
     expect(total - needed).toBeLessThanOrEqual(inFlightBound);
     expect(pagesRead).toBeGreaterThan(inFlightBound); // so the bound above would catch a restart from page one
     expect(requestsBeforeResume).toBeLessThan(needed);
-  }, 60_000);
+  }, 180_000);
 
   it('plan: its request estimate equals what the backfill then sends; done windows drop out of a later plan', async () => {
     const emu = await emulator({ seed: 34, eventsPerProject: 2500, projects: ['default', 'alpha'] });
