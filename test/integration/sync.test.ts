@@ -199,7 +199,7 @@ describe('authentication and project scope errors', () => {
 });
 
 describe('DuckDB memory', () => {
-  it('a first sync of every resource (30,000 events) in 5,000-row batches fits the default DuckDB memory limit', { tags: ['slow'], timeout: 60_000 }, async () => {
+  it('a first sync of every resource (30,000 events) in 5,000-row batches fits the default DuckDB memory limit', { tags: ['slow'], timeout: 180_000 }, async () => {
     const emu = await emulator({ seed: 13, eventsPerProject: 30_000, projects: ['default'] });
     const d = dir();
     const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, batchRows: 5000 });

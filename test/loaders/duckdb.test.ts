@@ -96,7 +96,7 @@ describe('DuckDbDestination', () => {
     await db.close();
   });
 
-  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', { tags: ['slow'], timeout: 60_000 }, async () => {
+  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', { tags: ['slow'], timeout: 180_000 }, async () => {
     const path = dbPath();
     const t = new SchemaTracker(events);
     const batch = (from: number, n: number): ReturnType<SchemaTracker['normalize']>[] =>
@@ -119,7 +119,7 @@ describe('DuckDbDestination', () => {
     await check.close();
   });
 
-  it('never raises its memory limit: rows too large for it fail the write, naming the setting', { tags: ['slow'], timeout: 60_000 }, async () => {
+  it('never raises its memory limit: rows too large for it fail the write, naming the setting', { tags: ['slow'], timeout: 180_000 }, async () => {
     const t = new SchemaTracker(events);
     // 120 rows of ~600 KB at 16MB: DuckDB's checkpoint rewrites them in memory, which cannot fit.
     const rows = Array.from({ length: 120 }, (_, i) => t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at));
