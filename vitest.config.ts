@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 /**
@@ -26,6 +28,19 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
 ];
 
+const ROOT = fileURLToPath(new URL('.', import.meta.url));
+
+/**
+ * Fast files that use nock (directly or through the BigQuery double in test/fixtures/bigquery): nock
+ * patches http and fetch for the whole process, so these run each in a fresh worker; the others
+ * share workers (see `isolate` below). Found by reading the files, so a new one is sorted by itself.
+ */
+const NOCK_FILES: readonly string[] = readdirSync(`${ROOT}test`, { recursive: true })
+  .map((f) => `test/${String(f).replaceAll('\\', '/')}`)
+  .filter((f) => f.endsWith('.test.ts') && !SLOW_FILES.includes(f))
+  .filter((f) => /from 'nock'|fixtures\/bigquery\//.test(readFileSync(`${ROOT}${f}`, 'utf8')))
+  .sort();
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -38,15 +53,23 @@ export default defineConfig({
         test: {
           name: 'fast',
           include: ['test/**/*.test.ts'],
-          exclude: [...SLOW_FILES],
+          exclude: [...SLOW_FILES, ...NOCK_FILES],
           // Two cores here: vitest's default (cores - 1) runs one file at a time, while most files
           // wait on sockets, child processes and DuckDB rather than on the CPU.
           maxWorkers: 2,
           // One worker process runs many files, keeping modules loaded (DuckDB, the BigQuery client,
           // the emulator): importing them afresh for each file was a third of the group's CPU time.
-          // So a fast test must leave no global state behind (fake timers, env, listeners, nock
-          // interceptors other than the loopback the suite already allows).
+          // So a fast test must leave no global state behind (fake timers, env, listeners).
           isolate: false,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'fast-nock',
+          include: [...NOCK_FILES],
+          maxWorkers: 2,
           sequence: { groupOrder: 0 },
         },
       },
