@@ -64,15 +64,8 @@ export default defineConfig({
           sequence: { groupOrder: 0 },
         },
       },
-      {
-        extends: true,
-        test: {
-          name: 'fast-nock',
-          include: [...NOCK_FILES],
-          maxWorkers: 2,
-          sequence: { groupOrder: 0 },
-        },
-      },
+      // Beside `fast` (same workers, same order), one fresh worker per file.
+      { extends: true, test: { name: 'fast-nock', include: [...NOCK_FILES], maxWorkers: 2, sequence: { groupOrder: 0 } } },
       {
         extends: true,
         test: {

@@ -4,14 +4,16 @@ import { ConfigError } from '../../src/core/errors.js';
 
 /** The value parsers of `src/config.ts`, called directly (config.test.ts covers them through the settings). */
 
+/** The message of the ConfigError that `parse` throws (a value instead fails the test). */
 function refusal(parse: () => unknown): string {
+  let thrown: unknown = 'nothing thrown: a value was returned';
   try {
     parse();
   } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as Error).message;
+    thrown = error;
   }
-  throw new Error('expected a ConfigError, got a value');
+  expect(thrown).toBeInstanceOf(ConfigError);
+  return (thrown as Error).message;
 }
 
 describe('parseStrictDuration', () => {
