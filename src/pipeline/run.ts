@@ -132,6 +132,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
         syncedAt: streamOptions.syncedAt,
         drainAfterParentsMs: options.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
         chunk: CHILD_CHUNK,
+        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
         signal: options.signal,
         onPage: pageHook,
       });
