@@ -151,7 +151,7 @@ export function splitIntoPages(window: TimeWindow, parts: number, counts: readon
     const target = size * i;
     const open = edges.filter((e) => e.ms > prevMs && e.before > prevBefore && e.before < total);
     if (open.length === 0) break;
-    const near = open.filter((e) => Math.abs(e.before - target) <= size / 3);
+    const near = open.filter((e) => Math.abs(e.before - target) <= size / 8);
     const pick = (near.length > 0 ? near : open).reduce((best, e) => {
       const key = (x: typeof e): [number, number] => (near.length > 0 ? [waste(x.before - prevBefore), Math.abs(x.before - target)] : [Math.abs(x.before - target), 0]);
       const [a1, a2] = key(e);

@@ -176,10 +176,11 @@ class Scheduler implements RequestBudget {
           // from then, as the server does. Once, and only ever later.
           const sent = (): void => {
             const at = this.#now();
-            if (at <= counted) return;
-            bucket.starts.restamp(counted, at);
-            this.#allStarts.restamp(counted, at);
+            const from = counted;
             counted = Number.POSITIVE_INFINITY;
+            if (at <= from) return;
+            bucket.starts.restamp(from, at);
+            this.#allStarts.restamp(from, at);
             this.#requestDispatch();
           };
           this.#queue.add(() => task(sent)).then(resolve, reject);
