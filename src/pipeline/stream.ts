@@ -291,6 +291,7 @@ export async function syncStream(
       const iso = (ms: number): string => new Date(ms).toISOString();
       return ended === 'abandoned' && replaced !== undefined ? replaced.map((w) => ({ from: iso(w.fromMs), to: iso(w.toMs) })) : undefined;
     });
+    deps.logger.debug({ resource: resource.name, project: scope.key, parts: split.parts.length, peak: controller.peak, limit: controller.limit }, 'split walked');
   }
 
   async function checkpoint(window: TimeWindow | undefined, nextCursor: string | null): Promise<void> {

@@ -144,6 +144,9 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
           writtenInPage = true;
         }
       }
+      // Projects seen start their per-project walks at once (discovery needs no durability: the
+      // list only says what to read; waiting for the batch's write delayed them by many pages).
+      if (seenProjects.size > 0) options.onProjects?.(seenProjects);
       // Field → column renames (once each) and values stored differently than received.
       for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
       deps.logger.debug(
@@ -152,7 +155,6 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       );
       if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
         stored += await flush();
-        if (seenProjects.size > 0) options.onProjects?.(seenProjects);
         await options.checkpoint(hasMore ? page.nextCursor : null);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
