@@ -46,7 +46,7 @@ function partsWithCursor(doc: StateDocument): number {
   return Object.values(doc.streams).reduce((n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0), 0);
 }
 
-/** `sync` of one resource in a child process; SIGKILL once `parts` sub-windows have a checkpoint cursor. */
+/** `sync` of one resource in a child process; SIGKILL once `killAtParts` sub-windows have a checkpoint cursor. */
 function syncInChild(emu: Emulator, d: string, resource: string, killAtParts?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
   const statePath = statePathOf(d);
   const child = spawn(
@@ -89,7 +89,7 @@ describe('split walks of users, traces and conversations', () => {
         expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
         const resource = byName(name);
         // Latency keeps the walks mid-way long enough for the kill to land in the split.
-        const emu = await emulator({ seed: 41, eventsPerProject: 10_000, projects: ['default'], order, latencyMs: 15 });
+        const emu = await emulator({ seed: 41, eventsPerProject: 20_000, projects: ['default'], order, latencyMs: 15 });
         const d = dir();
         const now = Date.now();
         const edge = now - 10 * DAY;
@@ -109,7 +109,7 @@ describe('split walks of users, traces and conversations', () => {
         const state: StateDocument = { version: 1, streams: { [`${name}:default`]: { split: { from: iso(0), to: iso(to), parts } } }, projects: [], sections: {} };
         writeFileSync(statePathOf(d), JSON.stringify(state));
 
-        const killed = await syncInChild(emu, d, name, 2);
+        const killed = await syncInChild(emu, d, name, 1);
         const mid = await StateStore.read(statePathOf(d));
         // State never moves past data not stored: the mark waits for every sub-window.
         expect(mid.streams[`${name}:default`]?.split, killed.out).toBeDefined();
