@@ -80,6 +80,13 @@ export interface ResourceDefinition {
    * resources that have one.
    */
   readonly countPath?: string;
+  /**
+   * How a large window is cut into sub-windows walked at once (split walks): where the records lie
+   * in time comes from a timeseries endpoint (`/v1/events/timeseries`), the resource's own
+   * (`exact`: its counts are this resource's records) or a proxy (users' `last_seen`, spans and
+   * conversations' `started_at` are events' times). Absent: a window is always one walk.
+   */
+  readonly split?: SplitDeclaration;
   /** Largest page the endpoint allows; a sync always asks for this many. */
   readonly maxPageSize: number;
   /** Column types known up front; other fields are inferred from their values. */
@@ -110,6 +117,29 @@ export interface ResourceDefinition {
   readonly transform?: (record: ApiRecord) => ApiRecord;
 }
 
+/** See `ResourceDefinition.split`. */
+export interface SplitDeclaration {
+  /** Answers `{ "data": { "buckets": [{ "timestamp", "count" }], "total" } }` for `interval` and the time filters below. */
+  readonly timeseriesPath: string;
+  /** The timeseries' time filters (inclusive lower, exclusive upper). */
+  readonly timeseriesGte: string;
+  readonly timeseriesLt: string;
+  /** The timeseries counts this resource's records in the list's window (so cuts can fill whole pages). */
+  readonly exact: boolean;
+  /**
+   * Where the timeseries is a proxy: a count of the resource's records in a window ending now, e.g.
+   * `/v1/events/count?count_by=user_id` (users seen since the window's start are those whose
+   * `last_seen` is in it), `{ path, param, value }`. It sizes the split; the timeseries places the cuts.
+   */
+  readonly count?: { readonly path: string; readonly param: string; readonly value: string };
+  /**
+   * Filters of the sub-windows when they are not `filterGte`/`filterLt`: a field never later than
+   * `cursorField` (conversations: `started_at[…]`, while the window is on `last_message_at`). The
+   * sub-windows then cover [0, window end) of that field, and each walk still cuts rows to the window.
+   */
+  readonly partGte?: string;
+  readonly partLt?: string;
+}
 /** Which parent records get their per-parent children read: all, those whose fields show some, or none. */
 export type ChildSelection = 'all' | 'traced' | 'none';
 

@@ -204,7 +204,7 @@ export class ApiClient {
       try {
         ctx.stats.requests += 1;
         const queuedAt = clock.now();
-        response = await budget.schedule(req.endpoint, () => {
+        response = await budget.schedule(req.endpoint, (sent) => {
           const waited = clock.now() - queuedAt;
           ctx.stats.waitedMs += waited;
           if (waited >= this.longWaitMs && this.firstWaitLineIn(`budget ${req.endpoint}`, clock.now())) {
@@ -214,7 +214,7 @@ export class ApiClient {
                 `other waits on it are logged at most every ${Math.round(WAIT_LOG_INTERVAL_MS / 1000)} s (the summary counts them all)`,
             );
           }
-          return this.send(url, req.project, ctx.signal);
+          return this.send(url, req.project, ctx.signal, sent);
         }, {
           lane: ctx.lane,
           signal: ctx.signal,
@@ -332,7 +332,7 @@ export class ApiClient {
    * One attempt, bounded as a whole by `requestMs` (connect + headers + whole body) besides undici's
    * idle timeouts; passing it fails the attempt with `REQUEST_DEADLINE_CODE`, retried like a timeout.
    */
-  private async send(url: string, project: string | undefined, signal: AbortSignal | undefined): Promise<RawResponse> {
+  private async send(url: string, project: string | undefined, signal: AbortSignal | undefined, sent?: () => void): Promise<RawResponse> {
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.options.apiKey}`,
       accept: 'application/json',
@@ -351,7 +351,8 @@ export class ApiClient {
     if (signal?.aborted === true) onRunAbort();
     else signal?.addEventListener('abort', onRunAbort, { once: true });
     try {
-      const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: attempt.signal });
+      const dispatcher = sent === undefined ? this.dispatcher : reportingSend(this.dispatcher, sent);
+      const res = await request(url, { method: 'GET', headers, dispatcher, signal: attempt.signal });
       const text = await res.body.text();
       const retryAfter = res.headers['retry-after'];
       return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
@@ -435,4 +436,28 @@ export function rejectedParameter(
   if (typeof field !== 'string' || field === '') return undefined;
   const allowed = Array.isArray(allowedFields) ? allowedFields.filter((f): f is string => typeof f === 'string') : [];
   return { field, sent: query[field], message: typeof message === 'string' ? message : '', allowed };
+}
+
+/**
+ * `inner`, calling `sent` when the request's head is written to a connected socket (undici calls a
+ * handler's `onConnect` right before): the moment the server starts to see it, after any connection
+ * set-up. `request()` only needs the `dispatch` of the dispatcher it is given.
+ */
+function reportingSend(inner: Dispatcher, sent: () => void): Dispatcher {
+  const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => {
+    const wrapped = new Proxy(handler, {
+      get(target, prop) {
+        if (prop === 'onConnect') {
+          return (...args: unknown[]) => {
+            sent();
+            return (target.onConnect as ((...a: unknown[]) => unknown) | undefined)?.apply(target, args);
+          };
+        }
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    return inner.dispatch(opts, wrapped);
+  };
+  return { dispatch } as unknown as Dispatcher;
 }

@@ -101,12 +101,18 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
   const selection = options.children ?? 'traced';
   let resources = options.resources;
   const childQueues = new Map<string, ChildQueue>();
-  for (const child of options.resources.filter((r) => r.perParent !== undefined)) {
+  const children = options.resources.filter((r) => r.perParent !== undefined);
+  // The one-time probes go out while the tables are described (start-up is one round trip, not two).
+  const learned = selection === 'none' ? [] : children.map((child) => learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal));
+  learned.forEach((p) => p.catch(() => undefined));
+  const described = new Map<string, Awaited<ReturnType<Destination['describe']>>>();
+  for (const resource of resources) described.set(resource.name, await deps.destination.describe(resource.name));
+  for (const [i, child] of children.entries()) {
     if (selection === 'none') {
       resources = resources.filter((r) => r !== child);
       continue;
     }
-    const byParent = await learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal);
+    const byParent = await learned[i];
     if (byParent !== true) continue;
     const parent = options.resources.find((r) => r.name === child.perParent?.parent);
     childQueues.set(child.name, new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs }, deps.state, deps.clock));
@@ -116,7 +122,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
 
   const trackers = new Map<string, SchemaTracker>();
   for (const resource of resources) {
-    trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
+    trackers.set(resource.name, new SchemaTracker(resource, described.get(resource.name) ?? (await deps.destination.describe(resource.name))));
   }
   const run = async (resource: ResourceDefinition, scope: ProjectScope, scopeHooks: ScopeHooks): Promise<StreamResult> => {
     hooks.onStreamStart?.(resource.name, scope.key);
@@ -132,6 +138,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
         syncedAt: streamOptions.syncedAt,
         drainAfterParentsMs: options.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
         chunk: CHILD_CHUNK,
+        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
         signal: options.signal,
         onPage: pageHook,
       });

@@ -1,7 +1,7 @@
 import { CursorRejectedError, DataError, PaginationError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import { paginate, type TimeWindow } from '../extract/paginate.js';
+import { paginate, type Page, type PartFilter, type TimeWindow } from '../extract/paginate.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
@@ -20,6 +20,14 @@ export interface WalkOptions {
   readonly window: TimeWindow | undefined;
   /** Resume from this cursor instead of the first page. */
   readonly startCursor: string | undefined;
+  /** A split walk's sub-window on another field than the window's (see `WalkRequest.partFilter`). */
+  readonly partFilter?: PartFilter;
+  /**
+   * Called with the first page of a walk from the window's start (not a resumed one), before any of
+   * it is stored: resolving `true` abandons the walk (nothing stored, no checkpoint), e.g. because
+   * the window is to be read split.
+   */
+  readonly onFirstPage?: (page: Page) => Promise<boolean>;
   /** Rows buffered before one write + checkpoint. */
   readonly batchRows: number;
   /**
@@ -78,7 +86,7 @@ export interface WalkTotals {
  * window from its first page, at most `MAX_WINDOW_RESTARTS` times: keyed merges make the re-read
  * harmless.
  */
-export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<void> {
+export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<'done' | 'abandoned'> {
   const { resource, scope, window, ctx } = options;
   let buffer: Row[] = [];
   let bufferBytes = 0;
@@ -96,13 +104,21 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   };
   let pagesInWalk = 0;
   const order = new OrderWatch(options, deps.logger);
-  const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor }, ctx)[Symbol.asyncIterator]();
+  const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor, partFilter: options.partFilter }, ctx)[Symbol.asyncIterator]();
+  let firstPage = options.startCursor === undefined && options.onFirstPage !== undefined;
   try {
     let next = pages.next();
     for (;;) {
       const result = await next;
       if (result.done === true) break;
       const page = result.value;
+      if (firstPage) {
+        firstPage = false;
+        if (await (options.onFirstPage as NonNullable<WalkOptions['onFirstPage']>)(page)) {
+          await pages.return?.(undefined);
+          return 'abandoned';
+        }
+      }
       const past = order.pastWindow(page.records);
       const hasMore = page.hasMore && !past;
       // Fetch the next page while this one is normalized and written: the walk's requests keep
@@ -128,6 +144,9 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
           writtenInPage = true;
         }
       }
+      // Projects seen start their per-project walks at once (discovery needs no durability: the
+      // list only says what to read; waiting for the batch's write delayed them by many pages).
+      if (seenProjects.size > 0) options.onProjects?.(seenProjects);
       // Field → column renames (once each) and values stored differently than received.
       for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
       deps.logger.debug(
@@ -136,14 +155,13 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       );
       if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
         stored += await flush();
-        if (seenProjects.size > 0) options.onProjects?.(seenProjects);
         await options.checkpoint(hasMore ? page.nextCursor : null);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
       if (!hasMore) break;
       if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && hasMore) {
         await pages.return?.(undefined);
-        return;
+        return 'done';
       }
     }
   } catch (error) {
@@ -161,8 +179,9 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       `cursor refused after ${pagesInWalk} pages of ${where} (HTTP ${error.status}); re-reading it from its first page (keyed merges make the re-read harmless)`,
     );
     await options.onCursorRejected?.();
-    return walkWindow({ ...options, startCursor: undefined }, deps, totals, restarts + 1);
+    return walkWindow({ ...options, startCursor: undefined, onFirstPage: undefined }, deps, totals, restarts + 1);
   }
+  return 'done';
 }
 
 /** The client-side cut-off: the server may ignore or widen the filter. */
