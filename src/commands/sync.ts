@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
@@ -66,6 +67,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     }
     const tables = config.resources.map((r) => r.name);
     const columnsBefore = await columnsOf(destination, tables);
+    // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
+    const runId = randomUUID();
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runSync(
@@ -84,6 +87,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: stop.signal,
+        runId,
       },
       { client, destination: runDestination, state: runState, clock, logger },
       syncProgressHooks(runtime.tracker),
@@ -100,7 +104,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       if (outcome.replaced.length > 0) refreshLines.push(`full refresh: replaced ${outcome.replaced.join(', ')} (each in one transaction) and their marks`);
       if (outcome.keptAsWas.length > 0) refreshLines.push(`full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`);
     }
-    const runId = config.dryRun
+    const recordedRunId = config.dryRun
       ? undefined
       : await recordRun(
           destination,
@@ -114,6 +118,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
           },
           schemaChanges(columnsBefore, await columnsOf(destination, tables)),
           logger,
+          runId,
         );
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
     const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
@@ -127,7 +132,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     code = reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, streams }, code), ...(runId === undefined ? {} : { runId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
+      ? [JSON.stringify({ ...runJson('sync', { ...summary, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
       : [
           ...warnings.map((w) => `WARNING: ${w}`),
           ...refreshLines,

@@ -308,7 +308,7 @@ export class BigQueryDestination implements Destination {
     }
     const rows = batches.length === 1 ? all : dedupeRows(all, table.key, table.versionColumn);
     if (rows.length === 0) return { bytesProcessed: undefined, rowsPerBatch };
-    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, '_synced_at')) : undefined;
+    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
     // Every cell is checked (encoded once, discarded) before anything is sent; the files are
     // written later, a line at a time.
     const spec = partitionSpec(table);

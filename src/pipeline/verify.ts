@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import PQueue from 'p-queue';
 import { ConfigError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
@@ -140,6 +141,8 @@ export interface RepairOptions {
   readonly batchRows: number;
   readonly signal?: AbortSignal;
   readonly hooks?: BackfillHooks;
+  /** `_run_id` of the rows a repair writes. */
+  readonly runId?: string;
 }
 
 /**
@@ -160,7 +163,7 @@ export async function repairWindows(mismatched: readonly VerifyWindow[], options
   }
   const trackers = new Map<string, SchemaTracker>();
   for (const { resource } of groups.values()) {
-    if (!trackers.has(resource.name)) trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
+    if (!trackers.has(resource.name)) trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId ?? randomUUID()));
   }
   return Promise.all(
     [...groups.values()].map((group) =>
