@@ -18,4 +18,18 @@ export const events = defineResource({
   partitionColumn: 'timestamp',
   settles: true, // SDK: signals, topics, attachments, error_spans, tool_calls "may be absent for very recent events"
   arrivalField: 'received_at',
+  // SDK: signals [{id, name, score}]; one row per matched signal, replaced with its event.
+  bridges: [
+    {
+      table: 'event_signals',
+      field: 'signals',
+      parentColumn: 'event_id',
+      elementColumn: 'signal',
+      elementFields: [
+        { column: 'signal_id', field: 'id', type: 'string' },
+        { column: 'signal_name', field: 'name', type: 'string' },
+        { column: 'score', field: 'score', type: 'float64' },
+      ],
+    },
+  ],
 });

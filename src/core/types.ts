@@ -108,6 +108,38 @@ export interface ResourceDefinition {
   readonly perParent?: PerParentReads;
   /** Optional pure record transform applied before normalization. */
   readonly transform?: (record: ApiRecord) => ApiRecord;
+  /**
+   * Tables with one row per element of an array field (`event_signals` from `events.signals`),
+   * written in the same write as the records and replaced with them (see `BridgeDefinition`).
+   */
+  readonly bridges?: readonly BridgeDefinition[];
+}
+
+/**
+ * A bridge table: one row per element of an array field of each record, so analysts join instead
+ * of unnesting JSON. The destination derives its rows from the parent rows as stored, in the same
+ * write: the rows of every parent key in the batch are deleted, then the arrays unnested again, so
+ * a record re-read with fewer elements keeps exactly its new ones.
+ */
+export interface BridgeDefinition {
+  /** Table name, e.g. `event_signals`. */
+  readonly table: string;
+  /** The parent's array field, e.g. `signals`. */
+  readonly field: string;
+  /** Column holding the parent's key, e.g. `event_id`. */
+  readonly parentColumn: string;
+  /** Column holding the whole element as JSON (whatever else it carries), e.g. `signal`. */
+  readonly elementColumn: string;
+  /** Columns taken from each (object) element: column name, element field, type. */
+  readonly elementFields: readonly { readonly column: string; readonly field: string; readonly type: LogicalType }[];
+}
+
+/** A bridge as a destination writes it: its table, and the parent column the array is stored in. */
+export interface BridgeSchema {
+  readonly definition: BridgeDefinition;
+  /** The parent table's column holding the array (its field's column, see `SchemaTracker.columnFor`). */
+  readonly sourceColumn: string;
+  readonly table: TableSchema;
 }
 
 /** Which parent records get their per-parent children read: all, those whose fields show some, or none. */
@@ -148,6 +180,13 @@ export interface TableSchema {
   readonly partitionColumn?: string;
   /** Re-read in full every run (mode `full`): a destination may skip rows that did not change. */
   readonly fullRefresh?: boolean;
+  /** Bridge tables rewritten with every write of this table (see `BridgeDefinition`). */
+  readonly bridges?: readonly BridgeSchema[];
+  /**
+   * Columns a keyed merge sets only when it inserts the row (e.g. `first_matched_at`): a row seen
+   * again keeps their first value.
+   */
+  readonly insertOnly?: readonly string[];
 }
 
 /** Injected clock: every part that reads time takes one, so tests can fake it. */

@@ -1,5 +1,5 @@
 import { duckdbType } from '../core/column-types.js';
-import type { LogicalType, TableSchema } from '../core/types.js';
+import type { BridgeSchema, LogicalType, TableSchema } from '../core/types.js';
 
 /** The SQL the DuckDB destination runs, as text (tested and documented on its own). */
 
@@ -14,7 +14,11 @@ export function mergeSql(table: TableSchema, stage: string): string {
   const matched = v === undefined ? 'WHEN MATCHED' : `WHEN MATCHED AND (t.${v} IS NULL OR s.${v} >= t.${v})`;
   // Explicit column lists: the table may have columns this batch does not name (they keep their value).
   const names = table.columns.map((c) => ident(c.name));
-  const set = names.map((n) => `${n} = s.${n}`).join(', ');
+  // Insert-only columns (e.g. when a search first matched) keep their first value.
+  const set = table.columns
+    .filter((c) => !(table.insertOnly ?? []).includes(c.name))
+    .map((c) => `${ident(c.name)} = s.${ident(c.name)}`)
+    .join(', ');
   return `MERGE INTO main.${ident(table.name)} AS t
 USING (SELECT ${casts} FROM temp.main.${ident(stage)}) AS s
 ON ${on}
@@ -40,4 +44,36 @@ export function sqlString(text: string): string {
 /** Quote an identifier for DuckDB. */
 export function ident(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
+}
+
+/**
+ * The statements that rewrite a bridge table for the parent keys of a staged batch, run after the
+ * parent's MERGE in the same transaction: delete the bridge rows of every parent key in the stage,
+ * then unnest the array of those parents as now stored (so a parent row an older copy did not
+ * replace keeps its bridge rows as they were, and a re-read with fewer elements leaves exactly the
+ * new ones). A parent whose array column does not exist yet (never seen) only has rows deleted.
+ */
+export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: string, parentHasSource: boolean): string[] {
+  const [projectKey, parentKey] = parent.key as [string, string];
+  const b = bridge.definition;
+  const table = `main.${ident(bridge.table.name)}`;
+  const staged = `SELECT DISTINCT ${ident(projectKey)} AS p, ${ident(parentKey)} AS k FROM temp.main.${ident(stage)}`;
+  const statements = [
+    `DELETE FROM ${table} AS b WHERE EXISTS (SELECT 1 FROM (${staged}) AS s WHERE s.p = b.${ident('project_id')} AND s.k = b.${ident(b.parentColumn)})`,
+  ];
+  if (!parentHasSource) return statements;
+  const src = `t.${ident(bridge.sourceColumn)}`;
+  const fields = b.elementFields.map((f) => {
+    const path = sqlString(`$.${JSON.stringify(f.field)}`);
+    const extracted = f.type === 'string' ? `json_extract_string(j.value, ${path})` : `TRY_CAST(json_extract(j.value, ${path}) AS ${duckdbType(f.type)})`;
+    return `CASE WHEN json_type(j.value) = 'OBJECT' THEN ${extracted} END`;
+  });
+  const columns = bridge.table.columns.map((c) => ident(c.name));
+  statements.push(
+    `INSERT INTO ${table} (${columns.join(', ')})
+SELECT t.${ident(projectKey)}, t.${ident(parentKey)}, CAST(j.key AS BIGINT), ${fields.join(', ')}, j.value, t.${ident('_synced_at')}, t.${ident('_run_id')}
+FROM main.${ident(parent.name)} AS t, json_each(${src}) AS j
+WHERE json_type(${src}) = 'ARRAY' AND EXISTS (SELECT 1 FROM (${staged}) AS s WHERE s.p = t.${ident(projectKey)} AND s.k = t.${ident(parentKey)})`,
+  );
+  return statements;
 }

@@ -6,7 +6,7 @@ import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
-import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
+import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
 import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
 
 export interface DuckDbOpenOptions {
@@ -258,6 +258,7 @@ export class DuckDbDestination implements Destination {
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
+      for (const bridge of table.bridges ?? []) await this.ensureTable(bridge.table);
       await this.upsert(table, rows, warnings, { reattached: 0 });
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
@@ -357,7 +358,24 @@ export class DuckDbDestination implements Destination {
       appender.closeSync();
     }
     try {
-      await this.connection.run(mergeSql(table, stage));
+      const bridges = table.bridges ?? [];
+      if (bridges.length === 0) {
+        await this.connection.run(mergeSql(table, stage));
+      } else {
+        // The parent rows and their bridge rows in one transaction: readers never see one without the other.
+        const known = this.tables.get(table.name);
+        await this.connection.run('BEGIN TRANSACTION');
+        try {
+          await this.connection.run(mergeSql(table, stage));
+          for (const bridge of bridges) {
+            for (const sql of bridgeSql(table, bridge, stage, known?.has(bridge.sourceColumn) === true)) await this.connection.run(sql);
+          }
+          await this.connection.run('COMMIT');
+        } catch (error) {
+          await this.connection.run('ROLLBACK').catch(() => undefined);
+          throw error;
+        }
+      }
     } finally {
       await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
     }

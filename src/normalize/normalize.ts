@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { bridgeTable } from '../core/bridge.js';
 import { DataError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import { canonicalTimestamp } from './timestamp.js';
@@ -120,6 +121,9 @@ export class SchemaTracker {
       versionColumn: this.resource.cursorField,
       partitionColumn: this.resource.partitionColumn,
       fullRefresh: this.resource.mode === 'full',
+      ...(this.resource.bridges === undefined
+        ? {}
+        : { bridges: this.resource.bridges.map((b) => ({ definition: b, sourceColumn: this.columnFor(b.field), table: bridgeTable(b) })) }),
     };
   }
 

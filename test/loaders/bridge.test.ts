@@ -1,0 +1,102 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { events } from '../../connectors/events.js';
+import type { ApiRecord } from '../../src/core/types.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { SchemaTracker } from '../../src/normalize/normalize.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const dirs: Array<{ cleanup(): void }> = [];
+afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
+function dbPath(): string {
+  const d = tempDir();
+  dirs.push(d);
+  return join(d.dir, 'w.duckdb');
+}
+
+const ts = '2026-11-20T10:00:00.000Z';
+const sig = (id: string, score: number): ApiRecord => ({ id, name: `name of ${id}`, score });
+
+/** Normalize first: the schema passed with the rows must name every column they use. */
+function write(db: DuckDbDestination, t: SchemaTracker, records: readonly ApiRecord[], project: string): Promise<unknown> {
+  const rows = records.map((r) => t.normalize(r, project, ts));
+  return db.write({ table: t.schema, rows });
+}
+
+/** The bridge as it must be: every stored event's signals array, unnested, in order. */
+async function expectedBridge(db: DuckDbDestination): Promise<unknown[]> {
+  const rows = await db.query(`SELECT project_id, id, signals FROM events ORDER BY project_id, id`);
+  const out: unknown[] = [];
+  for (const row of rows) {
+    const list = row.signals === null ? [] : (JSON.parse(String(row.signals)) as { id?: string; name?: string; score?: number }[]);
+    list.forEach((s, i) => out.push([row.project_id, row.id, BigInt(i), s.id ?? null, s.name ?? null, s.score ?? null]));
+  }
+  return out;
+}
+
+async function bridge(db: DuckDbDestination): Promise<unknown[]> {
+  const rows = await db.query(`SELECT project_id, event_id, ordinal, signal_id, signal_name, score FROM event_signals ORDER BY project_id, event_id, ordinal`);
+  return rows.map((r) => [r.project_id, r.event_id, r.ordinal, r.signal_id, r.signal_name, r.score]);
+}
+
+describe('event_signals: the bridge written with the events, in the same transaction', () => {
+  it('holds the unnested signals arrays, and a re-read event with fewer (or no) signals keeps exactly its new ones', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    try {
+      const t = new SchemaTracker(events, undefined, 'run-1');
+      // e0 has no signals field at all (a recent event not yet enriched): no bridge rows, no error.
+      await write(db, t, [{ id: 'e0', timestamp: ts }], 'alpha');
+      expect(await bridge(db)).toEqual([]);
+      const first = [
+        { id: 'e1', timestamp: ts, signals: [sig('s1', 0.5), sig('s2', 1), sig('s3', 0.25)] },
+        { id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] },
+        { id: 'e3', timestamp: ts, signals: [] },
+      ] as ApiRecord[];
+      await write(db, t, first, 'alpha');
+      // The same event key in another project is another event.
+      await write(db, t, [{ id: 'e1', timestamp: ts, signals: [sig('s9', 0.1)] }], 'beta');
+      expect(await bridge(db)).toEqual(await expectedBridge(db));
+      expect((await bridge(db)).length).toBe(5);
+
+      // Re-read: e1 with one signal left, e2 with none, e3 gains two; a replayed batch changes nothing.
+      const t2 = new SchemaTracker(events, await db.describe('events'), 'run-2');
+      const again = [
+        { id: 'e1', timestamp: ts, signals: [sig('s3', 0.3)] },
+        { id: 'e2', timestamp: ts },
+        { id: 'e3', timestamp: ts, signals: [sig('s1', 0.9), 'a bare string'] },
+      ] as ApiRecord[];
+      for (let i = 0; i < 2; i++) await write(db, t2, again, 'alpha');
+      expect(await bridge(db)).toEqual([
+        ['alpha', 'e1', 0n, 's3', 'name of s3', 0.3],
+        ['alpha', 'e3', 0n, 's1', 'name of s1', 0.9],
+        ['alpha', 'e3', 1n, null, null, null],
+        ['beta', 'e1', 0n, 's9', 'name of s9', 0.1],
+      ]);
+      // Whatever an element carries stays in `signal` (JSON); the rows carry their event's run.
+      const rows = await db.query(`SELECT event_id, signal, _run_id FROM event_signals WHERE project_id = 'alpha' ORDER BY event_id, ordinal`);
+      expect(rows.map((r) => [r.event_id, JSON.parse(String(r.signal)), r._run_id])).toEqual([
+        ['e1', { id: 's3', name: 'name of s3', score: 0.3 }, 'run-2'],
+        ['e3', { id: 's1', name: 'name of s1', score: 0.9 }, 'run-2'],
+        ['e3', 'a bare string', 'run-2'],
+      ]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a failing bridge write rolls the events back with it', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    try {
+      const t = new SchemaTracker(events, undefined, 'run-1');
+      await write(db, t, [{ id: 'e1', timestamp: ts, signals: [sig('s1', 0.5)] }], 'alpha');
+      // Make the bridge insert fail: a signal may appear once per project.
+      await db.query(`CREATE UNIQUE INDEX event_signals_once ON event_signals (project_id, signal_id)`);
+      const clash = { id: 'e2', timestamp: ts, signals: [sig('s1', 0.7)] } as ApiRecord;
+      await expect(write(db, t, [clash], 'alpha')).rejects.toThrow(/event_signals|constraint|Duplicate/i);
+      expect((await db.query(`SELECT id FROM events ORDER BY id`)).map((r) => r.id)).toEqual(['e1']);
+      expect(await bridge(db)).toEqual([['alpha', 'e1', 0n, 's1', 'name of s1', 0.5]]);
+    } finally {
+      await db.close();
+    }
+  });
+});
