@@ -189,6 +189,18 @@ export interface TableSchema {
   readonly insertOnly?: readonly string[];
 }
 
+/** A saved search (`--search`), kept in `search_results`. */
+export interface SavedSearch {
+  /** The search's name in `search_results.search_name`. */
+  readonly name: string;
+  readonly query: string;
+  readonly mode: 'text' | 'semantic' | 'regex';
+  /** `search_in` (`user_input`, `assistant_output`); absent: the server's default (both). */
+  readonly searchIn?: readonly string[];
+  /** `threshold` (semantic search's least relevance, 0–1); absent: the server's default. */
+  readonly threshold?: number;
+}
+
 /** Injected clock: every part that reads time takes one, so tests can fake it. */
 export interface Clock {
   now(): number;

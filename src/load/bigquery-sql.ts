@@ -220,9 +220,9 @@ export function mergeSql(params: {
     `USING ${tablePath(target, stage)} AS S`,
     `ON ${on.join(' AND ')}`,
   ];
-  // The key bucket is a function of the key: never updated.
+  // The key bucket is a function of the key: never updated; nor are insert-only columns.
   const updates = bigQueryColumns(table)
-    .filter((c) => !keys.has(c.name) && c.name !== KEY_BUCKET_COLUMN)
+    .filter((c) => !keys.has(c.name) && c.name !== KEY_BUCKET_COLUMN && !(table.insertOnly ?? []).includes(c.name))
     .map((c) => `${quoteIdent(c.name)} = S.${quoteIdent(c.name)}`);
   if (updates.length > 0) {
     const v = table.versionColumn === undefined ? undefined : quoteIdent(table.versionColumn);

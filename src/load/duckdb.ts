@@ -7,7 +7,7 @@ import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
-import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
+import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
 
 export interface DuckDbOpenOptions {
   /** While another process holds the file, keep retrying this long. @default 0 (fail at once) */
@@ -182,6 +182,13 @@ export class DuckDbDestination implements Destination {
         this.tables.delete(table);
         this.tables.delete(shadow);
       }
+    });
+  }
+
+  defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
+    return this.serial(async () => {
+      const query = select({ table: (t) => `main.${ident(t)}`, column: ident });
+      await this.connection.run(`CREATE OR REPLACE VIEW main.${ident(name)} AS ${query}`);
     });
   }
 
