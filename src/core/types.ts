@@ -80,6 +80,11 @@ export interface ResourceDefinition {
    * resources that have one.
    */
   readonly countPath?: string;
+  /**
+   * An endpoint answering counts per UTC bucket for the same filters (`/v1/events/timeseries`):
+   * `verify` reconciles a whole range of day- or hour-aligned windows in one request with it.
+   */
+  readonly timeseriesPath?: string;
   /** Largest page the endpoint allows; a sync always asks for this many. */
   readonly maxPageSize: number;
   /** Column types known up front; other fields are inferred from their values. */

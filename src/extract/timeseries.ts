@@ -36,15 +36,16 @@ export async function readTimeseries(
   window: { readonly fromMs: number; readonly toMs: number },
   interval: Interval,
   ctx: CallContext,
+  path: string = TIMESERIES_PATH,
 ): Promise<{ buckets: Bucket[]; total: number }> {
   const query = {
     'timestamp[gte]': new Date(window.fromMs).toISOString(),
     'timestamp[lt]': new Date(window.toMs).toISOString(),
     interval,
   };
-  const body = await client.getJson({ endpoint: TIMESERIES_PATH, path: TIMESERIES_PATH, query, project: scope.header }, ctx);
+  const body = await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx);
   const fail = (what: string): never => {
-    throw new DataError(`expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${TIMESERIES_PATH}, ${what}: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
+    throw new DataError(`expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, ${what}: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
   };
   const data = field(body, 'data');
   const raw = field(data, 'buckets');
