@@ -47,7 +47,7 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
     const d = dir();
     const sources = join(d, 'dbt', 'sources.yml');
     const args = [
-      'sync', '--project', '*', '--resources', 'events,conversations', '--aggregates', '--dbt-sources', sources, '--json',
+      'sync', '--project', '*', '--resources', 'events,conversations,signals', '--aggregates', '--dbt-sources', sources, '--json',
       '--duckdb-path', dbPathOf(d), '--state', statePathOf(d),
       ...SEARCHES.flatMap((s) => ['--search', s.args]),
     ];
@@ -125,7 +125,7 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
     const expectedTables = [...new Set(tables.map((t) => String(t.table_name)))].sort();
     expect(listed.map((t) => t.name).sort()).toEqual(expectedTables);
     expect(expectedTables).toEqual(
-      ['_query_sync_runs', '_query_sync_schema_changes', 'conversation_events', 'conversations', 'event_counts', 'event_facets', 'event_signals', 'events', 'search_results'],
+      ['_query_sync_runs', '_query_sync_schema_changes', 'conversation_events', 'conversations', 'event_counts', 'event_facets', 'event_signals', 'events', 'search_results', 'signals'],
     );
     for (const t of listed) {
       expect(t.columns.map((c) => c.name), t.name).toEqual(tables.filter((c) => c.table_name === t.name).map((c) => c.column_name));
@@ -136,14 +136,24 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
     const out = join(d, 'again.yml');
     const cmd = await runCli(emu, ['dbt-sources', '--duckdb-path', dbPathOf(d), '--out', out]);
     expect(cmd.code, cmd.stderr).toBe(0);
-    expect(cmd.stdout).toMatch(/dbt sources: 9 tables written to/);
+    expect(cmd.stdout).toMatch(/dbt sources: 10 tables written to/);
     expect(readFileSync(out, 'utf8')).toBe(readFileSync(sources, 'utf8'));
     // The new tables are recorded as schema changes of the run that created them.
     const changes = await readTable(d, '_query_sync_schema_changes');
     expect([...new Set(changes.filter((c) => c.change === 'new table').map((c) => c.table_name))].sort()).toEqual(
-      ['conversations', 'event_counts', 'event_facets', 'event_signals', 'events', 'search_results'],
+      ['conversations', 'event_counts', 'event_facets', 'event_signals', 'events', 'search_results', 'signals'],
     );
     expect(jsonLines(second.stderr).filter((l) => l.level >= 50)).toEqual([]);
+
+    // 5. The README's example SQL runs on this warehouse; the completeness check finds nothing.
+    const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+    const blocks = [...readme.matchAll(/<!-- analyst-sql -->\n```sql\n([\s\S]*?)```/g)].map((m) => m[1] ?? '');
+    expect(blocks.length).toBeGreaterThanOrEqual(5);
+    for (const sql of blocks) {
+      const rows = await query(d, sql.replace(/;\s*$/, ''));
+      if (sql.includes('differ')) expect(rows, sql).toEqual([]);
+      else expect(rows.length, sql).toBeGreaterThan(0);
+    }
   }, 120_000);
 
   it('--search is checked when read: name, mode, search_in, threshold; the config file takes a list', async () => {
