@@ -52,6 +52,7 @@ import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigque
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
+import { bridgeScript } from './bigquery-sql.js';
 import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
   assertColumnNames,
@@ -322,6 +323,10 @@ export class BigQueryDestination implements Destination {
     await this.tables.ensureDataset();
     const existing = await this.tables.ensureTable(table);
     await this.tables.addMissingColumns(table, existing, columns);
+    for (const bridge of table.bridges ?? []) {
+      const bridgeColumns = bigQueryColumns(bridge.table);
+      await this.tables.addMissingColumns(bridge.table, await this.tables.ensureTable(bridge.table), bridgeColumns);
+    }
     if (hashes !== undefined && (await this.unchanged(table, hashes))) {
       this.log.info({ table: table.name, rows: rows.length }, 'bigquery full-refresh batch unchanged; nothing loaded or merged');
       return { bytesProcessed: undefined, rowsPerBatch };
@@ -396,6 +401,14 @@ export class BigQueryDestination implements Destination {
     try {
       const load = await this.load(table, stage, staged.file);
       const merge = await this.merge(table, stage, staged.partitions);
+      // Bridge tables right after their parent's MERGE, from the parent rows as stored. Not in the
+      // MERGE's transaction: a crash between the two leaves the batch unacknowledged, so its
+      // checkpoint is not written and the resumed run writes both again (each is idempotent).
+      const parentColumns = new Set(columns.map((c) => c.name));
+      for (const bridge of table.bridges ?? []) {
+        const sql = bridgeScript({ target: this.target, parent: table, bridge, stage, parentHasSource: parentColumns.has(bridge.sourceColumn) });
+        await this.jobs.run(this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name), `qs_bridge_${bridge.table.name}_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+      }
       const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
       const bytesProcessed = bytes === undefined || bytes === null ? undefined : Number(bytes);
       this.log.info(

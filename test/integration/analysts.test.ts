@@ -35,7 +35,7 @@ async function query(d: string, sql: string): Promise<Record<string, unknown>[]>
 }
 
 const PROJECTS = ['alpha', 'beta', 'default'];
-const SEARCHES = [
+const SEARCHES: readonly { name: string; args: string; params: Record<string, string> }[] = [
   { name: 'refunds', args: 'refunds=refund', params: { query: 'refund', mode: 'text' } },
   { name: 'denied', args: 'denied=access denied,mode=text,search_in=assistant_output', params: { query: 'access denied', mode: 'text', search_in: 'assistant_output' } },
   { name: 'orders', args: 'orders=order #\\d+,mode=regex', params: { query: 'order #\\d+', mode: 'regex' } },
@@ -143,7 +143,7 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
     expect([...new Set(changes.filter((c) => c.change === 'new table').map((c) => c.table_name))].sort()).toEqual(
       ['conversations', 'event_counts', 'event_facets', 'event_signals', 'events', 'search_results', 'signals'],
     );
-    expect(jsonLines(second.stderr).filter((l) => l.level >= 50)).toEqual([]);
+    expect(jsonLines(second.stderr).filter((l) => Number(l.level) >= 50)).toEqual([]);
 
     // 5. The README's example SQL runs on this warehouse; the completeness check finds nothing.
     const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');

@@ -1,8 +1,13 @@
 import { join } from 'node:path';
+import { PassThroughClient } from 'google-auth-library';
+import nock from 'nock';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
+import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { tempDir } from '../fakes/tmp.js';
 
@@ -98,5 +103,42 @@ describe('event_signals: the bridge written with the events, in the same transac
     } finally {
       await db.close();
     }
+  });
+});
+
+describe('event_signals in BigQuery (the real client, the strict double): rewritten right after the events MERGE', () => {
+  afterEach(() => {
+    nock.cleanAll();
+  });
+
+  it('holds the unnested arrays; a re-read event with fewer or no signals keeps exactly its new ones, in one script after the MERGE', async () => {
+    nock.disableNetConnect();
+    const fake = new FakeBigQuery('proj');
+    fake.install();
+    const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+    const bridgeRows = (): unknown[] =>
+      fake
+        .rows('sync', 'event_signals')
+        .map((r) => [String(r.project_id), String(r.event_id), Number(String(r.ordinal)), r.signal_id ?? null, r.signal_name ?? null, r.score === null || r.score === undefined ? null : Number(String(r.score)), r._run_id])
+        .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+    const t = new SchemaTracker(events, undefined, 'run-1');
+    const write = async (tracker: SchemaTracker, records: readonly ApiRecord[], project: string): Promise<void> => {
+      const rows = records.map((r) => tracker.normalize(r, project, ts));
+      await dest.write({ table: tracker.schema, rows });
+    };
+    await write(t, [{ id: 'e1', timestamp: ts, signals: [sig('s1', 0.5), sig('s2', 1)] }, { id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] }] as ApiRecord[], 'alpha');
+    expect(bridgeRows()).toEqual([
+      ['alpha', 'e1', 0, 's1', 'name of s1', 0.5, 'run-1'],
+      ['alpha', 'e1', 1, 's2', 'name of s2', 1, 'run-1'],
+      ['alpha', 'e2', 0, 's2', 'name of s2', 0.75, 'run-1'],
+    ]);
+    const t2 = new SchemaTracker(events, await dest.describe('events'), 'run-2');
+    await write(t2, [{ id: 'e1', timestamp: ts, signals: [sig('s3', 0.25)] }, { id: 'e2', timestamp: ts }] as ApiRecord[], 'alpha');
+    expect(bridgeRows()).toEqual([['alpha', 'e1', 0, 's3', 'name of s3', 0.25, 'run-2']]);
+    // The script ran after the MERGE, as one transaction.
+    const scripts = fake.queries.map((q) => q.query).filter((q) => q.startsWith('BEGIN TRANSACTION;'));
+    expect(scripts).toHaveLength(2);
+    expect(scripts[1]).toMatch(/^BEGIN TRANSACTION;\nDELETE FROM `proj`\.`sync`\.`event_signals` AS B WHERE EXISTS[\s\S]*UNNEST\(JSON_QUERY_ARRAY\(T\.`signals`\)\) AS E WITH OFFSET AS O[\s\S]*COMMIT TRANSACTION;$/);
+    await dest.close();
   });
 });
