@@ -48,21 +48,31 @@ export function ident(name: string): string {
 
 /**
  * The statements that rewrite a bridge table for the parent keys of a staged batch, run after the
- * parent's MERGE in the same transaction: delete the bridge rows of every parent key in the stage,
- * then unnest the array of those parents as now stored (so a parent row an older copy did not
- * replace keeps its bridge rows as they were, and a re-read with fewer elements leaves exactly the
- * new ones). A parent whose array column does not exist yet (never seen) only has rows deleted.
+ * parent's MERGE in the same transaction: delete the bridge rows of every parent key the batch
+ * wrote, then unnest the staged arrays of those parents (what the MERGE just stored). A staged row
+ * the MERGE did not apply (an older copy: its version is below the stored one) leaves its parent's
+ * bridge rows as they were. Reading the stage, not the table, keeps each write's cost to its own
+ * rows (the parent's JSON column is never scanned whole). A parent whose array column does not
+ * exist yet (never seen) only has rows deleted.
  */
 export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: string, parentHasSource: boolean): string[] {
   const [projectKey, parentKey] = parent.key as [string, string];
   const b = bridge.definition;
   const table = `main.${ident(bridge.table.name)}`;
-  const staged = `SELECT DISTINCT ${ident(projectKey)} AS p, ${ident(parentKey)} AS k FROM temp.main.${ident(stage)}`;
+  const p = ident(projectKey);
+  const k = ident(parentKey);
+  const v = parent.versionColumn === undefined ? undefined : ident(parent.versionColumn);
+  const versionType = parent.columns.find((c) => c.name === parent.versionColumn)?.type ?? 'string';
+  // The staged rows the MERGE applied: every one, or with a version, those not older than the stored row.
+  const applied =
+    v === undefined
+      ? `SELECT * FROM temp.main.${ident(stage)}`
+      : `SELECT s.* FROM temp.main.${ident(stage)} AS s WHERE NOT EXISTS (SELECT 1 FROM main.${ident(parent.name)} AS t WHERE t.${p} = s.${p} AND t.${k} = s.${k} AND t.${v} > CAST(s.${v} AS ${duckdbType(versionType)}))`;
   const statements = [
-    `DELETE FROM ${table} AS b WHERE EXISTS (SELECT 1 FROM (${staged}) AS s WHERE s.p = b.${ident('project_id')} AND s.k = b.${ident(b.parentColumn)})`,
+    `DELETE FROM ${table} AS b WHERE EXISTS (SELECT 1 FROM (${applied}) AS s WHERE s.${p} = b.${ident('project_id')} AND s.${k} = b.${ident(b.parentColumn)})`,
   ];
   if (!parentHasSource) return statements;
-  const src = `t.${ident(bridge.sourceColumn)}`;
+  const src = `CAST(s.${ident(bridge.sourceColumn)} AS JSON)`;
   const fields = b.elementFields.map((f) => {
     const path = sqlString(`$.${JSON.stringify(f.field)}`);
     const extracted = f.type === 'string' ? `json_extract_string(j.value, ${path})` : `TRY_CAST(json_extract(j.value, ${path}) AS ${duckdbType(f.type)})`;
@@ -71,9 +81,9 @@ export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: stri
   const columns = bridge.table.columns.map((c) => ident(c.name));
   statements.push(
     `INSERT INTO ${table} (${columns.join(', ')})
-SELECT t.${ident(projectKey)}, t.${ident(parentKey)}, CAST(j.key AS BIGINT), ${fields.join(', ')}, j.value, t.${ident('_synced_at')}, t.${ident('_run_id')}
-FROM main.${ident(parent.name)} AS t, json_each(${src}) AS j
-WHERE json_type(${src}) = 'ARRAY' AND EXISTS (SELECT 1 FROM (${staged}) AS s WHERE s.p = t.${ident(projectKey)} AND s.k = t.${ident(parentKey)})`,
+SELECT s.${p}, s.${k}, CAST(j.key AS BIGINT), ${fields.join(', ')}, j.value, CAST(s.${ident('_synced_at')} AS TIMESTAMPTZ), s.${ident('_run_id')}
+FROM (${applied}) AS s, json_each(${src}) AS j
+WHERE json_type(${src}) = 'ARRAY'`,
   );
   return statements;
 }
