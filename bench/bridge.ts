@@ -12,7 +12,7 @@ import { DuckDbDestination } from '../src/load/duckdb.js';
 import { SchemaTracker } from '../src/normalize/normalize.js';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 30_000);
-const BATCH = 5_000;
+const BATCH = Number(process.env.BENCH_BATCH ?? 5_000);
 
 async function run(resource: ResourceDefinition): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'bridge-bench-'));

@@ -47,7 +47,7 @@ import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery
 import { silentLogger, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
@@ -459,6 +459,15 @@ export class BigQueryDestination implements Destination {
     const sql = mergeSql({ target: this.target, table, stage, ...(partitions === undefined ? {} : { partitions }) });
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
     return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+  }
+
+  /** `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`). */
+  async defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
+    if (this.dryRun) return;
+    await this.tables.ensureDataset();
+    const query = select({ table: (t) => tablePath(this.target, t), column: quoteIdent });
+    const sql = `CREATE OR REPLACE VIEW ${tablePath(this.target, name)} AS ${query}`;
+    await this.jobs.run(this.subject(`definition of view ${name}`, name), `qs_view_${name}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
   }
 
   private async dropStage(table: TableSchema, stage: string): Promise<void> {

@@ -48,14 +48,14 @@ export function ident(name: string): string {
 
 /**
  * The statements that rewrite a bridge table for the parent keys of a staged batch, run after the
- * parent's MERGE in the same transaction: delete the bridge rows of every parent key the batch
- * wrote, then unnest the staged arrays of those parents (what the MERGE just stored). A staged row
- * the MERGE did not apply (an older copy: its version is below the stored one) leaves its parent's
- * bridge rows as they were. Reading the stage, not the table, keeps each write's cost to its own
- * rows (the parent's JSON column is never scanned whole). A parent whose array column does not
- * exist yet (never seen) only has rows deleted.
+ * parent's MERGE in the same transaction: delete the bridge rows of every parent key the MERGE
+ * applied, then unnest those staged arrays (what the MERGE just stored). A staged row the MERGE did
+ * not apply (an older copy: its version is below the stored one) leaves its parent's bridge rows as
+ * they were. Reading the stage, not the table, keeps each write's cost to its own rows (the
+ * parent's JSON column is never scanned whole). `hasArrays`: some staged row carries the array
+ * (otherwise there is nothing to insert, only rows to delete).
  */
-export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: string, parentHasSource: boolean): string[] {
+export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: string, hasArrays: boolean): string[] {
   const [projectKey, parentKey] = parent.key as [string, string];
   const b = bridge.definition;
   const table = `main.${ident(bridge.table.name)}`;
@@ -63,15 +63,21 @@ export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: stri
   const k = ident(parentKey);
   const v = parent.versionColumn === undefined ? undefined : ident(parent.versionColumn);
   const versionType = parent.columns.find((c) => c.name === parent.versionColumn)?.type ?? 'string';
-  // The staged rows the MERGE applied: every one, or with a version, those not older than the stored row.
-  const applied =
-    v === undefined
-      ? `SELECT * FROM temp.main.${ident(stage)}`
-      : `SELECT s.* FROM temp.main.${ident(stage)} AS s WHERE NOT EXISTS (SELECT 1 FROM main.${ident(parent.name)} AS t WHERE t.${p} = s.${p} AND t.${k} = s.${k} AND t.${v} > CAST(s.${v} AS ${duckdbType(versionType)}))`;
+  // After the MERGE, a staged row was applied when the stored version is not above it (an
+  // equi-join, which DuckDB hashes; a NOT EXISTS here was measured ten times slower).
+  const appliedWhere = (extra?: string): string => {
+    const conditions = [
+      ...(v === undefined ? [] : [`(t.${v} IS NULL OR t.${v} <= CAST(s.${v} AS ${duckdbType(versionType)}))`]),
+      ...(extra === undefined ? [] : [extra]),
+    ];
+    const join = v === undefined ? '' : ` JOIN main.${ident(parent.name)} AS t ON t.${p} = s.${p} AND t.${k} = s.${k}`;
+    return `SELECT s.* FROM temp.main.${ident(stage)} AS s${join}${conditions.length === 0 ? '' : ` WHERE ${conditions.join(' AND ')}`}`;
+  };
+  const applied = appliedWhere();
   const statements = [
     `DELETE FROM ${table} AS b WHERE EXISTS (SELECT 1 FROM (${applied}) AS s WHERE s.${p} = b.${ident('project_id')} AND s.${k} = b.${ident(b.parentColumn)})`,
   ];
-  if (!parentHasSource) return statements;
+  if (!hasArrays) return statements;
   const src = `CAST(s.${ident(bridge.sourceColumn)} AS JSON)`;
   const fields = b.elementFields.map((f) => {
     const path = sqlString(`$.${JSON.stringify(f.field)}`);
@@ -82,7 +88,7 @@ export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: stri
   statements.push(
     `INSERT INTO ${table} (${columns.join(', ')})
 SELECT s.${p}, s.${k}, CAST(j.key AS BIGINT), ${fields.join(', ')}, j.value, CAST(s.${ident('_synced_at')} AS TIMESTAMPTZ), s.${ident('_run_id')}
-FROM (${applied}) AS s, json_each(${src}) AS j
+FROM (${appliedWhere(`s.${ident(bridge.sourceColumn)} IS NOT NULL`)}) AS s, json_each(${src}) AS j
 WHERE json_type(${src}) = 'ARRAY'`,
   );
   return statements;

@@ -375,7 +375,8 @@ export class DuckDbDestination implements Destination {
         try {
           await this.connection.run(mergeSql(table, stage));
           for (const bridge of bridges) {
-            for (const sql of bridgeSql(table, bridge, stage, known?.has(bridge.sourceColumn) === true)) await this.connection.run(sql);
+            const hasArrays = known?.has(bridge.sourceColumn) === true && rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
+            for (const sql of bridgeSql(table, bridge, stage, hasArrays)) await this.connection.run(sql);
           }
           await this.connection.run('COMMIT');
         } catch (error) {
