@@ -371,14 +371,16 @@ export class DuckDbDestination implements Destination {
       } else {
         // The parent rows and their bridge rows in one transaction: readers never see one without the other.
         const known = this.tables.get(table.name);
-        await this.connection.run('BEGIN TRANSACTION');
+        // One call for the whole transaction: each statement sent on its own costs a round trip
+        // through the binding's thread pool, which was most of a small batch's time.
+        const statements = ['BEGIN TRANSACTION', mergeSql(table, stage)];
+        for (const bridge of bridges) {
+          const hasArrays = known?.has(bridge.sourceColumn) === true && rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
+          statements.push(...bridgeSql(table, bridge, stage, hasArrays));
+        }
+        statements.push('COMMIT');
         try {
-          await this.connection.run(mergeSql(table, stage));
-          for (const bridge of bridges) {
-            const hasArrays = known?.has(bridge.sourceColumn) === true && rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
-            for (const sql of bridgeSql(table, bridge, stage, hasArrays)) await this.connection.run(sql);
-          }
-          await this.connection.run('COMMIT');
+          await this.connection.run(statements.join(';\n'));
         } catch (error) {
           await this.connection.run('ROLLBACK').catch(() => undefined);
           throw error;
