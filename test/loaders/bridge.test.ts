@@ -3,12 +3,14 @@ import { PassThroughClient } from 'google-auth-library';
 import nock from 'nock';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
 import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
+import { defineViews } from '../../src/pipeline/views.js';
 import { tempDir } from '../fakes/tmp.js';
 
 const dirs: Array<{ cleanup(): void }> = [];
@@ -139,6 +141,17 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
     const scripts = fake.queries.map((q) => q.query).filter((q) => q.startsWith('BEGIN TRANSACTION;'));
     expect(scripts).toHaveLength(2);
     expect(scripts[1]).toMatch(/^BEGIN TRANSACTION;\nDELETE FROM `proj`\.`sync`\.`event_signals` AS B WHERE EXISTS[\s\S]*UNNEST\(JSON_QUERY_ARRAY\(T\.`signals`\)\) AS E WITH OFFSET AS O[\s\S]*COMMIT TRANSACTION;$/);
+
+    // The conversation_events view, over the tables as they are (its columns follow theirs).
+    const c = new SchemaTracker(conversations, undefined, 'run-2');
+    const convo = [c.normalize({ id: 'c1', started_at: ts, last_message_at: ts, message_count: 2 }, 'alpha', ts)];
+    await dest.write({ table: c.schema, rows: convo });
+    await write(t2, [{ id: 'e3', timestamp: ts, convo_id: 'c1' }] as ApiRecord[], 'alpha');
+    expect(await defineViews(dest, pino({ level: 'silent' }))).toEqual(['conversation_events']);
+    const view = fake.queries.map((q) => q.query).find((q) => q.startsWith('CREATE OR REPLACE VIEW'));
+    expect(view).toMatch(/^CREATE OR REPLACE VIEW `proj`\.`sync`\.`conversation_events` AS SELECT e\.`project_id`, [\s\S]*ROW_NUMBER\(\) OVER \(PARTITION BY e\.`project_id`, e\.`convo_id` ORDER BY e\.`timestamp`, e\.`id`\) AS `turn`, c\.`started_at` AS `convo_started_at`[\s\S]* LEFT JOIN `proj`\.`sync`\.`conversations` AS c ON /);
+    const columns = (await dest.describe('conversation_events'))?.map((col) => `${col.name}:${col.type}`);
+    expect(columns).toEqual(expect.arrayContaining(['convo_id:string', 'turn:int64', 'convo_started_at:timestamp', 'convo_message_count:int64', '_run_id:string']));
     await dest.close();
   });
 });
