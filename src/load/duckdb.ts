@@ -265,7 +265,9 @@ export class DuckDbDestination implements Destination {
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
-      for (const bridge of table.bridges ?? []) await this.ensureTable(bridge.table);
+      // A bridge table is made once its parent has the array column (before, it could hold nothing).
+      const withArrays = this.tables.get(table.name);
+      for (const bridge of table.bridges ?? []) if (withArrays?.has(bridge.sourceColumn) === true) await this.ensureTable(bridge.table);
       await this.upsert(table, rows, warnings, { reattached: 0 });
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
@@ -365,17 +367,18 @@ export class DuckDbDestination implements Destination {
       appender.closeSync();
     }
     try {
-      const bridges = table.bridges ?? [];
+      // A parent table without the array column has never had bridge rows: nothing to rewrite.
+      const known = this.tables.get(table.name);
+      const bridges = (table.bridges ?? []).filter((b) => known?.has(b.sourceColumn) === true);
       if (bridges.length === 0) {
         await this.connection.run(mergeSql(table, stage));
       } else {
         // The parent rows and their bridge rows in one transaction: readers never see one without the other.
-        const known = this.tables.get(table.name);
         // One call for the whole transaction: each statement sent on its own costs a round trip
         // through the binding's thread pool, which was most of a small batch's time.
         const statements = ['BEGIN TRANSACTION', mergeSql(table, stage)];
         for (const bridge of bridges) {
-          const hasArrays = known?.has(bridge.sourceColumn) === true && rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
+          const hasArrays = rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
           statements.push(...bridgeSql(table, bridge, stage, hasArrays));
         }
         statements.push('COMMIT');

@@ -104,7 +104,8 @@ export class SchemaTracker {
     this.claim(SYNCED_AT_COLUMN, 'meta', 'timestamp');
     // After the existing columns would be more natural, but a name must be claimed before fields:
     // a table created before `_run_id` existed gets it by the usual ALTER TABLE ADD COLUMN.
-    this.claim(RUN_ID_COLUMN, 'meta', 'string');
+    this.owners.set(RUN_ID_COLUMN, 'meta');
+    if (runId !== undefined) this.claim(RUN_ID_COLUMN, 'meta', 'string');
     this.claim(resource.key, `field:${resource.key}`, resource.columns?.[resource.key] ?? 'string');
     this.fieldColumns.set(resource.key, resource.key);
     for (const column of existing ?? []) {
@@ -187,7 +188,7 @@ export class SchemaTracker {
       row[variant] = typeof variantCell === 'string' ? this.wellFormed(variantCell, field, key, variantType === 'json') : variantCell;
     }
     row[SYNCED_AT_COLUMN] = syncedAt;
-    row[RUN_ID_COLUMN] = this.runId ?? null;
+    if (this.runId !== undefined) row[RUN_ID_COLUMN] = this.runId;
     return row;
   }
 
