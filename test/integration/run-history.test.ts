@@ -18,7 +18,11 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     const first = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--exclude-columns', 'events.model', ...files]);
     expect(first.code, first.stderr).toBe(0);
     const created = jsonLines(first.stderr).filter((l) => String(l.msg).startsWith('schema change:'));
-    expect(created.map((l) => l.msg).sort()).toEqual([expect.stringMatching(/^schema change: new table events \(\d+ columns\)$/), expect.stringMatching(/^schema change: new table users \(\d+ columns\)$/)]);
+    expect(created.map((l) => l.msg).sort()).toEqual([
+      expect.stringMatching(/^schema change: new table event_signals \(9 columns\)$/),
+      expect.stringMatching(/^schema change: new table events \(\d+ columns\)$/),
+      expect.stringMatching(/^schema change: new table users \(\d+ columns\)$/),
+    ]);
 
     emu.addEvents('alpha', 5);
     const second = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--json', ...files]);
