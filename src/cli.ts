@@ -3,6 +3,7 @@ import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { cancelOnSignals } from './commands/stop.js';
+import { fitToTerminal } from './commands/terminal-lines.js';
 import {
   ENV,
   OPTIONS,
@@ -22,7 +23,9 @@ import { envName, type CommandName, type OptionSpec } from './options.js';
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
 const print = (line: string): void => {
-  process.stdout.write(`${line}\n`);
+  // On a terminal, a long line is broken at spaces rather than mid-word (see terminal-lines.ts).
+  const lines = process.stdout.isTTY === true ? fitToTerminal(line, process.stdout.columns) : [line];
+  process.stdout.write(`${lines.join('\n')}\n`);
 };
 
 /**

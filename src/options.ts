@@ -156,7 +156,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'progress-interval', kind: 'duration', group: 'Logging and output', defaultText: d.progressInterval, describe: 'not on a TTY: a progress log line this often', commands: RUN },
     { name: 'dbt-sources', kind: 'path', group: 'Logging and output', describe: 'after the sync, write a dbt sources.yml describing every table and column here', commands: ['sync'] },
     { name: 'out', kind: 'path', group: 'Logging and output', defaultText: 'sources.yml', describe: 'the dbt sources.yml to write', commands: ['dbt-sources'] },
-    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync: the run summary as one object, for schedulers)', commands: ['sync', 'check', 'plan', 'status'] },
+    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync, backfill: the run summary as one object, for schedulers)', commands: ['sync', 'backfill', 'check', 'plan', 'status'] },
   ];
 }
 

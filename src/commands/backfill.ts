@@ -13,7 +13,7 @@ import type { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
-import { openRunState, type CommandIo } from './sync.js';
+import { failedRunJson, openRunState, runJson, type CommandIo } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.
@@ -31,7 +31,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let code: number;
   try {
     state = await openRunState(config, 'backfill', { clock, logger, stop });
-    destination = await openDestination(config, logger, io.print);
+    destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
     const options = {
       resources: config.resources,
       project: config.project,
@@ -104,12 +104,26 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     }
     const failed = streams.find((s) => s.outcome !== 'ok');
     code = reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
-    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
-    output = summaryLines(streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
-    if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
+    if (config.json) {
+      const run = runJson('backfill', { ...summary, streams }, code);
+      const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));
+      output = [
+        JSON.stringify({
+          ...run,
+          from: summary.from,
+          to: summary.to,
+          streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
+          ...(reason === undefined ? {} : { stopped: reason.stopCause }),
+        }),
+      ];
+    } else {
+      const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
+      output = summaryLines(streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
+      if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
+    }
   } catch (error) {
-    output = [`backfill FAILED: ${(error as Error).message}`];
     code = exitCodeFor(error);
+    output = config.json ? [JSON.stringify(failedRunJson('backfill', error, code))] : [`backfill FAILED: ${(error as Error).message}`];
   } finally {
     stop.dispose();
     // The summary is printed last: after the display's last frame, the logs, and closing files.

@@ -59,6 +59,8 @@ export const DEFAULT_MAX_RETRY_AFTER_MS = 300_000;
 
 /** Waits at least this long are logged at info with their reason (shorter ones at debug). */
 export const LONG_WAIT_MS = 5_000;
+/** At most one long-wait line per endpoint (and per kind: budget, 429) in this interval. */
+export const WAIT_LOG_INTERVAL_MS = 30_000;
 
 /** `code` of the error an attempt ends with when it passes `TimeoutOptions.requestMs`. */
 export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
@@ -138,6 +140,8 @@ export class ApiClient {
   private readonly requestMs: number;
   private readonly maxRetryAfterMs: number;
   private readonly longWaitMs: number;
+  /** Per endpoint and kind of wait: when the last long-wait line was logged (one line per interval). */
+  private readonly waitLogged = new Map<string, number>();
 
   constructor(options: ApiClientOptions) {
     this.options = options;
@@ -177,6 +181,17 @@ export class ApiClient {
     }
   }
 
+  /**
+   * Whether a long-wait line of this kind is due: requests of many lanes wait on the same endpoint
+   * at once (per-event traces: hundreds), and one line per interval says as much as one per request.
+   */
+  private firstWaitLineIn(kind: string, now: number): boolean {
+    const last = this.waitLogged.get(kind);
+    if (last !== undefined && now - last < WAIT_LOG_INTERVAL_MS) return false;
+    this.waitLogged.set(kind, now);
+    return true;
+  }
+
   private async getJsonUnredacted(req: ApiRequest, ctx: CallContext): Promise<JsonValue> {
     const { clock, logger, budget } = this.options;
     const url = this.url(req);
@@ -192,10 +207,11 @@ export class ApiClient {
         response = await budget.schedule(req.endpoint, () => {
           const waited = clock.now() - queuedAt;
           ctx.stats.waitedMs += waited;
-          if (waited >= this.longWaitMs) {
+          if (waited >= this.longWaitMs && this.firstWaitLineIn(`budget ${req.endpoint}`, clock.now())) {
             logger.info(
               { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, waitedMs: waited },
-              `waited ${Math.round(waited / 1000)} s for the request budget of ${req.endpoint} (rate limits, or a pause after a 429)`,
+              `waited ${Math.round(waited / 1000)} s for the request budget of ${req.endpoint} (rate limits, or a pause after a 429); ` +
+                `other waits on it are logged at most every ${Math.round(WAIT_LOG_INTERVAL_MS / 1000)} s (the summary counts them all)`,
             );
           }
           return this.send(url, req.project, ctx.signal);
@@ -235,7 +251,7 @@ export class ApiClient {
           rateLimited += 1;
           ctx.stats.rateLimited += 1;
           this.checkRetryAfter(decision.retryAfterMs, response, req, ctx);
-          if ((decision.retryAfterMs ?? 0) >= this.longWaitMs) {
+          if ((decision.retryAfterMs ?? 0) >= this.longWaitMs && this.firstWaitLineIn(`429 ${req.endpoint}`, clock.now())) {
             logger.info(
               { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, retryAfterMs: decision.retryAfterMs },
               `rate limited (429): the server asked to wait ${Math.round((decision.retryAfterMs ?? 0) / 1000)} s; ${req.endpoint} pauses that long`,
@@ -322,16 +338,25 @@ export class ApiClient {
       accept: 'application/json',
     };
     if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(), this.requestMs);
-    const combined = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);
+    // One controller per attempt, aborted by the deadline or by the run's signal. Not
+    // `AbortSignal.any`: it leaves a listener on the run's long-lived signal per request (Node warns
+    // after 10, and the warning tears the live display); this one is removed when the attempt ends.
+    const attempt = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      attempt.abort();
+    }, this.requestMs);
+    const onRunAbort = (): void => attempt.abort(signal?.reason);
+    if (signal?.aborted === true) onRunAbort();
+    else signal?.addEventListener('abort', onRunAbort, { once: true });
     try {
-      const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: combined });
+      const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: attempt.signal });
       const text = await res.body.text();
       const retryAfter = res.headers['retry-after'];
       return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
     } catch (error) {
-      if (deadline.signal.aborted && signal?.aborted !== true) {
+      if (timedOut && signal?.aborted !== true) {
         throw Object.assign(
           new Error(`no complete response within ${formatDuration(this.requestMs)} (request deadline, --request-timeout)`, { cause: error }),
           { code: REQUEST_DEADLINE_CODE },
@@ -340,6 +365,7 @@ export class ApiClient {
       throw error;
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onRunAbort);
     }
   }
 

@@ -96,7 +96,7 @@ describe('DuckDbDestination', () => {
     await db.close();
   });
 
-  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', async () => {
+  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', { tags: ['slow'], timeout: 180_000 }, async () => {
     const path = dbPath();
     const t = new SchemaTracker(events);
     const batch = (from: number, n: number): ReturnType<SchemaTracker['normalize']>[] =>
@@ -117,16 +117,16 @@ describe('DuckDbDestination', () => {
     expect(summary).toEqual({ n: 12_000n, ids: 12_000n, lo: 0 });
     expect(await check.query("SELECT id FROM events WHERE user_input NOT LIKE split_part(id, 'e', 2) || ' %'")).toEqual([]);
     await check.close();
-  }, 60_000);
+  });
 
-  it('never raises its memory limit: rows too large for it fail the write, naming the setting', async () => {
+  it('never raises its memory limit: rows too large for it fail the write, naming the setting', { tags: ['slow'], timeout: 180_000 }, async () => {
     const t = new SchemaTracker(events);
     // 120 rows of ~600 KB at 16MB: DuckDB's checkpoint rewrites them in memory, which cannot fit.
     const rows = Array.from({ length: 120 }, (_, i) => t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at));
     const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
     await expect(db.write({ table: t.schema, rows })).rejects.toThrow(/DuckDB's memory limit is 16MB and is not raised on its own[\s\S]*Set --duckdb-memory-limit higher/);
     await db.close();
-  }, 60_000);
+  });
 
   it('a row that does not fit the memory limit alone fails clearly, naming the setting to change', async () => {
     const t = new SchemaTracker(events);
