@@ -42,6 +42,8 @@ async function expectedBridge(db: DuckDbDestination): Promise<unknown[]> {
 }
 
 async function bridge(db: DuckDbDestination): Promise<unknown[]> {
+  // Made once the events table has a signals column (before, it could hold nothing).
+  if ((await db.describe('event_signals')) === undefined) return [];
   const rows = await db.query(`SELECT project_id, event_id, ordinal, signal_id, signal_name, score FROM event_signals ORDER BY project_id, event_id, ordinal`);
   return rows.map((r) => [r.project_id, r.event_id, r.ordinal, r.signal_id, r.signal_name, r.score]);
 }
