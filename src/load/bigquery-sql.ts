@@ -320,9 +320,11 @@ export function bridgeScript(params: {
       return f.type === 'string' ? value : `SAFE_CAST(${value} AS ${bigqueryType(f.type)})`;
     });
     const columns = bridge.table.columns.map((c) => q(c.name));
+    // The parent's metadata columns (a writer without a run id has no `_run_id` in its schema).
+    const meta = (name: string, type: string): string => (parent.columns.some((c) => c.name === name) ? `T.${q(name)}` : `CAST(NULL AS ${type})`);
     lines.push(
       `INSERT INTO ${table} (${columns.join(', ')})`,
-      `SELECT ${[`T.${q(projectKey)}`, `T.${q(parentKey)}`, 'O', ...fields, 'E', `T.${q('_synced_at')}`, `T.${q('_run_id')}`].join(', ')}`,
+      `SELECT ${[`T.${q(projectKey)}`, `T.${q(parentKey)}`, 'O', ...fields, 'E', meta('_synced_at', 'TIMESTAMP'), meta('_run_id', 'STRING')].join(', ')}`,
       `FROM ${tablePath(target, parent.name)} AS T, UNNEST(JSON_QUERY_ARRAY(T.${q(bridge.sourceColumn)})) AS E WITH OFFSET AS O`,
       `WHERE ${inStage('T', projectKey, parentKey)};`,
     );

@@ -85,9 +85,11 @@ export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: stri
     return `CASE WHEN json_type(j.value) = 'OBJECT' THEN ${extracted} END`;
   });
   const columns = bridge.table.columns.map((c) => ident(c.name));
+  // The parent's metadata as staged (a writer without a run id stages no `_run_id`).
+  const meta = (name: string, type: string): string => (parent.columns.some((c) => c.name === name) ? `CAST(s.${ident(name)} AS ${type})` : `CAST(NULL AS ${type})`);
   statements.push(
     `INSERT INTO ${table} (${columns.join(', ')})
-SELECT s.${p}, s.${k}, CAST(j.key AS BIGINT), ${fields.join(', ')}, j.value, CAST(s.${ident('_synced_at')} AS TIMESTAMPTZ), s.${ident('_run_id')}
+SELECT s.${p}, s.${k}, CAST(j.key AS BIGINT), ${fields.join(', ')}, j.value, ${meta('_synced_at', 'TIMESTAMPTZ')}, ${meta('_run_id', 'VARCHAR')}
 FROM (${appliedWhere(`s.${ident(bridge.sourceColumn)} IS NOT NULL`)}) AS s, json_each(${src}) AS j
 WHERE json_type(${src}) = 'ARRAY'`,
   );
