@@ -27,6 +27,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/big-rows.test.ts', // memory bounds: the data size is the point
   'test/integration/run-history.test.ts', // eight CLI runs into one warehouse
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
+  'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));

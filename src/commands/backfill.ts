@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { BackfillConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -55,6 +56,8 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     }
     const tables = config.resources.map((r) => r.name);
     const columnsBefore = await columnsOf(destination, tables);
+    // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
+    const runId = randomUUID();
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runBackfill(
@@ -66,6 +69,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         batchRows: config.batchRows,
         batchBytes: config.batchBytes,
         signal: stop.signal,
+        runId,
       },
       { client, destination, state, clock, logger },
       backfillProgressHooks(runtime.tracker),
@@ -87,6 +91,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         },
         schemaChanges(columnsBefore, await columnsOf(destination, tables)),
         logger,
+        runId,
       );
     }
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
@@ -9,6 +10,10 @@ import { planSync, toProgressPlan } from '../pipeline/plan.js';
 import { runSync, type RunSummary } from '../pipeline/run.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
+import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pipeline/aggregates.js';
+import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../pipeline/searches.js';
+import { defineViews } from '../pipeline/views.js';
+import { writeDbtSources } from './dbt-sources.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
@@ -65,7 +70,9 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       if (plan !== undefined) runtime.tracker.setPlan(toProgressPlan(plan));
     }
     const tables = config.resources.map((r) => r.name);
-    const columnsBefore = await columnsOf(destination, tables);
+    const columnsBefore = await columnsOf(destination, [...tables, ...analystTables(config)]);
+    // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
+    const runId = randomUUID();
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runSync(
@@ -84,14 +91,19 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: stop.signal,
+        runId,
       },
       { client, destination: runDestination, state: runState, clock, logger },
       syncProgressHooks(runtime.tracker),
     );
     runtime.tracker.finish();
     runtime.display.stop();
+    // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then).
+    const extra = config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger }, stop.signal);
     const reason = stop.reason;
-    const streams = reason === undefined ? summary.streams : summary.streams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));
+    const allStreams = [...summary.streams, ...extra];
+    const streams = reason === undefined ? allStreams : allStreams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));
+    const runOk = summary.ok && extra.every((s) => s.outcome === 'ok');
     const refreshLines: string[] = [];
     if (config.fullRefresh === true) {
       const finished = (resource: string): boolean =>
@@ -100,7 +112,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       if (outcome.replaced.length > 0) refreshLines.push(`full refresh: replaced ${outcome.replaced.join(', ')} (each in one transaction) and their marks`);
       if (outcome.keptAsWas.length > 0) refreshLines.push(`full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`);
     }
-    const runId = config.dryRun
+    const recordedRunId = config.dryRun
       ? undefined
       : await recordRun(
           destination,
@@ -112,9 +124,20 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
             settings: runSettings(config),
             secrets,
           },
-          schemaChanges(columnsBefore, await columnsOf(destination, tables)),
+          schemaChanges(columnsBefore, await columnsOf(destination, [...tables, ...analystTables(config)])),
           logger,
+          runId,
         );
+    if (!config.dryRun) {
+      await defineViews(destination, logger);
+      if (config.dbtSourcesPath !== undefined) {
+        const path = await writeDbtSources(destination, config.dbtSourcesPath, { destination: config.destination, bigquery: config.bigquery }).catch((error: unknown) => {
+          logger.warn({ err: (error as Error).message }, `could not write the dbt sources to ${config.dbtSourcesPath ?? ''}`);
+          return undefined;
+        });
+        if (path !== undefined) logger.info({ path }, `dbt sources written to ${path}`);
+      }
+    }
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
     const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
     for (const s of streams) {
@@ -127,11 +150,11 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     code = reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, streams }, code), ...(runId === undefined ? {} : { runId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
+      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
       : [
           ...warnings.map((w) => `WARNING: ${w}`),
           ...refreshLines,
-          ...summaryLines(streams, `sync ${summary.ok ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s`),
+          ...summaryLines(streams, `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s`),
           ...stopped,
         ];
   } catch (error) {
@@ -290,4 +313,26 @@ export function runSettings(config: SyncConfig): Record<string, unknown> {
     excludedColumns: config.privacy.exclude,
     hashedColumns: config.privacy.hash,
   };
+}
+
+/** Tables the analyst features write this run (their schema changes are recorded like the others'). */
+function analystTables(config: SyncConfig): string[] {
+  const out: string[] = [];
+  for (const r of config.resources) for (const b of r.bridges ?? []) out.push(b.table);
+  if ((config.searches ?? []).length > 0) out.push(SEARCH_RESULTS_TABLE);
+  if (config.aggregates === true) out.push(EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE);
+  return out;
+}
+
+/** Saved searches (`--search`) and aggregates (`--aggregates`), as streams of the run summary. */
+async function analystStreams(config: SyncConfig, runId: string, runStartMs: number, deps: SearchDeps, signal: AbortSignal): Promise<StreamResult[]> {
+  const jobs: Promise<StreamResult[]>[] = [];
+  const searches = config.searches ?? [];
+  if (searches.length > 0) {
+    jobs.push(runSearches({ searches, project: config.project, projectIds: config.projectIds, runStartMs, lookbackMs: config.lookbackMs, runId, signal }, deps));
+  }
+  if (config.aggregates === true) {
+    jobs.push(refreshAggregates({ project: config.project, projectIds: config.projectIds, runStartMs, startMs: config.startMs, runId, signal }, deps));
+  }
+  return (await Promise.all(jobs)).flat();
 }

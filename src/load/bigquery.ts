@@ -47,11 +47,12 @@ import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery
 import { silentLogger, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
+import { bridgeScript } from './bigquery-sql.js';
 import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
   assertColumnNames,
@@ -308,7 +309,7 @@ export class BigQueryDestination implements Destination {
     }
     const rows = batches.length === 1 ? all : dedupeRows(all, table.key, table.versionColumn);
     if (rows.length === 0) return { bytesProcessed: undefined, rowsPerBatch };
-    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, '_synced_at')) : undefined;
+    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
     // Every cell is checked (encoded once, discarded) before anything is sent; the files are
     // written later, a line at a time.
     const spec = partitionSpec(table);
@@ -322,6 +323,10 @@ export class BigQueryDestination implements Destination {
     await this.tables.ensureDataset();
     const existing = await this.tables.ensureTable(table);
     await this.tables.addMissingColumns(table, existing, columns);
+    for (const bridge of table.bridges ?? []) {
+      const bridgeColumns = bigQueryColumns(bridge.table);
+      await this.tables.addMissingColumns(bridge.table, await this.tables.ensureTable(bridge.table), bridgeColumns);
+    }
     if (hashes !== undefined && (await this.unchanged(table, hashes))) {
       this.log.info({ table: table.name, rows: rows.length }, 'bigquery full-refresh batch unchanged; nothing loaded or merged');
       return { bytesProcessed: undefined, rowsPerBatch };
@@ -396,6 +401,14 @@ export class BigQueryDestination implements Destination {
     try {
       const load = await this.load(table, stage, staged.file);
       const merge = await this.merge(table, stage, staged.partitions);
+      // Bridge tables right after their parent's MERGE, from the parent rows as stored. Not in the
+      // MERGE's transaction: a crash between the two leaves the batch unacknowledged, so its
+      // checkpoint is not written and the resumed run writes both again (each is idempotent).
+      const parentColumns = new Set(columns.map((c) => c.name));
+      for (const bridge of table.bridges ?? []) {
+        const sql = bridgeScript({ target: this.target, parent: table, bridge, stage, parentHasSource: parentColumns.has(bridge.sourceColumn) });
+        await this.jobs.run(this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name), `qs_bridge_${bridge.table.name}_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+      }
       const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
       const bytesProcessed = bytes === undefined || bytes === null ? undefined : Number(bytes);
       this.log.info(
@@ -446,6 +459,15 @@ export class BigQueryDestination implements Destination {
     const sql = mergeSql({ target: this.target, table, stage, ...(partitions === undefined ? {} : { partitions }) });
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
     return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+  }
+
+  /** `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`). */
+  async defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
+    if (this.dryRun) return;
+    await this.tables.ensureDataset();
+    const query = select({ table: (t) => tablePath(this.target, t), column: quoteIdent });
+    const sql = `CREATE OR REPLACE VIEW ${tablePath(this.target, name)} AS ${query}`;
+    await this.jobs.run(this.subject(`definition of view ${name}`, name), `qs_view_${name}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
   }
 
   private async dropStage(table: TableSchema, stage: string): Promise<void> {

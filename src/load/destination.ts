@@ -42,7 +42,18 @@ export interface Destination {
   replaceTable?(table: string, shadow: string): Promise<void>;
   /** Drop a table if it exists (a shadow table left by a refresh that did not finish). */
   dropTable?(table: string): Promise<void>;
+  /**
+   * Create or replace a view. `select` builds its query in this destination's dialect from how it
+   * names a table and quotes a column. Optional: a destination without it has no views.
+   */
+  defineView?(name: string, select: (sql: ViewDialect) => string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** How a destination writes a table reference and a column name in SQL. */
+export interface ViewDialect {
+  readonly table: (name: string) => string;
+  readonly column: (name: string) => string;
 }
 
 /** The rows `countWindow` counts. */

@@ -6,8 +6,8 @@ import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
-import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
-import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
+import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
+import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
 
 export interface DuckDbOpenOptions {
   /** While another process holds the file, keep retrying this long. @default 0 (fail at once) */
@@ -185,6 +185,13 @@ export class DuckDbDestination implements Destination {
     });
   }
 
+  defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
+    return this.serial(async () => {
+      const query = select({ table: (t) => `main.${ident(t)}`, column: ident });
+      await this.connection.run(`CREATE OR REPLACE VIEW main.${ident(name)} AS ${query}`);
+    });
+  }
+
   dropTable(table: string): Promise<void> {
     return this.serial(async () => {
       await this.connection.run(`DROP TABLE IF EXISTS main.${ident(table)}`);
@@ -258,6 +265,9 @@ export class DuckDbDestination implements Destination {
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
+      // A bridge table is made once its parent has the array column (before, it could hold nothing).
+      const withArrays = this.tables.get(table.name);
+      for (const bridge of table.bridges ?? []) if (withArrays?.has(bridge.sourceColumn) === true) await this.ensureTable(bridge.table);
       await this.upsert(table, rows, warnings, { reattached: 0 });
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
@@ -357,7 +367,28 @@ export class DuckDbDestination implements Destination {
       appender.closeSync();
     }
     try {
-      await this.connection.run(mergeSql(table, stage));
+      // A parent table without the array column has never had bridge rows: nothing to rewrite.
+      const known = this.tables.get(table.name);
+      const bridges = (table.bridges ?? []).filter((b) => known?.has(b.sourceColumn) === true);
+      if (bridges.length === 0) {
+        await this.connection.run(mergeSql(table, stage));
+      } else {
+        // The parent rows and their bridge rows in one transaction: readers never see one without the other.
+        // One call for the whole transaction: each statement sent on its own costs a round trip
+        // through the binding's thread pool, which was most of a small batch's time.
+        const statements = ['BEGIN TRANSACTION', mergeSql(table, stage)];
+        for (const bridge of bridges) {
+          const hasArrays = rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
+          statements.push(...bridgeSql(table, bridge, stage, hasArrays));
+        }
+        statements.push('COMMIT');
+        try {
+          await this.connection.run(statements.join(';\n'));
+        } catch (error) {
+          await this.connection.run('ROLLBACK').catch(() => undefined);
+          throw error;
+        }
+      }
     } finally {
       await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
     }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type ApiClient } from '../http/client.js';
@@ -31,6 +32,8 @@ export interface SyncPlanOptions {
   readonly children?: ChildSelection;
   /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS */
   readonly childDrainMs?: number;
+  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). @default a new UUID */
+  readonly runId?: string;
 }
 
 
@@ -121,8 +124,9 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     [...childQueues.entries()].filter(([name]) => resources.find((r) => r.name === name)?.perParent?.parent === parent.name).map(([, q]) => q);
 
   const trackers = new Map<string, SchemaTracker>();
+  const runId = options.runId ?? randomUUID();
   for (const resource of resources) {
-    trackers.set(resource.name, new SchemaTracker(resource, described.get(resource.name) ?? (await deps.destination.describe(resource.name))));
+    trackers.set(resource.name, new SchemaTracker(resource, described.get(resource.name) ?? (await deps.destination.describe(resource.name)), runId));
   }
   const run = async (resource: ResourceDefinition, scope: ProjectScope, scopeHooks: ScopeHooks): Promise<StreamResult> => {
     hooks.onStreamStart?.(resource.name, scope.key);
