@@ -51,7 +51,7 @@ export interface OptionSpec {
 
 const RUN: readonly CommandName[] = ['sync', 'check', 'backfill', 'plan', 'verify'];
 const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
-const WAREHOUSE: readonly CommandName[] = [...RUN, 'status'];
+const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 
 /** Filled by `config.ts` with its constants, so help and behaviour share one source. */

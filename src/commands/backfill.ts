@@ -10,6 +10,7 @@ import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import type { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
+import { keepStateIn } from './state-home.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
 import { openRunState, type CommandIo } from './sync.js';
@@ -31,6 +32,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   try {
     state = await openRunState(config, 'backfill', { clock, logger, stop });
     destination = await openDestination(config, logger, io.print);
+    await keepStateIn(state, destination);
     const options = {
       resources: config.resources,
       project: config.project,

@@ -2,7 +2,11 @@ import { createInterface } from 'node:readline/promises';
 import type { ResetConfig } from '../config.js';
 import { systemClock } from '../core/clock.js';
 import { ConfigError, exitCodeFor } from '../core/errors.js';
+import { silentLogger } from '../core/log.js';
+import type { Destination } from '../load/destination.js';
 import { StateStore, type StreamState } from '../state/store.js';
+import { openDestination } from './open-destination.js';
+import { keepStateIn, readStateDocument } from './state-home.js';
 
 export interface ResetIo {
   readonly print: (line: string) => void;
@@ -28,12 +32,12 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
     if (!config.yes && !io.interactive) {
       throw new ConfigError('reset changes the state and cannot ask for confirmation here (not a terminal): pass --yes');
     }
-    const doc = await StateStore.read(config.statePath);
+    const doc = await readStateDocument(config, silentLogger(), {});
     const keys = Object.keys(doc.streams).filter((key) => matches(key, config));
     const names = config.resources.map((r) => r.name).join(',');
     const scope = config.project === undefined ? 'every project scope' : `project scope ${config.project}`;
     if (keys.length === 0) {
-      io.print(`reset: nothing to forget: ${config.statePath} has no stream of ${names} in ${scope}`);
+      io.print(`reset: nothing to forget: the state (the warehouse's, or ${config.statePath} without one) has no stream of ${names} in ${scope}`);
       return 0;
     }
     if (!config.yes) {
@@ -45,9 +49,14 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
       }
     }
     const state = await StateStore.open(config.statePath, { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs });
+    let destination: Destination | undefined;
     try {
+      // The state lives in the warehouse: forget there (and in the file, its copy).
+      destination = await openDestination(config, silentLogger(), () => undefined);
+      await keepStateIn(state, destination);
       for (const key of keys) await state.updateStream(key, forget);
     } finally {
+      await destination?.close().catch(() => undefined);
       await state.close();
     }
     io.print(`reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`);

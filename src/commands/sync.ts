@@ -11,7 +11,8 @@ import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js'
 import { withContract } from '../normalize/contract.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import type { Destination } from '../load/destination.js';
-import { StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
+import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
+import { keepStateIn } from './state-home.js';
 import { openDestination } from './open-destination.js';
 import { assertCanRefresh, finishRefresh, refreshState, shadowTable, ShadowDestination } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
@@ -43,7 +44,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
     state = await openRunState(config, 'sync', { clock, logger, stop });
     destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
-    const warnings = mismatchWarnings(config, before, state.document);
+    await keepStateIn(state, destination);
+    const warnings = mismatchWarnings(config, { ...before, state: before.state || !isEmpty(state.document) }, state.document);
     for (const warning of warnings) logger.warn(warning);
     let runState = state;
     let runDestination: Destination = destination;
@@ -167,7 +169,7 @@ function mismatchWarnings(config: SyncConfig, before: { warehouse: boolean; stat
   }
   if (before.warehouse && !before.state && config.destination === 'duckdb') {
     out.push(
-      `the state ${resolve(config.statePath)} is new, but the warehouse ${resolve(config.duckdbPath)} exists: this sync reads all history again ` +
+      `the warehouse ${resolve(config.duckdbPath)} exists but holds no query-sync state, and there is no state file at ${resolve(config.statePath)}: this sync reads all history again ` +
         `(safe: rows merge on their key, but slow). Wrong --state (relative paths follow the working directory)?`,
     );
   }
@@ -190,6 +192,7 @@ export function openRunState(
     inMemory: config.dryRun,
     resources: RESOURCE_NAMES,
     onLockTakeOver: (message) => logger.warn(message),
+    onNote: (message) => logger.info(message),
     onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
   });
 }

@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
+import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
 import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
@@ -58,7 +59,11 @@ export class DuckDbDestination implements Destination {
   /** The ATTACH statement of the file (none for `:memory:`), to reattach it after DuckDB invalidates it. */
   private readonly attachSql: string | undefined;
 
-  private constructor(instance: DuckDBInstance, connection: DuckDBConnection, memoryLimit: string, attachSql?: string) {
+  /** Where state lives, for messages. */
+  readonly stateLocation: string;
+
+  private constructor(instance: DuckDBInstance, connection: DuckDBConnection, memoryLimit: string, attachSql?: string, path = ':memory:') {
+    this.stateLocation = `table ${STATE_TABLE} of DuckDB file ${path}`;
     this.instance = instance;
     this.connection = connection;
     this.memoryLimit = memoryLimit;
@@ -118,7 +123,7 @@ export class DuckDbDestination implements Destination {
       instance.closeSync();
       throw error;
     }
-    return new DuckDbDestination(instance, connection, memoryLimit, attach);
+    return new DuckDbDestination(instance, connection, memoryLimit, attach, path);
   }
 
   describe(table: string): Promise<readonly ColumnDef[] | undefined> {
@@ -127,6 +132,20 @@ export class DuckDbDestination implements Destination {
 
   write(batch: LoadBatch): Promise<LoadResult> {
     return this.serial(() => this.writeNow(batch));
+  }
+
+  /** Every row of `_query_sync_state` (see `core/state-table.ts`); none when the table does not exist. */
+  readState(): Promise<readonly StateRow[]> {
+    return this.serial(async () => {
+      if ((await this.describeNow(STATE_TABLE)) === undefined) return [];
+      const reader = await this.connection.runAndReadAll(`SELECT key, value FROM main.${ident(STATE_TABLE)} ORDER BY key`);
+      return reader.getRows().map(([key, value]) => ({ key: String(key), value: value === null ? null : String(value) }));
+    });
+  }
+
+  /** A state change with no batch: its rows in a transaction of their own. */
+  writeState(commit: StateCommit): Promise<void> {
+    return this.serial(() => this.writeStateNow(commit));
   }
 
   count(table: string): Promise<number> {
@@ -253,12 +272,22 @@ export class DuckDbDestination implements Destination {
   private async writeNow(batch: LoadBatch): Promise<LoadResult> {
     const { table } = batch;
     const rows = dedupeRows(batch.rows, table.key, table.versionColumn);
-    if (rows.length === 0) return { rows: 0 };
+    if (rows.length === 0) {
+      if (batch.state !== undefined) await this.writeStateNow(batch.state);
+      return { rows: 0 };
+    }
     const warnings: string[] = [];
+    let stateRows: readonly StateRow[] | undefined;
+    let committed = false;
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
-      await this.upsert(table, rows, warnings, { reattached: 0 });
+      if (batch.state !== undefined) {
+        await this.ensureStateTable();
+        stateRows = await batch.state.prepare();
+      }
+      await this.upsert(table, rows, warnings, { reattached: 0 }, stateRows);
+      committed = true;
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
       const message = (error as Error).message;
@@ -274,6 +303,50 @@ export class DuckDbDestination implements Destination {
         cause: error,
         context: { resource: table.name },
       });
+    } finally {
+      if (stateRows !== undefined) await batch.state?.finish(committed);
+    }
+  }
+
+  /** `writeState` inside the serial queue (a batch with no rows still commits its state). */
+  private async writeStateNow(commit: StateCommit): Promise<void> {
+    const rows = await commit.prepare();
+    let committed = false;
+    try {
+      await this.ensureStateTable();
+      await this.connection.run('BEGIN TRANSACTION');
+      try {
+        await this.writeStateRows(rows);
+        await this.connection.run('COMMIT');
+        committed = true;
+      } catch (error) {
+        await this.connection.run('ROLLBACK').catch(() => undefined);
+        throw new LoadError(`DuckDB could not write query-sync's state to ${this.stateLocation}: ${(error as Error).message}`, false, { cause: error });
+      }
+    } finally {
+      await commit.finish(committed);
+    }
+  }
+
+  private async ensureStateTable(): Promise<void> {
+    if (this.tables.has(STATE_TABLE)) return;
+    // No primary key: DuckDB checks unique keys eagerly, and a key deleted then inserted in one
+    // transaction can be refused. The writer keeps keys unique (delete, then insert, per key).
+    await this.connection.run(`CREATE TABLE IF NOT EXISTS main.${ident(STATE_TABLE)} (key VARCHAR, value VARCHAR, updated_at TIMESTAMPTZ)`);
+    this.tables.set(STATE_TABLE, new Map([['key', 'string'], ['value', 'string'], ['updated_at', 'timestamp']]));
+  }
+
+  /** Replace the given keys' rows (in the caller's transaction). */
+  private async writeStateRows(rows: readonly StateRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const table = `main.${ident(STATE_TABLE)}`;
+    const keys = rows.map((r) => sqlString(r.key)).join(', ');
+    await this.connection.run(`DELETE FROM ${table} WHERE key IN (${keys})`);
+    const kept = rows.filter((r) => r.value !== null);
+    for (let i = 0; i < kept.length; i += STATE_ROWS_PER_INSERT) {
+      const chunk = kept.slice(i, i + STATE_ROWS_PER_INSERT);
+      const values = chunk.map((_, j) => `($${2 * j + 1}, $${2 * j + 2}, now())`).join(', ');
+      await this.connection.run(`INSERT INTO ${table} VALUES ${values}`, chunk.flatMap((r) => [r.key, r.value as string]));
     }
   }
 
@@ -284,11 +357,17 @@ export class DuckDbDestination implements Destination {
    * halves are the same upsert). The limit is never raised: a row that does not fit alone fails
    * the write, and `writeNow` names the setting to change.
    */
-  private async upsert(table: TableSchema, rows: readonly Row[], warnings: string[], budget: { reattached: number }): Promise<void> {
+  private async upsert(
+    table: TableSchema,
+    rows: readonly Row[],
+    warnings: string[],
+    budget: { reattached: number },
+    stateRows?: readonly StateRow[],
+  ): Promise<void> {
     for (;;) {
       let failure: unknown;
       try {
-        await this.stageAndMerge(table, rows);
+        await this.stageAndMerge(table, rows, stateRows);
         return;
       } catch (error) {
         failure = error;
@@ -310,8 +389,9 @@ export class DuckDbDestination implements Destination {
       if (rows.length <= 1) throw failure;
       this.splits += 1;
       const half = Math.ceil(rows.length / 2);
+      // The state goes with the last half: it describes the whole batch.
       await this.upsert(table, rows.slice(0, half), warnings, budget);
-      await this.upsert(table, rows.slice(half), warnings, budget);
+      await this.upsert(table, rows.slice(half), warnings, budget, stateRows);
       return;
     }
   }
@@ -338,7 +418,7 @@ export class DuckDbDestination implements Destination {
     );
   }
 
-  private async stageAndMerge(table: TableSchema, rows: readonly Row[]): Promise<void> {
+  private async stageAndMerge(table: TableSchema, rows: readonly Row[], stateRows?: readonly StateRow[]): Promise<void> {
     const stage = `_stage_${table.name}`;
     const columns = table.columns;
     await this.connection.run(
@@ -357,7 +437,20 @@ export class DuckDbDestination implements Destination {
       appender.closeSync();
     }
     try {
-      await this.connection.run(mergeSql(table, stage));
+      if (stateRows === undefined) {
+        await this.connection.run(mergeSql(table, stage));
+      } else {
+        // The batch and the state that describes it commit together, or neither does.
+        await this.connection.run('BEGIN TRANSACTION');
+        try {
+          await this.connection.run(mergeSql(table, stage));
+          await this.writeStateRows(stateRows);
+          await this.connection.run('COMMIT');
+        } catch (error) {
+          await this.connection.run('ROLLBACK').catch(() => undefined);
+          throw error;
+        }
+      }
     } finally {
       await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
     }
@@ -380,6 +473,9 @@ function largestRowBytes(rows: readonly Row[]): number {
   }
   return max;
 }
+
+/** State rows per INSERT statement (a state change touches a handful of keys). */
+const STATE_ROWS_PER_INSERT = 100;
 
 /** Rows appended between two yields to the event loop. */
 const APPEND_YIELD_ROWS = 500;
