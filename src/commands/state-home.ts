@@ -34,14 +34,31 @@ export async function keepStateIn(state: StateStore, destination: Destination): 
  * says so.
  */
 export async function readStateDocument(
-  config: Pick<StatusConfig, 'statePath' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'lockWaitMs'> & { readonly dryRun?: boolean },
+  config: StateHomeConfig,
   logger: Logger,
   options: { readonly resources?: readonly string[] } = { resources: RESOURCE_NAMES },
 ): Promise<StateDocument> {
+  return (await readStateFrom(config, logger, options)).document;
+}
+
+type StateHomeConfig = Pick<StatusConfig, 'statePath' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'lockWaitMs'> & {
+  readonly dryRun?: boolean;
+};
+
+/** `readStateDocument`, and where the state was read: the warehouse's table or the file. */
+export async function readStateFrom(
+  config: StateHomeConfig,
+  logger: Logger,
+  options: { readonly resources?: readonly string[] } = { resources: RESOURCE_NAMES },
+): Promise<{ readonly document: StateDocument; readonly location: string }> {
+  const fromFile = async (): Promise<{ document: StateDocument; location: string }> => ({
+    document: await StateStore.read(config.statePath, options),
+    location: config.statePath,
+  });
   let destination: Destination | undefined;
   try {
     if (config.destination === 'duckdb') {
-      if (!existsSync(config.duckdbPath)) return await StateStore.read(config.statePath, options);
+      if (!existsSync(config.duckdbPath)) return await fromFile();
       destination = await DuckDbDestination.open(config.duckdbPath, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
     } else {
       destination = await openDestination({ ...config, dryRun: config.dryRun ?? false }, logger, () => undefined);
@@ -49,10 +66,13 @@ export async function readStateDocument(
   } catch (error) {
     if (!(error instanceof WarehouseBusyError)) throw error;
     logger.info(`the warehouse is open in another run; reading the state file ${config.statePath}, which that run keeps as a copy of its state`);
-    return StateStore.read(config.statePath, options);
+    return fromFile();
   }
   try {
-    return await StateStore.readWith(config.statePath, stateTableOf(destination), options);
+    const table = stateTableOf(destination);
+    const rows = table === undefined ? [] : await table.readState();
+    if (table === undefined || rows.length === 0) return await fromFile();
+    return { document: await StateStore.readWith(config.statePath, table, options), location: table.stateLocation };
   } finally {
     await destination.close().catch(() => undefined);
   }
