@@ -199,7 +199,7 @@ describe('state in the warehouse (DuckDB)', () => {
     rmSync(statePathOf(d));
     const status = await runCli(emu, ['status', '--json', ...files(d)]);
     expect(status.code, status.stdout + status.stderr).toBe(0);
-    const report = JSON.parse(status.stdout) as { state: string; resources: readonly { resource: string; scopes: readonly { scope: string }[] }[] };
+    const report = JSON.parse(status.stdout) as { state: string; resources: readonly { resource: string; scopes: readonly { project: string; sync?: { highWaterMark?: string } }[] }[] };
     expect(report.state).toMatch(/_query_sync_state/);
     expect(report.resources.find((r) => r.resource === 'users')?.scopes.find((s) => s.project === '*')?.sync?.highWaterMark).toBeDefined();
     const reset = await runCli(emu, ['reset', '--resources', 'users', '--yes', ...files(d)]);
