@@ -25,11 +25,11 @@
  * keyed on `start_time_ns`, an INT64 ns epoch, and BigQuery cannot partition on an expression over
  * INT64: the table gets a derived `start_time_ts TIMESTAMP`, filled at load time from the bigint.
  *
- * State in the warehouse (not built yet; see the deployment issue). The MERGE is one statement in
- * one query job; a `_query_sync_state` row can ride with it by sending, in the same job, the script
- * `BEGIN TRANSACTION; MERGE …; MERGE _query_sync_state …; COMMIT TRANSACTION;` (`mergeSql` returns
- * one statement for that reason). Job ids stay deterministic per stage, so a lost response is
- * adopted, and a conflict aborts the whole transaction, which is retried whole.
+ * State in the warehouse (`core/state-table.ts`). A batch that carries state (its checkpoint) is
+ * written alone, not coalesced, and its last MERGE is sent as the script
+ * `BEGIN TRANSACTION; MERGE …; MERGE _query_sync_state …; COMMIT TRANSACTION;` in one query job:
+ * BigQuery commits the rows and the state together or neither. Job ids stay deterministic per stage,
+ * so a lost response is adopted, and a conflict aborts the whole transaction, which is retried whole.
  *
  * Retries. The client's own retry layer is switched off (`retryOptions.autoRetry: false`) so there
  * is exactly one: this file's, which retries only what BigQuery calls transient (`backendError`,
@@ -45,6 +45,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
 import { silentLogger, type Logger } from '../core/log.js';
+import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
+import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql, transactionSql } from './bigquery-state.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
@@ -138,6 +140,7 @@ interface StagedFile {
 
 export class BigQueryDestination implements Destination {
   readonly kind = 'bigquery';
+  readonly stateLocation: string;
   private readonly client: BigQuery;
   private readonly target: BigQueryTarget;
   private readonly dryRun: boolean;
@@ -157,6 +160,7 @@ export class BigQueryDestination implements Destination {
 
   constructor(options: BigQueryDestinationOptions) {
     this.target = { projectId: options.projectId, dataset: options.dataset };
+    this.stateLocation = `table ${STATE_TABLE} of BigQuery dataset ${options.projectId}.${options.dataset}`;
     const location = options.location ?? DEFAULT_LOCATION;
     validateTarget(this.target, location);
     this.dryRun = options.dryRun ?? false;
@@ -224,11 +228,12 @@ export class BigQueryDestination implements Destination {
 
   write(batch: LoadBatch): Promise<LoadResult> {
     const name = batch.table.name;
-    let group = this.waiting.get(name);
+    // A batch with state commits with its own MERGE: it is never coalesced with others.
+    let group = batch.state === undefined ? this.waiting.get(name) : undefined;
     if (group === undefined) {
       const created: WriteGroup = { batches: [] };
       group = created;
-      this.waiting.set(name, created);
+      if (batch.state === undefined) this.waiting.set(name, created);
       const previous = this.queues.get(name) ?? Promise.resolve();
       created.result = previous.then(() => {
         // From here on, new writes form the next group.
@@ -244,6 +249,34 @@ export class BigQueryDestination implements Destination {
       const rows = r.rowsPerBatch.get(batch) ?? 0;
       return r.bytesProcessed === undefined ? { rows } : { rows, bytesProcessed: r.bytesProcessed };
     });
+  }
+
+  /** Every row of `_query_sync_state`; none when the dataset or the table does not exist (or in a dry run). */
+  async readState(): Promise<readonly StateRow[]> {
+    if (this.dryRun || !(await this.tableExists(STATE_TABLE))) return [];
+    const rows = await this.select(`read of query-sync's state`, STATE_TABLE, stateSelectSql(this.target));
+    return rows.map((r) => ({ key: String(r['key']), value: r['value'] === null || r['value'] === undefined ? null : String(r['value']) }));
+  }
+
+  /** A state change with no batch: one MERGE into `_query_sync_state` (one statement: atomic). */
+  async writeState(commit: StateCommit): Promise<void> {
+    await this.ensureStateTable();
+    const rows = await commit.prepare();
+    let committed = false;
+    try {
+      if (rows.length > 0) {
+        const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
+        await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(stateMergeSql(this.target), jobId, rows));
+      }
+      committed = true;
+    } finally {
+      await commit.finish(committed);
+    }
+  }
+
+  private async ensureStateTable(): Promise<void> {
+    await this.tables.ensureDataset();
+    await this.tables.ensurePlainTable(STATE_TABLE, STATE_FIELDS);
   }
 
   async count(table: string): Promise<number> {
@@ -307,7 +340,12 @@ export class BigQueryDestination implements Destination {
       all.push(...own);
     }
     const rows = batches.length === 1 ? all : dedupeRows(all, table.key, table.versionColumn);
-    if (rows.length === 0) return { bytesProcessed: undefined, rowsPerBatch };
+    // Only a batch written alone carries state (see `write`).
+    const state = batches.length === 1 ? batches[0]?.state : undefined;
+    if (rows.length === 0) {
+      if (state !== undefined && !this.dryRun) await this.writeState(state);
+      return { bytesProcessed: undefined, rowsPerBatch };
+    }
     const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, '_synced_at')) : undefined;
     // Every cell is checked (encoded once, discarded) before anything is sent; the files are
     // written later, a line at a time.
@@ -324,18 +362,27 @@ export class BigQueryDestination implements Destination {
     await this.tables.addMissingColumns(table, existing, columns);
     if (hashes !== undefined && (await this.unchanged(table, hashes))) {
       this.log.info({ table: table.name, rows: rows.length }, 'bigquery full-refresh batch unchanged; nothing loaded or merged');
+      if (state !== undefined) await this.writeState(state);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
+    if (state !== undefined) await this.ensureStateTable();
 
     const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
     let bytesProcessed: number | undefined;
     try {
       const prune = this.tables.prunesOn(table.name, spec.field);
-      for await (const staged of this.stageFiles(dir, table, rows, hashes)) {
-        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined });
+      const one = async (staged: StagedFile, withState: StateCommit | undefined): Promise<void> => {
+        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined }, withState);
         if (bytes !== undefined) bytesProcessed = (bytesProcessed ?? 0) + bytes;
         await rm(staged.file, { force: true });
+      };
+      // The state describes the whole batch: it rides with the MERGE of the last file.
+      let previous: StagedFile | undefined;
+      for await (const staged of this.stageFiles(dir, table, rows, hashes)) {
+        if (previous !== undefined) await one(previous, undefined);
+        previous = staged;
       }
+      if (previous !== undefined) await one(previous, state);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -390,12 +437,17 @@ export class BigQueryDestination implements Destination {
   }
 
   /** One file: stage, load, MERGE, drop the stage. Resolves when the MERGE is DONE. */
-  private async loadAndMerge(table: TableSchema, columns: readonly BigQueryColumn[], staged: StagedFile): Promise<number | undefined> {
+  private async loadAndMerge(
+    table: TableSchema,
+    columns: readonly BigQueryColumn[],
+    staged: StagedFile,
+    state?: StateCommit,
+  ): Promise<number | undefined> {
     const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
     await this.createStage(table, stage, columns);
     try {
       const load = await this.load(table, stage, staged.file);
-      const merge = await this.merge(table, stage, staged.partitions);
+      const merge = await this.merge(table, stage, staged.partitions, state);
       const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
       const bytesProcessed = bytes === undefined || bytes === null ? undefined : Number(bytes);
       this.log.info(
@@ -442,10 +494,21 @@ export class BigQueryDestination implements Destination {
     });
   }
 
-  private async merge(table: TableSchema, stage: string, partitions: PartitionDates | undefined): Promise<FinishedJob> {
+  /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE. */
+  private async merge(table: TableSchema, stage: string, partitions: PartitionDates | undefined, state?: StateCommit): Promise<FinishedJob> {
     const sql = mergeSql({ target: this.target, table, stage, ...(partitions === undefined ? {} : { partitions }) });
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
-    return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+    if (state === undefined) return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+    const rows = await state.prepare();
+    let committed = false;
+    try {
+      const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.target)]);
+      const job = await this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows));
+      committed = true;
+      return job;
+    } finally {
+      await state.finish(committed);
+    }
   }
 
   private async dropStage(table: TableSchema, stage: string): Promise<void> {
@@ -463,8 +526,10 @@ export class BigQueryDestination implements Destination {
     }
   }
 
-  private async createQueryJob(query: string, jobId: string): Promise<Job> {
-    const [job] = await this.client.createQueryJob({ query, jobId, location: this.tables.location, useLegacySql: false });
+  /** A query job; `stateRows` become the `@state_rows` parameter of `stateMergeSql`. */
+  private async createQueryJob(query: string, jobId: string, stateRows?: readonly StateRow[]): Promise<Job> {
+    const params = stateRows === undefined ? {} : stateParams(stateRows);
+    const [job] = await this.client.createQueryJob({ query, jobId, location: this.tables.location, useLegacySql: false, ...params });
     return job;
   }
 
