@@ -9,11 +9,9 @@ import { withContract } from '../normalize/contract.js';
 import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import type { StateStore } from '../state/store.js';
-import { openDestination } from './open-destination.js';
-import { keepStateIn } from './state-home.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
-import { openRunState, type CommandIo } from './sync.js';
+import { openStateAndDestination, type CommandIo } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.
@@ -30,9 +28,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let output: string[];
   let code: number;
   try {
-    state = await openRunState(config, 'backfill', { clock, logger, stop });
-    destination = await openDestination(config, logger, io.print);
-    await keepStateIn(state, destination);
+    ({ state, destination } = await openStateAndDestination(config, 'backfill', { clock, logger, stop }, io.print));
     const options = {
       resources: config.resources,
       project: config.project,

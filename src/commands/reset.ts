@@ -48,16 +48,24 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
         return 1;
       }
     }
-    const state = await StateStore.open(config.statePath, { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs });
+    // The state lives in the warehouse: forget there (and in the file, its copy), under the sync
+    // lease (in the dataset for BigQuery, beside the state file otherwise: taken first there).
+    const lease = { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs };
+    let state: StateStore | undefined;
     let destination: Destination | undefined;
     try {
-      // The state lives in the warehouse: forget there (and in the file, its copy).
-      destination = await openDestination(config, silentLogger(), () => undefined);
+      if (config.destination === 'bigquery') {
+        destination = await openDestination(config, silentLogger(), () => undefined);
+        state = await StateStore.open(config.statePath, { ...lease, ...(destination.leases === undefined ? {} : { leases: destination.leases }) });
+      } else {
+        state = await StateStore.open(config.statePath, lease);
+        destination = await openDestination(config, silentLogger(), () => undefined);
+      }
       await keepStateIn(state, destination);
       for (const key of keys) await state.updateStream(key, forget);
     } finally {
       await destination?.close().catch(() => undefined);
-      await state.close();
+      await state?.close();
     }
     io.print(`reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`);
     return 0;

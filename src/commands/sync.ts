@@ -13,7 +13,7 @@ import type { StreamResult } from '../pipeline/stream.js';
 import type { Destination } from '../load/destination.js';
 import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
 import { keepStateIn } from './state-home.js';
-import { openDestination } from './open-destination.js';
+import { openDestination, type DestinationConfig } from './open-destination.js';
 import { assertCanRefresh, finishRefresh, refreshState, shadowTable, ShadowDestination } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
 import { createRuntime, syncProgressHooks } from './runtime.js';
@@ -37,14 +37,12 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   const secrets = [config.apiKey];
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let state: StateStore | undefined;
-  let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
+  let destination: Destination | undefined;
   let output: string[];
   let code: number;
   try {
     const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
-    state = await openRunState(config, 'sync', { clock, logger, stop });
-    destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
-    await keepStateIn(state, destination);
+    ({ state, destination } = await openStateAndDestination(config, 'sync', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
     const warnings = mismatchWarnings(config, { ...before, state: before.state || !isEmpty(state.document) }, state.document);
     for (const warning of warnings) logger.warn(warning);
     let runState = state;
@@ -184,10 +182,13 @@ export function openRunState(
   config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'>,
   purpose: StateStoreOptions['purpose'],
   { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  destination?: Destination,
 ): Promise<StateStore> {
   return StateStore.open(config.statePath, {
     clock,
     purpose,
+    // BigQuery keeps the lease in the dataset; a dry run sends nothing, so it keeps it in a file.
+    ...(destination?.leases === undefined || config.dryRun ? {} : { leases: destination.leases }),
     lockWaitMs: config.lockWaitMs,
     inMemory: config.dryRun,
     resources: RESOURCE_NAMES,
@@ -195,6 +196,37 @@ export function openRunState(
     onNote: (message) => logger.info(message),
     onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
   });
+}
+
+/**
+ * The run's state under its lease, and the destination, the state then kept in the warehouse. The
+ * lease comes first where it lives beside the state file (DuckDB: a second run is told about the
+ * lease, not about a busy DuckDB file); BigQuery's lease is in the dataset, so the destination
+ * (which sends nothing when made) comes first there.
+ */
+export async function openStateAndDestination(
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & DestinationConfig,
+  purpose: StateStoreOptions['purpose'],
+  deps: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  print: (line: string) => void,
+): Promise<{ state: StateStore; destination: Destination }> {
+  let state: StateStore | undefined;
+  let destination: Destination | undefined;
+  try {
+    if (config.destination === 'bigquery') {
+      destination = await openDestination(config, deps.logger, print);
+      state = await openRunState(config, purpose, deps, destination);
+    } else {
+      state = await openRunState(config, purpose, deps);
+      destination = await openDestination(config, deps.logger, print);
+    }
+    await keepStateIn(state, destination);
+    return { state, destination };
+  } catch (error) {
+    await destination?.close().catch(() => undefined);
+    await state?.close().catch(() => undefined);
+    throw error;
+  }
 }
 
 /** One stream of the JSON summary. */

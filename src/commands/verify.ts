@@ -42,7 +42,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
 
     const mismatched = report.windows.filter((w) => !w.match);
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-    state = await openRunState(config, 'backfill', { clock, logger, stop });
+    state = await openRunState(config, 'backfill', { clock, logger, stop }, destination);
     await keepStateIn(state, destination);
     runtime.tracker.markStart();
     runtime.display.start();

@@ -1,4 +1,4 @@
-import type { TableField } from '@google-cloud/bigquery';
+import type { Query, TableField } from '@google-cloud/bigquery';
 import { STATE_TABLE, type StateRow } from '../core/state-table.js';
 import { tablePath, type BigQueryTarget } from './bigquery-sql.js';
 
@@ -46,7 +46,7 @@ export function transactionSql(statements: readonly string[]): string {
 }
 
 /** The query parameters of `stateMergeSql`, for `createQueryJob`. */
-export function stateParams(rows: readonly StateRow[]): { params: Record<string, unknown>; types: Record<string, unknown> } {
+export function stateParams(rows: readonly StateRow[]): Pick<Query, 'params' | 'types'> {
   return {
     params: { [STATE_ROWS_PARAM]: rows.map((r) => ({ key: r.key, value: r.value })) },
     types: { [STATE_ROWS_PARAM]: [{ key: 'STRING', value: 'STRING' }] },

@@ -43,10 +43,12 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
+import { BigQuery, type BigQueryOptions, type Job, type Query } from '@google-cloud/bigquery';
 import { silentLogger, type Logger } from '../core/log.js';
 import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql, transactionSql } from './bigquery-state.js';
+import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
+import type { LeaseProvider } from '../core/lease.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
@@ -251,6 +253,26 @@ export class BigQueryDestination implements Destination {
     });
   }
 
+  /**
+   * The run lease in the dataset (`_query_sync_lease`): BigQuery runs share no file, so the lease
+   * lives where the state does.
+   */
+  get leases(): LeaseProvider {
+    return new BigQueryLeases({
+      target: this.target,
+      ensureLeaseTable: async () => {
+        await this.tables.ensureDataset();
+        await this.tables.ensurePlainTable(LEASE_TABLE, LEASE_FIELDS);
+      },
+      dml: async (operation, sql, params) => {
+        const subject = this.subject(operation, LEASE_TABLE);
+        const job = await this.jobs.run(subject, `qs_lease_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId, undefined, params));
+        return Number(job.metadata.statistics?.query?.numDmlAffectedRows ?? 0);
+      },
+      select: (operation, sql, params) => this.select(operation, LEASE_TABLE, sql, params),
+    });
+  }
+
   /** Every row of `_query_sync_state`; none when the dataset or the table does not exist (or in a dry run). */
   async readState(): Promise<readonly StateRow[]> {
     if (this.dryRun || !(await this.tableExists(STATE_TABLE))) return [];
@@ -312,10 +334,10 @@ export class BigQueryDestination implements Destination {
   }
 
   /** Run a SELECT as a query job in the dataset's location; its rows. */
-  private async select(operation: string, table: string, sql: string): Promise<Record<string, unknown>[]> {
+  private async select(operation: string, table: string, sql: string, params?: Record<string, string | number>): Promise<Record<string, unknown>[]> {
     const subject = this.subject(operation, table);
     const base = `qs_select_${table}_${randomBytes(6).toString('hex')}`;
-    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId));
+    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId, undefined, params));
     const [rows] = await this.jobs
       .retrying(subject, () => this.client.job(job.jobId, { location: job.location }).getQueryResults({ autoPaginate: false }))
       .catch((error: unknown) => {
@@ -527,8 +549,8 @@ export class BigQueryDestination implements Destination {
   }
 
   /** A query job; `stateRows` become the `@state_rows` parameter of `stateMergeSql`. */
-  private async createQueryJob(query: string, jobId: string, stateRows?: readonly StateRow[]): Promise<Job> {
-    const params = stateRows === undefined ? {} : stateParams(stateRows);
+  private async createQueryJob(query: string, jobId: string, stateRows?: readonly StateRow[], named?: Record<string, string | number>): Promise<Job> {
+    const params: Pick<Query, 'params' | 'types'> = stateRows !== undefined ? stateParams(stateRows) : named !== undefined ? { params: named } : {};
     const [job] = await this.client.createQueryJob({ query, jobId, location: this.tables.location, useLegacySql: false, ...params });
     return job;
   }

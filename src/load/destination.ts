@@ -1,3 +1,4 @@
+import type { LeaseProvider } from '../core/lease.js';
 import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 
@@ -29,6 +30,11 @@ export interface LoadResult {
  */
 export interface Destination extends Partial<StateTable> {
   readonly kind: string;
+  /**
+   * Where this destination keeps the run lease, when not beside the state file (BigQuery: runs in
+   * pods share no file). Optional: absent, the lease is a folder beside the state file.
+   */
+  readonly leases?: LeaseProvider;
   /** Columns of an existing table (so a resumed run keeps column types), or `undefined`. */
   describe(table: string): Promise<readonly ColumnDef[] | undefined>;
   write(batch: LoadBatch): Promise<LoadResult>;
