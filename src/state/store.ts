@@ -205,8 +205,12 @@ export class StateStore {
    * file is rewritten as an export of what won. Validation applies to both (a bad one: exit 4).
    */
   async attach(warehouse: StateTable): Promise<void> {
-    if (this.options.inMemory === true) return;
     const rows = await warehouse.readState();
+    if (this.options.inMemory === true) {
+      // A dry run starts from the same state, and writes nothing anywhere.
+      if (rows.length > 0) this.doc = validRows(rows, warehouse.stateLocation, this.options);
+      return;
+    }
     const fileHasState = existsSync(this.path) && !isEmpty(this.doc);
     if (rows.length > 0) {
       const restored = validRows(rows, warehouse.stateLocation, this.options);
