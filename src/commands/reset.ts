@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
 import type { ResetConfig } from '../config.js';
 import { systemClock } from '../core/clock.js';
@@ -59,9 +60,10 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
         state = await StateStore.open(config.statePath, { ...lease, ...(destination.leases === undefined ? {} : { leases: destination.leases }) });
       } else {
         state = await StateStore.open(config.statePath, lease);
-        destination = await openDestination(config, silentLogger(), () => undefined);
+        // No warehouse file yet: the state file is all there is (reset never creates a warehouse).
+        if (existsSync(config.duckdbPath)) destination = await openDestination(config, silentLogger(), () => undefined);
       }
-      await keepStateIn(state, destination);
+      if (destination !== undefined) await keepStateIn(state, destination);
       for (const key of keys) await state.updateStream(key, forget);
     } finally {
       await destination?.close().catch(() => undefined);

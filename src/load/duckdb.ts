@@ -227,12 +227,22 @@ export class DuckDbDestination implements Destination {
   }
 
   async close(): Promise<void> {
-    await this.queue.catch(() => undefined);
+    // Wait for every queued task, also those queued while waiting (a state write that arrives
+    // late): closing the connection under a running statement blocks the process.
+    for (;;) {
+      const queued = this.queue;
+      await queued.catch(() => undefined);
+      if (queued === this.queue) break;
+    }
+    this.closed = true;
     this.connection.closeSync();
     this.instance.closeSync();
   }
 
-  private serial<T>(task: () => Promise<T>): Promise<T> {
+  private closed = false;
+
+  private serial<T>(work: () => Promise<T>): Promise<T> {
+    const task = (): Promise<T> => (this.closed ? Promise.reject(new LoadError('the DuckDB file was already closed by this run', false)) : work());
     const next = this.queue.then(task, task);
     this.queue = next.catch(() => undefined);
     return next;

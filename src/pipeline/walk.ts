@@ -3,7 +3,7 @@ import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { paginate, type TimeWindow } from '../extract/paginate.js';
 import type { ApiClient, CallContext } from '../http/client.js';
-import type { Destination, LoadBatch, LoadResult } from '../load/destination.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 
@@ -93,9 +93,12 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   const seenProjects = new Set<string>();
   /** Write the buffer with its state: what `onStored` records, and the checkpoint when `cursor` is given. */
   const flush = async (cursor?: string | null): Promise<number> => {
-    const rows = buffer;
+    const schema = options.tracker.schema;
+    // Deduped here (as the destination does), so the rows this batch stores are known before the
+    // write: the checkpoint that commits with it counts them (a backfill ledger's window rows).
+    const rows = dedupeRows(buffer, schema.key, schema.versionColumn);
     const changes = async (): Promise<void> => {
-      if (rows.length > 0) await options.onStored?.(rows);
+      if (rows.length > 0) await options.onStored?.(buffer);
       if (cursor !== undefined) await options.checkpoint(cursor);
     };
     if (rows.length === 0) {
@@ -103,13 +106,19 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       return 0;
     }
     const write = (state: LoadBatch['state']): Promise<LoadResult> =>
-      deps.destination.write({ table: options.tracker.schema, rows, ...(state === undefined ? {} : { state }) });
-    const written = deps.state === undefined ? await write(undefined).then(async (r) => (await changes(), r)) : await deps.state.withBatch(changes, write);
+      deps.destination.write({ table: schema, rows, ...(state === undefined ? {} : { state }) });
+    totals.rows += rows.length;
+    let written: LoadResult;
+    try {
+      written = deps.state === undefined ? await write(undefined).then(async (r) => (await changes(), r)) : await deps.state.withBatch(changes, write);
+    } catch (error) {
+      totals.rows -= rows.length;
+      throw error;
+    }
     for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
-    totals.rows += written.rows;
     buffer = [];
     bufferBytes = 0;
-    return written.rows;
+    return rows.length;
   };
   let pagesInWalk = 0;
   const order = new OrderWatch(options, deps.logger);
