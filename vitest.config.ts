@@ -20,6 +20,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
   'test/integration/recipes.test.ts', // the README's crontab, Kubernetes and GitHub Actions recipes
   'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
+  'test/integration/state-in-warehouse.test.ts', // kill -9, fresh containers and restores through the CLI
   'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations (20,000 events)
   'test/integration/traces-per-event.test.ts', // killed mid-drain, then resumed
   'test/integration/real-service.test.ts', // the real-service flavor through the CLI, settle re-read

@@ -452,7 +452,8 @@ export interface StatusConfig
 }
 
 /** What `reset` needs: the state file and which streams to forget. */
-export interface ResetConfig extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs'> {
+export interface ResetConfig
+  extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun'> {
   /** Only the streams of this project scope (`*` also covers `*[a,b]` scopes); all scopes when absent. */
   readonly project: string | undefined;
   /** Whether `--resources` was given (reset refuses to forget every stream by default). */
@@ -523,9 +524,15 @@ export function resolveResetConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pro
   if (project !== undefined && project !== '*' && !SLUG.test(project)) {
     throw new ConfigError(`${read.label('project')}: expected a project slug or "*", got "${project}"`);
   }
+  const { destination, bigquery } = resolveWarehouse(read);
   return Object.freeze({
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
+    destination,
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
+    bigquery,
+    dryRun: false,
     resourcesGiven: read.text('resources') !== undefined,
     project,
     lockWaitMs: read.duration('lock-wait') ?? 0,

@@ -56,7 +56,7 @@ export interface OptionSpec {
 
 const RUN: readonly CommandName[] = ['sync', 'check', 'backfill', 'plan', 'verify'];
 const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
-const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'dbt-sources'];
+const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset', 'dbt-sources'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 
 /** Filled by `config.ts` with its constants, so help and behaviour share one source. */
@@ -136,8 +136,8 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], defaultText: 'evolve', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
     // State and run
     { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: [...STATE, 'dbt-sources'] },
-    { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file (marks, checkpoints, ledger); relative to the working directory', commands: STATE },
-    { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: [...WAREHOUSE, 'reset'] },
+    { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file: a copy of the state the warehouse keeps (marks, checkpoints, ledger), read when the warehouse has none; relative to the working directory', commands: STATE },
+    { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: WAREHOUSE },
     { name: 'max-run-time', kind: 'duration', group: 'State and run', defaultText: 'none', describe: 'stop gracefully after this long (state consistent; exit 6; the next run continues)', commands: WRITES },
     { name: 'full-refresh', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the --resources from their start and replace their tables at the end, atomically (DuckDB)', commands: ['sync'] },
     { name: 'concurrency', kind: 'integer', group: 'Pacing', defaultText: `${d.concurrency} (backfill, verify --repair), ${d.splitConcurrency} (sync)`, describe: 'backfill and verify --repair: windows read at once; sync: most sub-windows of one large window walked at once (1: one walk per window)', commands: ['sync', 'backfill', 'verify'] },

@@ -10,10 +10,9 @@ import { withContract } from '../normalize/contract.js';
 import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import type { StateStore } from '../state/store.js';
-import { openDestination } from './open-destination.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
-import { failedRunJson, openRunState, runJson, type CommandIo } from './sync.js';
+import { failedRunJson, openStateAndDestination, runJson, type CommandIo } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.
@@ -30,8 +29,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let output: string[];
   let code: number;
   try {
-    state = await openRunState(config, 'backfill', { clock, logger, stop });
-    destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
+    ({ state, destination } = await openStateAndDestination(config, 'backfill', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
     const options = {
       resources: config.resources,
       project: config.project,

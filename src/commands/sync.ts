@@ -16,8 +16,9 @@ import { defineViews } from '../pipeline/views.js';
 import { writeDbtSources } from './dbt-sources.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import type { Destination } from '../load/destination.js';
-import { StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
-import { openDestination } from './open-destination.js';
+import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
+import { keepStateIn } from './state-home.js';
+import { openDestination, type DestinationConfig } from './open-destination.js';
 import { assertCanRefresh, finishRefresh, refreshState, shadowTable, ShadowDestination } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
 import { createRuntime, syncProgressHooks } from './runtime.js';
@@ -41,14 +42,13 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   const secrets = [config.apiKey];
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let state: StateStore | undefined;
-  let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
+  let destination: Destination | undefined;
   let output: string[];
   let code: number;
   try {
     const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
-    state = await openRunState(config, 'sync', { clock, logger, stop });
-    destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
-    const warnings = mismatchWarnings(config, before, state.document);
+    ({ state, destination } = await openStateAndDestination(config, 'sync', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+    const warnings = mismatchWarnings(config, { ...before, state: before.state || !isEmpty(state.document) }, state.document);
     for (const warning of warnings) logger.warn(warning);
     let runState = state;
     let runDestination: Destination = destination;
@@ -190,7 +190,7 @@ function mismatchWarnings(config: SyncConfig, before: { warehouse: boolean; stat
   }
   if (before.warehouse && !before.state && config.destination === 'duckdb') {
     out.push(
-      `the state ${resolve(config.statePath)} is new, but the warehouse ${resolve(config.duckdbPath)} exists: this sync reads all history again ` +
+      `the warehouse ${resolve(config.duckdbPath)} exists but holds no query-sync state, and there is no state file at ${resolve(config.statePath)}: this sync reads all history again ` +
         `(safe: rows merge on their key, but slow). Wrong --state (relative paths follow the working directory)?`,
     );
   }
@@ -205,16 +205,51 @@ export function openRunState(
   config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'>,
   purpose: StateStoreOptions['purpose'],
   { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  destination?: Destination,
 ): Promise<StateStore> {
   return StateStore.open(config.statePath, {
     clock,
     purpose,
+    // BigQuery keeps the lease in the dataset; a dry run sends nothing, so it keeps it in a file.
+    ...(destination?.leases === undefined || config.dryRun ? {} : { leases: destination.leases }),
     lockWaitMs: config.lockWaitMs,
     inMemory: config.dryRun,
     resources: RESOURCE_NAMES,
     onLockTakeOver: (message) => logger.warn(message),
+    onNote: (message) => logger.info(message),
     onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
   });
+}
+
+/**
+ * The run's state under its lease, and the destination, the state then kept in the warehouse. The
+ * lease comes first where it lives beside the state file (DuckDB: a second run is told about the
+ * lease, not about a busy DuckDB file); BigQuery's lease is in the dataset, so the destination
+ * (which sends nothing when made) comes first there.
+ */
+export async function openStateAndDestination(
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & DestinationConfig,
+  purpose: StateStoreOptions['purpose'],
+  deps: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  print: (line: string) => void,
+): Promise<{ state: StateStore; destination: Destination }> {
+  let state: StateStore | undefined;
+  let destination: Destination | undefined;
+  try {
+    if (config.destination === 'bigquery') {
+      destination = await openDestination(config, deps.logger, print);
+      state = await openRunState(config, purpose, deps, destination);
+    } else {
+      state = await openRunState(config, purpose, deps);
+      destination = await openDestination(config, deps.logger, print);
+    }
+    await keepStateIn(state, destination);
+    return { state, destination };
+  } catch (error) {
+    await destination?.close().catch(() => undefined);
+    await state?.close().catch(() => undefined);
+    throw error;
+  }
 }
 
 /** One stream of the JSON summary. */

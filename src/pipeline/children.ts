@@ -130,7 +130,8 @@ export interface ChildQueueOptions {
 
 /**
  * The durable queue of one child resource for one run: parents enqueue, child drains wait on it.
- * All changes go through `StateStore.updateSection`, which re-reads the file under its write lock,
+ * All changes go through `StateStore.updateSection`, applied to the state as last committed (the
+ * warehouse's, or the file re-read under its write lock),
  * so concurrent parent walks and drains compose.
  */
 export class ChildQueue {
@@ -192,7 +193,8 @@ export class ChildQueue {
       }
       return next;
     });
-    this.wake();
+    // Inside a batch's commit the units exist once it is durable: wake the drains then.
+    this.state.whenCommitted(() => this.wake());
   }
 
   /** Up to `n` pending units of a project, oldest parent first, skipping those in flight. */
@@ -312,13 +314,17 @@ export async function drainChildren(
       totals.pages += units.length;
       let stored = 0;
       if (rows.length > 0) {
-        const written = await deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key) });
+        // The chunk's rows and its move to done are one commit where the warehouse keeps state.
+        const written = await deps.state.withBatch(
+          () => options.queue.complete(project, units),
+          (state) => deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key), ...(state === undefined ? {} : { state }) }),
+        );
         for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
         stored = written.rows;
         totals.rows += written.rows;
+      } else {
+        await options.queue.complete(project, units);
       }
-      // Only after its rows are durable: a kill before this re-reads the chunk (keyed merges).
-      await options.queue.complete(project, units);
       options.onPage?.({ records: rows.length, rowsStored: stored });
       deps.logger.debug({ resource: resource.name, project: scope.key, parents: units.length, rows: rows.length }, 'children chunk');
     } finally {

@@ -164,6 +164,9 @@ export async function syncStream(
       const markBefore = deps.state.stream(key).mark;
       let readFromMs: number | undefined;
       for (;;) {
+        // A stopped run reads no more windows (a split walk returns quietly once stopped: without
+        // this the loop would spin on the split it left, starving every timer).
+        options.signal?.throwIfAborted();
         const st = deps.state.stream(key);
         if (st.split !== undefined) {
           readFromMs = Math.min(readFromMs ?? Date.parse(st.split.from), Date.parse(st.split.from));

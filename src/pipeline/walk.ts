@@ -3,13 +3,20 @@ import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { paginate, type Page, type PartFilter, type TimeWindow } from '../extract/paginate.js';
 import type { ApiClient, CallContext } from '../http/client.js';
-import type { Destination } from '../load/destination.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
+import type { StateStore } from '../state/store.js';
 
 export interface WalkDeps {
   readonly client: ApiClient;
   readonly destination: Destination;
   readonly logger: Logger;
+  /**
+   * The run's state: each batch is written with its state changes (`onStored`, `checkpoint`) in
+   * one transaction where the warehouse keeps the state. Without it, the batch is written first
+   * and the callbacks run after.
+   */
+  readonly state?: Pick<StateStore, 'withBatch'>;
 }
 
 export interface WalkOptions {
@@ -92,15 +99,34 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   let bufferBytes = 0;
   const batchBytes = options.batchBytes ?? DEFAULT_BATCH_BYTES;
   const seenProjects = new Set<string>();
-  const flush = async (): Promise<number> => {
-    if (buffer.length === 0) return 0;
-    const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
+  /** Write the buffer with its state: what `onStored` records, and the checkpoint when `cursor` is given. */
+  const flush = async (cursor?: string | null): Promise<number> => {
+    const schema = options.tracker.schema;
+    // Deduped here (as the destination does), so the rows this batch stores are known before the
+    // write: the checkpoint that commits with it counts them (a backfill ledger's window rows).
+    const rows = dedupeRows(buffer, schema.key, schema.versionColumn);
+    const changes = async (): Promise<void> => {
+      if (rows.length > 0) await options.onStored?.(buffer);
+      if (cursor !== undefined) await options.checkpoint(cursor);
+    };
+    if (rows.length === 0) {
+      await changes();
+      return 0;
+    }
+    const write = (state: LoadBatch['state']): Promise<LoadResult> =>
+      deps.destination.write({ table: schema, rows, ...(state === undefined ? {} : { state }) });
+    totals.rows += rows.length;
+    let written: LoadResult;
+    try {
+      written = deps.state === undefined ? await write(undefined).then(async (r) => (await changes(), r)) : await deps.state.withBatch(changes, write);
+    } catch (error) {
+      totals.rows -= rows.length;
+      throw error;
+    }
     for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
-    totals.rows += written.rows;
-    await options.onStored?.(buffer);
     buffer = [];
     bufferBytes = 0;
-    return written.rows;
+    return rows.length;
   };
   let pagesInWalk = 0;
   const order = new OrderWatch(options, deps.logger);
@@ -154,8 +180,8 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
         'page',
       );
       if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
-        stored += await flush();
-        await options.checkpoint(hasMore ? page.nextCursor : null);
+        // The rows and the checkpoint after them are one commit where the warehouse keeps state.
+        stored += await flush(hasMore ? page.nextCursor : null);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
       if (!hasMore) break;

@@ -13,6 +13,7 @@ import { createScheduler } from '../../src/http/scheduler.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary, type SyncDeps } from '../../src/pipeline/run.js';
+import { keepStateIn } from '../../src/commands/state-home.js';
 import { StateStore } from '../../src/state/store.js';
 
 export interface HarnessRun extends PipelineTarget {
@@ -66,6 +67,8 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
   const destination = target.destination ? await target.destination() : await DuckDbDestination.open(dbPathOf(target.dir));
   const state = await StateStore.open(statePathOf(target.dir), { clock: systemClock, purpose });
   try {
+    // As the CLI: the state lives in the warehouse (the file is its copy).
+    await keepStateIn(state, destination);
     return await body({ client, destination, state, clock: systemClock, logger });
   } finally {
     await destination.close();
