@@ -52,7 +52,7 @@ describe('state in BigQuery', () => {
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, users], destination: destination(), batchRows: 100 });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
 
-    const transactions = fake.queries.filter((q) => q.query.startsWith('BEGIN TRANSACTION;'));
+    const transactions = fake.queries.filter((q) => q.query.startsWith('BEGIN TRANSACTION;') && q.query.includes('`_query_sync_state`'));
     expect(transactions.length).toBeGreaterThan(0);
     // The batch's MERGE, then the state's, committed as one.
     expect(transactions[0]?.query).toMatch(/^BEGIN TRANSACTION;\nMERGE `proj`\.`sync`\.`(events|users)` AS T[\s\S]*;\nMERGE `proj`\.`sync`\.`_query_sync_state` AS T[\s\S]*\nCOMMIT TRANSACTION;$/);
@@ -82,6 +82,7 @@ describe('state in BigQuery', () => {
     const fake = new FakeBigQuery('proj');
     fake.install();
     // The first transaction fails at its end (say BigQuery aborted it): neither rows nor state stay.
+    // (users: a table without a bridge, whose batch and state share one transaction.)
     let failed = false;
     fake.outcome = (job) => {
       const sql = String((job.configuration['query'] as { query?: string } | undefined)?.query ?? '');
@@ -91,13 +92,52 @@ describe('state in BigQuery', () => {
       }
       return undefined;
     };
-    const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], destination: destination(), batchRows: 50 });
+    const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [users], destination: destination(), batchRows: 50 });
+    expect(failed).toBe(true);
     expect(run.ok).toBe(false);
-    expect(fake.rows('sync', 'events')).toHaveLength(0);
-    const state = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === 'stream:events:default');
+    expect(fake.rows('sync', 'users')).toHaveLength(0);
+    const state = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === 'stream:users:default');
     const stream = state === undefined ? {} : (JSON.parse(String(state['value'])) as { mark?: string; pending?: unknown });
     expect(stream.mark).toBeUndefined();
     expect(stream.pending).toBeUndefined();
+  }, 60_000);
+
+  it('with a bridge table the state is written last: a failed bridge rewrite leaves the batch unacknowledged, and the next sync makes the bridge exact', async () => {
+    const emu = await emulator(73, 120);
+    const d = dir();
+    const fake = new FakeBigQuery('proj');
+    fake.install();
+    let failedBridge = false;
+    fake.outcome = (job) => {
+      const sql = String((job.configuration['query'] as { query?: string } | undefined)?.query ?? '');
+      if (!failedBridge && sql.startsWith('BEGIN TRANSACTION;\nDELETE FROM `proj`.`sync`.`event_signals`')) {
+        failedBridge = true;
+        return { errorResult: { reason: 'invalidQuery', message: 'Query error: the bridge rewrite failed' } };
+      }
+      return undefined;
+    };
+    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], destination: destination(), batchRows: 50 });
+    expect(failedBridge).toBe(true);
+    expect(first.ok).toBe(false);
+    // The MERGE had committed, but the state did not move past it.
+    const state = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === 'stream:events:default');
+    const stream = state === undefined ? {} : (JSON.parse(String(state['value'])) as { mark?: string; pending?: { cursor?: string } });
+    expect(stream.mark).toBeUndefined();
+    expect(stream.pending?.cursor).toBeUndefined();
+
+    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], destination: destination(), batchRows: 50 });
+    expect(second.ok, JSON.stringify(second.streams.map((s) => s.error?.message))).toBe(true);
+    // The bridge equals the unnested signals of the stored events: none missing, none extra.
+    const stored = fake.rows('sync', 'events');
+    const expected = stored.flatMap((e) => {
+      const raw = e['signals'];
+      const signals = raw === null || raw === undefined || raw === '' ? [] : typeof raw === 'string' ? (JSON.parse(raw) as unknown) : raw;
+      if (!Array.isArray(signals)) return [];
+      return signals.map((_, i) => `${String(e['id'])}#${i}`);
+    });
+    expect(expected.length).toBeGreaterThan(0);
+    const bridge = fake.rows('sync', 'event_signals').map((r) => `${String(r['event_id'])}#${String(r['ordinal'])}`);
+    expect(bridge.sort()).toEqual(expected.sort());
   }, 60_000);
 
   it('the double refuses a transaction the script never commits, and a state MERGE without its parameter', async () => {
