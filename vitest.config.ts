@@ -1,10 +1,87 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+
+/**
+ * Two groups. `npm test` (project `fast`, tests tagged `slow` left out) must stay under 90 s on a
+ * 2-core machine; `npm run test:slow` runs the rest, and CI runs both.
+ *
+ * - A slow file: list it here. `npm test` runs every other file under test/, so a new file is in the
+ *   fast group unless it is named here. (Files are listed, not renamed, so parallel branches that
+ *   edit them still merge.)
+ * - A slow test in a fast file: give it the `slow` tag, `it('…', { tags: ['slow'] }, async () => …)`.
+ *
+ * Slow: kill -9 and resume, long backfills, deploy and README recipes, data sizes that are the point
+ * of the test (memory bounds), and files that spawn the built CLI many times.
+ */
+export const SLOW_FILES: readonly string[] = [
+  'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
+  'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
+  'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
+  'test/integration/recipes.test.ts', // the README's crontab, Kubernetes and GitHub Actions recipes
+  'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
+  'test/integration/state-in-warehouse.test.ts', // kill -9, fresh containers and restores through the CLI
+  'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations (20,000 events)
+  'test/integration/traces-per-event.test.ts', // killed mid-drain, then resumed
+  'test/integration/real-service.test.ts', // the real-service flavor through the CLI, settle re-read
+  'test/integration/verify.test.ts', // verify --repair through the CLI
+  'test/integration/big-rows.test.ts', // memory bounds: the data size is the point
+  'test/integration/run-history.test.ts', // eight CLI runs into one warehouse
+  'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
+  'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
+];
+
+const ROOT = fileURLToPath(new URL('.', import.meta.url));
+
+/**
+ * Fast files that use nock (directly or through the BigQuery double in test/fixtures/bigquery): nock
+ * patches http and fetch for the whole process, so these run each in a fresh worker; the others
+ * share workers (see `isolate` below). Found by reading the files, so a new one is sorted by itself.
+ */
+const NOCK_FILES: readonly string[] = readdirSync(`${ROOT}test`, { recursive: true })
+  .map((f) => `test/${String(f).replaceAll('\\', '/')}`)
+  .filter((f) => f.endsWith('.test.ts') && !SLOW_FILES.includes(f))
+  .filter((f) => /from 'nock'|fixtures\/bigquery\//.test(readFileSync(`${ROOT}${f}`, 'utf8')))
+  .sort();
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    tags: [{ name: 'slow', description: 'a slow test in a fast file: npm run test:slow runs it, npm test does not' }],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'fast',
+          include: ['test/**/*.test.ts'],
+          exclude: [...SLOW_FILES, ...NOCK_FILES],
+          // Two cores here: vitest's default (cores - 1) runs one file at a time, while most files
+          // wait on sockets, child processes and DuckDB rather than on the CPU.
+          maxWorkers: 2,
+          // One worker process runs many files, keeping modules loaded (DuckDB, the BigQuery client,
+          // the emulator): importing them afresh for each file was a third of the group's CPU time.
+          // So a fast test must leave no global state behind (fake timers, env, listeners).
+          isolate: false,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      // Beside `fast` (same workers, same order), one fresh worker per file.
+      { extends: true, test: { name: 'fast-nock', include: [...NOCK_FILES], maxWorkers: 2, sequence: { groupOrder: 0 } } },
+      {
+        extends: true,
+        test: {
+          name: 'slow',
+          include: [...SLOW_FILES],
+          // Timing-sensitive (kills landing mid-walk, lock waits, progress intervals): one file at a
+          // time, and room for a loaded machine (a timeout here says nothing about behaviour).
+          maxWorkers: 1,
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

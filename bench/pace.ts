@@ -64,10 +64,10 @@ async function measure(
       const askedMs = Date.now() - started;
       return scheduler.schedule(
         endpoint,
-        async () => {
+        async (sent) => {
           const startedMs = Date.now() - started;
           try {
-            return await task();
+            return await task(sent);
           } finally {
             timeline.push({ endpoint, askedMs, startedMs, endedMs: Date.now() - started });
           }
@@ -195,6 +195,9 @@ function report(run: string, latencyMs: number, m: Measured): void {
     exact: allRowsArrived(m),
   };
   table.push(row);
+  if (m.rateLimitedAt.length > 0) {
+    process.stdout.write(`  429s reached the client at ${m.rateLimitedAt.map((t) => t.toFixed(1)).join(', ')} s\n`);
+  }
   process.stdout.write(
     `  requests ${row.requests}  seconds ${row.seconds.toFixed(1)}  floor ${floor.toFixed(1)} (with our safety margins ${marginFloor.toFixed(1)})  ` +
       `efficiency ${(floor / m.seconds).toFixed(3)}  429s ${row.rateLimited}  busiest second ${m.emulator.maxPerSecond} (limit 40)  every row: ${row.exact ? 'yes' : 'NO'}\n`,

@@ -15,6 +15,17 @@ export const conversations = defineResource({
   stopPastWindow: true,
   sortOrder: 'desc',
   allProjects: true,
+  // Sub-windows on started_at (never after last_message_at), the one time filter the list has; a
+  // conversation starts with its first event, so events over time say where they lie.
+  split: {
+    timeseriesPath: '/v1/events/timeseries',
+    timeseriesGte: 'timestamp[gte]',
+    timeseriesLt: 'timestamp[lt]',
+    exact: false,
+    count: { path: '/v1/events/count', param: 'count_by', value: 'convo_id' }, // a conversation's last message is an event
+    partGte: 'started_at[gte]',
+    partLt: 'started_at[lt]',
+  },
   maxPageSize: 100,
   columns: { id: 'string', user_id: 'string', started_at: 'timestamp', last_message_at: 'timestamp', message_count: 'int64' },
 });

@@ -12,10 +12,26 @@ export const events = defineResource({
   params: { order_by: '-timestamp' },
   sortOrder: 'desc',
   allProjects: true,
+  timeseriesPath: '/v1/events/timeseries', // SDK: { data: { buckets: [{ timestamp, count }], total } }, interval minute…month
   countPath: '/v1/events/count', // field notes: returns { data: { total } }; unfiltered by signal (signal counts under-count)
+  split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', exact: true },
   maxPageSize: 100, // field notes: "maximum 100 on most lists"
   columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string', received_at: 'timestamp' },
   partitionColumn: 'timestamp',
   settles: true, // SDK: signals, topics, attachments, error_spans, tool_calls "may be absent for very recent events"
   arrivalField: 'received_at',
+  // SDK: signals [{id, name, score}]; one row per matched signal, replaced with its event.
+  bridges: [
+    {
+      table: 'event_signals',
+      field: 'signals',
+      parentColumn: 'event_id',
+      elementColumn: 'signal',
+      elementFields: [
+        { column: 'signal_id', field: 'id', type: 'string' },
+        { column: 'signal_name', field: 'name', type: 'string' },
+        { column: 'score', field: 'score', type: 'float64' },
+      ],
+    },
+  ],
 });

@@ -17,6 +17,8 @@ export const traces = defineResource({
   filterLt: 'timestamp[lt]',
   sortOrder: 'unknown',
   allProjects: false, // field notes: traces reject `*` with 400
+  // Where the server lists spans by time: a span starts with its event, so events over time say where spans lie.
+  split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', exact: false },
   maxPageSize: 1000, // field notes: clients ask traces for 500 and 1000
   perParent: { parent: 'events', param: 'event_id', shownBy: ['tool_calls', 'error_spans', 'model'] },
   columns: { span_id: 'string', start_time_ns: 'int64', end_time_ns: 'int64', duration_ns: 'int64' },

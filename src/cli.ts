@@ -3,12 +3,14 @@ import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { cancelOnSignals } from './commands/stop.js';
+import { fitToTerminal } from './commands/terminal-lines.js';
 import {
   ENV,
   OPTIONS,
   resolveBackfillConfig,
   resolvePlanConfig,
   resolveResetConfig,
+  resolveDbtSourcesConfig,
   resolveStatusConfig,
   resolveSyncConfig,
   resolveVerifyConfig,
@@ -21,7 +23,9 @@ import { envName, type CommandName, type OptionSpec } from './options.js';
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
 const print = (line: string): void => {
-  process.stdout.write(`${line}\n`);
+  // On a terminal, a long line is broken at spaces rather than mid-word (see terminal-lines.ts).
+  const lines = process.stdout.isTTY === true ? fitToTerminal(line, process.stdout.columns) : [line];
+  process.stdout.write(`${lines.join('\n')}\n`);
 };
 
 /**
@@ -44,6 +48,7 @@ export function withOptions<T>(y: Argv<T>, command: CommandName): Argv<T & RunFl
     }
     out = out.option(spec.name, {
       type: spec.kind === 'boolean' ? 'boolean' : 'string',
+      ...(spec.repeatable === true ? { array: true } : {}),
       describe: `${spec.describe}${UNIT_HINT[spec.kind] ?? ''} [env ${env}]`,
       ...(spec.defaultText === undefined ? {} : { defaultDescription: spec.defaultText }),
       ...(spec.choices === undefined ? {} : { choices: [...spec.choices] }),
@@ -161,6 +166,16 @@ async function main(): Promise<number> {
       },
     )
     .command(
+      'dbt-sources',
+      'write a dbt sources.yml describing every table and column in the warehouse (reads it only)',
+      (y) => withOptions(y, 'dbt-sources'),
+      async (argv) => {
+        const config = resolveDbtSourcesConfig(argv, process.env);
+        const { dbtSourcesCommand } = await import('./commands/dbt-sources.js');
+        setExit(await dbtSourcesCommand(config, { print }));
+      },
+    )
+    .command(
       'reset',
       'forget the marks and checkpoints of --resources (optionally of one --project), so the next sync re-reads them from their start',
       (y) => withOptions(y, 'reset'),
@@ -206,7 +221,7 @@ async function main(): Promise<number> {
         );
       },
     )
-    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset or emulate')
+    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources or emulate')
     .strict()
     .help()
     .alias('help', 'h')

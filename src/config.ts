@@ -4,7 +4,7 @@ import { PROJECT_HEADERS } from '../connectors/service.js';
 import { parseDuration } from './core/duration.js';
 import { ConfigError } from './core/errors.js';
 import type { LogFormat } from './core/log.js';
-import type { ChildSelection, ResourceDefinition } from './core/types.js';
+import type { ChildSelection, ResourceDefinition, SavedSearch } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
@@ -136,6 +136,12 @@ export interface SyncConfig {
   readonly privacy: PrivacyRules;
   /** What a run may change in the tables: `evolve` (default), `freeze-columns`, `freeze`. */
   readonly schemaContract: SchemaContract;
+  /** `--search`: saved searches kept in `search_results` (sync). */
+  readonly searches?: readonly SavedSearch[];
+  /** `--aggregates`: refresh `event_counts` and `event_facets` each sync. */
+  readonly aggregates?: boolean;
+  /** `--dbt-sources`: write a dbt sources.yml here after the sync. */
+  readonly dbtSourcesPath?: string;
   /**
    * `sync`: most sub-windows of one large window walked at once (split walks); how many help is
    * found at run time. 1 reads each window in one walk. @default 16
@@ -198,6 +204,9 @@ export interface SyncFlags {
   readonly excludeColumns?: string;
   readonly hashColumns?: string;
   readonly schemaContract?: string;
+  readonly search?: string | readonly string[];
+  readonly aggregates?: boolean;
+  readonly dbtSources?: string;
 }
 
 export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
@@ -315,6 +324,9 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     json: read.bool('json') ?? false,
     privacy,
     schemaContract,
+    searches: parseSearches(read.label('search'), read.text('search')),
+    aggregates: read.bool('aggregates') ?? false,
+    dbtSourcesPath: read.text('dbt-sources'),
   };
   return { config: Object.freeze(config), read };
 }
@@ -440,7 +452,8 @@ export interface StatusConfig
 }
 
 /** What `reset` needs: the state file and which streams to forget. */
-export interface ResetConfig extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs'> {
+export interface ResetConfig
+  extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun'> {
   /** Only the streams of this project scope (`*` also covers `*[a,b]` scopes); all scopes when absent. */
   readonly project: string | undefined;
   /** Whether `--resources` was given (reset refuses to forget every stream by default). */
@@ -485,6 +498,25 @@ export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
   });
 }
 
+/** `dbt-sources` reads the warehouse only, like `status`, and writes `--out`. */
+export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig & { readonly out: string }> {
+  const read = reader('dbt-sources', flags, env);
+  const { destination, bigquery } = resolveWarehouse(read);
+  return Object.freeze({
+    statePath: DEFAULT_STATE_PATH,
+    resources: RESOURCES,
+    destination,
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
+    bigquery,
+    dryRun: false,
+    lockWaitMs: read.duration('lock-wait') ?? 0,
+    json: false,
+    redactKey: undefined,
+    out: read.text('out') ?? 'sources.yml',
+  });
+}
+
 /** `reset` changes the state file only. */
 export function resolveResetConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<ResetConfig> {
   const read = reader('reset', flags, env);
@@ -492,9 +524,15 @@ export function resolveResetConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pro
   if (project !== undefined && project !== '*' && !SLUG.test(project)) {
     throw new ConfigError(`${read.label('project')}: expected a project slug or "*", got "${project}"`);
   }
+  const { destination, bigquery } = resolveWarehouse(read);
   return Object.freeze({
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
+    destination,
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
+    bigquery,
+    dryRun: false,
     resourcesGiven: read.text('resources') !== undefined,
     project,
     lockWaitMs: read.duration('lock-wait') ?? 0,
@@ -635,4 +673,50 @@ function splitList(text: string): string[] {
 
 function emptyToUndefined(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
+}
+
+/** The search modes of `/v1/events/search` (SDK). */
+const SEARCH_MODES = ['text', 'semantic', 'regex'] as const;
+/** Fields `search_in` takes (SDK and field notes). */
+const SEARCH_FIELDS = ['user_input', 'assistant_output'] as const;
+/** A trailing `,mode=…`, `,search_in=…` or `,threshold=…` (values hold no `=`; `search_in` may list fields with commas). */
+const SEARCH_OPTION = /,(mode|search_in|threshold)=([^=]*)$/;
+
+/**
+ * `--search name=query[,mode=…][,search_in=…][,threshold=…]`, one a line (the flag repeated, a
+ * list in a config file). The query is everything between the first `=` and the options at the end,
+ * so it may hold commas.
+ */
+export function parseSearches(label: string, text: string | undefined): SavedSearch[] | undefined {
+  if (text === undefined) return undefined;
+  const out: SavedSearch[] = [];
+  for (const line of text.split('\n').map((l) => l.trim()).filter((l) => l !== '')) {
+    const eq = line.indexOf('=');
+    const name = eq < 0 ? '' : line.slice(0, eq).trim();
+    if (!/^[A-Za-z0-9][A-Za-z0-9_-]*$/.test(name)) {
+      throw new ConfigError(`${label}: expected name=query[,mode=text|semantic|regex][,search_in=user_input,assistant_output] with a name of letters, digits, - and _, got "${line}"`);
+    }
+    let rest = line.slice(eq + 1);
+    const options: Record<string, string> = {};
+    for (let m = SEARCH_OPTION.exec(rest); m !== null; m = SEARCH_OPTION.exec(rest)) {
+      options[m[1] as string] = (m[2] as string).trim();
+      rest = rest.slice(0, m.index);
+    }
+    const query = rest.trim();
+    if (query === '') throw new ConfigError(`${label}: search "${name}" has an empty query (expected name=query)`);
+    const mode = options.mode ?? 'text';
+    if (!(SEARCH_MODES as readonly string[]).includes(mode)) throw new ConfigError(`${label}: search "${name}": mode must be one of ${SEARCH_MODES.join(', ')}, got "${mode}"`);
+    const searchIn = options.search_in === undefined ? undefined : splitList(options.search_in);
+    const badField = searchIn?.find((f) => !(SEARCH_FIELDS as readonly string[]).includes(f));
+    if (searchIn !== undefined && (badField !== undefined || searchIn.length === 0)) {
+      throw new ConfigError(`${label}: search "${name}": search_in takes ${SEARCH_FIELDS.join(', ')} (comma-separated), got "${options.search_in ?? ''}"`);
+    }
+    const threshold = options.threshold === undefined ? undefined : Number(options.threshold);
+    if (threshold !== undefined && !(Number.isFinite(threshold) && threshold >= 0 && threshold <= 1)) {
+      throw new ConfigError(`${label}: search "${name}": threshold must be a number from 0 to 1, got "${options.threshold ?? ''}"`);
+    }
+    if (out.some((s) => s.name === name)) throw new ConfigError(`${label}: two searches are named "${name}"; each name is one search in search_results`);
+    out.push({ name, query, mode: mode as SavedSearch['mode'], ...(searchIn === undefined ? {} : { searchIn }), ...(threshold === undefined ? {} : { threshold }) });
+  }
+  return out;
 }

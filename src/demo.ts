@@ -27,6 +27,10 @@ async function main(): Promise<number> {
     duckdbPath: join(DEMO_DIR, 'warehouse.duckdb'),
     state: join(DEMO_DIR, 'state.json'),
     logLevel: 'warn',
+    // For analysts: two saved searches, the API's aggregates, and a dbt sources.yml.
+    search: ['refunds=refund', 'denied=access denied,search_in=assistant_output'],
+    aggregates: true,
+    dbtSources: join(DEMO_DIR, 'dbt', 'sources.yml'),
   };
   try {
     print(`Emulator: ${emulator.url} (real-service flavor; projects default, alpha, beta; limits 400/min per endpoint, 40/s)`);
@@ -42,7 +46,7 @@ async function main(): Promise<number> {
     const db = await DuckDbDestination.open(flags.duckdbPath);
     try {
       print('\n== Rows per table ==');
-      for (const table of ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations']) {
+      for (const table of ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations', 'event_signals', 'search_results', 'event_counts', 'event_facets']) {
         print(`${table.padEnd(14)} ${await db.count(table)}`);
       }
       const sql = `SELECT project_id, event_name, COUNT(*) AS events, COUNT(DISTINCT user_id) AS users
@@ -56,7 +60,7 @@ FROM events GROUP BY ALL ORDER BY events DESC LIMIT 5`;
     } finally {
       await db.close();
     }
-    print(`\nWarehouse: ${flags.duckdbPath}   State: ${flags.state}`);
+    print(`\nWarehouse: ${flags.duckdbPath}   State: ${flags.state}   dbt sources: ${flags.dbtSources}`);
     print(`Try: duckdb ${flags.duckdbPath} "SELECT * FROM users ORDER BY last_seen DESC LIMIT 5"`);
     return 0;
   } finally {

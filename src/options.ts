@@ -11,7 +11,7 @@ import { ConfigError } from './core/errors.js';
  * and the help shows the same constants, so changing one changes both.
  */
 
-export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset';
+export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset' | 'dbt-sources';
 
 export type OptionKind =
   /** Free text. */
@@ -47,11 +47,16 @@ export interface OptionSpec {
   /** Read only from the environment: never a flag (visible in `ps`) nor a config file. */
   readonly secret?: boolean;
   readonly commands: readonly CommandName[];
+  /**
+   * Given more than once (`--search a=x --search b=y`), a list in a config file, one a line in the
+   * environment; read as one text, one item a line.
+   */
+  readonly repeatable?: boolean;
 }
 
 const RUN: readonly CommandName[] = ['sync', 'check', 'backfill', 'plan', 'verify'];
 const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
-const WAREHOUSE: readonly CommandName[] = [...RUN, 'status'];
+const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset', 'dbt-sources'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 
 /** Filled by `config.ts` with its constants, so help and behaviour share one source. */
@@ -109,6 +114,8 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'from', kind: 'instant', group: 'Scope', describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z', commands: ['backfill', 'plan', 'verify'] },
     { name: 'to', kind: 'instant', group: 'Scope', describe: 'end of the interval (exclusive), with its offset', commands: ['backfill', 'plan', 'verify'] },
     { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },
+    { name: 'search', kind: 'string', group: 'Scope', repeatable: true, describe: 'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)', commands: ['sync'] },
+    { name: 'aggregates', kind: 'boolean', group: 'Scope', defaultText: 'false', describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync', commands: ['sync'] },
     // Destination
     { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
     { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file (relative to the working directory: give an absolute path in cron)', commands: WAREHOUSE },
@@ -128,9 +135,9 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'hash-salt', kind: 'string', group: 'Privacy and schema', secret: true, describe: 'salt of --hash-columns: environment only', commands: RUN },
     { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], defaultText: 'evolve', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
     // State and run
-    { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: STATE },
-    { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file (marks, checkpoints, ledger); relative to the working directory', commands: STATE },
-    { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: [...WAREHOUSE, 'reset'] },
+    { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: [...STATE, 'dbt-sources'] },
+    { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file: a copy of the state the warehouse keeps (marks, checkpoints, ledger), read when the warehouse has none; relative to the working directory', commands: STATE },
+    { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: WAREHOUSE },
     { name: 'max-run-time', kind: 'duration', group: 'State and run', defaultText: 'none', describe: 'stop gracefully after this long (state consistent; exit 6; the next run continues)', commands: WRITES },
     { name: 'full-refresh', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the --resources from their start and replace their tables at the end, atomically (DuckDB)', commands: ['sync'] },
     { name: 'concurrency', kind: 'integer', group: 'Pacing', defaultText: `${d.concurrency} (backfill, verify --repair), ${d.splitConcurrency} (sync)`, describe: 'backfill and verify --repair: windows read at once; sync: most sub-windows of one large window walked at once (1: one walk per window)', commands: ['sync', 'backfill', 'verify'] },
@@ -147,7 +154,9 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'verbose', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'debug logs', commands: RUN },
     { name: 'quiet', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'only the summary', commands: RUN },
     { name: 'progress-interval', kind: 'duration', group: 'Logging and output', defaultText: d.progressInterval, describe: 'not on a TTY: a progress log line this often', commands: RUN },
-    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync: the run summary as one object, for schedulers)', commands: ['sync', 'check', 'plan', 'status'] },
+    { name: 'dbt-sources', kind: 'path', group: 'Logging and output', describe: 'after the sync, write a dbt sources.yml describing every table and column here', commands: ['sync'] },
+    { name: 'out', kind: 'path', group: 'Logging and output', defaultText: 'sources.yml', describe: 'the dbt sources.yml to write', commands: ['dbt-sources'] },
+    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync, backfill: the run summary as one object, for schedulers)', commands: ['sync', 'backfill', 'check', 'plan', 'status'] },
   ];
 }
 
@@ -188,7 +197,9 @@ export function collect(
   const file = configPath === undefined || configPath === '' ? { path: '', values: {} as Record<string, RawValue> } : readConfigFile(configPath, table);
   for (const spec of specs) {
     const key = camel(spec.name);
-    const flagValue = flags[key];
+    const given = flags[key];
+    // A repeated flag arrives as a list: one item a line, as in the environment.
+    const flagValue = Array.isArray(given) ? (spec.repeatable === true ? given.map(String).join('\n') : given[given.length - 1]) : given;
     if (!spec.secret && flagValue !== undefined && flagValue !== null) {
       values[key] = flagValue as RawValue;
       sources[key] = `--${spec.name}`;
@@ -269,6 +280,10 @@ function readConfigFile(path: string, table: readonly OptionSpec[]): { path: str
     }
     if (spec.secret) {
       throw new ConfigError(`--config: ${path} holds "${key}", a secret: secrets are read only from the environment (${envName(spec.name)}) or a file (api-key-file)`);
+    }
+    if (spec.repeatable === true && Array.isArray(value) && value.every((v) => typeof v === 'string')) {
+      values[spec.name] = value.join('\n');
+      continue;
     }
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') {
       throw new ConfigError(`--config: "${key}" in ${path} must be a single value, got ${Array.isArray(value) ? 'a list' : typeof value}${spec.name === 'resources' ? ' (write a comma-separated string: events,users)' : ''}`);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { BackfillConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -9,10 +10,9 @@ import { withContract } from '../normalize/contract.js';
 import { runSettings } from './sync.js';
 import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
 import type { StateStore } from '../state/store.js';
-import { openDestination } from './open-destination.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
-import { openRunState, type CommandIo } from './sync.js';
+import { failedRunJson, openStateAndDestination, runJson, type CommandIo } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.
@@ -29,8 +29,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
   let output: string[];
   let code: number;
   try {
-    state = await openRunState(config, 'backfill', { clock, logger, stop });
-    destination = await openDestination(config, logger, io.print);
+    ({ state, destination } = await openStateAndDestination(config, 'backfill', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
     const options = {
       resources: config.resources,
       project: config.project,
@@ -55,6 +54,8 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     }
     const tables = config.resources.map((r) => r.name);
     const columnsBefore = await columnsOf(destination, tables);
+    // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
+    const runId = randomUUID();
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runBackfill(
@@ -66,6 +67,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         batchRows: config.batchRows,
         batchBytes: config.batchBytes,
         signal: stop.signal,
+        runId,
       },
       { client, destination, state, clock, logger },
       backfillProgressHooks(runtime.tracker),
@@ -87,6 +89,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         },
         schemaChanges(columnsBefore, await columnsOf(destination, tables)),
         logger,
+        runId,
       );
     }
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
@@ -99,12 +102,26 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     }
     const failed = streams.find((s) => s.outcome !== 'ok');
     code = reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
-    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
-    output = summaryLines(streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
-    if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
+    if (config.json) {
+      const run = runJson('backfill', { ...summary, streams }, code);
+      const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));
+      output = [
+        JSON.stringify({
+          ...run,
+          from: summary.from,
+          to: summary.to,
+          streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
+          ...(reason === undefined ? {} : { stopped: reason.stopCause }),
+        }),
+      ];
+    } else {
+      const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
+      output = summaryLines(streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
+      if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
+    }
   } catch (error) {
-    output = [`backfill FAILED: ${(error as Error).message}`];
     code = exitCodeFor(error);
+    output = config.json ? [JSON.stringify(failedRunJson('backfill', error, code))] : [`backfill FAILED: ${(error as Error).message}`];
   } finally {
     stop.dispose();
     // The summary is printed last: after the display's last frame, the logs, and closing files.

@@ -2,7 +2,7 @@ import type { SyncConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import { checkApi, checkExitCode, formatCheck } from '../pipeline/check.js';
-import { StateStore } from '../state/store.js';
+import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
 import type { CommandIo } from './sync.js';
 
@@ -16,7 +16,7 @@ export async function checkCommand(config: SyncConfig, io: CommandIo): Promise<n
   const print = (line: string): void => io.print(redact(line, secrets));
   const runtime = createRuntime({ ...config, progress: 'off' }, io);
   try {
-    const doc = await StateStore.read(config.statePath).catch(() => undefined);
+    const doc = await readStateDocument(config, runtime.logger, {}).catch(() => undefined);
     const report = await checkApi(
       { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal },
       runtime.client,

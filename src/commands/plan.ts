@@ -3,13 +3,14 @@ import type { PlanConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import { formatPlan, planBackfill, planSync } from '../pipeline/plan.js';
-import { StateStore } from '../state/store.js';
+import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
 import type { CommandIo } from './sync.js';
 
 /**
  * `query-sync plan`: with `--from/--to` the plan of that backfill, else of the next sync from state.
- * Reads state without a lock and makes only count requests; opens no warehouse.
+ * Reads state without a lock (from the warehouse, opened read-only, or the state file) and makes
+ * only count requests.
  */
 export async function planCommand(config: PlanConfig, io: CommandIo): Promise<number> {
   // The plan is the output: no progress display.
@@ -17,7 +18,7 @@ export async function planCommand(config: PlanConfig, io: CommandIo): Promise<nu
   const { clock, logger, client } = runtime;
   const secrets = [config.apiKey];
   try {
-    const state = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
+    const state = await readStateDocument(config, logger);
     const deps = { client, state, clock, logger, limits: config.limits };
     const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
     const plan =

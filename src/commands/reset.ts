@@ -1,8 +1,13 @@
+import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
 import type { ResetConfig } from '../config.js';
 import { systemClock } from '../core/clock.js';
 import { ConfigError, exitCodeFor } from '../core/errors.js';
+import { silentLogger } from '../core/log.js';
+import type { Destination } from '../load/destination.js';
 import { StateStore, type StreamState } from '../state/store.js';
+import { openDestination } from './open-destination.js';
+import { keepStateIn, readStateDocument } from './state-home.js';
 
 export interface ResetIo {
   readonly print: (line: string) => void;
@@ -28,12 +33,12 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
     if (!config.yes && !io.interactive) {
       throw new ConfigError('reset changes the state and cannot ask for confirmation here (not a terminal): pass --yes');
     }
-    const doc = await StateStore.read(config.statePath);
+    const doc = await readStateDocument(config, silentLogger(), {});
     const keys = Object.keys(doc.streams).filter((key) => matches(key, config));
     const names = config.resources.map((r) => r.name).join(',');
     const scope = config.project === undefined ? 'every project scope' : `project scope ${config.project}`;
     if (keys.length === 0) {
-      io.print(`reset: nothing to forget: ${config.statePath} has no stream of ${names} in ${scope}`);
+      io.print(`reset: nothing to forget: the state (the warehouse's, or ${config.statePath} without one) has no stream of ${names} in ${scope}`);
       return 0;
     }
     if (!config.yes) {
@@ -44,11 +49,25 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
         return 1;
       }
     }
-    const state = await StateStore.open(config.statePath, { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs });
+    // The state lives in the warehouse: forget there (and in the file, its copy), under the sync
+    // lease (in the dataset for BigQuery, beside the state file otherwise: taken first there).
+    const lease = { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs };
+    let state: StateStore | undefined;
+    let destination: Destination | undefined;
     try {
+      if (config.destination === 'bigquery') {
+        destination = await openDestination(config, silentLogger(), () => undefined);
+        state = await StateStore.open(config.statePath, { ...lease, ...(destination.leases === undefined ? {} : { leases: destination.leases }) });
+      } else {
+        state = await StateStore.open(config.statePath, lease);
+        // No warehouse file yet: the state file is all there is (reset never creates a warehouse).
+        if (existsSync(config.duckdbPath)) destination = await openDestination(config, silentLogger(), () => undefined);
+      }
+      if (destination !== undefined) await keepStateIn(state, destination);
       for (const key of keys) await state.updateStream(key, forget);
     } finally {
-      await state.close();
+      await destination?.close().catch(() => undefined);
+      await state?.close();
     }
     io.print(`reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`);
     return 0;

@@ -6,7 +6,7 @@ import { redact, silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { buildStatus, formatStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
-import { StateStore } from '../state/store.js';
+import { readStateFrom } from './state-home.js';
 import { openDestination } from './open-destination.js';
 import type { CommandIo } from './sync.js';
 
@@ -19,9 +19,9 @@ export async function statusCommand(config: StatusConfig, outerIo: CommandIo): P
   const secrets = config.redactKey === undefined ? [] : [config.redactKey];
   const io: CommandIo = { ...outerIo, print: (line) => outerIo.print(redact(line, secrets)) };
   try {
-    const doc = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
+    const { document: doc, location } = await readStateFrom(config, silentLogger());
     const warehouse = await readWarehouse(config, io);
-    const report = buildStatus(config.statePath, doc, config.resources, warehouse);
+    const report = buildStatus(location, doc, config.resources, warehouse);
     if (config.json) io.print(JSON.stringify(report, null, 2));
     else for (const line of formatStatus(report)) io.print(line);
     return 0;

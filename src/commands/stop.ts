@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { formatDuration } from '../core/duration.js';
 import { RunStoppedError, STOP_EXIT_CODES } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
@@ -26,6 +27,10 @@ export interface RunStopOptions {
 
 export function createRunStop(options: RunStopOptions): RunStop {
   const controller = new AbortController();
+  // Every request waiting for the budget or in flight listens to this signal (hundreds at once for
+  // per-event traces), each removing its listener when it ends: no leak, so no warning (Node prints
+  // one after 10, to stderr, through the live display).
+  setMaxListeners(0, controller.signal);
   let reason: RunStoppedError | undefined;
   const stop = (why: RunStoppedError): void => {
     if (reason !== undefined) return;

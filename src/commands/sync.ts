@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
@@ -9,10 +10,15 @@ import { planSync, toProgressPlan } from '../pipeline/plan.js';
 import { runSync, type RunSummary } from '../pipeline/run.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
+import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pipeline/aggregates.js';
+import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../pipeline/searches.js';
+import { defineViews } from '../pipeline/views.js';
+import { writeDbtSources } from './dbt-sources.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import type { Destination } from '../load/destination.js';
-import { StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
-import { openDestination } from './open-destination.js';
+import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
+import { keepStateIn } from './state-home.js';
+import { openDestination, type DestinationConfig } from './open-destination.js';
 import { assertCanRefresh, finishRefresh, refreshState, shadowTable, ShadowDestination } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
 import { createRuntime, syncProgressHooks } from './runtime.js';
@@ -36,14 +42,13 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   const secrets = [config.apiKey];
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let state: StateStore | undefined;
-  let destination: Awaited<ReturnType<typeof openDestination>> | undefined;
+  let destination: Destination | undefined;
   let output: string[];
   let code: number;
   try {
     const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
-    state = await openRunState(config, 'sync', { clock, logger, stop });
-    destination = await openDestination(config, logger, config.json ? (line) => logger.info(line) : io.print);
-    const warnings = mismatchWarnings(config, before, state.document);
+    ({ state, destination } = await openStateAndDestination(config, 'sync', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+    const warnings = mismatchWarnings(config, { ...before, state: before.state || !isEmpty(state.document) }, state.document);
     for (const warning of warnings) logger.warn(warning);
     let runState = state;
     let runDestination: Destination = destination;
@@ -65,7 +70,9 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       if (plan !== undefined) runtime.tracker.setPlan(toProgressPlan(plan));
     }
     const tables = config.resources.map((r) => r.name);
-    const columnsBefore = await columnsOf(destination, tables);
+    const columnsBefore = await columnsOf(destination, [...tables, ...analystTables(config)]);
+    // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
+    const runId = randomUUID();
     runtime.tracker.markStart();
     runtime.display.start();
     const summary = await runSync(
@@ -84,14 +91,19 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: stop.signal,
+        runId,
       },
       { client, destination: runDestination, state: runState, clock, logger },
       syncProgressHooks(runtime.tracker),
     );
     runtime.tracker.finish();
     runtime.display.stop();
+    // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then).
+    const extra = config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger }, stop.signal);
     const reason = stop.reason;
-    const streams = reason === undefined ? summary.streams : summary.streams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));
+    const allStreams = [...summary.streams, ...extra];
+    const streams = reason === undefined ? allStreams : allStreams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));
+    const runOk = summary.ok && extra.every((s) => s.outcome === 'ok');
     const refreshLines: string[] = [];
     if (config.fullRefresh === true) {
       const finished = (resource: string): boolean =>
@@ -100,7 +112,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       if (outcome.replaced.length > 0) refreshLines.push(`full refresh: replaced ${outcome.replaced.join(', ')} (each in one transaction) and their marks`);
       if (outcome.keptAsWas.length > 0) refreshLines.push(`full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`);
     }
-    const runId = config.dryRun
+    const recordedRunId = config.dryRun
       ? undefined
       : await recordRun(
           destination,
@@ -112,9 +124,20 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
             settings: runSettings(config),
             secrets,
           },
-          schemaChanges(columnsBefore, await columnsOf(destination, tables)),
+          schemaChanges(columnsBefore, await columnsOf(destination, [...tables, ...analystTables(config)])),
           logger,
+          runId,
         );
+    if (!config.dryRun) {
+      await defineViews(destination, logger);
+      if (config.dbtSourcesPath !== undefined) {
+        const path = await writeDbtSources(destination, config.dbtSourcesPath, { destination: config.destination, bigquery: config.bigquery }).catch((error: unknown) => {
+          logger.warn({ err: (error as Error).message }, `could not write the dbt sources to ${config.dbtSourcesPath ?? ''}`);
+          return undefined;
+        });
+        if (path !== undefined) logger.info({ path }, `dbt sources written to ${path}`);
+      }
+    }
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
     const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
     for (const s of streams) {
@@ -127,11 +150,11 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     code = reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, streams }, code), ...(runId === undefined ? {} : { runId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
+      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
       : [
           ...warnings.map((w) => `WARNING: ${w}`),
           ...refreshLines,
-          ...summaryLines(streams, `sync ${summary.ok ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s`),
+          ...summaryLines(streams, `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s`),
           ...stopped,
         ];
   } catch (error) {
@@ -167,7 +190,7 @@ function mismatchWarnings(config: SyncConfig, before: { warehouse: boolean; stat
   }
   if (before.warehouse && !before.state && config.destination === 'duckdb') {
     out.push(
-      `the state ${resolve(config.statePath)} is new, but the warehouse ${resolve(config.duckdbPath)} exists: this sync reads all history again ` +
+      `the warehouse ${resolve(config.duckdbPath)} exists but holds no query-sync state, and there is no state file at ${resolve(config.statePath)}: this sync reads all history again ` +
         `(safe: rows merge on their key, but slow). Wrong --state (relative paths follow the working directory)?`,
     );
   }
@@ -182,16 +205,51 @@ export function openRunState(
   config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'>,
   purpose: StateStoreOptions['purpose'],
   { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  destination?: Destination,
 ): Promise<StateStore> {
   return StateStore.open(config.statePath, {
     clock,
     purpose,
+    // BigQuery keeps the lease in the dataset; a dry run sends nothing, so it keeps it in a file.
+    ...(destination?.leases === undefined || config.dryRun ? {} : { leases: destination.leases }),
     lockWaitMs: config.lockWaitMs,
     inMemory: config.dryRun,
     resources: RESOURCE_NAMES,
     onLockTakeOver: (message) => logger.warn(message),
+    onNote: (message) => logger.info(message),
     onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
   });
+}
+
+/**
+ * The run's state under its lease, and the destination, the state then kept in the warehouse. The
+ * lease comes first where it lives beside the state file (DuckDB: a second run is told about the
+ * lease, not about a busy DuckDB file); BigQuery's lease is in the dataset, so the destination
+ * (which sends nothing when made) comes first there.
+ */
+export async function openStateAndDestination(
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & DestinationConfig,
+  purpose: StateStoreOptions['purpose'],
+  deps: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  print: (line: string) => void,
+): Promise<{ state: StateStore; destination: Destination }> {
+  let state: StateStore | undefined;
+  let destination: Destination | undefined;
+  try {
+    if (config.destination === 'bigquery') {
+      destination = await openDestination(config, deps.logger, print);
+      state = await openRunState(config, purpose, deps, destination);
+    } else {
+      state = await openRunState(config, purpose, deps);
+      destination = await openDestination(config, deps.logger, print);
+    }
+    await keepStateIn(state, destination);
+    return { state, destination };
+  } catch (error) {
+    await destination?.close().catch(() => undefined);
+    await state?.close().catch(() => undefined);
+    throw error;
+  }
 }
 
 /** One stream of the JSON summary. */
@@ -290,4 +348,26 @@ export function runSettings(config: SyncConfig): Record<string, unknown> {
     excludedColumns: config.privacy.exclude,
     hashedColumns: config.privacy.hash,
   };
+}
+
+/** Tables the analyst features write this run (their schema changes are recorded like the others'). */
+function analystTables(config: SyncConfig): string[] {
+  const out: string[] = [];
+  for (const r of config.resources) for (const b of r.bridges ?? []) out.push(b.table);
+  if ((config.searches ?? []).length > 0) out.push(SEARCH_RESULTS_TABLE);
+  if (config.aggregates === true) out.push(EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE);
+  return out;
+}
+
+/** Saved searches (`--search`) and aggregates (`--aggregates`), as streams of the run summary. */
+async function analystStreams(config: SyncConfig, runId: string, runStartMs: number, deps: SearchDeps, signal: AbortSignal): Promise<StreamResult[]> {
+  const jobs: Promise<StreamResult[]>[] = [];
+  const searches = config.searches ?? [];
+  if (searches.length > 0) {
+    jobs.push(runSearches({ searches, project: config.project, projectIds: config.projectIds, runStartMs, lookbackMs: config.lookbackMs, runId, signal }, deps));
+  }
+  if (config.aggregates === true) {
+    jobs.push(refreshAggregates({ project: config.project, projectIds: config.projectIds, runStartMs, startMs: config.startMs, runId, signal }, deps));
+  }
+  return (await Promise.all(jobs)).flat();
 }

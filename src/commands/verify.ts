@@ -7,6 +7,7 @@ import { formatBackfillStreams } from '../pipeline/backfill.js';
 import { formatVerify, repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
+import { keepStateIn, stateTableOf } from './state-home.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, stoppedLine } from './stop.js';
 import { openRunState, type CommandIo } from './sync.js';
@@ -28,9 +29,9 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
   let destination: Destination | undefined;
   let state: StateStore | undefined;
   try {
-    const doc = await StateStore.read(config.statePath, { resources: RESOURCE_NAMES });
-    const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: doc.projects });
     destination = await openDestination(config, logger, io.print);
+    const doc = await StateStore.readWith(config.statePath, stateTableOf(destination), { resources: RESOURCE_NAMES });
+    const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: doc.projects });
     const deps = { client, destination, logger };
     const report = await verifyCounts(
       { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc.projects, ...config.range },
@@ -41,7 +42,8 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
 
     const mismatched = report.windows.filter((w) => !w.match);
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-    state = await openRunState(config, 'backfill', { clock, logger, stop });
+    state = await openRunState(config, 'backfill', { clock, logger, stop }, destination);
+    await keepStateIn(state, destination);
     runtime.tracker.markStart();
     runtime.display.start();
     const streams = await repairWindows(

@@ -80,6 +80,18 @@ export interface ResourceDefinition {
    * resources that have one.
    */
   readonly countPath?: string;
+  /**
+   * How a large window is cut into sub-windows walked at once (split walks): where the records lie
+   * in time comes from a timeseries endpoint (`/v1/events/timeseries`), the resource's own
+   * (`exact`: its counts are this resource's records) or a proxy (users' `last_seen`, spans and
+   * conversations' `started_at` are events' times). Absent: a window is always one walk.
+   */
+  readonly split?: SplitDeclaration;
+  /**
+   * An endpoint answering counts per UTC bucket for the same filters (`/v1/events/timeseries`):
+   * `verify` reconciles a whole range of day- or hour-aligned windows in one request with it.
+   */
+  readonly timeseriesPath?: string;
   /** Largest page the endpoint allows; a sync always asks for this many. */
   readonly maxPageSize: number;
   /** Column types known up front; other fields are inferred from their values. */
@@ -108,8 +120,63 @@ export interface ResourceDefinition {
   readonly perParent?: PerParentReads;
   /** Optional pure record transform applied before normalization. */
   readonly transform?: (record: ApiRecord) => ApiRecord;
+  /**
+   * Tables with one row per element of an array field (`event_signals` from `events.signals`),
+   * written in the same write as the records and replaced with them (see `BridgeDefinition`).
+   */
+  readonly bridges?: readonly BridgeDefinition[];
 }
 
+/**
+ * A bridge table: one row per element of an array field of each record, so analysts join instead
+ * of unnesting JSON. The destination derives its rows from the parent rows as stored, in the same
+ * write: the rows of every parent key in the batch are deleted, then the arrays unnested again, so
+ * a record re-read with fewer elements keeps exactly its new ones.
+ */
+export interface BridgeDefinition {
+  /** Table name, e.g. `event_signals`. */
+  readonly table: string;
+  /** The parent's array field, e.g. `signals`. */
+  readonly field: string;
+  /** Column holding the parent's key, e.g. `event_id`. */
+  readonly parentColumn: string;
+  /** Column holding the whole element as JSON (whatever else it carries), e.g. `signal`. */
+  readonly elementColumn: string;
+  /** Columns taken from each (object) element: column name, element field, type. */
+  readonly elementFields: readonly { readonly column: string; readonly field: string; readonly type: LogicalType }[];
+}
+
+/** A bridge as a destination writes it: its table, and the parent column the array is stored in. */
+export interface BridgeSchema {
+  readonly definition: BridgeDefinition;
+  /** The parent table's column holding the array (its field's column, see `SchemaTracker.columnFor`). */
+  readonly sourceColumn: string;
+  readonly table: TableSchema;
+}
+
+/** See `ResourceDefinition.split`. */
+export interface SplitDeclaration {
+  /** Answers `{ "data": { "buckets": [{ "timestamp", "count" }], "total" } }` for `interval` and the time filters below. */
+  readonly timeseriesPath: string;
+  /** The timeseries' time filters (inclusive lower, exclusive upper). */
+  readonly timeseriesGte: string;
+  readonly timeseriesLt: string;
+  /** The timeseries counts this resource's records in the list's window (so cuts can fill whole pages). */
+  readonly exact: boolean;
+  /**
+   * Where the timeseries is a proxy: a count of the resource's records in a window ending now, e.g.
+   * `/v1/events/count?count_by=user_id` (users seen since the window's start are those whose
+   * `last_seen` is in it), `{ path, param, value }`. It sizes the split; the timeseries places the cuts.
+   */
+  readonly count?: { readonly path: string; readonly param: string; readonly value: string };
+  /**
+   * Filters of the sub-windows when they are not `filterGte`/`filterLt`: a field never later than
+   * `cursorField` (conversations: `started_at[…]`, while the window is on `last_message_at`). The
+   * sub-windows then cover [0, window end) of that field, and each walk still cuts rows to the window.
+   */
+  readonly partGte?: string;
+  readonly partLt?: string;
+}
 /** Which parent records get their per-parent children read: all, those whose fields show some, or none. */
 export type ChildSelection = 'all' | 'traced' | 'none';
 
@@ -148,6 +215,25 @@ export interface TableSchema {
   readonly partitionColumn?: string;
   /** Re-read in full every run (mode `full`): a destination may skip rows that did not change. */
   readonly fullRefresh?: boolean;
+  /** Bridge tables rewritten with every write of this table (see `BridgeDefinition`). */
+  readonly bridges?: readonly BridgeSchema[];
+  /**
+   * Columns a keyed merge sets only when it inserts the row (e.g. `first_matched_at`): a row seen
+   * again keeps their first value.
+   */
+  readonly insertOnly?: readonly string[];
+}
+
+/** A saved search (`--search`), kept in `search_results`. */
+export interface SavedSearch {
+  /** The search's name in `search_results.search_name`. */
+  readonly name: string;
+  readonly query: string;
+  readonly mode: 'text' | 'semantic' | 'regex';
+  /** `search_in` (`user_input`, `assistant_output`); absent: the server's default (both). */
+  readonly searchIn?: readonly string[];
+  /** `threshold` (semantic search's least relevance, 0–1); absent: the server's default. */
+  readonly threshold?: number;
 }
 
 /** Injected clock: every part that reads time takes one, so tests can fake it. */

@@ -21,6 +21,17 @@ export interface WalkRequest {
   readonly window?: TimeWindow;
   /** Resume from this cursor (a checkpoint) instead of the first page. */
   readonly startCursor?: string;
+  /**
+   * A sub-window on another field than the window's (split walks of conversations: `started_at`):
+   * its parameters are sent as well; the window still cuts rows on the cursor field.
+   */
+  readonly partFilter?: PartFilter;
+}
+
+export interface PartFilter {
+  readonly gte: string;
+  readonly lt: string;
+  readonly window: TimeWindow;
 }
 
 /** The query parameters of the first page of a walk (a later page adds `cursor`). */
@@ -31,6 +42,10 @@ export function walkQuery(req: WalkRequest): Record<string, string | undefined> 
   if (window !== undefined && resource.filterGte !== undefined) {
     query[resource.filterGte] = new Date(window.fromMs).toISOString();
     if (resource.filterLt !== undefined) query[resource.filterLt] = new Date(window.toMs).toISOString();
+  }
+  if (req.partFilter !== undefined) {
+    query[req.partFilter.gte] = new Date(req.partFilter.window.fromMs).toISOString();
+    query[req.partFilter.lt] = new Date(req.partFilter.window.toMs).toISOString();
   }
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
   return query;

@@ -122,6 +122,50 @@ export function splitByCounts(window: TimeWindow, parts: number, counts: readonl
 }
 
 /**
+ * Like `splitByCounts`, for exact counts (the resource's own timeseries) and a walk that reads
+ * `pageSize` records a page: each cut is a bucket edge near its share of the records, chosen so the
+ * sub-window before it holds as nearly a whole number of pages as the edges allow. Every sub-window
+ * ends with a partial page, so cuts anywhere would cost about one request per sub-window; cuts at
+ * whole pages cost none. The sub-windows cover the window exactly, whatever the counts say.
+ */
+export function splitIntoPages(window: TimeWindow, parts: number, counts: readonly WindowCount[], pageSize: number): TimeWindow[] {
+  assertParts(parts);
+  if (isEmptyWindow(window)) return [];
+  const edges: { ms: number; before: number }[] = [];
+  let total = 0;
+  for (const c of [...counts].sort((a, b) => compareWindows(a.window, b.window))) {
+    const from = Math.max(window.fromMs, c.window.fromMs);
+    const to = Math.min(window.toMs, c.window.toMs);
+    if (!(to > from) || !(c.count > 0) || !Number.isFinite(c.count)) continue;
+    total += c.count;
+    if (to < window.toMs) edges.push({ ms: to, before: total });
+  }
+  if (total === 0) return splitByTime(window, parts);
+  const n = Math.max(1, Math.min(Math.floor(parts), window.toMs - window.fromMs));
+  const size = total / n;
+  const waste = (records: number): number => (pageSize - (records % pageSize)) % pageSize;
+  const cuts: number[] = [];
+  let prevMs = window.fromMs;
+  let prevBefore = 0;
+  for (let i = 1; i < n; i += 1) {
+    const target = size * i;
+    const open = edges.filter((e) => e.ms > prevMs && e.before > prevBefore && e.before < total);
+    if (open.length === 0) break;
+    const near = open.filter((e) => Math.abs(e.before - target) <= size / 8);
+    const pick = (near.length > 0 ? near : open).reduce((best, e) => {
+      const key = (x: typeof e): [number, number] => (near.length > 0 ? [waste(x.before - prevBefore), Math.abs(x.before - target)] : [Math.abs(x.before - target), 0]);
+      const [a1, a2] = key(e);
+      const [b1, b2] = key(best);
+      return a1 < b1 || (a1 === b1 && a2 < b2) ? e : best;
+    });
+    cuts.push(pick.ms);
+    prevMs = pick.ms;
+    prevBefore = pick.before;
+  }
+  return fromCuts(window, cuts);
+}
+
+/**
  * Split `window` into `parts` sub-windows of about equal records, using `count` (one request each,
  * e.g. `/v1/events/count`) on a finer time split of `parts × resolution` slices. The counts are asked
  * at once; the caller's scheduler paces them.

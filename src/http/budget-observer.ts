@@ -17,16 +17,16 @@ export interface BudgetObserver {
 /** `inner`, reporting to `observer`; scheduling, limits and order are exactly `inner`'s. */
 export function observedBudget(inner: RequestBudget, observer: BudgetObserver): RequestBudget {
   return {
-    schedule<T>(endpoint: string, task: () => Promise<T>, options?: ScheduleOptions): Promise<T> {
+    schedule<T>(endpoint: string, task: (sent: () => void) => Promise<T>, options?: ScheduleOptions): Promise<T> {
       const lane = options?.lane;
       observer.queued(endpoint, lane);
       let started = false;
       const result = inner.schedule(
         endpoint,
-        () => {
+        (sent) => {
           started = true;
           observer.dequeued(lane, true);
-          return task();
+          return task(sent);
         },
         options,
       );

@@ -32,9 +32,12 @@ export interface BudgetStats {
 export interface RequestBudget {
   /**
    * Run `task` once the budget for `endpoint` (a path template such as `/v1/events`) allows one more
-   * request. Every call counts as one request against the limits when `task` starts.
+   * request. Every call counts as one request against the limits from when `task` starts, or, once
+   * `task` calls `sent`, from when its request really went out: a connection being opened (TCP, TLS)
+   * or a busy event loop can hold a request back after it started, and the server counts it when it
+   * arrives, later than its neighbours on open connections.
    */
-  schedule<T>(endpoint: string, task: () => Promise<T>, options?: ScheduleOptions): Promise<T>;
+  schedule<T>(endpoint: string, task: (sent: () => void) => Promise<T>, options?: ScheduleOptions): Promise<T>;
   /** The server answered 429 for `endpoint`: pause that bucket and lower its rate. */
   onRateLimited(endpoint: string, retryAfterMs: number | undefined): void;
   stats(): BudgetStats;

@@ -59,6 +59,8 @@ export const DEFAULT_MAX_RETRY_AFTER_MS = 300_000;
 
 /** Waits at least this long are logged at info with their reason (shorter ones at debug). */
 export const LONG_WAIT_MS = 5_000;
+/** At most one long-wait line per endpoint (and per kind: budget, 429) in this interval. */
+export const WAIT_LOG_INTERVAL_MS = 30_000;
 
 /** `code` of the error an attempt ends with when it passes `TimeoutOptions.requestMs`. */
 export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
@@ -138,6 +140,8 @@ export class ApiClient {
   private readonly requestMs: number;
   private readonly maxRetryAfterMs: number;
   private readonly longWaitMs: number;
+  /** Per endpoint and kind of wait: when the last long-wait line was logged (one line per interval). */
+  private readonly waitLogged = new Map<string, number>();
 
   constructor(options: ApiClientOptions) {
     this.options = options;
@@ -177,6 +181,17 @@ export class ApiClient {
     }
   }
 
+  /**
+   * Whether a long-wait line of this kind is due: requests of many lanes wait on the same endpoint
+   * at once (per-event traces: hundreds), and one line per interval says as much as one per request.
+   */
+  private firstWaitLineIn(kind: string, now: number): boolean {
+    const last = this.waitLogged.get(kind);
+    if (last !== undefined && now - last < WAIT_LOG_INTERVAL_MS) return false;
+    this.waitLogged.set(kind, now);
+    return true;
+  }
+
   private async getJsonUnredacted(req: ApiRequest, ctx: CallContext): Promise<JsonValue> {
     const { clock, logger, budget } = this.options;
     const url = this.url(req);
@@ -189,16 +204,17 @@ export class ApiClient {
       try {
         ctx.stats.requests += 1;
         const queuedAt = clock.now();
-        response = await budget.schedule(req.endpoint, () => {
+        response = await budget.schedule(req.endpoint, (sent) => {
           const waited = clock.now() - queuedAt;
           ctx.stats.waitedMs += waited;
-          if (waited >= this.longWaitMs) {
+          if (waited >= this.longWaitMs && this.firstWaitLineIn(`budget ${req.endpoint}`, clock.now())) {
             logger.info(
               { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, waitedMs: waited },
-              `waited ${Math.round(waited / 1000)} s for the request budget of ${req.endpoint} (rate limits, or a pause after a 429)`,
+              `waited ${Math.round(waited / 1000)} s for the request budget of ${req.endpoint} (rate limits, or a pause after a 429); ` +
+                `other waits on it are logged at most every ${Math.round(WAIT_LOG_INTERVAL_MS / 1000)} s (the summary counts them all)`,
             );
           }
-          return this.send(url, req.project, ctx.signal);
+          return this.send(url, req.project, ctx.signal, sent);
         }, {
           lane: ctx.lane,
           signal: ctx.signal,
@@ -235,7 +251,7 @@ export class ApiClient {
           rateLimited += 1;
           ctx.stats.rateLimited += 1;
           this.checkRetryAfter(decision.retryAfterMs, response, req, ctx);
-          if ((decision.retryAfterMs ?? 0) >= this.longWaitMs) {
+          if ((decision.retryAfterMs ?? 0) >= this.longWaitMs && this.firstWaitLineIn(`429 ${req.endpoint}`, clock.now())) {
             logger.info(
               { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, retryAfterMs: decision.retryAfterMs },
               `rate limited (429): the server asked to wait ${Math.round((decision.retryAfterMs ?? 0) / 1000)} s; ${req.endpoint} pauses that long`,
@@ -316,22 +332,32 @@ export class ApiClient {
    * One attempt, bounded as a whole by `requestMs` (connect + headers + whole body) besides undici's
    * idle timeouts; passing it fails the attempt with `REQUEST_DEADLINE_CODE`, retried like a timeout.
    */
-  private async send(url: string, project: string | undefined, signal: AbortSignal | undefined): Promise<RawResponse> {
+  private async send(url: string, project: string | undefined, signal: AbortSignal | undefined, sent?: () => void): Promise<RawResponse> {
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.options.apiKey}`,
       accept: 'application/json',
     };
     if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(), this.requestMs);
-    const combined = signal === undefined ? deadline.signal : AbortSignal.any([signal, deadline.signal]);
+    // One controller per attempt, aborted by the deadline or by the run's signal. Not
+    // `AbortSignal.any`: it leaves a listener on the run's long-lived signal per request (Node warns
+    // after 10, and the warning tears the live display); this one is removed when the attempt ends.
+    const attempt = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      attempt.abort();
+    }, this.requestMs);
+    const onRunAbort = (): void => attempt.abort(signal?.reason);
+    if (signal?.aborted === true) onRunAbort();
+    else signal?.addEventListener('abort', onRunAbort, { once: true });
     try {
-      const res = await request(url, { method: 'GET', headers, dispatcher: this.dispatcher, signal: combined });
+      const dispatcher = sent === undefined ? this.dispatcher : reportingSend(this.dispatcher, sent);
+      const res = await request(url, { method: 'GET', headers, dispatcher, signal: attempt.signal });
       const text = await res.body.text();
       const retryAfter = res.headers['retry-after'];
       return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
     } catch (error) {
-      if (deadline.signal.aborted && signal?.aborted !== true) {
+      if (timedOut && signal?.aborted !== true) {
         throw Object.assign(
           new Error(`no complete response within ${formatDuration(this.requestMs)} (request deadline, --request-timeout)`, { cause: error }),
           { code: REQUEST_DEADLINE_CODE },
@@ -340,6 +366,7 @@ export class ApiClient {
       throw error;
     } finally {
       clearTimeout(timer);
+      signal?.removeEventListener('abort', onRunAbort);
     }
   }
 
@@ -409,4 +436,28 @@ export function rejectedParameter(
   if (typeof field !== 'string' || field === '') return undefined;
   const allowed = Array.isArray(allowedFields) ? allowedFields.filter((f): f is string => typeof f === 'string') : [];
   return { field, sent: query[field], message: typeof message === 'string' ? message : '', allowed };
+}
+
+/**
+ * `inner`, calling `sent` when the request's head is written to a connected socket (undici calls a
+ * handler's `onConnect` right before): the moment the server starts to see it, after any connection
+ * set-up. `request()` only needs the `dispatch` of the dispatcher it is given.
+ */
+function reportingSend(inner: Dispatcher, sent: () => void): Dispatcher {
+  const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => {
+    const wrapped = new Proxy(handler, {
+      get(target, prop) {
+        if (prop === 'onConnect') {
+          return (...args: unknown[]) => {
+            sent();
+            return (target.onConnect as ((...a: unknown[]) => unknown) | undefined)?.apply(target, args);
+          };
+        }
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    return inner.dispatch(opts, wrapped);
+  };
+  return { dispatch } as unknown as Dispatcher;
 }

@@ -7,7 +7,7 @@ import { SlidingLog } from './scheduler-window.js';
 export interface Waiter {
   readonly enqueuedAt: number;
   /** Hand the task to p-queue; settles the caller's promise. */
-  readonly start: () => void;
+  readonly start: (startedAt: number) => void;
   /** Called when it leaves the queue (started or aborted). */
   readonly detach: () => void;
 }

@@ -16,9 +16,20 @@ export class SlidingLog {
     return this.#times.length - this.#head;
   }
 
-  /** Record a start. Times must not decrease (the scheduler's clock is made monotonic). */
+  /** Record a start (usually the latest; a restamped one may be later, so keep the order). */
   push(time: number): void {
-    this.#times.push(time);
+    let at = this.#times.length;
+    while (at > this.#head && (this.#times[at - 1] as number) > time) at -= 1;
+    if (at === this.#times.length) this.#times.push(time);
+    else this.#times.splice(at, 0, time);
+  }
+
+  /** A start recorded at `from` really happened at `to` (later): move it. No-op when none is at `from`. */
+  restamp(from: number, to: number): void {
+    const i = this.#firstAfter(from) - 1;
+    if (i < this.#head || this.#times[i] !== from) return;
+    this.#times.splice(i, 1);
+    this.push(to);
   }
 
   /** Forget starts at or before `cutoff`: no window the caller asks about can hold them any more. */

@@ -155,7 +155,7 @@ class Scheduler implements RequestBudget {
     this.#queue.on('next', () => this.#requestDispatch());
   }
 
-  schedule<T>(endpoint: string, task: () => Promise<T>, options: ScheduleOptions = {}): Promise<T> {
+  schedule<T>(endpoint: string, task: (sent: () => void) => Promise<T>, options: ScheduleOptions = {}): Promise<T> {
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const bucket = this.#bucket(endpoint);
@@ -170,8 +170,20 @@ class Scheduler implements RequestBudget {
       };
       const waiter: Waiter = {
         enqueuedAt: this.#now(),
-        start: () => {
-          this.#queue.add(task).then(resolve, reject);
+        start: (startedAt) => {
+          let counted = startedAt;
+          // The request went out later than it started (a new connection, a busy loop): count it
+          // from then, as the server does. Once, and only ever later.
+          const sent = (): void => {
+            const at = this.#now();
+            const from = counted;
+            counted = Number.POSITIVE_INFINITY;
+            if (at <= from) return;
+            bucket.starts.restamp(from, at);
+            this.#allStarts.restamp(from, at);
+            this.#requestDispatch();
+          };
+          this.#queue.add(() => task(sent)).then(resolve, reject);
         },
         detach: () => signal?.removeEventListener('abort', onAbort),
       };
@@ -343,8 +355,8 @@ class Scheduler implements RequestBudget {
     this.#maxPerSecond = Math.max(this.#maxPerSecond, this.#allStarts.countWithin(now, SECOND_MS));
 
     // p-queue has a free slot (checked in #dispatch), so it calls the task synchronously: the
-    // request starts at `now`, the time just recorded.
-    waiter.start();
+    // request starts at `now`, the time just recorded (moved later if it is sent later).
+    waiter.start(now);
   }
 
   /** Keep at most one timer, armed for `at`; none when nothing waits on time. */

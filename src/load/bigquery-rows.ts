@@ -260,12 +260,12 @@ function cellError(table: string, column: string, expected: string, value: CellV
 
 /**
  * A hash of what a row says, for full-refresh tables: every non-null cell but `excluded` (the
- * `_synced_at` of the run), in column-name order, as it would be loaded. A column that appears
+ * `_synced_at` and `_run_id` of the run), in column-name order, as it would be loaded. A column that appears
  * later with NULLs in old rows does not change old rows' hashes.
  */
-export function rowHash(table: TableSchema, row: Row, excluded: string): string {
+export function rowHash(table: TableSchema, row: Row, excluded: readonly string[]): string {
   const hash = createHash('sha256');
-  const columns = [...table.columns].filter((c) => c.name !== excluded).sort((a, b) => (a.name < b.name ? -1 : 1));
+  const columns = [...table.columns].filter((c) => !excluded.includes(c.name)).sort((a, b) => (a.name < b.name ? -1 : 1));
   for (const column of columns) {
     const value = row[column.name];
     if (value === null || value === undefined) continue;

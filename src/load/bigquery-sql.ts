@@ -1,6 +1,6 @@
 import { bigqueryType } from '../core/column-types.js';
 import { ConfigError, LoadError } from '../core/errors.js';
-import type { TableSchema } from '../core/types.js';
+import type { BridgeSchema, TableSchema } from '../core/types.js';
 import { KEY_BUCKETS, KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
 
 /**
@@ -220,9 +220,9 @@ export function mergeSql(params: {
     `USING ${tablePath(target, stage)} AS S`,
     `ON ${on.join(' AND ')}`,
   ];
-  // The key bucket is a function of the key: never updated.
+  // The key bucket is a function of the key: never updated; nor are insert-only columns.
   const updates = bigQueryColumns(table)
-    .filter((c) => !keys.has(c.name) && c.name !== KEY_BUCKET_COLUMN)
+    .filter((c) => !keys.has(c.name) && c.name !== KEY_BUCKET_COLUMN && !(table.insertOnly ?? []).includes(c.name))
     .map((c) => `${quoteIdent(c.name)} = S.${quoteIdent(c.name)}`);
   if (updates.length > 0) {
     const v = table.versionColumn === undefined ? undefined : quoteIdent(table.versionColumn);
@@ -291,4 +291,44 @@ export function planLines(plan: BigQueryWritePlan): string[] {
     plan.merge,
     plan.dropStage,
   ].filter((s): s is string => s !== undefined);
+}
+
+/**
+ * The script that rewrites a bridge table for the parent keys of a staged batch, after the parent's
+ * MERGE, in one transaction: delete the bridge rows of every parent key in the stage, then unnest
+ * those parents' arrays as stored (`JSON_QUERY_ARRAY … WITH OFFSET`). A parent table without the
+ * array column yet only has rows deleted. The DuckDB destination runs the same two statements.
+ */
+export function bridgeScript(params: {
+  readonly target: BigQueryTarget;
+  readonly parent: TableSchema;
+  readonly bridge: BridgeSchema;
+  readonly stage: string;
+  readonly parentHasSource: boolean;
+}): string {
+  const { target, parent, bridge, stage } = params;
+  const [projectKey, parentKey] = parent.key as [string, string];
+  const b = bridge.definition;
+  const q = quoteIdent;
+  const table = tablePath(target, bridge.table.name);
+  const inStage = (alias: string, projectColumn: string, keyColumn: string): string =>
+    `EXISTS (SELECT 1 FROM ${tablePath(target, stage)} AS S WHERE S.${q(projectKey)} = ${alias}.${q(projectColumn)} AND S.${q(parentKey)} = ${alias}.${q(keyColumn)})`;
+  const lines = ['BEGIN TRANSACTION;', `DELETE FROM ${table} AS B WHERE ${inStage('B', 'project_id', b.parentColumn)};`];
+  if (params.parentHasSource) {
+    const fields = b.elementFields.map((f) => {
+      const value = `JSON_VALUE(E, '$."${f.field.replace(/["'\\]/g, '')}"')`;
+      return f.type === 'string' ? value : `SAFE_CAST(${value} AS ${bigqueryType(f.type)})`;
+    });
+    const columns = bridge.table.columns.map((c) => q(c.name));
+    // The parent's metadata columns (a writer without a run id has no `_run_id` in its schema).
+    const meta = (name: string, type: string): string => (parent.columns.some((c) => c.name === name) ? `T.${q(name)}` : `CAST(NULL AS ${type})`);
+    lines.push(
+      `INSERT INTO ${table} (${columns.join(', ')})`,
+      `SELECT ${[`T.${q(projectKey)}`, `T.${q(parentKey)}`, 'O', ...fields, 'E', meta('_synced_at', 'TIMESTAMP'), meta('_run_id', 'STRING')].join(', ')}`,
+      `FROM ${tablePath(target, parent.name)} AS T, UNNEST(JSON_QUERY_ARRAY(T.${q(bridge.sourceColumn)})) AS E WITH OFFSET AS O`,
+      `WHERE ${inStage('T', projectKey, parentKey)};`,
+    );
+  }
+  lines.push('COMMIT TRANSACTION;');
+  return lines.join('\n');
 }

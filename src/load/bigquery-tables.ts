@@ -185,6 +185,26 @@ export class BigQueryTables {
   }
 
   /**
+   * Create a small table of query-sync's own (the state, the lease) if missing: no partitioning,
+   * no clustering, never expiring (a dataset default expiration is cleared as for data tables).
+   */
+  async ensurePlainTable(name: string, fields: TableField[]): Promise<void> {
+    if (this.#fields.has(name)) return;
+    if ((await this.metadata(name)) !== undefined) return;
+    const subject = subjectOf(this.options.target, `creation of table ${name}`, name);
+    try {
+      const [, metadata] = await this.options.jobs.retrying(subject, () =>
+        this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(name, { schema: { fields } }),
+      );
+      await this.clearExpiration(name, metadata as TableMetadata);
+      this.options.log.info({ table: name }, 'bigquery table created');
+    } catch (error) {
+      if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
+    }
+    this.#fields.set(name, fields);
+  }
+
+  /**
    * Whether a MERGE into `table` may prune on `field`: only when the table really is partitioned
    * on it. A table created otherwise (by an earlier version, unpartitioned, or by hand) has rows
    * whose `field` is NULL or not what query-sync would compute; pruning on it would miss them and

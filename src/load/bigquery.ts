@@ -25,11 +25,11 @@
  * keyed on `start_time_ns`, an INT64 ns epoch, and BigQuery cannot partition on an expression over
  * INT64: the table gets a derived `start_time_ts TIMESTAMP`, filled at load time from the bigint.
  *
- * State in the warehouse (not built yet; see the deployment issue). The MERGE is one statement in
- * one query job; a `_query_sync_state` row can ride with it by sending, in the same job, the script
- * `BEGIN TRANSACTION; MERGE …; MERGE _query_sync_state …; COMMIT TRANSACTION;` (`mergeSql` returns
- * one statement for that reason). Job ids stay deterministic per stage, so a lost response is
- * adopted, and a conflict aborts the whole transaction, which is retried whole.
+ * State in the warehouse (`core/state-table.ts`). A batch that carries state (its checkpoint) is
+ * written alone, not coalesced, and its last MERGE is sent as the script
+ * `BEGIN TRANSACTION; MERGE …; MERGE _query_sync_state …; COMMIT TRANSACTION;` in one query job:
+ * BigQuery commits the rows and the state together or neither. Job ids stay deterministic per stage,
+ * so a lost response is adopted, and a conflict aborts the whole transaction, which is retried whole.
  *
  * Retries. The client's own retry layer is switched off (`retryOptions.autoRetry: false`) so there
  * is exactly one: this file's, which retries only what BigQuery calls transient (`backendError`,
@@ -43,15 +43,20 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
+import { BigQuery, type BigQueryOptions, type Job, type Query } from '@google-cloud/bigquery';
 import { silentLogger, type Logger } from '../core/log.js';
+import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
+import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql, transactionSql } from './bigquery-state.js';
+import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
+import type { LeaseProvider } from '../core/lease.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
+import { bridgeScript } from './bigquery-sql.js';
 import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
   assertColumnNames,
@@ -138,6 +143,7 @@ interface StagedFile {
 
 export class BigQueryDestination implements Destination {
   readonly kind = 'bigquery';
+  readonly stateLocation: string;
   private readonly client: BigQuery;
   private readonly target: BigQueryTarget;
   private readonly dryRun: boolean;
@@ -157,6 +163,7 @@ export class BigQueryDestination implements Destination {
 
   constructor(options: BigQueryDestinationOptions) {
     this.target = { projectId: options.projectId, dataset: options.dataset };
+    this.stateLocation = `table ${STATE_TABLE} of BigQuery dataset ${options.projectId}.${options.dataset}`;
     const location = options.location ?? DEFAULT_LOCATION;
     validateTarget(this.target, location);
     this.dryRun = options.dryRun ?? false;
@@ -224,11 +231,12 @@ export class BigQueryDestination implements Destination {
 
   write(batch: LoadBatch): Promise<LoadResult> {
     const name = batch.table.name;
-    let group = this.waiting.get(name);
+    // A batch with state commits with its own MERGE: it is never coalesced with others.
+    let group = batch.state === undefined ? this.waiting.get(name) : undefined;
     if (group === undefined) {
       const created: WriteGroup = { batches: [] };
       group = created;
-      this.waiting.set(name, created);
+      if (batch.state === undefined) this.waiting.set(name, created);
       const previous = this.queues.get(name) ?? Promise.resolve();
       created.result = previous.then(() => {
         // From here on, new writes form the next group.
@@ -244,6 +252,54 @@ export class BigQueryDestination implements Destination {
       const rows = r.rowsPerBatch.get(batch) ?? 0;
       return r.bytesProcessed === undefined ? { rows } : { rows, bytesProcessed: r.bytesProcessed };
     });
+  }
+
+  /**
+   * The run lease in the dataset (`_query_sync_lease`): BigQuery runs share no file, so the lease
+   * lives where the state does.
+   */
+  get leases(): LeaseProvider {
+    return new BigQueryLeases({
+      target: this.target,
+      ensureLeaseTable: async () => {
+        await this.tables.ensureDataset();
+        await this.tables.ensurePlainTable(LEASE_TABLE, LEASE_FIELDS);
+      },
+      dml: async (operation, sql, params) => {
+        const subject = this.subject(operation, LEASE_TABLE);
+        const job = await this.jobs.run(subject, `qs_lease_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId, undefined, params));
+        return Number(job.metadata.statistics?.query?.numDmlAffectedRows ?? 0);
+      },
+      select: (operation, sql, params) => this.select(operation, LEASE_TABLE, sql, params),
+    });
+  }
+
+  /** Every row of `_query_sync_state`; none when the dataset or the table does not exist (or in a dry run). */
+  async readState(): Promise<readonly StateRow[]> {
+    if (this.dryRun || !(await this.tableExists(STATE_TABLE))) return [];
+    const rows = await this.select(`read of query-sync's state`, STATE_TABLE, stateSelectSql(this.target));
+    return rows.map((r) => ({ key: String(r['key']), value: r['value'] === null || r['value'] === undefined ? null : String(r['value']) }));
+  }
+
+  /** A state change with no batch: one MERGE into `_query_sync_state` (one statement: atomic). */
+  async writeState(commit: StateCommit): Promise<void> {
+    await this.ensureStateTable();
+    const rows = await commit.prepare();
+    let committed = false;
+    try {
+      if (rows.length > 0) {
+        const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
+        await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(stateMergeSql(this.target), jobId, rows));
+      }
+      committed = true;
+    } finally {
+      await commit.finish(committed);
+    }
+  }
+
+  private async ensureStateTable(): Promise<void> {
+    await this.tables.ensureDataset();
+    await this.tables.ensurePlainTable(STATE_TABLE, STATE_FIELDS);
   }
 
   async count(table: string): Promise<number> {
@@ -279,10 +335,10 @@ export class BigQueryDestination implements Destination {
   }
 
   /** Run a SELECT as a query job in the dataset's location; its rows. */
-  private async select(operation: string, table: string, sql: string): Promise<Record<string, unknown>[]> {
+  private async select(operation: string, table: string, sql: string, params?: Record<string, string | number>): Promise<Record<string, unknown>[]> {
     const subject = this.subject(operation, table);
     const base = `qs_select_${table}_${randomBytes(6).toString('hex')}`;
-    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId));
+    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId, undefined, params));
     const [rows] = await this.jobs
       .retrying(subject, () => this.client.job(job.jobId, { location: job.location }).getQueryResults({ autoPaginate: false }))
       .catch((error: unknown) => {
@@ -307,8 +363,13 @@ export class BigQueryDestination implements Destination {
       all.push(...own);
     }
     const rows = batches.length === 1 ? all : dedupeRows(all, table.key, table.versionColumn);
-    if (rows.length === 0) return { bytesProcessed: undefined, rowsPerBatch };
-    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, '_synced_at')) : undefined;
+    // Only a batch written alone carries state (see `write`).
+    const state = batches.length === 1 ? batches[0]?.state : undefined;
+    if (rows.length === 0) {
+      if (state !== undefined && !this.dryRun) await this.writeState(state);
+      return { bytesProcessed: undefined, rowsPerBatch };
+    }
+    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
     // Every cell is checked (encoded once, discarded) before anything is sent; the files are
     // written later, a line at a time.
     const spec = partitionSpec(table);
@@ -322,20 +383,33 @@ export class BigQueryDestination implements Destination {
     await this.tables.ensureDataset();
     const existing = await this.tables.ensureTable(table);
     await this.tables.addMissingColumns(table, existing, columns);
+    for (const bridge of table.bridges ?? []) {
+      const bridgeColumns = bigQueryColumns(bridge.table);
+      await this.tables.addMissingColumns(bridge.table, await this.tables.ensureTable(bridge.table), bridgeColumns);
+    }
     if (hashes !== undefined && (await this.unchanged(table, hashes))) {
       this.log.info({ table: table.name, rows: rows.length }, 'bigquery full-refresh batch unchanged; nothing loaded or merged');
+      if (state !== undefined) await this.writeState(state);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
+    if (state !== undefined) await this.ensureStateTable();
 
     const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
     let bytesProcessed: number | undefined;
     try {
       const prune = this.tables.prunesOn(table.name, spec.field);
-      for await (const staged of this.stageFiles(dir, table, rows, hashes)) {
-        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined });
+      const one = async (staged: StagedFile, withState: StateCommit | undefined): Promise<void> => {
+        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined }, withState);
         if (bytes !== undefined) bytesProcessed = (bytesProcessed ?? 0) + bytes;
         await rm(staged.file, { force: true });
+      };
+      // The state describes the whole batch: it rides with the MERGE of the last file.
+      let previous: StagedFile | undefined;
+      for await (const staged of this.stageFiles(dir, table, rows, hashes)) {
+        if (previous !== undefined) await one(previous, undefined);
+        previous = staged;
       }
+      if (previous !== undefined) await one(previous, state);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -390,12 +464,28 @@ export class BigQueryDestination implements Destination {
   }
 
   /** One file: stage, load, MERGE, drop the stage. Resolves when the MERGE is DONE. */
-  private async loadAndMerge(table: TableSchema, columns: readonly BigQueryColumn[], staged: StagedFile): Promise<number | undefined> {
+  private async loadAndMerge(
+    table: TableSchema,
+    columns: readonly BigQueryColumn[],
+    staged: StagedFile,
+    state?: StateCommit,
+  ): Promise<number | undefined> {
     const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
     await this.createStage(table, stage, columns);
     try {
       const load = await this.load(table, stage, staged.file);
-      const merge = await this.merge(table, stage, staged.partitions);
+      // With bridge tables the state goes last, in a job of its own: MERGE, bridge rewrite, state.
+      // Exact under a kill at any of them: until the state is written the batch is not
+      // acknowledged, and the resumed run writes all three again (each is idempotent).
+      const bridges = table.bridges ?? [];
+      const merge = await this.merge(table, stage, staged.partitions, bridges.length === 0 ? state : undefined);
+      // Bridge tables right after their parent's MERGE, from the parent rows as stored.
+      const parentColumns = new Set(columns.map((c) => c.name));
+      for (const bridge of bridges) {
+        const sql = bridgeScript({ target: this.target, parent: table, bridge, stage, parentHasSource: parentColumns.has(bridge.sourceColumn) });
+        await this.jobs.run(this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name), `qs_bridge_${bridge.table.name}_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+      }
+      if (bridges.length > 0 && state !== undefined) await this.writeState(state);
       const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
       const bytesProcessed = bytes === undefined || bytes === null ? undefined : Number(bytes);
       this.log.info(
@@ -442,10 +532,30 @@ export class BigQueryDestination implements Destination {
     });
   }
 
-  private async merge(table: TableSchema, stage: string, partitions: PartitionDates | undefined): Promise<FinishedJob> {
+  /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE. */
+  private async merge(table: TableSchema, stage: string, partitions: PartitionDates | undefined, state?: StateCommit): Promise<FinishedJob> {
     const sql = mergeSql({ target: this.target, table, stage, ...(partitions === undefined ? {} : { partitions }) });
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
-    return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+    if (state === undefined) return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
+    const rows = await state.prepare();
+    let committed = false;
+    try {
+      const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.target)]);
+      const job = await this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows));
+      committed = true;
+      return job;
+    } finally {
+      await state.finish(committed);
+    }
+  }
+
+  /** `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`). */
+  async defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
+    if (this.dryRun) return;
+    await this.tables.ensureDataset();
+    const query = select({ table: (t) => tablePath(this.target, t), column: quoteIdent });
+    const sql = `CREATE OR REPLACE VIEW ${tablePath(this.target, name)} AS ${query}`;
+    await this.jobs.run(this.subject(`definition of view ${name}`, name), `qs_view_${name}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
   }
 
   private async dropStage(table: TableSchema, stage: string): Promise<void> {
@@ -463,8 +573,10 @@ export class BigQueryDestination implements Destination {
     }
   }
 
-  private async createQueryJob(query: string, jobId: string): Promise<Job> {
-    const [job] = await this.client.createQueryJob({ query, jobId, location: this.tables.location, useLegacySql: false });
+  /** A query job; `stateRows` become the `@state_rows` parameter of `stateMergeSql`. */
+  private async createQueryJob(query: string, jobId: string, stateRows?: readonly StateRow[], named?: Record<string, string | number>): Promise<Job> {
+    const params: Pick<Query, 'params' | 'types'> = stateRows !== undefined ? stateParams(stateRows) : named !== undefined ? { params: named } : {};
+    const [job] = await this.client.createQueryJob({ query, jobId, location: this.tables.location, useLegacySql: false, ...params });
     return job;
   }
 

@@ -1,9 +1,17 @@
+import type { LeaseProvider } from '../core/lease.js';
+import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 
 /** One batch to upsert into one table. Rows are already unique by key (see `dedupeRows`). */
 export interface LoadBatch {
   readonly table: TableSchema;
   readonly rows: readonly Row[];
+  /**
+   * State that describes this batch (its checkpoint), written in the same transaction as the rows
+   * by a destination that keeps state (`StateTable`); see `core/state-table.ts`. A write with no
+   * rows still commits it.
+   */
+  readonly state?: StateCommit;
 }
 
 export interface LoadResult {
@@ -20,8 +28,13 @@ export interface LoadResult {
  * crash changes nothing. It creates the table when missing and adds columns that `table.columns`
  * names but the table lacks, before loading. It returns only after the rows are durable.
  */
-export interface Destination {
+export interface Destination extends Partial<StateTable> {
   readonly kind: string;
+  /**
+   * Where this destination keeps the run lease, when not beside the state file (BigQuery: runs in
+   * pods share no file). Optional: absent, the lease is a folder beside the state file.
+   */
+  readonly leases?: LeaseProvider;
   /** Columns of an existing table (so a resumed run keeps column types), or `undefined`. */
   describe(table: string): Promise<readonly ColumnDef[] | undefined>;
   write(batch: LoadBatch): Promise<LoadResult>;
@@ -42,7 +55,18 @@ export interface Destination {
   replaceTable?(table: string, shadow: string): Promise<void>;
   /** Drop a table if it exists (a shadow table left by a refresh that did not finish). */
   dropTable?(table: string): Promise<void>;
+  /**
+   * Create or replace a view. `select` builds its query in this destination's dialect from how it
+   * names a table and quotes a column. Optional: a destination without it has no views.
+   */
+  defineView?(name: string, select: (sql: ViewDialect) => string): Promise<void>;
   close(): Promise<void>;
+}
+
+/** How a destination writes a table reference and a column name in SQL. */
+export interface ViewDialect {
+  readonly table: (name: string) => string;
+  readonly column: (name: string) => string;
 }
 
 /** The rows `countWindow` counts. */

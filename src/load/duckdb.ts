@@ -4,10 +4,11 @@ import { dirname } from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
+import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
-import { ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
-import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type WindowCount } from './destination.js';
+import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
+import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
 
 export interface DuckDbOpenOptions {
   /** While another process holds the file, keep retrying this long. @default 0 (fail at once) */
@@ -61,7 +62,11 @@ export class DuckDbDestination implements Destination {
   /** The ATTACH statement of the file (none for `:memory:`), to reattach it after DuckDB invalidates it. */
   private readonly attachSql: string | undefined;
 
-  private constructor(instance: DuckDBInstance, connection: DuckDBConnection, memoryLimit: string, attachSql?: string) {
+  /** Where state lives, for messages. */
+  readonly stateLocation: string;
+
+  private constructor(instance: DuckDBInstance, connection: DuckDBConnection, memoryLimit: string, attachSql?: string, path = ':memory:') {
+    this.stateLocation = `table ${STATE_TABLE} of DuckDB file ${path}`;
     this.instance = instance;
     this.connection = connection;
     this.memoryLimit = memoryLimit;
@@ -130,7 +135,7 @@ export class DuckDbDestination implements Destination {
       instance.closeSync();
       throw error;
     }
-    return new DuckDbDestination(instance, connection, memoryLimit, attach);
+    return new DuckDbDestination(instance, connection, memoryLimit, attach, path);
   }
 
   describe(table: string): Promise<readonly ColumnDef[] | undefined> {
@@ -139,6 +144,20 @@ export class DuckDbDestination implements Destination {
 
   write(batch: LoadBatch): Promise<LoadResult> {
     return this.serial(() => this.writeNow(batch));
+  }
+
+  /** Every row of `_query_sync_state` (see `core/state-table.ts`); none when the table does not exist. */
+  readState(): Promise<readonly StateRow[]> {
+    return this.serial(async () => {
+      if ((await this.describeNow(STATE_TABLE)) === undefined) return [];
+      const reader = await this.connection.runAndReadAll(`SELECT key, value FROM main.${ident(STATE_TABLE)} ORDER BY key`);
+      return reader.getRows().map(([key, value]) => ({ key: String(key), value: value === null ? null : String(value) }));
+    });
+  }
+
+  /** A state change with no batch: its rows in a transaction of their own. */
+  writeState(commit: StateCommit): Promise<void> {
+    return this.serial(() => this.writeStateNow(commit));
   }
 
   count(table: string): Promise<number> {
@@ -197,6 +216,13 @@ export class DuckDbDestination implements Destination {
     });
   }
 
+  defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
+    return this.serial(async () => {
+      const query = select({ table: (t) => `main.${ident(t)}`, column: ident });
+      await this.connection.run(`CREATE OR REPLACE VIEW main.${ident(name)} AS ${query}`);
+    });
+  }
+
   dropTable(table: string): Promise<void> {
     return this.serial(async () => {
       await this.connection.run(`DROP TABLE IF EXISTS main.${ident(table)}`);
@@ -220,12 +246,22 @@ export class DuckDbDestination implements Destination {
   }
 
   async close(): Promise<void> {
-    await this.queue.catch(() => undefined);
+    // Wait for every queued task, also those queued while waiting (a state write that arrives
+    // late): closing the connection under a running statement blocks the process.
+    for (;;) {
+      const queued = this.queue;
+      await queued.catch(() => undefined);
+      if (queued === this.queue) break;
+    }
+    this.closed = true;
     this.connection.closeSync();
     this.instance.closeSync();
   }
 
-  private serial<T>(task: () => Promise<T>): Promise<T> {
+  private closed = false;
+
+  private serial<T>(work: () => Promise<T>): Promise<T> {
+    const task = (): Promise<T> => (this.closed ? Promise.reject(new LoadError('the DuckDB file was already closed by this run', false)) : work());
     const next = this.queue.then(task, task);
     this.queue = next.catch(() => undefined);
     return next;
@@ -265,15 +301,28 @@ export class DuckDbDestination implements Destination {
   private async writeNow(batch: LoadBatch): Promise<LoadResult> {
     const { table } = batch;
     const rows = dedupeRows(batch.rows, table.key, table.versionColumn);
-    if (rows.length === 0) return { rows: 0 };
+    if (rows.length === 0) {
+      if (batch.state !== undefined) await this.writeStateNow(batch.state);
+      return { rows: 0 };
+    }
     const warnings: string[] = [];
+    let stateRows: readonly StateRow[] | undefined;
+    let committed = false;
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
+      // A bridge table is made once its parent has the array column (before, it could hold nothing).
+      const withArrays = this.tables.get(table.name);
+      for (const bridge of table.bridges ?? []) if (withArrays?.has(bridge.sourceColumn) === true) await this.ensureTable(bridge.table);
+      if (batch.state !== undefined) {
+        await this.ensureStateTable();
+        stateRows = await batch.state.prepare();
+      }
       const bytes = textBytes(rows);
       const budget = { reattached: 0 };
       await this.checkpointIfDue(table, bytes, warnings, budget);
-      await this.upsert(table, rows, warnings, budget);
+      await this.upsert(table, rows, warnings, budget, stateRows);
+      committed = true;
       this.sinceCheckpoint += bytes;
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
@@ -290,6 +339,50 @@ export class DuckDbDestination implements Destination {
         cause: error,
         context: { resource: table.name },
       });
+    } finally {
+      if (stateRows !== undefined) await batch.state?.finish(committed);
+    }
+  }
+
+  /** `writeState` inside the serial queue (a batch with no rows still commits its state). */
+  private async writeStateNow(commit: StateCommit): Promise<void> {
+    const rows = await commit.prepare();
+    let committed = false;
+    try {
+      await this.ensureStateTable();
+      await this.connection.run('BEGIN TRANSACTION');
+      try {
+        await this.writeStateRows(rows);
+        await this.connection.run('COMMIT');
+        committed = true;
+      } catch (error) {
+        await this.connection.run('ROLLBACK').catch(() => undefined);
+        throw new LoadError(`DuckDB could not write query-sync's state to ${this.stateLocation}: ${(error as Error).message}`, false, { cause: error });
+      }
+    } finally {
+      await commit.finish(committed);
+    }
+  }
+
+  private async ensureStateTable(): Promise<void> {
+    if (this.tables.has(STATE_TABLE)) return;
+    // No primary key: DuckDB checks unique keys eagerly, and a key deleted then inserted in one
+    // transaction can be refused. The writer keeps keys unique (delete, then insert, per key).
+    await this.connection.run(`CREATE TABLE IF NOT EXISTS main.${ident(STATE_TABLE)} (key VARCHAR, value VARCHAR, updated_at TIMESTAMPTZ)`);
+    this.tables.set(STATE_TABLE, new Map([['key', 'string'], ['value', 'string'], ['updated_at', 'timestamp']]));
+  }
+
+  /** Replace the given keys' rows (in the caller's transaction). */
+  private async writeStateRows(rows: readonly StateRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const table = `main.${ident(STATE_TABLE)}`;
+    const keys = rows.map((r) => sqlString(r.key)).join(', ');
+    await this.connection.run(`DELETE FROM ${table} WHERE key IN (${keys})`);
+    const kept = rows.filter((r) => r.value !== null);
+    for (let i = 0; i < kept.length; i += STATE_ROWS_PER_INSERT) {
+      const chunk = kept.slice(i, i + STATE_ROWS_PER_INSERT);
+      const values = chunk.map((_, j) => `($${2 * j + 1}, $${2 * j + 2}, now())`).join(', ');
+      await this.connection.run(`INSERT INTO ${table} VALUES ${values}`, chunk.flatMap((r) => [r.key, r.value as string]));
     }
   }
 
@@ -323,11 +416,17 @@ export class DuckDbDestination implements Destination {
    * halves are the same upsert). The limit is never raised: a row that does not fit alone fails
    * the write, and `writeNow` names the setting to change.
    */
-  private async upsert(table: TableSchema, rows: readonly Row[], warnings: string[], budget: { reattached: number }): Promise<void> {
+  private async upsert(
+    table: TableSchema,
+    rows: readonly Row[],
+    warnings: string[],
+    budget: { reattached: number },
+    stateRows?: readonly StateRow[],
+  ): Promise<void> {
     for (;;) {
       let failure: unknown;
       try {
-        await this.stageAndMerge(table, rows);
+        await this.stageAndMerge(table, rows, stateRows);
         return;
       } catch (error) {
         failure = error;
@@ -349,8 +448,9 @@ export class DuckDbDestination implements Destination {
       if (rows.length <= 1) throw failure;
       this.splits += 1;
       const half = Math.ceil(rows.length / 2);
+      // The state goes with the last half: it describes the whole batch.
       await this.upsert(table, rows.slice(0, half), warnings, budget);
-      await this.upsert(table, rows.slice(half), warnings, budget);
+      await this.upsert(table, rows.slice(half), warnings, budget, stateRows);
       return;
     }
   }
@@ -378,7 +478,7 @@ export class DuckDbDestination implements Destination {
     );
   }
 
-  private async stageAndMerge(table: TableSchema, rows: readonly Row[]): Promise<void> {
+  private async stageAndMerge(table: TableSchema, rows: readonly Row[], stateRows?: readonly StateRow[]): Promise<void> {
     const stage = `_stage_${table.name}`;
     const columns = table.columns;
     await this.connection.run(
@@ -397,7 +497,29 @@ export class DuckDbDestination implements Destination {
       appender.closeSync();
     }
     try {
-      await this.connection.run(mergeSql(table, stage));
+      // A parent table without the array column has never had bridge rows: nothing to rewrite.
+      const known = this.tables.get(table.name);
+      const bridges = (table.bridges ?? []).filter((b) => known?.has(b.sourceColumn) === true);
+      if (bridges.length === 0 && stateRows === undefined) {
+        await this.connection.run(mergeSql(table, stage));
+      } else {
+        // The rows, their bridge rows and the state that describes them commit together, or none does.
+        // The statements without parameters go in one call: each call costs a round trip through
+        // the binding's thread pool, which was most of a small batch's time.
+        const statements = ['BEGIN TRANSACTION', mergeSql(table, stage)];
+        for (const bridge of bridges) {
+          const hasArrays = rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
+          statements.push(...bridgeSql(table, bridge, stage, hasArrays));
+        }
+        try {
+          await this.connection.run(statements.join(';\n'));
+          if (stateRows !== undefined) await this.writeStateRows(stateRows);
+          await this.connection.run('COMMIT');
+        } catch (error) {
+          await this.connection.run('ROLLBACK').catch(() => undefined);
+          throw error;
+        }
+      }
     } finally {
       await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
     }
@@ -427,6 +549,9 @@ function largestRowBytes(rows: readonly Row[]): number {
   }
   return max;
 }
+
+/** State rows per INSERT statement (a state change touches a handful of keys). */
+const STATE_ROWS_PER_INSERT = 100;
 
 /** Rows appended between two yields to the event loop. */
 const APPEND_YIELD_ROWS = 500;

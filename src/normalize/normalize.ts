@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { bridgeTable } from '../core/bridge.js';
 import { DataError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import { canonicalTimestamp } from './timestamp.js';
@@ -15,6 +16,8 @@ import type {
 
 /** Metadata column: when this run wrote the row (ISO instant). */
 export const SYNCED_AT_COLUMN = '_synced_at';
+/** Metadata column: the id of the run that last wrote the row (`run_id` of `_query_sync_runs`). */
+export const RUN_ID_COLUMN = '_run_id';
 export const PROJECT_COLUMN = 'project_id';
 
 /** An ISO-8601 instant with an explicit offset (a real date). A naive date-time stays a string. */
@@ -91,10 +94,18 @@ export class SchemaTracker {
   private readonly fieldColumns = new Map<string, string>();
   private notes: NormalizeNote[] = [];
 
-  constructor(resource: ResourceDefinition, existing?: readonly ColumnDef[]) {
+  /** `_run_id` of every row this tracker makes (`undefined`: the column stays empty, e.g. `check`). */
+  private readonly runId: string | undefined;
+
+  constructor(resource: ResourceDefinition, existing?: readonly ColumnDef[], runId?: string) {
     this.resource = resource;
+    this.runId = runId;
     this.claim(PROJECT_COLUMN, 'meta', 'string');
     this.claim(SYNCED_AT_COLUMN, 'meta', 'timestamp');
+    // After the existing columns would be more natural, but a name must be claimed before fields:
+    // a table created before `_run_id` existed gets it by the usual ALTER TABLE ADD COLUMN.
+    this.owners.set(RUN_ID_COLUMN, 'meta');
+    if (runId !== undefined) this.claim(RUN_ID_COLUMN, 'meta', 'string');
     this.claim(resource.key, `field:${resource.key}`, resource.columns?.[resource.key] ?? 'string');
     this.fieldColumns.set(resource.key, resource.key);
     for (const column of existing ?? []) {
@@ -111,6 +122,9 @@ export class SchemaTracker {
       versionColumn: this.resource.cursorField,
       partitionColumn: this.resource.partitionColumn,
       fullRefresh: this.resource.mode === 'full',
+      ...(this.resource.bridges === undefined
+        ? {}
+        : { bridges: this.resource.bridges.map((b) => ({ definition: b, sourceColumn: this.columnFor(b.field), table: bridgeTable(b) })) }),
     };
   }
 
@@ -174,6 +188,7 @@ export class SchemaTracker {
       row[variant] = typeof variantCell === 'string' ? this.wellFormed(variantCell, field, key, variantType === 'json') : variantCell;
     }
     row[SYNCED_AT_COLUMN] = syncedAt;
+    if (this.runId !== undefined) row[RUN_ID_COLUMN] = this.runId;
     return row;
   }
 

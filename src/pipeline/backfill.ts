@@ -51,6 +51,8 @@ export interface BackfillOptions extends ScopeOptions {
   /** Text held before writes by the whole run, shared by the windows like `batchRows`. @default DEFAULT_BATCH_BYTES */
   readonly batchBytes?: number;
   readonly signal?: AbortSignal;
+  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). */
+  readonly runId?: string;
 }
 
 /** Progress callbacks (the live display and the progress log lines). */
@@ -100,7 +102,7 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
   });
   const trackers = new Map<string, SchemaTracker>();
   for (const resource of resources) {
-    trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
+    trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId));
   }
   const streams = await forEachScope(
     { ...options, resources },

@@ -1,7 +1,8 @@
 import { DataError, FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ChildSelection, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import type { ApiClient, CallContext } from '../http/client.js';
+import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
+import { ConcurrencyController } from '../http/concurrency.js';
 import type { Destination } from '../load/destination.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
 import { streamKey, type StateDocument, type StateStore } from '../state/store.js';
@@ -22,6 +23,9 @@ import { streamCallContext, type StreamResult } from './stream.js';
  */
 
 export type { ChildSelection };
+
+/** Chunks of per-parent reads at once, at most, when the caller gives no bound. */
+export const DEFAULT_CHILD_CONCURRENCY = 8;
 
 /** Settings section holding what was learned about the server (once, then kept). */
 export const SERVER_SECTION = 'server';
@@ -126,7 +130,8 @@ export interface ChildQueueOptions {
 
 /**
  * The durable queue of one child resource for one run: parents enqueue, child drains wait on it.
- * All changes go through `StateStore.updateSection`, which re-reads the file under its write lock,
+ * All changes go through `StateStore.updateSection`, applied to the state as last committed (the
+ * warehouse's, or the file re-read under its write lock),
  * so concurrent parent walks and drains compose.
  */
 export class ChildQueue {
@@ -188,7 +193,8 @@ export class ChildQueue {
       }
       return next;
     });
-    this.wake();
+    // Inside a batch's commit the units exist once it is durable: wake the drains then.
+    this.state.whenCommitted(() => this.wake());
   }
 
   /** Up to `n` pending units of a project, oldest parent first, skipping those in flight. */
@@ -259,6 +265,8 @@ export interface ChildDrainOptions {
   readonly drainAfterParentsMs: number;
   /** Parent records read at once (the scheduler paces them; one write + one state write per chunk). */
   readonly chunk: number;
+  /** Most chunks read at once (the controller finds how many help). @default DEFAULT_CHILD_CONCURRENCY */
+  readonly concurrency?: number;
   readonly signal?: AbortSignal;
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
 }
@@ -280,18 +288,14 @@ export async function drainChildren(
   const totals = { rows: 0, pages: 0, windows: 0 };
   let outcome: StreamResult['outcome'] = 'ok';
   let failure: Error | undefined;
-  try {
-    for (;;) {
-      options.signal?.throwIfAborted();
-      const doneAt = options.queue.parentsDoneAt();
-      if (doneAt !== undefined && deps.clock.now() - doneAt >= options.drainAfterParentsMs) break;
-      const units = options.queue.take(project, options.chunk, new Set());
-      if (units.length === 0) {
-        if (doneAt !== undefined) break;
-        await options.queue.changed();
-        continue;
-      }
-      const pages = await Promise.all(units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, ctx)));
+  // Chunks read at once: a chunk's reads wait on the network together, then its write and state
+  // write; more chunks keep requests flowing meanwhile, as many as the controller finds useful.
+  const controller = new ConcurrencyController({ max: options.concurrency ?? DEFAULT_CHILD_CONCURRENCY, now: () => deps.clock.now() });
+  const readChunk = async (units: readonly { readonly id: string; readonly at: number }[]): Promise<void> => {
+    const chunkCtx: CallContext = { ...ctx, stats: newCallStats() };
+    const startedAt = deps.clock.now();
+    try {
+      const pages = await Promise.all(units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, chunkCtx)));
       const rows: Row[] = [];
       pages.forEach((records, i) => {
         const parentId = (units[i] as { id: string }).id;
@@ -301,21 +305,79 @@ export async function drainChildren(
         }
         for (const record of records) {
           const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
-          rows.push(normalizeChild(options, withParent, scope, ctx));
+          rows.push(normalizeChild(options, withParent, scope, chunkCtx));
         }
       });
+      const n = Math.max(1, units.length);
+      const waited = chunkCtx.stats.waitedMs / n;
+      controller.record({ waitedMs: waited, latencyMs: Math.max(0, deps.clock.now() - startedAt - waited), rateLimited: chunkCtx.stats.rateLimited > 0 });
       totals.pages += units.length;
       let stored = 0;
       if (rows.length > 0) {
-        const written = await deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key) });
+        // The chunk's rows and its move to done are one commit where the warehouse keeps state.
+        const written = await deps.state.withBatch(
+          () => options.queue.complete(project, units),
+          (state) => deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key), ...(state === undefined ? {} : { state }) }),
+        );
         for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
         stored = written.rows;
         totals.rows += written.rows;
+      } else {
+        await options.queue.complete(project, units);
       }
-      await options.queue.complete(project, units);
       options.onPage?.({ records: rows.length, rowsStored: stored });
       deps.logger.debug({ resource: resource.name, project: scope.key, parents: units.length, rows: rows.length }, 'children chunk');
+    } finally {
+      for (const k of ['requests', 'retries', 'rateLimited', 'backoffMs', 'waitedMs'] as const) ctx.stats[k] += chunkCtx.stats[k];
     }
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const inFlight = new Set<string>();
+      let running = 0;
+      let waiting = false;
+      let ended = false;
+      let failed: unknown;
+      const fill = (): void => {
+        for (;;) {
+          if (failed === undefined && options.signal?.aborted === true) failed = options.signal.reason;
+          if (failed !== undefined || ended) break;
+          const doneAt = options.queue.parentsDoneAt();
+          if (doneAt !== undefined && deps.clock.now() - doneAt >= options.drainAfterParentsMs) {
+            ended = true;
+            break;
+          }
+          if (running >= controller.limit) break;
+          const units = options.queue.take(project, options.chunk, inFlight);
+          if (units.length === 0) {
+            if (doneAt !== undefined && running === 0) ended = true;
+            else if (doneAt === undefined && !waiting) {
+              waiting = true;
+              void options.queue.changed().then(() => {
+                waiting = false;
+                fill();
+              });
+            }
+            break;
+          }
+          running += 1;
+          for (const u of units) inFlight.add(u.id);
+          readChunk(units)
+            .catch((error: unknown) => {
+              failed ??= error;
+            })
+            .finally(() => {
+              for (const u of units) inFlight.delete(u.id);
+              running -= 1;
+              fill();
+            });
+        }
+        if (running > 0) return;
+        if (failed !== undefined) reject(failed);
+        else if (ended) resolve();
+      };
+      fill();
+    });
     const left = options.queue.pendingCount(project);
     if (left > 0) {
       deps.logger.info(

@@ -96,10 +96,9 @@ export interface RunRecord {
 /**
  * Log one line per schema change (one per new table), then write the run's row and its changes.
  * Best effort: the data and the marks are already stored, so a failure here is a warning, not a
- * failed run. Returns the run id.
+ * failed run. `runId` is the one the run's rows carry in `_run_id`. Returns the run id.
  */
-export async function recordRun(destination: Destination, run: RunRecord, changes: readonly SchemaChange[], logger: Logger): Promise<string> {
-  const runId = randomUUID();
+export async function recordRun(destination: Destination, run: RunRecord, changes: readonly SchemaChange[], logger: Logger, runId: string = randomUUID()): Promise<string> {
   const created = new Map<string, number>();
   for (const c of changes) {
     if (c.change === 'new table') created.set(c.table, (created.get(c.table) ?? 0) + 1);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type ApiClient } from '../http/client.js';
@@ -31,6 +32,8 @@ export interface SyncPlanOptions {
   readonly children?: ChildSelection;
   /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS */
   readonly childDrainMs?: number;
+  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). @default a new UUID */
+  readonly runId?: string;
 }
 
 
@@ -101,12 +104,18 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
   const selection = options.children ?? 'traced';
   let resources = options.resources;
   const childQueues = new Map<string, ChildQueue>();
-  for (const child of options.resources.filter((r) => r.perParent !== undefined)) {
+  const children = options.resources.filter((r) => r.perParent !== undefined);
+  // The one-time probes go out while the tables are described (start-up is one round trip, not two).
+  const learned = selection === 'none' ? [] : children.map((child) => learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal));
+  learned.forEach((p) => p.catch(() => undefined));
+  const described = new Map<string, Awaited<ReturnType<Destination['describe']>>>();
+  for (const resource of resources) described.set(resource.name, await deps.destination.describe(resource.name));
+  for (const [i, child] of children.entries()) {
     if (selection === 'none') {
       resources = resources.filter((r) => r !== child);
       continue;
     }
-    const byParent = await learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal);
+    const byParent = await learned[i];
     if (byParent !== true) continue;
     const parent = options.resources.find((r) => r.name === child.perParent?.parent);
     childQueues.set(child.name, new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs }, deps.state, deps.clock));
@@ -115,8 +124,9 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     [...childQueues.entries()].filter(([name]) => resources.find((r) => r.name === name)?.perParent?.parent === parent.name).map(([, q]) => q);
 
   const trackers = new Map<string, SchemaTracker>();
+  const runId = options.runId ?? randomUUID();
   for (const resource of resources) {
-    trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
+    trackers.set(resource.name, new SchemaTracker(resource, described.get(resource.name) ?? (await deps.destination.describe(resource.name)), runId));
   }
   const run = async (resource: ResourceDefinition, scope: ProjectScope, scopeHooks: ScopeHooks): Promise<StreamResult> => {
     hooks.onStreamStart?.(resource.name, scope.key);
@@ -132,6 +142,7 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
         syncedAt: streamOptions.syncedAt,
         drainAfterParentsMs: options.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
         chunk: CHILD_CHUNK,
+        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
         signal: options.signal,
         onPage: pageHook,
       });

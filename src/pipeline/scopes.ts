@@ -79,7 +79,8 @@ export async function forEachScope<R extends ScopedResult>(
     const fresh = [...slugs].filter((s) => !projects.has(s));
     if (fresh.length === 0) return;
     for (const slug of fresh) projects.add(slug);
-    void deps.state.addProjects(fresh);
+    // Not awaited (the walk goes on); a failure is the run's to see in its final state write.
+    deps.state.addProjects(fresh).catch(() => undefined);
     for (const resource of perProject) for (const slug of fresh) startPerProject(resource, slug);
   };
 

@@ -1,8 +1,10 @@
 import { DataError, FatalApiError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
-import { countRecords } from '../extract/count.js';
-import { splitByCounts, suffixCounts, type TimeWindow } from '../extract/windows.js';
+import type { ApiRecord, Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
+import { readTotal } from '../extract/count.js';
+import { recordsOverTime } from '../extract/timeseries.js';
+import { splitByCounts, splitIntoPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
+import { cursorMillis } from '../normalize/normalize.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
@@ -37,44 +39,139 @@ export function partsForLatency(latencyMs: number, maxRps = DEFAULT_RATE_LIMITS.
   return Math.max(2, 2 * Math.ceil((maxRps * (latencyMs + CLIENT_MS_PER_PAGE)) / 1000));
 }
 
+/** What the first page of a window showed, for sizing a split before reading on. */
+export interface FirstPage {
+  readonly records: readonly ApiRecord[];
+  readonly hasMore: boolean;
+  /** Its answer time (queueing for budget excluded). */
+  readonly latencyMs: number;
+}
+
 /**
- * The sub-windows to read `window` in, or `undefined` to read it in one walk: when the resource has
- * no count endpoint or time filters, when the count is small, or when counting fails (a split is an
- * optimisation; its failure must not fail the sync).
+ * Pages a window holds, guessed from its first page alone: the page's records span some stretch of
+ * the window (from either end, whatever the order); records spread evenly would fill the rest at
+ * the same rate. Free (no request); the split's timeseries corrects it before cutting.
+ */
+export function pagesFromFirstPage(resource: ResourceDefinition, window: TimeWindow, page: Pick<FirstPage, 'records' | 'hasMore'>): number {
+  if (!page.hasMore) return 1;
+  const span = cursorSpan(resource, page.records);
+  if (span === undefined) return 1;
+  return (window.toMs - window.fromMs) / Math.max(1, span.toMs - span.fromMs);
+}
+
+/**
+ * The sub-windows to read `window` in, or `undefined` to go on in one walk: when the resource
+ * declares no split, when the first page shows a small window, when the timeseries says so, or when
+ * it fails (a split is an optimisation; its failure must not fail the sync).
+ *
+ * One timeseries request (two or three for a first sync from the epoch: see `recordsOverTime`)
+ * replaces the counts: where the resource's own counts exist (`exact`), cuts fall where sub-windows
+ * hold whole pages, so splitting costs no partial pages; elsewhere the events' timeseries says where
+ * records lie and the first page's span how many there are.
  */
 export async function planSplit(
   resource: ResourceDefinition,
   scope: ProjectScope,
   window: TimeWindow,
+  first: FirstPage | undefined,
   maxParts: number,
   deps: { readonly client: ApiClient; readonly logger: Logger; readonly clock: Clock },
   ctx: CallContext,
-): Promise<TimeWindow[] | undefined> {
-  if (maxParts < 2 || resource.countPath === undefined || resource.filterGte === undefined || resource.filterLt === undefined) {
-    return undefined;
-  }
-  const count = (w: TimeWindow): Promise<number> => countRecords(deps.client, resource, scope, w, ctx);
+): Promise<SplitPlan | undefined> {
+  const decl = resource.split;
+  if (decl === undefined || maxParts < 2) return undefined;
+  if (first !== undefined && (partsForLatency(first.latencyMs) < 2 || pagesFromFirstPage(resource, window, first) < 2 * MIN_PAGES_PER_PART)) return undefined;
+  if (first === undefined && !decl.exact && decl.count === undefined) return undefined;
   try {
     const startedAt = deps.clock.now();
     const waitedBefore = ctx.stats.waitedMs;
-    const total = await count(window);
-    // The count's own answer time says how many walks the budget could use: each sub-window
-    // beyond that only adds a partial last page.
-    const latencyMs = Math.max(0, deps.clock.now() - startedAt - (ctx.stats.waitedMs - waitedBefore));
-    const parts = Math.min(maxParts, Math.floor(total / resource.maxPageSize / MIN_PAGES_PER_PART), partsForLatency(latencyMs));
+    const lie = await recordsOverTime(deps.client, decl, scope, window, ctx);
+    // Without a first page, the timeseries' own answer time says how many walks the budget can use.
+    const latencyMs = first?.latencyMs ?? Math.max(0, (deps.clock.now() - startedAt - (ctx.stats.waitedMs - waitedBefore)) / lie.requests);
+    const cap = Math.min(maxParts, partsForLatency(latencyMs));
+    let pages: number;
+    if (decl.exact) {
+      pages = lie.total / resource.maxPageSize;
+    } else if (decl.count !== undefined) {
+      const { path, param, value } = decl.count;
+      const query: Record<string, string | undefined> = {
+        [param]: value,
+        [decl.timeseriesGte]: new Date(window.fromMs).toISOString(),
+        [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
+      };
+      if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
+      pages = readTotal(await deps.client.getJson({ endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
+    } else {
+      // The first page's share of where records lie (by the proxy) says how many pages there are.
+      const span = first === undefined ? undefined : cursorSpan(resource, first.records);
+      const seen = span === undefined ? 0 : massWithin(lie.buckets, { fromMs: span.fromMs, toMs: span.toMs + 1 });
+      pages = seen > 0 && lie.total > 0 ? lie.total / seen : first === undefined ? 0 : pagesFromFirstPage(resource, window, first);
+    }
+    const parts = Math.min(cap, Math.floor(pages / MIN_PAGES_PER_PART));
     if (parts < 2) return undefined;
-    const subs = splitByCounts(window, parts, await suffixCounts(window, total, count));
-    return subs.length >= 2 ? subs : undefined;
+    const subs = decl.exact ? splitIntoPages(window, parts, lie.buckets, resource.maxPageSize) : splitByCounts(window, parts, lie.buckets);
+    if (subs.length < 2) return undefined;
+    // Sub-windows on another field (conversations' started_at, never after the cursor field): the
+    // first one also takes everything that started before the window and is still active in it.
+    return { parts: decl.partGte === undefined ? subs : subs.map((w, i) => (i === 0 ? { fromMs: 0, toMs: w.toMs } : w)), pagesPerPart: pages / subs.length, buckets: lie.buckets };
   } catch (error) {
-    // Only a count endpoint the server does not serve as documented is worked around; anything
-    // else (a refused key or project, retries exhausted, an abort) would fail the walk too: say it once.
+    // Only a timeseries the server does not serve as documented is worked around; anything else (a
+    // refused key or project, retries exhausted, an abort) would fail the walk too: say it once.
     if (!(error instanceof DataError) && !(error instanceof FatalApiError)) throw error;
     deps.logger.warn(
       { resource: resource.name, project: scope.key, err: (error as Error).message },
-      `counting ${resource.countPath} to split the window failed; reading it in one walk`,
+      `asking ${decl.timeseriesPath} where records lie, to split the window, failed; reading it in one walk`,
     );
     return undefined;
   }
+}
+
+/**
+ * A sub-window whose first page shows it far larger than its share (the records are not where the
+ * proxy timeseries put them: users are denser than events lately): the sub-windows to read it in
+ * instead, or `undefined` to go on. Its pages are the proxy's records in the sub-window over those
+ * in the first page's span (the ratio of records to proxy taken as constant inside it). Costs the
+ * one page read. Only within the run that planned the split (the proxy's buckets are in memory).
+ */
+export function resplit(resource: ResourceDefinition, part: TimeWindow, first: FirstPage, plan: SplitPlan, maxParts: number): TimeWindow[] | undefined {
+  if (!first.hasMore) return undefined;
+  const span = cursorSpan(resource, first.records);
+  const seen = span === undefined ? 0 : massWithin(plan.buckets, { fromMs: span.fromMs, toMs: span.toMs + 1 });
+  if (!(seen > 0)) return undefined;
+  const pages = massWithin(plan.buckets, part) / seen;
+  const perPart = Math.max(MIN_PAGES_PER_PART, plan.pagesPerPart);
+  if (pages < 3 * perPart) return undefined;
+  const subs = splitByCounts(part, Math.min(maxParts, Math.floor(pages / perPart)), plan.buckets);
+  return subs.length >= 2 ? subs : undefined;
+}
+
+/** A split as planned: its sub-windows, the pages each was given, and where records lie (the timeseries). */
+export interface SplitPlan {
+  readonly parts: readonly TimeWindow[];
+  readonly pagesPerPart: number;
+  readonly buckets: readonly WindowCount[];
+}
+
+function cursorSpan(resource: ResourceDefinition, records: readonly ApiRecord[]): TimeWindow | undefined {
+  let lo = Number.POSITIVE_INFINITY;
+  let hi = Number.NEGATIVE_INFINITY;
+  for (const r of records) {
+    const ms = cursorMillis(resource, r);
+    if (ms === undefined) continue;
+    lo = Math.min(lo, ms);
+    hi = Math.max(hi, ms);
+  }
+  return lo <= hi ? { fromMs: lo, toMs: hi } : undefined;
+}
+
+function massWithin(buckets: readonly WindowCount[], w: TimeWindow): number {
+  let n = 0;
+  for (const b of buckets) {
+    const from = Math.max(w.fromMs, b.window.fromMs);
+    const to = Math.min(w.toMs, b.window.toMs);
+    if (to > from) n += (b.count * (to - from)) / (b.window.toMs - b.window.fromMs);
+  }
+  return n;
 }
 
 /** The split state of a window about to be read in `parts`. */
@@ -100,6 +197,15 @@ export function withPartCheckpoint(s: StreamState, part: PendingWindow, nextCurs
   return { ...rest, mark: maxIso(s.mark, split.to) };
 }
 
+/** A sub-window not yet read replaced by the sub-windows that cover it (one state write: a kill keeps one or the other). */
+export function withPartReplaced(s: StreamState, part: PendingWindow, subs: readonly TimeWindow[]): StreamState {
+  const split = s.split;
+  if (split === undefined) return s;
+  const iso = (ms: number): string => new Date(ms).toISOString();
+  const parts = split.parts.flatMap((p) => (p.from === part.from && p.to === part.to ? subs.map((w) => ({ from: iso(w.fromMs), to: iso(w.toMs) })) : [p]));
+  return { ...s, split: { ...split, parts } };
+}
+
 /** The server refused a sub-window's checkpoint cursor: that sub-window restarts from its first page. */
 export function withoutPartCursor(s: StreamState, part: PendingWindow): StreamState {
   const split = s.split;
@@ -119,15 +225,16 @@ export interface SubWalk {
 
 /**
  * Walk `parts` at most `controller.limit` at a time (the limit is read again after every page and
- * every finished part). The first failure stops new parts from starting; those running finish (their
- * checkpoints are kept) and the failure is thrown.
+ * every finished part). A part may end by handing back the sub-parts it was replaced with (a
+ * re-split): they are walked next. The first failure stops new parts from starting; those running
+ * finish (their checkpoints are kept) and the failure is thrown.
  */
 export async function walkParts<P>(
   parts: readonly P[],
   controller: ConcurrencyController,
   streamCtx: CallContext,
   clock: Clock,
-  walkPart: (part: P, sub: SubWalk) => Promise<void>,
+  walkPart: (part: P, sub: SubWalk) => Promise<readonly P[] | void>,
 ): Promise<void> {
   const todo = [...parts];
   let running = 0;
@@ -146,6 +253,9 @@ export async function walkParts<P>(
         running += 1;
         const sub = subWalk(streamCtx, controller, clock, fill);
         walkPart(part, sub)
+          .then((replaced) => {
+            if (replaced !== undefined) todo.unshift(...replaced);
+          })
           .catch((error: unknown) => {
             if (!failed) {
               failed = true;

@@ -7,7 +7,8 @@ import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { DEFAULT_BATCH_BYTES, walkWindow, type WalkOptions } from './walk.js';
 import { streamKey, type Lateness, type SplitWindow, type StateStore, type StreamState } from '../state/store.js';
-import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, walkParts, withoutPartCursor, withPartCheckpoint } from './split.js';
+import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, resplit, walkParts, withoutPartCursor, withPartCheckpoint, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
+import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 
 export interface StreamDeps {
@@ -108,6 +109,8 @@ export async function syncStream(
   };
 
   const maxParts = options.concurrency ?? DEFAULT_SPLIT_CONCURRENCY;
+  /** The split this run planned (a resumed one has none: its sub-windows are not cut again). */
+  let planned: SplitPlan | undefined;
   const controller = new ConcurrencyController({ max: maxParts, now: () => deps.clock.now() });
 
   const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
@@ -118,7 +121,12 @@ export async function syncStream(
           lateness?.add(rows);
           await options.onStored?.(rows);
         };
-  const walk = (window: TimeWindow | undefined, startCursor: string | undefined, settleTo?: number): Promise<void> => {
+  const walk = (
+    window: TimeWindow | undefined,
+    startCursor: string | undefined,
+    settleTo?: number,
+    onFirstPage?: (page: Page) => Promise<boolean>,
+  ): Promise<'done' | 'abandoned'> => {
     totals.windows += 1;
     return walkWindow(
       {
@@ -127,6 +135,7 @@ export async function syncStream(
         tracker,
         window,
         startCursor,
+        onFirstPage,
         batchRows: options.batchRows,
         batchBytes: options.batchBytes,
         sampleRows: options.sampleRows,
@@ -155,6 +164,9 @@ export async function syncStream(
       const markBefore = deps.state.stream(key).mark;
       let readFromMs: number | undefined;
       for (;;) {
+        // A stopped run reads no more windows (a split walk returns quietly once stopped: without
+        // this the loop would spin on the split it left, starving every timer).
+        options.signal?.throwIfAborted();
         const st = deps.state.stream(key);
         if (st.split !== undefined) {
           readFromMs = Math.min(readFromMs ?? Date.parse(st.split.from), Date.parse(st.split.from));
@@ -164,16 +176,33 @@ export async function syncStream(
         const next = nextWindow(st, options);
         if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
         readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
-        // A dry run reads a sample: one walk, never a split.
-        if (next.cursor === undefined && st.pending === undefined && options.sampleRows === undefined) {
-          const parts = await planSplit(resource, scope, next.window, maxParts, deps, ctx);
-          if (parts !== undefined) {
-            // The sub-windows are durable before any is read: a kill resumes the same split.
-            await deps.state.updateStream(key, (s) => ({ ...s, split: newSplit(next.window, parts) }));
+        // A fresh window's first page says whether it is large enough to read split (then the walk
+        // is abandoned before storing anything, and the split planned). A dry run reads a sample:
+        // one walk, never a split.
+        const fresh = next.cursor === undefined && st.pending === undefined && options.sampleRows === undefined;
+        const splits = fresh && resource.split !== undefined && maxParts >= 2;
+        // A first sync is large but for the smallest accounts: its plan needs no first page (which
+        // would be read twice), where counts exist.
+        const direct = splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
+        if (direct) {
+          const plan = await planSplit(resource, scope, next.window, undefined, maxParts, deps, ctx);
+          logSplit(plan, undefined);
+          if (plan !== undefined) {
+            await deps.state.updateStream(key, (s) => ({ ...s, split: newSplit(next.window, plan.parts) }));
+            planned = plan;
             continue;
           }
         }
-        await walk(next.window, next.cursor);
+        const sized = splits && !direct ? firstPageHook(ctx, async (first) => {
+          const plan = await planSplit(resource, scope, next.window, first, maxParts, deps, ctx);
+          logSplit(plan, first);
+          if (plan === undefined) return false;
+          // The sub-windows are durable before any is read: a kill resumes the same split.
+          await deps.state.updateStream(key, (s) => ({ ...s, split: newSplit(next.window, plan.parts) }));
+          planned = plan;
+          return true;
+        }) : undefined;
+        await walk(next.window, next.cursor, undefined, sized);
       }
       if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
         // Work units of the settle pass: a re-read a killed run left, then this run's own.
@@ -198,20 +227,53 @@ export async function syncStream(
     return finish('failed', err);
   }
 
+  function logSplit(plan: SplitPlan | undefined, first: FirstPage | undefined): void {
+    deps.logger.debug(
+      { resource: resource.name, project: scope.key, latencyMs: first?.latencyMs, parts: plan?.parts.length ?? 1, pagesPerPart: plan?.pagesPerPart },
+      plan === undefined ? 'window read in one walk' : 'window read split',
+    );
+  }
+
+  /** The first-page hook of a walk: measures the page's answer time (budget queueing excluded). */
+  function firstPageHook(walkCtx: CallContext, decide: (first: FirstPage) => Promise<boolean>): (page: Page) => Promise<boolean> {
+    const startedAt = deps.clock.now();
+    const waitedBefore = walkCtx.stats.waitedMs;
+    return (page) => decide({ ...page, latencyMs: Math.max(0, deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)) });
+  }
+
   /** Walk the sub-windows of a split concurrently, each checkpointing its own cursor. */
   async function walkSplit(split: SplitWindow): Promise<void> {
     totals.windows += 1;
     // Rows held by all sub-walks together stay about `batchRows`, as in a backfill.
     const batchRows = Math.max(1, Math.ceil(options.batchRows / maxParts));
     const batchBytes = Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / maxParts));
-    await walkParts(split.parts, controller, ctx, deps.clock, (part, sub) =>
-      walkWindow(
+    const splitWindow: TimeWindow = { fromMs: Date.parse(split.from), toMs: Date.parse(split.to) };
+    const onField = resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    await walkParts(split.parts, controller, ctx, deps.clock, async (part, sub) => {
+      const partWindow: TimeWindow = { fromMs: Date.parse(part.from), toMs: Date.parse(part.to) };
+      let replaced: TimeWindow[] | undefined;
+      // A fresh sub-window (on the cursor field, balanced by a proxy) whose first page shows it far
+      // larger than its share is cut again.
+      const plan = planned;
+      const onFirstPage =
+        part.cursor !== undefined || onField || plan === undefined || resource.split?.exact !== false
+          ? undefined
+          : firstPageHook(sub.ctx, async (first) => {
+              replaced = resplit(resource, partWindow, first, plan, maxParts);
+              if (replaced === undefined) return false;
+              const subs = replaced;
+              await deps.state.updateStream(key, (s) => withPartReplaced(s, part, subs));
+              return true;
+            });
+      const ended = await walkWindow(
         {
           resource,
           scope,
           tracker,
-          window: { fromMs: Date.parse(part.from), toMs: Date.parse(part.to) },
+          window: onField ? splitWindow : partWindow,
+          partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: partWindow } : undefined,
           startCursor: part.cursor,
+          onFirstPage,
           batchRows,
           batchBytes,
           sampleRows: options.sampleRows,
@@ -228,8 +290,11 @@ export async function syncStream(
         },
         deps,
         totals,
-      ),
-    );
+      );
+      const iso = (ms: number): string => new Date(ms).toISOString();
+      return ended === 'abandoned' && replaced !== undefined ? replaced.map((w) => ({ from: iso(w.fromMs), to: iso(w.toMs) })) : undefined;
+    });
+    deps.logger.debug({ resource: resource.name, project: scope.key, parts: split.parts.length, peak: controller.peak, limit: controller.limit }, 'split walked');
   }
 
   async function checkpoint(window: TimeWindow | undefined, nextCursor: string | null): Promise<void> {

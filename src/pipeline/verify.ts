@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import PQueue from 'p-queue';
 import { ConfigError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { ResourceDefinition } from '../core/types.js';
+import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { countRecords } from '../extract/count.js';
+import { bucketStart, readTimeseries, type Bucket, type Interval } from '../extract/analytics.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
@@ -115,13 +117,16 @@ export async function verifyWindows(
     for (const project of projects) {
       const scope = singleProjectScope(project.header);
       const ctx: CallContext = { resource: resource.name, project: project.slug, lane: `verify|${resource.name}|${project.slug}`, stats: newCallStats() };
-      for (const window of windowsOf(resource.name, project.slug)) {
+      const windows = windowsOf(resource.name, project.slug);
+      // One timeseries request for all the windows when they fall on its buckets; else one count each.
+      const series = seriesCounts(deps, resource, scope, windows, ctx);
+      for (const window of windows) {
         const from = new Date(window.fromMs).toISOString();
         const to = new Date(window.toMs).toISOString();
         jobs.push(
           queue.add(async (): Promise<VerifyWindow> => {
             const [api, warehouse] = await Promise.all([
-              countRecords(deps.client, resource, scope, window, ctx),
+              series.then((counts) => counts?.get(window) ?? countRecords(deps.client, resource, scope, window, ctx)),
               countWindow(resource.name, { projectId: project.slug, column, fromIso: from, toIso: to }),
             ]);
             return { resource: resource.name, project: project.slug, header: project.header, from, to, api, warehouse, match: api === warehouse };
@@ -134,12 +139,49 @@ export async function verifyWindows(
   return { windows: results, notVerifiable, mismatches: results.filter((w) => !w.match).length };
 }
 
+/** The coarsest bucket every window starts and ends on, or undefined. */
+export function alignedInterval(windows: readonly TimeWindow[]): Interval | undefined {
+  for (const interval of ['day', 'hour'] as const) {
+    if (windows.every((w) => bucketStart(w.fromMs, interval) === w.fromMs && bucketStart(w.toMs, interval) === w.toMs)) return interval;
+  }
+  return undefined;
+}
+
+/**
+ * Counts of every window from one timeseries request over their whole span, when the resource has
+ * the endpoint and the windows fall on its buckets; `undefined` otherwise, or when the endpoint
+ * answers with an error (logged): the windows are then counted one by one.
+ */
+async function seriesCounts(
+  deps: VerifyDeps,
+  resource: ResourceDefinition,
+  scope: ProjectScope,
+  windows: readonly TimeWindow[],
+  ctx: CallContext,
+): Promise<Map<TimeWindow, number> | undefined> {
+  const interval = alignedInterval(windows);
+  if (resource.timeseriesPath === undefined || interval === undefined || windows.length < 2) return undefined;
+  const span = { fromMs: Math.min(...windows.map((w) => w.fromMs)), toMs: Math.max(...windows.map((w) => w.toMs)) };
+  let buckets: readonly Bucket[];
+  try {
+    buckets = (await readTimeseries(deps.client, scope, span, interval, ctx, resource.timeseriesPath)).buckets;
+  } catch (error) {
+    deps.logger.warn({ resource: resource.name, project: ctx.project, err: (error as Error).message }, `${resource.timeseriesPath} failed; counting each window with ${resource.countPath ?? 'the count endpoint'}`);
+    return undefined;
+  }
+  const out = new Map<TimeWindow, number>();
+  for (const w of windows) out.set(w, buckets.filter((b) => b.startMs >= w.fromMs && b.startMs < w.toMs).reduce((n, b) => n + b.count, 0));
+  return out;
+}
+
 export interface RepairOptions {
   readonly resources: readonly ResourceDefinition[];
   readonly concurrency: number;
   readonly batchRows: number;
   readonly signal?: AbortSignal;
   readonly hooks?: BackfillHooks;
+  /** `_run_id` of the rows a repair writes. */
+  readonly runId?: string;
 }
 
 /**
@@ -160,7 +202,7 @@ export async function repairWindows(mismatched: readonly VerifyWindow[], options
   }
   const trackers = new Map<string, SchemaTracker>();
   for (const { resource } of groups.values()) {
-    if (!trackers.has(resource.name)) trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name)));
+    if (!trackers.has(resource.name)) trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId ?? randomUUID()));
   }
   return Promise.all(
     [...groups.values()].map((group) =>

@@ -1,15 +1,22 @@
 import { CursorRejectedError, DataError, PaginationError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import { paginate, type TimeWindow } from '../extract/paginate.js';
+import { paginate, type Page, type PartFilter, type TimeWindow } from '../extract/paginate.js';
 import type { ApiClient, CallContext } from '../http/client.js';
-import type { Destination } from '../load/destination.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
+import type { StateStore } from '../state/store.js';
 
 export interface WalkDeps {
   readonly client: ApiClient;
   readonly destination: Destination;
   readonly logger: Logger;
+  /**
+   * The run's state: each batch is written with its state changes (`onStored`, `checkpoint`) in
+   * one transaction where the warehouse keeps the state. Without it, the batch is written first
+   * and the callbacks run after.
+   */
+  readonly state?: Pick<StateStore, 'withBatch'>;
 }
 
 export interface WalkOptions {
@@ -20,6 +27,14 @@ export interface WalkOptions {
   readonly window: TimeWindow | undefined;
   /** Resume from this cursor instead of the first page. */
   readonly startCursor: string | undefined;
+  /** A split walk's sub-window on another field than the window's (see `WalkRequest.partFilter`). */
+  readonly partFilter?: PartFilter;
+  /**
+   * Called with the first page of a walk from the window's start (not a resumed one), before any of
+   * it is stored: resolving `true` abandons the walk (nothing stored, no checkpoint), e.g. because
+   * the window is to be read split.
+   */
+  readonly onFirstPage?: (page: Page) => Promise<boolean>;
   /** Rows buffered before one write + checkpoint. */
   readonly batchRows: number;
   /**
@@ -78,31 +93,58 @@ export interface WalkTotals {
  * window from its first page, at most `MAX_WINDOW_RESTARTS` times: keyed merges make the re-read
  * harmless.
  */
-export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<void> {
+export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<'done' | 'abandoned'> {
   const { resource, scope, window, ctx } = options;
   let buffer: Row[] = [];
   let bufferBytes = 0;
   const batchBytes = options.batchBytes ?? DEFAULT_BATCH_BYTES;
   const seenProjects = new Set<string>();
-  const flush = async (): Promise<number> => {
-    if (buffer.length === 0) return 0;
-    const written = await deps.destination.write({ table: options.tracker.schema, rows: buffer });
+  /** Write the buffer with its state: what `onStored` records, and the checkpoint when `cursor` is given. */
+  const flush = async (cursor?: string | null): Promise<number> => {
+    const schema = options.tracker.schema;
+    // Deduped here (as the destination does), so the rows this batch stores are known before the
+    // write: the checkpoint that commits with it counts them (a backfill ledger's window rows).
+    const rows = dedupeRows(buffer, schema.key, schema.versionColumn);
+    const changes = async (): Promise<void> => {
+      if (rows.length > 0) await options.onStored?.(buffer);
+      if (cursor !== undefined) await options.checkpoint(cursor);
+    };
+    if (rows.length === 0) {
+      await changes();
+      return 0;
+    }
+    const write = (state: LoadBatch['state']): Promise<LoadResult> =>
+      deps.destination.write({ table: schema, rows, ...(state === undefined ? {} : { state }) });
+    totals.rows += rows.length;
+    let written: LoadResult;
+    try {
+      written = deps.state === undefined ? await write(undefined).then(async (r) => (await changes(), r)) : await deps.state.withBatch(changes, write);
+    } catch (error) {
+      totals.rows -= rows.length;
+      throw error;
+    }
     for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
-    totals.rows += written.rows;
-    await options.onStored?.(buffer);
     buffer = [];
     bufferBytes = 0;
-    return written.rows;
+    return rows.length;
   };
   let pagesInWalk = 0;
   const order = new OrderWatch(options, deps.logger);
-  const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor }, ctx)[Symbol.asyncIterator]();
+  const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor, partFilter: options.partFilter }, ctx)[Symbol.asyncIterator]();
+  let firstPage = options.startCursor === undefined && options.onFirstPage !== undefined;
   try {
     let next = pages.next();
     for (;;) {
       const result = await next;
       if (result.done === true) break;
       const page = result.value;
+      if (firstPage) {
+        firstPage = false;
+        if (await (options.onFirstPage as NonNullable<WalkOptions['onFirstPage']>)(page)) {
+          await pages.return?.(undefined);
+          return 'abandoned';
+        }
+      }
       const past = order.pastWindow(page.records);
       const hasMore = page.hasMore && !past;
       // Fetch the next page while this one is normalized and written: the walk's requests keep
@@ -128,6 +170,9 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
           writtenInPage = true;
         }
       }
+      // Projects seen start their per-project walks at once (discovery needs no durability: the
+      // list only says what to read; waiting for the batch's write delayed them by many pages).
+      if (seenProjects.size > 0) options.onProjects?.(seenProjects);
       // Field → column renames (once each) and values stored differently than received.
       for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
       deps.logger.debug(
@@ -135,15 +180,14 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
         'page',
       );
       if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
-        stored += await flush();
-        if (seenProjects.size > 0) options.onProjects?.(seenProjects);
-        await options.checkpoint(hasMore ? page.nextCursor : null);
+        // The rows and the checkpoint after them are one commit where the warehouse keeps state.
+        stored += await flush(hasMore ? page.nextCursor : null);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
       if (!hasMore) break;
       if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && hasMore) {
         await pages.return?.(undefined);
-        return;
+        return 'done';
       }
     }
   } catch (error) {
@@ -161,8 +205,9 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       `cursor refused after ${pagesInWalk} pages of ${where} (HTTP ${error.status}); re-reading it from its first page (keyed merges make the re-read harmless)`,
     );
     await options.onCursorRejected?.();
-    return walkWindow({ ...options, startCursor: undefined }, deps, totals, restarts + 1);
+    return walkWindow({ ...options, startCursor: undefined, onFirstPage: undefined }, deps, totals, restarts + 1);
   }
+  return 'done';
 }
 
 /** The client-side cut-off: the server may ignore or widen the filter. */

@@ -4,7 +4,6 @@ import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import lockfile from 'proper-lockfile';
 import { StateError } from '../core/errors.js';
-import type { Clock } from '../core/types.js';
 
 /**
  * A run's exclusive hold on a state file (or, later, on a warehouse): a lease with a heartbeat.
@@ -23,57 +22,9 @@ import type { Clock } from '../core/types.js';
  * `expires_at` < now): the callers only see this interface.
  */
 
-/** How long a lease lives without a heartbeat. Every party must agree on it, hence a constant. */
-export const LEASE_MS = 30_000;
-/** Heartbeat interval: three renewals fit in one lease, so one late timer never loses it. */
-export const HEARTBEAT_MS = LEASE_MS / 3;
+import { HEARTBEAT_MS, LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions } from '../core/lease.js';
 
-export interface LeaseOwner {
-  /** Unique per acquisition: tells two holders with the same pid apart. */
-  readonly id: string;
-  readonly purpose: string;
-  readonly host: string;
-  /** The pid namespace (`/proc/self/ns/pid`), so two containers with one hostname differ. */
-  readonly pidNamespace?: string;
-  readonly pid: number;
-  /** The process's start time in clock ticks since boot (`/proc/<pid>/stat`), against pid reuse. */
-  readonly startTicks?: string;
-  readonly since: string;
-  readonly leaseMs: number;
-  /** Inode of the lease folder this record describes (a record left by an earlier lease is ignored). */
-  readonly inode?: number;
-  /** Birth time of that folder: a new folder may reuse an old inode, never its birth time. */
-  readonly born?: number;
-}
-
-export interface LockOptions {
-  /** What holds the lock, for the message another run sees (`sync`, `backfill`). */
-  readonly purpose: string;
-  /** How long to wait for a held lock before failing. @default 0 (fail at once) */
-  readonly waitMs?: number;
-  /** Poll interval while waiting. @default 200 */
-  readonly pollMs?: number;
-  readonly clock: Clock;
-  /** Told when a lease left by another run is taken over (a log line). */
-  readonly onTakeOver?: (message: string, previous: LeaseOwner | undefined) => void;
-  /**
-   * Told when this lease is lost while held (the heartbeat could not renew it in time, or another
-   * run took it over): the caller should stop writing.
-   */
-  readonly onLost?: (error: Error) => void;
-  /** The lease's length, for tests of its renewal (every party must use the same). @default LEASE_MS */
-  readonly leaseMs?: number;
-}
-
-/** A held lock; `release` is idempotent. */
-export interface Lock {
-  release(): Promise<void>;
-}
-
-/** Where leases live: beside files today, in a warehouse table later. */
-export interface LeaseProvider {
-  acquire(name: string, options: LockOptions): Promise<Lock>;
-}
+export { HEARTBEAT_MS, LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions };
 
 /** Leases as folders beside files (`<name>` is the folder, `<name>.owner.json` says who holds it). */
 export const fileLeases: LeaseProvider = { acquire: (name, options) => acquireLock(name, options) };

@@ -1,9 +1,12 @@
-import { mkdirSync } from 'node:fs';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { existsSync, mkdirSync } from 'node:fs';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StateError } from '../core/errors.js';
+import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
-import { acquireLock, type Lock } from './lock.js';
+import { acquireLock, fileLeases, type LeaseProvider, type Lock } from './lock.js';
+import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
 
 /** A walk in progress: the window being read and the cursor of the next page not yet stored. */
@@ -96,12 +99,28 @@ export interface StateStoreOptions {
   readonly onLockLost?: (error: Error) => void;
   /** Resource names a stream key may name (a state file naming another is refused). @default any */
   readonly resources?: readonly string[];
+  /**
+   * Where the run lease lives: beside the state file (`fileLeases`, the default), or in the
+   * warehouse (BigQuery: no file is shared between pods).
+   */
+  readonly leases?: LeaseProvider;
+  /** Told once how state was restored or migrated (a log line). */
+  readonly onNote?: (message: string) => void;
 }
 
+/** A change to the state document. */
+type Change = (doc: StateDocument) => StateDocument;
+
 /**
- * The state file. Writes are atomic (temp file, fsync, rename, fsync of the folder). A run holds a
- * lock for its purpose for its whole life; each write re-reads the file under a short write lock and
+ * The run's state: in the warehouse once `attach`ed (the `_query_sync_state` table, committed with
+ * the batches it describes: see `core/state-table.ts`), and in the state file, which is then a cache
+ * and an export, written after each warehouse commit. Without a warehouse (a dry run, a destination
+ * that keeps no state) the file is the state, as before.
+ *
+ * File writes are atomic (temp file, fsync, rename, fsync of the folder). A run holds a lease for
+ * its purpose for its whole life; each file write re-reads the file under a short write lock and
  * changes only its own streams, so runs of different purposes (a sync and a backfill) can share it.
+ * Warehouse rows are keyed per stream and per section, so they can share the table the same way.
  */
 export class StateStore {
   readonly path: string;
@@ -109,6 +128,14 @@ export class StateStore {
   private readonly options: StateStoreOptions;
   private readonly runLock: Lock;
   private chain: Promise<unknown> = Promise.resolve();
+  /** The warehouse that holds the state, once attached. */
+  private warehouse: StateTable | undefined;
+  /** Held from a commit's `prepare` to its `finish`: commits apply one at a time, in order. */
+  private commitTail: Promise<void> = Promise.resolve();
+  /** Inside `record`: changes are collected for the batch's commit instead of written. */
+  private readonly recording = new AsyncLocalStorage<Change[]>();
+  /** Callbacks waiting for the commit of the changes recorded with them. */
+  private readonly afterCommit = new AsyncLocalStorage<(() => void)[]>();
 
   private constructor(path: string, doc: StateDocument, options: StateStoreOptions, runLock: Lock) {
     this.path = path;
@@ -119,7 +146,7 @@ export class StateStore {
 
   static async open(path: string, options: StateStoreOptions): Promise<StateStore> {
     mkdirSync(dirname(path), { recursive: true });
-    const lock = await acquireLock(`${path}.${options.purpose}.lock`, {
+    const lock = await (options.leases ?? fileLeases).acquire(`${path}.${options.purpose}.lock`, {
       purpose: options.purpose,
       waitMs: options.lockWaitMs,
       clock: options.clock,
@@ -147,12 +174,109 @@ export class StateStore {
     return readState(path, options);
   }
 
+  /**
+   * The state as a run would restore it, without a lease (`status`, `plan`, `verify`, `reset`):
+   * the warehouse's when it has any, else the file's (see `attach`).
+   */
+  static async readWith(path: string, warehouse: StateTable | undefined, options: ValidateOptions = {}): Promise<StateDocument> {
+    const file = await readState(path, options);
+    const rows = warehouse === undefined ? [] : await warehouse.readState();
+    if (warehouse === undefined || rows.length === 0) return file;
+    return validRows(rows, warehouse.stateLocation, options);
+  }
+
   get document(): StateDocument {
     return this.doc;
   }
 
   stream(key: string): StreamState {
     return this.doc.streams[key] ?? {};
+  }
+
+  /** Where the state is read from and committed to, for messages. */
+  get location(): string {
+    return this.warehouse?.stateLocation ?? `state file ${this.path}`;
+  }
+
+  /**
+   * Keep the state in `warehouse` from now on. Which wins: the warehouse's state when it has any
+   * (it is committed with the rows, so it is never behind them); else the state file's, migrated
+   * into the warehouse once (a state file from a version that kept state only in the file). The
+   * file is rewritten as an export of what won. Validation applies to both (a bad one: exit 4).
+   */
+  async attach(warehouse: StateTable): Promise<void> {
+    const rows = await warehouse.readState();
+    if (this.options.inMemory === true) {
+      // A dry run starts from the same state, and writes nothing anywhere.
+      if (rows.length > 0) this.doc = validRows(rows, warehouse.stateLocation, this.options);
+      return;
+    }
+    const fileHasState = existsSync(this.path) && !isEmpty(this.doc);
+    if (rows.length > 0) {
+      const restored = validRows(rows, warehouse.stateLocation, this.options);
+      const differs = JSON.stringify(restored) !== JSON.stringify(this.doc);
+      if (fileHasState && differs) {
+        this.options.onNote?.(`state: ${warehouse.stateLocation} and the state file ${this.path} differ; the warehouse wins (it is committed with the rows) and the file is rewritten from it`);
+      } else if (!fileHasState) {
+        this.options.onNote?.(`state: restored from ${warehouse.stateLocation} (no state file at ${this.path})`);
+      }
+      this.doc = restored;
+      this.warehouse = warehouse;
+      if (differs) await this.exportFile(() => restored);
+      return;
+    }
+    this.warehouse = warehouse;
+    if (fileHasState) {
+      // One transaction: the warehouse holds all of the file's state or none of it.
+      const doc = this.doc;
+      await warehouse.writeState(this.commitOf([() => doc], rowsOfDocument(doc)));
+      this.options.onNote?.(`state: migrated the state file ${this.path} into ${warehouse.stateLocation}; the warehouse's state wins from now on`);
+    }
+  }
+
+  /**
+   * Run `changes` (state updates describing a batch), then `write` the batch with those changes
+   * as its `StateCommit`, so a warehouse writes both in one transaction. Without a warehouse the
+   * batch is written first and the changes after, as a file write (state never ahead of rows).
+   */
+  async withBatch<T>(changes: () => Promise<void>, write: (state: StateCommit | undefined) => Promise<T>): Promise<T> {
+    if (this.warehouse === undefined || this.options.inMemory === true) {
+      const result = await write(undefined);
+      await changes();
+      return result;
+    }
+    const recorded: Change[] = [];
+    const callbacks: (() => void)[] = [];
+    await this.afterCommit.run(callbacks, () => this.recording.run(recorded, changes));
+    if (recorded.length === 0) {
+      const result = await write(undefined);
+      for (const callback of callbacks) callback();
+      return result;
+    }
+    let used = false;
+    const commit = this.commitOf(recorded);
+    const tracked: StateCommit = {
+      prepare: () => {
+        used = true;
+        return commit.prepare();
+      },
+      finish: (ok) => commit.finish(ok),
+    };
+    const result = await write(tracked);
+    // A destination that did not take the state with the batch (nothing to write): commit it now.
+    if (!used) await this.commitAlone(recorded);
+    for (const callback of callbacks) callback();
+    return result;
+  }
+
+  /**
+   * Run `callback` once the changes made so far in this `withBatch` are committed (at once outside
+   * one), e.g. to wake a reader of what they added.
+   */
+  whenCommitted(callback: () => void): void {
+    const waiting = this.afterCommit.getStore();
+    if (waiting === undefined) callback();
+    else waiting.push(callback);
   }
 
   /** Change one stream and write the file. Resolves once the new state is durable. */
@@ -175,11 +299,67 @@ export class StateStore {
     await this.runLock.release();
   }
 
-  private write(change: (doc: StateDocument) => StateDocument): Promise<void> {
+  private write(change: Change): Promise<void> {
     if (this.options.inMemory === true) {
       this.doc = change(this.doc);
       return Promise.resolve();
     }
+    const recording = this.recording.getStore();
+    if (recording !== undefined) {
+      recording.push(change);
+      return Promise.resolve();
+    }
+    if (this.warehouse !== undefined) return this.commitAlone([change]);
+    return this.writeFile(change);
+  }
+
+  private commitAlone(changes: readonly Change[]): Promise<void> {
+    const warehouse = this.warehouse;
+    if (warehouse === undefined) throw new Error('unreachable: commitAlone without a warehouse');
+    return warehouse.writeState(this.commitOf(changes));
+  }
+
+  /**
+   * The commit of `changes`: applied to the state as last committed when the destination prepares
+   * its transaction, made the store's state once it committed, then exported to the file.
+   */
+  private commitOf(changes: readonly Change[], rows?: ReturnType<typeof rowsOfDocument>): StateCommit {
+    let release: (() => void) | undefined;
+    let next: StateDocument | undefined;
+    return {
+      prepare: async () => {
+        const previous = this.commitTail;
+        this.commitTail = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        await previous;
+        const base = this.doc;
+        next = changes.reduce((doc, change) => change(doc), base);
+        return rows ?? rowsOfChange(base, next);
+      },
+      finish: async (committed) => {
+        try {
+          if (committed && next !== undefined) {
+            this.doc = next;
+            await this.exportFile((doc) => changes.reduce((d, change) => change(d), doc));
+          }
+        } finally {
+          release?.();
+        }
+      },
+    };
+  }
+
+  /** The file as a cache and export of the warehouse's state: a failure to write it is told, not fatal. */
+  private async exportFile(change: Change): Promise<void> {
+    try {
+      await this.writeFile(change, false);
+    } catch (error) {
+      this.options.onNote?.(`state: could not update the state file ${this.path} (the warehouse holds the state; the file is only a copy): ${(error as Error).message}`);
+    }
+  }
+
+  private writeFile(change: Change, keepDoc = true): Promise<void> {
     const next = this.chain.then(async () => {
       const lock = await acquireLock(`${this.path}.write.lock`, {
         purpose: 'state write',
@@ -192,7 +372,7 @@ export class StateStore {
         // Re-read: another purpose's run may have written its own streams since.
         const latest = change(await readState(this.path, this.options));
         await writeAtomically(this.path, `${JSON.stringify(latest, null, 2)}\n`);
-        this.doc = latest;
+        if (keepDoc) this.doc = latest;
       } finally {
         await lock.release();
       }
@@ -200,6 +380,23 @@ export class StateStore {
     this.chain = next.catch(() => undefined);
     return next;
   }
+}
+
+/** The document held by state rows, checked as a state file is (a bad entry: exit 4). */
+function validRows(rows: Parameters<typeof documentFromRows>[0], where: string, options: ValidateOptions): StateDocument {
+  const checked = validateState(documentFromRows(rows, where), options);
+  if ('where' in checked) {
+    throw new StateError(
+      `${where}: ${checked.where}: ${checked.problem}. Nothing was changed and no stream was read; ` +
+        `correct or delete that row (deleting the table starts over: a full re-sync is safe, loads merge on the key).`,
+    );
+  }
+  return checked.doc as unknown as StateDocument;
+}
+
+/** Whether a document holds no state at all. */
+export function isEmpty(doc: StateDocument): boolean {
+  return Object.keys(doc.streams).length === 0 && doc.projects.length === 0 && Object.keys(doc.sections).length === 0;
 }
 
 async function readState(path: string, options: ValidateOptions): Promise<StateDocument> {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
-import { syncOnce } from '../fakes/harness.js';
+import { runCli } from '../fakes/cli.js';
+import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { findSdkOperation, unknownSdkParams } from './sdk-params.js';
 
@@ -24,10 +25,30 @@ describe('our requests use only parameters the SDK knows for each operation', ()
     const operations = new Set(sent.map((r) => findSdkOperation(r.path)?.path ?? r.path));
     for (const path of ['/v1/events', '/v1/traces', '/v1/signals', '/v1/signal-groups', '/v1/users', '/v1/conversations']) expect(operations).toContain(path);
     // Besides the lists, only the count endpoint (plans and split walks), and nothing the SDK lacks.
-    expect([...operations].filter((p) => !['/v1/events', '/v1/traces', '/v1/signals', '/v1/signal-groups', '/v1/users', '/v1/conversations', '/v1/events/count'].includes(p))).toEqual([]);
+    expect([...operations].filter((p) => !['/v1/events', '/v1/traces', '/v1/signals', '/v1/signal-groups', '/v1/users', '/v1/conversations', '/v1/events/count', '/v1/events/timeseries'].includes(p))).toEqual([]);
     const unknown = sent
       .map((r) => ({ path: r.path, unknown: unknownSdkParams(r.path, r.query) }))
       .filter((r) => r.unknown.length > 0);
     expect(unknown.slice(0, 5)).toEqual([]);
+  });
+});
+
+describe('saved searches and aggregates use only what the SDK knows', () => {
+  it('search, timeseries and facets requests name only SDK parameters (facets its dotted timestamp.gte/lt)', async () => {
+    const sent: { path: string; query: URLSearchParams }[] = [];
+    const emu = await emulator({ flavor: 'real', seed: 42, eventsPerProject: 60, enrichAfterMs: 0, onRequest: (info) => sent.push({ path: info.path, query: info.query }) });
+    const d = dir();
+    const run = await runCli(emu, [
+      'sync', '--project', '*', '--resources', 'events', '--aggregates',
+      '--search', 'refunds=refund', '--search', 'denied=access denied,mode=semantic,search_in=user_input,assistant_output,threshold=0.2',
+      '--duckdb-path', dbPathOf(d), '--state', statePathOf(d),
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    const operations = new Set(sent.map((r) => findSdkOperation(r.path)?.path ?? r.path));
+    for (const path of ['/v1/events/search', '/v1/events/timeseries', '/v1/events/facets']) expect(operations).toContain(path);
+    const unknown = sent.map((r) => ({ path: r.path, unknown: unknownSdkParams(r.path, r.query) })).filter((r) => r.unknown.length > 0);
+    expect(unknown.slice(0, 5)).toEqual([]);
+    const facets = sent.find((r) => r.path === '/v1/events/facets');
+    expect([...(facets?.query.keys() ?? [])].sort()).toEqual(['field', 'limit', 'timestamp.gte', 'timestamp.lt']);
   });
 });

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { expect } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { PROJECT_HEADERS } from '../../connectors/service.js';
@@ -12,6 +13,7 @@ import { createScheduler } from '../../src/http/scheduler.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary, type SyncDeps } from '../../src/pipeline/run.js';
+import { keepStateIn } from '../../src/commands/state-home.js';
 import { StateStore } from '../../src/state/store.js';
 
 export interface HarnessRun extends PipelineTarget {
@@ -65,6 +67,8 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
   const destination = target.destination ? await target.destination() : await DuckDbDestination.open(dbPathOf(target.dir));
   const state = await StateStore.open(statePathOf(target.dir), { clock: systemClock, purpose });
   try {
+    // As the CLI: the state lives in the warehouse (the file is its copy).
+    await keepStateIn(state, destination);
     return await body({ client, destination, state, clock: systemClock, logger });
   } finally {
     await destination.close();
@@ -111,7 +115,7 @@ export function expectTableMatches(rows: Record<string, unknown>[], records: rea
   const byKey = new Map<string, Record<string, unknown>>();
   for (const row of rows) {
     const k = id(row.project_id, row[key]);
-    expect(byKey.has(k), `duplicate row ${k}`).toBe(false);
+    if (byKey.has(k)) expect(byKey.has(k), `duplicate row ${k}`).toBe(false);
     byKey.set(k, row);
   }
   const expectedKeys = new Set(records.map((r) => id(r.project_id, r[key])));
@@ -127,17 +131,34 @@ export function expectTableMatches(rows: Record<string, unknown>[], records: rea
   }
 }
 
+const INSTANT_TEXT = /^\d{4}-\d{2}-\d{2}T.*(Z|[+-]\d{2}:?\d{2})$/;
+
+/**
+ * One cell. The comparison runs in plain code and `expect` is called only when it fails (with the
+ * same matcher, so the message is unchanged): tables of thousands of cells made a chai assertion
+ * object per cell, seconds per test.
+ */
 function expectCell(actual: unknown, expected: JsonValue, where: string): void {
+  if (cellEquals(actual, expected)) return;
   if (expected === null) {
     expect(actual ?? null, where).toBeNull();
   } else if (typeof expected === 'object') {
     expect(typeof actual, where).toBe('string');
     expect(parseJson(actual as string), where).toEqual(expected);
-  } else if (typeof expected === 'string' && /^\d{4}-\d{2}-\d{2}T.*(Z|[+-]\d{2}:?\d{2})$/.test(expected)) {
+  } else if (typeof expected === 'string' && INSTANT_TEXT.test(expected)) {
     expect(Date.parse(String(actual)), where).toBe(Date.parse(expected));
   } else if (typeof expected === 'number' && Number.isInteger(expected)) {
     expect(actual, where).toBe(BigInt(expected));
   } else {
     expect(actual, where).toBe(expected);
   }
+}
+
+/** What `expectCell`'s matchers accept (`toBe` is Object.is; `toEqual` is at most as strict as isDeepStrictEqual). */
+function cellEquals(actual: unknown, expected: JsonValue): boolean {
+  if (expected === null) return (actual ?? null) === null;
+  if (typeof expected === 'object') return typeof actual === 'string' && isDeepStrictEqual(parseJson(actual), expected);
+  if (typeof expected === 'string' && INSTANT_TEXT.test(expected)) return Object.is(Date.parse(String(actual)), Date.parse(expected));
+  if (typeof expected === 'number' && Number.isInteger(expected)) return Object.is(actual, BigInt(expected));
+  return Object.is(actual, expected);
 }

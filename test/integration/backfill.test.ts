@@ -165,7 +165,7 @@ describe('backfill through the real CLI (child processes)', () => {
     expect(total - needed).toBeLessThanOrEqual(inFlightBound);
     expect(pagesRead).toBeGreaterThan(inFlightBound); // so the bound above would catch a restart from page one
     expect(requestsBeforeResume).toBeLessThan(needed);
-  }, 60_000);
+  }, 180_000);
 
   it('plan: its request estimate equals what the backfill then sends; done windows drop out of a later plan', async () => {
     const emu = await emulator({ seed: 34, eventsPerProject: 2500, projects: ['default', 'alpha'] });
@@ -192,9 +192,25 @@ describe('backfill through the real CLI (child processes)', () => {
     expect(text.stdout).toMatch(/windows of events \*\[alpha,default\]:/);
 
     emu.resetStats();
-    const run = await runCli(emu, ['backfill', ...range, ...files, '--resources', 'events', '--quiet']);
+    const run = await runCli(emu, ['backfill', ...range, ...files, '--resources', 'events', '--quiet', '--json']);
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(emu.stats().byEndpoint).toEqual({ '/v1/events': plan.requestsByEndpoint['/v1/events'] });
+    // `backfill --json`: the run summary as one object on stdout, nothing else there.
+    const lines = run.stdout.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    const summary = JSON.parse(lines[0] ?? '') as {
+      command: string;
+      ok: boolean;
+      exitCode: number;
+      from: string;
+      to: string;
+      totals: { rows: number; requests: number };
+      streams: { resource: string; scope: string; outcome: string; rows: number; windows: number; skippedWindows: number }[];
+    };
+    expect(summary).toMatchObject({ command: 'backfill', ok: true, exitCode: 0, from: iso(fromMs), to: iso(toMs) });
+    expect(summary.streams).toEqual([expect.objectContaining({ resource: 'events', scope: '*[alpha,default]', outcome: 'ok', windows: 6, skippedWindows: 0 })]);
+    expect(summary.totals.rows).toBe(ev?.rows);
+    expect(summary.totals.requests).toBe(plan.requestsByEndpoint['/v1/events']);
 
     emu.resetStats();
     const after = JSON.parse((await runCli(emu, ['plan', ...range, ...files, '--resources', 'events', '--json'])).stdout) as Plan;

@@ -68,7 +68,7 @@ describe('memory follows the settings, not the data: batches are capped in bytes
     expect(stream?.pending).toBeUndefined();
   }, 120_000);
 
-  it('a sync of 300 events × 200 KB (60 MB, twice the memory limit) completes at the default settings, every row once', async () => {
+  it('a sync of 300 events × 200 KB (60 MB, twice the memory limit) completes at the default settings, every row once', { tags: ['slow'], timeout: 300_000 }, async () => {
     // DuckDB keeps rows written since its last checkpoint in memory, and strings this large cannot
     // spill: before query-sync checkpointed by bytes (and with DuckDB's vacuum on), this stopped
     // after 100–200 rows at 32MB with "failed to pin block".
@@ -93,5 +93,5 @@ describe('memory follows the settings, not the data: batches are capped in bytes
       .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     expect(String(expected[0]?.user_input).length).toBeGreaterThanOrEqual(ROW_CHARS);
     expect(stored).toEqual(want);
-  }, 300_000);
+  });
 });

@@ -3,6 +3,10 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { ApiClient, newCallStats } from '../../src/http/client.js';
+import { createScheduler } from '../../src/http/scheduler.js';
+import { systemClock } from '../../src/core/clock.js';
 import { StateStore } from '../../src/state/store.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { readTable, statePathOf, syncOnce } from '../fakes/harness.js';
@@ -105,5 +109,30 @@ describe('every wait is bounded', () => {
     expect(waits).toHaveLength(1);
     expect(waits[0]).toMatchObject({ level: 30, resource: 'events', project: 'default', reason: 'HTTP 503' });
     expect(waits[0]?.delayMs as number).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('many requests waiting on one endpoint at once give one long-wait line, not one each', async () => {
+    const server = await startServer({ '/v1/events': (_req, _url, res) => json(res, 200, { data: [], meta: { cursor: null, has_more: false } }) });
+    onCleanup(server.close);
+    const { logger, lines } = capturingLogger();
+    // 4 requests a second: of 12 sent at once, 8 wait for the budget, most of them over 200 ms.
+    const budget = createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 4 }, safetyMarginMs: { minuteMs: 0, secondMs: 0 } });
+    const client = new ApiClient({ baseUrl: server.url, apiKey: 'k', projectHeader: 'X-Project', budget, clock: systemClock, logger, longWaitMs: 200 });
+    onCleanup(() => client.close());
+    const stats = Array.from({ length: 12 }, () => newCallStats());
+    await Promise.all(
+      stats.map((s, i) =>
+        client.getJson(
+          { endpoint: '/v1/events', path: '/v1/events', query: { n: String(i) }, project: undefined },
+          { resource: 'events', project: `p${i}`, lane: `events|p${i}`, stats: s },
+        ),
+      ),
+    );
+    const longWaits = stats.filter((s) => s.waitedMs >= 200).length;
+    expect(longWaits).toBeGreaterThanOrEqual(4);
+    const logged = lines.filter((l) => typeof l.msg === 'string' && l.msg.startsWith('waited '));
+    expect(logged).toHaveLength(1);
+    expect(logged[0]?.msg).toMatch(/for the request budget of \/v1\/events .*logged at most every 30 s/);
+    expect(server.hits.get('/v1/events')).toBe(12);
   });
 });

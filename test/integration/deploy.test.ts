@@ -156,12 +156,13 @@ describe('runs as deployed', () => {
     expect((await runCli(emu, args)).code).toBe(0);
     const marked = await StateStore.read(statePathOf(d));
 
-    const refused = await runCli(emu, ['reset', '--resources', 'users', '--state', statePathOf(d)]);
+    const refused = await runCli(emu, ['reset', '--resources', 'users', ...files(d)]);
     expect(refused.code).toBe(2);
     expect(refused.stdout).toMatch(/cannot ask for confirmation here \(not a terminal\): pass --yes/);
     expect(await StateStore.read(statePathOf(d))).toEqual(marked);
 
-    const reset = await runCli(emu, ['reset', '--resources', 'users', '--yes', '--state', statePathOf(d)]);
+    // The state lives in the warehouse: reset names it (its file is a copy, rewritten too).
+    const reset = await runCli(emu, ['reset', '--resources', 'users', '--yes', ...files(d)]);
     expect(reset.code, reset.stdout).toBe(0);
     expect(reset.stdout).toMatch(/forgot the marks of users:/);
     const after = await StateStore.read(statePathOf(d));
@@ -217,8 +218,16 @@ describe('runs as deployed', () => {
     const elsewhere = dir();
     const newWarehouse = await runCli(emu, [...common, '--duckdb-path', dbPathOf(elsewhere), '--state', statePathOf(d)]);
     expect(newWarehouse.stdout).toMatch(/WARNING: the warehouse .*warehouse\.duckdb is new, but the state .*state\.json has marks for 1 stream\(s\) \(events:\*\).*Wrong --duckdb-path/);
-    const newState = await runCli(emu, [...common, '--duckdb-path', dbPathOf(d), '--state', statePathOf(elsewhere).replace('state.json', 'other.json')]);
-    expect(newState.stdout).toMatch(/WARNING: the state .*other\.json is new, but the warehouse .* exists: this sync reads all history again/);
+    // A new state file beside a warehouse that keeps the state: restored from it, nothing to warn about.
+    const otherState = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(elsewhere).replace('state.json', 'other.json')];
+    const restored = await runCli(emu, [...common, ...otherState]);
+    expect(restored.stdout).not.toMatch(/WARNING/);
+    // A warehouse with rows but no state (the table dropped) and no state file: that one is loud.
+    const db = await DuckDbDestination.open(dbPathOf(d));
+    await db.query('DROP TABLE _query_sync_state');
+    await db.close();
+    const newState = await runCli(emu, [...common, '--duckdb-path', dbPathOf(d), '--state', statePathOf(elsewhere).replace('state.json', 'third.json')]);
+    expect(newState.stdout).toMatch(/WARNING: the warehouse .*warehouse\.duckdb exists but holds no query-sync state, and there is no state file at .*third\.json: this sync reads all history again/);
     const ordinary = await runCli(emu, [...common, ...files(d)]);
     expect(ordinary.stdout).not.toMatch(/WARNING/);
   }, 60_000);

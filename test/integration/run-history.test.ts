@@ -18,7 +18,11 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     const first = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--exclude-columns', 'events.model', ...files]);
     expect(first.code, first.stderr).toBe(0);
     const created = jsonLines(first.stderr).filter((l) => String(l.msg).startsWith('schema change:'));
-    expect(created.map((l) => l.msg).sort()).toEqual([expect.stringMatching(/^schema change: new table events \(\d+ columns\)$/), expect.stringMatching(/^schema change: new table users \(\d+ columns\)$/)]);
+    expect(created.map((l) => l.msg).sort()).toEqual([
+      expect.stringMatching(/^schema change: new table event_signals \(9 columns\)$/),
+      expect.stringMatching(/^schema change: new table events \(\d+ columns\)$/),
+      expect.stringMatching(/^schema change: new table users \(\d+ columns\)$/),
+    ]);
 
     emu.addEvents('alpha', 5);
     const second = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--json', ...files]);
@@ -44,6 +48,41 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     expect(changes.filter((c) => c.run_id === summary.runId).map((c) => [c.table_name, c.column_name, c.column_type, c.change])).toEqual([
       ['events', 'model', 'string', 'new column'],
     ]);
+  });
+
+  it('_run_id on every row written: the id of the run that last wrote it, as in _query_sync_runs; a table from before _run_id gains the column', async () => {
+    const emu = await emulator({ seed: 9, eventsPerProject: 40 });
+    const d = dir();
+    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
+    const first = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--json', ...files]);
+    expect(first.code, first.stderr).toBe(0);
+    const firstId = (JSON.parse(first.stdout) as { runId: string }).runId;
+    for (const table of ['events', 'users']) {
+      const rows = await readTable(d, table);
+      expect(rows.length).toBeGreaterThan(0);
+      expect(new Set(rows.map((r) => r._run_id))).toEqual(new Set([firstId]));
+    }
+    // A warehouse written before `_run_id` existed: drop the column, as an older version left it.
+    const { DuckDBInstance } = await import('@duckdb/node-api');
+    const db = await DuckDBInstance.create(dbPathOf(d));
+    const c = await db.connect();
+    await c.run('ALTER TABLE events DROP COLUMN _run_id');
+    c.closeSync();
+    db.closeSync();
+
+    emu.addEvents('alpha', 5);
+    const second = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--json', ...files]);
+    expect(second.code, second.stderr).toBe(0);
+    const secondId = (JSON.parse(second.stdout) as { runId: string }).runId;
+    const events = await readTable(d, 'events');
+    // The rows the second run wrote (its window: the new events and the lookback) carry its id; the others NULL.
+    const byRun = new Map<unknown, number>();
+    for (const r of events) byRun.set(r._run_id, (byRun.get(r._run_id) ?? 0) + 1);
+    expect([...byRun.keys()].sort()).toEqual([null, secondId].sort());
+    expect(byRun.get(secondId)).toBeGreaterThanOrEqual(5);
+    const changes = await readTable(d, '_query_sync_schema_changes');
+    expect(changes.filter((ch) => ch.run_id === secondId).map((ch) => [ch.table_name, ch.column_name, ch.change])).toEqual([['events', '_run_id', 'new column']]);
+    expect((await readTable(d, '_query_sync_runs')).map((r) => r.run_id).sort()).toEqual([firstId, secondId].sort());
   });
 
   it('a failed run is recorded as failed, its errors without the key', async () => {

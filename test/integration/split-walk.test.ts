@@ -102,8 +102,8 @@ describe('split walks', () => {
       const before = (r: Record<string, unknown>): boolean => Date.parse(String(r.timestamp)) < finalStartedBefore;
       const rows = (await readTable(d, 'events')).filter(before);
       expectTableMatches(rows, emu.snapshot('events').filter(before), 'id', 'events');
-      // It did split: the count endpoint was asked, and several sub-windows checkpointed.
-      expect(emu.stats().byEndpoint['/v1/events/count'] ?? 0).toBeGreaterThan(0);
+      // It did split: the timeseries was asked where events lie, and several sub-windows checkpointed.
+      expect(emu.stats().byEndpoint['/v1/events/timeseries'] ?? 0).toBeGreaterThan(0);
     }, 120_000);
 
     it(`rows sharing one timestamp at a sub-window edge are read once, in one sub-window (${order})`, async () => {
@@ -140,13 +140,23 @@ describe('split walks', () => {
     });
   }
 
-  it('a window with few pages is read in one walk, after one count', async () => {
+  it('a window with few pages is read in one walk: no count, a timeseries only on the first sync, no partial page spent', async () => {
     const emu = await emulator({ seed: 33, eventsPerProject: 150, projects: ['default'] });
     const d = dir();
     const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events] });
     expect(summary.ok).toBe(true);
-    // One count says the window is small; nothing else is counted.
-    expect(emu.stats().byEndpoint['/v1/events/count']).toBe(1);
+    // The first sync's timeseries says the window is small: one walk, its two pages, no count.
+    const stats = emu.stats().byEndpoint;
+    expect(stats['/v1/events/count'] ?? 0).toBe(0);
+    expect(stats['/v1/events/timeseries'] ?? 0).toBeGreaterThan(0);
+    expect(stats['/v1/events']).toBe(2);
+    expectTableMatches(await readTable(d, 'events'), emu.snapshot('events', 'default'), 'id', 'events');
+    // An incremental sync of a small window: its first page shows it small; nothing else is asked.
+    emu.addEvents('default', 5);
+    emu.resetStats();
+    expect((await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events] })).ok).toBe(true);
+    expect(emu.stats().byEndpoint['/v1/events/timeseries'] ?? 0).toBe(0);
+    expect(emu.stats().byEndpoint['/v1/events']).toBe(1);
     expectTableMatches(await readTable(d, 'events'), emu.snapshot('events', 'default'), 'id', 'events');
   });
 });

@@ -10,6 +10,8 @@ import { BACKFILL_SECTION, readLedger, updateStreamLedger, type BackfillLedger }
 import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { keepStateIn } from '../../src/commands/state-home.js';
 import { tempDir } from '../fakes/tmp.js';
 
 const DAY = 86_400_000;
@@ -43,14 +45,17 @@ describe('status', () => {
     const fromMs = toMs - 6 * DAY;
     const bf = await backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d.dir, project: '*', fromMs, toMs, windowMs: DAY, resources: [events, signals] });
     expect(bf.ok).toBe(true);
-    // As if a run had died before finishing the third window: it is a gap.
+    // As if a run had died before finishing the third window: it is a gap (in the warehouse's state).
     const store = await StateStore.open(statePathOf(d.dir), { clock: systemClock, purpose: 'backfill' });
+    const db = await DuckDbDestination.open(dbPathOf(d.dir));
+    await keepStateIn(store, db);
     await store.updateSection<BackfillLedger>(BACKFILL_SECTION, (cur) =>
       updateStreamLedger(readLedger({ sections: { [BACKFILL_SECTION]: cur } }), 'events:*', (s) => ({
         ...s,
         done: s.done.filter((w) => w.from !== iso(fromMs + 2 * DAY)),
       })),
     );
+    await db.close();
     await store.close();
 
     const { code, out } = await status(d.dir, true);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { childBacklog } from '../../src/pipeline/children.js';
+import { childBacklog, DEFAULT_CHILD_CONCURRENCY } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
@@ -42,12 +42,13 @@ describe('traces read per event (a durable backlog of work units)', () => {
     expect(emu.stats().byEndpoint['/v1/traces'] ?? 0).toBe(0); // the lookback re-read queues nothing already done
   });
 
-  it('killed mid-drain (SIGKILL), the next run reads the rest: every span stored, at most one chunk read twice', async () => {
-    const emu = await emulator({ seed: 22, eventsPerProject: 200 });
+  it('killed mid-drain (SIGKILL) with chunks read at once, the next run reads the rest: every span stored, at most the chunks in flight read twice', async () => {
+    // Latency keeps several chunks in flight at once (the drain grows its concurrency while reads wait on the network).
+    const emu = await emulator({ seed: 22, eventsPerProject: 400, latencyMs: 20 });
     const d = dir();
     seedPerEventState(d);
     const total = emu.snapshot('events', 'default').length;
-    const args = ['sync', '--resources', 'events,traces', '--traces', 'all', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'warn', '--max-rpm', '40'];
+    const args = ['sync', '--resources', 'events,traces', '--traces', 'all', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'warn', '--max-rpm', '200'];
     const killed = await runCli(emu, args, {
       killWhen: async () => {
         // Some events drained (done ids older than the re-read horizon are not kept, so count pending).
@@ -60,12 +61,12 @@ describe('traces read per event (a durable backlog of work units)', () => {
     expect(left.pending.default ?? 0).toBeGreaterThan(0);
     expect(left.pending.default ?? 0).toBeLessThan(total);
 
-    const resumed = await runCli(emu, args.filter((a) => a !== '40' && a !== '--max-rpm'));
+    const resumed = await runCli(emu, args.filter((a) => a !== '200' && a !== '--max-rpm'));
     expect(resumed.code, resumed.stderr).toBe(0);
     expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces', 'default'), 'span_id', 'traces');
     const reads = emu.stats().byEndpoint['/v1/traces'] ?? 0;
     expect(reads).toBeGreaterThanOrEqual(total);
-    expect(reads).toBeLessThanOrEqual(total + 25); // CHILD_CHUNK: the chunk in flight at the kill
+    expect(reads).toBeLessThanOrEqual(total + 25 * DEFAULT_CHILD_CONCURRENCY); // CHILD_CHUNK × the chunks in flight at the kill
     expect(childBacklog(await StateStore.read(statePathOf(d)), traces).pending.default ?? 0).toBe(0);
   }, 120_000);
 });

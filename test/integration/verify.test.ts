@@ -98,4 +98,40 @@ describe('verify (the real CLI against the emulator)', () => {
     expect(empty.code).toBe(5);
     expect(empty.stdout).toMatch(/verify: 6 windows checked, 0 match, 6 mismatches/);
   });
+
+  it('reconciles a whole range in one timeseries request per project when the windows fall on its buckets, else one count per window', async () => {
+    const sent: string[] = [];
+    const emu = await startEmulator({ seed: 43, eventsPerProject: 600, onRequest: (info) => sent.push(info.path) });
+    cleanups.push(() => emu.close());
+    const d = tempDir();
+    cleanups.push(d.cleanup);
+    const files = ['--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir)];
+    const range = ['--from', iso(dayStart(8)), '--to', iso(dayStart(2)), '--project', 'alpha', '--resources', 'events'];
+    expect((await runCli(emu, ['backfill', ...range, ...files, '--quiet'])).code).toBe(0);
+
+    sent.length = 0;
+    const daily = await runCli(emu, ['verify', ...range, ...files]);
+    expect(daily.code, daily.stdout + daily.stderr).toBe(0);
+    expect(daily.stdout).toMatch(/verify: 6 windows checked, 6 match, 0 mismatches/);
+    expect(sent).toEqual(['/v1/events/timeseries']);
+
+    sent.length = 0;
+    const hourly = await runCli(emu, ['verify', ...range, '--window', '6h', ...files]);
+    expect(hourly.stdout).toMatch(/verify: 24 windows checked, 24 match, 0 mismatches/);
+    expect(sent).toEqual(['/v1/events/timeseries']);
+
+    // Windows off the buckets (from 00:30): the count endpoint, once per window.
+    sent.length = 0;
+    const offset = await runCli(emu, ['verify', '--from', iso(dayStart(8) + 1_800_000), '--to', iso(dayStart(2) + 1_800_000), '--project', 'alpha', '--resources', 'events', ...files]);
+    expect(offset.stdout).toMatch(/verify: 6 windows checked/);
+    expect(sent).toEqual(Array(6).fill('/v1/events/count'));
+
+    // A missing row is found the same way.
+    const db = await DuckDbDestination.open(dbPathOf(d.dir));
+    await db.query(`DELETE FROM events WHERE id = (SELECT id FROM events WHERE project_id = 'alpha' AND timestamp >= '${iso(dayStart(4))}' AND timestamp < '${iso(dayStart(3))}' ORDER BY id LIMIT 1)`);
+    await db.close();
+    const missing = await runCli(emu, ['verify', ...range, ...files]);
+    expect(missing.code).toBe(5);
+    expect(missing.stdout).toMatch(new RegExp(`${iso(dayStart(4)).replace(/\./g, '\\.')} → .*MISMATCH \\(warehouse -1\\)`));
+  }, 60_000);
 });

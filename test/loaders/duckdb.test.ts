@@ -96,7 +96,7 @@ describe('DuckDbDestination', () => {
     await db.close();
   });
 
-  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', async () => {
+  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', { tags: ['slow'], timeout: 180_000 }, async () => {
     const path = dbPath();
     const t = new SchemaTracker(events);
     const batch = (from: number, n: number): ReturnType<SchemaTracker['normalize']>[] =>
@@ -117,9 +117,9 @@ describe('DuckDbDestination', () => {
     expect(summary).toEqual({ n: 12_000n, ids: 12_000n, lo: 0 });
     expect(await check.query("SELECT id FROM events WHERE user_input NOT LIKE split_part(id, 'e', 2) || ' %'")).toEqual([]);
     await check.close();
-  }, 60_000);
+  });
 
-  it('writes many times its memory limit of 200 KB rows, write after write, without raising the limit or splitting a batch', async () => {
+  it('writes many times its memory limit of 200 KB rows, write after write, without raising the limit or splitting a batch', { tags: ['slow'], timeout: 180_000 }, async () => {
     // 300 rows × 200 KB (60 MB) at 16MB, 5 rows a write. DuckDB keeps rows written since its last
     // checkpoint in memory (strings this large cannot spill): without a checkpoint every quarter
     // of the limit, and with DuckDB's vacuum re-merging small row groups, this failed after ~75 rows.
@@ -144,9 +144,9 @@ describe('DuckDbDestination', () => {
     ]);
     expect(await check.query("SELECT id FROM events WHERE NOT starts_with(user_input, split_part(id, 'big', 2) || ' ')")).toEqual([]);
     await check.close();
-  }, 120_000);
+  });
 
-  it('never raises its memory limit: one batch of 72 MB at 16MB is written in parts within it', async () => {
+  it('never raises its memory limit: one batch of 72 MB at 16MB is written in parts within it', { tags: ['slow'], timeout: 180_000 }, async () => {
     const t = new SchemaTracker(events);
     const rows = Array.from({ length: 120 }, (_, i) => t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at));
     const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
@@ -156,7 +156,7 @@ describe('DuckDbDestination', () => {
     expect(await db.query("SELECT current_setting('memory_limit') AS m")).toEqual([before]);
     expect(await db.count('events')).toBe(120);
     await db.close();
-  }, 120_000);
+  });
 
   it('a row that does not fit the memory limit alone fails clearly, naming the setting to change', async () => {
     const t = new SchemaTracker(events);

@@ -136,7 +136,7 @@ describe('observedBudget', () => {
         calls.push(`schedule ${endpoint} ${options?.lane}`);
         if (options?.signal?.aborted) throw new Error('aborted');
         await new Promise<void>((r) => (release = r));
-        return task();
+        return task(() => undefined);
       },
       onRateLimited: (endpoint, ms) => calls.push(`429 ${endpoint} ${ms}`),
       stats: () => ({ requests: 0, rateLimited: 0, maxPerSecond: 0, endpoints: {} }),

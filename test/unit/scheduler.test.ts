@@ -443,3 +443,37 @@ describe('createScheduler: options', () => {
     expect(starts).toEqual([0, 0, 1_200]);
   });
 });
+
+describe('createScheduler: a request counts from when it is sent', () => {
+  it('a request held back after it started (a connection being opened) counts from when it went out, as the server counts it', async () => {
+    const budget: RequestBudget = createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 1 } });
+    const starts: number[] = [];
+    // The first request reaches its socket 300 ms after it started.
+    const first = budget.schedule(EVENTS, async (sent) => {
+      starts.push(Date.now());
+      await new Promise((r) => setTimeout(r, 300));
+      sent();
+    });
+    const second = budget.schedule(EVENTS, async (sent) => void (starts.push(Date.now()), sent()));
+    await vi.advanceTimersByTimeAsync(3_000);
+    await Promise.all([first, second]);
+    // The second waits for the first to leave the one-second window from its send time (300), not its start (0).
+    expect(starts).toEqual([0, 300 + SECOND_WINDOW]);
+  });
+
+  it('sent() at the start changes nothing, and a second call is ignored', async () => {
+    const budget: RequestBudget = createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 1 } });
+    const starts: number[] = [];
+    const done = Array.from({ length: 2 }, () =>
+      budget.schedule(EVENTS, async (sent) => {
+        starts.push(Date.now());
+        sent();
+        await new Promise((r) => setTimeout(r, 500));
+        sent();
+      }),
+    );
+    await vi.advanceTimersByTimeAsync(3_000);
+    await Promise.all(done);
+    expect(starts).toEqual([0, SECOND_WINDOW]);
+  });
+});

@@ -13,6 +13,7 @@ import {
   splitBalanced,
   splitByCounts,
   splitByTime,
+  splitIntoPages,
   subtractWindows,
   suffixCounts,
   syncWindow,
@@ -303,5 +304,37 @@ describe('extract/windows: finding the data with few counts', () => {
     expect(await suffixCounts({ fromMs: 5, toMs: 5 }, 10, count)).toEqual([]);
     expect(await suffixCounts({ fromMs: 0, toMs: 100 }, 0, count)).toEqual([]);
     expect(asked).toBe(1);
+  });
+});
+
+describe('splitIntoPages', () => {
+  const w = { fromMs: 0, toMs: 1_000 };
+  // 100 buckets of 10 ms; 37 records each except a few.
+  const counts = Array.from({ length: 100 }, (_, i) => ({ window: { fromMs: i * 10, toMs: i * 10 + 10 }, count: i % 7 === 0 ? 13 : 37 }));
+  const total = counts.reduce((n, c) => n + c.count, 0);
+  const inside = (sub: { fromMs: number; toMs: number }): number =>
+    counts.filter((c) => c.window.fromMs >= sub.fromMs && c.window.toMs <= sub.toMs).reduce((n, c) => n + c.count, 0);
+
+  it('covers the window exactly, cut at bucket edges near equal shares', () => {
+    const parts = splitIntoPages(w, 4, counts, 100);
+    expect(parts).toHaveLength(4);
+    expect(parts[0]?.fromMs).toBe(0);
+    expect(parts.at(-1)?.toMs).toBe(1_000);
+    for (let i = 1; i < parts.length; i += 1) expect(parts[i]?.fromMs).toBe(parts[i - 1]?.toMs);
+    for (const p of parts) expect(Math.abs(inside(p) - total / 4)).toBeLessThanOrEqual(total / 4 / 4 + 37);
+  });
+
+  it('costs no more pages than one walk where the edges allow whole pages', () => {
+    const parts = splitIntoPages(w, 4, counts, 100);
+    const pages = parts.reduce((n, p) => n + Math.ceil(inside(p) / 100), 0);
+    expect(pages).toBeLessThanOrEqual(Math.ceil(total / 100) + 1);
+    // Cutting at equal shares instead (splitByCounts) spends about one partial page per sub-window.
+    const naive = splitByCounts(w, 4, counts).reduce((n, p) => n + Math.ceil(inside({ fromMs: Math.ceil(p.fromMs / 10) * 10, toMs: Math.ceil(p.toMs / 10) * 10 }) / 100), 0);
+    expect(pages).toBeLessThanOrEqual(naive);
+  });
+
+  it('falls back to time where the counts say nothing', () => {
+    expect(splitIntoPages(w, 2, [], 100)).toEqual([{ fromMs: 0, toMs: 500 }, { fromMs: 500, toMs: 1_000 }]);
+    expect(splitIntoPages({ fromMs: 5, toMs: 5 }, 2, counts, 100)).toEqual([]);
   });
 });

@@ -1,0 +1,118 @@
+import { DataError, trimBody } from '../core/errors.js';
+import { stringifyJson } from '../core/json.js';
+import type { JsonValue, ProjectScope, SplitDeclaration } from '../core/types.js';
+import type { ApiClient, CallContext } from '../http/client.js';
+import type { TimeWindow, WindowCount } from './windows.js';
+
+/**
+ * Where records lie in time, from a timeseries endpoint (`/v1/events/timeseries`, the SDK's shape
+ * `{ "data": { "buckets": [{ "timestamp", "count" }], "total" } }`): the input of split walks.
+ * One request per interval; a window that starts long before its data (a first sync reads from the
+ * epoch) is asked again, finer, from the first bucket holding records.
+ */
+
+export const INTERVALS = ['minute', 'hour', 'day', 'week', 'month'] as const;
+export type Interval = (typeof INTERVALS)[number];
+
+/** Most buckets asked for in one request (the service states no cap; a month of hours is 744). */
+export const MAX_BUCKETS = 1500;
+
+const LENGTH_MS: Record<Interval, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
+
+/** The finest interval giving at most `maxBuckets` buckets over `window` (month when none does). */
+export function intervalFor(window: TimeWindow, maxBuckets = MAX_BUCKETS): Interval {
+  const length = Math.max(1, window.toMs - window.fromMs);
+  return INTERVALS.find((i) => length / LENGTH_MS[i] <= maxBuckets - 2) ?? 'month';
+}
+
+/** Start of the UTC bucket after the one starting at `startMs` (weeks start on Monday). */
+export function bucketEnd(startMs: number, interval: Interval): number {
+  if (interval === 'month') {
+    const d = new Date(startMs);
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  }
+  return startMs + LENGTH_MS[interval];
+}
+
+export interface RecordsOverTime {
+  /** Consecutive-or-gapped buckets clipped to the window, records each (empty buckets may be absent). */
+  readonly buckets: readonly WindowCount[];
+  readonly total: number;
+  /** Requests made. */
+  readonly requests: number;
+}
+
+/** One timeseries request over `window` at `interval`. */
+export async function timeseries(
+  client: ApiClient,
+  decl: SplitDeclaration,
+  scope: ProjectScope,
+  window: TimeWindow,
+  interval: Interval,
+  ctx: CallContext,
+): Promise<{ readonly buckets: WindowCount[]; readonly total: number }> {
+  const path = decl.timeseriesPath;
+  const query: Record<string, string | undefined> = {
+    interval,
+    [decl.timeseriesGte]: new Date(window.fromMs).toISOString(),
+    [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
+  };
+  if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
+  const body = await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx);
+  const bad = (): DataError =>
+    new DataError(`expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, got: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
+  const data = field(body, 'data');
+  const raw = field(data, 'buckets');
+  if (!Array.isArray(raw)) throw bad();
+  const buckets: WindowCount[] = [];
+  let sum = 0;
+  for (const b of raw as readonly JsonValue[]) {
+    const at = field(b, 'timestamp');
+    const count = Number(field(b, 'count'));
+    const startMs = typeof at === 'string' ? Date.parse(at) : typeof at === 'number' ? at : Number.NaN;
+    if (Number.isNaN(startMs) || !Number.isFinite(count) || count < 0) throw bad();
+    const fromMs = Math.max(window.fromMs, startMs);
+    const toMs = Math.min(window.toMs, bucketEnd(startMs, interval));
+    if (toMs <= fromMs || count === 0) continue;
+    buckets.push({ window: { fromMs, toMs }, count });
+    sum += count;
+  }
+  const total = field(data, 'total');
+  return { buckets, total: typeof total === 'number' || typeof total === 'bigint' ? Math.max(sum, Number(total)) : sum };
+}
+
+/**
+ * Where the records of `window` lie: one timeseries at the finest interval the window allows, then,
+ * while the records start well after the window does (a first sync from the epoch), again from the
+ * first bucket holding records, finer (at most `maxRequests` in all).
+ */
+export async function recordsOverTime(
+  client: ApiClient,
+  decl: SplitDeclaration,
+  scope: ProjectScope,
+  window: TimeWindow,
+  ctx: CallContext,
+  maxRequests = 3,
+): Promise<RecordsOverTime> {
+  let asked = window;
+  let interval = intervalFor(asked);
+  let result = await timeseries(client, decl, scope, asked, interval, ctx);
+  let requests = 1;
+  for (; requests < maxRequests; requests += 1) {
+    const first = result.buckets[0];
+    if (first === undefined) break;
+    const narrowed: TimeWindow = { fromMs: first.window.fromMs, toMs: window.toMs };
+    const finer = intervalFor(narrowed);
+    if (INTERVALS.indexOf(finer) >= INTERVALS.indexOf(interval)) break;
+    asked = narrowed;
+    interval = finer;
+    const again = await timeseries(client, decl, scope, asked, interval, ctx);
+    // Nothing lies before the narrowed window (the coarser answer said so): say it, so buckets cover the window.
+    result = again;
+  }
+  return { buckets: result.buckets, total: result.total, requests };
+}
+
+function field(value: JsonValue | undefined, name: string): JsonValue | undefined {
+  return value !== null && value !== undefined && typeof value === 'object' && !Array.isArray(value) ? (value as { readonly [k: string]: JsonValue })[name] : undefined;
+}

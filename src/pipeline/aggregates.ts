@@ -1,0 +1,162 @@
+import type { Logger } from '../core/log.js';
+import type { Clock, ProjectScope, Row, TableSchema } from '../core/types.js';
+import { bucketStart, FACET_FIELDS, INTERVAL_MS, readFacets, readTimeseries, type Interval } from '../extract/analytics.js';
+import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
+import type { Destination } from '../load/destination.js';
+import type { StateStore } from '../state/store.js';
+import { searchScopes } from './searches.js';
+import type { StreamResult } from './stream.js';
+
+/**
+ * Aggregates the API computes, kept beside the rows (`--aggregates`): `event_counts` from
+ * `/v1/events/timeseries` and `event_facets` from `/v1/events/facets`, per project. Each costs one
+ * request per project (facets: one per field) on those endpoints' own budgets.
+ */
+
+export const EVENT_COUNTS_TABLE = 'event_counts';
+export const EVENT_FACETS_TABLE = 'event_facets';
+/**
+ * How far back each sync refreshes counts and facets: late-indexed events and a day's last hours
+ * change recent buckets; older ones are final. A first sync counts the whole range (`--start`, else
+ * all history) in one request.
+ */
+export const AGGREGATE_HORIZON_MS = 7 * 86_400_000;
+/** State section: per project, when its counts were last refreshed (absent: never, count everything). */
+export const AGGREGATES_SECTION = 'aggregates';
+
+export const EVENT_COUNTS_SCHEMA: TableSchema = {
+  name: EVENT_COUNTS_TABLE,
+  key: ['project_id', 'interval', 'bucket_start'],
+  columns: [
+    { name: 'project_id', type: 'string' },
+    { name: 'interval', type: 'string' },
+    { name: 'bucket_start', type: 'timestamp' },
+    { name: 'event_count', type: 'int64' },
+    { name: 'as_of', type: 'timestamp' },
+    { name: '_synced_at', type: 'timestamp' },
+    { name: '_run_id', type: 'string' },
+  ],
+};
+
+export const EVENT_FACETS_SCHEMA: TableSchema = {
+  name: EVENT_FACETS_TABLE,
+  key: ['project_id', 'snapshot_date', 'field', 'value'],
+  columns: [
+    { name: 'project_id', type: 'string' },
+    { name: 'snapshot_date', type: 'timestamp' },
+    { name: 'field', type: 'string' },
+    { name: 'value', type: 'string' },
+    { name: 'event_count', type: 'int64' },
+    { name: 'window_from', type: 'timestamp' },
+    { name: 'window_to', type: 'timestamp' },
+    { name: 'as_of', type: 'timestamp' },
+    { name: '_synced_at', type: 'timestamp' },
+    { name: '_run_id', type: 'string' },
+  ],
+};
+
+type AggregatesSection = Readonly<Record<string, string>>;
+
+export interface AggregateOptions {
+  readonly project: string | undefined;
+  readonly projectIds?: readonly string[];
+  readonly runStartMs: number;
+  /** The oldest data a first sync reads (`--start`); all history when absent. */
+  readonly startMs?: number;
+  readonly runId: string;
+  /** @default 'day' */
+  readonly interval?: Interval;
+  readonly signal?: AbortSignal;
+}
+
+export interface AggregateDeps {
+  readonly client: ApiClient;
+  readonly destination: Destination;
+  readonly state: StateStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/** Refresh `event_counts` and `event_facets` for every project; one result per table and project. */
+export async function refreshAggregates(options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult[]> {
+  const scopes = searchScopes(options.project, options.projectIds, deps.state.document.projects);
+  const results = await Promise.all(scopes.flatMap((scope) => [refreshCounts(scope, options, deps), refreshFacets(scope, options, deps)]));
+  return results;
+}
+
+/** The range a project's counts are refreshed over this run. */
+export function countsRange(lastRefresh: string | undefined, runStartMs: number, startMs: number | undefined, interval: Interval): { fromMs: number; toMs: number; fillZeros: boolean } {
+  if (lastRefresh === undefined) return { fromMs: startMs ?? 0, toMs: runStartMs, fillZeros: false };
+  // From the start of the bucket the horizon falls in (or of the last refresh's, if that is older: a
+  // schedule paused for a while), so every bucket touched since is counted again whole.
+  const since = Math.min(runStartMs - AGGREGATE_HORIZON_MS, Date.parse(lastRefresh) - INTERVAL_MS[interval]);
+  return { fromMs: bucketStart(Math.max(startMs ?? 0, since), interval), toMs: runStartMs, fillZeros: true };
+}
+
+async function refreshCounts(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
+  const interval = options.interval ?? 'day';
+  const project = scope.fallbackProjectId ?? 'default';
+  return measured(EVENT_COUNTS_TABLE, project, options, deps, async (ctx) => {
+    const section = (deps.state.document.sections[AGGREGATES_SECTION] ?? {}) as AggregatesSection;
+    const range = countsRange(section[project], options.runStartMs, options.startMs, interval);
+    const { buckets } = await readTimeseries(deps.client, scope, range, interval, ctx);
+    const asOf = new Date(options.runStartMs).toISOString();
+    const counts = new Map<number, number>();
+    // A bucket the answer leaves out holds no events: within the recent range (a row may exist from
+    // an earlier run) it is written as 0; a first sync's long range writes only the buckets it got.
+    if (range.fillZeros) for (let t = bucketStart(range.fromMs, interval); t < range.toMs; t += INTERVAL_MS[interval]) counts.set(t, 0);
+    for (const b of buckets) if (b.startMs >= bucketStart(range.fromMs, interval) && b.startMs < range.toMs) counts.set(b.startMs, (counts.get(b.startMs) ?? 0) + b.count);
+    const rows: Row[] = [...counts].map(([startMs, count]) => ({
+      project_id: project,
+      interval,
+      bucket_start: new Date(startMs).toISOString(),
+      event_count: BigInt(count),
+      as_of: asOf,
+      _synced_at: asOf,
+      _run_id: options.runId,
+    }));
+    const written = rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_COUNTS_SCHEMA, rows })).rows;
+    await deps.state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({ ...(current ?? {}), [project]: asOf }));
+    return written;
+  });
+}
+
+async function refreshFacets(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
+  const project = scope.fallbackProjectId ?? 'default';
+  return measured(EVENT_FACETS_TABLE, project, options, deps, async (ctx) => {
+    const window = { fromMs: options.runStartMs - AGGREGATE_HORIZON_MS, toMs: options.runStartMs };
+    const asOf = new Date(options.runStartMs).toISOString();
+    const snapshotDate = new Date(bucketStart(options.runStartMs, 'day')).toISOString();
+    const rows: Row[] = [];
+    for (const fieldName of FACET_FIELDS) {
+      for (const facet of await readFacets(deps.client, scope, fieldName, window, ctx)) {
+        rows.push({
+          project_id: project,
+          snapshot_date: snapshotDate,
+          field: fieldName,
+          value: facet.value,
+          event_count: BigInt(facet.count),
+          window_from: new Date(window.fromMs).toISOString(),
+          window_to: asOf,
+          as_of: asOf,
+          _synced_at: asOf,
+          _run_id: options.runId,
+        });
+      }
+    }
+    return rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_FACETS_SCHEMA, rows })).rows;
+  });
+}
+
+/** Run one refresh as a stream of the run summary (failures reported, not thrown). */
+async function measured(table: string, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext) => Promise<number>): Promise<StreamResult> {
+  const started = deps.clock.now();
+  const ctx: CallContext = { resource: table, project, lane: `${table}|${project}`, stats: newCallStats(), signal: options.signal };
+  try {
+    const rows = await work(ctx);
+    return { resource: table, scope: project, outcome: 'ok', rows, pages: ctx.stats.requests, windows: 1, stats: ctx.stats, seconds: (deps.clock.now() - started) / 1000 };
+  } catch (error) {
+    deps.logger.error({ table, project, err: (error as Error).message }, `${table} (${project}) failed: ${(error as Error).message}`);
+    return { resource: table, scope: project, outcome: 'failed', rows: 0, pages: 0, windows: 0, stats: ctx.stats, seconds: (deps.clock.now() - started) / 1000, error: error as Error };
+  }
+}

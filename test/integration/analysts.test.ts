@@ -1,0 +1,169 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { SEARCH_RANGE_MS } from '../../src/pipeline/searches.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { jsonLines, runCli } from '../fakes/cli.js';
+import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
+
+/** What the emulator's search answers for one project over [from, to): event id → relevance score. */
+async function searchDirectly(emu: Emulator, project: string, params: Record<string, string>, fromMs: number, toMs: number): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  let cursor: string | undefined;
+  for (;;) {
+    const query = new URLSearchParams({ ...params, limit: '100', 'timestamp[gte]': new Date(fromMs).toISOString(), 'timestamp[lt]': new Date(toMs).toISOString() });
+    if (cursor !== undefined) query.set('cursor', cursor);
+    const res = await fetch(`${emu.url}/v1/events/search?${query.toString()}`, { headers: { authorization: `Bearer ${emu.apiKey}`, [emu.projectHeader]: project } });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { data: { id: string; relevance_score: number }[]; meta: { cursor: string | null; has_more: boolean } };
+    for (const r of body.data) out.set(r.id, r.relevance_score);
+    if (!body.meta.has_more || body.meta.cursor === null) return out;
+    cursor = body.meta.cursor;
+  }
+}
+
+async function query(d: string, sql: string): Promise<Record<string, unknown>[]> {
+  const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true });
+  try {
+    return await db.query(sql);
+  } finally {
+    await db.close();
+  }
+}
+
+const PROJECTS = ['alpha', 'beta', 'default'];
+const SEARCHES: readonly { name: string; args: string; params: Record<string, string> }[] = [
+  { name: 'refunds', args: 'refunds=refund', params: { query: 'refund', mode: 'text' } },
+  { name: 'denied', args: 'denied=access denied,mode=text,search_in=assistant_output', params: { query: 'access denied', mode: 'text', search_in: 'assistant_output' } },
+  { name: 'orders', args: 'orders=order #\\d+,mode=regex', params: { query: 'order #\\d+', mode: 'regex' } },
+];
+
+describe('for analysts: saved searches, aggregates, the signals bridge, views and dbt sources (the real CLI, the real-service emulator, a DuckDB file)', () => {
+  it('search_results equal the emulator search, event_counts the events table per day, event_signals the unnested arrays; the view and sources.yml cover every table', async () => {
+    const emu = await emulator({ flavor: 'real', seed: 13, eventsPerProject: 400, enrichAfterMs: 0 });
+    const d = dir();
+    const sources = join(d, 'dbt', 'sources.yml');
+    const args = [
+      'sync', '--project', '*', '--resources', 'events,conversations,signals', '--aggregates', '--dbt-sources', sources, '--json',
+      '--duckdb-path', dbPathOf(d), '--state', statePathOf(d),
+      ...SEARCHES.flatMap((s) => ['--search', s.args]),
+    ];
+    const first = await runCli(emu, args);
+    expect(first.code, first.stderr).toBe(0);
+    const firstRun = JSON.parse(first.stdout) as { runId: string; startedAt: string; streams: { resource: string; scope: string; outcome: string }[] };
+    expect(firstRun.streams.filter((s) => s.resource === 'search_results').map((s) => s.scope).sort()).toEqual(
+      SEARCHES.flatMap((s) => PROJECTS.map((p) => `${s.name}@${p}`)).sort(),
+    );
+
+    emu.addEvents('alpha', 30);
+    // A lookback past the 14-day range: the second run re-reads every match (as a replay would).
+    const second = await runCli(emu, [...args, '--lookback', '20d']);
+    expect(second.code, second.stderr).toBe(0);
+    const secondRun = JSON.parse(second.stdout) as { runId: string; startedAt: string };
+    const runStart = Date.parse(secondRun.startedAt);
+
+    // 1. Saved searches: per search and project, exactly the events the search endpoint returns over
+    //    its 14-day range (the second run's), with its scores; older matches of the first run stay.
+    const results = await readTable(d, 'search_results');
+    for (const s of SEARCHES) {
+      for (const project of PROJECTS) {
+        const expected = await searchDirectly(emu, project, s.params, runStart - SEARCH_RANGE_MS, runStart);
+        const firstWindow = await searchDirectly(emu, project, s.params, Date.parse(firstRun.startedAt) - SEARCH_RANGE_MS, Date.parse(firstRun.startedAt));
+        const got = results.filter((r) => r.search_name === s.name && r.project_id === project);
+        expect(new Set(got.map((r) => r.event_id)), `${s.name} ${project}`).toEqual(new Set([...expected.keys(), ...firstWindow.keys()]));
+        for (const [id, score] of expected) expect(got.find((r) => r.event_id === id)?.relevance_score).toBe(score);
+        expect(expected.size, `${s.name} ${project} matches something`).toBeGreaterThan(0);
+      }
+    }
+    // Keyed: one row per (project, search, event); when first matched survives the re-read.
+    expect(new Set(results.map((r) => `${String(r.project_id)}|${String(r.search_name)}|${String(r.event_id)}`)).size).toBe(results.length);
+    const seenTwice = results.filter((r) => r.first_matched_at === firstRun.startedAt && r.last_matched_at === secondRun.startedAt);
+    expect(seenTwice.length).toBe(results.length - results.filter((r) => r.first_matched_at === secondRun.startedAt).length);
+    expect(seenTwice.length).toBeGreaterThan(10);
+    expect(new Set(results.map((r) => r._run_id))).toEqual(new Set([secondRun.runId]));
+    const newOnes = results.filter((r) => r.first_matched_at === secondRun.startedAt);
+    expect(newOnes.every((r) => r.project_id === 'alpha')).toBe(true);
+
+    // 2. event_counts per day equal the events table's own counts per day (every project, every day).
+    const counts = await query(d, `SELECT project_id, CAST(bucket_start AS VARCHAR) AS day, event_count FROM event_counts WHERE interval = 'day' AND event_count > 0 ORDER BY 1, 2`);
+    const own = await query(d, `SELECT project_id, CAST(date_trunc('day', timestamp) AS VARCHAR) AS day, COUNT(*) AS event_count FROM events GROUP BY 1, 2 ORDER BY 1, 2`);
+    expect(counts.length).toBeGreaterThan(20);
+    expect(counts).toEqual(own);
+    // Facets: today's snapshot per project and field, counts as the events table has them over the window.
+    const facets = await query(d, `SELECT project_id, value, event_count, window_from FROM event_facets WHERE field = 'event_name' AND as_of = TIMESTAMPTZ '${secondRun.startedAt}' ORDER BY 1, 2`);
+    const from = String(facets[0]?.window_from);
+    const byName = await query(d, `SELECT project_id, event_name AS value, COUNT(*) AS event_count FROM events WHERE timestamp >= TIMESTAMPTZ '${from}' AND timestamp < TIMESTAMPTZ '${secondRun.startedAt}' GROUP BY 1, 2 ORDER BY 1, 2`);
+    expect(facets.map((f) => [f.project_id, f.value, f.event_count])).toEqual(byName.map((f) => [f.project_id, f.value, f.event_count]));
+
+    // 3. The bridge: exactly the unnested signals arrays of the events table, and of the API.
+    const bridge = await query(d, `SELECT project_id, event_id, ordinal, signal_id, signal_name, score FROM event_signals ORDER BY 1, 2, 3`);
+    const unnested = await query(
+      d,
+      `SELECT e.project_id, e.id AS event_id, CAST(j.key AS BIGINT) AS ordinal, j.value->>'$.id' AS signal_id, j.value->>'$.name' AS signal_name, CAST(j.value->'$.score' AS DOUBLE) AS score
+         FROM events e, json_each(e.signals) j ORDER BY 1, 2, 3`,
+    );
+    expect(bridge.length).toBeGreaterThan(50);
+    expect(bridge).toEqual(unnested);
+    const api = emu.snapshot('events').flatMap((e) =>
+      ((e.signals ?? []) as { id: string }[]).map((s, i) => `${String(e.project_id)}|${String(e.id)}|${i}|${s.id}`),
+    );
+    expect(new Set(bridge.map((b) => `${String(b.project_id)}|${String(b.event_id)}|${String(b.ordinal)}|${String(b.signal_id)}`))).toEqual(new Set(api));
+
+    // The view: every event that names a conversation, numbered within it.
+    const view = await query(d, `SELECT COUNT(*) AS n, COUNT(DISTINCT (project_id, convo_id)) AS convos, MAX(turn) AS most, COUNT(convo_started_at) AS joined FROM conversation_events`);
+    const withConvo = await query(d, `SELECT COUNT(*) AS n, COUNT(DISTINCT (project_id, convo_id)) AS convos FROM events WHERE convo_id IS NOT NULL`);
+    expect(view[0]).toMatchObject({ n: withConvo[0]?.n, convos: withConvo[0]?.convos });
+    expect(Number(view[0]?.joined)).toBeGreaterThan(0);
+
+    // 4. sources.yml (written by sync --dbt-sources) lists every table and column, each described.
+    const doc = parseYaml(readFileSync(sources, 'utf8')) as { sources: { name: string; tables: { name: string; description: string; columns: { name: string; description: string }[] }[] }[] };
+    const tables = await query(d, `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'main' ORDER BY table_name, ordinal_position`);
+    const listed = doc.sources[0]?.tables ?? [];
+    const expectedTables = [...new Set(tables.map((t) => String(t.table_name)))].sort();
+    expect(listed.map((t) => t.name).sort()).toEqual(expectedTables);
+    expect(expectedTables).toEqual(
+      ['_query_sync_runs', '_query_sync_schema_changes', 'conversation_events', 'conversations', 'event_counts', 'event_facets', 'event_signals', 'events', 'search_results', 'signals'],
+    );
+    for (const t of listed) {
+      expect(t.columns.map((c) => c.name), t.name).toEqual(tables.filter((c) => c.table_name === t.name).map((c) => c.column_name));
+      expect(t.description.length).toBeGreaterThan(10);
+      for (const c of t.columns) expect(c.description, `${t.name}.${c.name}`).toMatch(/\w/);
+    }
+    // The command writes the same file from the warehouse alone.
+    const out = join(d, 'again.yml');
+    const cmd = await runCli(emu, ['dbt-sources', '--duckdb-path', dbPathOf(d), '--out', out]);
+    expect(cmd.code, cmd.stderr).toBe(0);
+    expect(cmd.stdout).toMatch(/dbt sources: 10 tables written to/);
+    expect(readFileSync(out, 'utf8')).toBe(readFileSync(sources, 'utf8'));
+    // The new tables are recorded as schema changes of the run that created them.
+    const changes = await readTable(d, '_query_sync_schema_changes');
+    expect([...new Set(changes.filter((c) => c.change === 'new table').map((c) => c.table_name))].sort()).toEqual(
+      ['conversations', 'event_counts', 'event_facets', 'event_signals', 'events', 'search_results', 'signals'],
+    );
+    expect(jsonLines(second.stderr).filter((l) => Number(l.level) >= 50)).toEqual([]);
+
+    // 5. The README's example SQL runs on this warehouse; the completeness check finds nothing.
+    const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+    const blocks = [...readme.matchAll(/<!-- analyst-sql -->\n```sql\n([\s\S]*?)```/g)].map((m) => m[1] ?? '');
+    expect(blocks.length).toBeGreaterThanOrEqual(5);
+    for (const sql of blocks) {
+      const rows = await query(d, sql.replace(/;\s*$/, ''));
+      if (sql.includes('differ')) expect(rows, sql).toEqual([]);
+      else expect(rows.length, sql).toBeGreaterThan(0);
+    }
+  }, 120_000);
+
+  it('--search is checked when read: name, mode, search_in, threshold; the config file takes a list', async () => {
+    const emu = await emulator({ flavor: 'real', seed: 13, eventsPerProject: 5 });
+    const d = dir();
+    const bad = await runCli(emu, ['sync', '--search', 'x=y,mode=fuzzy', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    expect(bad.code).toBe(2);
+    expect(bad.stdout + bad.stderr).toMatch(/search "x": mode must be one of text, semantic, regex, got "fuzzy"/);
+    const noName = await runCli(emu, ['sync', '--search', 'just words', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    expect(noName.code).toBe(2);
+    expect(noName.stdout + noName.stderr).toMatch(/expected name=query/);
+  });
+});

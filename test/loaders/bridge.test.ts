@@ -1,0 +1,159 @@
+import { join } from 'node:path';
+import { PassThroughClient } from 'google-auth-library';
+import nock from 'nock';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { conversations } from '../../connectors/conversations.js';
+import { events } from '../../connectors/events.js';
+import type { ApiRecord } from '../../src/core/types.js';
+import { BigQueryDestination } from '../../src/load/bigquery.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
+import { SchemaTracker } from '../../src/normalize/normalize.js';
+import { defineViews } from '../../src/pipeline/views.js';
+import { tempDir } from '../fakes/tmp.js';
+
+const dirs: Array<{ cleanup(): void }> = [];
+afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
+function dbPath(): string {
+  const d = tempDir();
+  dirs.push(d);
+  return join(d.dir, 'w.duckdb');
+}
+
+const ts = '2026-11-20T10:00:00.000Z';
+const sig = (id: string, score: number): ApiRecord => ({ id, name: `name of ${id}`, score });
+
+/** Normalize first: the schema passed with the rows must name every column they use. */
+function write(db: DuckDbDestination, t: SchemaTracker, records: readonly ApiRecord[], project: string): Promise<unknown> {
+  const rows = records.map((r) => t.normalize(r, project, ts));
+  return db.write({ table: t.schema, rows });
+}
+
+/** The bridge as it must be: every stored event's signals array, unnested, in order. */
+async function expectedBridge(db: DuckDbDestination): Promise<unknown[]> {
+  const rows = await db.query(`SELECT project_id, id, signals FROM events ORDER BY project_id, id`);
+  const out: unknown[] = [];
+  for (const row of rows) {
+    const list = row.signals === null ? [] : (JSON.parse(String(row.signals)) as { id?: string; name?: string; score?: number }[]);
+    list.forEach((s, i) => out.push([row.project_id, row.id, BigInt(i), s.id ?? null, s.name ?? null, s.score ?? null]));
+  }
+  return out;
+}
+
+async function bridge(db: DuckDbDestination): Promise<unknown[]> {
+  // Made once the events table has a signals column (before, it could hold nothing).
+  if ((await db.describe('event_signals')) === undefined) return [];
+  const rows = await db.query(`SELECT project_id, event_id, ordinal, signal_id, signal_name, score FROM event_signals ORDER BY project_id, event_id, ordinal`);
+  return rows.map((r) => [r.project_id, r.event_id, r.ordinal, r.signal_id, r.signal_name, r.score]);
+}
+
+describe('event_signals: the bridge written with the events, in the same transaction', () => {
+  it('holds the unnested signals arrays, and a re-read event with fewer (or no) signals keeps exactly its new ones', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    try {
+      const t = new SchemaTracker(events, undefined, 'run-1');
+      // e0 has no signals field at all (a recent event not yet enriched): no bridge rows, no error.
+      await write(db, t, [{ id: 'e0', timestamp: ts }], 'alpha');
+      expect(await bridge(db)).toEqual([]);
+      const first = [
+        { id: 'e1', timestamp: ts, signals: [sig('s1', 0.5), sig('s2', 1), sig('s3', 0.25)] },
+        { id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] },
+        { id: 'e3', timestamp: ts, signals: [] },
+      ] as ApiRecord[];
+      await write(db, t, first, 'alpha');
+      // The same event key in another project is another event.
+      await write(db, t, [{ id: 'e1', timestamp: ts, signals: [sig('s9', 0.1)] }], 'beta');
+      expect(await bridge(db)).toEqual(await expectedBridge(db));
+      expect((await bridge(db)).length).toBe(5);
+
+      // Re-read: e1 with one signal left, e2 with none, e3 gains two; a replayed batch changes nothing.
+      const t2 = new SchemaTracker(events, await db.describe('events'), 'run-2');
+      const again = [
+        { id: 'e1', timestamp: ts, signals: [sig('s3', 0.3)] },
+        { id: 'e2', timestamp: ts },
+        { id: 'e3', timestamp: ts, signals: [sig('s1', 0.9), 'a bare string'] },
+      ] as ApiRecord[];
+      for (let i = 0; i < 2; i++) await write(db, t2, again, 'alpha');
+      expect(await bridge(db)).toEqual([
+        ['alpha', 'e1', 0n, 's3', 'name of s3', 0.3],
+        ['alpha', 'e3', 0n, 's1', 'name of s1', 0.9],
+        ['alpha', 'e3', 1n, null, null, null],
+        ['beta', 'e1', 0n, 's9', 'name of s9', 0.1],
+      ]);
+      // Whatever an element carries stays in `signal` (JSON); the rows carry their event's run.
+      const rows = await db.query(`SELECT event_id, signal, _run_id FROM event_signals WHERE project_id = 'alpha' ORDER BY event_id, ordinal`);
+      expect(rows.map((r) => [r.event_id, JSON.parse(String(r.signal)), r._run_id])).toEqual([
+        ['e1', { id: 's3', name: 'name of s3', score: 0.3 }, 'run-2'],
+        ['e3', { id: 's1', name: 'name of s1', score: 0.9 }, 'run-2'],
+        ['e3', 'a bare string', 'run-2'],
+      ]);
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a failing bridge write rolls the events back with it', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    try {
+      const t = new SchemaTracker(events, undefined, 'run-1');
+      await write(db, t, [{ id: 'e1', timestamp: ts, signals: [sig('s1', 0.5)] }], 'alpha');
+      // Make the bridge insert fail: a signal may appear once per project.
+      await db.query(`CREATE UNIQUE INDEX event_signals_once ON event_signals (project_id, signal_id)`);
+      const clash = { id: 'e2', timestamp: ts, signals: [sig('s1', 0.7)] } as ApiRecord;
+      await expect(write(db, t, [clash], 'alpha')).rejects.toThrow(/event_signals|constraint|Duplicate/i);
+      expect((await db.query(`SELECT id FROM events ORDER BY id`)).map((r) => r.id)).toEqual(['e1']);
+      expect(await bridge(db)).toEqual([['alpha', 'e1', 0n, 's1', 'name of s1', 0.5]]);
+    } finally {
+      await db.close();
+    }
+  });
+});
+
+describe('event_signals in BigQuery (the real client, the strict double): rewritten right after the events MERGE', () => {
+  afterEach(() => {
+    nock.cleanAll();
+  });
+
+  it('holds the unnested arrays; a re-read event with fewer or no signals keeps exactly its new ones, in one script after the MERGE', async () => {
+    nock.disableNetConnect();
+    const fake = new FakeBigQuery('proj');
+    fake.install();
+    const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+    const bridgeRows = (): unknown[] =>
+      fake
+        .rows('sync', 'event_signals')
+        .map((r) => [String(r.project_id), String(r.event_id), Number(String(r.ordinal)), r.signal_id ?? null, r.signal_name ?? null, r.score === null || r.score === undefined ? null : Number(String(r.score)), r._run_id])
+        .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+    const t = new SchemaTracker(events, undefined, 'run-1');
+    const write = async (tracker: SchemaTracker, records: readonly ApiRecord[], project: string): Promise<void> => {
+      const rows = records.map((r) => tracker.normalize(r, project, ts));
+      await dest.write({ table: tracker.schema, rows });
+    };
+    await write(t, [{ id: 'e1', timestamp: ts, signals: [sig('s1', 0.5), sig('s2', 1)] }, { id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] }] as ApiRecord[], 'alpha');
+    expect(bridgeRows()).toEqual([
+      ['alpha', 'e1', 0, 's1', 'name of s1', 0.5, 'run-1'],
+      ['alpha', 'e1', 1, 's2', 'name of s2', 1, 'run-1'],
+      ['alpha', 'e2', 0, 's2', 'name of s2', 0.75, 'run-1'],
+    ]);
+    const t2 = new SchemaTracker(events, await dest.describe('events'), 'run-2');
+    await write(t2, [{ id: 'e1', timestamp: ts, signals: [sig('s3', 0.25)] }, { id: 'e2', timestamp: ts }] as ApiRecord[], 'alpha');
+    expect(bridgeRows()).toEqual([['alpha', 'e1', 0, 's3', 'name of s3', 0.25, 'run-2']]);
+    // The script ran after the MERGE, as one transaction.
+    const scripts = fake.queries.map((q) => q.query).filter((q) => q.startsWith('BEGIN TRANSACTION;'));
+    expect(scripts).toHaveLength(2);
+    expect(scripts[1]).toMatch(/^BEGIN TRANSACTION;\nDELETE FROM `proj`\.`sync`\.`event_signals` AS B WHERE EXISTS[\s\S]*UNNEST\(JSON_QUERY_ARRAY\(T\.`signals`\)\) AS E WITH OFFSET AS O[\s\S]*COMMIT TRANSACTION;$/);
+
+    // The conversation_events view, over the tables as they are (its columns follow theirs).
+    const c = new SchemaTracker(conversations, undefined, 'run-2');
+    const convo = [c.normalize({ id: 'c1', started_at: ts, last_message_at: ts, message_count: 2 }, 'alpha', ts)];
+    await dest.write({ table: c.schema, rows: convo });
+    await write(t2, [{ id: 'e3', timestamp: ts, convo_id: 'c1' }] as ApiRecord[], 'alpha');
+    expect(await defineViews(dest, pino({ level: 'silent' }))).toEqual(['conversation_events']);
+    const view = fake.queries.map((q) => q.query).find((q) => q.startsWith('CREATE OR REPLACE VIEW'));
+    expect(view).toMatch(/^CREATE OR REPLACE VIEW `proj`\.`sync`\.`conversation_events` AS SELECT e\.`project_id`, [\s\S]*ROW_NUMBER\(\) OVER \(PARTITION BY e\.`project_id`, e\.`convo_id` ORDER BY e\.`timestamp`, e\.`id`\) AS `turn`, c\.`started_at` AS `convo_started_at`[\s\S]* LEFT JOIN `proj`\.`sync`\.`conversations` AS c ON /);
+    const columns = (await dest.describe('conversation_events'))?.map((col) => `${col.name}:${col.type}`);
+    expect(columns).toEqual(expect.arrayContaining(['convo_id:string', 'turn:int64', 'convo_started_at:timestamp', 'convo_message_count:int64', '_run_id:string']));
+    await dest.close();
+  });
+});
