@@ -1,35 +1,21 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../src/emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { CLI, runCli, type ChildRun } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator as startEmulatorFor } from '../fakes/lifecycle.js';
 
 /** Scheduled runs as deployed: kill -9 then an immediate restart, SIGTERM, --max-run-time, reset, --full-refresh. */
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function emulator(seed: number, eventsPerProject: number, limits = true): Promise<Emulator> {
-  const emu = await startEmulator({ seed, eventsPerProject, limits: limits ? { ...DEFAULT_RATE_LIMITS } : false });
-  cleanups.push(() => emu.close());
-  return emu;
-}
-
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
+const emulator = (seed: number, eventsPerProject: number, limits = true): Promise<Emulator> =>
+  startEmulatorFor({ seed, eventsPerProject, limits: limits ? { ...DEFAULT_RATE_LIMITS } : false });
 
 const files = (d: string): string[] => ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
 

@@ -1,16 +1,16 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../src/emulator/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { RESOURCES } from '../../connectors/index.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
  * Split walks of the resources besides events (`src/pipeline/split.ts`): users on `last_seen`,
@@ -21,23 +21,6 @@ import { tempDir } from '../fakes/tmp.js';
 
 const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
 const DAY = 86_400_000;
-
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function emulator(options: Parameters<typeof startEmulator>[0]): Promise<Emulator> {
-  const emu = await startEmulator(options);
-  cleanups.push(() => emu.close());
-  return emu;
-}
-
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
 
 const byName = (name: string): ResourceDefinition => RESOURCES.find((r) => r.name === name) as ResourceDefinition;
 

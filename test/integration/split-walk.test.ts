@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../src/emulator/index.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
  * Split walks (`src/pipeline/split.ts`): a large window read as sub-windows at once, each with its
@@ -15,23 +15,6 @@ import { tempDir } from '../fakes/tmp.js';
 
 const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
 const DAY = 86_400_000;
-
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function emulator(options: Parameters<typeof startEmulator>[0]): Promise<Emulator> {
-  const emu = await startEmulator(options);
-  cleanups.push(() => emu.close());
-  return emu;
-}
-
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
 
 /** Sub-windows with a stored checkpoint cursor, in a state document. */
 function partsWithCursor(doc: StateDocument): number {

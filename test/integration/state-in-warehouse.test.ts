@@ -1,15 +1,15 @@
 import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../src/emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { StateDocument } from '../../src/state/store.js';
 import { runCli, type ChildRun } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator as startEmulatorFor } from '../fakes/lifecycle.js';
 
 /**
  * State beside the data (the warehouse's `_query_sync_state`): the real CLI, real DuckDB files, the
@@ -17,22 +17,7 @@ import { tempDir } from '../fakes/tmp.js';
  * reads only what is new; a state file and a warehouse that disagree: the warehouse wins.
  */
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function emulator(seed: number, eventsPerProject: number): Promise<Emulator> {
-  const emu = await startEmulator({ seed, eventsPerProject, limits: false });
-  cleanups.push(() => emu.close());
-  return emu;
-}
-
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
+const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> => startEmulatorFor({ seed, eventsPerProject, limits: false });
 
 const files = (d: string): string[] => ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
 
