@@ -483,34 +483,35 @@ export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
 /** `status` reads state and the warehouse only: no API URL or key needed. */
 export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig> {
   const read = reader('status', flags, env);
-  const { destination, bigquery } = resolveWarehouse(read);
   return Object.freeze({
+    ...readWarehouse(read),
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
-    destination,
-    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
-    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
-    bigquery,
-    dryRun: false,
-    lockWaitMs: read.duration('lock-wait') ?? 0,
     json: read.bool('json') ?? false,
     redactKey: emptyToUndefined(env[envName('api-key')] ?? env[ENV.apiKey]),
   });
 }
 
-/** `dbt-sources` reads the warehouse only, like `status`, and writes `--out`. */
-export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig & { readonly out: string }> {
-  const read = reader('dbt-sources', flags, env);
+/** The warehouse settings of a command that reads it or changes only state (status, dbt-sources, reset). */
+function readWarehouse(read: Reader): Pick<StatusConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   const { destination, bigquery } = resolveWarehouse(read);
-  return Object.freeze({
-    statePath: DEFAULT_STATE_PATH,
-    resources: RESOURCES,
+  return {
     destination,
     duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
     duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
     bigquery,
     dryRun: false,
     lockWaitMs: read.duration('lock-wait') ?? 0,
+  };
+}
+
+/** `dbt-sources` reads the warehouse only, like `status`, and writes `--out`. */
+export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig & { readonly out: string }> {
+  const read = reader('dbt-sources', flags, env);
+  return Object.freeze({
+    ...readWarehouse(read),
+    statePath: DEFAULT_STATE_PATH,
+    resources: RESOURCES,
     json: false,
     redactKey: undefined,
     out: read.text('out') ?? 'sources.yml',
@@ -524,18 +525,12 @@ export function resolveResetConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pro
   if (project !== undefined && project !== '*' && !SLUG.test(project)) {
     throw new ConfigError(`${read.label('project')}: expected a project slug or "*", got "${project}"`);
   }
-  const { destination, bigquery } = resolveWarehouse(read);
   return Object.freeze({
+    ...readWarehouse(read),
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
-    destination,
-    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
-    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
-    bigquery,
-    dryRun: false,
     resourcesGiven: read.text('resources') !== undefined,
     project,
-    lockWaitMs: read.duration('lock-wait') ?? 0,
     yes: read.bool('yes') ?? false,
   });
 }

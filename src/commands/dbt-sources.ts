@@ -6,14 +6,12 @@ import type { BigQueryConfig, StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { duckdbType, bigqueryType } from '../core/column-types.js';
 import type { ColumnDef } from '../core/types.js';
-import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { DuckDbDestination } from '../load/duckdb.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from '../pipeline/aggregates.js';
 import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../pipeline/run-history.js';
 import { SEARCH_RESULTS_TABLE } from '../pipeline/searches.js';
 import { CONVERSATION_EVENTS_VIEW } from '../pipeline/views.js';
-import { openDestination } from './open-destination.js';
+import { openReadOnly } from './open-destination.js';
 
 /**
  * A dbt `sources.yml` for the warehouse as it is: every table (and view) query-sync writes that
@@ -135,8 +133,8 @@ export interface DbtTarget {
   readonly bigquery?: BigQueryConfig;
 }
 
-/** The sources.yml text for the tables of `destination` as they are now. */
-export async function dbtSourcesYaml(destination: Destination, target: DbtTarget): Promise<string> {
+/** The sources.yml text for the tables of `destination` as they are now, and how many it lists. */
+async function dbtSources(destination: Destination, target: DbtTarget): Promise<{ readonly text: string; readonly tables: number }> {
   const tables: { name: string; description: string; columns: { name: string; description: string; data_type: string }[] }[] = [];
   for (const name of knownTables()) {
     const columns = await destination.describe(name);
@@ -155,33 +153,29 @@ export async function dbtSourcesYaml(destination: Destination, target: DbtTarget
       : { schema: 'main' }),
     tables,
   };
-  return `# Written by query-sync dbt-sources: the tables and columns as they are in the warehouse now.\n${toYaml({ version: 2, sources: [source] }, { lineWidth: 0 })}`;
+  const text = `# Written by query-sync dbt-sources: the tables and columns as they are in the warehouse now.\n${toYaml({ version: 2, sources: [source] }, { lineWidth: 0 })}`;
+  return { text, tables: tables.length };
 }
 
 function sqlType(column: ColumnDef, target: DbtTarget): string {
   return target.destination === 'bigquery' ? bigqueryType(column.type) : duckdbType(column.type);
 }
 
-/** Write the sources file (its folder made if missing); returns its absolute path. */
-export async function writeDbtSources(destination: Destination, path: string, target: DbtTarget): Promise<string> {
-  const text = await dbtSourcesYaml(destination, target);
+/** Write the sources file (its folder made if missing); returns its absolute path and the tables it lists. */
+export async function writeDbtSources(destination: Destination, path: string, target: DbtTarget): Promise<{ readonly path: string; readonly tables: number }> {
+  const { text, tables } = await dbtSources(destination, target);
   const absolute = resolve(path);
   await mkdir(dirname(absolute), { recursive: true });
   await writeFile(absolute, text);
-  return absolute;
+  return { path: absolute, tables };
 }
 
 /** `query-sync dbt-sources [--out sources.yml]`: reads the warehouse (a DuckDB file read-only). */
 export async function dbtSourcesCommand(config: StatusConfig & { readonly out: string }, io: { readonly print: (line: string) => void }): Promise<number> {
   let destination: Destination | undefined;
   try {
-    destination =
-      config.destination === 'duckdb'
-        ? await DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs, readOnly: true })
-        : await openDestination(config, silentLogger(), io.print);
-    const path = await writeDbtSources(destination, config.out, config);
-    const text = await dbtSourcesYaml(destination, config);
-    const tables = (text.match(/^ {6}- name: /gm) ?? []).length;
+    destination = await openReadOnly(config, io.print);
+    const { path, tables } = await writeDbtSources(destination, config.out, config);
     io.print(`dbt sources: ${tables} tables written to ${path} (source "${DBT_SOURCE_NAME}")`);
     return 0;
   } catch (error) {

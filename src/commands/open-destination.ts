@@ -1,5 +1,5 @@
 import type { SyncConfig } from '../config.js';
-import type { Logger } from '../core/log.js';
+import { silentLogger, type Logger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 
@@ -25,4 +25,10 @@ export async function openDestination(config: DestinationConfig, logger: Logger,
     print,
     logger,
   });
+}
+
+/** The destination for a command that only reads it (`status`, `dbt-sources`): a DuckDB file read-only. */
+export async function openReadOnly(config: DestinationConfig, print: (line: string) => void): Promise<Destination> {
+  if (config.destination === 'duckdb') return DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs, readOnly: true });
+  return openDestination(config, silentLogger(), print);
 }

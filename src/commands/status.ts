@@ -4,10 +4,9 @@ import type { StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact, silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { DuckDbDestination } from '../load/duckdb.js';
 import { buildStatus, formatStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
 import { readStateFrom } from './state-home.js';
-import { openDestination } from './open-destination.js';
+import { openReadOnly } from './open-destination.js';
 import type { CommandIo } from './sync.js';
 
 /**
@@ -39,10 +38,7 @@ async function readWarehouse(config: StatusConfig, io: CommandIo): Promise<Wareh
   }
   let destination: Destination | undefined;
   try {
-    destination =
-      config.destination === 'duckdb'
-        ? await DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs, readOnly: true })
-        : await openDestination(config, silentLogger(), io.print);
+    destination = await openReadOnly(config, io.print);
     const tables: Record<string, TableCounts> = {};
     for (const resource of config.resources) {
       const rows = await destination.count(resource.name);

@@ -131,11 +131,11 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     if (!config.dryRun) {
       await defineViews(destination, logger);
       if (config.dbtSourcesPath !== undefined) {
-        const path = await writeDbtSources(destination, config.dbtSourcesPath, { destination: config.destination, bigquery: config.bigquery }).catch((error: unknown) => {
+        const written = await writeDbtSources(destination, config.dbtSourcesPath, { destination: config.destination, bigquery: config.bigquery }).catch((error: unknown) => {
           logger.warn({ err: (error as Error).message }, `could not write the dbt sources to ${config.dbtSourcesPath ?? ''}`);
           return undefined;
         });
-        if (path !== undefined) logger.info({ path }, `dbt sources written to ${path}`);
+        if (written !== undefined) logger.info({ path: written.path }, `dbt sources written to ${written.path}`);
       }
     }
     // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
