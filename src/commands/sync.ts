@@ -19,7 +19,7 @@ import type { Destination } from '../load/destination.js';
 import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
 import { keepStateIn } from './state-home.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
-import { assertCanRefresh, finishRefresh, refreshState, shadowTable, ShadowDestination } from './refresh.js';
+import { assertCanRefresh, finishRefresh, refreshedTables, refreshState, ShadowDestination } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
 import { createRuntime, syncProgressHooks } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine, type RunStop } from './stop.js';
@@ -54,7 +54,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     let runDestination: Destination = destination;
     if (config.fullRefresh === true) {
       assertCanRefresh(destination);
-      for (const r of config.resources) await destination.dropTable?.(shadowTable(r.name));
+      // Shadows a killed refresh left behind start empty again.
+      for (const r of config.resources) for (const { shadow } of refreshedTables(r)) await destination.dropTable?.(shadow);
       runState = refreshState(state.document, clock);
       runDestination = new ShadowDestination(destination);
     }
