@@ -482,7 +482,14 @@ export class BigQueryDestination implements Destination {
       // Bridge tables right after their parent's MERGE, from the parent rows as stored.
       const parentColumns = new Set(columns.map((c) => c.name));
       for (const bridge of bridges) {
-        const sql = bridgeScript({ target: this.target, parent: table, bridge, stage, parentHasSource: parentColumns.has(bridge.sourceColumn) });
+        const sql = bridgeScript({
+          target: this.target,
+          parent: table,
+          bridge,
+          stage,
+          parentHasSource: parentColumns.has(bridge.sourceColumn),
+          ...(staged.partitions === undefined ? {} : { partitions: staged.partitions }),
+        });
         await this.jobs.run(this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name), `qs_bridge_${bridge.table.name}_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
       }
       if (bridges.length > 0 && state !== undefined) await this.writeState(state);

@@ -4,7 +4,7 @@ import { events } from '../../connectors/events.js';
 import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/commands/refresh.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { ConfigError } from '../../src/core/errors.js';
-import type { TableSchema } from '../../src/core/types.js';
+import type { ApiRecord, TableSchema } from '../../src/core/types.js';
 import { keyedTable } from '../fixtures/bigquery/tables.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
@@ -54,7 +54,7 @@ describe('full refresh in DuckDB', () => {
   it('events and their event_signals bridge are refreshed together: the old bridge stays until the swap, then holds exactly the re-read signals', async () => {
     const db = await open();
     const ts = '2026-11-20T10:00:00.000Z';
-    const signal = (id: string): Record<string, unknown> => ({ id, name: `name of ${id}` });
+    const signal = (id: string): ApiRecord => ({ id, name: `name of ${id}` });
     const old = new SchemaTracker(events, undefined, 'run-1');
     const oldRows = [
       { id: 'kept', timestamp: ts, signals: [signal('s1'), signal('s2')] },
