@@ -23,7 +23,7 @@ export function shadowTable(table: string): string {
 export function assertCanRefresh(destination: Destination): void {
   if (destination.replaceTables === undefined || destination.dropTable === undefined) {
     throw new ConfigError(
-      `--full-refresh replaces tables atomically, which the ${destination.kind} destination cannot do yet (DuckDB can). ` +
+      `--full-refresh replaces tables atomically, which the ${destination.kind} destination cannot do (DuckDB and BigQuery can). ` +
         `Instead: query-sync reset --resources <names> --yes, then sync (the re-read merges on the key; rows deleted at the source stay).`,
     );
   }

@@ -80,8 +80,8 @@ describe('full refresh in DuckDB', () => {
   });
 
   it('a destination that cannot swap tables is refused before anything is read, saying what to do instead', () => {
-    const bigqueryLike = { kind: 'bigquery' } as unknown as Destination;
-    expect(() => assertCanRefresh(bigqueryLike)).toThrow(ConfigError);
-    expect(() => assertCanRefresh(bigqueryLike)).toThrow(/bigquery destination cannot do yet \(DuckDB can\).*query-sync reset --resources <names> --yes, then sync/);
+    const withoutSwaps = { kind: 'custom' } as unknown as Destination;
+    expect(() => assertCanRefresh(withoutSwaps)).toThrow(ConfigError);
+    expect(() => assertCanRefresh(withoutSwaps)).toThrow(/custom destination cannot do \(DuckDB and BigQuery can\).*query-sync reset --resources <names> --yes, then sync/);
   });
 });
