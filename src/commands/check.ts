@@ -1,7 +1,8 @@
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
-import { checkApi, checkExitCode, formatCheck } from '../pipeline/check.js';
+import { checkApi, checkExitCode } from '../pipeline/check.js';
+import { formatCheck } from './reports.js';
 import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
 import type { CommandIo } from './sync.js';

@@ -1,4 +1,3 @@
-import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { PlanConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';

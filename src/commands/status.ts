@@ -1,10 +1,10 @@
-import { RESOURCE_NAMES } from '../../connectors/index.js';
 import { existsSync } from 'node:fs';
 import type { StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact, silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { buildStatus, formatStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
+import { buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
+import { formatStatus } from './reports.js';
 import { readStateFrom } from './state-home.js';
 import { openReadOnly } from './open-destination.js';
 import type { CommandIo } from './sync.js';
