@@ -3,6 +3,7 @@ import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { cancelOnSignals } from './commands/stop.js';
+import { secretsGiven } from './commands/secrets.js';
 import { fitToTerminal } from './commands/terminal-lines.js';
 import {
   ENV,
@@ -22,9 +23,14 @@ import { envName, type CommandName, type OptionSpec } from './options.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
+/**
+ * Everything a command prints goes through here: the one place secrets are taken out (whatever
+ * built the line) before it reaches stdout.
+ */
 const print = (line: string): void => {
+  const clean = redact(line, secretsOfProcess());
   // On a terminal, a long line is broken at spaces rather than mid-word (see terminal-lines.ts).
-  const lines = process.stdout.isTTY === true ? fitToTerminal(line, process.stdout.columns) : [line];
+  const lines = process.stdout.isTTY === true ? fitToTerminal(clean, process.stdout.columns) : [clean];
   process.stdout.write(`${lines.join('\n')}\n`);
 };
 
@@ -244,15 +250,8 @@ async function main(): Promise<number> {
 // one). Not for the emulator, a test server that should be fast.
 if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FOR !== 'speed') setFlagsFromString('--optimize-for-size');
 
-/** The API keys this process was given (flag and environment), to keep them out of a last-resort error print. */
-function apiKeysGiven(args: readonly string[], env: NodeJS.ProcessEnv): string[] {
-  const keys = [env.QUERY_API_KEY, env[envName('api-key')]].filter((k): k is string => k !== undefined && k !== '');
-  args.forEach((arg, i) => {
-    if (arg === '--api-key' && args[i + 1] !== undefined) keys.push(args[i + 1] as string);
-    else if (arg.startsWith('--api-key=')) keys.push(arg.slice('--api-key='.length));
-  });
-  return keys;
-}
+let secrets: readonly string[] | undefined;
+const secretsOfProcess = (): readonly string[] => (secrets ??= secretsGiven(hideBin(process.argv), process.env));
 
 main().then(
   (code) => {
@@ -260,7 +259,7 @@ main().then(
   },
   (error: unknown) => {
     const message = error instanceof QuerySyncError ? `${error.name}: ${error.message}` : String((error as Error)?.stack ?? error);
-    process.stderr.write(`query-sync: ${redact(message, apiKeysGiven(hideBin(process.argv), process.env))}\n`);
+    process.stderr.write(`query-sync: ${redact(message, secretsOfProcess())}\n`);
     process.exitCode = exitCodeFor(error);
   },
 );
