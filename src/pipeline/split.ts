@@ -203,7 +203,7 @@ export async function walkParts<P>(
   parts: readonly P[],
   controller: ConcurrencyController,
   streamCtx: CallContext,
-  clock: Pick<Clock, 'now'>,
+  clock: Clock,
   walkPart: (part: P, sub: SubWalk) => Promise<readonly P[] | void>,
 ): Promise<void> {
   await runUnits(unitList(parts), { limit: controller, ctx: streamCtx, clock }, walkPart);

@@ -3,6 +3,7 @@ import type { Clock } from '../core/types.js';
 import { syncWindow, type TimeWindow } from '../extract/windows.js';
 import type { ConcurrencyController } from '../http/concurrency.js';
 import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
+import { isCovered, runningOf, type RunningWindow, type StreamLedger } from '../state/ledger.js';
 import type { PendingWindow, StreamState } from '../state/store.js';
 
 /**
@@ -151,6 +152,27 @@ export function withoutPartCursor(s: StreamState, part: PendingWindow): StreamSt
     ...s,
     split: { ...split, parts: split.parts.map((p) => (p.from === part.from && p.to === part.to ? { from: p.from, to: p.to } : p)) },
   };
+}
+
+// ---- the ledger's producer (backfill, `verify --repair`, and the plan of a backfill) ----
+
+/** A backfill unit: a window of the ledger (none: the whole resource, read once), with what a crashed run left of it. */
+export interface LedgerUnit {
+  readonly window: TimeWindow | undefined;
+  /** The ledger has it done (skipped). */
+  readonly done?: boolean;
+  /** Its running entry: the cursor to resume from, the rows and pages stored so far, since when. */
+  readonly resumed?: RunningWindow;
+}
+
+/** The units of `windows` as the ledger has them: done, resumed, or to read; `force` reads every one afresh (repair). */
+export function ledgerUnits(stream: StreamLedger, windows: readonly TimeWindow[], force: boolean): LedgerUnit[] {
+  return windows.map((window) => {
+    if (force) return { window };
+    if (isCovered(window, stream.done)) return { window, done: true };
+    const resumed = runningOf(stream, window);
+    return resumed === undefined ? { window } : { window, resumed };
+  });
 }
 
 // ---- the runner ----
