@@ -25,6 +25,7 @@ import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { DEFAULT_BATCH_BYTES, walkWindow, type WalkTotals } from './walk.js';
+import type { CallContext } from '../http/client.js';
 import { ledgerUnits, runUnits, unitList, type LedgerUnit, type UnitBook } from './units.js';
 
 /**
@@ -174,62 +175,8 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     deps.state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
       updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
     );
-  const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) =>
-    hooks.onPage?.(resource.name, scope.key, page);
   let failure: Error | undefined;
-
-  /** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
-  const readUnit = async ({ window, resumed }: LedgerUnit): Promise<void> => {
-    const iso = window === undefined ? undefined : toIso(window);
-    const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
-    const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
-    let base = { rows: windowTotals.rows, pages: windowTotals.pages };
-    // The ledger's book: a running window's cursor, then the window done (with the batch that ends it).
-    const book: UnitBook<Interval | undefined> = {
-      checkpoint: async (unit, nextCursor) => {
-        if (unit === undefined) return;
-        const at = new Date(deps.clock.now()).toISOString();
-        const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
-        await ledger((s) => (nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since })));
-      },
-      cursorRejected: async (unit) => {
-        windowTotals.rows = 0;
-        windowTotals.pages = 0;
-        base = { rows: 0, pages: 0 };
-        if (unit !== undefined) await ledger((s) => withoutCursor(s, unit));
-      },
-    };
-    totals.windows += 1;
-    try {
-      await walkWindow(
-        {
-          resource,
-          scope,
-          tracker: options.tracker,
-          window,
-          startCursor: resumed?.cursor,
-          batchRows: options.batchRows,
-          batchBytes: options.batchBytes,
-          syncedAt: options.syncedAt,
-          ctx,
-          onProjects: options.onProjects,
-          onPage,
-          checkpoint: (nextCursor) => book.checkpoint(iso, nextCursor),
-          onCursorRejected: () => book.cursorRejected(iso),
-        },
-        deps,
-        windowTotals,
-      );
-      if (iso === undefined) {
-        const at = new Date(deps.clock.now()).toISOString();
-        await ledger((s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
-      }
-      hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
-    } finally {
-      totals.rows += windowTotals.rows - base.rows;
-      totals.pages += windowTotals.pages - base.pages;
-    }
-  };
+  const stream: LedgerStream = { ctx, ledger, totals };
 
   let units: LedgerUnit[];
   if (resource.mode === 'full') {
@@ -249,7 +196,9 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   }
   // The windows of every stream share the run's slots; this stream takes at most `concurrency` of them.
   try {
-    const ended = await runUnits(unitList(units), { limit: Math.max(1, options.concurrency), ctx, clock: deps.clock, slots: options.slots }, readUnit);
+    const ended = await runUnits(unitList(units), { limit: Math.max(1, options.concurrency), ctx, clock: deps.clock, slots: options.slots }, (unit) =>
+      readLedgerUnit(unit, options, deps, stream),
+    );
     // (A full read already under way fails on its own when stopped.)
     if (ended === 'aborted' && (resource.mode !== 'full' || totals.windows === 0)) failure = new Error('aborted');
   } catch (error) {
@@ -293,6 +242,68 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     },
   }));
   return result(failure === undefined ? 'ok' : 'failed');
+}
+
+/** What the units of one backfill stream share: its counters and its ledger. */
+interface LedgerStream {
+  readonly ctx: CallContext;
+  readonly ledger: (change: (current: StreamLedger) => StreamLedger) => Promise<void>;
+  readonly totals: { rows: number; pages: number; windows: number };
+}
+
+/** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
+async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBackfillOptions, deps: SyncDeps, { ctx, ledger, totals }: LedgerStream): Promise<void> {
+  const { resource, scope, hooks = {} } = options;
+  const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) => hooks.onPage?.(resource.name, scope.key, page);
+  const iso = window === undefined ? undefined : toIso(window);
+  const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
+  const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
+  let base = { rows: windowTotals.rows, pages: windowTotals.pages };
+  // The ledger's book: a running window's cursor, then the window done (with the batch that ends it).
+  const book: UnitBook<Interval | undefined> = {
+    checkpoint: async (unit, nextCursor) => {
+      if (unit === undefined) return;
+      const at = new Date(deps.clock.now()).toISOString();
+      const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
+      await ledger((s) => (nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since })));
+    },
+    cursorRejected: async (unit) => {
+      windowTotals.rows = 0;
+      windowTotals.pages = 0;
+      base = { rows: 0, pages: 0 };
+      if (unit !== undefined) await ledger((s) => withoutCursor(s, unit));
+    },
+  };
+  totals.windows += 1;
+  try {
+    await walkWindow(
+      {
+        resource,
+        scope,
+        tracker: options.tracker,
+        window,
+        startCursor: resumed?.cursor,
+        batchRows: options.batchRows,
+        batchBytes: options.batchBytes,
+        syncedAt: options.syncedAt,
+        ctx,
+        onProjects: options.onProjects,
+        onPage,
+        checkpoint: (nextCursor) => book.checkpoint(iso, nextCursor),
+        onCursorRejected: () => book.cursorRejected(iso),
+      },
+      deps,
+      windowTotals,
+    );
+    if (iso === undefined) {
+      const at = new Date(deps.clock.now()).toISOString();
+      await ledger((s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
+    }
+    hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
+  } finally {
+    totals.rows += windowTotals.rows - base.rows;
+    totals.pages += windowTotals.pages - base.pages;
+  }
 }
 
 /** One line per resource and project scope, and a last line for the run. */

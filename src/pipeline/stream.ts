@@ -308,25 +308,39 @@ class UnitReader {
     this.planned = plan;
   }
 
-  /** One walk of a window or settle unit (or of everything: a full-refresh resource), on the stream's own counters. */
-  walk(unit: SyncUnit | undefined, onFirstPage?: (page: Page) => Promise<boolean>): Promise<'done' | 'abandoned'> {
-    const { options } = this;
-    this.totals.windows += 1;
+  /**
+   * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
+   * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
+   */
+  walk(unit: SyncUnit | undefined, onFirstPage?: (page: Page) => Promise<boolean>, sub?: SubWalk): Promise<'done' | 'abandoned'> {
+    const { options, resource } = this;
+    // A part: rows held by all sub-walks together stay about `batchRows`, as in a backfill. A part
+    // on another field than the cursor's filters the whole split window on that field.
+    const share = sub === undefined ? 1 : this.maxParts;
+    const onField = unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    if (sub === undefined) this.totals.windows += 1;
     return walkWindow(
       {
-        resource: this.resource,
+        resource,
         scope: this.scope,
         tracker: this.tracker,
-        window: unit?.window,
+        window: onField ? unit.split : unit?.window,
+        partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: unit.window } : undefined,
         startCursor: unit?.cursor,
         onFirstPage,
-        batchRows: options.batchRows,
-        batchBytes: options.batchBytes,
+        batchRows: sub === undefined ? options.batchRows : Math.max(1, Math.ceil(options.batchRows / share)),
+        batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / share)),
         sampleRows: options.sampleRows,
         syncedAt: options.syncedAt,
-        ctx: this.ctx,
+        ctx: sub?.ctx ?? this.ctx,
         onProjects: options.onProjects,
-        onPage: options.onPage,
+        onPage:
+          sub === undefined
+            ? options.onPage
+            : (page) => {
+                sub.onPage();
+                options.onPage?.(page);
+              },
         onStored: this.onStored,
         checkpoint: (nextCursor) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor)),
         onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
@@ -336,52 +350,22 @@ class UnitReader {
     );
   }
 
-  /** A split's part, on its own counters; a fresh part far larger than its share is cut again (handed back). */
+  /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */
   private async readPart(part: SyncUnit & { kind: 'part' }, sub: SubWalk): Promise<SyncUnit[] | void> {
-    const { resource, options, maxParts } = this;
-    // Rows held by all sub-walks together stay about `batchRows`, as in a backfill.
-    const batchRows = Math.max(1, Math.ceil(options.batchRows / maxParts));
-    const batchBytes = Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / maxParts));
-    const onField = resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    const { resource } = this;
     let replaced: TimeWindow[] | undefined;
-    // A fresh sub-window (on the cursor field, balanced by a proxy) whose first page shows it far
-    // larger than its share is cut again.
     const plan = this.planned;
+    const onField = resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
     const onFirstPage =
       part.cursor !== undefined || onField || plan === undefined || resource.split?.exact !== false
         ? undefined
         : this.firstPageHook(sub.ctx, async (first) => {
-            replaced = resplit(resource, part.window, first, plan, maxParts);
+            replaced = resplit(resource, part.window, first, plan, this.maxParts);
             if (replaced === undefined) return false;
             await this.book.replace?.(part, replaced);
             return true;
           });
-    const ended = await walkWindow(
-      {
-        resource,
-        scope: this.scope,
-        tracker: this.tracker,
-        window: onField ? part.split : part.window,
-        partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: part.window } : undefined,
-        startCursor: part.cursor,
-        onFirstPage,
-        batchRows,
-        batchBytes,
-        sampleRows: options.sampleRows,
-        syncedAt: options.syncedAt,
-        ctx: sub.ctx,
-        onProjects: options.onProjects,
-        onPage: (page) => {
-          sub.onPage();
-          options.onPage?.(page);
-        },
-        onStored: this.onStored,
-        checkpoint: (nextCursor) => this.book.checkpoint(part, nextCursor),
-        onCursorRejected: () => this.book.cursorRejected(part),
-      },
-      this.deps,
-      this.totals,
-    );
+    const ended = await this.walk(part, onFirstPage, sub);
     return ended === 'abandoned' && replaced !== undefined ? replaced.map((window) => ({ kind: 'part', window, split: part.split })) : undefined;
   }
 
