@@ -265,8 +265,19 @@ export async function runUnits<U>(
         }
         running += 1;
         const sub = subWalk(streamCtx, controller, clock, fill);
-        // In a shared pool, a unit whose slot comes after a failure is not read.
-        const once = (): Promise<readonly U[] | void> => (failed ? Promise.resolve() : run(unit, sub));
+        // The failure is noted inside the unit's slot: in a shared pool, the next slot (which may be
+        // this stream's next unit) starts as soon as this one ends, and must see it.
+        const once = async (): Promise<readonly U[] | void> => {
+          if (failed) return;
+          try {
+            return await run(unit, sub);
+          } catch (error) {
+            if (!failed) {
+              failed = true;
+              failure = error;
+            }
+          }
+        };
         (slots === undefined ? once() : (slots.add(once) as Promise<readonly U[] | void>))
           .then((more) => {
             if (more !== undefined && more.length > 0) source.putBack?.(more);
