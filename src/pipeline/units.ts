@@ -247,7 +247,15 @@ export async function runUnits<U>(
     };
     const fill = (): void => {
       while (!failed && !ended && !aborted() && running < limit()) {
-        const unit = source.take(running);
+        let unit: U | 'wait' | 'end' | undefined;
+        try {
+          unit = source.take(running);
+        } catch (error) {
+          // A producer that cannot say what is open (state it cannot read) fails the run like a unit.
+          failed = true;
+          failure = error;
+          break;
+        }
         if (unit === 'end' || (unit === undefined && running === 0)) {
           ended = true;
           break;

@@ -148,3 +148,23 @@ describe('the ledger producer (backfill, verify --repair, plan)', () => {
     expect(ledgerUnits(stream, [w(0), w(1), w(2)], true)).toEqual([{ window: w(0) }, { window: w(1) }, { window: w(2) }]);
   });
 });
+
+describe('runUnits when the producer fails', () => {
+  it('throws what the source threw, once the running units end', async () => {
+    let calls = 0;
+    const read: number[] = [];
+    const source: UnitSource<number> = {
+      take: () => {
+        calls += 1;
+        if (calls === 2) throw new Error('state unreadable');
+        return calls === 1 ? 1 : undefined;
+      },
+    };
+    const run = runUnits(source, { limit: 2, ctx: ctx(), clock }, async (n) => {
+      await tick();
+      read.push(n);
+    });
+    await expect(run).rejects.toThrow('state unreadable');
+    expect(read).toEqual([1]);
+  });
+});
