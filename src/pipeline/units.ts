@@ -17,9 +17,9 @@ import type { PendingWindow, StreamState } from '../state/store.js';
  * ids) plus the units still open (pending, split parts, settlePending, the ledger's running windows,
  * the children's pending ids), and a run is the producer asking state what is open.
  *
- * Producers: `syncWindowUnit` / `settleUnit` below (sync; `plan` counts the same units), the
- * ledger's windows (`backfill.ts`: backfill and `verify --repair`), a split's parts, the child
- * queue's chunks (`children.ts`). One runner, `runUnits`, reads them.
+ * Producers: `splitUnits`, `syncWindowUnit`, `resumedSettleUnit` and `settleWindow` below (sync,
+ * driven from state by `stream.ts`; `plan` counts the same units), `ledgerUnits` (backfill and
+ * `verify --repair`), the child queue's chunks (`children.ts`). One runner, `runUnits`, reads them.
  */
 
 /** A window unit of a sync stream (the persisted shape is `StreamState`'s: mark, pending, split, settled). */
