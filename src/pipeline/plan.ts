@@ -8,12 +8,13 @@ import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import type { RateLimits } from '../http/budget.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import { minimumSeconds } from '../http/floor.js';
-import { isCovered, readLedger, runningOf, streamLedger } from '../state/ledger.js';
+import { readLedger, streamLedger } from '../state/ledger.js';
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
 import { childBacklog, readsByParent } from './children.js';
-import { DEFAULT_SETTLE_MS, nextWindow, settleWindow } from './stream.js';
+import { DEFAULT_SETTLE_MS } from './stream.js';
+import { ledgerUnits, resumedSettleUnit, settleWindow, splitUnits, syncWindowUnit, withUnitCheckpoint, type SyncUnit } from './units.js';
 
 /**
  * `plan`: what a backfill or the next sync will cost, before any data is read. Per window it asks
@@ -115,41 +116,56 @@ export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps)
     'backfill',
     options,
     deps,
-    (resource, scope) => {
-      const stream = streamLedger(ledger, streamKey(resource.name, scope.key));
-      return windows.map((window) => {
-        if (isCovered(window, stream.done)) return { window, status: 'done' as const, pagesDone: 0 };
-        const running = runningOf(stream, window);
-        return running?.cursor === undefined
-          ? { window, status: 'todo' as const, pagesDone: 0 }
-          : { window, status: 'resume' as const, pagesDone: running.pages, rowsDone: running.rows };
-      });
-    },
+    (resource, scope) =>
+      // The backfill's own units, as the ledger has them.
+      ledgerUnits(streamLedger(ledger, streamKey(resource.name, scope.key)), windows, false).map(({ window, done, resumed }) => {
+        const w = window as TimeWindow;
+        if (done === true) return { window: w, status: 'done' as const, pagesDone: 0 };
+        return resumed?.cursor === undefined
+          ? { window: w, status: 'todo' as const, pagesDone: 0 }
+          : { window: w, status: 'resume' as const, pagesDone: resumed.pages, rowsDone: resumed.rows };
+      }),
     { from: iso(options.fromMs), to: iso(options.toMs), windowMs: options.windowMs },
   );
 }
 
-/** Plan the next sync from state: each stream's pending window (resumed) and its next window. */
+/**
+ * Plan the next sync from state: the units the sync will read, from the same producer functions
+ * (a split or pending window resumed, the next window, the settle re-reads), each unit's book
+ * applied as if it were done to find the next.
+ */
 export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<Plan> {
   const runStartMs = deps.clock.now();
+  const windowOptions = { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs };
   return build('sync', options, deps, (resource, scope) => {
     const out: { window: TimeWindow; status: PlanWindowStatus; pagesDone: number }[] = [];
-    let st = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
-    const before = st;
+    const before = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
+    let st = before;
     let readFromMs: number | undefined;
-    for (let i = 0; i < 2; i++) {
-      const next = nextWindow(st, { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs });
-      if (next === undefined) break;
-      out.push({ window: next.window, status: next.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
-      readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
-      st = { mark: iso(next.window.toMs) };
+    const split = splitUnits(st);
+    if (split !== undefined) {
+      // A split under way is read first (its parts at once), then the windows after it.
+      const whole = (split[0] as SyncUnit & { kind: 'part' }).split;
+      out.push({ window: whole, status: 'resume', pagesDone: 0 });
+      readFromMs = whole.fromMs;
+      st = split.reduce((s, part) => withUnitCheckpoint(s, part, null), st);
+    }
+    for (let i = out.length; i < 2; i++) {
+      const unit = syncWindowUnit(st, windowOptions);
+      if (unit === undefined) break;
+      out.push({ window: unit.window, status: unit.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
+      readFromMs = Math.min(readFromMs ?? unit.window.fromMs, unit.window.fromMs);
+      st = withUnitCheckpoint(st, unit, null);
     }
     const settleMs = options.settleMs ?? DEFAULT_SETTLE_MS;
     if (resource.settles === true && settleMs > 0) {
-      const resumed = before.settlePending;
-      if (resumed !== undefined) out.push({ window: { fromMs: Date.parse(resumed.from), toMs: Date.parse(resumed.to) }, status: 'settle', pagesDone: 0 });
-      const settled = resumed === undefined ? before.settled : maxIsoOf(before.settled, resumed.to);
-      const next = settleWindow({ ...before, settled }, { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs, settleMs }, before.mark, readFromMs);
+      let settling = before;
+      const resumed = resumedSettleUnit(settling);
+      if (resumed !== undefined) {
+        out.push({ window: resumed.window, status: 'settle', pagesDone: 0 });
+        settling = withUnitCheckpoint(settling, resumed, null);
+      }
+      const next = settleWindow(settling, { ...windowOptions, settleMs }, before.mark, readFromMs);
       if (next.window !== undefined) out.push({ window: next.window, status: 'settle', pagesDone: 0 });
     }
     return out;
@@ -364,10 +380,6 @@ function alignTable(rows: readonly string[][]): string[] {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
-
-function maxIsoOf(a: string | undefined, b: string): string {
-  return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;
-}
 
 /** `1d`, `6h`, `15m`, else the general format. */
 function formatWindowLength(ms: number): string {
