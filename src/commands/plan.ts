@@ -1,7 +1,8 @@
 import type { PlanConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
-import { formatPlan, planBackfill, planSync } from '../pipeline/plan.js';
+import { planBackfill, planSync } from '../pipeline/plan.js';
+import { formatPlan } from './reports.js';
 import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
 import type { CommandIo } from './sync.js';

@@ -1,12 +1,15 @@
 import { formatDuration } from '../core/duration.js';
 import type { CheckReport, CheckResult } from '../pipeline/check.js';
-import { formatSeconds } from '../pipeline/plan.js';
+import type { BackfillStreamResult, BackfillSummary } from '../pipeline/backfill.js';
+import type { Plan } from '../pipeline/plan.js';
+import type { StreamResult } from '../pipeline/stream.js';
 import type { StatusReport } from '../pipeline/status.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 
 /**
- * Reports as text for people: what `check`, `status` and `verify` print. The pipeline builds the
- * reports (data, also printed as JSON with --json); how they read on a terminal is decided here.
+ * Reports as text for people: what `sync`, `backfill`, `plan`, `check`, `status` and `verify`
+ * print. The pipeline builds the reports (data, also printed as JSON with --json); how they read
+ * on a terminal is decided here.
  */
 
 /** The report as text: one line per request, then what was learned. */
@@ -127,4 +130,118 @@ export function formatVerify(report: VerifyReport, options: { readonly onlyMisma
   const matches = report.windows.length - report.mismatches;
   lines.push(`verify: ${report.windows.length} windows checked, ${matches} match, ${report.mismatches} mismatch${report.mismatches === 1 ? '' : 'es'}`);
   return lines;
+}
+
+/** One summary line of a stream; `extra` fields (e.g. a backfill's windows) come after the scope. */
+export function formatStreamLine(s: StreamResult, extra: readonly string[] = []): string {
+  return [
+    `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
+    ...extra,
+    `rows=${s.rows}`,
+    `pages=${s.pages}`,
+    `requests=${s.stats.requests}`,
+    `retries=${s.stats.retries}`,
+    `429s=${s.stats.rateLimited}`,
+    `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
+    `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
+    `seconds=${s.seconds.toFixed(1)}`,
+    s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
+  ].join(' ');
+}
+
+/** One line per resource and project scope, and a last line for the run. */
+export function formatBackfillSummary(summary: BackfillSummary): string[] {
+  const lines = formatBackfillStreams(summary.streams);
+  lines.push(`backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
+  return lines;
+}
+
+/** One line per resource and project scope. */
+export function formatBackfillStreams(streams: readonly BackfillStreamResult[]): string[] {
+  return streams.map((s) => formatStreamLine(s, [`windows=${s.windows}`, `skipped=${s.skipped}`]));
+}
+
+/** Most windows listed per row in the text output (`--json` lists every one). */
+const MAX_WINDOW_LINES = 60;
+
+/** The plan as a table per resource and project, then each row's window breakdown. */
+export function formatPlan(plan: Plan): string[] {
+  const lines: string[] = [];
+  const limits = `limits ${plan.limits.maxRpm}/min per endpoint, ${plan.limits.maxRps}/s combined`;
+  if (plan.kind === 'backfill') {
+    const windowCount = plan.rows.reduce((n, r) => Math.max(n, r.windows.length), 0);
+    lines.push(`plan: backfill [${plan.from}, ${plan.to}) in ${formatWindowLength(plan.windowMs ?? 0)} windows (${windowCount}); ${limits}`);
+  } else {
+    lines.push(`plan: next sync (from state); ${limits}`);
+  }
+  const header = ['resource', 'project', 'windows', 'rows', 'pages', 'requests', 'minimum'];
+  const table: string[][] = [header];
+  for (const row of plan.rows) {
+    const todo = row.windows.filter((w) => w.status !== 'done').length;
+    const windows = row.windows.length === 0 ? '-' : `${todo}/${row.windows.length}`;
+    if (row.unknown !== undefined) {
+      table.push([row.resource, row.scope, windows, `unknown: ${row.unknown}`]);
+      continue;
+    }
+    table.push([
+      row.resource,
+      row.scope,
+      windows,
+      String(row.rows ?? 0),
+      String(row.pages ?? 0),
+      String(row.requests ?? 0),
+      formatSeconds(row.minimumSeconds ?? 0),
+    ]);
+  }
+  lines.push(...alignTable(table));
+  const endpoints = Object.entries(plan.requestsByEndpoint);
+  const requests = endpoints.map(([e, n]) => `${n} requests to ${e}`).join(', ');
+  lines.push(
+    `total (known estimates): ${requests === '' ? 'no requests' : requests}; ` +
+      `minimum ${formatSeconds(plan.minimumSeconds)} under the limits` +
+      (plan.rows.some((r) => r.unknown !== undefined) ? ' (plus the resources marked unknown)' : '') +
+      `; this plan made ${plan.countRequests} count requests`,
+  );
+  for (const note of plan.notes) lines.push(`note: ${note}`);
+  for (const row of plan.rows) {
+    if (row.unknown !== undefined || row.windows.length === 0) continue;
+    lines.push('', `windows of ${row.resource} ${row.scope}:`);
+    for (const w of row.windows.slice(0, MAX_WINDOW_LINES)) {
+      const tag = w.status === 'resume' ? '  (resume)' : w.status === 'settle' ? '  (settle re-read: late enrichment)' : '';
+      const rows = `${w.rowsUpperBound === true ? '≤' : ''}${w.rows ?? '?'}`;
+      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${rows}  pages ${w.pages ?? '?'}${tag}`;
+      lines.push(`  ${w.from} → ${w.to}  ${what}`);
+    }
+    if (row.windows.length > MAX_WINDOW_LINES) lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);
+  }
+  return lines;
+}
+
+function alignTable(rows: readonly string[][]): string[] {
+  const widths: number[] = [];
+  for (const row of rows) {
+    // A long last cell (an "unknown" reason) does not widen the column.
+    row.forEach((cell, i) => {
+      if (i < row.length - 1 || row.length === rows[0]?.length) widths[i] = Math.max(widths[i] ?? 0, cell.length);
+    });
+  }
+  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
+}
+
+
+
+/** `1d`, `6h`, `15m`, else the general format. */
+function formatWindowLength(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return formatDuration(ms);
+}
+
+/** Whole seconds: `0s`, `9s`, `1m09s`, `2h05m`. */
+export function formatSeconds(seconds: number): string {
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }

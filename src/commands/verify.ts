@@ -3,9 +3,9 @@ import type { VerifyConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { formatBackfillStreams } from '../pipeline/backfill.js';
+
 import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
-import { formatVerify } from './reports.js';
+import { formatBackfillStreams, formatVerify } from './reports.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { keepStateIn, stateTableOf } from './state-home.js';

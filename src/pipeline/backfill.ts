@@ -3,7 +3,7 @@ import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { failedBeforeStart } from './run.js';
-import { formatStreamLine, streamCallContext, type StreamResult } from './stream.js';
+import { streamCallContext, type StreamResult } from './stream.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
   BACKFILL_SECTION,
@@ -306,14 +306,3 @@ async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBa
   }
 }
 
-/** One line per resource and project scope, and a last line for the run. */
-export function formatBackfillSummary(summary: BackfillSummary): string[] {
-  const lines = formatBackfillStreams(summary.streams);
-  lines.push(`backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
-  return lines;
-}
-
-/** One line per resource and project scope. */
-export function formatBackfillStreams(streams: readonly BackfillStreamResult[]): string[] {
-  return streams.map((s) => formatStreamLine(s, [`windows=${s.windows}`, `skipped=${s.skipped}`]));
-}

@@ -1,5 +1,4 @@
 import PQueue from 'p-queue';
-import { formatDuration } from '../core/duration.js';
 import { AuthError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
@@ -312,87 +311,5 @@ export function toProgressPlan(plan: Plan): ProgressPlan {
   return { resources, minimumSeconds: plan.minimumSeconds };
 }
 
-/** Most windows listed per row in the text output (`--json` lists every one). */
-const MAX_WINDOW_LINES = 60;
-
-/** The plan as a table per resource and project, then each row's window breakdown. */
-export function formatPlan(plan: Plan): string[] {
-  const lines: string[] = [];
-  const limits = `limits ${plan.limits.maxRpm}/min per endpoint, ${plan.limits.maxRps}/s combined`;
-  if (plan.kind === 'backfill') {
-    const windowCount = plan.rows.reduce((n, r) => Math.max(n, r.windows.length), 0);
-    lines.push(`plan: backfill [${plan.from}, ${plan.to}) in ${formatWindowLength(plan.windowMs ?? 0)} windows (${windowCount}); ${limits}`);
-  } else {
-    lines.push(`plan: next sync (from state); ${limits}`);
-  }
-  const header = ['resource', 'project', 'windows', 'rows', 'pages', 'requests', 'minimum'];
-  const table: string[][] = [header];
-  for (const row of plan.rows) {
-    const todo = row.windows.filter((w) => w.status !== 'done').length;
-    const windows = row.windows.length === 0 ? '-' : `${todo}/${row.windows.length}`;
-    if (row.unknown !== undefined) {
-      table.push([row.resource, row.scope, windows, `unknown: ${row.unknown}`]);
-      continue;
-    }
-    table.push([
-      row.resource,
-      row.scope,
-      windows,
-      String(row.rows ?? 0),
-      String(row.pages ?? 0),
-      String(row.requests ?? 0),
-      formatSeconds(row.minimumSeconds ?? 0),
-    ]);
-  }
-  lines.push(...alignTable(table));
-  const endpoints = Object.entries(plan.requestsByEndpoint);
-  const requests = endpoints.map(([e, n]) => `${n} requests to ${e}`).join(', ');
-  lines.push(
-    `total (known estimates): ${requests === '' ? 'no requests' : requests}; ` +
-      `minimum ${formatSeconds(plan.minimumSeconds)} under the limits` +
-      (plan.rows.some((r) => r.unknown !== undefined) ? ' (plus the resources marked unknown)' : '') +
-      `; this plan made ${plan.countRequests} count requests`,
-  );
-  for (const note of plan.notes) lines.push(`note: ${note}`);
-  for (const row of plan.rows) {
-    if (row.unknown !== undefined || row.windows.length === 0) continue;
-    lines.push('', `windows of ${row.resource} ${row.scope}:`);
-    for (const w of row.windows.slice(0, MAX_WINDOW_LINES)) {
-      const tag = w.status === 'resume' ? '  (resume)' : w.status === 'settle' ? '  (settle re-read: late enrichment)' : '';
-      const rows = `${w.rowsUpperBound === true ? '≤' : ''}${w.rows ?? '?'}`;
-      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${rows}  pages ${w.pages ?? '?'}${tag}`;
-      lines.push(`  ${w.from} → ${w.to}  ${what}`);
-    }
-    if (row.windows.length > MAX_WINDOW_LINES) lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);
-  }
-  return lines;
-}
-
-function alignTable(rows: readonly string[][]): string[] {
-  const widths: number[] = [];
-  for (const row of rows) {
-    // A long last cell (an "unknown" reason) does not widen the column.
-    row.forEach((cell, i) => {
-      if (i < row.length - 1 || row.length === rows[0]?.length) widths[i] = Math.max(widths[i] ?? 0, cell.length);
-    });
-  }
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
-}
-
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** `1d`, `6h`, `15m`, else the general format. */
-function formatWindowLength(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return formatDuration(ms);
-}
-
-/** Whole seconds: `0s`, `9s`, `1m09s`, `2h05m`. */
-export function formatSeconds(seconds: number): string {
-  const s = Math.round(seconds);
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
-}

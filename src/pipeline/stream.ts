@@ -432,23 +432,6 @@ export function streamCallContext(resource: ResourceDefinition, scope: ProjectSc
   return { resource: resource.name, project: scope.key, lane: `${resource.name}|${scope.key}`, stats: newCallStats(), signal };
 }
 
-/** One summary line of a stream; `extra` fields (e.g. a backfill's windows) come after the scope. */
-export function formatStreamLine(s: StreamResult, extra: readonly string[] = []): string {
-  return [
-    `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
-    ...extra,
-    `rows=${s.rows}`,
-    `pages=${s.pages}`,
-    `requests=${s.stats.requests}`,
-    `retries=${s.stats.retries}`,
-    `429s=${s.stats.rateLimited}`,
-    `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
-    `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
-    `seconds=${s.seconds.toFixed(1)}`,
-    s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
-  ].join(' ');
-}
-
 const isoWindow = (w: TimeWindow): { from: string; to: string } => ({ from: new Date(w.fromMs).toISOString(), to: new Date(w.toMs).toISOString() });
 
 function maxIso(a: string | undefined, b: string): string {
