@@ -8,7 +8,7 @@ import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-tabl
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
-import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type WindowCount } from './destination.js';
+import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 
 export interface DuckDbOpenOptions {
   /** While another process holds the file, keep retrying this long. @default 0 (fail at once) */
@@ -221,6 +221,13 @@ export class DuckDbDestination implements Destination {
           this.tables.delete(shadow);
         }
       }
+    });
+  }
+
+  defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
+    return this.serial(async () => {
+      const query = select({ table: (t) => `main.${ident(t)}`, column: ident });
+      await this.connection.run(`CREATE OR REPLACE VIEW main.${ident(name)} AS ${query}`);
     });
   }
 
