@@ -1,14 +1,14 @@
 import { rmSync } from 'node:fs';
 import { PassThroughClient } from 'google-auth-library';
-import nock from 'nock';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { statePathOf, syncOnce } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator as startTestEmulator } from '../fakes/lifecycle.js';
 
 /**
  * State in BigQuery: each batch's MERGE and the state's MERGE go in one multi-statement transaction
@@ -16,32 +16,12 @@ import { tempDir } from '../fakes/tmp.js';
  * without its state file restores the state from the dataset.
  */
 
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-  nock.enableNetConnect('127.0.0.1');
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  nock.cleanAll();
-  nock.enableNetConnect();
-});
+isolateNock();
 
-async function emulator(seed: number, eventsPerProject: number): Promise<Emulator> {
-  const emu = await startEmulator({ seed, eventsPerProject, limits: false });
-  cleanups.push(() => emu.close());
-  return emu;
-}
+/** An emulator without rate limits, closed after the test. */
+const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> => startTestEmulator({ seed, eventsPerProject, limits: false });
 
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
-
-const destination = (): (() => Promise<BigQueryDestination>) => async () =>
-  new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), sleep: async () => undefined, maxAttempts: 3, retryBaseMs: 1 });
+const destination = (): (() => Promise<BigQueryDestination>) => async () => testBigQueryDestination();
 
 describe('state in BigQuery', () => {
   it('writes each batch and its checkpoint in one transaction, and a sync without its state file restores the state from the dataset', async () => {

@@ -1,11 +1,9 @@
-import { PassThroughClient } from 'google-auth-library';
 import { isLosslessNumber, parse as losslessParse } from 'lossless-json';
-import nock from 'nock';
-import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { AuthError, ConfigError, LoadError, RetriesExhaustedError } from '../../src/core/errors.js';
 import type { LogicalType, TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination, type BigQueryDestinationOptions } from '../../src/load/bigquery.js';
+import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, errorReply, type RecordedRequest, type TableResource } from '../fixtures/bigquery/fake-bigquery.js';
 import { BEYOND_2_53, LAST_NS_OF_MAY_1, eventRows, eventsTable, traceRows, tracesTable } from '../fixtures/bigquery/tables.js';
 
@@ -36,19 +34,14 @@ function setup(options: Partial<BigQueryDestinationOptions> = {}): Harness {
   const fake = new FakeBigQuery('proj');
   fake.install(options.apiEndpoint);
   const sleeps: number[] = [];
-  const logs: Record<string, unknown>[] = [];
   const printed: string[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
-  const dest = new BigQueryDestination({
-    projectId: 'proj',
-    dataset: 'sync',
-    authClient: new PassThroughClient(),
+  const { logger, logs } = capturedLogger();
+  const dest = testBigQueryDestination({
     logger,
     sleep: async (ms) => {
       sleeps.push(ms);
     },
     now: () => NOW,
-    maxAttempts: 3,
     retryBaseMs: 100,
     print: (line) => void printed.push(line),
     ...options,
@@ -57,18 +50,13 @@ function setup(options: Partial<BigQueryDestinationOptions> = {}): Harness {
   return harness;
 }
 
-beforeEach(() => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-  nock.enableNetConnect('127.0.0.1');
-});
+isolateNock();
 
 afterEach(async () => {
   // Every request the client made was one the fake serves.
   const unhandled = harness?.fake.unhandled.map((r) => `${r.method} ${r.path}`) ?? [];
   await harness?.dest.close();
   harness = undefined;
-  nock.cleanAll();
   expect(unhandled).toEqual([]);
 });
 
