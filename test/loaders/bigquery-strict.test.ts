@@ -361,7 +361,7 @@ describe('errors', () => {
     const fake = fakeFor();
     const { dest } = make();
     await dest.write({ table: eventsTable, rows: [eventRow('e1', '2024-05-01T00:00:00Z')] });
-    fake.intercept = (request) => (request.api === 'tables.patch' ? errorReply(412, 'conditionNotMet', 'Precondition check failed.') : undefined);
+    fake.failEvery('tables.patch', errorReply(412, 'conditionNotMet', 'Precondition check failed.'));
     const withCountry: TableSchema = { ...eventsTable, columns: [...eventsTable.columns, { name: 'country', type: 'string' }] };
     const error = await dest.write({ table: withCountry, rows: [eventRow('e2', '2024-05-01T00:00:00Z', { country: 'DE' })] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LoadError);
