@@ -148,10 +148,9 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
   });
 
   it('reads the stored events only in the batch\'s partitions (as the MERGE does), and still rewrites exactly their signals', async () => {
-    nock.disableNetConnect();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+    const dest = testBigQueryDestination({ print: () => undefined });
     const t = new SchemaTracker(events, undefined, 'run-1');
     // 30 days of events with signals, then one event of the last day re-read with other signals.
     const days = Array.from({ length: 30 }, (_, i) => new Date(Date.parse('2026-10-01T12:00:00Z') + i * 86_400_000).toISOString());
