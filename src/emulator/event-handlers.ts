@@ -4,9 +4,8 @@
 
 import type { JsonValue } from './types.js';
 import type { EventEntry, JsonObject } from './entries.js';
-import { type Handler, type RequestContext, allOf, getById, listBody, singleProject } from './handler-context.js';
+import { type Handler, type RequestContext, allOf, getById, listBody } from './handler-context.js';
 import {
-  ApiError,
   badRequest,
   optional,
   parseCursor,
