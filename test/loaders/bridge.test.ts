@@ -1,25 +1,18 @@
 import { join } from 'node:path';
-import { PassThroughClient } from 'google-auth-library';
-import nock from 'nock';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { defineViews } from '../../src/pipeline/views.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir } from '../fakes/lifecycle.js';
 
-const dirs: Array<{ cleanup(): void }> = [];
-afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
-function dbPath(): string {
-  const d = tempDir();
-  dirs.push(d);
-  return join(d.dir, 'w.duckdb');
-}
+/** A DuckDB file in a folder removed after the test. */
+const dbPath = (): string => join(dir(), 'w.duckdb');
 
 const ts = '2026-11-20T10:00:00.000Z';
 const sig = (id: string, score: number): ApiRecord => ({ id, name: `name of ${id}`, score });
@@ -111,15 +104,12 @@ describe('event_signals: the bridge written with the events, in the same transac
 });
 
 describe('event_signals in BigQuery (the real client, the strict double): rewritten right after the events MERGE', () => {
-  afterEach(() => {
-    nock.cleanAll();
-  });
+  isolateNock();
 
   it('holds the unnested arrays; a re-read event with fewer or no signals keeps exactly its new ones, in one script after the MERGE', async () => {
-    nock.disableNetConnect();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+    const dest = testBigQueryDestination({ print: () => undefined });
     const bridgeRows = (): unknown[] =>
       fake
         .rows('sync', 'event_signals')
@@ -158,10 +148,9 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
   });
 
   it('reads the stored events only in the batch\'s partitions (as the MERGE does), and still rewrites exactly their signals', async () => {
-    nock.disableNetConnect();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+    const dest = testBigQueryDestination({ print: () => undefined });
     const t = new SchemaTracker(events, undefined, 'run-1');
     // 30 days of events with signals, then one event of the last day re-read with other signals.
     const days = Array.from({ length: 30 }, (_, i) => new Date(Date.parse('2026-10-01T12:00:00Z') + i * 86_400_000).toISOString());
