@@ -447,8 +447,6 @@ export interface VerifyConfig extends SyncConfig {
 export interface StatusConfig
   extends Pick<SyncConfig, 'statePath' | 'resources' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   readonly json: boolean;
-  /** The API key from the environment, if set: only to keep it out of what `status` prints. */
-  readonly redactKey?: string;
 }
 
 /** What `reset` needs: the state file and which streams to forget. */
@@ -488,7 +486,6 @@ export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
     json: read.bool('json') ?? false,
-    redactKey: emptyToUndefined(env[envName('api-key')] ?? env[ENV.apiKey]),
   });
 }
 
@@ -513,7 +510,6 @@ export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv 
     statePath: DEFAULT_STATE_PATH,
     resources: RESOURCES,
     json: false,
-    redactKey: undefined,
     out: read.text('out') ?? 'sources.yml',
   });
 }

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor, RunStoppedError, type QuerySyncError } from '../core/errors.js';
-import { redact, type Logger } from '../core/log.js';
+import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { planSync, toProgressPlan, type Plan } from '../pipeline/plan.js';
 import { runSync, type RunSummary } from '../pipeline/run.js';
@@ -187,7 +187,7 @@ export async function withWritingRun(
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
-  for (const line of outcome.output) io.print(redact(line, [config.apiKey]));
+  for (const line of outcome.output) io.print(line);
   return outcome.code;
 }
 
@@ -322,7 +322,7 @@ export interface ErrorJson {
   readonly message: string;
 }
 
-/** `sync --json`: one object a scheduler can read (the key is redacted from the printed text). */
+/** `sync --json`: one object a scheduler can read. */
 export interface RunJson {
   readonly command: string;
   readonly ok: boolean;

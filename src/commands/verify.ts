@@ -1,7 +1,6 @@
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { VerifyConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
-import { redact } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 
 import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
@@ -22,8 +21,7 @@ export const VERIFY_MISMATCH_EXIT = 5;
  * window walk, under the `backfill` run lock) and checks them again.
  */
 export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promise<number> {
-  const secrets = [config.apiKey];
-  const print = (line: string): void => io.print(redact(line, secrets));
+  const print = io.print;
   const runtime = createRuntime({ ...config, progress: config.repair ? config.progress : 'off' }, io);
   const { clock, logger, client } = runtime;
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
