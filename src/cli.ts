@@ -21,7 +21,7 @@ import { ConfigError, exitCodeFor, QuerySyncError } from './core/errors.js';
 import { redact } from './core/log.js';
 import { envName, type CommandName, type OptionSpec } from './options.js';
 import type { ResetIo } from './commands/reset.js';
-import type { CommandIo } from './commands/sync.js';
+import type { CommandIo } from './commands/io.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 

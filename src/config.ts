@@ -7,7 +7,7 @@ import type { LogFormat } from './core/log.js';
 import type { ChildSelection, ResourceDefinition, SavedSearch } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
-import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/timeouts.js';
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';

@@ -9,7 +9,8 @@ import { runSettings } from './sync.js';
 import { planBackfill } from '../pipeline/plan.js';
 import { backfillProgressHooks } from './runtime.js';
 import { isStopConsequence, stoppedLine } from './stop.js';
-import { logStreams, planForProgress, runExitCode, runJson, withWritingRun, type CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
+import { logStreams, planForProgress, runExitCode, runJson, withWritingRun } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.

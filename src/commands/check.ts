@@ -4,7 +4,7 @@ import { checkApi, checkExitCode } from '../pipeline/check.js';
 import { formatCheck } from './reports.js';
 import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 /**
  * `query-sync check`: one request per endpoint and project scope (first pages only, nothing

@@ -2,7 +2,7 @@ import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { startEmulator, type Flavor } from '../emulator/index.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 export interface EmulateFlags {
   readonly port: number;

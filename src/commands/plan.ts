@@ -4,7 +4,7 @@ import { planBackfill, planSync } from '../pipeline/plan.js';
 import { formatPlan } from './reports.js';
 import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 /**
  * `query-sync plan`: with `--from/--to` the plan of that backfill, else of the next sync from state.

@@ -7,7 +7,7 @@ import { buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline
 import { formatStatus } from './reports.js';
 import { readStateFrom } from './state-home.js';
 import { openReadOnly } from './open-destination.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 /**
  * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.

@@ -21,15 +21,9 @@ import { keepStateIn } from './state-home.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
 import { assertCanRefresh, finishRefresh, refreshedTables, refreshState, ShadowDestination } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
+import type { CommandIo } from './io.js';
 import { createRuntime, syncProgressHooks, type Runtime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine, type RunStop } from './stop.js';
-
-export interface CommandIo {
-  /** Command output (summaries): stdout by default. Logs go to stderr. */
-  readonly print: (line: string) => void;
-  readonly clock?: Clock;
-  readonly signal?: AbortSignal;
-}
 
 /**
  * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the

@@ -10,7 +10,8 @@ import { openDestination } from './open-destination.js';
 import { keepStateIn, stateTableOf } from './state-home.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, stoppedLine } from './stop.js';
-import { openRunState, type CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
+import { openRunState } from './sync.js';
 
 /** Exit code when the warehouse and the API disagree (after `--repair`, if asked). */
 export const VERIFY_MISMATCH_EXIT = 5;
