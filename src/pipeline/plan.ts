@@ -143,13 +143,13 @@ export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<
     let readFromMs: number | undefined;
     const split = splitUnits(st);
     if (split !== undefined) {
-      // A split under way is read first (its parts at once), then the windows after it.
-      const whole = (split[0] as SyncUnit & { kind: 'part' }).split;
-      out.push({ window: whole, status: 'resume', pagesDone: 0 });
-      readFromMs = whole.fromMs;
+      // A split under way is read first: its parts not yet stored, at once; then the windows after it.
+      for (const part of split) out.push({ window: part.window, status: part.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
+      readFromMs = (split[0] as SyncUnit & { kind: 'part' }).split.fromMs;
       st = split.reduce((s, part) => withUnitCheckpoint(s, part, null), st);
     }
-    for (let i = out.length; i < 2; i++) {
+    // A window left mid-way (pending), then the next one: at most two window units.
+    for (let i = 0; i < 2; i++) {
       const unit = syncWindowUnit(st, windowOptions);
       if (unit === undefined) break;
       out.push({ window: unit.window, status: unit.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
@@ -178,99 +178,13 @@ async function build(
   windowsOf: (resource: ResourceDefinition, scope: ProjectScope) => Target['windows'],
   range: { from?: string; to?: string; windowMs?: number },
 ): Promise<Plan> {
-  const notes: string[] = [];
-  const targets: Target[] = [];
-  const unknownRows: PlanRow[] = [];
-  for (const resource of options.resources) {
-    const scopes = initialScopes(resource, options, deps.state.projects);
-    if (scopes === undefined) {
-      unknownRows.push({
-        resource: resource.name,
-        scope: '*',
-        endpoint: resource.path,
-        windows: [],
-        unknown: `${resource.path} is read one project at a time and no project is known yet (pass --project-ids, or run a sync first)`,
-      });
-      continue;
-    }
-    const byParent = resource.perParent !== undefined && readsByParent(deps.state, resource) === true;
-    if (byParent) {
-      // Per-parent children: one request per queued parent record (the backlog in state).
-      const pending = childBacklog(deps.state, resource).pending;
-      for (const scope of scopes) {
-        const requests = pending[scope.fallbackProjectId ?? scope.key] ?? 0;
-        unknownRows.push({
-          resource: resource.name,
-          scope: scope.key,
-          endpoint: resource.path,
-          windows: [],
-          rows: undefined,
-          pages: requests,
-          requests,
-          minimumSeconds: minimumSeconds({ [resource.path]: requests }, deps.limits),
-        });
-      }
-      notes.push(
-        `${resource.name} are read one ${resource.perParent?.parent ?? 'parent'} record at a time on this server: the requests shown are the backlog in state; ` +
-          `the sync adds one per new record it selects (--traces)`,
-      );
-      continue;
-    }
-    for (const scope of scopes) targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
-  }
-
+  const { targets, unknownRows, notes } = planTargets(options, deps, windowsOf);
   const queue = new PQueue({ concurrency: deps.concurrency ?? 8 });
-  let countRequests = 0;
-  const rows: PlanRow[] = [];
-  await Promise.all(
-    targets.map(async (target): Promise<void> => {
-      const { resource, scope } = target;
-      const base = { resource: resource.name, scope: scope.key, endpoint: resource.path };
-      const plainWindows = target.windows.map((w) => ({ from: iso(w.window.fromMs), to: iso(w.window.toMs), status: w.status }));
-      if (resource.mode === 'full') {
-        rows.push({ ...base, windows: [], unknown: `full refresh: read once, no count endpoint is documented for ${resource.path}` });
-        return;
-      }
-      if (resource.countPath === undefined) {
-        rows.push({ ...base, windows: plainWindows, unknown: `no count endpoint is documented for ${resource.path}` });
-        return;
-      }
-      const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `plan|${resource.name}|${scope.key}`, stats: newCallStats() };
-      try {
-        const windows = await Promise.all(
-          target.windows.map(async (w): Promise<PlanWindow> => {
-            const from = iso(w.window.fromMs);
-            const to = iso(w.window.toMs);
-            if (w.status === 'done') return { from, to, status: 'done', pages: 0 };
-            const count = await queue.add(() => countRecords(deps.client, resource, scope, w.window, ctx));
-            const pages = Math.max(1, Math.max(1, Math.ceil(count / resource.maxPageSize)) - w.pagesDone);
-            // Rows still to read, as pages are: a resumed window's rows stored before are not planned again.
-            const rows = Math.max(0, count - (w.rowsDone ?? 0));
-            const upper = w.status === 'resume' && w.rowsDone === undefined;
-            return { from, to, status: w.status, rows, pages, ...(upper ? { rowsUpperBound: true } : {}) };
-          }),
-        );
-        const todo = windows.filter((w) => w.status !== 'done');
-        const requests = todo.reduce((n, w) => n + (w.pages ?? 0), 0);
-        rows.push({
-          ...base,
-          windows,
-          rows: todo.reduce((n, w) => n + (w.rows ?? 0), 0),
-          pages: requests,
-          requests,
-          minimumSeconds: minimumSeconds({ [resource.path]: requests }, deps.limits),
-        });
-      } catch (error) {
-        if (error instanceof AuthError) throw error; // a bad key or project: the whole plan fails
-        rows.push({ ...base, windows: plainWindows, unknown: `the count request failed: ${(error as Error).message}` });
-      } finally {
-        countRequests += ctx.stats.requests;
-      }
-    }),
-  );
+  const counted = await Promise.all(targets.map((target) => countTarget(target, deps, queue)));
+  const countRequests = counted.reduce((n, c) => n + c.countRequests, 0);
 
   const order = new Map(options.resources.map((r, i) => [r.name, i]));
-  const all = [...rows, ...unknownRows].sort(
+  const all = [...counted.map((c) => c.row), ...unknownRows].sort(
     (a, b) => (order.get(a.resource) ?? 0) - (order.get(b.resource) ?? 0) || a.scope.localeCompare(b.scope),
   );
   const requestsByEndpoint: Record<string, number> = {};
@@ -291,6 +205,97 @@ async function build(
     countRequests,
     notes,
   };
+}
+
+/**
+ * What the plan covers: a target (resource, scope, its units) per stream to count, and the rows
+ * known without counting: a resource with no project yet, and per-parent children (their backlog).
+ */
+function planTargets(
+  options: ScopeOptions,
+  deps: PlanDeps,
+  windowsOf: (resource: ResourceDefinition, scope: ProjectScope) => Target['windows'],
+): { targets: Target[]; unknownRows: PlanRow[]; notes: string[] } {
+  const notes: string[] = [];
+  const targets: Target[] = [];
+  const unknownRows: PlanRow[] = [];
+  for (const resource of options.resources) {
+    const scopes = initialScopes(resource, options, deps.state.projects);
+    if (scopes === undefined) {
+      unknownRows.push({
+        resource: resource.name,
+        scope: '*',
+        endpoint: resource.path,
+        windows: [],
+        unknown: `${resource.path} is read one project at a time and no project is known yet (pass --project-ids, or run a sync first)`,
+      });
+      continue;
+    }
+    const byParent = resource.perParent !== undefined && readsByParent(deps.state, resource) === true;
+    if (!byParent) {
+      for (const scope of scopes) targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
+      continue;
+    }
+    // Per-parent children: one request per queued parent record (the backlog in state).
+    const pending = childBacklog(deps.state, resource).pending;
+    for (const scope of scopes) {
+      const requests = pending[scope.fallbackProjectId ?? scope.key] ?? 0;
+      unknownRows.push({
+        resource: resource.name,
+        scope: scope.key,
+        endpoint: resource.path,
+        windows: [],
+        rows: undefined,
+        pages: requests,
+        requests,
+        minimumSeconds: minimumSeconds({ [resource.path]: requests }, deps.limits),
+      });
+    }
+    notes.push(
+      `${resource.name} are read one ${resource.perParent?.parent ?? 'parent'} record at a time on this server: the requests shown are the backlog in state; ` +
+        `the sync adds one per new record it selects (--traces)`,
+    );
+  }
+  return { targets, unknownRows, notes };
+}
+
+/** One stream's row of the plan: each unit counted (at most `queue`'s concurrency at once), its pages and floor. */
+async function countTarget(target: Target, deps: PlanDeps, queue: PQueue): Promise<{ row: PlanRow; countRequests: number }> {
+  const { resource, scope } = target;
+  const base = { resource: resource.name, scope: scope.key, endpoint: resource.path };
+  const plainWindows = target.windows.map((w) => ({ from: iso(w.window.fromMs), to: iso(w.window.toMs), status: w.status }));
+  if (resource.mode === 'full') return { row: { ...base, windows: [], unknown: `full refresh: read once, no count endpoint is documented for ${resource.path}` }, countRequests: 0 };
+  if (resource.countPath === undefined) return { row: { ...base, windows: plainWindows, unknown: `no count endpoint is documented for ${resource.path}` }, countRequests: 0 };
+  const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `plan|${resource.name}|${scope.key}`, stats: newCallStats() };
+  try {
+    const windows = await Promise.all(
+      target.windows.map(async (w): Promise<PlanWindow> => {
+        const from = iso(w.window.fromMs);
+        const to = iso(w.window.toMs);
+        if (w.status === 'done') return { from, to, status: 'done', pages: 0 };
+        const count = await queue.add(() => countRecords(deps.client, resource, scope, w.window, ctx));
+        const pages = Math.max(1, Math.max(1, Math.ceil(count / resource.maxPageSize)) - w.pagesDone);
+        // Rows still to read, as pages are: a resumed window's rows stored before are not planned again.
+        const rows = Math.max(0, count - (w.rowsDone ?? 0));
+        const upper = w.status === 'resume' && w.rowsDone === undefined;
+        return { from, to, status: w.status, rows, pages, ...(upper ? { rowsUpperBound: true } : {}) };
+      }),
+    );
+    const todo = windows.filter((w) => w.status !== 'done');
+    const requests = todo.reduce((n, w) => n + (w.pages ?? 0), 0);
+    const row = {
+      ...base,
+      windows,
+      rows: todo.reduce((n, w) => n + (w.rows ?? 0), 0),
+      pages: requests,
+      requests,
+      minimumSeconds: minimumSeconds({ [resource.path]: requests }, deps.limits),
+    };
+    return { row, countRequests: ctx.stats.requests };
+  } catch (error) {
+    if (error instanceof AuthError) throw error; // a bad key or project: the whole plan fails
+    return { row: { ...base, windows: plainWindows, unknown: `the count request failed: ${(error as Error).message}` }, countRequests: ctx.stats.requests };
+  }
 }
 
 /** What the progress display needs of a plan: per resource, the known rows, pages and floors. */
