@@ -192,22 +192,31 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
     }
   } catch (error) {
     if (!(error instanceof CursorRejectedError)) throw error;
-    const where = window === undefined ? 'the whole resource' : `window [${new Date(window.fromMs).toISOString()}, ${new Date(window.toMs).toISOString()})`;
-    if (restarts >= MAX_WINDOW_RESTARTS) {
-      throw new PaginationError(
-        `the server refused our cursor ${restarts + 1} times while reading ${where} (restarted from its first page ${restarts} times); ` +
-          `expected a cursor to stay valid for one walk. Last refusal: ${error.message}`,
-        { cause: error, context: ctx },
-      );
-    }
-    deps.logger.warn(
-      { resource: resource.name, project: scope.key, status: error.status, pagesRead: pagesInWalk, restart: restarts + 1, maxRestarts: MAX_WINDOW_RESTARTS },
-      `cursor refused after ${pagesInWalk} pages of ${where} (HTTP ${error.status}); re-reading it from its first page (keyed merges make the re-read harmless)`,
-    );
-    await options.onCursorRejected?.();
+    await refusedCursor(error, options, deps, restarts, pagesInWalk);
     return walkWindow({ ...options, startCursor: undefined, onFirstPage: undefined }, deps, totals, restarts + 1);
   }
   return 'done';
+}
+
+/**
+ * The server refused the walk's cursor: fail once the window was restarted `MAX_WINDOW_RESTARTS`
+ * times, else say so and let the owner forget the cursor (the caller restarts from the first page).
+ */
+async function refusedCursor(error: CursorRejectedError, options: WalkOptions, deps: WalkDeps, restarts: number, pagesInWalk: number): Promise<void> {
+  const { resource, scope, window, ctx } = options;
+  const where = window === undefined ? 'the whole resource' : `window [${new Date(window.fromMs).toISOString()}, ${new Date(window.toMs).toISOString()})`;
+  if (restarts >= MAX_WINDOW_RESTARTS) {
+    throw new PaginationError(
+      `the server refused our cursor ${restarts + 1} times while reading ${where} (restarted from its first page ${restarts} times); ` +
+        `expected a cursor to stay valid for one walk. Last refusal: ${error.message}`,
+      { cause: error, context: ctx },
+    );
+  }
+  deps.logger.warn(
+    { resource: resource.name, project: scope.key, status: error.status, pagesRead: pagesInWalk, restart: restarts + 1, maxRestarts: MAX_WINDOW_RESTARTS },
+    `cursor refused after ${pagesInWalk} pages of ${where} (HTTP ${error.status}); re-reading it from its first page (keyed merges make the re-read harmless)`,
+  );
+  await options.onCursorRejected?.();
 }
 
 /** The client-side cut-off: the server may ignore or widen the filter. */
