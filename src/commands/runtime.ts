@@ -2,8 +2,8 @@ import type { SyncConfig } from '../config.js';
 import { systemClock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
-import type { RequestBudget } from '../http/budget.js';
-import { ApiClient } from '../http/client.js';
+import type { RateLimits, RequestBudget } from '../http/budget.js';
+import { ApiClient, type ApiClientOptions } from '../http/client.js';
 import { observedBudget } from '../http/budget-observer.js';
 import { createScheduler } from '../http/scheduler.js';
 import type { BackfillHooks } from '../pipeline/backfill.js';
@@ -48,22 +48,23 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
   let display: ProgressDisplay = NO_PROGRESS;
   if (tty !== undefined) display = tty;
   else if (config.progress === 'log' && logger.isLevelEnabled('info')) display = new LogProgressDisplay(tracker, logger, config.progressIntervalMs);
-  // Observed: the display shows requests waiting for the budget, and 429 pauses.
-  const budget = observedBudget(createScheduler({ limits: config.limits, logger }), {
-    queued: (endpoint, lane) => tracker.requestQueued(endpoint, lane),
-    dequeued: (lane, started) => tracker.requestDequeued(lane, started),
-    rateLimited: (endpoint, retryAfterMs) => tracker.rateLimitedOn(endpoint, retryAfterMs),
-  });
-  const client = new ApiClient({
+  const { budget, client } = connectApi({
     baseUrl: config.baseUrl,
     apiKey: config.apiKey,
     projectHeader: config.projectHeader,
-    budget,
+    limits: config.limits,
     clock,
     logger,
     timeouts: config.timeouts,
     onBackoff: (ctx, delayMs, reason) => tracker.backingOff(ctx.resource, delayMs, reason),
     maxRetryAfterMs: config.maxRetryAfterMs,
+    // Observed: the display shows requests waiting for the budget, and 429 pauses.
+    observe: (scheduler) =>
+      observedBudget(scheduler, {
+        queued: (endpoint, lane) => tracker.requestQueued(endpoint, lane),
+        dequeued: (lane, started) => tracker.requestDequeued(lane, started),
+        rateLimited: (endpoint, retryAfterMs) => tracker.rateLimitedOn(endpoint, retryAfterMs),
+      }),
   });
   return {
     clock,
@@ -79,6 +80,23 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
       await client.close();
     },
   };
+}
+
+export interface ApiConnectionOptions extends Omit<ApiClientOptions, 'budget'> {
+  readonly limits: RateLimits;
+  /** Wrap the scheduler (a progress display, a benchmark's timeline); the client sees the wrapper. */
+  readonly observe?: (scheduler: RequestBudget) => RequestBudget;
+}
+
+/**
+ * The API side of a run, wired one way for the commands, the test harness and the benchmarks: the
+ * run's one scheduler (every request of every stream goes through it) and the client over it.
+ */
+export function connectApi(options: ApiConnectionOptions): { readonly budget: RequestBudget; readonly client: ApiClient } {
+  const { limits, observe, ...clientOptions } = options;
+  const scheduler = createScheduler({ limits, logger: options.logger });
+  const budget = observe === undefined ? scheduler : observe(scheduler);
+  return { budget, client: new ApiClient({ ...clientOptions, budget }) };
 }
 
 /** Sync hooks feeding the tracker: a stream is one "window" of its resource. */

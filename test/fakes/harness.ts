@@ -8,11 +8,11 @@ import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
 import type { ApiRecord, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
-import { ApiClient, type ApiClientOptions, type RetryOptions } from '../../src/http/client.js';
-import { createScheduler } from '../../src/http/scheduler.js';
+import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/pipeline/run.js';
+import { connectApi } from '../../src/commands/runtime.js';
 import { keepStateIn } from '../../src/commands/state-home.js';
 import { StateStore } from '../../src/state/store.js';
 
@@ -55,12 +55,11 @@ export function runOptionsOf<O extends PipelineTarget & { readonly resources?: r
  */
 export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 'backfill', body: (deps: SyncDeps) => Promise<T>): Promise<T> {
   const logger = target.client?.logger ?? silentLogger();
-  const budget = createScheduler({ limits: target.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 } });
-  const client = new ApiClient({
+  const { client } = connectApi({
     baseUrl: target.baseUrl,
     apiKey: target.apiKey,
     projectHeader: target.projectHeader ?? PROJECT_HEADERS,
-    budget,
+    limits: target.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 },
     clock: systemClock,
     logger,
     retry: target.retry ?? FAST_RETRY,
