@@ -40,6 +40,8 @@ export interface RecordsOverTime {
   readonly total: number;
   /** Requests made. */
   readonly requests: number;
+  /** The interval of the buckets. */
+  readonly interval: Interval;
 }
 
 /** One timeseries request over `window` at `interval`. */
@@ -110,7 +112,49 @@ export async function recordsOverTime(
     // Nothing lies before the narrowed window (the coarser answer said so): say it, so buckets cover the window.
     result = again;
   }
-  return { buckets: result.buckets, total: result.total, requests };
+  return { buckets: result.buckets, total: result.total, requests, interval };
+}
+
+/**
+ * `buckets` with the stretches around each of `targets` (records counted from the window's start,
+ * ± `slack` records) asked again at a finer interval, one request each, at once: where a split must
+ * cut on a whole page, hour buckets of ~100 records rarely end on one; minute buckets nearly
+ * always do. Stretches the coarse answer cannot refine (already the finest interval, or one bucket
+ * too heavy to narrow) are left as they are.
+ */
+export async function refineAround(
+  client: ApiClient,
+  decl: SplitDeclaration,
+  scope: ProjectScope,
+  coarse: RecordsOverTime,
+  targets: readonly number[],
+  slack: number,
+  ctx: CallContext,
+): Promise<{ readonly buckets: readonly WindowCount[]; readonly requests: number }> {
+  const sorted = [...coarse.buckets].sort((a, b) => a.window.fromMs - b.window.fromMs);
+  const spans: TimeWindow[] = [];
+  for (const target of targets) {
+    let before = 0;
+    let fromMs: number | undefined;
+    let toMs: number | undefined;
+    for (const b of sorted) {
+      const after = before + b.count;
+      if (after > target - slack && before < target + slack) {
+        fromMs ??= b.window.fromMs;
+        toMs = b.window.toMs;
+      }
+      before = after;
+    }
+    if (fromMs === undefined || toMs === undefined) continue;
+    const last = spans.at(-1);
+    if (last !== undefined && fromMs <= last.toMs) spans[spans.length - 1] = { fromMs: last.fromMs, toMs: Math.max(last.toMs, toMs) };
+    else spans.push({ fromMs, toMs });
+  }
+  const finer = spans.filter((w) => INTERVALS.indexOf(intervalFor(w)) < INTERVALS.indexOf(coarse.interval));
+  const answers = await Promise.all(finer.map((w) => timeseries(client, decl, scope, w, intervalFor(w), ctx)));
+  const inside = (b: WindowCount): boolean => finer.some((w) => b.window.fromMs >= w.fromMs && b.window.toMs <= w.toMs);
+  const buckets = [...sorted.filter((b) => !inside(b)), ...answers.flatMap((a) => a.buckets)].sort((a, b) => a.window.fromMs - b.window.fromMs);
+  return { buckets, requests: answers.length };
 }
 
 function field(value: JsonValue | undefined, name: string): JsonValue | undefined {
