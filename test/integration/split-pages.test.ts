@@ -28,7 +28,7 @@ describe('planSplit cuts on whole pages', () => {
     const ctx = { resource: 'events', project: 'default', lane: 'events|default', stats: newCallStats() };
     const window = { fromMs: 0, toMs: Date.now() };
     const before = ctx.stats.requests;
-    const plan = await planSplit(events, { key: 'default', header: 'default' }, window, undefined, 16, { client, logger: silentLogger(), clock: systemClock }, ctx);
+    const plan = await planSplit(events, { key: 'default', header: 'default', fallbackProjectId: 'default' }, window, undefined, 16, { client, logger: silentLogger(), clock: systemClock }, ctx);
     expect(plan, 'a 400-page window is split').toBeDefined();
     const parts = plan?.parts ?? [];
     expect(parts.length).toBeGreaterThanOrEqual(4);
