@@ -24,6 +24,8 @@ export interface GateOptions {
   /** The key whose requests are counted (others pass: the emulator answers them 401). */
   readonly apiKey: string;
   readonly limits: RateLimitOptions;
+  /** @default 0 (ephemeral). The host is always 127.0.0.1. */
+  readonly port?: number;
   readonly now?: () => number;
 }
 
@@ -58,7 +60,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('Emulator gate: no TCP address');

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { ApiRecord } from './types.js';
-import type { EmulatorOptions, EmulatorStats } from './index.js';
+import type { EmulatorOptions, EmulatorStats, Flavor } from './index.js';
 
 /**
  * The emulator on its own thread, with its own event loop, so its rate windows see arrivals as a
@@ -12,6 +12,9 @@ import type { EmulatorOptions, EmulatorStats } from './index.js';
 export interface EmulatorThread {
   readonly url: string;
   readonly apiKey: string;
+  readonly writeKey: string;
+  readonly flavor: Flavor;
+  readonly projectHeader: string;
   addEvents(project: string, count: number): Promise<number>;
   /** Records of each resource whose cursor value is before `beforeMs`, per resource. */
   counts(beforeMs: number): Promise<Record<string, number>>;
@@ -33,14 +36,21 @@ export interface LoopDelay {
 
 export async function startEmulatorThread(options: EmulatorOptions): Promise<EmulatorThread> {
   const limits = options.limits;
-  const server = await startWorker<{ url: string; apiKey: string }>(new URL('./worker.js', import.meta.url), { ...options, limits: false });
-  const gate =
-    limits === undefined || limits === false
-      ? undefined
-      : await startWorker<{ url: string }>(new URL('./gate-worker.js', import.meta.url), { target: server.ready.url, apiKey: server.ready.apiKey, limits });
+  const gated = limits !== undefined && limits !== false;
+  // With a gate, the gate listens on the port asked for and the emulator on an ephemeral one.
+  const server = await startWorker<{ url: string; apiKey: string; writeKey: string; flavor: Flavor; projectHeader: string }>(
+    new URL('./worker.js', import.meta.url),
+    { ...options, limits: false, port: gated ? 0 : options.port },
+  );
+  const gate = gated
+    ? await startWorker<{ url: string }>(new URL('./gate-worker.js', import.meta.url), { target: server.ready.url, apiKey: server.ready.apiKey, limits, port: options.port })
+    : undefined;
   return {
     url: gate?.ready.url ?? server.ready.url,
     apiKey: server.ready.apiKey,
+    writeKey: server.ready.writeKey,
+    flavor: server.ready.flavor,
+    projectHeader: server.ready.projectHeader,
     addEvents: (project, count) => server.call<ApiRecord[]>('addEvents', { project, count }).then((added) => added.length),
     counts: (beforeMs) => server.call<Record<string, number>>('counts', { beforeMs }),
     stats: async () => {

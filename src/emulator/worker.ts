@@ -30,7 +30,7 @@ const emu = await startEmulator(workerData as EmulatorOptions);
 // windows then count more in a second than the client sent in one.
 const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 loopDelay.enable();
-port.postMessage({ url: emu.url, apiKey: emu.apiKey });
+port.postMessage({ url: emu.url, apiKey: emu.apiKey, writeKey: emu.writeKey, flavor: emu.flavor, projectHeader: emu.projectHeader });
 port.on('message', (req: Request) => {
   void handle(req).then(
     (value) => port.postMessage({ id: req.id, value }),

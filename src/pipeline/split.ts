@@ -66,8 +66,10 @@ export function pagesFromFirstPage(resource: ResourceDefinition, window: TimeWin
  *
  * One timeseries request (two or three for a first sync from the epoch: see `recordsOverTime`)
  * replaces the counts: where the resource's own counts exist (`exact`), cuts fall where sub-windows
- * hold whole pages, so splitting costs no partial pages; elsewhere the events' timeseries says where
- * records lie and the first page's span how many there are.
+ * hold whole pages, so splitting costs no partial pages (asking finer buckets around each cut when
+ * the first answer's edges do not allow it and the walk is long enough for a page to matter: see
+ * `wholePages`); elsewhere the events' timeseries says where records lie and the first page's span
+ * how many there are.
  */
 export async function planSplit(
   resource: ResourceDefinition,
