@@ -182,6 +182,17 @@ function printBreakdown(m: Measured): void {
     }
     return best;
   };
+  // An endpoint past a minute's budget: how long its first minute's budget took to send. The rest
+  // can only follow a minute after each of those, so a slow first minute makes the run that much longer.
+  for (const [endpoint, n] of Object.entries(m.emulator.byEndpoint)) {
+    if (n <= DEFAULT_RATE_LIMITS.maxRpm) continue;
+    const own = t.filter((r) => r.endpoint === endpoint && r.sentAt !== undefined).map((r) => r.sentAt as number).sort((a, b) => a - b);
+    const first = own[0];
+    const last = own[DEFAULT_RATE_LIMITS.maxRpm - 1];
+    if (first !== undefined && last !== undefined) {
+      process.stdout.write(`  ${endpoint}: its first ${DEFAULT_RATE_LIMITS.maxRpm} requests went out over ${((last - first) / 1000).toFixed(1)} s (${(DEFAULT_RATE_LIMITS.maxRpm / DEFAULT_RATE_LIMITS.maxRps).toFixed(0)} s at ${DEFAULT_RATE_LIMITS.maxRps}/s)\n`);
+    }
+  }
   const within = (times: readonly number[], to: number): number => times.filter((v) => v > to - 1000 && v <= to).length;
   const server = busiest(arrivals);
   const ours = busiest(sends);
