@@ -10,6 +10,9 @@
  * 52 arrivals in one second for 40 sent in it, 429s the client did not cause. A real service's rate
  * limiter stamps at its front door, whatever its workers are busy with; so does this gate, whose
  * thread does nothing but stamp, count and copy bytes.
+ *
+ * Its 429s are answered at once (the emulator's latency is for pages); requests it does not count
+ * (unknown paths, other methods, a missing or wrong key) pass, and the emulator answers them as before.
  */
 
 import { Agent, createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
