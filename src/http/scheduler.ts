@@ -49,20 +49,20 @@ export interface SafetyMargins {
   readonly minuteMs?: number;
   /**
    * Added to the one-second windows: the combined rate, the search gate and the adapted per-endpoint
-   * rate. It costs its own size in throughput while the combined rate binds (40 per 1.05 s), so it
-   * is kept small. What it must cover: the server stamps a request when it arrives, we when we write
-   * it to the socket (the `sent` callback), so only the difference in one-way delay between two
-   * requests sent a second apart (network jitter on a kept-alive connection, the server's front door)
-   * and clock drift (parts per million). Our own event loop no longer counts: before requests were
-   * stamped at the write, a garbage collection between the scheduler's go and the write made 50 ms
-   * too little and 100 ms was used. Measured against the emulator (its limits kept by a gate on
-   * its own thread) on a loaded 2-core machine: 50 ms gave 0 × 429 at 100 and 300 ms latency, 25 ms
-   * gave 2 × 429 (each cutting the endpoint's rate for a minute). @default 50
+   * rate. It costs its own size in throughput while the combined rate binds (40 per 1.1 s), so it is
+   * kept small. What it must cover: the server stamps a request when it arrives, we when we write it
+   * to the socket (the `sent` callback), so our own event loop no longer counts; left are the
+   * difference in one-way delay between two requests sent a second apart and how late the server's
+   * front door stamps (a pause of its own: the emulator's gate thread stalled 100-200 ms on a loaded
+   * machine), while clock skew does not matter to a duration (drift is parts per million). Measured
+   * against the emulator with its limits kept by a gate on its own thread, run 2 of bench:pace:
+   * 25 ms gave 2 × 429 in 2 runs, 50 ms 3 × 429 in 12 (each cutting the endpoint's rate for a minute:
+   * a run of 20 s took 60), 100 ms none in 4, nor in the runs before the gate. @default 100
    */
   readonly secondMs?: number;
 }
 
-export const DEFAULT_SAFETY_MARGINS = Object.freeze({ minuteMs: 250, secondMs: 50 });
+export const DEFAULT_SAFETY_MARGINS = Object.freeze({ minuteMs: 250, secondMs: 100 });
 
 /**
  * @default 32: enough to fill 40 requests per second at up to 800 ms per request. A real server
@@ -80,7 +80,7 @@ const SECOND_MS = 1_000;
 export interface SchedulerOptions {
   /** The limits to keep within, per API key. Usually `DEFAULT_RATE_LIMITS`. */
   readonly limits: RateLimits;
-  /** Time added to every sliding window. @default { minuteMs: 250, secondMs: 50 } */
+  /** Time added to every sliding window. @default { minuteMs: 250, secondMs: 100 } */
   readonly safetyMarginMs?: SafetyMargins;
   /** Most requests in flight at once. @default 32 */
   readonly maxInFlight?: number;

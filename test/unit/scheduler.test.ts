@@ -9,7 +9,7 @@ const SIGNALS = '/v1/signals';
 const CONVERSATIONS = '/v1/conversations';
 
 const MINUTE_WINDOW = 60_000 + DEFAULT_SAFETY_MARGINS.minuteMs; // 60 250
-const SECOND_WINDOW = 1_000 + DEFAULT_SAFETY_MARGINS.secondMs; // 1 050
+const SECOND_WINDOW = 1_000 + DEFAULT_SAFETY_MARGINS.secondMs; // 1 100
 
 interface Start {
   readonly endpoint: string;
