@@ -3,6 +3,7 @@ import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { cancelOnSignals } from './commands/stop.js';
+import { secretsGiven } from './commands/secrets.js';
 import { fitToTerminal } from './commands/terminal-lines.js';
 import {
   ENV,
@@ -19,12 +20,19 @@ import {
 import { ConfigError, exitCodeFor, QuerySyncError } from './core/errors.js';
 import { redact } from './core/log.js';
 import { envName, type CommandName, type OptionSpec } from './options.js';
+import type { ResetIo } from './commands/reset.js';
+import type { CommandIo } from './commands/io.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
+/**
+ * Everything a command prints goes through here: the one place secrets are taken out (whatever
+ * built the line) before it reaches stdout.
+ */
 const print = (line: string): void => {
+  const clean = redact(line, secretsOfProcess());
   // On a terminal, a long line is broken at spaces rather than mid-word (see terminal-lines.ts).
-  const lines = process.stdout.isTTY === true ? fitToTerminal(line, process.stdout.columns) : [line];
+  const lines = process.stdout.isTTY === true ? fitToTerminal(clean, process.stdout.columns) : [clean];
   process.stdout.write(`${lines.join('\n')}\n`);
 };
 
@@ -92,99 +100,92 @@ async function withSignals(run: (signal: AbortSignal) => Promise<number>): Promi
   }
 }
 
+/** A command that takes the shared options (`options.ts`). */
+interface CliCommand {
+  readonly describe: string;
+  /** It reads the API: a key given as a flag gets a warning, the hash salt is refused. */
+  readonly readsApi: boolean;
+  readonly run: (argv: RunFlags) => Promise<number>;
+}
+
+/**
+ * The command's config from the flags (first: a config error needs nothing loaded), then the
+ * command, imported only when it runs, given the output and, with `signals`, SIGINT/SIGTERM to stop on.
+ */
+function runs<C>(
+  resolve: (flags: RunFlags, env: NodeJS.ProcessEnv, isTty: boolean) => C,
+  load: () => Promise<(config: C, io: CommandIo & ResetIo) => Promise<number>>,
+  signals: 'signals' | 'no signals',
+): (argv: RunFlags) => Promise<number> {
+  return async (argv) => {
+    const config = resolve(argv, process.env, isTty());
+    const command = await load();
+    const io = { print, interactive: process.stdin.isTTY === true && process.stdout.isTTY === true };
+    return signals === 'signals' ? withSignals((signal) => command(config, { ...io, signal })) : command(config, io);
+  };
+}
+
+const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
+  sync: {
+    describe: 'incrementally sync the Query API into the warehouse',
+    readsApi: true,
+    run: runs(resolveSyncConfig, async () => (await import('./commands/sync.js')).syncCommand, 'signals'),
+  },
+  check: {
+    describe: 'one request per endpoint and project scope: is the key accepted, which endpoints take "*", what the records look like',
+    readsApi: true,
+    run: runs(resolveSyncConfig, async () => (await import('./commands/check.js')).checkCommand, 'no signals'),
+  },
+  backfill: {
+    describe: 'load [--from, --to) in windows, resumable, without moving the sync marks',
+    readsApi: true,
+    run: runs(resolveBackfillConfig, async () => (await import('./commands/backfill.js')).backfillCommand, 'signals'),
+  },
+  plan: {
+    describe: 'estimate requests and time of the next sync, or of a backfill with --from/--to (count requests only)',
+    readsApi: true,
+    run: runs(resolvePlanConfig, async () => (await import('./commands/plan.js')).planCommand, 'no signals'),
+  },
+  status: {
+    describe: 'marks, last runs, backfill ledger and gaps, table row counts (reads state without locking it)',
+    readsApi: false,
+    run: runs(resolveStatusConfig, async () => (await import('./commands/status.js')).statusCommand, 'no signals'),
+  },
+  verify: {
+    describe: 'compare /v1/events/count with the warehouse per window and project; exit 5 on a mismatch',
+    readsApi: true,
+    run: runs(resolveVerifyConfig, async () => (await import('./commands/verify.js')).verifyCommand, 'signals'),
+  },
+  'dbt-sources': {
+    describe: 'write a dbt sources.yml describing every table and column in the warehouse (reads it only)',
+    readsApi: false,
+    run: runs(resolveDbtSourcesConfig, async () => (await import('./commands/dbt-sources.js')).dbtSourcesCommand, 'no signals'),
+  },
+  reset: {
+    describe: 'forget the marks and checkpoints of --resources (optionally of one --project), so the next sync re-reads them from their start',
+    readsApi: false,
+    run: runs(resolveResetConfig, async () => (await import('./commands/reset.js')).resetCommand, 'no signals'),
+  },
+};
+
 async function main(): Promise<number> {
   let exitCode = 0;
   const setExit = (code: number): void => {
     exitCode = code;
   };
-  await yargs(hideBin(process.argv))
-    .scriptName('query-sync')
-    .usage('$0 <command> [options]')
-    .command(
-      'sync',
-      'incrementally sync the Query API into the warehouse',
-      (y) => withOptions(y, 'sync'),
+  let parser = yargs(hideBin(process.argv)).scriptName('query-sync').usage('$0 <command> [options]');
+  for (const [name, command] of Object.entries(COMMANDS) as [CommandName, CliCommand][]) {
+    parser = parser.command(
+      name,
+      command.describe,
+      (y) => withOptions(y, name),
       async (argv) => {
-        refuseKeyFlag(argv);
-        const config = resolveSyncConfig(argv, process.env, isTty());
-        const { syncCommand } = await import('./commands/sync.js');
-        setExit(await withSignals((signal) => syncCommand(config, { print, signal })));
+        if (command.readsApi) refuseKeyFlag(argv);
+        setExit(await command.run(argv));
       },
-    )
-    .command(
-      'check',
-      'one request per endpoint and project scope: is the key accepted, which endpoints take "*", what the records look like',
-      (y) => withOptions(y, 'check'),
-      async (argv) => {
-        refuseKeyFlag(argv);
-        const config = resolveSyncConfig(argv, process.env, isTty());
-        const { checkCommand } = await import('./commands/check.js');
-        setExit(await checkCommand(config, { print }));
-      },
-    )
-    .command(
-      'backfill',
-      'load [--from, --to) in windows, resumable, without moving the sync marks',
-      (y) => withOptions(y, 'backfill'),
-      async (argv) => {
-        refuseKeyFlag(argv);
-        const config = resolveBackfillConfig(argv, process.env, isTty());
-        const { backfillCommand } = await import('./commands/backfill.js');
-        setExit(await withSignals((signal) => backfillCommand(config, { print, signal })));
-      },
-    )
-    .command(
-      'plan',
-      'estimate requests and time of the next sync, or of a backfill with --from/--to (count requests only)',
-      (y) => withOptions(y, 'plan'),
-      async (argv) => {
-        refuseKeyFlag(argv);
-        const config = resolvePlanConfig(argv, process.env, isTty());
-        const { planCommand } = await import('./commands/plan.js');
-        setExit(await planCommand(config, { print }));
-      },
-    )
-    .command(
-      'status',
-      'marks, last runs, backfill ledger and gaps, table row counts (reads state without locking it)',
-      (y) => withOptions(y, 'status'),
-      async (argv) => {
-        const config = resolveStatusConfig(argv, process.env);
-        const { statusCommand } = await import('./commands/status.js');
-        setExit(await statusCommand(config, { print }));
-      },
-    )
-    .command(
-      'verify',
-      'compare /v1/events/count with the warehouse per window and project; exit 5 on a mismatch',
-      (y) => withOptions(y, 'verify'),
-      async (argv) => {
-        refuseKeyFlag(argv);
-        const config = resolveVerifyConfig(argv, process.env, isTty());
-        const { verifyCommand } = await import('./commands/verify.js');
-        setExit(await withSignals((signal) => verifyCommand(config, { print, signal })));
-      },
-    )
-    .command(
-      'dbt-sources',
-      'write a dbt sources.yml describing every table and column in the warehouse (reads it only)',
-      (y) => withOptions(y, 'dbt-sources'),
-      async (argv) => {
-        const config = resolveDbtSourcesConfig(argv, process.env);
-        const { dbtSourcesCommand } = await import('./commands/dbt-sources.js');
-        setExit(await dbtSourcesCommand(config, { print }));
-      },
-    )
-    .command(
-      'reset',
-      'forget the marks and checkpoints of --resources (optionally of one --project), so the next sync re-reads them from their start',
-      (y) => withOptions(y, 'reset'),
-      async (argv) => {
-        const config = resolveResetConfig(argv, process.env);
-        const { resetCommand } = await import('./commands/reset.js');
-        setExit(await resetCommand(config, { print, interactive: process.stdin.isTTY === true && process.stdout.isTTY === true }));
-      },
-    )
+    );
+  }
+  await parser
     .command(
       'emulate',
       'serve a local emulator of the Query API (for the demo and tests)',
@@ -244,15 +245,8 @@ async function main(): Promise<number> {
 // one). Not for the emulator, a test server that should be fast.
 if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FOR !== 'speed') setFlagsFromString('--optimize-for-size');
 
-/** The API keys this process was given (flag and environment), to keep them out of a last-resort error print. */
-function apiKeysGiven(args: readonly string[], env: NodeJS.ProcessEnv): string[] {
-  const keys = [env.QUERY_API_KEY, env[envName('api-key')]].filter((k): k is string => k !== undefined && k !== '');
-  args.forEach((arg, i) => {
-    if (arg === '--api-key' && args[i + 1] !== undefined) keys.push(args[i + 1] as string);
-    else if (arg.startsWith('--api-key=')) keys.push(arg.slice('--api-key='.length));
-  });
-  return keys;
-}
+let secrets: readonly string[] | undefined;
+const secretsOfProcess = (): readonly string[] => (secrets ??= secretsGiven(hideBin(process.argv), process.env));
 
 main().then(
   (code) => {
@@ -260,7 +254,7 @@ main().then(
   },
   (error: unknown) => {
     const message = error instanceof QuerySyncError ? `${error.name}: ${error.message}` : String((error as Error)?.stack ?? error);
-    process.stderr.write(`query-sync: ${redact(message, apiKeysGiven(hideBin(process.argv), process.env))}\n`);
+    process.stderr.write(`query-sync: ${redact(message, secretsOfProcess())}\n`);
     process.exitCode = exitCodeFor(error);
   },
 );

@@ -7,7 +7,7 @@ import type { LogFormat } from './core/log.js';
 import type { ChildSelection, ResourceDefinition, SavedSearch } from './core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
-import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/client.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/timeouts.js';
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';
@@ -447,8 +447,6 @@ export interface VerifyConfig extends SyncConfig {
 export interface StatusConfig
   extends Pick<SyncConfig, 'statePath' | 'resources' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   readonly json: boolean;
-  /** The API key from the environment, if set: only to keep it out of what `status` prints. */
-  readonly redactKey?: string;
 }
 
 /** What `reset` needs: the state file and which streams to forget. */
@@ -488,7 +486,6 @@ export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
     json: read.bool('json') ?? false,
-    redactKey: emptyToUndefined(env[envName('api-key')] ?? env[ENV.apiKey]),
   });
 }
 
@@ -513,7 +510,6 @@ export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv 
     statePath: DEFAULT_STATE_PATH,
     resources: RESOURCES,
     json: false,
-    redactKey: undefined,
     out: read.text('out') ?? 'sources.yml',
   });
 }

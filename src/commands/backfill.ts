@@ -1,18 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import type { BackfillConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
-import { redact } from '../core/log.js';
-import type { Destination } from '../load/destination.js';
-import { formatBackfillStreams, formatBackfillSummary, runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
+import { runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
+import { formatBackfillStreams, formatBackfillSummary } from './reports.js';
 import { summaryLines } from './repeats.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
 import { runSettings } from './sync.js';
-import { planBackfill, toProgressPlan } from '../pipeline/plan.js';
-import type { StateStore } from '../state/store.js';
-import { backfillProgressHooks, createRuntime } from './runtime.js';
-import { createRunStop, isStopConsequence, stoppedLine } from './stop.js';
-import { failedRunJson, openStateAndDestination, runJson, type CommandIo } from './sync.js';
+import { planBackfill } from '../pipeline/plan.js';
+import { backfillProgressHooks } from './runtime.js';
+import { isStopConsequence, stoppedLine } from './stop.js';
+import type { CommandIo } from './io.js';
+import { logStreams, planForProgress, runExitCode, runJson, withWritingRun } from './sync.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.
@@ -20,16 +18,9 @@ import { failedRunJson, openStateAndDestination, runJson, type CommandIo } from 
  * the exit code (0 only when every stream finished every window).
  */
 export async function backfillCommand(config: BackfillConfig, io: CommandIo): Promise<number> {
-  const runtime = createRuntime(config, io);
-  const { clock, logger, client } = runtime;
-  const secrets = [config.apiKey];
-  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
-  let state: StateStore | undefined;
-  let destination: Destination | undefined;
-  let output: string[];
-  let code: number;
-  try {
-    ({ state, destination } = await openStateAndDestination(config, 'backfill', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+  return withWritingRun('backfill', config, io, async ({ runtime, stop, state, destination }) => {
+    const { clock, logger, client } = runtime;
+    const secrets = [config.apiKey];
     const options = {
       resources: config.resources,
       project: config.project,
@@ -38,20 +29,9 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
       toMs: config.range.toMs,
       windowMs: config.range.windowMs,
     };
-    if (runtime.showsProgress) {
-      // The ETA comes from a plan: one count request per window of the resources that have one
-      // (a spinner shows meanwhile: a long history takes a while to count).
-      runtime.tracker.markPlanning();
-      runtime.display.start();
-      const plan = await planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }).catch((error: unknown) => {
-        logger.warn({ err: (error as Error).message }, 'could not plan the backfill: progress shows no ETA');
-        return undefined;
-      });
-      if (plan !== undefined) {
-        runtime.tracker.setPlan(toProgressPlan(plan));
-        logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
-      }
-    }
+    // One count request per window of the resources that have one.
+    const plan = await planForProgress(runtime, 'the backfill', () => planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }));
+    if (plan !== undefined) logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
     const tables = config.resources.map((r) => r.name);
     const columnsBefore = await columnsOf(destination, tables);
     // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
@@ -92,46 +72,23 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
         runId,
       );
     }
-    // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
-    const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
-    for (const s of summary.streams) {
-      perStream(
-        { resource: s.resource, project: s.scope, windows: s.windows, skipped: s.skipped, rows: s.rows, pages: s.pages, requests: s.stats.requests, seconds: s.seconds, outcome: s.outcome },
-        'backfill stream done',
-      );
-    }
-    const failed = streams.find((s) => s.outcome !== 'ok');
-    code = reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
+    logStreams(config, logger, 'backfill stream done', summary.streams.map((s) => ({ resource: s.resource, project: s.scope, windows: s.windows, skipped: s.skipped, rows: s.rows, pages: s.pages, requests: s.stats.requests, seconds: s.seconds, outcome: s.outcome })));
+    const code = runExitCode(reason, streams);
     if (config.json) {
       const run = runJson('backfill', { ...summary, streams }, code);
       const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));
-      output = [
-        JSON.stringify({
-          ...run,
-          from: summary.from,
-          to: summary.to,
-          streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
-          ...(reason === undefined ? {} : { stopped: reason.stopCause }),
-        }),
-      ];
-    } else {
-      const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
-      output = summaryLines(streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
-      if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
+      const json = {
+        ...run,
+        from: summary.from,
+        to: summary.to,
+        streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
+        ...(reason === undefined ? {} : { stopped: reason.stopCause }),
+      };
+      return { code, output: [JSON.stringify(json)] };
     }
-  } catch (error) {
-    code = exitCodeFor(error);
-    output = config.json ? [JSON.stringify(failedRunJson('backfill', error, code))] : [`backfill FAILED: ${(error as Error).message}`];
-  } finally {
-    stop.dispose();
-    // The summary is printed last: after the display's last frame, the logs, and closing files.
-    runtime.tracker.finish();
-    runtime.display.stop();
-    runtime.repeats.flush(logger);
-    await destination?.close().catch(() => undefined);
-    await runtime.close().catch(() => undefined);
-    await state?.close().catch(() => undefined);
-  }
-  for (const line of output) io.print(redact(line, secrets));
-  return code;
+    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
+    const output = summaryLines(streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
+    if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
+    return { code, output };
+  });
 }

@@ -1,10 +1,10 @@
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
-import { redact } from '../core/log.js';
-import { checkApi, checkExitCode, formatCheck } from '../pipeline/check.js';
+import { checkApi, checkExitCode } from '../pipeline/check.js';
+import { formatCheck } from './reports.js';
 import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 /**
  * `query-sync check`: one request per endpoint and project scope (first pages only, nothing
@@ -12,8 +12,7 @@ import type { CommandIo } from './sync.js';
  * refused, 1 anything else that failed, 2 configuration.
  */
 export async function checkCommand(config: SyncConfig, io: CommandIo): Promise<number> {
-  const secrets = [config.apiKey];
-  const print = (line: string): void => io.print(redact(line, secrets));
+  const print = io.print;
   const runtime = createRuntime({ ...config, progress: 'off' }, io);
   try {
     const doc = await readStateDocument(config, runtime.logger, {}).catch(() => undefined);

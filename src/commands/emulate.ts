@@ -3,7 +3,7 @@ import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import type { Flavor } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 export interface EmulateFlags {
   readonly port: number;

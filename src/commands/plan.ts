@@ -1,11 +1,10 @@
-import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { PlanConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
-import { redact } from '../core/log.js';
-import { formatPlan, planBackfill, planSync } from '../pipeline/plan.js';
+import { planBackfill, planSync } from '../pipeline/plan.js';
+import { formatPlan } from './reports.js';
 import { readStateDocument } from './state-home.js';
 import { createRuntime } from './runtime.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 /**
  * `query-sync plan`: with `--from/--to` the plan of that backfill, else of the next sync from state.
@@ -16,7 +15,6 @@ export async function planCommand(config: PlanConfig, io: CommandIo): Promise<nu
   // The plan is the output: no progress display.
   const runtime = createRuntime({ ...config, progress: 'off' }, io);
   const { clock, logger, client } = runtime;
-  const secrets = [config.apiKey];
   try {
     const state = await readStateDocument(config, logger);
     const deps = { client, state, clock, logger, limits: config.limits };
@@ -25,11 +23,11 @@ export async function planCommand(config: PlanConfig, io: CommandIo): Promise<nu
       config.range === undefined
         ? await planSync({ ...scope, lookbackMs: config.lookbackMs, startMs: config.startMs, settleMs: config.settleMs }, deps)
         : await planBackfill({ ...scope, ...config.range }, deps);
-    if (config.json) io.print(redact(JSON.stringify(plan, null, 2), secrets));
-    else for (const line of formatPlan(plan)) io.print(redact(line, secrets));
+    if (config.json) io.print(JSON.stringify(plan, null, 2));
+    else for (const line of formatPlan(plan)) io.print(line);
     return 0;
   } catch (error) {
-    io.print(redact(`plan FAILED: ${(error as Error).message}`, secrets));
+    io.print(`plan FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
   } finally {
     await runtime.close().catch(() => undefined);

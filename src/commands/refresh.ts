@@ -1,11 +1,12 @@
 import { ConfigError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { Clock, ResourceDefinition } from '../core/types.js';
+import type { Clock, ResourceDefinition, TableSchema } from '../core/types.js';
 import type { Destination, LoadBatch } from '../load/destination.js';
 import { StateStore, type StateDocument } from '../state/store.js';
 
 /**
- * `sync --full-refresh`: the resources are read from their start into shadow tables, with their
+ * `sync --full-refresh`: the resources are read from their start into shadow tables (their bridge
+ * tables too), with their
  * marks kept in memory; at the end each resource whose every stream finished has its table
  * replaced by its shadow in one transaction, then its marks written to the state file. A refresh
  * that fails or is stopped leaves the table and the state as they were (its shadow is dropped), so
@@ -20,15 +21,26 @@ export function shadowTable(table: string): string {
 
 /** Refuse early, before reading anything, when the destination cannot swap tables. */
 export function assertCanRefresh(destination: Destination): void {
-  if (destination.replaceTable === undefined || destination.dropTable === undefined) {
+  if (destination.replaceTables === undefined || destination.dropTable === undefined) {
     throw new ConfigError(
-      `--full-refresh replaces tables atomically, which the ${destination.kind} destination cannot do yet (DuckDB can). ` +
+      `--full-refresh replaces tables atomically, which the ${destination.kind} destination cannot do (DuckDB and BigQuery can). ` +
         `Instead: query-sync reset --resources <names> --yes, then sync (the re-read merges on the key; rows deleted at the source stay).`,
     );
   }
 }
 
-/** Writes of the refreshed resources go to their shadow tables. */
+/** A table as its refresh writes it: into its shadow, and its bridges into theirs. */
+function shadowSchema(table: TableSchema): TableSchema {
+  const bridges = table.bridges?.map((b) => ({ ...b, table: { ...b.table, name: shadowTable(b.table.name) } }));
+  return { ...table, name: shadowTable(table.name), ...(bridges === undefined ? {} : { bridges }) };
+}
+
+/** The tables a refresh of `resource` replaces: its own and its bridge tables (`event_signals`), swapped together. */
+export function refreshedTables(resource: ResourceDefinition): { readonly table: string; readonly shadow: string }[] {
+  return [resource.name, ...(resource.bridges ?? []).map((b) => b.table)].map((table) => ({ table, shadow: shadowTable(table) }));
+}
+
+/** Writes of the refreshed resources go to their shadow tables (bridge tables included). */
 export class ShadowDestination implements Destination {
   readonly kind: string;
   private readonly inner: Destination;
@@ -43,7 +55,7 @@ export class ShadowDestination implements Destination {
   }
 
   write(batch: LoadBatch): ReturnType<Destination['write']> {
-    return this.inner.write({ ...batch, table: { ...batch.table, name: shadowTable(batch.table.name) } });
+    return this.inner.write({ ...batch, table: shadowSchema(batch.table) });
   }
 
   count(table: string): Promise<number> {
@@ -79,19 +91,19 @@ export async function finishRefresh(
   const keptAsWas: string[] = [];
   await state.addProjects(memory.document.projects);
   for (const resource of resources) {
-    const shadow = shadowTable(resource.name);
+    const swaps = refreshedTables(resource);
     if (!finished(resource.name)) {
-      await destination.dropTable?.(shadow);
+      for (const { shadow } of swaps) await destination.dropTable?.(shadow);
       keptAsWas.push(resource.name);
       continue;
     }
-    await destination.replaceTable?.(resource.name, shadow);
+    await destination.replaceTables?.(swaps);
     const prefix = `${resource.name}:`;
     const fresh = Object.entries(memory.document.streams).filter(([key]) => key.startsWith(prefix));
     const stale = Object.keys(state.document.streams).filter((key) => key.startsWith(prefix) && !fresh.some(([k]) => k === key));
     for (const [key, stream] of fresh) await state.updateStream(key, () => stream);
     for (const key of stale) await state.updateStream(key, (s) => (s.lastRun === undefined ? {} : { lastRun: s.lastRun }));
-    logger.info({ resource: resource.name }, `full refresh: table ${resource.name} replaced`);
+    logger.info({ resource: resource.name }, `full refresh: table${swaps.length > 1 ? 's' : ''} ${swaps.map((t) => t.table).join(', ')} replaced`);
     replaced.push(resource.name);
   }
   return { replaced, keptAsWas };

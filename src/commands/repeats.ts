@@ -1,6 +1,6 @@
 import type { Logger } from '../core/log.js';
 import type { StreamResult } from '../pipeline/stream.js';
-import { formatStreamLine } from '../pipeline/stream.js';
+import { formatStreamLine } from './reports.js';
 
 /**
  * One line per distinct problem. A bad key fails every stream with the same 401, and a flaky

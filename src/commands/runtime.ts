@@ -11,7 +11,7 @@ import { ProgressTracker } from '../pipeline/progress.js';
 import type { RunHooks } from '../pipeline/run.js';
 import { LogProgressDisplay, NO_PROGRESS, TtyProgressDisplay, type ProgressDisplay } from './progress-display.js';
 import { RepeatedLogs } from './repeats.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 /**
  * What every command that reads the API wires the same way: clock, logger, the run's one scheduler,

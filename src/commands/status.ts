@@ -1,22 +1,19 @@
-import { RESOURCE_NAMES } from '../../connectors/index.js';
 import { existsSync } from 'node:fs';
 import type { StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
-import { redact, silentLogger } from '../core/log.js';
+import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { buildStatus, formatStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
+import { buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
+import { formatStatus } from './reports.js';
 import { readStateFrom } from './state-home.js';
 import { openReadOnly } from './open-destination.js';
-import type { CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
 
 /**
  * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.
  * A warehouse another process holds open (a running sync) is reported as unavailable, not an error.
  */
-export async function statusCommand(config: StatusConfig, outerIo: CommandIo): Promise<number> {
-  // State written by an older version may hold an echoed key in an error: keep it off the screen.
-  const secrets = config.redactKey === undefined ? [] : [config.redactKey];
-  const io: CommandIo = { ...outerIo, print: (line) => outerIo.print(redact(line, secrets)) };
+export async function statusCommand(config: StatusConfig, io: CommandIo): Promise<number> {
   try {
     const { document: doc, location } = await readStateFrom(config, silentLogger());
     const warehouse = await readWarehouse(config, io);

@@ -4,9 +4,9 @@ import { resolve } from 'node:path';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor, RunStoppedError, type QuerySyncError } from '../core/errors.js';
-import { redact, type Logger } from '../core/log.js';
+import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
-import { planSync, toProgressPlan } from '../pipeline/plan.js';
+import { planSync, toProgressPlan, type Plan } from '../pipeline/plan.js';
 import { runSync, type RunSummary } from '../pipeline/run.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
@@ -19,17 +19,11 @@ import type { Destination } from '../load/destination.js';
 import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
 import { keepStateIn } from './state-home.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
-import { assertCanRefresh, finishRefresh, refreshState, shadowTable, ShadowDestination } from './refresh.js';
+import { assertCanRefresh, finishRefresh, refreshedTables, refreshState, ShadowDestination } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
-import { createRuntime, syncProgressHooks } from './runtime.js';
+import type { CommandIo } from './io.js';
+import { createRuntime, syncProgressHooks, type Runtime } from './runtime.js';
 import { createRunStop, isStopConsequence, stoppedLine, type RunStop } from './stop.js';
-
-export interface CommandIo {
-  /** Command output (summaries): stdout by default. Logs go to stderr. */
-  readonly print: (line: string) => void;
-  readonly clock?: Clock;
-  readonly signal?: AbortSignal;
-}
 
 /**
  * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the
@@ -37,38 +31,24 @@ export interface CommandIo {
  * errors' counts come before it, and nothing is printed after it (files are closed first).
  */
 export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
-  const runtime = createRuntime(config, io);
-  const { clock, logger, client } = runtime;
-  const secrets = [config.apiKey];
-  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
-  let state: StateStore | undefined;
-  let destination: Destination | undefined;
-  let output: string[];
-  let code: number;
-  try {
-    const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
-    ({ state, destination } = await openStateAndDestination(config, 'sync', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+  // Before the run creates them: a new warehouse or state file beside an old one is worth a warning.
+  const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
+  return withWritingRun('sync', config, io, async ({ runtime, stop, state, destination }) => {
+    const { clock, logger, client } = runtime;
+    const secrets = [config.apiKey];
     const warnings = mismatchWarnings(config, { ...before, state: before.state || !isEmpty(state.document) }, state.document);
     for (const warning of warnings) logger.warn(warning);
     let runState = state;
     let runDestination: Destination = destination;
     if (config.fullRefresh === true) {
       assertCanRefresh(destination);
-      for (const r of config.resources) await destination.dropTable?.(shadowTable(r.name));
+      // Shadows a killed refresh left behind start empty again.
+      for (const r of config.resources) for (const { shadow } of refreshedTables(r)) await destination.dropTable?.(shadow);
       runState = refreshState(state.document, clock);
       runDestination = new ShadowDestination(destination);
     }
-    if (runtime.showsProgress) {
-      // The ETA comes from a plan: one count request per stream that has a count endpoint. A spinner
-      // shows meanwhile (a long history can take a while to count).
-      runtime.tracker.markPlanning();
-      runtime.display.start();
-      const plan = await planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }).catch((error: unknown) => {
-        logger.warn({ err: (error as Error).message }, 'could not plan the run: progress shows no ETA');
-        return undefined;
-      });
-      if (plan !== undefined) runtime.tracker.setPlan(toProgressPlan(plan));
-    }
+    // One count request per stream that has a count endpoint.
+    await planForProgress(runtime, 'the run', () => planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }));
     const tables = config.resources.map((r) => r.name);
     const columnsBefore = await columnsOf(destination, [...tables, ...analystTables(config)]);
     // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
@@ -138,18 +118,10 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         if (written !== undefined) logger.info({ path: written.path }, `dbt sources written to ${written.path}`);
       }
     }
-    // For log readers (JSON); on a terminal the summary says the same, so these stay at debug.
-    const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
-    for (const s of streams) {
-      perStream(
-        { resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome },
-        'stream done',
-      );
-    }
-    const failed = streams.find((s) => s.outcome !== 'ok');
-    code = reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
+    logStreams(config, logger, 'stream done', streams.map((s) => ({ resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome })));
+    const code = runExitCode(reason, streams);
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
-    output = config.json
+    const output = config.json
       ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
       : [
           ...warnings.map((w) => `WARNING: ${w}`),
@@ -157,9 +129,49 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
           ...summaryLines(streams, `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s`),
           ...stopped,
         ];
+    return { code, output };
+  });
+}
+
+/** A writing run, opened: what `withWritingRun` hands its body. */
+export interface OpenRun {
+  readonly runtime: Runtime;
+  readonly stop: RunStop;
+  readonly state: StateStore;
+  readonly destination: Destination;
+}
+
+/** The exit code and the lines printed last (the summary). */
+export interface RunOutcome {
+  readonly code: number;
+  readonly output: readonly string[];
+}
+
+/**
+ * A run that writes (sync, backfill): the runtime, the run's stop (signals, `--max-run-time`, a
+ * lost lease), the state under the run's lease and the destination are opened, `body` runs, and a
+ * failure before or in it becomes the command's FAILED line (or JSON). The summary is the last thing
+ * printed: the live display's last frame, the per-stream log lines and the repeated errors' counts
+ * come before it, and nothing is printed after it (files are closed first).
+ */
+export async function withWritingRun(
+  command: 'sync' | 'backfill',
+  config: SyncConfig,
+  io: CommandIo,
+  body: (run: OpenRun) => Promise<RunOutcome>,
+): Promise<number> {
+  const runtime = createRuntime(config, io);
+  const { clock, logger } = runtime;
+  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
+  let state: StateStore | undefined;
+  let destination: Destination | undefined;
+  let outcome: RunOutcome;
+  try {
+    ({ state, destination } = await openStateAndDestination(config, command, { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+    outcome = await body({ runtime, stop, state, destination });
   } catch (error) {
-    code = exitCodeFor(error);
-    output = config.json ? [JSON.stringify(failedRunJson('sync', error, code))] : [`sync FAILED: ${(error as Error).message}`];
+    const code = exitCodeFor(error);
+    outcome = { code, output: config.json ? [JSON.stringify(failedRunJson(command, error, code))] : [`${command} FAILED: ${(error as Error).message}`] };
   } finally {
     stop.dispose();
     runtime.tracker.finish();
@@ -169,8 +181,36 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
-  for (const line of output) io.print(redact(line, secrets));
-  return code;
+  for (const line of outcome.output) io.print(line);
+  return outcome.code;
+}
+
+/**
+ * When progress is shown, its ETA comes from a plan (count requests): a spinner shows meanwhile (a
+ * long history takes a while to count); a plan that fails leaves the progress without an ETA.
+ */
+export async function planForProgress(runtime: Runtime, what: string, plan: () => Promise<Plan>): Promise<Plan | undefined> {
+  if (!runtime.showsProgress) return undefined;
+  runtime.tracker.markPlanning();
+  runtime.display.start();
+  const made = await plan().catch((error: unknown) => {
+    runtime.logger.warn({ err: (error as Error).message }, `could not plan ${what}: progress shows no ETA`);
+    return undefined;
+  });
+  if (made !== undefined) runtime.tracker.setPlan(toProgressPlan(made));
+  return made;
+}
+
+/** One line per stream for log readers (JSON); on a terminal the summary says the same, so these stay at debug. */
+export function logStreams(config: Pick<SyncConfig, 'logFormat'>, logger: Logger, message: string, streams: readonly Record<string, unknown>[]): void {
+  const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
+  for (const s of streams) perStream(s, message);
+}
+
+/** A stopped run exits with its stop's code; otherwise 0, or the code of the first stream that failed. */
+export function runExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[]): number {
+  const failed = streams.find((s) => s.outcome !== 'ok');
+  return reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
 }
 
 /**
@@ -276,7 +316,7 @@ export interface ErrorJson {
   readonly message: string;
 }
 
-/** `sync --json`: one object a scheduler can read (the key is redacted from the printed text). */
+/** `sync --json`: one object a scheduler can read. */
 export interface RunJson {
   readonly command: string;
   readonly ok: boolean;

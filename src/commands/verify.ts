@@ -1,16 +1,17 @@
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { VerifyConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
-import { redact } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { formatBackfillStreams } from '../pipeline/backfill.js';
-import { formatVerify, repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
+
+import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
+import { formatBackfillStreams, formatVerify } from './reports.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { keepStateIn, stateTableOf } from './state-home.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, stoppedLine } from './stop.js';
-import { openRunState, type CommandIo } from './sync.js';
+import type { CommandIo } from './io.js';
+import { openRunState } from './sync.js';
 
 /** Exit code when the warehouse and the API disagree (after `--repair`, if asked). */
 export const VERIFY_MISMATCH_EXIT = 5;
@@ -21,8 +22,7 @@ export const VERIFY_MISMATCH_EXIT = 5;
  * window walk, under the `backfill` run lock) and checks them again.
  */
 export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promise<number> {
-  const secrets = [config.apiKey];
-  const print = (line: string): void => io.print(redact(line, secrets));
+  const print = io.print;
   const runtime = createRuntime({ ...config, progress: config.repair ? config.progress : 'off' }, io);
   const { clock, logger, client } = runtime;
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });

@@ -9,13 +9,19 @@ export interface ErrorContext {
   readonly project?: string;
 }
 
+/** What every error's constructor takes besides its message (and its own details). */
+export interface QuerySyncErrorOptions {
+  readonly cause?: unknown;
+  readonly context?: ErrorContext;
+}
+
 export abstract class QuerySyncError extends Error {
   abstract readonly code: string;
   /** Whether retrying the same operation may succeed. */
   readonly retriable: boolean = false;
   readonly context: ErrorContext;
 
-  constructor(message: string, options: { cause?: unknown; context?: ErrorContext } = {}) {
+  constructor(message: string, options: QuerySyncErrorOptions = {}) {
     super(withContext(message, options.context), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.context = options.context ?? {};
@@ -35,14 +41,18 @@ export class ConfigError extends QuerySyncError {
   readonly code = 'E_CONFIG';
 }
 
-/** 401, or a 403/400 caused by the key or the project scope. Never retried. */
-export class AuthError extends QuerySyncError {
-  readonly code = 'E_AUTH';
+/** An error about one HTTP response: it keeps the response's status. */
+export abstract class HttpStatusError extends QuerySyncError {
   readonly status: number;
-  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+  constructor(message: string, status: number, options: QuerySyncErrorOptions = {}) {
     super(message, options);
     this.status = status;
   }
+}
+
+/** 401, or a 403/400 caused by the key or the project scope. Never retried. */
+export class AuthError extends HttpStatusError {
+  readonly code = 'E_AUTH';
 }
 
 /** A response that may succeed later: 408, 429, 5xx, reset, timeout, truncated body. */
@@ -55,7 +65,7 @@ export class RetriableError extends QuerySyncError {
   constructor(
     message: string,
     details: { status?: number; retryAfterMs?: number },
-    options: { cause?: unknown; context?: ErrorContext } = {},
+    options: QuerySyncErrorOptions = {},
   ) {
     super(message, options);
     this.status = details.status;
@@ -69,14 +79,12 @@ export class RateLimitedError extends RetriableError {
 }
 
 /** A 4xx that will not succeed on retry (other than auth/scope). */
-export class FatalApiError extends QuerySyncError {
+export class FatalApiError extends HttpStatusError {
   readonly code = 'E_API';
-  readonly status: number;
   /** The request parameter the server named in `error.details.field`, if any. */
   readonly field?: string;
-  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext; field?: string } = {}) {
-    super(message, options);
-    this.status = status;
+  constructor(message: string, status: number, options: QuerySyncErrorOptions & { readonly field?: string } = {}) {
+    super(message, status, options);
     if (options.field !== undefined) this.field = options.field;
   }
 }
@@ -85,7 +93,7 @@ export class FatalApiError extends QuerySyncError {
 export class RetriesExhaustedError extends QuerySyncError {
   readonly code = 'E_RETRIES_EXHAUSTED';
   readonly attempts: number;
-  constructor(message: string, attempts: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+  constructor(message: string, attempts: number, options: QuerySyncErrorOptions = {}) {
     super(message, options);
     this.attempts = attempts;
   }
@@ -100,13 +108,8 @@ export class PaginationError extends QuerySyncError {
  * The server refused a cursor it had handed out (expired, or forgotten): 400, 404 or 410 on a
  * request with a cursor, or any 4xx whose body speaks of the cursor. The walk restarts its window.
  */
-export class CursorRejectedError extends QuerySyncError {
+export class CursorRejectedError extends HttpStatusError {
   readonly code = 'E_CURSOR_REJECTED';
-  readonly status: number;
-  constructor(message: string, status: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
-    super(message, options);
-    this.status = status;
-  }
 }
 
 /** A 200 whose body is not the documented envelope, or a record missing its key or cursor field. */
@@ -118,7 +121,7 @@ export class DataError extends QuerySyncError {
 export class LoadError extends QuerySyncError {
   readonly code = 'E_LOAD';
   override readonly retriable: boolean;
-  constructor(message: string, retriable: boolean, options: { cause?: unknown; context?: ErrorContext } = {}) {
+  constructor(message: string, retriable: boolean, options: QuerySyncErrorOptions = {}) {
     super(message, options);
     this.retriable = retriable;
   }

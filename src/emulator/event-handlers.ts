@@ -4,9 +4,8 @@
 
 import type { JsonValue } from './types.js';
 import type { EventEntry, JsonObject } from './entries.js';
-import { type Handler, type RequestContext, listBody, singleProject } from './handler-context.js';
+import { type Handler, type RequestContext, allOf, getById, listBody } from './handler-context.js';
 import {
-  ApiError,
   badRequest,
   optional,
   parseCursor,
@@ -77,13 +76,7 @@ function eventPredicate(context: RequestContext): Predicate | undefined {
   for (const filter of parseKeyedFilters(params, 'traits')) {
     checks.push((e) => valueMatches(store.project(e.project)?.generator.traits(e.userId) ?? {}, filter));
   }
-  return combine(checks);
-}
-
-function combine(checks: readonly Predicate[]): Predicate | undefined {
-  if (checks.length === 0) return undefined;
-  if (checks.length === 1) return checks[0];
-  return (e) => checks.every((check) => check(e));
+  return allOf(checks);
 }
 
 /** Whether `object[filter.key]` (a dotted key reaches into nested objects) passes the filter. */
@@ -134,12 +127,7 @@ export const listEvents: Handler = (context) => {
   return listBody(context, 'events', direction, page, (e) => context.store.eventAt(e, context.now));
 };
 
-export const getEvent: Handler = (context) => {
-  const id = context.id ?? '';
-  const event = singleProject(context).eventsById.get(id);
-  if (!event) throw new ApiError(404, 'not_found', `No event with id "${id}" in this project`);
-  return { data: context.store.eventAt(event, context.now) };
-};
+export const getEvent: Handler = (context) => getById(context, (p) => p.eventsById, 'event', (e) => context.store.eventAt(e, context.now));
 
 export const searchEvents: Handler = (context) => {
   const { params, now } = context;

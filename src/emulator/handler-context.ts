@@ -4,6 +4,7 @@
  */
 
 import type { ApiRecord, JsonValue } from './types.js';
+import { ApiError } from './params.js';
 import { encodeCursor } from './cursor.js';
 import type { Store, ProjectData } from './store.js';
 import type { Direction, Entry, Page } from './sorted-list.js';
@@ -60,4 +61,24 @@ export function singleProject(context: RequestContext): ProjectData {
   const project = context.projects[0];
   if (!project || context.projects.length !== 1) throw new Error('handler expects exactly one project');
   return project;
+}
+
+/** All of a list's filters as one predicate (none: no predicate, every row passes). */
+export function allOf<E>(checks: readonly ((entry: E) => boolean)[]): ((entry: E) => boolean) | undefined {
+  if (checks.length === 0) return undefined;
+  if (checks.length === 1) return checks[0];
+  return (entry) => checks.every((check) => check(entry));
+}
+
+/** A single-record get (`/v1/users/{id}`): the record of the request's project, or 404 naming `noun`. */
+export function getById<E>(
+  context: RequestContext,
+  byId: (project: ProjectData) => ReadonlyMap<string, E>,
+  noun: string,
+  toRecord: (entry: E) => ApiRecord,
+): JsonValue {
+  const id = context.id ?? '';
+  const entry = byId(singleProject(context)).get(id);
+  if (entry === undefined) throw new ApiError(404, 'not_found', `No ${noun} with id "${id}" in this project`);
+  return { data: toRecord(entry) };
 }

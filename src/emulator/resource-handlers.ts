@@ -17,7 +17,7 @@ import {
   type SpanEntry,
   type UserEntry,
 } from './entries.js';
-import { type Handler, type RequestContext, listBody, singleProject } from './handler-context.js';
+import { type Handler, type RequestContext, allOf, getById, listBody, singleProject } from './handler-context.js';
 import { valueMatches, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './event-handlers.js';
 import {
   ApiError,
@@ -32,7 +32,9 @@ import {
   parseTimeWindow,
   type TimeWindow,
 } from './params.js';
-import { SortedList, walk, type Direction } from './sorted-list.js';
+import { SortedList, walk, type Direction, type Entry, type Position } from './sorted-list.js';
+import type { ProjectData } from './store.js';
+import type { ApiRecord, JsonValue } from './types.js';
 
 /** Traces take larger pages. Source: field notes (clients ask for 500 and 1000). */
 const DEFAULT_TRACE_PAGE_SIZE = 100;
@@ -60,7 +62,7 @@ export const listTraces: Handler = (context) => {
   if (spanId !== undefined) checks.push((s) => s.id === spanId);
   if (spanType !== undefined) checks.push((s) => s.spanType === spanType);
   if (status !== undefined) checks.push((s) => s.status === status);
-  const predicate = checks.length === 0 ? undefined : (s: SpanEntry): boolean => checks.every((check) => check(s));
+  const predicate = allOf(checks);
   const options = { eventId: context.store.spanEventId, truncLen: parseTruncLen(params) };
 
   if (eventId !== undefined) {
@@ -114,12 +116,7 @@ function listSignalsOf(context: RequestContext, lists: readonly SortedList<Signa
 
 export const listSignals: Handler = (context) => listSignalsOf(context, [singleProject(context).signals]);
 
-export const getSignal: Handler = (context) => {
-  const id = context.id ?? '';
-  const signal = singleProject(context).signalsById.get(id);
-  if (!signal) throw new ApiError(404, 'not_found', `No signal with id "${id}" in this project`);
-  return { data: signalRecord(signal) };
-};
+export const getSignal: Handler = (context) => getById(context, (p) => p.signalsById, 'signal', signalRecord);
 
 export const listSignalGroups: Handler = (context) => {
   const { params } = context;
@@ -134,12 +131,7 @@ export const listSignalGroups: Handler = (context) => {
   return listBody(context, 'signal_groups', direction, page, signalGroupRecord);
 };
 
-export const getSignalGroup: Handler = (context) => {
-  const id = context.id ?? '';
-  const group = singleProject(context).signalGroupsById.get(id);
-  if (!group) throw new ApiError(404, 'not_found', `No signal group with id "${id}" in this project`);
-  return { data: signalGroupRecord(group) };
-};
+export const getSignalGroup: Handler = (context) => getById(context, (p) => p.signalGroupsById, 'signal group', signalGroupRecord);
 
 /** `/v1/signal-groups/{id}/signals`: the group's signals, paged like `/v1/signals`. */
 export const listSignalGroupSignals: Handler = (context) => {
@@ -165,6 +157,26 @@ function sortWindow(context: RequestContext, field: string): TimeWindow {
   };
 }
 
+/** A page of a list of every project in scope walked by its sort key within `window`, as the list envelope. */
+function windowPage<E extends Entry & { readonly sortKey: number }>(
+  context: RequestContext,
+  resource: string,
+  listOf: (project: ProjectData) => SortedList<E>,
+  walked: { readonly direction: Direction; readonly window: TimeWindow; readonly after: Position | undefined; readonly checks: readonly ((entry: E) => boolean)[] },
+  toRecord: (entry: E) => ApiRecord,
+): JsonValue {
+  const page = walk<E>({
+    lists: context.projects.map(listOf),
+    direction: walked.direction,
+    lower: walked.window.lower,
+    upper: walked.window.upper,
+    after: walked.after,
+    predicate: allOf(walked.checks),
+    limit: parseLimit(context.params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
+  });
+  return listBody(context, resource, walked.direction, page, toRecord);
+}
+
 function inWindow(window: TimeWindow, ms: number): boolean {
   return (window.lower === undefined || ms >= window.lower) && (window.upper === undefined || ms < window.upper);
 }
@@ -183,24 +195,10 @@ export const listUsers: Handler = (context) => {
   if (userId) checks.push((u) => userId(u.id));
   if (firstSeen.lower !== undefined || firstSeen.upper !== undefined) checks.push((u) => inWindow(firstSeen, u.firstSeen));
   for (const filter of traits) checks.push((u) => valueMatches(u.traits, filter));
-  const page = walk<UserEntry>({
-    lists: context.projects.map((p) => p.users),
-    direction,
-    lower: window.lower,
-    upper: window.upper,
-    after: cursor?.position,
-    predicate: checks.length === 0 ? undefined : (u) => checks.every((check) => check(u)),
-    limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
-  });
-  return listBody(context, 'users', direction, page, userRecord);
+  return windowPage(context, 'users', (p) => p.users, { direction, window, after: cursor?.position, checks }, userRecord);
 };
 
-export const getUser: Handler = (context) => {
-  const id = context.id ?? '';
-  const user = singleProject(context).usersById.get(id);
-  if (!user) throw new ApiError(404, 'not_found', `No user with id "${id}" in this project`);
-  return { data: userRecord(user) };
-};
+export const getUser: Handler = (context) => getById(context, (p) => p.usersById, 'user', userRecord);
 
 /**
  * Conversations: most recent message first by default (the configured `order`); filters `user_id`
@@ -218,21 +216,7 @@ export const listConversations: Handler = (context) => {
   const checks: ((c: ConvoEntry) => boolean)[] = [];
   if (userId) checks.push((c) => userId(c.userId));
   if (startedAt.lower !== undefined || startedAt.upper !== undefined) checks.push((c) => inWindow(startedAt, c.startedAt));
-  const page = walk<ConvoEntry>({
-    lists: context.projects.map((p) => p.convos),
-    direction,
-    lower: window.lower,
-    upper: window.upper,
-    after: cursor?.position,
-    predicate: checks.length === 0 ? undefined : (c) => checks.every((check) => check(c)),
-    limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
-  });
-  return listBody(context, 'conversations', direction, page, convoRecord);
+  return windowPage(context, 'conversations', (p) => p.convos, { direction, window, after: cursor?.position, checks }, convoRecord);
 };
 
-export const getConversation: Handler = (context) => {
-  const id = context.id ?? '';
-  const convo = singleProject(context).convosById.get(id);
-  if (!convo) throw new ApiError(404, 'not_found', `No conversation with id "${id}" in this project`);
-  return { data: convoRecord(convo) };
-};
+export const getConversation: Handler = (context) => getById(context, (p) => p.convosById, 'conversation', convoRecord);

@@ -65,35 +65,26 @@ export class SortedList<E extends Entry> {
 
   /** Index of the first entry whose sort key is >= `key`. */
   lowerBound(key: SortKey): number {
-    let lo = 0;
-    let hi = this.items.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.items[mid]!.sortKey < key) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return this.firstNot((entry) => entry.sortKey < key);
   }
 
   /** Index of the first entry >= `position` in (key, id, project) order. */
   firstNotBefore(position: Position): number {
-    let lo = 0;
-    let hi = this.items.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (comparePositions(this.items[mid]!, position) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return this.firstNot((entry) => comparePositions(entry, position) < 0);
   }
 
   /** Index of the first entry strictly after `position`. */
   firstAfter(position: Position): number {
+    return this.firstNot((entry) => comparePositions(entry, position) <= 0);
+  }
+
+  /** Binary search: the index of the first entry for which `before` is false (it holds for a prefix of the sorted entries). */
+  private firstNot(before: (entry: E) => boolean): number {
     let lo = 0;
     let hi = this.items.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (comparePositions(this.items[mid]!, position) <= 0) lo = mid + 1;
+      if (before(this.items[mid]!)) lo = mid + 1;
       else hi = mid;
     }
     return lo;

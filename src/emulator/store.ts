@@ -158,33 +158,19 @@ export class Store {
   snapshot(resource: string, now: number, slug?: string, spanEventId = this.spanEventId): ApiRecord[] {
     this.advance(now);
     const projects = slug === undefined ? [...this.projects.values()] : [this.requireProject(slug)];
-    const out: ApiRecord[] = [];
-    const add = (record: ApiRecord, project: string): void => {
-      out.push(cloneJson({ ...record, project_id: project }));
+    // What each resource serves of a project, as of `now`.
+    const served: Readonly<Record<ResourceName, (p: ProjectData) => ApiRecord[]>> = {
+      events: (p) => [...p.events.values()].map((e) => this.eventAt(e, now)),
+      traces: (p) => [...p.traces.values()].map((s) => spanRecord(s, { eventId: spanEventId })),
+      signals: (p) => [...p.signals.values()].map((s) => signalRecord(s)),
+      signal_groups: (p) => [...p.signalGroups.values()].map((g) => signalGroupRecord(g)),
+      users: (p) => [...p.users.values()].map((u) => userRecord(u)),
+      conversations: (p) => [...p.convos.values()].map((c) => convoRecord(c)),
     };
+    if (!Object.hasOwn(served, resource)) throw new Error(`snapshot: unknown resource "${resource}"; expected one of ${RESOURCES.join(', ')}`);
+    const out: ApiRecord[] = [];
     for (const p of projects) {
-      switch (resource as ResourceName) {
-        case 'events':
-          for (const e of p.events.values()) add(this.eventAt(e, now), p.slug);
-          break;
-        case 'traces':
-          for (const s of p.traces.values()) add(spanRecord(s, { eventId: spanEventId }), p.slug);
-          break;
-        case 'signals':
-          for (const s of p.signals.values()) add(signalRecord(s), p.slug);
-          break;
-        case 'signal_groups':
-          for (const g of p.signalGroups.values()) add(signalGroupRecord(g), p.slug);
-          break;
-        case 'users':
-          for (const u of p.users.values()) add(userRecord(u), p.slug);
-          break;
-        case 'conversations':
-          for (const c of p.convos.values()) add(convoRecord(c), p.slug);
-          break;
-        default:
-          throw new Error(`snapshot: unknown resource "${resource}"; expected one of ${RESOURCES.join(', ')}`);
-      }
+      for (const record of served[resource as ResourceName](p)) out.push(cloneJson({ ...record, project_id: p.slug }));
     }
     return out;
   }
@@ -263,23 +249,20 @@ function applyToUser(
   generator: ProjectGenerator,
   list: SortedList<UserEntry> | undefined,
 ): void {
-  const user = byId.get(event.userId);
-  if (!user) {
-    const created: UserEntry = {
+  foldEvent(byId, list, event.userId, event.sortKey, {
+    create: () => ({
       project: event.project,
       id: event.userId,
       sortKey: event.sortKey,
       traits: generator.traits(event.userId),
       firstSeen: event.sortKey,
       eventCount: 1,
-    };
-    byId.set(created.id, created);
-    list?.insert(created);
-    return;
-  }
-  user.eventCount++;
-  user.firstSeen = Math.min(user.firstSeen, event.sortKey);
-  advanceSortKey(list, user, event.sortKey);
+    }),
+    update: (user) => {
+      user.eventCount++;
+      user.firstSeen = Math.min(user.firstSeen, event.sortKey);
+    },
+  });
 }
 
 /** Moves `entry` to a later sort key, keeping `list` (sorted by sort key) in order. */
@@ -292,21 +275,40 @@ function advanceSortKey<T extends Entry & { sortKey: number }>(list: SortedList<
 
 /** Folds a newly visible event into its conversation; `list` is kept sorted by `last_message_at`. */
 function applyToConvo(byId: Map<string, ConvoEntry>, event: EventEntry, list: SortedList<ConvoEntry> | undefined): void {
-  const convo = byId.get(event.convoId);
-  if (!convo) {
-    const created: ConvoEntry = {
+  foldEvent(byId, list, event.convoId, event.sortKey, {
+    create: () => ({
       project: event.project,
       id: event.convoId,
       sortKey: event.sortKey,
       userId: event.userId,
       startedAt: event.sortKey,
       messageCount: 1,
-    };
-    byId.set(created.id, created);
+    }),
+    update: (convo) => {
+      convo.messageCount++;
+      convo.startedAt = Math.min(convo.startedAt, event.sortKey);
+    },
+  });
+}
+
+/**
+ * The record an event folds into (its user, its conversation): created by its first event, else
+ * updated and moved to the event's sort key (`list`, sorted by sort key, stays in order).
+ */
+function foldEvent<T extends Entry & { sortKey: number }>(
+  byId: Map<string, T>,
+  list: SortedList<T> | undefined,
+  id: string,
+  sortKey: number,
+  fold: { readonly create: () => T; readonly update: (entry: T) => void },
+): void {
+  const entry = byId.get(id);
+  if (!entry) {
+    const created = fold.create();
+    byId.set(id, created);
     list?.insert(created);
     return;
   }
-  convo.messageCount++;
-  convo.startedAt = Math.min(convo.startedAt, event.sortKey);
-  advanceSortKey(list, convo, event.sortKey);
+  fold.update(entry);
+  advanceSortKey(list, entry, sortKey);
 }

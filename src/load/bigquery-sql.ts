@@ -305,6 +305,8 @@ export function bridgeScript(params: {
   readonly bridge: BridgeSchema;
   readonly stage: string;
   readonly parentHasSource: boolean;
+  /** The batch's partitions: the parent is read only there (as the MERGE prunes), not whole. */
+  readonly partitions?: PartitionDates;
 }): string {
   const { target, parent, bridge, stage } = params;
   const [projectKey, parentKey] = parent.key as [string, string];
@@ -326,7 +328,7 @@ export function bridgeScript(params: {
       `INSERT INTO ${table} (${columns.join(', ')})`,
       `SELECT ${[`T.${q(projectKey)}`, `T.${q(parentKey)}`, 'O', ...fields, 'E', meta('_synced_at', 'TIMESTAMP'), meta('_run_id', 'STRING')].join(', ')}`,
       `FROM ${tablePath(target, parent.name)} AS T, UNNEST(JSON_QUERY_ARRAY(T.${q(bridge.sourceColumn)})) AS E WITH OFFSET AS O`,
-      `WHERE ${inStage('T', projectKey, parentKey)};`,
+      `WHERE ${inStage('T', projectKey, parentKey)}${params.partitions === undefined ? '' : ` AND ${pruningPredicate(partitionSpec(parent), params.partitions)}`};`,
     );
   }
   lines.push('COMMIT TRANSACTION;');

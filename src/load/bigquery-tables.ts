@@ -205,6 +205,75 @@ export class BigQueryTables {
   }
 
   /**
+   * Make `table` ready to take every row of `source` (a full refresh's shadow): created with the
+   * source's schema, partitioning and clustering when missing, else given the columns it lacks (a
+   * column both have with another type is refused). The source's column names, or `undefined`
+   * when there is no source (nothing was read).
+   */
+  async takeColumnsOf(table: string, source: string): Promise<string[] | undefined> {
+    const from = await this.metadata(source);
+    if (from === undefined) return undefined;
+    const fields = from.schema?.fields ?? [];
+    const names = fields.map((f) => f.name ?? '');
+    const subject = subjectOf(this.options.target, `preparing table ${table} for its refreshed rows`, table);
+    for (let attempt = 1; ; attempt += 1) {
+      const existing = await this.metadata(table);
+      try {
+        if (existing === undefined) {
+          const resource: TableMetadata = {
+            schema: { fields },
+            ...(from.timePartitioning ? { timePartitioning: from.timePartitioning } : {}),
+            ...(from.rangePartitioning ? { rangePartitioning: from.rangePartitioning } : {}),
+            ...(from.clustering ? { clustering: from.clustering } : {}),
+            ...(from.description ? { description: from.description } : {}),
+            labels: { 'query-sync': 'table' },
+          };
+          const [, created] = await this.options.jobs.retrying(subject, () =>
+            this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(table, resource),
+          );
+          await this.clearExpiration(table, created as TableMetadata);
+          this.forget(table);
+          return names;
+        }
+        const present = new Map((existing.schema?.fields ?? []).map((f) => [(f.name ?? '').toLowerCase(), f]));
+        const missing: TableField[] = [];
+        for (const field of fields) {
+          const found = present.get((field.name ?? '').toLowerCase());
+          if (found === undefined) missing.push(field);
+          else if (standardType(found.type) !== standardType(field.type) || found.name !== field.name) {
+            throw new LoadError(
+              `BigQuery: column "${found.name ?? ''}" of table ${table} is ${standardType(found.type)} but its refreshed copy ${source} has ` +
+                `"${field.name ?? ''}" ${standardType(field.type)}; query-sync does not change column types or names (drop the table, then sync --full-refresh again)`,
+              false,
+              { context: { resource: table } },
+            );
+          }
+        }
+        if (missing.length === 0) return names;
+        await this.options.jobs.retrying(subject, () =>
+          this.options.client
+            .dataset(this.options.target.dataset)
+            .table(table)
+            .setMetadata({ schema: { fields: [...(existing.schema?.fields ?? []), ...missing] }, ...(existing.etag === undefined ? {} : { etag: existing.etag }) }),
+        );
+        this.forget(table);
+        return names;
+      } catch (error) {
+        if (error instanceof LoadError) throw error;
+        const raced = kindOf(error) === 'alreadyExists' || errorInfo(error).status === 412;
+        if (raced && attempt < PATCH_RACE_ATTEMPTS) continue;
+        throw toQuerySyncError(error, subject);
+      }
+    }
+  }
+
+  /** Forget what is cached of a table (dropped, or changed by a refresh). */
+  forget(table: string): void {
+    this.#fields.delete(table);
+    this.#partitionField.delete(table);
+  }
+
+  /**
    * Whether a MERGE into `table` may prune on `field`: only when the table really is partitioned
    * on it. A table created otherwise (by an earlier version, unpartitioned, or by hand) has rows
    * whose `field` is NULL or not what query-sync would compute; pruning on it would miss them and

@@ -51,7 +51,7 @@ import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
 import type { LeaseProvider } from '../core/lease.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
+import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
@@ -482,7 +482,14 @@ export class BigQueryDestination implements Destination {
       // Bridge tables right after their parent's MERGE, from the parent rows as stored.
       const parentColumns = new Set(columns.map((c) => c.name));
       for (const bridge of bridges) {
-        const sql = bridgeScript({ target: this.target, parent: table, bridge, stage, parentHasSource: parentColumns.has(bridge.sourceColumn) });
+        const sql = bridgeScript({
+          target: this.target,
+          parent: table,
+          bridge,
+          stage,
+          parentHasSource: parentColumns.has(bridge.sourceColumn),
+          ...(staged.partitions === undefined ? {} : { partitions: staged.partitions }),
+        });
         await this.jobs.run(this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name), `qs_bridge_${bridge.table.name}_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
       }
       if (bridges.length > 0 && state !== undefined) await this.writeState(state);
@@ -547,6 +554,48 @@ export class BigQueryDestination implements Destination {
     } finally {
       await state.finish(committed);
     }
+  }
+
+  /**
+   * `sync --full-refresh`: each table's rows replaced by its shadow's, all in one multi-statement
+   * transaction (BigQuery's DDL is not transactional, its DML is): per table a DELETE, then an
+   * INSERT … SELECT from the shadow; a table with no shadow (nothing was read) is emptied. Readers
+   * see the old rows or the new ones. The shadows are dropped after the commit (one left by a
+   * failure is dropped by the next refresh). Billed: a scan of each shadow.
+   */
+  async replaceTables(swaps: readonly TableSwap[]): Promise<void> {
+    if (this.dryRun) return;
+    await this.tables.ensureDataset();
+    const statements: string[] = [];
+    for (const { table, shadow } of swaps) {
+      const columns = await this.tables.takeColumnsOf(table, shadow);
+      if (columns === undefined) {
+        if (await this.tableExists(table)) statements.push(`DELETE FROM ${tablePath(this.target, table)} WHERE TRUE;`);
+        continue;
+      }
+      const list = columns.map(quoteIdent).join(', ');
+      statements.push(
+        `DELETE FROM ${tablePath(this.target, table)} WHERE TRUE;`,
+        `INSERT INTO ${tablePath(this.target, table)} (${list})\nSELECT ${list} FROM ${tablePath(this.target, shadow)};`,
+      );
+    }
+    if (statements.length > 0) {
+      const names = swaps.map((s) => s.table).join(', ');
+      const sql = ['BEGIN TRANSACTION;', ...statements, 'COMMIT TRANSACTION;'].join('\n');
+      await this.jobs.run(this.subject(`replacement of ${names} by their refreshed copies`, swaps[0]?.table), `qs_refresh_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
+    }
+    for (const { shadow } of swaps) await this.dropTable(shadow);
+  }
+
+  /** Drop a table if it exists (a refresh's shadow). */
+  async dropTable(table: string): Promise<void> {
+    if (this.dryRun) return;
+    if (!(await this.tables.lookupDataset())) return;
+    const subject = this.subject(`drop of table ${table}`, table);
+    await this.jobs.retrying(subject, () => this.client.dataset(this.target.dataset).table(table).delete({ ignoreNotFound: true })).catch((error: unknown) => {
+      throw toQuerySyncError(error, subject);
+    });
+    this.tables.forget(table);
   }
 
   /** `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`). */

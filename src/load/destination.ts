@@ -28,6 +28,12 @@ export interface LoadResult {
  * crash changes nothing. It creates the table when missing and adds columns that `table.columns`
  * names but the table lacks, before loading. It returns only after the rows are durable.
  */
+/** A table and the shadow that replaces it (`Destination.replaceTables`). */
+export interface TableSwap {
+  readonly table: string;
+  readonly shadow: string;
+}
+
 export interface Destination extends Partial<StateTable> {
   readonly kind: string;
   /**
@@ -48,11 +54,12 @@ export interface Destination extends Partial<StateTable> {
   /** Rows per `project_id` (for `status`); empty when the table does not exist. Optional. */
   countByProject?(table: string): Promise<Readonly<Record<string, number>>>;
   /**
-   * Replace `table` with `shadow` in one transaction (`sync --full-refresh`): readers see the old
-   * rows or the new ones, never a half-empty table. A missing `shadow` (nothing was read) empties
-   * `table`. Optional: a destination without it cannot full-refresh.
+   * Replace each `table` with its `shadow`, all in one transaction (`sync --full-refresh`: a table
+   * and its bridge tables): readers see the old rows or the new ones, never a half-empty table or
+   * a bridge out of step with its parent. A missing `shadow` (nothing was read) empties `table`.
+   * Optional: a destination without it cannot full-refresh.
    */
-  replaceTable?(table: string, shadow: string): Promise<void>;
+  replaceTables?(swaps: readonly TableSwap[]): Promise<void>;
   /** Drop a table if it exists (a shadow table left by a refresh that did not finish). */
   dropTable?(table: string): Promise<void>;
   /**

@@ -8,7 +8,7 @@ import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-tabl
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
-import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type ViewDialect, type WindowCount } from './destination.js';
+import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 
 export interface DuckDbOpenOptions {
   /** While another process holds the file, keep retrying this long. @default 0 (fail at once) */
@@ -192,26 +192,34 @@ export class DuckDbDestination implements Destination {
     });
   }
 
-  replaceTable(table: string, shadow: string): Promise<void> {
+  replaceTables(swaps: readonly TableSwap[]): Promise<void> {
     return this.serial(async () => {
-      const hasShadow = (await this.describeNow(shadow)) !== undefined;
-      const hasTable = (await this.describeNow(table)) !== undefined;
-      // DuckDB's DDL is transactional: a crash or an error leaves the old table whole.
+      const present = new Map<string, boolean>();
+      for (const { table, shadow } of swaps) {
+        present.set(table, (await this.describeNow(table)) !== undefined);
+        present.set(shadow, (await this.describeNow(shadow)) !== undefined);
+      }
+      // DuckDB's DDL is transactional: a crash or an error leaves every old table whole.
       await this.connection.run('BEGIN TRANSACTION');
       try {
-        if (hasShadow) {
-          if (hasTable) await this.connection.run(`DROP TABLE main.${ident(table)}`);
-          await this.connection.run(`ALTER TABLE main.${ident(shadow)} RENAME TO ${ident(table)}`);
-        } else if (hasTable) {
-          await this.connection.run(`DELETE FROM main.${ident(table)}`);
+        for (const { table, shadow } of swaps) {
+          if (present.get(shadow) === true) {
+            if (present.get(table) === true) await this.connection.run(`DROP TABLE main.${ident(table)}`);
+            await this.connection.run(`ALTER TABLE main.${ident(shadow)} RENAME TO ${ident(table)}`);
+          } else if (present.get(table) === true) {
+            await this.connection.run(`DELETE FROM main.${ident(table)}`);
+          }
         }
         await this.connection.run('COMMIT');
       } catch (error) {
         await this.connection.run('ROLLBACK').catch(() => undefined);
-        throw new LoadError(`DuckDB could not replace table ${table} with ${shadow}: ${(error as Error).message}`, false, { cause: error, context: { resource: table } });
+        const names = swaps.map((s) => `${s.table} with ${s.shadow}`).join(', ');
+        throw new LoadError(`DuckDB could not replace ${names}: ${(error as Error).message}`, false, { cause: error, context: { resource: swaps[0]?.table } });
       } finally {
-        this.tables.delete(table);
-        this.tables.delete(shadow);
+        for (const { table, shadow } of swaps) {
+          this.tables.delete(table);
+          this.tables.delete(shadow);
+        }
       }
     });
   }

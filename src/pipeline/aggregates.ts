@@ -1,5 +1,6 @@
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, Row, TableSchema } from '../core/types.js';
+import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
 import { bucketStart, FACET_FIELDS, INTERVAL_MS, readFacets, readTimeseries, type Interval } from '../extract/analytics.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
@@ -24,36 +25,34 @@ export const AGGREGATE_HORIZON_MS = 7 * 86_400_000;
 /** State section: per project, when its counts were last refreshed (absent: never, count everything). */
 export const AGGREGATES_SECTION = 'aggregates';
 
-export const EVENT_COUNTS_SCHEMA: TableSchema = {
-  name: EVENT_COUNTS_TABLE,
-  key: ['project_id', 'interval', 'bucket_start'],
-  columns: [
-    { name: 'project_id', type: 'string' },
-    { name: 'interval', type: 'string' },
-    { name: 'bucket_start', type: 'timestamp' },
-    { name: 'event_count', type: 'int64' },
-    { name: 'as_of', type: 'timestamp' },
-    { name: '_synced_at', type: 'timestamp' },
-    { name: '_run_id', type: 'string' },
-  ],
-};
+export const EVENT_COUNTS_SCHEMA: TableSchema = tableSchema(
+  EVENT_COUNTS_TABLE,
+  ['project_id', 'interval', 'bucket_start'],
+  {
+    project_id: 'string',
+    interval: 'string',
+    bucket_start: 'timestamp',
+    event_count: 'int64',
+    as_of: 'timestamp',
+    ...SYNC_METADATA_COLUMNS,
+  },
+);
 
-export const EVENT_FACETS_SCHEMA: TableSchema = {
-  name: EVENT_FACETS_TABLE,
-  key: ['project_id', 'snapshot_date', 'field', 'value'],
-  columns: [
-    { name: 'project_id', type: 'string' },
-    { name: 'snapshot_date', type: 'timestamp' },
-    { name: 'field', type: 'string' },
-    { name: 'value', type: 'string' },
-    { name: 'event_count', type: 'int64' },
-    { name: 'window_from', type: 'timestamp' },
-    { name: 'window_to', type: 'timestamp' },
-    { name: 'as_of', type: 'timestamp' },
-    { name: '_synced_at', type: 'timestamp' },
-    { name: '_run_id', type: 'string' },
-  ],
-};
+export const EVENT_FACETS_SCHEMA: TableSchema = tableSchema(
+  EVENT_FACETS_TABLE,
+  ['project_id', 'snapshot_date', 'field', 'value'],
+  {
+    project_id: 'string',
+    snapshot_date: 'timestamp',
+    field: 'string',
+    value: 'string',
+    event_count: 'int64',
+    window_from: 'timestamp',
+    window_to: 'timestamp',
+    as_of: 'timestamp',
+    ...SYNC_METADATA_COLUMNS,
+  },
+);
 
 type AggregatesSection = Readonly<Record<string, string>>;
 

@@ -3,14 +3,12 @@ import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { failedBeforeStart } from './run.js';
-import { formatStreamLine, streamCallContext, type StreamResult } from './stream.js';
+import { streamCallContext, type StreamResult } from './stream.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
   BACKFILL_SECTION,
-  isCovered,
   keepRunning,
   readLedger,
-  runningOf,
   streamLedger,
   toIso,
   updateStreamLedger,
@@ -19,6 +17,7 @@ import {
   withoutCursor,
   withRequested,
   type BackfillLedger,
+  type Interval,
   type StreamLedger,
 } from '../state/ledger.js';
 import { streamKey } from '../state/store.js';
@@ -26,6 +25,8 @@ import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { DEFAULT_BATCH_BYTES, walkWindow, type WalkTotals } from './walk.js';
+import type { CallContext } from '../http/client.js';
+import { ledgerUnits, runUnits, unitList, type LedgerUnit, type UnitBook } from './units.js';
 
 /**
  * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
@@ -174,73 +175,14 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     deps.state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
       updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
     );
-  const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) =>
-    hooks.onPage?.(resource.name, scope.key, page);
   let failure: Error | undefined;
+  const stream: LedgerStream = { ctx, ledger, totals };
 
-  const walkOne = async (window: TimeWindow | undefined): Promise<void> => {
-    const iso = window === undefined ? undefined : toIso(window);
-    const resumed = window === undefined || options.force ? undefined : runningOf(streamLedger(readLedger(deps.state.document), key), window);
-    const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
-    const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
-    let base = { rows: windowTotals.rows, pages: windowTotals.pages };
-    totals.windows += 1;
-    try {
-      await walkWindow(
-        {
-          resource,
-          scope,
-          tracker: options.tracker,
-          window,
-          startCursor: resumed?.cursor,
-          batchRows: options.batchRows,
-          batchBytes: options.batchBytes,
-          syncedAt: options.syncedAt,
-          ctx,
-          onProjects: options.onProjects,
-          onPage,
-          checkpoint: async (nextCursor) => {
-            if (iso === undefined) return;
-            const at = new Date(deps.clock.now()).toISOString();
-            const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
-            await ledger((s) =>
-              nextCursor === null ? withDone(s, { ...iso, ...counts, at }) : withCheckpoint(s, { ...iso, cursor: nextCursor, ...counts, since }),
-            );
-          },
-          onCursorRejected: async () => {
-            windowTotals.rows = 0;
-            windowTotals.pages = 0;
-            base = { rows: 0, pages: 0 };
-            if (iso !== undefined) await ledger((s) => withoutCursor(s, iso));
-          },
-        },
-        deps,
-        windowTotals,
-      );
-      if (iso === undefined) {
-        const at = new Date(deps.clock.now()).toISOString();
-        await ledger((s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
-      }
-      hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
-    } finally {
-      totals.rows += windowTotals.rows - base.rows;
-      totals.pages += windowTotals.pages - base.pages;
-    }
-  };
-
-  const guarded = async (window: TimeWindow | undefined): Promise<void> => {
-    if (failure !== undefined) return;
-    try {
-      await walkOne(window);
-    } catch (error) {
-      failure ??= error instanceof Error ? error : new Error(String(error));
-    }
-  };
-
+  let units: LedgerUnit[];
   if (resource.mode === 'full') {
     // No time filter: the backfill reads the whole resource once.
     hooks.onWindows?.(resource.name, scope.key, 1, 0);
-    await options.slots.add(() => guarded(undefined));
+    units = [{ window: undefined }];
   } else {
     const requested = options.windows;
     await ledger((s) => {
@@ -248,20 +190,19 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       // A crashed run's windows this run will not resume (sliced differently): restart cleanly.
       return options.force ? asked : keepRunning(asked, requested);
     });
-    const done = streamLedger(readLedger(deps.state.document), key).done;
-    const todo = options.force ? [...requested] : requested.filter((w) => !isCovered(w, done));
-    totals.skipped = requested.length - todo.length;
+    units = ledgerUnits(streamLedger(readLedger(deps.state.document), key), requested, options.force).filter((u) => !u.done);
+    totals.skipped = requested.length - units.length;
     hooks.onWindows?.(resource.name, scope.key, requested.length, totals.skipped);
-    const worker = async (): Promise<void> => {
-      for (;;) {
-        if (failure !== undefined || options.signal?.aborted === true) return;
-        const window = todo.shift();
-        if (window === undefined) return;
-        await options.slots.add(() => guarded(window));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, todo.length)) }, worker));
-    if (failure === undefined && options.signal?.aborted === true) failure = new Error('aborted');
+  }
+  // The windows of every stream share the run's slots; this stream takes at most `concurrency` of them.
+  try {
+    const ended = await runUnits(unitList(units), { limit: Math.max(1, options.concurrency), ctx, clock: deps.clock, slots: options.slots }, (unit) =>
+      readLedgerUnit(unit, options, deps, stream),
+    );
+    // (A full read already under way fails on its own when stopped.)
+    if (ended === 'aborted' && (resource.mode !== 'full' || totals.windows === 0)) failure = new Error('aborted');
+  } catch (error) {
+    failure = error instanceof Error ? error : new Error(String(error));
   }
 
   const seconds = (deps.clock.now() - started) / 1000;
@@ -303,14 +244,65 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   return result(failure === undefined ? 'ok' : 'failed');
 }
 
-/** One line per resource and project scope, and a last line for the run. */
-export function formatBackfillSummary(summary: BackfillSummary): string[] {
-  const lines = formatBackfillStreams(summary.streams);
-  lines.push(`backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
-  return lines;
+/** What the units of one backfill stream share: its counters and its ledger. */
+interface LedgerStream {
+  readonly ctx: CallContext;
+  readonly ledger: (change: (current: StreamLedger) => StreamLedger) => Promise<void>;
+  readonly totals: { rows: number; pages: number; windows: number };
 }
 
-/** One line per resource and project scope. */
-export function formatBackfillStreams(streams: readonly BackfillStreamResult[]): string[] {
-  return streams.map((s) => formatStreamLine(s, [`windows=${s.windows}`, `skipped=${s.skipped}`]));
+/** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
+async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBackfillOptions, deps: SyncDeps, { ctx, ledger, totals }: LedgerStream): Promise<void> {
+  const { resource, scope, hooks = {} } = options;
+  const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) => hooks.onPage?.(resource.name, scope.key, page);
+  const iso = window === undefined ? undefined : toIso(window);
+  const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
+  const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
+  let base = { rows: windowTotals.rows, pages: windowTotals.pages };
+  // The ledger's book: a running window's cursor, then the window done (with the batch that ends it).
+  const book: UnitBook<Interval | undefined> = {
+    checkpoint: async (unit, nextCursor) => {
+      if (unit === undefined) return;
+      const at = new Date(deps.clock.now()).toISOString();
+      const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
+      await ledger((s) => (nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since })));
+    },
+    cursorRejected: async (unit) => {
+      windowTotals.rows = 0;
+      windowTotals.pages = 0;
+      base = { rows: 0, pages: 0 };
+      if (unit !== undefined) await ledger((s) => withoutCursor(s, unit));
+    },
+  };
+  totals.windows += 1;
+  try {
+    await walkWindow(
+      {
+        resource,
+        scope,
+        tracker: options.tracker,
+        window,
+        startCursor: resumed?.cursor,
+        batchRows: options.batchRows,
+        batchBytes: options.batchBytes,
+        syncedAt: options.syncedAt,
+        ctx,
+        onProjects: options.onProjects,
+        onPage,
+        checkpoint: (nextCursor) => book.checkpoint(iso, nextCursor),
+        onCursorRejected: () => book.cursorRejected(iso),
+      },
+      deps,
+      windowTotals,
+    );
+    if (iso === undefined) {
+      const at = new Date(deps.clock.now()).toISOString();
+      await ledger((s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
+    }
+    hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
+  } finally {
+    totals.rows += windowTotals.rows - base.rows;
+    totals.pages += windowTotals.pages - base.pages;
+  }
 }
+

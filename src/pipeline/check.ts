@@ -168,51 +168,6 @@ function classify(error: unknown, scope: ProjectScope): { outcome: CheckOutcome;
   return { outcome: 'failed', message };
 }
 
-/** The report as text: one line per request, then what was learned. */
-export function formatCheck(report: CheckReport, target: { baseUrl: string; project: string | undefined; projectHeader: string | readonly string[] }): string[] {
-  const header = typeof target.projectHeader === 'string' ? target.projectHeader : target.projectHeader.join(' and ');
-  const lines = [`check ${target.baseUrl} (project ${target.project ?? '(none: the service reads "default")'}, header ${header})`];
-  const width = Math.max(...report.results.map((r) => r.endpoint.length), 10);
-  const scopeWidth = Math.max(...report.results.map((r) => r.scope.length), 7);
-  for (const r of report.results) {
-    const head = `${r.endpoint.padEnd(width)}  ${r.scope.padEnd(scopeWidth)}  `;
-    lines.push(head + describe(r));
-  }
-  if (report.results.some((r) => r.outcome === 'key-rejected')) {
-    lines.push('key: REJECTED (401): use the Organization API Key (the write key used for ingestion is not accepted); nothing else was checked');
-  } else if (report.keyAccepted) {
-    lines.push('key: accepted');
-  } else {
-    lines.push('key: not checked: the first request failed (see above); nothing else was checked');
-  }
-  if (report.allProjects.accepted.length + report.allProjects.refused.length > 0) {
-    lines.push(`accept "*": ${report.allProjects.accepted.join(', ') || 'none'}; refuse "*" (read one project at a time): ${report.allProjects.refused.join(', ') || 'none'}`);
-  }
-  if (report.projects.length > 0) lines.push(`projects: ${report.projects.join(', ')}`);
-  lines.push(`check ${report.ok ? 'ok' : 'FAILED'} (${report.requests} request${report.requests === 1 ? '' : 's'})`);
-  return lines;
-}
-
-function describe(r: CheckResult): string {
-  switch (r.outcome) {
-    case 'ok': {
-      if (r.total !== undefined) return `ok  total ${r.total}`;
-      const fields = Object.entries(r.fields ?? {}).map(([name, type]) => `${name}:${type}`);
-      const problems = (r.problems ?? []).map((p) => `  PROBLEM: ${p}`).join('');
-      const shape = r.records === 0 ? 'no records yet (shape unknown)' : `${fields.length} fields ${fields.join(' ')}`;
-      return `ok  ${r.records} record${r.records === 1 ? '' : 's'}${r.hasMore ? ' (more follow)' : ''}; ${shape}${problems}`;
-    }
-    case 'refuses-all-projects':
-      return 'refuses "*" (400): read one project at a time';
-    case 'key-rejected':
-      return `KEY REJECTED: ${r.message ?? ''}`;
-    case 'project-refused':
-      return `PROJECT REFUSED: ${r.message ?? ''}`;
-    case 'failed':
-      return `FAILED: ${r.message ?? ''}`;
-  }
-}
-
 /** Exit code as for sync: 3 for a rejected key or project, 1 for any other failure, 0 when all is well. */
 export function checkExitCode(report: CheckReport): number {
   if (report.results.some((r) => r.outcome === 'key-rejected' || r.outcome === 'project-refused')) return 3;

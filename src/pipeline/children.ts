@@ -1,12 +1,13 @@
 import { DataError, FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ChildSelection, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
+import type { ApiClient, CallContext } from '../http/client.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 import type { Destination } from '../load/destination.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
 import { streamKey, type StateDocument, type StateStore } from '../state/store.js';
 import { streamCallContext, type StreamResult } from './stream.js';
+import { runUnits, type SubWalk, type UnitBook, type UnitSource } from './units.js';
 
 /**
  * Per-parent children (traces read one event at a time, where the server cannot list them by time).
@@ -291,93 +292,47 @@ export async function drainChildren(
   // Chunks read at once: a chunk's reads wait on the network together, then its write and state
   // write; more chunks keep requests flowing meanwhile, as many as the controller finds useful.
   const controller = new ConcurrencyController({ max: options.concurrency ?? DEFAULT_CHILD_CONCURRENCY, now: () => deps.clock.now() });
-  const readChunk = async (units: readonly { readonly id: string; readonly at: number }[]): Promise<void> => {
-    const chunkCtx: CallContext = { ...ctx, stats: newCallStats() };
+  // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
+  const book: UnitBook<ChildChunk> = { checkpoint: (units) => options.queue.complete(project, units), cursorRejected: async () => undefined };
+  const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<void> => {
+    const chunkCtx = sub.ctx;
     const startedAt = deps.clock.now();
-    try {
-      const pages = await Promise.all(units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, chunkCtx)));
-      const rows: Row[] = [];
-      pages.forEach((records, i) => {
-        const parentId = (units[i] as { id: string }).id;
-        if (records.length >= resource.maxPageSize) {
-          // The per-event answer has no cursor: a full page may have been cut by the server.
-          deps.logger.warn({ resource: resource.name, project: scope.key }, `${per.param}=${parentId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`);
-        }
-        for (const record of records) {
-          const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
-          rows.push(normalizeChild(options, withParent, scope, chunkCtx));
-        }
-      });
-      const n = Math.max(1, units.length);
-      const waited = chunkCtx.stats.waitedMs / n;
-      controller.record({ waitedMs: waited, latencyMs: Math.max(0, deps.clock.now() - startedAt - waited), rateLimited: chunkCtx.stats.rateLimited > 0 });
-      totals.pages += units.length;
-      let stored = 0;
-      if (rows.length > 0) {
-        // The chunk's rows and its move to done are one commit where the warehouse keeps state.
-        const written = await deps.state.withBatch(
-          () => options.queue.complete(project, units),
-          (state) => deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key), ...(state === undefined ? {} : { state }) }),
-        );
-        for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
-        stored = written.rows;
-        totals.rows += written.rows;
-      } else {
-        await options.queue.complete(project, units);
+    const pages = await Promise.all(units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, chunkCtx)));
+    const rows: Row[] = [];
+    pages.forEach((records, i) => {
+      const parentId = (units[i] as { id: string }).id;
+      if (records.length >= resource.maxPageSize) {
+        // The per-event answer has no cursor: a full page may have been cut by the server.
+        deps.logger.warn({ resource: resource.name, project: scope.key }, `${per.param}=${parentId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`);
       }
-      options.onPage?.({ records: rows.length, rowsStored: stored });
-      deps.logger.debug({ resource: resource.name, project: scope.key, parents: units.length, rows: rows.length }, 'children chunk');
-    } finally {
-      for (const k of ['requests', 'retries', 'rateLimited', 'backoffMs', 'waitedMs'] as const) ctx.stats[k] += chunkCtx.stats[k];
+      for (const record of records) {
+        const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
+        rows.push(normalizeChild(options, withParent, scope, chunkCtx));
+      }
+    });
+    const n = Math.max(1, units.length);
+    const waited = chunkCtx.stats.waitedMs / n;
+    sub.record({ waitedMs: waited, latencyMs: Math.max(0, deps.clock.now() - startedAt - waited), rateLimited: chunkCtx.stats.rateLimited > 0 });
+    totals.pages += units.length;
+    let stored = 0;
+    if (rows.length > 0) {
+      // The chunk's rows and its move to done are one commit where the warehouse keeps state.
+      const written = await deps.state.withBatch(
+        () => book.checkpoint(units, null),
+        (state) => deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key), ...(state === undefined ? {} : { state }) }),
+      );
+      for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
+      stored = written.rows;
+      totals.rows += written.rows;
+    } else {
+      await book.checkpoint(units, null);
     }
+    options.onPage?.({ records: rows.length, rowsStored: stored });
+    deps.logger.debug({ resource: resource.name, project: scope.key, parents: units.length, rows: rows.length }, 'children chunk');
   };
   try {
-    await new Promise<void>((resolve, reject) => {
-      const inFlight = new Set<string>();
-      let running = 0;
-      let waiting = false;
-      let ended = false;
-      let failed: unknown;
-      const fill = (): void => {
-        for (;;) {
-          if (failed === undefined && options.signal?.aborted === true) failed = options.signal.reason;
-          if (failed !== undefined || ended) break;
-          const doneAt = options.queue.parentsDoneAt();
-          if (doneAt !== undefined && deps.clock.now() - doneAt >= options.drainAfterParentsMs) {
-            ended = true;
-            break;
-          }
-          if (running >= controller.limit) break;
-          const units = options.queue.take(project, options.chunk, inFlight);
-          if (units.length === 0) {
-            if (doneAt !== undefined && running === 0) ended = true;
-            else if (doneAt === undefined && !waiting) {
-              waiting = true;
-              void options.queue.changed().then(() => {
-                waiting = false;
-                fill();
-              });
-            }
-            break;
-          }
-          running += 1;
-          for (const u of units) inFlight.add(u.id);
-          readChunk(units)
-            .catch((error: unknown) => {
-              failed ??= error;
-            })
-            .finally(() => {
-              for (const u of units) inFlight.delete(u.id);
-              running -= 1;
-              fill();
-            });
-        }
-        if (running > 0) return;
-        if (failed !== undefined) reject(failed);
-        else if (ended) resolve();
-      };
-      fill();
-    });
+    const ended = await runUnits(chunkUnits(options, project, deps.clock), { limit: controller, ctx, clock: deps.clock }, readChunk);
+    if (ended === 'aborted') throw options.signal?.reason ?? new Error('aborted');
     const left = options.queue.pendingCount(project);
     if (left > 0) {
       deps.logger.info(
@@ -406,6 +361,31 @@ export async function drainChildren(
     }))
     .catch(() => undefined);
   return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error: failure };
+}
+
+/** A work unit of the children: a chunk of parent records (id, parent instant) whose children are due. */
+type ChildChunk = readonly { readonly id: string; readonly at: number }[];
+
+/**
+ * The queue's producer: chunks of pending parents (oldest first, none twice at once); waits for
+ * parents while they are still walked, ends when none is left after them or the drain time is spent.
+ */
+function chunkUnits(options: ChildDrainOptions, project: string, clock: Clock): UnitSource<ChildChunk> {
+  const inFlight = new Set<string>();
+  return {
+    take: () => {
+      const doneAt = options.queue.parentsDoneAt();
+      if (doneAt !== undefined && clock.now() - doneAt >= options.drainAfterParentsMs) return 'end';
+      const units = options.queue.take(project, options.chunk, inFlight);
+      if (units.length === 0) return doneAt === undefined ? 'wait' : undefined;
+      for (const u of units) inFlight.add(u.id);
+      return units;
+    },
+    changed: () => options.queue.changed(),
+    release: (units) => {
+      for (const u of units) inFlight.delete(u.id);
+    },
+  };
 }
 
 /** The children of one parent: `{ data: [...] }` (a `meta`, if any, is ignored: there is no cursor). 404 means none. */

@@ -1,5 +1,4 @@
 import PQueue from 'p-queue';
-import { formatDuration } from '../core/duration.js';
 import { AuthError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
@@ -8,12 +7,13 @@ import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import type { RateLimits } from '../http/budget.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import { minimumSeconds } from '../http/floor.js';
-import { isCovered, readLedger, runningOf, streamLedger } from '../state/ledger.js';
+import { readLedger, streamLedger } from '../state/ledger.js';
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
 import { childBacklog, readsByParent } from './children.js';
-import { DEFAULT_SETTLE_MS, nextWindow, settleWindow } from './stream.js';
+import { DEFAULT_SETTLE_MS } from './stream.js';
+import { ledgerUnits, resumedSettleUnit, settleWindow, splitUnits, syncWindowUnit, withUnitCheckpoint, type SyncUnit } from './units.js';
 
 /**
  * `plan`: what a backfill or the next sync will cost, before any data is read. Per window it asks
@@ -115,41 +115,56 @@ export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps)
     'backfill',
     options,
     deps,
-    (resource, scope) => {
-      const stream = streamLedger(ledger, streamKey(resource.name, scope.key));
-      return windows.map((window) => {
-        if (isCovered(window, stream.done)) return { window, status: 'done' as const, pagesDone: 0 };
-        const running = runningOf(stream, window);
-        return running?.cursor === undefined
-          ? { window, status: 'todo' as const, pagesDone: 0 }
-          : { window, status: 'resume' as const, pagesDone: running.pages, rowsDone: running.rows };
-      });
-    },
+    (resource, scope) =>
+      // The backfill's own units, as the ledger has them.
+      ledgerUnits(streamLedger(ledger, streamKey(resource.name, scope.key)), windows, false).map(({ window, done, resumed }) => {
+        const w = window as TimeWindow;
+        if (done === true) return { window: w, status: 'done' as const, pagesDone: 0 };
+        return resumed?.cursor === undefined
+          ? { window: w, status: 'todo' as const, pagesDone: 0 }
+          : { window: w, status: 'resume' as const, pagesDone: resumed.pages, rowsDone: resumed.rows };
+      }),
     { from: iso(options.fromMs), to: iso(options.toMs), windowMs: options.windowMs },
   );
 }
 
-/** Plan the next sync from state: each stream's pending window (resumed) and its next window. */
+/**
+ * Plan the next sync from state: the units the sync will read, from the same producer functions
+ * (a split or pending window resumed, the next window, the settle re-reads), each unit's book
+ * applied as if it were done to find the next.
+ */
 export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<Plan> {
   const runStartMs = deps.clock.now();
+  const windowOptions = { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs };
   return build('sync', options, deps, (resource, scope) => {
     const out: { window: TimeWindow; status: PlanWindowStatus; pagesDone: number }[] = [];
-    let st = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
-    const before = st;
+    const before = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
+    let st = before;
     let readFromMs: number | undefined;
-    for (let i = 0; i < 2; i++) {
-      const next = nextWindow(st, { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs });
-      if (next === undefined) break;
-      out.push({ window: next.window, status: next.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
-      readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
-      st = { mark: iso(next.window.toMs) };
+    const split = splitUnits(st);
+    if (split !== undefined) {
+      // A split under way is read first (its parts at once), then the windows after it.
+      const whole = (split[0] as SyncUnit & { kind: 'part' }).split;
+      out.push({ window: whole, status: 'resume', pagesDone: 0 });
+      readFromMs = whole.fromMs;
+      st = split.reduce((s, part) => withUnitCheckpoint(s, part, null), st);
+    }
+    for (let i = out.length; i < 2; i++) {
+      const unit = syncWindowUnit(st, windowOptions);
+      if (unit === undefined) break;
+      out.push({ window: unit.window, status: unit.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
+      readFromMs = Math.min(readFromMs ?? unit.window.fromMs, unit.window.fromMs);
+      st = withUnitCheckpoint(st, unit, null);
     }
     const settleMs = options.settleMs ?? DEFAULT_SETTLE_MS;
     if (resource.settles === true && settleMs > 0) {
-      const resumed = before.settlePending;
-      if (resumed !== undefined) out.push({ window: { fromMs: Date.parse(resumed.from), toMs: Date.parse(resumed.to) }, status: 'settle', pagesDone: 0 });
-      const settled = resumed === undefined ? before.settled : maxIsoOf(before.settled, resumed.to);
-      const next = settleWindow({ ...before, settled }, { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs, settleMs }, before.mark, readFromMs);
+      let settling = before;
+      const resumed = resumedSettleUnit(settling);
+      if (resumed !== undefined) {
+        out.push({ window: resumed.window, status: 'settle', pagesDone: 0 });
+        settling = withUnitCheckpoint(settling, resumed, null);
+      }
+      const next = settleWindow(settling, { ...windowOptions, settleMs }, before.mark, readFromMs);
       if (next.window !== undefined) out.push({ window: next.window, status: 'settle', pagesDone: 0 });
     }
     return out;
@@ -296,91 +311,5 @@ export function toProgressPlan(plan: Plan): ProgressPlan {
   return { resources, minimumSeconds: plan.minimumSeconds };
 }
 
-/** Most windows listed per row in the text output (`--json` lists every one). */
-const MAX_WINDOW_LINES = 60;
-
-/** The plan as a table per resource and project, then each row's window breakdown. */
-export function formatPlan(plan: Plan): string[] {
-  const lines: string[] = [];
-  const limits = `limits ${plan.limits.maxRpm}/min per endpoint, ${plan.limits.maxRps}/s combined`;
-  if (plan.kind === 'backfill') {
-    const windowCount = plan.rows.reduce((n, r) => Math.max(n, r.windows.length), 0);
-    lines.push(`plan: backfill [${plan.from}, ${plan.to}) in ${formatWindowLength(plan.windowMs ?? 0)} windows (${windowCount}); ${limits}`);
-  } else {
-    lines.push(`plan: next sync (from state); ${limits}`);
-  }
-  const header = ['resource', 'project', 'windows', 'rows', 'pages', 'requests', 'minimum'];
-  const table: string[][] = [header];
-  for (const row of plan.rows) {
-    const todo = row.windows.filter((w) => w.status !== 'done').length;
-    const windows = row.windows.length === 0 ? '-' : `${todo}/${row.windows.length}`;
-    if (row.unknown !== undefined) {
-      table.push([row.resource, row.scope, windows, `unknown: ${row.unknown}`]);
-      continue;
-    }
-    table.push([
-      row.resource,
-      row.scope,
-      windows,
-      String(row.rows ?? 0),
-      String(row.pages ?? 0),
-      String(row.requests ?? 0),
-      formatSeconds(row.minimumSeconds ?? 0),
-    ]);
-  }
-  lines.push(...alignTable(table));
-  const endpoints = Object.entries(plan.requestsByEndpoint);
-  const requests = endpoints.map(([e, n]) => `${n} requests to ${e}`).join(', ');
-  lines.push(
-    `total (known estimates): ${requests === '' ? 'no requests' : requests}; ` +
-      `minimum ${formatSeconds(plan.minimumSeconds)} under the limits` +
-      (plan.rows.some((r) => r.unknown !== undefined) ? ' (plus the resources marked unknown)' : '') +
-      `; this plan made ${plan.countRequests} count requests`,
-  );
-  for (const note of plan.notes) lines.push(`note: ${note}`);
-  for (const row of plan.rows) {
-    if (row.unknown !== undefined || row.windows.length === 0) continue;
-    lines.push('', `windows of ${row.resource} ${row.scope}:`);
-    for (const w of row.windows.slice(0, MAX_WINDOW_LINES)) {
-      const tag = w.status === 'resume' ? '  (resume)' : w.status === 'settle' ? '  (settle re-read: late enrichment)' : '';
-      const rows = `${w.rowsUpperBound === true ? '≤' : ''}${w.rows ?? '?'}`;
-      const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${rows}  pages ${w.pages ?? '?'}${tag}`;
-      lines.push(`  ${w.from} → ${w.to}  ${what}`);
-    }
-    if (row.windows.length > MAX_WINDOW_LINES) lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);
-  }
-  return lines;
-}
-
-function alignTable(rows: readonly string[][]): string[] {
-  const widths: number[] = [];
-  for (const row of rows) {
-    // A long last cell (an "unknown" reason) does not widen the column.
-    row.forEach((cell, i) => {
-      if (i < row.length - 1 || row.length === rows[0]?.length) widths[i] = Math.max(widths[i] ?? 0, cell.length);
-    });
-  }
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
-}
-
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-function maxIsoOf(a: string | undefined, b: string): string {
-  return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;
-}
-
-/** `1d`, `6h`, `15m`, else the general format. */
-function formatWindowLength(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return formatDuration(ms);
-}
-
-/** Whole seconds: `0s`, `9s`, `1m09s`, `2h05m`. */
-export function formatSeconds(seconds: number): string {
-  const s = Math.round(seconds);
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
-  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
-}

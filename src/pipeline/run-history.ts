@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { redact, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
+import { tableSchema } from '../core/table-schema.js';
 import type { Destination } from '../load/destination.js';
 import type { StreamResult } from './stream.js';
 
@@ -13,38 +14,38 @@ import type { StreamResult } from './stream.js';
 export const RUNS_TABLE = '_query_sync_runs';
 export const SCHEMA_CHANGES_TABLE = '_query_sync_schema_changes';
 
-export const RUNS_SCHEMA: TableSchema = {
-  name: RUNS_TABLE,
-  key: ['run_id'],
-  columns: [
-    { name: 'run_id', type: 'string' },
-    { name: 'command', type: 'string' },
-    { name: 'started_at', type: 'timestamp' },
-    { name: 'ended_at', type: 'timestamp' },
-    { name: 'outcome', type: 'string' },
-    { name: 'rows', type: 'int64' },
-    { name: 'pages', type: 'int64' },
-    { name: 'requests', type: 'int64' },
-    { name: 'retries', type: 'int64' },
-    { name: 'rate_limited', type: 'int64' },
-    { name: 'streams', type: 'json' },
-    { name: 'errors', type: 'json' },
-    { name: 'settings', type: 'json' },
-  ],
-};
+export const RUNS_SCHEMA: TableSchema = tableSchema(
+  RUNS_TABLE,
+  ['run_id'],
+  {
+    run_id: 'string',
+    command: 'string',
+    started_at: 'timestamp',
+    ended_at: 'timestamp',
+    outcome: 'string',
+    rows: 'int64',
+    pages: 'int64',
+    requests: 'int64',
+    retries: 'int64',
+    rate_limited: 'int64',
+    streams: 'json',
+    errors: 'json',
+    settings: 'json',
+  },
+);
 
-export const SCHEMA_CHANGES_SCHEMA: TableSchema = {
-  name: SCHEMA_CHANGES_TABLE,
-  key: ['run_id', 'table_name', 'column_name'],
-  columns: [
-    { name: 'run_id', type: 'string' },
-    { name: 'changed_at', type: 'timestamp' },
-    { name: 'table_name', type: 'string' },
-    { name: 'column_name', type: 'string' },
-    { name: 'column_type', type: 'string' },
-    { name: 'change', type: 'string' },
-  ],
-};
+export const SCHEMA_CHANGES_SCHEMA: TableSchema = tableSchema(
+  SCHEMA_CHANGES_TABLE,
+  ['run_id', 'table_name', 'column_name'],
+  {
+    run_id: 'string',
+    changed_at: 'timestamp',
+    table_name: 'string',
+    column_name: 'string',
+    column_type: 'string',
+    change: 'string',
+  },
+);
 
 /** `new table`: the run created the table; `new column`: a field seen for the first time; `variant column`: a value of another type (`<field>__v_<type>`). */
 export type SchemaChangeKind = 'new table' | 'new column' | 'variant column';

@@ -7,7 +7,7 @@ import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { ChildQueue, drainChildren, learnChildMode, type ChildSelection } from './children.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
-import { DEFAULT_SETTLE_MS, formatStreamLine, syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import { DEFAULT_SETTLE_MS, syncStream, type StreamOptions, type StreamResult } from './stream.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];
@@ -190,7 +190,3 @@ function summarize(runStartMs: number, streams: StreamResult[], clock: Clock): R
   };
 }
 
-/** One line per resource and project scope, for the end of a run. */
-export function formatSummary(summary: RunSummary): string[] {
-  return [...summary.streams.map((s) => formatStreamLine(s)), `sync ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`];
-}

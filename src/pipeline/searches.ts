@@ -1,6 +1,7 @@
 import { DataError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, Clock, ProjectScope, ResourceDefinition, Row, SavedSearch, TableSchema } from '../core/types.js';
+import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
 import { paginate } from '../extract/paginate.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
@@ -27,26 +28,27 @@ export const SEARCH_RANGE_MS = 14 * 86_400_000 - 60_000;
 /** State section: per search and project, the mark and the definition it was read with. */
 export const SEARCH_SECTION = 'searches';
 
-export const SEARCH_RESULTS_SCHEMA: TableSchema = {
-  name: SEARCH_RESULTS_TABLE,
-  key: ['project_id', 'search_name', 'event_id'],
-  columns: [
-    { name: 'project_id', type: 'string' },
-    { name: 'search_name', type: 'string' },
-    { name: 'event_id', type: 'string' },
-    { name: 'relevance_score', type: 'float64' },
-    { name: 'event_timestamp', type: 'timestamp' },
-    { name: 'first_matched_at', type: 'timestamp' },
-    { name: 'last_matched_at', type: 'timestamp' },
-    { name: 'query', type: 'string' },
-    { name: 'mode', type: 'string' },
-    { name: 'search_in', type: 'string' },
-    { name: '_synced_at', type: 'timestamp' },
-    { name: '_run_id', type: 'string' },
-  ],
-  // When a search first found the event stays as it was; everything else is the latest run's.
-  insertOnly: ['first_matched_at'],
-};
+export const SEARCH_RESULTS_SCHEMA: TableSchema = tableSchema(
+  SEARCH_RESULTS_TABLE,
+  ['project_id', 'search_name', 'event_id'],
+  {
+    project_id: 'string',
+    search_name: 'string',
+    event_id: 'string',
+    relevance_score: 'float64',
+    event_timestamp: 'timestamp',
+    first_matched_at: 'timestamp',
+    last_matched_at: 'timestamp',
+    query: 'string',
+    mode: 'string',
+    search_in: 'string',
+    ...SYNC_METADATA_COLUMNS,
+  },
+  {
+    // When a search first found the event stays as it was; everything else is the latest run's.
+    insertOnly: ['first_matched_at'],
+  },
+);
 
 /** One (search, project) in the state section. */
 export interface SearchMark {

@@ -6,8 +6,9 @@ import { recordsOverTime, refineAround, type RecordsOverTime } from '../extract/
 import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
 import { cursorMillis } from '../normalize/normalize.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
-import { ConcurrencyController } from '../http/concurrency.js';
-import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
+import type { ConcurrencyController } from '../http/concurrency.js';
+import type { ApiClient, CallContext } from '../http/client.js';
+import { runUnits, unitList, type SubWalk } from './units.js';
 import type { PendingWindow, SplitWindow, StreamState } from '../state/store.js';
 
 /**
@@ -223,22 +224,8 @@ export function newSplit(window: TimeWindow, parts: readonly TimeWindow[]): Spli
   return { from: iso(window.fromMs), to: iso(window.toMs), parts: parts.map((p) => ({ from: iso(p.fromMs), to: iso(p.toMs) })) };
 }
 
-/**
- * A sub-window's checkpoint: its next cursor, or (`null`) it is stored to the end and leaves the
- * split; when none is left, the mark moves to the end of the window, in the same write.
- */
-export function withPartCheckpoint(s: StreamState, part: PendingWindow, nextCursor: string | null): StreamState {
-  const split = s.split;
-  if (split === undefined) return s;
-  const same = (p: PendingWindow): boolean => p.from === part.from && p.to === part.to;
-  if (nextCursor !== null) {
-    return { ...s, split: { ...split, parts: split.parts.map((p) => (same(p) ? { from: p.from, to: p.to, cursor: nextCursor } : p)) } };
-  }
-  const left = split.parts.filter((p) => !same(p));
-  if (left.length > 0) return { ...s, split: { ...split, parts: left } };
-  const { split: _done, ...rest } = s;
-  return { ...rest, mark: maxIso(s.mark, split.to) };
-}
+// A sub-window's checkpoint and a refused cursor are its unit's book (`units.ts`).
+export { withoutPartCursor, withPartCheckpoint, type SubWalk } from './units.js';
 
 /** A sub-window not yet read replaced by the sub-windows that cover it (one state write: a kill keeps one or the other). */
 export function withPartReplaced(s: StreamState, part: PendingWindow, subs: readonly TimeWindow[]): StreamState {
@@ -249,26 +236,9 @@ export function withPartReplaced(s: StreamState, part: PendingWindow, subs: read
   return { ...s, split: { ...split, parts } };
 }
 
-/** The server refused a sub-window's checkpoint cursor: that sub-window restarts from its first page. */
-export function withoutPartCursor(s: StreamState, part: PendingWindow): StreamState {
-  const split = s.split;
-  if (split === undefined) return s;
-  return {
-    ...s,
-    split: { ...split, parts: split.parts.map((p) => (p.from === part.from && p.to === part.to ? { from: p.from, to: p.to } : p)) },
-  };
-}
-
-export interface SubWalk {
-  /** The sub-walk's own call context (same lane as the stream, its own counters). */
-  readonly ctx: CallContext;
-  /** Call after each page: feeds the controller and adds the counters to the stream's. */
-  readonly onPage: () => void;
-}
-
 /**
- * Walk `parts` at most `controller.limit` at a time (the limit is read again after every page and
- * every finished part). A part may end by handing back the sub-parts it was replaced with (a
+ * Walk `parts` at most `controller.limit` at a time: the list producer over the one runner
+ * (`runUnits`, units.ts). A part may end by handing back the sub-parts it was replaced with (a
  * re-split): they are walked next. The first failure stops new parts from starting; those running
  * finish (their checkpoints are kept) and the failure is thrown.
  */
@@ -279,69 +249,5 @@ export async function walkParts<P>(
   clock: Clock,
   walkPart: (part: P, sub: SubWalk) => Promise<readonly P[] | void>,
 ): Promise<void> {
-  const todo = [...parts];
-  let running = 0;
-  let failure: unknown;
-  let failed = false;
-  return new Promise<void>((resolve, reject) => {
-    const settle = (): void => {
-      if (running > 0) return;
-      if (failed) reject(failure);
-      else if (todo.length === 0 || streamCtx.signal?.aborted === true) resolve();
-    };
-    const fill = (): void => {
-      while (!failed && streamCtx.signal?.aborted !== true && running < controller.limit) {
-        const part = todo.shift();
-        if (part === undefined) break;
-        running += 1;
-        const sub = subWalk(streamCtx, controller, clock, fill);
-        walkPart(part, sub)
-          .then((replaced) => {
-            if (replaced !== undefined) todo.unshift(...replaced);
-          })
-          .catch((error: unknown) => {
-            if (!failed) {
-              failed = true;
-              failure = error;
-            }
-          })
-          .finally(() => {
-            sub.onPage();
-            running -= 1;
-            fill();
-            settle();
-          });
-      }
-      settle();
-    };
-    fill();
-  });
-}
-
-function subWalk(streamCtx: CallContext, controller: ConcurrencyController, clock: Clock, fill: () => void): SubWalk {
-  const stats = newCallStats();
-  const ctx: CallContext = { ...streamCtx, stats };
-  const folded: CallStats = newCallStats();
-  let lastAt = clock.now();
-  return {
-    ctx,
-    onPage: () => {
-      const now = clock.now();
-      const waitedMs = stats.waitedMs - folded.waitedMs;
-      const rateLimited = stats.rateLimited - folded.rateLimited;
-      if (stats.requests > folded.requests) {
-        controller.record({ waitedMs, latencyMs: Math.max(0, now - lastAt - waitedMs), rateLimited: rateLimited > 0 });
-      }
-      lastAt = now;
-      for (const k of ['requests', 'retries', 'rateLimited', 'backoffMs', 'waitedMs'] as const) {
-        streamCtx.stats[k] += stats[k] - folded[k];
-        folded[k] = stats[k];
-      }
-      fill();
-    },
-  };
-}
-
-function maxIso(a: string | undefined, b: string): string {
-  return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;
+  await runUnits(unitList(parts), { limit: controller, ctx: streamCtx, clock }, walkPart);
 }

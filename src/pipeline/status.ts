@@ -1,10 +1,8 @@
 import type { ResourceDefinition } from '../core/types.js';
 import { ledgerGaps, readLedger, streamLedger, type BackfillRunRecord, type Interval, type StreamLedger } from '../state/ledger.js';
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
-import { formatDuration } from '../core/duration.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { childBacklog, readsByParent } from './children.js';
-import { formatSeconds } from './plan.js';
 
 /**
  * `status`: per resource and project scope, from the state file and the warehouse: the sync's
@@ -164,62 +162,3 @@ function rowsOfScope(scope: string, table: TableCounts): number | undefined {
   return byProject[scope] ?? 0;
 }
 
-/** The report as text: a block per resource, a line per sync stream and per backfill. */
-export function formatStatus(report: StatusReport): string[] {
-  const lines: string[] = [];
-  const w = report.warehouse;
-  lines.push(
-    `state ${report.state} · warehouse ${w.location} (${w.destination})${w.available ? '' : ` — counts unavailable: ${w.reason ?? 'unknown'}`}` +
-      ` · projects ${report.projects.length === 0 ? '(none recorded)' : report.projects.join(', ')}`,
-  );
-  for (const r of report.resources) {
-    const byProject =
-      r.rowsByProject === undefined || Object.keys(r.rowsByProject).length === 0
-        ? ''
-        : ` (${Object.entries(r.rowsByProject)
-            .map(([p, n]) => `${p} ${n}`)
-            .join(', ')})`;
-    lines.push('', `${r.resource}: table ${r.tableRows === undefined ? '?' : r.tableRows} rows${byProject}`);
-    if (r.readBy === 'time') lines.push('  this server lists them by time (window walk)');
-    if (r.backlog !== undefined) {
-      const b = r.backlog;
-      const per = Object.entries(b.pending).filter(([, n]) => n > 0).map(([p, n]) => `${p} ${n}`).join(', ');
-      lines.push(
-        `  read one parent record at a time on this server; backlog ${b.total}${per === '' ? '' : ` (${per})`}` +
-          `, drains in ${formatSeconds(b.etaSeconds)} at ${b.ratePerMinute}/min; ${b.remembered} done records remembered`,
-      );
-    }
-    if (r.scopes.length === 0) lines.push('  never synced or backfilled');
-    for (const s of r.scopes) {
-      const rows = s.tableRows === undefined ? '' : `  table rows ${s.tableRows}`;
-      if (s.sync !== undefined) {
-        const run = s.sync.lastRun;
-        const last =
-          run === undefined
-            ? 'no run recorded'
-            : `last run ${run.at} ${run.outcome} rows=${run.rows} ${run.seconds.toFixed(1)}s${run.error === undefined ? '' : ` (${run.error})`}`;
-        const pending = s.sync.pending === undefined ? '' : `  resumes [${s.sync.pending.from}, ${s.sync.pending.to})${s.sync.pending.checkpoint ? ' at a checkpoint' : ''}`;
-        lines.push(`  sync     ${s.project.padEnd(12)} mark ${s.sync.highWaterMark ?? 'none'}  ${last}${pending}${rows}`);
-        if (s.sync.settled !== undefined) lines.push(`           ${''.padEnd(12)} settled (re-read after enrichment) up to ${s.sync.settled}`);
-        const late = s.sync.lateness;
-        if (late !== undefined) {
-          lines.push(
-            `           ${''.padEnd(12)} arrival delay (received_at − timestamp) over ${late.records} records of the run at ${late.at}: ` +
-              `p50 ${formatDuration(late.p50Ms)}, p99 ${formatDuration(late.p99Ms)}, max ${formatDuration(late.maxMs)} (set --lookback above p99)`,
-          );
-        }
-      }
-      if (s.backfill !== undefined) {
-        const b = s.backfill;
-        const requested = b.requested.map((i) => `[${i.from}, ${i.to})`).join(' ');
-        const gaps = b.gaps.length === 0 ? 'none' : b.gaps.map((i) => `[${i.from}, ${i.to})`).join(' ');
-        const running = b.running.length === 0 ? '' : `  running ${b.running.map((x) => `[${x.from}, ${x.to}) rows=${x.rows}`).join(' ')}`;
-        const run = b.lastRun === undefined ? '' : `  last run ${b.lastRun.at} ${b.lastRun.outcome} rows=${b.lastRun.rows}`;
-        const full = b.fullRead === undefined ? '' : `full read ${b.fullRead.at} rows=${b.fullRead.rows}`;
-        const windows = requested === '' ? '' : `requested ${requested}  done ${b.windowsDone} windows (${b.rowsDone} rows)  gaps ${gaps}`;
-        lines.push(`  backfill ${s.project.padEnd(12)} ${windows}${running}${full}${run}`.trimEnd());
-      }
-    }
-  }
-  return lines;
-}

@@ -1,15 +1,32 @@
 import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import { syncWindow, type TimeWindow } from '../extract/windows.js';
+import type { TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { DEFAULT_BATCH_BYTES, walkWindow, type WalkOptions } from './walk.js';
-import { streamKey, type Lateness, type SplitWindow, type StateStore, type StreamState } from '../state/store.js';
-import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, resplit, walkParts, withoutPartCursor, withPartCheckpoint, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
+import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
+import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, resplit, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
+import {
+  resumedSettleUnit,
+  runUnits,
+  settleWindow,
+  splitUnits,
+  syncWindowUnit,
+  unitList,
+  withoutUnitCursor,
+  withUnitCheckpoint,
+  type SubWalk,
+  type SyncUnit,
+  type UnitBook,
+  type UnitSource,
+} from './units.js';
+
+// The sync's producer functions live with the other units (`units.ts`); `plan` and tests use them here too.
+export { nextWindow, settleWindow } from './units.js';
 
 export interface StreamDeps {
   readonly client: ApiClient;
@@ -76,6 +93,10 @@ export interface StreamResult {
  * Sync one (resource, project scope): read each window [mark − lookback, run start), walk every
  * page, write in batches, and checkpoint after each write: the cursor of the next page while the
  * window is open, the new mark when it is done. State never moves past rows that were not stored.
+ *
+ * Work units (`units.ts`): the window state says is open (a split's parts, the pending window, the
+ * next window), then the settle re-reads; each produced from state when the one before has ended,
+ * all read by the one runner.
  */
 export async function syncStream(
   resource: ResourceDefinition,
@@ -107,116 +128,24 @@ export async function syncStream(
     }
     return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error };
   };
-
-  const maxParts = options.concurrency ?? DEFAULT_SPLIT_CONCURRENCY;
-  /** The split this run planned (a resumed one has none: its sub-windows are not cut again). */
-  let planned: SplitPlan | undefined;
-  const controller = new ConcurrencyController({ max: maxParts, now: () => deps.clock.now() });
-
-  const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
-  const onStored =
-    lateness === undefined && options.onStored === undefined
-      ? undefined
-      : async (rows: readonly Row[]): Promise<void> => {
-          lateness?.add(rows);
-          await options.onStored?.(rows);
-        };
-  const walk = (
-    window: TimeWindow | undefined,
-    startCursor: string | undefined,
-    settleTo?: number,
-    onFirstPage?: (page: Page) => Promise<boolean>,
-  ): Promise<'done' | 'abandoned'> => {
-    totals.windows += 1;
-    return walkWindow(
-      {
-        resource,
-        scope,
-        tracker,
-        window,
-        startCursor,
-        onFirstPage,
-        batchRows: options.batchRows,
-        batchBytes: options.batchBytes,
-        sampleRows: options.sampleRows,
-        syncedAt: options.syncedAt,
-        ctx,
-        onProjects: options.onProjects,
-        onPage: options.onPage,
-        onStored,
-        checkpoint: (nextCursor) => (settleTo === undefined ? checkpoint(window, nextCursor) : settleCheckpoint(window, nextCursor, settleTo)),
-        onCursorRejected: () =>
-          deps.state.updateStream(key, (s) =>
-            settleTo === undefined
-              ? { ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined }
-              : { ...s, settlePending: s.settlePending ? { from: s.settlePending.from, to: s.settlePending.to } : undefined },
-          ),
-      },
-      deps,
-      totals,
-    );
-  };
-
+  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals);
   try {
     if (resource.mode === 'full') {
-      await walk(undefined, undefined);
+      await reader.walk(undefined);
     } else {
       const markBefore = deps.state.stream(key).mark;
-      let readFromMs: number | undefined;
-      for (;;) {
-        // A stopped run reads no more windows (a split walk returns quietly once stopped: without
-        // this the loop would spin on the split it left, starving every timer).
-        options.signal?.throwIfAborted();
-        const st = deps.state.stream(key);
-        if (st.split !== undefined) {
-          readFromMs = Math.min(readFromMs ?? Date.parse(st.split.from), Date.parse(st.split.from));
-          await walkSplit(st.split);
-          continue;
-        }
-        const next = nextWindow(st, options);
-        if (next === undefined || (options.sampleRows !== undefined && totals.rows >= options.sampleRows)) break;
-        readFromMs = Math.min(readFromMs ?? next.window.fromMs, next.window.fromMs);
-        // A fresh window's first page says whether it is large enough to read split (then the walk
-        // is abandoned before storing anything, and the split planned). A dry run reads a sample:
-        // one walk, never a split.
-        const fresh = next.cursor === undefined && st.pending === undefined && options.sampleRows === undefined;
-        const splits = fresh && resource.split !== undefined && maxParts >= 2;
-        // A first sync is large but for the smallest accounts: its plan needs no first page (which
-        // would be read twice), where counts exist.
-        const direct = splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
-        if (direct) {
-          const plan = await planSplit(resource, scope, next.window, undefined, maxParts, deps, ctx);
-          logSplit(plan, undefined);
-          if (plan !== undefined) {
-            await deps.state.updateStream(key, (s) => ({ ...s, split: newSplit(next.window, plan.parts) }));
-            planned = plan;
-            continue;
-          }
-        }
-        const sized = splits && !direct ? firstPageHook(ctx, async (first) => {
-          const plan = await planSplit(resource, scope, next.window, first, maxParts, deps, ctx);
-          logSplit(plan, first);
-          if (plan === undefined) return false;
-          // The sub-windows are durable before any is read: a kill resumes the same split.
-          await deps.state.updateStream(key, (s) => ({ ...s, split: newSplit(next.window, plan.parts) }));
-          planned = plan;
-          return true;
-        }) : undefined;
-        await walk(next.window, next.cursor, undefined, sized);
-      }
+      const run = { limit: reader.controller, ctx, clock: deps.clock };
+      const read = (unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | void> => reader.read(unit, sub);
+      if ((await runUnits(reader.windowUnits(), run, read)) === 'aborted') options.signal?.throwIfAborted();
       if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
-        // Work units of the settle pass: a re-read a killed run left, then this run's own.
-        const resumed = deps.state.stream(key).settlePending;
-        if (resumed !== undefined) {
-          const to = Date.parse(resumed.to);
-          await walk({ fromMs: Date.parse(resumed.from), toMs: to }, resumed.cursor, to);
-        }
-        const next = settleWindow(deps.state.stream(key), { ...options, settleMs: options.settleMs ?? 0 }, markBefore, readFromMs);
-        if (next.window !== undefined) await walk(next.window, undefined, next.settledTo);
-        else await deps.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(next.settledTo).toISOString()) }));
+        const settle = reader.settleUnits(markBefore, options.settleMs ?? 0);
+        if ((await runUnits(settle, run, read)) === 'aborted') options.signal?.throwIfAborted();
+        // Nothing to re-read (yet): the settle mark alone moves.
+        const to = settle.settledTo();
+        if (to !== undefined) await deps.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(to).toISOString()) }));
       }
     }
-    const measured = lateness?.summary(deps.clock.now());
+    const measured = reader.lateness?.summary(deps.clock.now());
     if (measured !== undefined) await deps.state.updateStream(key, (s) => ({ ...s, lateness: measured }));
     return await finish('ok');
   } catch (error) {
@@ -226,124 +155,237 @@ export async function syncStream(
     deps.logger.error({ resource: resource.name, project: scope.key, code: (err as QuerySyncError).code }, err.message);
     return finish('failed', err);
   }
+}
 
-  function logSplit(plan: SplitPlan | undefined, first: FirstPage | undefined): void {
-    deps.logger.debug(
-      { resource: resource.name, project: scope.key, latencyMs: first?.latencyMs, parts: plan?.parts.length ?? 1, pagesPerPart: plan?.pagesPerPart },
+/**
+ * The units of one sync stream: produced from its state, recorded in it (the book), read by walks.
+ */
+class UnitReader {
+  readonly controller: ConcurrencyController;
+  readonly lateness: LatenessHistogram | undefined;
+  /** The split this run planned (a resumed one has none: its sub-windows are not cut again). */
+  private planned: SplitPlan | undefined;
+  /** Where this run's windows started reading (the settle re-read stops there). */
+  private readFromMs: number | undefined;
+  private readonly key: string;
+  private readonly maxParts: number;
+  private readonly onStored: WalkOptions['onStored'];
+  private readonly book: UnitBook<SyncUnit>;
+
+  constructor(
+    private readonly resource: ResourceDefinition,
+    private readonly scope: ProjectScope,
+    private readonly tracker: SchemaTracker,
+    private readonly deps: StreamDeps,
+    private readonly options: StreamOptions,
+    private readonly ctx: CallContext,
+    private readonly totals: { rows: number; pages: number; windows: number },
+  ) {
+    this.key = streamKey(resource.name, scope.key);
+    this.maxParts = options.concurrency ?? DEFAULT_SPLIT_CONCURRENCY;
+    this.controller = new ConcurrencyController({ max: this.maxParts, now: () => deps.clock.now() });
+    const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
+    this.lateness = lateness;
+    this.onStored =
+      lateness === undefined && options.onStored === undefined
+        ? undefined
+        : async (rows: readonly Row[]): Promise<void> => {
+            lateness?.add(rows);
+            await options.onStored?.(rows);
+          };
+    const update = (change: (s: StreamState) => StreamState): Promise<void> => deps.state.updateStream(this.key, change);
+    this.book = {
+      checkpoint: (unit, nextCursor) => update((s) => withUnitCheckpoint(s, unit, nextCursor)),
+      cursorRejected: (unit) => update((s) => withoutUnitCursor(s, unit)),
+      replace: (unit, subs) => update((s) => withPartReplaced(s, isoWindow(unit.window), subs)),
+    };
+  }
+
+  /**
+   * The window units, from state: the parts of a split in state (at once, as many as the controller
+   * allows; a re-split hands its sub-windows back to the list), else the next window (alone). A
+   * window's unit may end by planning a split: the split's parts come next.
+   */
+  windowUnits(): UnitSource<SyncUnit> {
+    let parts: UnitSource<SyncUnit> | undefined;
+    let partCount = 0;
+    return {
+      take: (running) => {
+        if (parts !== undefined) {
+          const part = parts.take(running);
+          if (part !== undefined) return part;
+          if (running > 0) return undefined;
+          this.deps.logger.debug(
+            { resource: this.resource.name, project: this.scope.key, parts: partCount, peak: this.controller.peak, limit: this.controller.limit },
+            'split walked',
+          );
+          parts = undefined; // walked: state says what is left
+        }
+        if (running > 0) return undefined;
+        const st = this.deps.state.stream(this.key);
+        const units = splitUnits(st);
+        if (units !== undefined) {
+          this.totals.windows += 1;
+          partCount = units.length;
+          this.readFrom(Date.parse(st.split?.from ?? ''));
+          parts = unitList(units);
+          return parts.take(0);
+        }
+        const unit = syncWindowUnit(st, this.options);
+        if (unit === undefined || (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)) return undefined;
+        this.readFrom(unit.window.fromMs);
+        return unit;
+      },
+      putBack: (more) => parts?.putBack?.(more),
+    };
+  }
+
+  /** The settle units: a re-read a killed run left, then this run's own (or only the settle mark's move: `settledTo`). */
+  settleUnits(markBefore: string | undefined, settleMs: number): UnitSource<SyncUnit> & { settledTo(): number | undefined } {
+    let step = 0;
+    let settledTo: number | undefined;
+    return {
+      take: (running) => {
+        if (running > 0) return undefined;
+        if (step === 0) {
+          step = 1;
+          const resumed = resumedSettleUnit(this.deps.state.stream(this.key));
+          if (resumed !== undefined) return resumed;
+        }
+        if (step === 1) {
+          step = 2;
+          const next = settleWindow(this.deps.state.stream(this.key), { ...this.options, settleMs }, markBefore, this.readFromMs);
+          if (next.window !== undefined) return { kind: 'settle', window: next.window, settledTo: next.settledTo };
+          settledTo = next.settledTo;
+        }
+        return undefined;
+      },
+      settledTo: () => settledTo,
+    };
+  }
+
+  /** Read one unit: a window (which may turn into a split), a settle re-read, or a split's part. */
+  async read(unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | void> {
+    if (unit.kind === 'part') return this.readPart(unit, sub);
+    if (unit.kind === 'settle') {
+      await this.walk(unit);
+      return;
+    }
+    const { resource, scope, deps, options, maxParts } = this;
+    const st = deps.state.stream(this.key);
+    // A fresh window's first page says whether it is large enough to read split (then the walk is
+    // abandoned before storing anything, and the split planned). A dry run reads a sample: one
+    // walk, never a split.
+    const fresh = unit.cursor === undefined && st.pending === undefined && options.sampleRows === undefined;
+    const splits = fresh && resource.split !== undefined && maxParts >= 2;
+    // A first sync is large but for the smallest accounts: its plan needs no first page (which
+    // would be read twice), where counts exist.
+    const direct = splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
+    if (direct) {
+      const plan = await planSplit(resource, scope, unit.window, undefined, maxParts, deps, this.ctx);
+      this.logSplit(plan, undefined);
+      if (plan !== undefined) {
+        await this.recordSplit(unit.window, plan);
+        return;
+      }
+    }
+    const sized =
+      splits && !direct
+        ? this.firstPageHook(this.ctx, async (first) => {
+            const plan = await planSplit(resource, scope, unit.window, first, maxParts, deps, this.ctx);
+            this.logSplit(plan, first);
+            if (plan === undefined) return false;
+            await this.recordSplit(unit.window, plan);
+            return true;
+          })
+        : undefined;
+    await this.walk(unit, sized);
+  }
+
+  /** The sub-windows are durable before any is read: a kill resumes the same split. */
+  private async recordSplit(window: TimeWindow, plan: SplitPlan): Promise<void> {
+    await this.deps.state.updateStream(this.key, (s) => ({ ...s, split: newSplit(window, plan.parts) }));
+    this.planned = plan;
+  }
+
+  /**
+   * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
+   * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
+   */
+  walk(unit: SyncUnit | undefined, onFirstPage?: (page: Page) => Promise<boolean>, sub?: SubWalk): Promise<'done' | 'abandoned'> {
+    const { options, resource } = this;
+    // A part: rows held by all sub-walks together stay about `batchRows`, as in a backfill. A part
+    // on another field than the cursor's filters the whole split window on that field.
+    const share = sub === undefined ? 1 : this.maxParts;
+    const onField = unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    if (sub === undefined) this.totals.windows += 1;
+    return walkWindow(
+      {
+        resource,
+        scope: this.scope,
+        tracker: this.tracker,
+        window: onField ? unit.split : unit?.window,
+        partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: unit.window } : undefined,
+        startCursor: unit?.cursor,
+        onFirstPage,
+        batchRows: sub === undefined ? options.batchRows : Math.max(1, Math.ceil(options.batchRows / share)),
+        batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / share)),
+        sampleRows: options.sampleRows,
+        syncedAt: options.syncedAt,
+        ctx: sub?.ctx ?? this.ctx,
+        onProjects: options.onProjects,
+        onPage:
+          sub === undefined
+            ? options.onPage
+            : (page) => {
+                sub.onPage();
+                options.onPage?.(page);
+              },
+        onStored: this.onStored,
+        checkpoint: (nextCursor) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor)),
+        onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
+      },
+      this.deps,
+      this.totals,
+    );
+  }
+
+  /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */
+  private async readPart(part: SyncUnit & { kind: 'part' }, sub: SubWalk): Promise<SyncUnit[] | void> {
+    const { resource } = this;
+    let replaced: TimeWindow[] | undefined;
+    const plan = this.planned;
+    const onField = resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    const onFirstPage =
+      part.cursor !== undefined || onField || plan === undefined || resource.split?.exact !== false
+        ? undefined
+        : this.firstPageHook(sub.ctx, async (first) => {
+            replaced = resplit(resource, part.window, first, plan, this.maxParts);
+            if (replaced === undefined) return false;
+            await this.book.replace?.(part, replaced);
+            return true;
+          });
+    const ended = await this.walk(part, onFirstPage, sub);
+    return ended === 'abandoned' && replaced !== undefined ? replaced.map((window) => ({ kind: 'part', window, split: part.split })) : undefined;
+  }
+
+  private readFrom(ms: number): void {
+    this.readFromMs = Math.min(this.readFromMs ?? ms, ms);
+  }
+
+  private logSplit(plan: SplitPlan | undefined, first: FirstPage | undefined): void {
+    this.deps.logger.debug(
+      { resource: this.resource.name, project: this.scope.key, latencyMs: first?.latencyMs, parts: plan?.parts.length ?? 1, pagesPerPart: plan?.pagesPerPart },
       plan === undefined ? 'window read in one walk' : 'window read split',
     );
   }
 
   /** The first-page hook of a walk: measures the page's answer time (budget queueing excluded). */
-  function firstPageHook(walkCtx: CallContext, decide: (first: FirstPage) => Promise<boolean>): (page: Page) => Promise<boolean> {
-    const startedAt = deps.clock.now();
+  private firstPageHook(walkCtx: CallContext, decide: (first: FirstPage) => Promise<boolean>): (page: Page) => Promise<boolean> {
+    const startedAt = this.deps.clock.now();
     const waitedBefore = walkCtx.stats.waitedMs;
-    return (page) => decide({ ...page, latencyMs: Math.max(0, deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)) });
+    return (page) => decide({ ...page, latencyMs: Math.max(0, this.deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)) });
   }
-
-  /** Walk the sub-windows of a split concurrently, each checkpointing its own cursor. */
-  async function walkSplit(split: SplitWindow): Promise<void> {
-    totals.windows += 1;
-    // Rows held by all sub-walks together stay about `batchRows`, as in a backfill.
-    const batchRows = Math.max(1, Math.ceil(options.batchRows / maxParts));
-    const batchBytes = Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / maxParts));
-    const splitWindow: TimeWindow = { fromMs: Date.parse(split.from), toMs: Date.parse(split.to) };
-    const onField = resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
-    await walkParts(split.parts, controller, ctx, deps.clock, async (part, sub) => {
-      const partWindow: TimeWindow = { fromMs: Date.parse(part.from), toMs: Date.parse(part.to) };
-      let replaced: TimeWindow[] | undefined;
-      // A fresh sub-window (on the cursor field, balanced by a proxy) whose first page shows it far
-      // larger than its share is cut again.
-      const plan = planned;
-      const onFirstPage =
-        part.cursor !== undefined || onField || plan === undefined || resource.split?.exact !== false
-          ? undefined
-          : firstPageHook(sub.ctx, async (first) => {
-              replaced = resplit(resource, partWindow, first, plan, maxParts);
-              if (replaced === undefined) return false;
-              const subs = replaced;
-              await deps.state.updateStream(key, (s) => withPartReplaced(s, part, subs));
-              return true;
-            });
-      const ended = await walkWindow(
-        {
-          resource,
-          scope,
-          tracker,
-          window: onField ? splitWindow : partWindow,
-          partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: partWindow } : undefined,
-          startCursor: part.cursor,
-          onFirstPage,
-          batchRows,
-          batchBytes,
-          sampleRows: options.sampleRows,
-          syncedAt: options.syncedAt,
-          ctx: sub.ctx,
-          onProjects: options.onProjects,
-          onPage: (page) => {
-            sub.onPage();
-            options.onPage?.(page);
-          },
-          onStored,
-          checkpoint: (nextCursor) => deps.state.updateStream(key, (s) => withPartCheckpoint(s, part, nextCursor)),
-          onCursorRejected: () => deps.state.updateStream(key, (s) => withoutPartCursor(s, part)),
-        },
-        deps,
-        totals,
-      );
-      const iso = (ms: number): string => new Date(ms).toISOString();
-      return ended === 'abandoned' && replaced !== undefined ? replaced.map((w) => ({ from: iso(w.fromMs), to: iso(w.toMs) })) : undefined;
-    });
-    deps.logger.debug({ resource: resource.name, project: scope.key, parts: split.parts.length, peak: controller.peak, limit: controller.limit }, 'split walked');
-  }
-
-  async function checkpoint(window: TimeWindow | undefined, nextCursor: string | null): Promise<void> {
-    if (window === undefined) return;
-    const from = new Date(window.fromMs).toISOString();
-    const to = new Date(window.toMs).toISOString();
-    await deps.state.updateStream(key, (s) =>
-      nextCursor === null
-        ? { ...s, mark: maxIso(s.mark, to), pending: undefined }
-        : { ...s, pending: { from, to, cursor: nextCursor } },
-    );
-  }
-
-  async function settleCheckpoint(window: TimeWindow | undefined, nextCursor: string | null, settledTo: number): Promise<void> {
-    if (window === undefined) return;
-    const from = new Date(window.fromMs).toISOString();
-    const to = new Date(window.toMs).toISOString();
-    await deps.state.updateStream(key, (s) =>
-      nextCursor === null
-        ? { ...s, settled: maxIso(s.settled, new Date(settledTo).toISOString()), settlePending: undefined }
-        : { ...s, settlePending: { from, to, cursor: nextCursor } },
-    );
-  }
-}
-
-/**
- * The settle re-read of this run: records in [settled, now − settle) were last read while fresh,
- * except those this run's windows just read (from `readFromMs` on), which are read settled already.
- * So each record is read once more at most, and only the part no window of this run covered. A
- * first sync reads nothing here: everything older than `now − settle` it read settled. A window
- * shorter than the lookback (runs back to back) is left for a later run.
- */
-export function settleWindow(
-  st: StreamState,
-  options: Pick<StreamOptions, 'runStartMs' | 'lookbackMs' | 'startMs'> & { readonly settleMs: number },
-  markBefore: string | undefined,
-  readFromMs: number | undefined,
-): { readonly window?: TimeWindow; readonly settledTo: number } {
-  const settledTo = Math.max(options.startMs ?? 0, options.runStartMs - options.settleMs);
-  let fromMs: number;
-  if (st.settled !== undefined) fromMs = Date.parse(st.settled);
-  else if (markBefore !== undefined) fromMs = Date.parse(markBefore) - options.lookbackMs - options.settleMs; // state from before the settle pass
-  else fromMs = settledTo; // first sync
-  fromMs = Math.max(options.startMs ?? 0, fromMs);
-  const toMs = Math.min(settledTo, readFromMs ?? settledTo);
-  if (fromMs >= toMs) return { settledTo };
-  // A sliver (runs back to back) waits until it is worth a request: the settle mark stays put.
-  if (toMs - fromMs < Math.min(options.lookbackMs, options.settleMs)) return { settledTo: fromMs };
-  return { window: { fromMs, toMs }, settledTo };
 }
 
 /**
@@ -390,34 +432,7 @@ export function streamCallContext(resource: ResourceDefinition, scope: ProjectSc
   return { resource: resource.name, project: scope.key, lane: `${resource.name}|${scope.key}`, stats: newCallStats(), signal };
 }
 
-/** One summary line of a stream; `extra` fields (e.g. a backfill's windows) come after the scope. */
-export function formatStreamLine(s: StreamResult, extra: readonly string[] = []): string {
-  return [
-    `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
-    ...extra,
-    `rows=${s.rows}`,
-    `pages=${s.pages}`,
-    `requests=${s.stats.requests}`,
-    `retries=${s.stats.retries}`,
-    `429s=${s.stats.rateLimited}`,
-    `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
-    `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
-    `seconds=${s.seconds.toFixed(1)}`,
-    s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
-  ].join(' ');
-}
-
-/** The next window to read, resuming a checkpoint first; `undefined` when caught up. */
-export function nextWindow(
-  st: StreamState,
-  options: Pick<StreamOptions, 'runStartMs' | 'lookbackMs' | 'startMs'>,
-): { window: TimeWindow; cursor: string | undefined } | undefined {
-  if (st.pending !== undefined) {
-    return { window: { fromMs: Date.parse(st.pending.from), toMs: Date.parse(st.pending.to) }, cursor: st.pending.cursor };
-  }
-  const window = syncWindow(st.mark === undefined ? undefined : Date.parse(st.mark), options);
-  return window === undefined ? undefined : { window, cursor: undefined };
-}
+const isoWindow = (w: TimeWindow): { from: string; to: string } => ({ from: new Date(w.fromMs).toISOString(), to: new Date(w.toMs).toISOString() });
 
 function maxIso(a: string | undefined, b: string): string {
   return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;

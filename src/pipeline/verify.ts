@@ -226,17 +226,3 @@ export async function repairWindows(mismatched: readonly VerifyWindow[], options
   );
 }
 
-/** One line per window (mismatches flagged), the resources not verifiable, and a total. */
-export function formatVerify(report: VerifyReport, options: { readonly onlyMismatches?: boolean } = {}): string[] {
-  const lines: string[] = [];
-  for (const w of report.windows) {
-    if (options.onlyMismatches === true && w.match) continue;
-    const diff = w.warehouse - w.api;
-    const verdict = w.match ? 'ok' : `MISMATCH (warehouse ${diff > 0 ? '+' : ''}${diff})`;
-    lines.push(`${w.resource.padEnd(13)} ${w.project.padEnd(12)} ${w.from} → ${w.to}  api=${w.api} warehouse=${w.warehouse}  ${verdict}`);
-  }
-  for (const n of report.notVerifiable) lines.push(`${n.resource.padEnd(13)} ${'-'.padEnd(12)} ${n.reason}`);
-  const matches = report.windows.length - report.mismatches;
-  lines.push(`verify: ${report.windows.length} windows checked, ${matches} match, ${report.mismatches} mismatch${report.mismatches === 1 ? '' : 'es'}`);
-  return lines;
-}

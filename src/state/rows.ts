@@ -1,6 +1,6 @@
 import { StateError } from '../core/errors.js';
 import type { StateRow } from '../core/state-table.js';
-import type { StateDocument } from './store.js';
+import type { StateDocument } from './document.js';
 
 /**
  * The state document as rows of `_query_sync_state`, one per key, so that writers of different

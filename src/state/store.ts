@@ -6,75 +6,11 @@ import { StateError } from '../core/errors.js';
 import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { acquireLock, fileLeases, type LeaseProvider, type Lock } from './lock.js';
+import type { StateDocument, StreamState } from './document.js';
 import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
 
-/** A walk in progress: the window being read and the cursor of the next page not yet stored. */
-export interface PendingWindow {
-  readonly from: string;
-  readonly to: string;
-  readonly cursor?: string;
-}
-
-/**
- * A window read as sub-windows at once (a split walk): the sub-windows not yet stored to the end,
- * each with the cursor of its next page once it has one. The mark moves to `to` when none is left.
- */
-export interface SplitWindow {
-  readonly from: string;
-  readonly to: string;
-  readonly parts: readonly PendingWindow[];
-}
-
-export interface LastRun {
-  readonly at: string;
-  readonly outcome: 'ok' | 'failed';
-  readonly rows: number;
-  readonly pages: number;
-  readonly requests: number;
-  readonly seconds: number;
-  readonly error?: string;
-}
-
-/** State of one (resource, project scope) stream. */
-export interface StreamState {
-  /**
-   * High-water mark: every record whose cursor value is below it was stored, as far as the API
-   * showed it then. The next sync re-reads from `mark − lookback`.
-   */
-  readonly mark?: string;
-  readonly pending?: PendingWindow;
-  /** A split walk in progress; resumed before anything else. */
-  readonly split?: SplitWindow;
-  readonly lastRun?: LastRun;
-  /**
-   * Settle mark (resources that are enriched late): every record before it was read at least once
-   * after it had settled. Lags the mark by `--settle`.
-   */
-  readonly settled?: string;
-  /** A settle re-read in progress (window and the cursor of its next page). */
-  readonly settlePending?: PendingWindow;
-  /** How late records arrive (receipt − own time) in the last run that read any. */
-  readonly lateness?: Lateness;
-}
-
-export interface Lateness {
-  readonly at: string;
-  readonly records: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
-  readonly maxMs: number;
-}
-
-export interface StateDocument {
-  /** Format version (`STATE_VERSION`); an older file is migrated on read (see `validate.ts`). */
-  readonly version: typeof STATE_VERSION;
-  readonly streams: Readonly<Record<string, StreamState>>;
-  /** Project slugs seen in all-projects reads, for endpoints that need one request per project. */
-  readonly projects: readonly string[];
-  /** Free-form sections owned by other commands (e.g. backfill ledgers), kept as they are. */
-  readonly sections: Readonly<Record<string, unknown>>;
-}
+export type { LastRun, Lateness, PendingWindow, SplitWindow, StateDocument, StreamState } from './document.js';
 
 const EMPTY: StateDocument = { version: STATE_VERSION, streams: {}, projects: [], sections: {} };
 

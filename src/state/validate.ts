@@ -107,6 +107,8 @@ export const STREAM_FIELDS: Shape = {
   fields: {
     mark: instant,
     pending: nested(PENDING_FIELDS),
+    // A split walk in progress: its window and the sub-windows not yet stored, each with its cursor.
+    split: nested({ fields: { ...INTERVAL.fields, parts: list(nested(PENDING_FIELDS)) }, required: ['from', 'to', 'parts'], whole: ordered }),
     lastRun: nested(LAST_RUN_FIELDS),
     // The settle pass (late enrichment) and the arrival delay of the last run.
     settled: instant,
@@ -138,6 +140,9 @@ const SERVER_FIELDS: Shape = {
     },
   },
 };
+
+/** Saved searches (`sections.searches`): per "<search>|<project>", the run start read up to and the definition read with. */
+const SEARCH_MARK_FIELDS: Shape = { fields: { mark: instant, definition: text }, required: ['mark', 'definition'] };
 
 /** One stream of the backfill ledger (`sections.backfills.streams["<resource>:<scope>"]`). */
 export const LEDGER_STREAM_FIELDS: Shape = {
@@ -213,6 +218,22 @@ export function validateState(raw: unknown, options: ValidateOptions = {}): { do
   if (server !== undefined) {
     const p = problemIn(server, SERVER_FIELDS);
     if (p !== undefined) return { where: `section "server"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
+  }
+  const searches = sections.searches;
+  if (searches !== undefined) {
+    if (!isObject(searches)) return { where: 'section "searches"', problem: `expected {"<search>|<project>": {"mark": ..., "definition": ...}}, got ${shown(searches)}` };
+    for (const [key, mark] of Object.entries(searches)) {
+      const p = problemIn(mark, SEARCH_MARK_FIELDS);
+      if (p !== undefined) return { where: `section "searches", search "${key}"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
+    }
+  }
+  const aggregates = sections.aggregates;
+  if (aggregates !== undefined) {
+    if (!isObject(aggregates)) return { where: 'section "aggregates"', problem: `expected {"<project>": "<instant>"}, got ${shown(aggregates)}` };
+    for (const [project, asOf] of Object.entries(aggregates)) {
+      const problem = instant(asOf);
+      if (problem !== undefined) return { where: `section "aggregates", project "${project}"`, problem };
+    }
   }
   for (const [name, section] of Object.entries(sections)) {
     if (!name.startsWith('children:')) continue;

@@ -6,25 +6,18 @@ import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { systemClock } from '../../src/core/clock.js';
 import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
-import type { ApiRecord, ChildSelection, JsonValue, ResourceDefinition } from '../../src/core/types.js';
+import type { ApiRecord, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
 import { ApiClient, type ApiClientOptions, type RetryOptions } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { runSync, type RunSummary, type SyncDeps } from '../../src/pipeline/run.js';
+import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/pipeline/run.js';
 import { keepStateIn } from '../../src/commands/state-home.js';
 import { StateStore } from '../../src/state/store.js';
 
-export interface HarnessRun extends PipelineTarget {
-  readonly project?: string;
-  readonly projectIds?: readonly string[];
-  readonly resources?: readonly ResourceDefinition[];
-  readonly lookbackMs?: number;
-  readonly batchRows?: number;
-  readonly settleMs?: number;
-  readonly children?: ChildSelection;
-}
+/** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */
+export type HarnessRun = PipelineTarget & Partial<SyncPlanOptions>;
 
 /** Fast retries for tests: the same loop, shorter sleeps. */
 export const FAST_RETRY: Partial<RetryOptions> = { maxAttempts: 8, backoff: { baseMs: 5, maxDelayMs: 50 } };
@@ -43,6 +36,17 @@ export interface PipelineTarget {
   readonly destination?: () => Promise<Destination>;
   /** More client options (timeouts, Retry-After cap, a logger to read). */
   readonly client?: Partial<Pick<ApiClientOptions, 'timeouts' | 'maxRetryAfterMs' | 'longWaitMs' | 'logger'>>;
+}
+
+/**
+ * The run's own options of a harness call: its target left out, every resource unless it names
+ * some, no project header unless it names one.
+ */
+export function runOptionsOf<O extends PipelineTarget & { readonly resources?: readonly ResourceDefinition[]; readonly project?: string }>(
+  opts: O,
+): Omit<O, keyof PipelineTarget> & { readonly resources: readonly ResourceDefinition[]; readonly project: string | undefined } {
+  const { baseUrl: _baseUrl, apiKey: _apiKey, dir: _dir, limits: _limits, retry: _retry, projectHeader: _projectHeader, destination: _destination, client: _client, ...run } = opts;
+  return { ...run, resources: opts.resources ?? RESOURCES, project: opts.project };
 }
 
 /**
@@ -79,20 +83,7 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
 
 /** One sync, in-process, through the same parts the CLI wires. */
 export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
-  return withPipeline(opts, 'sync', (deps) =>
-    runSync(
-      {
-        resources: opts.resources ?? RESOURCES,
-        project: opts.project,
-        projectIds: opts.projectIds,
-        lookbackMs: opts.lookbackMs ?? 15 * 60_000,
-        batchRows: opts.batchRows,
-        settleMs: opts.settleMs,
-        children: opts.children,
-      },
-      deps,
-    ),
-  );
+  return withPipeline(opts, 'sync', (deps) => runSync({ ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps));
 }
 
 export async function readTable(dir: string, table: string): Promise<Record<string, unknown>[]> {

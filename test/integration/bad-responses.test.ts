@@ -1,20 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import { StateStore } from '../../src/state/store.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { readTable, statePathOf, syncOnce } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, onCleanup } from '../fakes/lifecycle.js';
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
-}
 const ts = (i: number): string => new Date(Date.parse('2026-11-01T00:00:00Z') + i * 1000).toISOString();
 const userPage = { data: [{ id: 'u1', last_seen: ts(5) }], meta: { cursor: null, has_more: false } };
 
@@ -27,7 +18,7 @@ describe('bad responses stop only their resource, with a clear error and state u
       },
       '/v1/users': (_req, _url, res) => json(res, 200, userPage),
     });
-    cleanups.push(server.close);
+    onCleanup(server.close);
     const d = dir();
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events, users], batchRows: 1 });
     const ev = summary.streams.find((s) => s.resource === 'events');
@@ -46,7 +37,7 @@ describe('bad responses stop only their resource, with a clear error and state u
     const server = await startServer({
       '/v1/events': (_req, _url, res) => json(res, 200, { data: [{ id: 'e1', timestamp: ts(1) }], meta: { cursor: null, has_more: true } }),
     });
-    cleanups.push(server.close);
+    onCleanup(server.close);
     const d = dir();
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events] });
     expect(summary.streams[0]?.error?.message).toMatch(/\[resource events, project default\] expected meta\.cursor with meta\.has_more = true/);
@@ -60,7 +51,7 @@ describe('bad responses stop only their resource, with a clear error and state u
         res.end('<html><body>Maintenance</body></html>');
       },
     });
-    cleanups.push(server.close);
+    onCleanup(server.close);
     const d = dir();
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events] });
     expect(summary.streams[0]?.outcome).toBe('failed');
@@ -70,7 +61,7 @@ describe('bad responses stop only their resource, with a clear error and state u
 
   it('a JSON 200 that is not the list envelope', async () => {
     const server = await startServer({ '/v1/events': (_req, _url, res) => json(res, 200, { items: [] }) });
-    cleanups.push(server.close);
+    onCleanup(server.close);
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: dir(), resources: [events] });
     expect(summary.streams[0]?.error?.message).toMatch(/expected the list envelope.*"data" is not an array/);
     expect(server.hits.get('/v1/events')).toBe(1); // not retried: it cannot succeed
@@ -80,7 +71,7 @@ describe('bad responses stop only their resource, with a clear error and state u
     const server = await startServer({
       '/v1/events': (_req, _url, res) => json(res, 200, { data: [{ timestamp: ts(1), event_name: 'x' }], meta: { cursor: null, has_more: false } }),
     });
-    cleanups.push(server.close);
+    onCleanup(server.close);
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: dir(), resources: [events] });
     expect(summary.streams[0]?.error?.message).toMatch(/\[resource events, project default\] expected every record to carry its key field "id"/);
   });
@@ -100,7 +91,7 @@ describe('bad responses stop only their resource, with a clear error and state u
       },
       '/v1/users': (_req, _url, res) => json(res, 404, { error: { code: 'not_found', message: 'no such route' } }),
     });
-    cleanups.push(server.close);
+    onCleanup(server.close);
     const d = dir();
     const started = Date.now();
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events, users] });

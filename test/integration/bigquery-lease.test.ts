@@ -1,9 +1,8 @@
-import { PassThroughClient } from 'google-auth-library';
-import nock from 'nock';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { StateError } from '../../src/core/errors.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 
 /**
@@ -12,17 +11,9 @@ import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
  * BigQuery's clock) with a log line, renewed by a heartbeat that notices a take-over, released.
  */
 
-beforeEach(() => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-});
-afterEach(() => {
-  nock.cleanAll();
-  nock.enableNetConnect();
-});
+isolateNock();
 
-const pod = (): BigQueryDestination =>
-  new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), sleep: async () => undefined, maxAttempts: 3, retryBaseMs: 1 });
+const pod = (): BigQueryDestination => testBigQueryDestination();
 
 describe('the BigQuery lease', () => {
   it('is refused while another owner holds it, taken over after its expiry with a log line, and released at the end', async () => {

@@ -1,55 +1,32 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { PassThroughClient } from 'google-auth-library';
 import nock from 'nock';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { StateStore } from '../../src/state/store.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { statusCommand } from '../../src/commands/status.js';
 import { verifyCounts } from '../../src/pipeline/verify.js';
 import { statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
 
 /** The whole pipeline (emulator → normalize → BigQuery through the real client, HTTP answered by nock). */
 
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-  nock.enableNetConnect('127.0.0.1');
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  nock.cleanAll();
-  nock.enableNetConnect();
-});
+isolateNock();
 
 async function setup(): Promise<{ emu: Emulator; fake: FakeBigQuery; dir: string }> {
-  const emu = await startEmulator({ seed: 31, eventsPerProject: 150 });
-  cleanups.push(() => emu.close());
-  const d = tempDir();
-  cleanups.push(d.cleanup);
+  const emu = await emulator({ seed: 31, eventsPerProject: 150 });
   const fake = new FakeBigQuery('proj');
   fake.install();
-  return { emu, fake, dir: d.dir };
+  return { emu, fake, dir: dir() };
 }
 
-function destination(): () => Promise<BigQueryDestination> {
-  return async () =>
-    new BigQueryDestination({
-      projectId: 'proj',
-      dataset: 'sync',
-      authClient: new PassThroughClient(),
-      sleep: async () => undefined,
-      maxAttempts: 3,
-      retryBaseMs: 1,
-    });
-}
+const destination = (): (() => Promise<BigQueryDestination>) => async () => testBigQueryDestination();
 
 const markOf = (dir: string, stream: string): string | undefined => {
   try {

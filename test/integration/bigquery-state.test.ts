@@ -1,14 +1,14 @@
 import { rmSync } from 'node:fs';
 import { PassThroughClient } from 'google-auth-library';
-import nock from 'nock';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { statePathOf, syncOnce } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator as startTestEmulator } from '../fakes/lifecycle.js';
 
 /**
  * State in BigQuery: each batch's MERGE and the state's MERGE go in one multi-statement transaction
@@ -16,32 +16,30 @@ import { tempDir } from '../fakes/tmp.js';
  * without its state file restores the state from the dataset.
  */
 
-const cleanups: Array<() => unknown> = [];
-beforeEach(() => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-  nock.enableNetConnect('127.0.0.1');
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  nock.cleanAll();
-  nock.enableNetConnect();
-});
+isolateNock();
 
-async function emulator(seed: number, eventsPerProject: number): Promise<Emulator> {
-  const emu = await startEmulator({ seed, eventsPerProject, limits: false });
-  cleanups.push(() => emu.close());
-  return emu;
+/** An emulator without rate limits, closed after the test. */
+const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> => startTestEmulator({ seed, eventsPerProject, limits: false });
+
+const destination = (): (() => Promise<BigQueryDestination>) => async () => testBigQueryDestination();
+
+/** The first query job whose SQL starts with `prefix` ends with `message` (as if BigQuery aborted it); `failed()` says whether it has. */
+function failFirstQuery(fake: FakeBigQuery, prefix: string, message: string): { readonly failed: () => boolean } {
+  let failed = false;
+  fake.outcome = (job) => {
+    const sql = String((job.configuration['query'] as { query?: string } | undefined)?.query ?? '');
+    if (failed || !sql.startsWith(prefix)) return undefined;
+    failed = true;
+    return { errorResult: { reason: 'invalidQuery', message } };
+  };
+  return { failed: () => failed };
 }
 
-function dir(): string {
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return d.dir;
+/** A stream's entry of the state as the dataset holds it (`{}`: none). */
+function storedStream(fake: FakeBigQuery, key: string): { readonly mark?: string; readonly pending?: { readonly cursor?: string } } {
+  const row = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === key);
+  return row === undefined ? {} : (JSON.parse(String(row['value'])) as { mark?: string; pending?: { cursor?: string } });
 }
-
-const destination = (): (() => Promise<BigQueryDestination>) => async () =>
-  new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), sleep: async () => undefined, maxAttempts: 3, retryBaseMs: 1 });
 
 describe('state in BigQuery', () => {
   it('writes each batch and its checkpoint in one transaction, and a sync without its state file restores the state from the dataset', async () => {
@@ -58,8 +56,7 @@ describe('state in BigQuery', () => {
     expect(transactions[0]?.query).toMatch(/^BEGIN TRANSACTION;\nMERGE `proj`\.`sync`\.`(events|users)` AS T[\s\S]*;\nMERGE `proj`\.`sync`\.`_query_sync_state` AS T[\s\S]*\nCOMMIT TRANSACTION;$/);
     const keys = fake.rows('sync', '_query_sync_state').map((r) => String(r['key']));
     expect(keys).toEqual(expect.arrayContaining(['version', 'stream:events:default', 'stream:users:default']));
-    const mark = JSON.parse(String(fake.rows('sync', '_query_sync_state').find((r) => r['key'] === 'stream:events:default')?.['value'])) as { mark?: string };
-    expect(mark.mark).toBeDefined();
+    expect(storedStream(fake, 'stream:events:default').mark).toBeDefined();
 
     emu.addEvents('default', 30);
     rmSync(statePathOf(d));
@@ -83,21 +80,12 @@ describe('state in BigQuery', () => {
     fake.install();
     // The first transaction fails at its end (say BigQuery aborted it): neither rows nor state stay.
     // (users: a table without a bridge, whose batch and state share one transaction.)
-    let failed = false;
-    fake.outcome = (job) => {
-      const sql = String((job.configuration['query'] as { query?: string } | undefined)?.query ?? '');
-      if (!failed && sql.startsWith('BEGIN TRANSACTION;')) {
-        failed = true;
-        return { errorResult: { reason: 'invalidQuery', message: 'Query error: division by zero at [12:3]' } };
-      }
-      return undefined;
-    };
+    const transaction = failFirstQuery(fake, 'BEGIN TRANSACTION;', 'Query error: division by zero at [12:3]');
     const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [users], destination: destination(), batchRows: 50 });
-    expect(failed).toBe(true);
+    expect(transaction.failed()).toBe(true);
     expect(run.ok).toBe(false);
     expect(fake.rows('sync', 'users')).toHaveLength(0);
-    const state = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === 'stream:users:default');
-    const stream = state === undefined ? {} : (JSON.parse(String(state['value'])) as { mark?: string; pending?: unknown });
+    const stream = storedStream(fake, 'stream:users:default');
     expect(stream.mark).toBeUndefined();
     expect(stream.pending).toBeUndefined();
   }, 60_000);
@@ -107,21 +95,12 @@ describe('state in BigQuery', () => {
     const d = dir();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    let failedBridge = false;
-    fake.outcome = (job) => {
-      const sql = String((job.configuration['query'] as { query?: string } | undefined)?.query ?? '');
-      if (!failedBridge && sql.startsWith('BEGIN TRANSACTION;\nDELETE FROM `proj`.`sync`.`event_signals`')) {
-        failedBridge = true;
-        return { errorResult: { reason: 'invalidQuery', message: 'Query error: the bridge rewrite failed' } };
-      }
-      return undefined;
-    };
+    const bridgeRewrite = failFirstQuery(fake, 'BEGIN TRANSACTION;\nDELETE FROM `proj`.`sync`.`event_signals`', 'Query error: the bridge rewrite failed');
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], destination: destination(), batchRows: 50 });
-    expect(failedBridge).toBe(true);
+    expect(bridgeRewrite.failed()).toBe(true);
     expect(first.ok).toBe(false);
     // The MERGE had committed, but the state did not move past it.
-    const state = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === 'stream:events:default');
-    const stream = state === undefined ? {} : (JSON.parse(String(state['value'])) as { mark?: string; pending?: { cursor?: string } });
+    const stream = storedStream(fake, 'stream:events:default');
     expect(stream.mark).toBeUndefined();
     expect(stream.pending?.cursor).toBeUndefined();
 

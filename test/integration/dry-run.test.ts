@@ -1,27 +1,20 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator } from '../../src/emulator/index.js';
+import { describe, expect, it } from 'vitest';
 import { statePathOf } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
 
 const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 
 describe('--destination bigquery --dry-run (the real CLI)', () => {
   it('prints the DDL, the exact requests and the MERGE for a small sample, sends nothing to BigQuery, and moves no state', async () => {
-    const emu = await startEmulator({ seed: 12, eventsPerProject: 3000 });
-    cleanups.push(() => emu.close());
-    const d = tempDir();
-    cleanups.push(d.cleanup);
+    const emu = await emulator({ seed: 12, eventsPerProject: 3000 });
+    const d = dir();
     const child = spawn(
       process.execPath,
       [CLI, 'sync', '--resources', 'events,traces', '--destination', 'bigquery', '--bq-project', 'my-proj', '--bq-dataset', 'qs',
-        '--dry-run', '--dry-run-limit', '10', '--state', statePathOf(d.dir), '--log-level', 'warn', '--quiet'],
+        '--dry-run', '--dry-run-limit', '10', '--state', statePathOf(d), '--log-level', 'warn', '--quiet'],
       {
         // No credentials and an unroutable endpoint: any request to BigQuery would fail the run.
         env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey, GOOGLE_APPLICATION_CREDENTIALS: '/nonexistent.json' },
@@ -46,8 +39,8 @@ describe('--destination bigquery --dry-run (the real CLI)', () => {
     expect(Number(/(\d+) row/.exec(writes[0] ?? '')?.[1])).toBeLessThanOrEqual(100);
     const eventPages = emu.stats().byEndpoint['/v1/events'] ?? 0;
     expect(eventPages).toBeLessThanOrEqual(4);
-    const marks = existsSync(statePathOf(d.dir))
-      ? Object.values((JSON.parse(readFileSync(statePathOf(d.dir), 'utf8')) as { streams: Record<string, { mark?: string; pending?: unknown }> }).streams)
+    const marks = existsSync(statePathOf(d))
+      ? Object.values((JSON.parse(readFileSync(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string; pending?: unknown }> }).streams)
       : [];
     expect(marks.filter((s) => s.mark !== undefined || s.pending !== undefined)).toEqual([]);
   });
@@ -55,8 +48,7 @@ describe('--destination bigquery --dry-run (the real CLI)', () => {
 
 describe('--dry-run-limit', () => {
   it('goes with --dry-run only, and must be a whole number', async () => {
-    const emu = await startEmulator({ seed: 12, eventsPerProject: 10 });
-    cleanups.push(() => emu.close());
+    const emu = await emulator({ seed: 12, eventsPerProject: 10 });
     const run = async (args: string[]): Promise<{ code: number | null; out: string }> => {
       const child = spawn(process.execPath, [CLI, 'sync', '--destination', 'bigquery', '--bq-project', 'p', '--bq-dataset', 'd', ...args], {
         env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey },

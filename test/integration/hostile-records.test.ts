@@ -1,13 +1,11 @@
 import { Writable } from 'node:stream';
-import { PassThroughClient } from 'google-auth-library';
-import nock from 'nock';
 import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { renamedColumn } from '../../src/normalize/normalize.js';
 import { StateStore } from '../../src/state/store.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { readTable, statePathOf, syncOnce } from '../fakes/harness.js';
@@ -145,15 +143,7 @@ describe('our columns are ours, and every field gets a column both destinations 
 });
 
 describe('the same records into BigQuery (real client, HTTP answered by nock)', () => {
-  beforeEach(() => {
-    nock.cleanAll();
-    nock.disableNetConnect();
-    nock.enableNetConnect('127.0.0.1');
-  });
-  afterEach(() => {
-    nock.cleanAll();
-    nock.enableNetConnect();
-  });
+  isolateNock();
 
   it('creates only column names BigQuery accepts, and uploads the scope as project_id and the id as text', async () => {
     const server = await hostileServer();
@@ -166,8 +156,7 @@ describe('the same records into BigQuery (real client, HTTP answered by nock)', 
       dir: d,
       project: 'alpha',
       resources: [events],
-      destination: async () =>
-        new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), sleep: async () => undefined, maxAttempts: 3, retryBaseMs: 1 }),
+      destination: async () => testBigQueryDestination(),
     });
     expect(summary.streams[0]?.error?.message).toBeUndefined();
     const table = [...fake.tables.values()].find((t) => t.tableReference.tableId === 'events');

@@ -37,6 +37,9 @@ const cases: Array<[string, Record<string, unknown>, RegExp]> = [
   ['an arrival delay that is not a number', stateWith((d) => (events(d).lateness = { at: '2026-11-01T00:00:00Z', records: 3, p50Ms: 'fast', p99Ms: 1, maxMs: 1 })), /field "lateness": field "p50Ms": expected a whole number/],
   ['a traces backlog entry without its time', stateWith((d) => (d.sections = { 'children:traces': { default: { pending: { e1: 'soon' }, done: {} } } })), /section "children:traces", project "default", field "pending": "e1": expected an epoch in milliseconds/],
   ['a learned server fact that is not a boolean', stateWith((d) => (d.sections = { server: { perParent: { traces: { byParent: 'yes' } } } })), /section "server", field "perParent": "traces", field "byParent": expected true or false/],
+  ['a split walk whose sub-window has no end', stateWith((d) => (events(d).split = { from: '2026-11-01T00:00:00Z', to: '2026-11-02T00:00:00Z', parts: [{ from: '2026-11-01T00:00:00Z' }] })), /stream "events:default", field "split": field "parts": entry 0: field "to": expected it to be present/],
+  ['a saved search mark that is not an instant', stateWith((d) => (d.sections = { searches: { 'errors|alpha': { mark: 'now', definition: '{}' } } })), /section "searches", search "errors\|alpha", field "mark": expected an ISO-8601 instant/],
+  ['an aggregates as-of that is not an instant', stateWith((d) => (d.sections = { aggregates: { alpha: 12 } })), /section "aggregates", project "alpha": expected an ISO-8601 instant/],
   ['a file from a newer format', stateWith((d) => (d.version = STATE_VERSION + 1)), /field "version": the file is format 2, written by a newer query-sync/],
 ];
 

@@ -1,9 +1,8 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { signals } from '../../connectors/signals.js';
 import { statusCommand } from '../../src/commands/status.js';
 import { resolveStatusConfig } from '../../src/config.js';
-import { startEmulator } from '../../src/emulator/index.js';
 import type { StatusReport } from '../../src/pipeline/status.js';
 import { systemClock } from '../../src/core/clock.js';
 import { BACKFILL_SECTION, readLedger, updateStreamLedger, type BackfillLedger } from '../../src/state/ledger.js';
@@ -12,42 +11,36 @@ import { backfillOnce } from '../fakes/backfill-harness.js';
 import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { keepStateIn } from '../../src/commands/state-home.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir, emulator } from '../fakes/lifecycle.js';
 
 const DAY = 86_400_000;
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-async function status(dir: string, json: boolean): Promise<{ code: number; out: string }> {
+async function status(folder: string, json: boolean): Promise<{ code: number; out: string }> {
   const lines: string[] = [];
-  const config = resolveStatusConfig({ state: statePathOf(dir), duckdbPath: dbPathOf(dir), json, resources: 'events,signals,users' });
+  const config = resolveStatusConfig({ state: statePathOf(folder), duckdbPath: dbPathOf(folder), json, resources: 'events,signals,users' });
   const code = await statusCommand(config, { print: (l) => lines.push(l) });
   return { code, out: lines.join('\n') };
 }
 
 describe('status', () => {
   it('shows marks, last runs, the backfill ledger with its gaps, and row counts per project', async () => {
-    const emu = await startEmulator({ seed: 51, eventsPerProject: 300 });
-    cleanups.push(() => emu.close());
-    const d = tempDir();
-    cleanups.push(d.cleanup);
-    const empty = await status(d.dir, true);
+    const emu = await emulator({ seed: 51, eventsPerProject: 300 });
+    const d = dir();
+    const empty = await status(d, true);
     expect(empty.code).toBe(0);
     expect((JSON.parse(empty.out) as StatusReport).warehouse).toMatchObject({ available: false, reason: 'no warehouse file yet' });
 
-    const sync = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d.dir, project: 'alpha', resources: [events] });
+    const sync = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: 'alpha', resources: [events] });
     expect(sync.ok).toBe(true);
     const now = new Date();
     const toMs = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - 2 * DAY;
     const fromMs = toMs - 6 * DAY;
-    const bf = await backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d.dir, project: '*', fromMs, toMs, windowMs: DAY, resources: [events, signals] });
+    const bf = await backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', fromMs, toMs, windowMs: DAY, resources: [events, signals] });
     expect(bf.ok).toBe(true);
     // As if a run had died before finishing the third window: it is a gap (in the warehouse's state).
-    const store = await StateStore.open(statePathOf(d.dir), { clock: systemClock, purpose: 'backfill' });
-    const db = await DuckDbDestination.open(dbPathOf(d.dir));
+    const store = await StateStore.open(statePathOf(d), { clock: systemClock, purpose: 'backfill' });
+    const db = await DuckDbDestination.open(dbPathOf(d));
     await keepStateIn(store, db);
     await store.updateSection<BackfillLedger>(BACKFILL_SECTION, (cur) =>
       updateStreamLedger(readLedger({ sections: { [BACKFILL_SECTION]: cur } }), 'events:*', (s) => ({
@@ -58,7 +51,7 @@ describe('status', () => {
     await db.close();
     await store.close();
 
-    const { code, out } = await status(d.dir, true);
+    const { code, out } = await status(d, true);
     expect(code).toBe(0);
     const report = JSON.parse(out) as StatusReport;
     expect(report.warehouse.available).toBe(true);
@@ -84,7 +77,7 @@ describe('status', () => {
     expect(sig?.scopes[0]?.backfill?.fullRead?.rows).toBe(emu.snapshot('signals', 'alpha').length);
     expect(report.resources.find((r) => r.resource === 'users')).toMatchObject({ tableRows: 0, scopes: [] });
 
-    const text = await status(d.dir, false);
+    const text = await status(d, false);
     expect(text.out).toMatch(new RegExp(`sync     alpha\\s+mark ${sync.startedAt.replace(/\./g, '\\.')}\\s+last run .* ok rows=${total}`));
     expect(text.out).toMatch(/backfill \*\s+requested \[.*\)\s+done 5 windows \(\d+ rows\)\s+gaps \[.*\)/);
     expect(text.out).toMatch(/users: table 0 rows\n  never synced or backfilled/);

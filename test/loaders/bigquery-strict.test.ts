@@ -1,12 +1,11 @@
 import { PassThroughClient } from 'google-auth-library';
-import nock from 'nock';
-import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { LoadError } from '../../src/core/errors.js';
 import type { Row, TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination, type BigQueryDestinationOptions } from '../../src/load/bigquery.js';
+import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, errorReply, type TableResource } from '../fixtures/bigquery/fake-bigquery.js';
-import { eventsTable, tracesTable, keyedTable } from '../fixtures/bigquery/tables.js';
+import { eventRow, eventsTable, tracesTable, keyedTable } from '../fixtures/bigquery/tables.js';
 
 /**
  * Each finding of the BigQuery review, against the strict double: what real BigQuery would refuse
@@ -31,49 +30,20 @@ function fakeFor(location = 'US'): FakeBigQuery {
 }
 
 function make(options: Partial<BigQueryDestinationOptions> = {}): Made {
-  const logs: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
-  const dest = new BigQueryDestination({
-    projectId: 'proj',
-    dataset: 'sync',
-    authClient: new PassThroughClient(),
-    logger,
-    sleep: async () => undefined,
-    now: () => NOW,
-    maxAttempts: 3,
-    retryBaseMs: 1,
-    ...options,
-  });
+  const { logger, logs } = capturedLogger();
+  const dest = testBigQueryDestination({ logger, now: () => NOW, ...options });
   dests.push(dest);
   return { dest, logs };
 }
 
-beforeEach(() => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-});
+isolateNock();
 
 afterEach(async () => {
   const unhandled = fakes.flatMap((f) => f.unhandled.map((r) => `${r.method} ${r.path}`));
   for (const d of dests) await d.close().catch(() => undefined);
   fakes = [];
   dests = [];
-  nock.cleanAll();
   expect(unhandled).toEqual([]);
-});
-
-const event = (id: string, timestamp: string, extra: Row = {}): Row => ({
-  project_id: 'alpha',
-  id,
-  timestamp,
-  event_name: 'e',
-  user_id: null,
-  properties: null,
-  duration_ns: null,
-  score: null,
-  is_test: null,
-  _synced_at: '2024-05-03T00:00:00Z',
-  ...extra,
 });
 
 describe('the strict double refuses what BigQuery refuses', () => {
@@ -116,7 +86,7 @@ describe('the strict double refuses what BigQuery refuses', () => {
     const fake = fakeFor();
     const { dest } = make();
     const table: TableSchema = { ...eventsTable, columns: [...eventsTable.columns, { name: '_PARTITIONTIME', type: 'string' }] };
-    const error = await dest.write({ table, rows: [event('e1', '2024-05-01T00:00:00Z')] }).catch((e: unknown) => e);
+    const error = await dest.write({ table, rows: [eventRow('e1', '2024-05-01T00:00:00Z')] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LoadError);
     expect((error as LoadError).message).toMatch(/"_PARTITIONTIME" of table events starts with _PARTITION, a prefix BigQuery reserves.*rename the field in its connector/);
     expect(fake.requests).toHaveLength(0);
@@ -128,10 +98,10 @@ describe('timestamps in shapes the JSON loader refuses', () => {
     const fake = fakeFor();
     const { dest } = make();
     const rows = [
-      event('e1', '2024-05-01T00:00Z'),
-      event('e2', '2024-05-01T05:30:00+0530'),
-      event('e3', '2024-05-01T00:00:00.123456789Z'),
-      event('e4', '2024-05-01T09:00+09'),
+      eventRow('e1', '2024-05-01T00:00Z'),
+      eventRow('e2', '2024-05-01T05:30:00+0530'),
+      eventRow('e3', '2024-05-01T00:00:00.123456789Z'),
+      eventRow('e4', '2024-05-01T09:00+09'),
     ];
     await dest.write({ table: eventsTable, rows });
     expect(fake.rows('sync', 'events').map((r) => r['timestamp'])).toEqual([
@@ -179,7 +149,7 @@ describe('two processes on one dataset', () => {
   it('a MERGE that conflicts with another writer ("Could not serialize access … concurrent update") is retried with backoff', async () => {
     const fake = fakeFor();
     const { dest, logs } = make();
-    await dest.write({ table: eventsTable, rows: [event('e1', '2024-05-01T00:00:00Z')] });
+    await dest.write({ table: eventsTable, rows: [eventRow('e1', '2024-05-01T00:00:00Z')] });
     let conflicts = 0;
     fake.pollsBeforeDone = ({ type }) => (type === 'query' ? 1 : 0);
     fake.intercept = (request) => {
@@ -190,7 +160,7 @@ describe('two processes on one dataset', () => {
       }
       return undefined;
     };
-    await dest.write({ table: eventsTable, rows: [event('e2', '2024-05-01T01:00:00Z')] });
+    await dest.write({ table: eventsTable, rows: [eventRow('e2', '2024-05-01T01:00:00Z')] });
     const merges = fake.queries.filter((q) => q.jobId.startsWith('qs_merge_events')).map((q) => q.jobId);
     // The first MERGE of the second write failed with the conflict; the next generation ran.
     expect(merges.slice(1).map((id) => id.slice(-2))).toEqual(['_0', '_1']);
@@ -203,7 +173,7 @@ describe('two processes on one dataset', () => {
     fake.pollsBeforeDone = ({ type }) => (type === 'query' ? 2 : 1);
     const a = make().dest;
     const b = make().dest;
-    const rows = (prefix: string): Row[] => Array.from({ length: 20 }, (_, i) => event(`${prefix}${i}`, `2024-05-0${1 + (i % 3)}T00:00:00Z`));
+    const rows = (prefix: string): Row[] => Array.from({ length: 20 }, (_, i) => eventRow(`${prefix}${i}`, `2024-05-0${1 + (i % 3)}T00:00:00Z`));
     await Promise.all([a.write({ table: eventsTable, rows: rows('a') }), b.write({ table: eventsTable, rows: rows('b') })]);
     await Promise.all([a.write({ table: eventsTable, rows: rows('c') }), b.write({ table: eventsTable, rows: rows('d') })]);
     const ids = fake.rows('sync', 'events').map((r) => String(r['id']));
@@ -215,10 +185,10 @@ describe('two processes on one dataset', () => {
     const fake = fakeFor();
     const first = make().dest;
     const second = make().dest;
-    await first.write({ table: eventsTable, rows: [event('e1', '2024-05-01T00:00:00Z')] });
+    await first.write({ table: eventsTable, rows: [eventRow('e1', '2024-05-01T00:00:00Z')] });
     // The other process adds `country` (its cache now differs from ours).
     const withCountry: TableSchema = { ...eventsTable, columns: [...eventsTable.columns, { name: 'country', type: 'string' }] };
-    await second.write({ table: withCountry, rows: [event('e2', '2024-05-01T00:00:00Z', { country: 'DE' })] });
+    await second.write({ table: withCountry, rows: [eventRow('e2', '2024-05-01T00:00:00Z', { country: 'DE' })] });
     // Then, between our re-read and our patch, a third adds `plan`: the etag no longer matches.
     let raced = false;
     fake.intercept = (request) => {
@@ -229,7 +199,7 @@ describe('two processes on one dataset', () => {
       return undefined;
     };
     const withRetries: TableSchema = { ...eventsTable, columns: [...eventsTable.columns, { name: 'retries', type: 'int64' }] };
-    await first.write({ table: withRetries, rows: [event('e3', '2024-05-01T00:00:00Z', { retries: 2n })] });
+    await first.write({ table: withRetries, rows: [eventRow('e3', '2024-05-01T00:00:00Z', { retries: 2n })] });
     const names = fake.tables.get('sync.events')?.schema?.fields.map((f) => f.name) ?? [];
     expect(names.slice(-3)).toEqual(['country', 'plan', 'retries']);
     expect(fake.timeline.filter((t) => t.startsWith('tables.patch'))).toEqual(['tables.patch events', 'tables.patch events -> 412', 'tables.patch events']);
@@ -243,7 +213,7 @@ describe('location', () => {
     const writer = make({ location: 'EU' }).dest;
     await writer.write({
       table: eventsTable,
-      rows: [event('e1', '2024-05-01T00:00:00Z'), event('e2', '2024-05-01T23:59:59Z'), event('e3', '2024-05-02T00:00:00Z'), { ...event('e4', '2024-05-01T12:00:00Z'), project_id: 'beta' }],
+      rows: [eventRow('e1', '2024-05-01T00:00:00Z'), eventRow('e2', '2024-05-01T23:59:59Z'), eventRow('e3', '2024-05-02T00:00:00Z'), { ...eventRow('e4', '2024-05-01T12:00:00Z'), project_id: 'beta' }],
     });
     // `status` and `verify` build a destination with the default location.
     const { dest } = make();
@@ -271,7 +241,7 @@ describe('expiration', () => {
     const fake = fakeFor();
     fake.addDataset('sync', 'US', { defaultTableExpirationMs: String(60 * 86_400_000), defaultPartitionExpirationMs: String(60 * 86_400_000) });
     const { dest, logs } = make();
-    await dest.write({ table: eventsTable, rows: [event('e1', '2024-05-01T00:00:00Z')] });
+    await dest.write({ table: eventsTable, rows: [eventRow('e1', '2024-05-01T00:00:00Z')] });
     const signals: TableSchema = keyedTable('signals', [], { fullRefresh: true });
     await dest.write({ table: signals, rows: [{ project_id: 'alpha', id: 's1' }] });
     for (const name of ['events', 'signals']) {
@@ -291,12 +261,12 @@ describe('cost proportional to the batch', () => {
     const { dest } = make();
     const history: Row[] = [];
     for (let day = 1; day <= 30; day += 1) {
-      for (let i = 0; i < 20; i += 1) history.push(event(`h${day}_${i}`, `2024-04-${String(day).padStart(2, '0')}T12:00:00Z`));
+      for (let i = 0; i < 20; i += 1) history.push(eventRow(`h${day}_${i}`, `2024-04-${String(day).padStart(2, '0')}T12:00:00Z`));
     }
     await dest.write({ table: eventsTable, rows: history });
     const tableBytes = [...fake.processed.values()].at(-1) ?? 0;
     // An unordered batch: the first and the last day.
-    const batch = [event('n1', '2024-04-01T01:00:00Z'), event('n2', '2024-04-30T01:00:00Z')];
+    const batch = [eventRow('n1', '2024-04-01T01:00:00Z'), eventRow('n2', '2024-04-30T01:00:00Z')];
     const result = await dest.write({ table: eventsTable, rows: batch });
     const merge = fake.queries.at(-1)?.query ?? '';
     expect(merge).toContain("DATE(T.`timestamp`) IN (DATE '2024-04-01', DATE '2024-04-30')");
@@ -348,7 +318,7 @@ describe('cost proportional to the batch', () => {
   it('a write larger than maxBatchBytes is split into several load jobs, every row merged once', async () => {
     const fake = fakeFor();
     const { dest } = make({ maxBatchBytes: 2_000 });
-    const rows = Array.from({ length: 40 }, (_, i) => event(`e${i}`, '2024-05-01T00:00:00Z', { event_name: 'x'.repeat(100) }));
+    const rows = Array.from({ length: 40 }, (_, i) => eventRow(`e${i}`, '2024-05-01T00:00:00Z', { event_name: 'x'.repeat(100) }));
     const result = await dest.write({ table: eventsTable, rows });
     expect(result.rows).toBe(40);
     expect(fake.uploads.length).toBeGreaterThan(2);
@@ -359,7 +329,7 @@ describe('cost proportional to the batch', () => {
   it('a batch spanning more than 10,000 days fails the load with BigQuery\'s partition limit, not retried', async () => {
     fakeFor();
     const { dest } = make();
-    const rows = Array.from({ length: 10_001 }, (_, i) => event(`e${i}`, new Date(Date.UTC(1990, 0, 1) + i * 86_400_000).toISOString()));
+    const rows = Array.from({ length: 10_001 }, (_, i) => eventRow(`e${i}`, new Date(Date.UTC(1990, 0, 1) + i * 86_400_000).toISOString()));
     const error = await dest.write({ table: eventsTable, rows }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LoadError);
     expect((error as LoadError).retriable).toBe(false);
@@ -390,10 +360,10 @@ describe('errors', () => {
   it('a 412 on a column patch that keeps failing is reported, naming the table', async () => {
     const fake = fakeFor();
     const { dest } = make();
-    await dest.write({ table: eventsTable, rows: [event('e1', '2024-05-01T00:00:00Z')] });
-    fake.intercept = (request) => (request.api === 'tables.patch' ? errorReply(412, 'conditionNotMet', 'Precondition check failed.') : undefined);
+    await dest.write({ table: eventsTable, rows: [eventRow('e1', '2024-05-01T00:00:00Z')] });
+    fake.failEvery('tables.patch', errorReply(412, 'conditionNotMet', 'Precondition check failed.'));
     const withCountry: TableSchema = { ...eventsTable, columns: [...eventsTable.columns, { name: 'country', type: 'string' }] };
-    const error = await dest.write({ table: withCountry, rows: [event('e2', '2024-05-01T00:00:00Z', { country: 'DE' })] }).catch((e: unknown) => e);
+    const error = await dest.write({ table: withCountry, rows: [eventRow('e2', '2024-05-01T00:00:00Z', { country: 'DE' })] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LoadError);
     expect((error as LoadError).message).toMatch(/adding columns to table events.*Precondition check failed/);
   });

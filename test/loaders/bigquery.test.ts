@@ -1,11 +1,9 @@
-import { PassThroughClient } from 'google-auth-library';
 import { isLosslessNumber, parse as losslessParse } from 'lossless-json';
-import nock from 'nock';
-import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { AuthError, ConfigError, LoadError, RetriesExhaustedError } from '../../src/core/errors.js';
 import type { LogicalType, TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination, type BigQueryDestinationOptions } from '../../src/load/bigquery.js';
+import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, errorReply, type RecordedRequest, type TableResource } from '../fixtures/bigquery/fake-bigquery.js';
 import { BEYOND_2_53, LAST_NS_OF_MAY_1, eventRows, eventsTable, traceRows, tracesTable } from '../fixtures/bigquery/tables.js';
 
@@ -21,6 +19,10 @@ const LEGACY_NAMES: Record<LogicalType, string> = {
   timestamp: 'TIMESTAMP',
   json: 'JSON',
 };
+/** What writing the fixture events fails with (the test says what it must be). */
+const writeError = (dest: BigQueryDestination): Promise<unknown> => dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+/** A table's columns as BigQuery fields with those names. */
+const legacyFields = (table: TableSchema): { name: string; type: string }[] => table.columns.map((c) => ({ name: c.name, type: LEGACY_NAMES[c.type] }));
 
 interface Harness {
   readonly fake: FakeBigQuery;
@@ -36,19 +38,14 @@ function setup(options: Partial<BigQueryDestinationOptions> = {}): Harness {
   const fake = new FakeBigQuery('proj');
   fake.install(options.apiEndpoint);
   const sleeps: number[] = [];
-  const logs: Record<string, unknown>[] = [];
   const printed: string[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) });
-  const dest = new BigQueryDestination({
-    projectId: 'proj',
-    dataset: 'sync',
-    authClient: new PassThroughClient(),
+  const { logger, logs } = capturedLogger();
+  const dest = testBigQueryDestination({
     logger,
     sleep: async (ms) => {
       sleeps.push(ms);
     },
     now: () => NOW,
-    maxAttempts: 3,
     retryBaseMs: 100,
     print: (line) => void printed.push(line),
     ...options,
@@ -57,18 +54,13 @@ function setup(options: Partial<BigQueryDestinationOptions> = {}): Harness {
   return harness;
 }
 
-beforeEach(() => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-  nock.enableNetConnect('127.0.0.1');
-});
+isolateNock();
 
 afterEach(async () => {
   // Every request the client made was one the fake serves.
   const unhandled = harness?.fake.unhandled.map((r) => `${r.method} ${r.path}`) ?? [];
   await harness?.dest.close();
   harness = undefined;
-  nock.cleanAll();
   expect(unhandled).toEqual([]);
 });
 
@@ -156,18 +148,7 @@ describe('BigQueryDestination setup', () => {
     const { fake, dest } = setup();
     fake.addDataset('sync');
     // Types as tables.get reports them (legacy names) for a table query-sync created earlier.
-    fake.addTable('sync', 'events', [
-      { name: 'project_id', type: 'STRING' },
-      { name: 'id', type: 'STRING' },
-      { name: 'timestamp', type: 'TIMESTAMP' },
-      { name: 'event_name', type: 'STRING' },
-      { name: 'user_id', type: 'STRING' },
-      { name: 'properties', type: 'JSON' },
-      { name: 'duration_ns', type: 'INTEGER' },
-      { name: 'score', type: 'FLOAT' },
-      { name: 'is_test', type: 'BOOLEAN' },
-      { name: '_synced_at', type: 'TIMESTAMP' },
-    ]);
+    fake.addTable('sync', 'events', legacyFields(eventsTable));
     await dest.write({ table: eventsTable, rows: eventRows });
     await dest.write({ table: eventsTable, rows: eventRows });
 
@@ -315,7 +296,7 @@ describe('BigQueryDestination failures', () => {
             ],
           }
         : undefined;
-    const error = await dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+    const error = await writeError(dest);
     expect(error).toBeInstanceOf(LoadError);
     const loadError = error as LoadError;
     expect(loadError.retriable).toBe(false);
@@ -400,8 +381,8 @@ describe('BigQueryDestination failures', () => {
 
   it('gives up after maxAttempts with a retriable LoadError wrapping RetriesExhaustedError; the client does not retry on its own', async () => {
     const { fake, dest, sleeps } = setup({ maxAttempts: 3 });
-    fake.intercept = (request) => (request.api === 'datasets.get' ? errorReply(503, 'backendError', 'Service unavailable') : undefined);
-    const error = await dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+    fake.failEvery('datasets.get', errorReply(503, 'backendError', 'Service unavailable'));
+    const error = await writeError(dest);
     expect(error).toBeInstanceOf(LoadError);
     expect((error as LoadError).retriable).toBe(true);
     expect((error as LoadError).message).toContain('after 3 attempts');
@@ -416,11 +397,8 @@ describe('BigQueryDestination failures', () => {
 
   it('accessDenied is a clear AuthError naming the roles and the dataset, never retried', async () => {
     const { fake, dest, sleeps } = setup();
-    fake.intercept = (request) =>
-      request.api === 'datasets.get'
-        ? errorReply(403, 'accessDenied', 'Access Denied: Dataset proj:sync: Permission bigquery.datasets.get denied on dataset proj:sync')
-        : undefined;
-    const error = await dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+    fake.failEvery('datasets.get', errorReply(403, 'accessDenied', 'Access Denied: Dataset proj:sync: Permission bigquery.datasets.get denied on dataset proj:sync'));
+    const error = await writeError(dest);
     expect(error).toBeInstanceOf(AuthError);
     const message = (error as AuthError).message;
     expect(message).toContain('proj:sync');
@@ -434,22 +412,16 @@ describe('BigQueryDestination failures', () => {
 
   it('accessDenied on the MERGE job (no bigquery.jobs.create) is an AuthError too', async () => {
     const { fake, dest } = setup();
-    fake.intercept = (request) =>
-      request.api === 'jobs.insert'
-        ? errorReply(403, 'accessDenied', 'Access Denied: Project proj: User does not have bigquery.jobs.create permission in project proj.')
-        : undefined;
-    const error = await dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+    fake.failEvery('jobs.insert', errorReply(403, 'accessDenied', 'Access Denied: Project proj: User does not have bigquery.jobs.create permission in project proj.'));
+    const error = await writeError(dest);
     expect(error).toBeInstanceOf(AuthError);
     expect(fake.calls('jobs.insert')).toHaveLength(1);
   });
 
   it('quotaExceeded is a non-retriable LoadError with a clear message', async () => {
     const { fake, dest } = setup();
-    fake.intercept = (request) =>
-      request.api === 'jobs.upload'
-        ? errorReply(403, 'quotaExceeded', 'Quota exceeded: Your table exceeded quota for imports or query appends per table')
-        : undefined;
-    const error = await dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+    fake.failEvery('jobs.upload', errorReply(403, 'quotaExceeded', 'Quota exceeded: Your table exceeded quota for imports or query appends per table'));
+    const error = await writeError(dest);
     expect(error).toBeInstanceOf(LoadError);
     expect((error as LoadError).retriable).toBe(false);
     expect((error as LoadError).message).toContain('BigQuery quota exceeded');
@@ -460,8 +432,8 @@ describe('BigQueryDestination failures', () => {
 
   it('a project that does not exist is a ConfigError', async () => {
     const { fake, dest } = setup();
-    fake.intercept = (request) => (request.api === 'datasets.get' ? errorReply(404, 'notFound', 'Not found: Project proj') : undefined);
-    const error = await dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+    fake.failEvery('datasets.get', errorReply(404, 'notFound', 'Not found: Project proj'));
+    const error = await writeError(dest);
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).message).toContain('--bq-project');
     expect(fake.requests).toHaveLength(1);
@@ -484,11 +456,7 @@ describe('BigQueryDestination schema evolution', () => {
   it('patches new columns onto the table BEFORE the load job', async () => {
     const { fake, dest } = setup();
     fake.addDataset('sync');
-    fake.addTable(
-      'sync',
-      'events',
-      eventsTable.columns.map((c) => ({ name: c.name, type: LEGACY_NAMES[c.type], mode: 'NULLABLE' })),
-    );
+    fake.addTable('sync', 'events', legacyFields(eventsTable).map((f) => ({ ...f, mode: 'NULLABLE' })));
     await dest.write({ table: withCountry, rows: eventRows.map((r) => ({ ...r, country: 'DE', retries: 2n })) });
 
     const patches = fake.calls('tables.patch');

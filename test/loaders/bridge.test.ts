@@ -1,25 +1,18 @@
 import { join } from 'node:path';
-import { PassThroughClient } from 'google-auth-library';
-import nock from 'nock';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { defineViews } from '../../src/pipeline/views.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir } from '../fakes/lifecycle.js';
 
-const dirs: Array<{ cleanup(): void }> = [];
-afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
-function dbPath(): string {
-  const d = tempDir();
-  dirs.push(d);
-  return join(d.dir, 'w.duckdb');
-}
+/** A DuckDB file in a folder removed after the test. */
+const dbPath = (): string => join(dir(), 'w.duckdb');
 
 const ts = '2026-11-20T10:00:00.000Z';
 const sig = (id: string, score: number): ApiRecord => ({ id, name: `name of ${id}`, score });
@@ -111,15 +104,12 @@ describe('event_signals: the bridge written with the events, in the same transac
 });
 
 describe('event_signals in BigQuery (the real client, the strict double): rewritten right after the events MERGE', () => {
-  afterEach(() => {
-    nock.cleanAll();
-  });
+  isolateNock();
 
   it('holds the unnested arrays; a re-read event with fewer or no signals keeps exactly its new ones, in one script after the MERGE', async () => {
-    nock.disableNetConnect();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+    const dest = testBigQueryDestination({ print: () => undefined });
     const bridgeRows = (): unknown[] =>
       fake
         .rows('sync', 'event_signals')
@@ -154,6 +144,33 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
     expect(view).toMatch(/^CREATE OR REPLACE VIEW `proj`\.`sync`\.`conversation_events` AS SELECT e\.`project_id`, [\s\S]*ROW_NUMBER\(\) OVER \(PARTITION BY e\.`project_id`, e\.`convo_id` ORDER BY e\.`timestamp`, e\.`id`\) AS `turn`, c\.`started_at` AS `convo_started_at`[\s\S]* LEFT JOIN `proj`\.`sync`\.`conversations` AS c ON /);
     const columns = (await dest.describe('conversation_events'))?.map((col) => `${col.name}:${col.type}`);
     expect(columns).toEqual(expect.arrayContaining(['convo_id:string', 'turn:int64', 'convo_started_at:timestamp', 'convo_message_count:int64', '_run_id:string']));
+    await dest.close();
+  });
+
+  it('reads the stored events only in the batch\'s partitions (as the MERGE does), and still rewrites exactly their signals', async () => {
+    const fake = new FakeBigQuery('proj');
+    fake.install();
+    const dest = testBigQueryDestination({ print: () => undefined });
+    const t = new SchemaTracker(events, undefined, 'run-1');
+    // 30 days of events with signals, then one event of the last day re-read with other signals.
+    const days = Array.from({ length: 30 }, (_, i) => new Date(Date.parse('2026-10-01T12:00:00Z') + i * 86_400_000).toISOString());
+    const first = days.flatMap((day, i) => [0, 1, 2].map((n) => ({ id: `e${i}-${n}`, timestamp: day, signals: [sig(`s${n}`, n)] })));
+    const rows = first.map((r) => t.normalize(r as ApiRecord, 'alpha', ts));
+    await dest.write({ table: t.schema, rows });
+    const last = days[days.length - 1] as string;
+    const again = [t.normalize({ id: 'e29-0', timestamp: last, signals: [sig('s7', 7), sig('s8', 8)] } as ApiRecord, 'alpha', ts)];
+    await dest.write({ table: t.schema, rows: again });
+
+    const bridgeJobs = [...fake.processed.keys()].filter((id) => id.startsWith('qs_bridge_event_signals_'));
+    const script = fake.queries.map((q) => q.query).filter((q) => q.startsWith('BEGIN TRANSACTION;')).at(-1);
+    expect(script).toMatch(/WHERE EXISTS \(SELECT 1 FROM [^;]+\) AND DATE\(T\.`timestamp`\) IN \(DATE '2026-10-30'\);\nCOMMIT TRANSACTION;$/);
+    const bytes = (table: string): number => fake.rows('sync', table).reduce((n, r) => n + Buffer.byteLength(JSON.stringify(r)), 0);
+    // The job reads the stage, the bridge (not partitioned by day) and the events it unnests.
+    const lastBridgeBytes = fake.processed.get(bridgeJobs.at(-1) as string) ?? 0;
+    expect(lastBridgeBytes, 'one day of 30 of events read, not the whole table').toBeLessThan(bytes('event_signals') + bytes('events') / 5);
+    const bridge = fake.rows('sync', 'event_signals').filter((r) => r.event_id === 'e29-0').map((r) => [Number(String(r.ordinal)), r.signal_id]);
+    expect(bridge.sort()).toEqual([[0, 's7'], [1, 's8']]);
+    expect(fake.rows('sync', 'event_signals')).toHaveLength(89 + 2);
     await dest.close();
   });
 });

@@ -1,13 +1,10 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThroughClient } from 'google-auth-library';
 import { isLosslessNumber, parse as losslessParse } from 'lossless-json';
-import nock from 'nock';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LogicalType, TableSchema } from '../../src/core/types.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { dir } from '../fakes/lifecycle.js';
+import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { BEYOND_2_53, eventRows, eventsTable } from '../fixtures/bigquery/tables.js';
 
@@ -20,23 +17,12 @@ import { BEYOND_2_53, eventRows, eventsTable } from '../fixtures/bigquery/tables
 
 type Normalized = Record<string, string | bigint | number | boolean | null>;
 
-let dir: string | undefined;
-
-beforeEach(async () => {
-  nock.cleanAll();
-  nock.disableNetConnect();
-  dir = await mkdtemp(join(tmpdir(), 'query-sync-parity-'));
-});
-
-afterEach(async () => {
-  nock.cleanAll();
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-});
+isolateNock();
 
 describe('DuckDB and BigQuery destinations agree on a batch', () => {
   it('writes the same rows with the same values', async () => {
     // DuckDB: a real file.
-    const duck = await DuckDbDestination.open(join(dir ?? tmpdir(), 'parity.duckdb'));
+    const duck = await DuckDbDestination.open(join(dir(), 'parity.duckdb'));
     let duckRows: Normalized[];
     try {
       await duck.write({ table: eventsTable, rows: eventRows });
@@ -52,12 +38,7 @@ describe('DuckDB and BigQuery destinations agree on a batch', () => {
     // BigQuery: the real client, nock answering.
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const bq = new BigQueryDestination({
-      projectId: 'proj',
-      dataset: 'sync',
-      authClient: new PassThroughClient(),
-      sleep: async () => undefined,
-    });
+    const bq = testBigQueryDestination();
     await bq.write({ table: eventsTable, rows: eventRows });
     await bq.close();
     expect(fake.uploads).toHaveLength(1);

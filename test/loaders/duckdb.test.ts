@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import { parseJson } from '../../src/core/json.js';
@@ -7,15 +7,10 @@ import type { ApiRecord } from '../../src/core/types.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { megabytes } from '../../src/load/duckdb-memory.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
-import { tempDir } from '../fakes/tmp.js';
+import { dir } from '../fakes/lifecycle.js';
 
-const dirs: Array<{ cleanup(): void }> = [];
-afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
-function dbPath(): string {
-  const d = tempDir();
-  dirs.push(d);
-  return join(d.dir, 'w.duckdb');
-}
+/** A DuckDB file in a folder removed after the test. */
+const dbPath = (): string => join(dir(), 'w.duckdb');
 const at = '2026-11-21T00:00:00.000Z';
 
 describe('DuckDbDestination', () => {

@@ -73,6 +73,26 @@ describe('layers', () => {
     expect(violations()).toEqual([]);
   });
 
+  it('the configuration does not load the HTTP client, and no two modules import each other round a circle', () => {
+    expect(importsOf('src/config.ts')).not.toContain('src/http/client.ts');
+    const files = [...sourceFiles('src'), ...sourceFiles('connectors')];
+    const edges = new Map(files.map((f) => [f, importsOf(f)]));
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const visit = (file: string, path: string[]): void => {
+      if (state.get(file) === 'done') return;
+      if (state.get(file) === 'open') {
+        cycles.push([...path.slice(path.indexOf(file)), file].join(' -> '));
+        return;
+      }
+      state.set(file, 'open');
+      for (const next of edges.get(file) ?? []) visit(next, [...path, file]);
+      state.set(file, 'done');
+    };
+    for (const file of files) visit(file, []);
+    expect(cycles).toEqual([]);
+  });
+
   it('the check sees real imports: each layer is found importing the layers below it', () => {
     const seen = new Set<string>();
     for (const file of [...sourceFiles('src'), ...sourceFiles('connectors')]) {

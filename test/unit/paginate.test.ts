@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import { systemClock } from '../../src/core/clock.js';
@@ -11,13 +11,10 @@ import { ApiClient, newCallStats, type CallContext } from '../../src/http/client
 import { createScheduler } from '../../src/http/scheduler.js';
 import { allProjectsScope, singleProjectScope } from '../../src/pipeline/scopes.js';
 import { json, startServer } from '../fakes/bad-server.js';
+import { onCleanup } from '../fakes/lifecycle.js';
 
 /** The cursor loop of `src/extract/paginate.ts` against a real HTTP server on loopback, through the real client. */
 
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 
 const FROM = Date.parse('2026-11-20T00:00:00Z');
 const TO = Date.parse('2026-11-20T01:00:00Z');
@@ -35,7 +32,7 @@ async function server(answer: (cursor: string | null, res: ServerResponse) => vo
     answer(url.searchParams.get('cursor'), res);
   };
   const srv = await startServer({ '/v1/events': handler, '/v1/users': handler });
-  cleanups.push(() => srv.close());
+  onCleanup(() => srv.close());
   const client = new ApiClient({
     baseUrl: srv.url,
     apiKey: 'test-key',
@@ -45,7 +42,7 @@ async function server(answer: (cursor: string | null, res: ServerResponse) => vo
     logger: silentLogger(),
     retry: { maxAttempts: 1 },
   });
-  cleanups.push(() => client.close());
+  onCleanup(() => client.close());
   return { seen, client };
 }
 

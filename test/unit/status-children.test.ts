@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { buildStatus, formatStatus } from '../../src/pipeline/status.js';
+import { formatStatus } from '../../src/commands/reports.js';
+import { buildStatus } from '../../src/pipeline/status.js';
 import type { StateDocument } from '../../src/state/store.js';
 
 const warehouse = { destination: 'duckdb', location: 'w.duckdb', available: true, tables: {} };

@@ -1,0 +1,9 @@
+import type { Clock } from '../core/types.js';
+
+/** What a command is given besides its config: where its output goes, its clock and its stop signal. */
+export interface CommandIo {
+  /** Command output (summaries): stdout by default. Logs go to stderr. */
+  readonly print: (line: string) => void;
+  readonly clock?: Clock;
+  readonly signal?: AbortSignal;
+}
