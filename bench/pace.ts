@@ -8,6 +8,8 @@
  *  run2  all five resources of three projects at once, at each latency: rate per endpoint,
  *        busiest second, 429s, and where the time went.
  *  run3  the emulator's limits at half of ours: time, 429s, and whether every row arrived.
+ *
+ * `--margins 250,50` measures other safety margins (minute, second windows, ms) than the defaults.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +20,8 @@ import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import type { ResourceDefinition } from '../src/core/types.js';
 import type { EmulatorOptions, EmulatorStats } from '../src/emulator/index.js';
-import { startEmulatorThread } from '../src/emulator/thread.js';
+import { startEmulatorThread, type LoopDelay } from '../src/emulator/thread.js';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
 import { ApiClient } from '../src/http/client.js';
 import { minimumSeconds } from '../src/http/floor.js';
@@ -37,10 +40,14 @@ interface Measured {
   readonly rateLimitedAt: readonly number[];
   /** Every request: endpoint, when it asked for budget, started and was answered (ms from the start). */
   readonly timeline: readonly TimedRequest[];
+  /** How late the event loops ran: the emulator's gate (its arrival stamps), its page server, and ours (our send stamps). */
+  readonly loopDelay: { readonly gate?: LoopDelay; readonly server: LoopDelay; readonly client: LoopDelay };
 }
 
 interface TimedRequest {
   readonly endpoint: string;
+  /** When its request was written to the socket (ms since the epoch): what our windows count. */
+  readonly sentAt: number | undefined;
   readonly askedMs: number;
   readonly startedMs: number;
   readonly endedMs: number;
@@ -55,9 +62,10 @@ async function measure(
   process.stdout.write(`  (emulator seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s, on its own thread)\n`);
   const dir = mkdtempSync(join(tmpdir(), 'qs-pace-'));
   const logger = silentLogger();
-  const scheduler = createScheduler({ limits: sync.limits });
+  const scheduler = createScheduler({ limits: sync.limits, safetyMarginMs: margins });
   const rateLimitedAt: number[] = [];
   const timeline: TimedRequest[] = [];
+  const clientDelay = monitorEventLoopDelay({ resolution: 10 });
   let started = Date.now();
   const budget: RequestBudget = {
     schedule: (endpoint, task, options) => {
@@ -66,10 +74,14 @@ async function measure(
         endpoint,
         async (sent) => {
           const startedMs = Date.now() - started;
+          let sentAt: number | undefined;
           try {
-            return await task(sent);
+            return await task(() => {
+              sentAt = Date.now();
+              sent();
+            });
           } finally {
-            timeline.push({ endpoint, askedMs, startedMs, endedMs: Date.now() - started });
+            timeline.push({ endpoint, sentAt, askedMs, startedMs, endedMs: Date.now() - started });
           }
         },
         options,
@@ -93,6 +105,8 @@ async function measure(
   const state = await StateStore.open(join(dir, 'state.json'), { clock: systemClock, purpose: 'sync' });
   try {
     await emu.resetStats();
+    clientDelay.reset();
+    clientDelay.enable();
     started = Date.now();
     const summary = await runSync(
       { resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000 },
@@ -102,7 +116,10 @@ async function measure(
     const api = await emu.counts(Date.parse(summary.startedAt));
     const counts: Measured['counts'] = {};
     for (const r of sync.resources) counts[r.name] = { warehouse: await destination.count(r.name), api: api[r.name] ?? -1 };
-    return { summary, seconds, emulator: await emu.stats(), counts, rateLimitedAt, timeline };
+    clientDelay.disable();
+    const emulatorDelay = await emu.loopDelay();
+    const ours: LoopDelay = { p50Ms: clientDelay.percentile(50) / 1e6, p99Ms: clientDelay.percentile(99) / 1e6, maxMs: clientDelay.max / 1e6 };
+    return { summary, seconds, emulator: await emu.stats(), counts, rateLimitedAt, timeline, loopDelay: { ...emulatorDelay, client: ours } };
   } finally {
     await destination.close();
     await client.close();
@@ -149,6 +166,39 @@ function printBreakdown(m: Measured): void {
     `  time: start-up ${s(first)}, queued for budget ${s(spent.budget)}, network only ${s(spent.network)}, ` +
       `client only ${s(spent.client)}, after the last answer ${s(m.seconds * 1000 - end)}; mean latency ${latency.toFixed(0)} ms\n`,
   );
+  const d = (l: LoopDelay): string => `p50 ${l.p50Ms.toFixed(0)} / p99 ${l.p99Ms.toFixed(0)} / max ${l.maxMs.toFixed(0)} ms`;
+  process.stdout.write(
+    `  event-loop delay: the emulator's rate gate ${m.loopDelay.gate === undefined ? '-' : d(m.loopDelay.gate)}; its pages ${d(m.loopDelay.server)}; ours ${d(m.loopDelay.client)}\n`,
+  );
+  // The busiest 1-s window as the server stamped arrivals, and our sends in that same window: more
+  // arrivals than sends means the server's stamps bunched (its loop lagged, or the network did).
+  const sends = t.map((r) => r.sentAt).filter((v): v is number => v !== undefined).sort((a, b) => a - b);
+  const arrivals = [...m.emulator.requestTimes].sort((a, b) => a - b);
+  const busiest = (times: readonly number[]): { count: number; at: number } => {
+    let best = { count: 0, at: 0 };
+    for (let i = 0, j = 0; i < times.length; i += 1) {
+      while ((times[j] as number) <= (times[i] as number) - 1000) j += 1;
+      if (i - j + 1 > best.count) best = { count: i - j + 1, at: times[i] as number };
+    }
+    return best;
+  };
+  // An endpoint past a minute's budget: how long its first minute's budget took to send. The rest
+  // can only follow a minute after each of those, so a slow first minute makes the run that much longer.
+  for (const [endpoint, n] of Object.entries(m.emulator.byEndpoint)) {
+    if (n <= DEFAULT_RATE_LIMITS.maxRpm) continue;
+    const own = t.filter((r) => r.endpoint === endpoint && r.sentAt !== undefined).map((r) => r.sentAt as number).sort((a, b) => a - b);
+    const first = own[0];
+    const last = own[DEFAULT_RATE_LIMITS.maxRpm - 1];
+    if (first !== undefined && last !== undefined) {
+      process.stdout.write(`  ${endpoint}: its first ${DEFAULT_RATE_LIMITS.maxRpm} requests went out over ${((last - first) / 1000).toFixed(1)} s (${(DEFAULT_RATE_LIMITS.maxRpm / DEFAULT_RATE_LIMITS.maxRps).toFixed(0)} s at ${DEFAULT_RATE_LIMITS.maxRps}/s)\n`);
+    }
+  }
+  const within = (times: readonly number[], to: number): number => times.filter((v) => v > to - 1000 && v <= to).length;
+  const server = busiest(arrivals);
+  const ours = busiest(sends);
+  process.stdout.write(
+    `  busiest 1-s window: server's stamps ${server.count} (our sends in it ${within(sends, server.at)}); our sends ${ours.count} (server's stamps in it ${within(arrivals, ours.at)})\n`,
+  );
 }
 
 function requestsByEndpoint(stats: Measured['emulator']): Record<string, number> {
@@ -183,7 +233,7 @@ const table: Row[] = [];
 function report(run: string, latencyMs: number, m: Measured): void {
   const floor = minimumSeconds(requestsByEndpoint(m.emulator), DEFAULT_RATE_LIMITS);
   // The same requests with the scheduler's safety margins: what pacing within them can reach.
-  const marginFloor = minimumSeconds(requestsByEndpoint(m.emulator), DEFAULT_RATE_LIMITS, DEFAULT_SAFETY_MARGINS);
+  const marginFloor = minimumSeconds(requestsByEndpoint(m.emulator), DEFAULT_RATE_LIMITS, margins);
   const row: Row = {
     run,
     latencyMs,
@@ -255,6 +305,12 @@ async function run3(): Promise<void> {
 // latencies for run1 and run2 (run3, about adapting to lower limits, runs at 0 ms).
 const args = process.argv.slice(2);
 const latencyArg = args[args.indexOf('--latency') + 1];
+// `--margins 250,50`: the scheduler's safety margins (minute, second windows) in ms, to measure others than the defaults.
+const marginsArg = args.includes('--margins') ? args[args.indexOf('--margins') + 1] : undefined;
+const [minuteMs, secondMs] = (marginsArg ?? `${DEFAULT_SAFETY_MARGINS.minuteMs},${DEFAULT_SAFETY_MARGINS.secondMs}`).split(',').map((v) => Number(v));
+if (!Number.isFinite(minuteMs) || !Number.isFinite(secondMs)) throw new Error(`--margins: expected minute,second ms like 250,50, got ${String(marginsArg)}`);
+const margins = { minuteMs: minuteMs as number, secondMs: secondMs as number };
+process.stdout.write(`safety margins: ${margins.minuteMs} ms on minute windows, ${margins.secondMs} ms on second windows\n`);
 const latencies = (args.includes('--latency') && latencyArg !== undefined ? latencyArg : '0,100,300').split(',').map((v) => Number(v));
 if (latencies.some((v) => !Number.isFinite(v) || v < 0)) throw new Error(`--latency: expected ms values like 0,100,300, got ${String(latencyArg)}`);
 const runs: Record<string, (latencyMs: number) => Promise<void>> = { run1, run2, run3: () => run3() };

@@ -1,7 +1,8 @@
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
-import { startEmulator, type Flavor } from '../emulator/index.js';
+import type { Flavor } from '../emulator/index.js';
+import { startEmulatorThread } from '../emulator/thread.js';
 import type { CommandIo } from './io.js';
 
 export interface EmulateFlags {
@@ -27,9 +28,13 @@ function duration(flag: string, text: string): number {
   }
 }
 
-/** `query-sync emulate`: serve the emulator until SIGINT/SIGTERM. */
+/**
+ * `query-sync emulate`: serve the emulator until SIGINT/SIGTERM. On worker threads, with its limits
+ * kept by a gate on a thread of its own (`emulator/gate.ts`): arrivals are stamped as they come, not
+ * after the page the emulator was building when they did (late, bunched stamps made 429s under load).
+ */
 export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promise<number> {
-  const emulator = await startEmulator({
+  const emulator = await startEmulatorThread({
     port: flags.port,
     seed: flags.seed,
     eventsPerProject: flags.eventsPerProject,

@@ -1,6 +1,7 @@
 /**
  * The HTTP side: routing, method check, bearer auth, rate limits, fault injection, project scope,
- * and writing JSON. Order per request: route → method → auth → limits → fault draw → scope → handler.
+ * and writing JSON. Order per request: route → method → auth → limits (all at arrival) → latency →
+ * fault draw → scope → handler.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -74,36 +75,21 @@ async function handle(server: ServerContext, req: IncomingMessage, res: ServerRe
   const match = matchRoute(url.pathname);
   server.stats.received(arrival, match?.route.template);
   server.onRequest?.({ method: req.method ?? 'GET', path: url.pathname, template: match?.route.template, query: url.searchParams, headers: req.headers });
+  // Refusals (route, method, key, rate limits) are decided at arrival, in arrival order, as a real
+  // server's rate limiter counts a request when it arrives; only the answer waits for the latency.
+  // (Deciding after the latency, with jitter, admitted requests out of arrival order: a window's log
+  // then held a later arrival before an earlier one, and a request was counted in a second it was
+  // not in, or one that was in it was already pruned: spurious or missed 429s at the boundary.)
+  const refusal = refuse(server, req, url, match, arrival);
   const { latencyMs, latencyJitterMs } = server.settings;
   if (latencyMs > 0 || latencyJitterMs > 0) {
     const delay = Math.max(0, latencyMs + (server.latencyRng.next() * 2 - 1) * latencyJitterMs);
     await server.sleep(delay);
     if (res.destroyed) return;
   }
-  if (!match) return sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
+  if (refusal !== undefined) return refusal(res);
+  if (!match) return;
   const { route } = match;
-  if (req.method !== 'GET') {
-    return sendError(res, 405, 'method_not_allowed', `${req.method ?? '?'} is not allowed; the Query API is read-only (GET)`, { allow: 'GET' });
-  }
-
-  const key = bearerToken(req.headers.authorization);
-  if (key === undefined) return sendError(res, 401, 'missing_api_key', 'Send "Authorization: Bearer <Organization API Key>"');
-  if (key === server.writeKey) {
-    return sendError(res, 401, 'invalid_api_key', 'The write key is not accepted by the Query API; use the Organization API Key');
-  }
-  if (key !== server.apiKey) return sendError(res, 401, 'invalid_api_key', 'The API key is not valid');
-
-  const limiter = server.settings.limiter;
-  if (limiter) {
-    const decision = limiter.admit(key, route.template, arrival);
-    if (!decision.allowed) {
-      server.stats.rateLimited();
-      return sendError(res, 429, 'rate_limited', `Rate limit exceeded: ${decision.reason}`, {
-        'retry-after': String(decision.retryAfterSeconds),
-      });
-    }
-  }
-  server.stats.accepted(arrival, route.template);
 
   const faults = server.settings.faults;
   const fault = server.faultPicker.draw(faults);
@@ -147,6 +133,41 @@ async function handle(server: ServerContext, req: IncomingMessage, res: ServerRe
     return sendTruncated(res, text);
   }
   send(res, 200, text, JSON_TYPE);
+}
+
+/** The refusal of a request at its arrival (sent after the latency), or undefined when it is admitted and counted. */
+function refuse(
+  server: ServerContext,
+  req: IncomingMessage,
+  url: URL,
+  match: ReturnType<typeof matchRoute>,
+  arrival: number,
+): ((res: ServerResponse) => void) | undefined {
+  if (!match) return (res) => sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
+  const { route } = match;
+  if (req.method !== 'GET') {
+    const method = req.method ?? '?';
+    return (res) => sendError(res, 405, 'method_not_allowed', `${method} is not allowed; the Query API is read-only (GET)`, { allow: 'GET' });
+  }
+  const key = bearerToken(req.headers.authorization);
+  if (key === undefined) return (res) => sendError(res, 401, 'missing_api_key', 'Send "Authorization: Bearer <Organization API Key>"');
+  if (key === server.writeKey) {
+    return (res) => sendError(res, 401, 'invalid_api_key', 'The write key is not accepted by the Query API; use the Organization API Key');
+  }
+  if (key !== server.apiKey) return (res) => sendError(res, 401, 'invalid_api_key', 'The API key is not valid');
+  const limiter = server.settings.limiter;
+  if (limiter) {
+    const decision = limiter.admit(key, route.template, arrival);
+    if (!decision.allowed) {
+      server.stats.rateLimited();
+      return (res) =>
+        sendError(res, 429, 'rate_limited', `Rate limit exceeded: ${decision.reason}`, {
+          'retry-after': String(decision.retryAfterSeconds),
+        });
+    }
+  }
+  server.stats.accepted(arrival, route.template);
+  return undefined;
 }
 
 function run(server: ServerContext, req: IncomingMessage, route: Route, id: string | undefined, params: URLSearchParams): JsonValue {

@@ -40,6 +40,8 @@ export interface RecordsOverTime {
   readonly total: number;
   /** Requests made. */
   readonly requests: number;
+  /** The interval of the buckets. */
+  readonly interval: Interval;
 }
 
 /** One timeseries request over `window` at `interval`. */
@@ -110,7 +112,68 @@ export async function recordsOverTime(
     // Nothing lies before the narrowed window (the coarser answer said so): say it, so buckets cover the window.
     result = again;
   }
-  return { buckets: result.buckets, total: result.total, requests };
+  return { buckets: result.buckets, total: result.total, requests, interval };
+}
+
+/**
+ * `buckets` with the stretches around each of `targets` (records counted from the window's start,
+ * as far as ± `slack` records and as one finer request can cover: a day of minutes) asked again at
+ * a finer interval, one request each, at once: where a split must cut on a whole page, hour buckets
+ * of ~100 records rarely end on one; minute buckets nearly always do. Stretches the coarse answer
+ * cannot refine (already the finest interval) are left as they are.
+ */
+export async function refineAround(
+  client: ApiClient,
+  decl: SplitDeclaration,
+  scope: ProjectScope,
+  coarse: RecordsOverTime,
+  targets: readonly number[],
+  slack: number,
+  ctx: CallContext,
+): Promise<{ readonly buckets: readonly WindowCount[]; readonly requests: number }> {
+  const sorted = [...coarse.buckets].sort((a, b) => a.window.fromMs - b.window.fromMs);
+  const finerThanCoarse = (w: TimeWindow): boolean => INTERVALS.indexOf(intervalFor(w)) < INTERVALS.indexOf(coarse.interval);
+  const spans: TimeWindow[] = [];
+  for (const target of targets) {
+    // The bucket the target falls in, then its neighbours, nearest first, while the stretch stays
+    // within `slack` records of the target and one finer request can cover it (a day of minutes).
+    let before = 0;
+    let at = -1;
+    const starts: number[] = [];
+    for (let i = 0; i < sorted.length; i += 1) {
+      starts.push(before);
+      before += (sorted[i] as WindowCount).count;
+      if (at < 0 && before > target) at = i;
+    }
+    if (at < 0) continue;
+    let lo = at;
+    let hi = at;
+    const span = (): TimeWindow => ({ fromMs: (sorted[lo] as WindowCount).window.fromMs, toMs: (sorted[hi] as WindowCount).window.toMs });
+    if (!finerThanCoarse(span())) continue;
+    for (let grown = true; grown; ) {
+      grown = false;
+      for (const side of [-1, 1]) {
+        const next = side < 0 ? lo - 1 : hi + 1;
+        if (next < 0 || next >= sorted.length) continue;
+        const edge = side < 0 ? (starts[next] as number) : (starts[next] as number) + (sorted[next] as WindowCount).count;
+        if (Math.abs(edge - target) > slack) continue;
+        const [oldLo, oldHi] = [lo, hi];
+        if (side < 0) lo = next;
+        else hi = next;
+        if (finerThanCoarse(span())) grown = true;
+        else [lo, hi] = [oldLo, oldHi];
+      }
+    }
+    const { fromMs, toMs } = span();
+    const last = spans.at(-1);
+    if (last !== undefined && fromMs <= last.toMs) spans[spans.length - 1] = { fromMs: last.fromMs, toMs: Math.max(last.toMs, toMs) };
+    else spans.push({ fromMs, toMs });
+  }
+  const finer = spans.filter(finerThanCoarse);
+  const answers = await Promise.all(finer.map((w) => timeseries(client, decl, scope, w, intervalFor(w), ctx)));
+  const inside = (b: WindowCount): boolean => finer.some((w) => b.window.fromMs >= w.fromMs && b.window.toMs <= w.toMs);
+  const buckets = [...sorted.filter((b) => !inside(b)), ...answers.flatMap((a) => a.buckets)].sort((a, b) => a.window.fromMs - b.window.fromMs);
+  return { buckets, requests: answers.length };
 }
 
 function field(value: JsonValue | undefined, name: string): JsonValue | undefined {

@@ -50,9 +50,14 @@ export interface SafetyMargins {
   /**
    * Added to the one-second windows: the combined rate, the search gate and the adapted per-endpoint
    * rate. It costs its own size in throughput while the combined rate binds (40 per 1.1 s), so it is
-   * kept small. 50 ms was measured to be too little: a request's arrival can lag its start by a
-   * garbage collection or a synchronous stretch of the client's event loop, and at exactly 40/s the
-   * server then counts 41 in its second. 100 ms covered it in the benchmarks. @default 100
+   * kept small. What it must cover: the server stamps a request when it arrives, we when we write it
+   * to the socket (the `sent` callback), so our own event loop no longer counts; left are the
+   * difference in one-way delay between two requests sent a second apart and how late the server's
+   * front door stamps (a pause of its own: the emulator's gate thread stalled 100-200 ms on a loaded
+   * machine), while clock skew does not matter to a duration (drift is parts per million). Measured
+   * against the emulator with its limits kept by a gate on its own thread, run 2 of bench:pace:
+   * 25 ms gave 2 × 429 in 2 runs, 50 ms 3 × 429 in 12 (each cutting the endpoint's rate for a minute:
+   * a run of 20 s took 60), 100 ms none in 4, nor in the runs before the gate. @default 100
    */
   readonly secondMs?: number;
 }

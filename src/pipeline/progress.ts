@@ -7,7 +7,9 @@ import type { Clock } from '../core/types.js';
  * The ETA comes from the plan: with a planned page count, a resource's expected total time is the
  * larger of the plan's minimum time (the floor of the rate limits) and the time so far divided by
  * the share of planned pages read. Early in a run the floor dominates (the first burst is fast, the
- * minute limit then binds), later the observed pace does.
+ * minute limit then binds), later the observed pace does. Past its planned pages a resource that is
+ * still running (a per-parent backlog the run grows as it stores parents) has no estimate: "ETA ?",
+ * never a misleading 0.
  */
 
 /** What the plan expects of one resource (any field may be unknown). */
@@ -252,6 +254,8 @@ export class ProgressTracker {
     if (total !== undefined && this.plan?.minimumSeconds !== undefined && resources.some((r) => !r.done)) {
       total = Math.max(total, this.plan.minimumSeconds - elapsed);
     }
+    // A bound of "at least 0 s" while a resource with no estimate still runs says nothing: unknown.
+    if (total !== undefined && total < 1 && resources.some((r) => !r.done && r.etaSeconds === undefined)) total = undefined;
     return {
       elapsedSeconds: elapsed,
       resources,
@@ -294,7 +298,10 @@ function newCounter(): Counter {
 
 function eta(elapsed: number, c: Counter, planned: ResourcePlan | undefined): number | undefined {
   if (planned?.pages !== undefined && planned.pages > 0) {
-    const share = Math.min(1, c.pages / planned.pages);
+    // Every planned page read and still going (a per-parent backlog the run itself grows: traces of
+    // the events it just stored): the plan no longer says how much is left, and 0 would be a lie.
+    if (c.pages >= planned.pages) return undefined;
+    const share = c.pages / planned.pages;
     const byPace = share > 0 ? elapsed / share : 0;
     const expected = Math.max(planned.minimumSeconds ?? 0, byPace);
     return Math.max(0, expected - elapsed);

@@ -2,8 +2,8 @@ import { DataError, FatalApiError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { readTotal } from '../extract/count.js';
-import { recordsOverTime } from '../extract/timeseries.js';
-import { splitByCounts, splitIntoPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
+import { recordsOverTime, refineAround, type RecordsOverTime } from '../extract/timeseries.js';
+import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
 import { cursorMillis } from '../normalize/normalize.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import type { ConcurrencyController } from '../http/concurrency.js';
@@ -67,8 +67,10 @@ export function pagesFromFirstPage(resource: ResourceDefinition, window: TimeWin
  *
  * One timeseries request (two or three for a first sync from the epoch: see `recordsOverTime`)
  * replaces the counts: where the resource's own counts exist (`exact`), cuts fall where sub-windows
- * hold whole pages, so splitting costs no partial pages; elsewhere the events' timeseries says where
- * records lie and the first page's span how many there are.
+ * hold whole pages, so splitting costs no partial pages (asking finer buckets around each cut when
+ * the first answer's edges do not allow it and the walk is long enough for a page to matter: see
+ * `wholePages`); elsewhere the events' timeseries says where records lie and the first page's span
+ * how many there are.
  */
 export async function planSplit(
   resource: ResourceDefinition,
@@ -110,11 +112,13 @@ export async function planSplit(
     }
     const parts = Math.min(cap, Math.floor(pages / MIN_PAGES_PER_PART));
     if (parts < 2) return undefined;
-    const subs = decl.exact ? splitIntoPages(window, parts, lie.buckets, resource.maxPageSize) : splitByCounts(window, parts, lie.buckets);
+    let buckets = lie.buckets;
+    let subs = decl.exact ? splitIntoPages(window, parts, buckets, resource.maxPageSize) : splitByCounts(window, parts, buckets);
+    if (decl.exact && subs.length >= 2) ({ subs, buckets } = await wholePages(resource, scope, window, lie, subs, deps, ctx));
     if (subs.length < 2) return undefined;
     // Sub-windows on another field (conversations' started_at, never after the cursor field): the
     // first one also takes everything that started before the window and is still active in it.
-    return { parts: decl.partGte === undefined ? subs : subs.map((w, i) => (i === 0 ? { fromMs: 0, toMs: w.toMs } : w)), pagesPerPart: pages / subs.length, buckets: lie.buckets };
+    return { parts: decl.partGte === undefined ? subs : subs.map((w, i) => (i === 0 ? { fromMs: 0, toMs: w.toMs } : w)), pagesPerPart: pages / subs.length, buckets };
   } catch (error) {
     // Only a timeseries the server does not serve as documented is worked around; anything else (a
     // refused key or project, retries exhausted, an abort) would fail the walk too: say it once.
@@ -124,6 +128,45 @@ export async function planSplit(
       `asking ${decl.timeseriesPath} where records lie, to split the window, failed; reading it in one walk`,
     );
     return undefined;
+  }
+}
+
+/**
+ * A split of exact counts that costs a page more than one walk (its cuts fall inside pages: hour
+ * buckets of ~100 records rarely end on a whole page), cut again on the timeseries asked finer
+ * around each cut (one request each, on the timeseries endpoint). Only for walks of at least a
+ * minute's budget of their endpoint: there the endpoint's per-minute limit binds, so a page is
+ * worth 1/400 of a minute of it, and a page past a multiple of 400 a whole minute window (80,000
+ * events: 800 pages in 69 s, 801 in 120 s), while the timeseries requests draw on another
+ * endpoint's budget. A smaller walk is bound by the combined per-second budget, where the requests
+ * would cost more than the page they save. A failed refinement keeps the first cut.
+ */
+async function wholePages(
+  resource: ResourceDefinition,
+  scope: ProjectScope,
+  window: TimeWindow,
+  lie: RecordsOverTime,
+  subs: TimeWindow[],
+  deps: { readonly client: ApiClient; readonly logger: Logger },
+  ctx: CallContext,
+): Promise<{ subs: TimeWindow[]; buckets: readonly WindowCount[] }> {
+  const decl = resource.split;
+  const pageSize = resource.maxPageSize;
+  const pages = splitPages(subs, lie.buckets, pageSize);
+  if (decl === undefined || pages <= Math.ceil(lie.total / pageSize) || pages < DEFAULT_RATE_LIMITS.maxRpm) return { subs, buckets: lie.buckets };
+  const size = lie.total / subs.length;
+  const targets = subs.slice(1).map((_, i) => size * (i + 1));
+  try {
+    const fine = await refineAround(deps.client, decl, scope, lie, targets, size / 8, ctx);
+    if (fine.requests === 0) return { subs, buckets: lie.buckets };
+    const again = splitIntoPages(window, subs.length, fine.buckets, pageSize);
+    return splitPages(again, fine.buckets, pageSize) < splitPages(subs, fine.buckets, pageSize) && again.length === subs.length
+      ? { subs: again, buckets: fine.buckets }
+      : { subs, buckets: fine.buckets };
+  } catch (error) {
+    if (!(error instanceof DataError) && !(error instanceof FatalApiError)) throw error;
+    deps.logger.warn({ resource: resource.name, project: scope.key, err: (error as Error).message }, `asking ${decl.timeseriesPath} finer, to cut on whole pages, failed; cutting on the first answer`);
+    return { subs, buckets: lie.buckets };
   }
 }
 

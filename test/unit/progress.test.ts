@@ -46,6 +46,24 @@ describe('ProgressTracker', () => {
     expect(t.snapshot().resources[0]?.etaSeconds).toBeCloseTo(60, 5);
   });
 
+  it('past its planned pages and still running (a backlog the run grows), a resource has no ETA, and the run none rather than "at least 0 s"', () => {
+    const clock = fakeClock();
+    const t = new ProgressTracker(clock, { resources: { events: { pages: 2, minimumSeconds: 1 }, traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 2 });
+    t.addWindows('events', 1);
+    t.addWindows('traces', 1);
+    t.page('events', 100);
+    t.page('events', 100);
+    t.windowDone('events');
+    for (let i = 0; i < 5; i++) t.page('traces', 1);
+    clock.advance(10_000);
+    const snap = t.snapshot();
+    expect(snap.resources.find((r) => r.resource === 'events')).toMatchObject({ done: true, etaSeconds: 0 });
+    expect(snap.resources.find((r) => r.resource === 'traces')?.etaSeconds).toBeUndefined();
+    expect(snap.etaSeconds).toBeUndefined();
+    t.windowDone('traces');
+    expect(t.snapshot().etaSeconds).toBe(0);
+  });
+
   it('without a plan, estimates from the share of windows run in this run (skipped ones excluded)', () => {
     const clock = fakeClock();
     const t = new ProgressTracker(clock);

@@ -213,9 +213,10 @@ describe('createScheduler: adaptation', () => {
   it('lowers the minute rate by 30 % on a 429 and regains 5 % per 10 s without one', async () => {
     // A combined limit that never binds, to watch the minute rate alone.
     const h = harness({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 1_000 } });
-    h.budget.onRateLimited(EVENTS, 1_000);
+    // No Retry-After: a 1 s backoff, and the rate is cut (a lone Retry-After: 1 would be forgiven, below).
+    h.budget.onRateLimited(EVENTS, undefined);
     // Several 429s of one burst count as one episode.
-    h.budget.onRateLimited(EVENTS, 1_000);
+    h.budget.onRateLimited(EVENTS, undefined);
     expect(h.budget.stats().endpoints[EVENTS]?.currentRpm).toBe(280);
     const done = h.submitMany(400, EVENTS);
     await vi.advanceTimersByTimeAsync(1_000);
@@ -239,7 +240,7 @@ describe('createScheduler: adaptation', () => {
 
   it('lowers the per-second share of the refused endpoint faster than its minute rate', async () => {
     const h = harness();
-    h.budget.onRateLimited(EVENTS, 1_000);
+    h.budget.onRateLimited(EVENTS, undefined);
     const done = [...h.submitMany(100, EVENTS), ...h.submitMany(100, USERS)];
     await vi.advanceTimersByTimeAsync(10_000);
     await Promise.all(done);
@@ -249,6 +250,33 @@ describe('createScheduler: adaptation', () => {
     // The users' endpoint keeps the whole combined budget while events are paused.
     expect(maxInWindow(at(h.starts.filter((s) => s.at < 1_000)), SECOND_WINDOW)).toBe(40);
     expect(maxInWindow(at(h.starts), SECOND_WINDOW)).toBe(40);
+  });
+
+  it('a lone 429 asking for at most a second (and the rest of its burst) only pauses; the next episode within the quiet period cuts', async () => {
+    const h = harness({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 1_000 } });
+    h.budget.onRateLimited(EVENTS, 1_000);
+    h.budget.onRateLimited(EVENTS, 1_000);
+    expect(h.budget.stats().endpoints[EVENTS]?.currentRpm).toBe(400);
+    const first = h.submit(EVENTS).done;
+    await vi.advanceTimersByTimeAsync(999);
+    expect(h.starts).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    await first;
+    expect(h.starts[0]?.at).toBe(1_000);
+    // Five seconds later, another: the server means it.
+    await vi.advanceTimersByTimeAsync(4_000);
+    h.budget.onRateLimited(EVENTS, 1_000);
+    expect(h.budget.stats().endpoints[EVENTS]?.currentRpm).toBe(280);
+    // After a quiet period a lone one is forgiven again; a longer Retry-After never is.
+    await vi.advanceTimersByTimeAsync(20_000);
+    const rpm = h.budget.stats().endpoints[EVENTS]?.currentRpm;
+    h.budget.onRateLimited(EVENTS, 1_000);
+    expect(h.budget.stats().endpoints[EVENTS]?.currentRpm).toBe(rpm);
+    await vi.advanceTimersByTimeAsync(20_000);
+    const before = h.budget.stats().endpoints[EVENTS]?.currentRpm ?? 0;
+    h.budget.onRateLimited(EVENTS, 2_000);
+    expect(Math.abs((h.budget.stats().endpoints[EVENTS]?.currentRpm ?? 0) - before * 0.7)).toBeLessThanOrEqual(1);
+    await vi.advanceTimersByTimeAsync(2_000);
   });
 
   it('finishes a sync when the server enforces half the configured limits', async () => {

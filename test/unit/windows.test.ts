@@ -14,6 +14,7 @@ import {
   splitByCounts,
   splitByTime,
   splitIntoPages,
+  splitPages,
   subtractWindows,
   suffixCounts,
   syncWindow,
@@ -331,6 +332,52 @@ describe('splitIntoPages', () => {
     // Cutting at equal shares instead (splitByCounts) spends about one partial page per sub-window.
     const naive = splitByCounts(w, 4, counts).reduce((n, p) => n + Math.ceil(inside({ fromMs: Math.ceil(p.fromMs / 10) * 10, toMs: Math.ceil(p.toMs / 10) * 10 }) / 100), 0);
     expect(pages).toBeLessThanOrEqual(naive);
+  });
+
+  // Hour buckets of ~110 records (80,000 events over 30 days): few bucket edges near a share end on
+  // a whole page.
+  let seed = 7;
+  const random = (): number => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed / 2_147_483_648;
+  };
+  const hours = Array.from({ length: 720 }, (_, i) => ({ window: { fromMs: i * 10, toMs: i * 10 + 10 }, count: 90 + Math.floor(random() * 40) }));
+  const hoursTotal = hours.reduce((n, c) => n + c.count, 0);
+
+  it('reads no more pages than one walk when the total is not a whole number of pages, at every number of parts', () => {
+    expect(hoursTotal % 100).not.toBe(0);
+    for (const parts of [2, 3, 8, 10, 16]) {
+      const subs = splitIntoPages({ fromMs: 0, toMs: 7_200 }, parts, hours, 100);
+      expect(subs).toHaveLength(parts);
+      expect(splitPages(subs, hours, 100), `${parts} parts`).toBe(Math.ceil(hoursTotal / 100));
+    }
+  });
+
+  it('reads at most one page more than one walk when the total is whole pages and no edge is', () => {
+    // Drop records from the last bucket so the total is a whole number of pages.
+    const last = hours[hours.length - 1] as { window: { fromMs: number; toMs: number }; count: number };
+    const whole = [...hours.slice(0, -1), { window: last.window, count: last.count - (hoursTotal % 100) }];
+    const total = whole.reduce((n, c) => n + c.count, 0);
+    expect(total % 100).toBe(0);
+    for (const parts of [2, 8, 16]) {
+      const subs = splitIntoPages({ fromMs: 0, toMs: 7_200 }, parts, whole, 100);
+      expect(subs).toHaveLength(parts);
+      expect(splitPages(subs, whole, 100), `${parts} parts`).toBeLessThanOrEqual(total / 100 + 1);
+    }
+    // Edges on whole pages (minute buckets of 2 records): no page more.
+    const minutes = Array.from({ length: 4_000 }, (_, i) => ({ window: { fromMs: i, toMs: i + 1 }, count: 2 }));
+    const subs = splitIntoPages({ fromMs: 0, toMs: 4_000 }, 16, minutes, 100);
+    expect(splitPages(subs, minutes, 100)).toBe(80);
+  });
+
+  it('keeps the parts within a quarter of a share of equal, cut on bucket edges', () => {
+    const subs = splitIntoPages({ fromMs: 0, toMs: 7_200 }, 8, hours, 100);
+    for (const p of subs) {
+      expect(p.fromMs % 10).toBe(0);
+      const records = hours.filter((c) => c.window.fromMs >= p.fromMs && c.window.toMs <= p.toMs).reduce((n, c) => n + c.count, 0);
+      // Each cut within an eighth of a share of its target: a part within a quarter of a share.
+      expect(Math.abs(records - hoursTotal / 8)).toBeLessThanOrEqual(hoursTotal / 8 / 4 + 130);
+    }
   });
 
   it('falls back to time where the counts say nothing', () => {
