@@ -23,9 +23,9 @@ import type { EmulatorOptions, EmulatorStats } from '../src/emulator/index.js';
 import { startEmulatorThread, type LoopDelay } from '../src/emulator/thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
-import { ApiClient } from '../src/http/client.js';
+import { connectApi } from '../src/commands/runtime.js';
 import { minimumSeconds } from '../src/http/floor.js';
-import { createScheduler, DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
+import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
@@ -62,12 +62,12 @@ async function measure(
   process.stdout.write(`  (emulator seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s, on its own thread)\n`);
   const dir = mkdtempSync(join(tmpdir(), 'qs-pace-'));
   const logger = silentLogger();
-  const scheduler = createScheduler({ limits: sync.limits, safetyMarginMs: margins });
   const rateLimitedAt: number[] = [];
   const timeline: TimedRequest[] = [];
   const clientDelay = monitorEventLoopDelay({ resolution: 10 });
   let started = Date.now();
-  const budget: RequestBudget = {
+  // The run's scheduler as every command wires it, wrapped to record when each request went out.
+  const observe = (scheduler: RequestBudget): RequestBudget => ({
     schedule: (endpoint, task, options) => {
       const askedMs = Date.now() - started;
       return scheduler.schedule(
@@ -92,12 +92,14 @@ async function measure(
       rateLimitedAt.push((Date.now() - started) / 1000);
       scheduler.onRateLimited(endpoint, retryAfterMs);
     },
-  };
-  const client = new ApiClient({
+  });
+  const { client } = connectApi({
     baseUrl: emu.url,
     apiKey: emu.apiKey,
     projectHeader: 'X-Service-Project-Id',
-    budget,
+    limits: sync.limits,
+    safetyMarginMs: margins,
+    observe,
     clock: systemClock,
     logger,
   });

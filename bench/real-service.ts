@@ -14,8 +14,7 @@ import { PROJECT_HEADERS } from '../connectors/service.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import { startEmulator } from '../src/emulator/index.js';
-import { ApiClient } from '../src/http/client.js';
-import { createScheduler } from '../src/http/scheduler.js';
+import { connectApi } from '../src/commands/runtime.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
@@ -30,8 +29,8 @@ const statePath = join(dir, 'state.json');
 
 async function sync(): Promise<RunSummary> {
   const logger = silentLogger();
-  const budget = createScheduler({ limits: { maxRpm: 1e9, maxRps: 1e9, searchRpm: 1e9, searchGateRps: 1e9 }, logger });
-  const client = new ApiClient({ baseUrl: emu.url, apiKey: emu.apiKey, projectHeader: PROJECT_HEADERS, budget, clock: systemClock, logger });
+  const limits = { maxRpm: 1e9, maxRps: 1e9, searchRpm: 1e9, searchGateRps: 1e9 };
+  const { client } = connectApi({ baseUrl: emu.url, apiKey: emu.apiKey, projectHeader: PROJECT_HEADERS, limits, clock: systemClock, logger });
   const destination = await DuckDbDestination.open(join(dir, 'w.duckdb'));
   const state = await StateStore.open(statePath, { clock: systemClock, purpose: 'sync' });
   try {

@@ -5,7 +5,7 @@ import type { Clock } from '../core/types.js';
 import type { RateLimits, RequestBudget } from '../http/budget.js';
 import { ApiClient, type ApiClientOptions } from '../http/client.js';
 import { observedBudget } from '../http/budget-observer.js';
-import { createScheduler } from '../http/scheduler.js';
+import { createScheduler, type SchedulerOptions } from '../http/scheduler.js';
 import type { BackfillHooks } from '../pipeline/backfill.js';
 import { ProgressTracker } from '../pipeline/progress.js';
 import type { RunHooks } from '../pipeline/run.js';
@@ -84,6 +84,8 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
 
 export interface ApiConnectionOptions extends Omit<ApiClientOptions, 'budget'> {
   readonly limits: RateLimits;
+  /** The scheduler's safety margins (`DEFAULT_SAFETY_MARGINS` unless given: a benchmark tries others). */
+  readonly safetyMarginMs?: SchedulerOptions['safetyMarginMs'];
   /** Wrap the scheduler (a progress display, a benchmark's timeline); the client sees the wrapper. */
   readonly observe?: (scheduler: RequestBudget) => RequestBudget;
 }
@@ -93,8 +95,8 @@ export interface ApiConnectionOptions extends Omit<ApiClientOptions, 'budget'> {
  * run's one scheduler (every request of every stream goes through it) and the client over it.
  */
 export function connectApi(options: ApiConnectionOptions): { readonly budget: RequestBudget; readonly client: ApiClient } {
-  const { limits, observe, ...clientOptions } = options;
-  const scheduler = createScheduler({ limits, logger: options.logger });
+  const { limits, observe, safetyMarginMs, ...clientOptions } = options;
+  const scheduler = createScheduler({ limits, logger: options.logger, ...(safetyMarginMs === undefined ? {} : { safetyMarginMs }) });
   const budget = observe === undefined ? scheduler : observe(scheduler);
   return { budget, client: new ApiClient({ ...clientOptions, budget }) };
 }
