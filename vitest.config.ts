@@ -29,6 +29,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/run-history.test.ts', // eight CLI runs into one warehouse
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
   'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
+  'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));
