@@ -40,6 +40,8 @@ interface Measured {
   readonly rateLimitedAt: readonly number[];
   /** Every request: endpoint, when it asked for budget, started and was answered (ms from the start). */
   readonly timeline: readonly TimedRequest[];
+  /** When the run started (epoch ms, as `TimedRequest.sentAt`). */
+  readonly startedAt: number;
   /** How late the event loops ran: the emulator's gate (its arrival stamps), its page server, and ours (our send stamps). */
   readonly loopDelay: { readonly gate?: LoopDelay; readonly server: LoopDelay; readonly client: LoopDelay };
 }
@@ -121,7 +123,7 @@ async function measure(
     clientDelay.disable();
     const emulatorDelay = await emu.loopDelay();
     const ours: LoopDelay = { p50Ms: clientDelay.percentile(50) / 1e6, p99Ms: clientDelay.percentile(99) / 1e6, maxMs: clientDelay.max / 1e6 };
-    return { summary, seconds, emulator: await emu.stats(), counts, rateLimitedAt, timeline, loopDelay: { ...emulatorDelay, client: ours } };
+    return { summary, seconds, startedAt: started, emulator: await emu.stats(), counts, rateLimitedAt, timeline, loopDelay: { ...emulatorDelay, client: ours } };
   } finally {
     await destination.close();
     await client.close();
@@ -194,6 +196,16 @@ function printBreakdown(m: Measured): void {
     if (first !== undefined && last !== undefined) {
       process.stdout.write(`  ${endpoint}: its first ${DEFAULT_RATE_LIMITS.maxRpm} requests went out over ${((last - first) / 1000).toFixed(1)} s (${(DEFAULT_RATE_LIMITS.maxRpm / DEFAULT_RATE_LIMITS.maxRps).toFixed(0)} s at ${DEFAULT_RATE_LIMITS.maxRps}/s)\n`);
     }
+  }
+  // Requests sent in each second of the run: a second under the limit at the start or the end is
+  // where the walks could not fill the budget (start-up, the tail of the last sub-windows).
+  if (sends.length > 0) {
+    const perSecond: number[] = [];
+    for (const at of sends) {
+      const i = Math.floor((at - m.startedAt) / 1000);
+      perSecond[i] = (perSecond[i] ?? 0) + 1;
+    }
+    process.stdout.write(`  sends per second: ${Array.from(perSecond, (n) => n ?? 0).join(' ')}\n`);
   }
   const within = (times: readonly number[], to: number): number => times.filter((v) => v > to - 1000 && v <= to).length;
   const server = busiest(arrivals);

@@ -103,6 +103,15 @@ export class ConcurrencyController {
     return this.#slowStart;
   }
 
+  /**
+   * Start from at least `n` (clamped to the bounds): what a planned split sized from the latency
+   * it measured needs to fill the budget, instead of slow start's climb from one (a second or two
+   * at 300 ms). Slow start goes on from there; the budget binding shrinks it as usual.
+   */
+  atLeast(n: number): void {
+    if (n > this.#limit) this.#set(Math.floor(n));
+  }
+
   /** Feed one finished request. */
   record(sample: RequestSample): void {
     const now = this.#now();

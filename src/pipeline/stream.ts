@@ -306,6 +306,8 @@ class UnitReader {
   private async recordSplit(window: TimeWindow, plan: SplitPlan): Promise<void> {
     await this.deps.state.updateStream(this.key, (s) => ({ ...s, split: newSplit(window, plan.parts) }));
     this.planned = plan;
+    // The plan cut twice the walks that fill the budget at the latency it saw: start with that many.
+    this.controller.atLeast(Math.ceil(plan.parts.length / 2));
   }
 
   /**

@@ -121,6 +121,21 @@ describe('ConcurrencyController', () => {
     expect(c.peak).toBeLessThan(64);
   });
 
+  it('a planned split starts it at the walks it needs (never lower, never past the bound), and the budget binding still shrinks it', () => {
+    const { c, clock } = controller({ max: 16 });
+    c.atLeast(13);
+    expect(c.limit).toBe(13);
+    c.atLeast(4);
+    expect(c.limit, 'never lowered').toBe(13);
+    c.atLeast(40);
+    expect(c.limit, 'never past the bound').toBe(16);
+    for (let period = 0; period < 3; period += 1) {
+      clock.advance(1_000);
+      for (let i = 0; i < 8; i += 1) c.record(budget);
+    }
+    expect(c.limit).toBeLessThan(16);
+  });
+
   it('refuses bounds that make no sense', () => {
     const now = (): number => 0;
     expect(() => new ConcurrencyController({ max: 0, now })).toThrow(/at least 1/);
