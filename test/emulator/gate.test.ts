@@ -32,5 +32,12 @@ describe('emulator thread with a rate-limit gate', () => {
     expect(stats.maxPerSecond).toBe(3);
     const delay = await emu.loopDelay();
     expect(delay.gate).toBeDefined();
+    // The emulator's own thread answers its other requests: new events, and counts before an instant.
+    const before = await emu.counts(Date.now() + 60_000);
+    expect(await emu.addEvents('default', 7)).toBe(7);
+    const after = await emu.counts(Date.now() + 60_000);
+    expect(after.events).toBe((before.events ?? 0) + 7);
+    await emu.resetStats();
+    expect((await emu.stats()).requests).toBe(0);
   });
 });
