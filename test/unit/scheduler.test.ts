@@ -91,7 +91,7 @@ describe('createScheduler: per-endpoint minute limit', () => {
     await vi.advanceTimersByTimeAsync(20_000);
     await Promise.all(done);
     expect(h.starts).toHaveLength(500);
-    // 500 starts at 40 per 1.05 s: the users' requests are not held back by the events' minute.
+    // 500 starts at 40 per second window (1.1 s): the users' requests are not held back by the events' minute.
     expect(Math.max(...at(h.starts))).toBeLessThanOrEqual(12 * SECOND_WINDOW);
   });
 });
