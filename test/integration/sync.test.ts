@@ -90,7 +90,7 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
     expectTableMatches(rows, [...emu.snapshot('events', 'alpha'), ...emu.snapshot('events', 'beta')], 'id');
   });
 
-  it('with 3% faults, duplicate rows, late events and events arriving during the sync, a second sync leaves every table equal to the API', async () => {
+  it('with 3% faults, duplicate rows, late events and events arriving during the sync, a second sync leaves every table equal to the API', { tags: ['slow'] }, async () => {
     const emu = await emulator({
       seed: 11,
       eventsPerProject: 800,
