@@ -242,7 +242,7 @@ function mismatchWarnings(config: SyncConfig, before: { warehouse: boolean; stat
  * logged; a lost lease stops the run (another run writes now). A dry run keeps changes in memory.
  */
 export function openRunState(
-  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'>,
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'>,
   purpose: StateStoreOptions['purpose'],
   { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
   destination?: Destination,
@@ -255,6 +255,7 @@ export function openRunState(
     lockWaitMs: config.lockWaitMs,
     inMemory: config.dryRun,
     resources: RESOURCE_NAMES,
+    secrets: [config.apiKey],
     onLockTakeOver: (message) => logger.warn(message),
     onNote: (message) => logger.info(message),
     onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
@@ -268,7 +269,7 @@ export function openRunState(
  * (which sends nothing when made) comes first there.
  */
 export async function openStateAndDestination(
-  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & DestinationConfig,
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'> & DestinationConfig,
   purpose: StateStoreOptions['purpose'],
   deps: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
   print: (line: string) => void,

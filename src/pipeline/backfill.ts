@@ -238,7 +238,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       windows: totals.windows,
       skipped: totals.skipped,
       seconds,
-      ...(failure === undefined ? {} : { error: deps.client.redact(failure.message) }),
+      ...(failure === undefined ? {} : { error: failure.message }),
     },
   }));
   return result(failure === undefined ? 'ok' : 'failed');

@@ -121,8 +121,8 @@ export async function syncStream(
           pages: totals.pages,
           requests: ctx.stats.requests,
           seconds,
-          // Errors from the client are redacted already; this covers messages built elsewhere.
-          ...(error ? { error: deps.client.redact(error.message) } : {}),
+          // The state store takes secrets out of whatever it writes (the key echoed in a message).
+          ...(error ? { error: error.message } : {}),
         },
       }));
     }

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StateError } from '../core/errors.js';
+import { redact } from '../core/log.js';
 import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { acquireLock, fileLeases, type LeaseProvider, type Lock } from './lock.js';
@@ -33,6 +34,11 @@ export interface StateStoreOptions {
   readonly onLockTakeOver?: (message: string) => void;
   /** Told when the run lease is lost while held: the run should stop. */
   readonly onLockLost?: (error: Error) => void;
+  /**
+   * Secrets (the API key) never written: taken out of every state row and of the file as they are
+   * serialized, whatever put them in the state (an error message echoing the key).
+   */
+  readonly secrets?: readonly string[];
   /** Resource names a stream key may name (a state file naming another is refused). @default any */
   readonly resources?: readonly string[];
   /**
@@ -235,6 +241,11 @@ export class StateStore {
     await this.runLock.release();
   }
 
+  /** Serialized state with the secrets taken out: the one sanitising step of what is stored. */
+  private clean(text: string): string {
+    return redact(text, this.options.secrets ?? []);
+  }
+
   private write(change: Change): Promise<void> {
     if (this.options.inMemory === true) {
       this.doc = change(this.doc);
@@ -271,7 +282,7 @@ export class StateStore {
         await previous;
         const base = this.doc;
         next = changes.reduce((doc, change) => change(doc), base);
-        return rows ?? rowsOfChange(base, next);
+        return (rows ?? rowsOfChange(base, next)).map((row) => (row.value === null ? row : { ...row, value: this.clean(row.value) }));
       },
       finish: async (committed) => {
         try {
@@ -307,7 +318,7 @@ export class StateStore {
       try {
         // Re-read: another purpose's run may have written its own streams since.
         const latest = change(await readState(this.path, this.options));
-        await writeAtomically(this.path, `${JSON.stringify(latest, null, 2)}\n`);
+        await writeAtomically(this.path, this.clean(`${JSON.stringify(latest, null, 2)}\n`));
         if (keepDoc) this.doc = latest;
       } finally {
         await lock.release();

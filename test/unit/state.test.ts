@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { StateError } from '../../src/core/errors.js';
+import { keepStateIn } from '../../src/commands/state-home.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { StateStore } from '../../src/state/store.js';
 import { leaveLease } from '../fakes/lease.js';
 import { tempDir } from '../fakes/tmp.js';
@@ -27,6 +29,22 @@ describe('StateStore', () => {
     expect(doc.streams['events:*']?.mark).toBe('2026-11-21T00:00:00.000Z');
     expect(doc.projects).toEqual(['alpha', 'beta']);
     expect(readFileSync(path, 'utf8')).not.toMatch(/tmp/);
+  });
+
+  it('takes its secrets out of everything it writes, the file and the warehouse rows, whatever put them in', async () => {
+    const key = 'qs_org_s3cret/KEY+42';
+    const path = statePath();
+    const db = await DuckDbDestination.open(join(path, '..', 'w.duckdb'));
+    const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync', secrets: [key] });
+    await keepStateIn(store, db);
+    const lastRun = { at: '2026-11-21T00:00:00.000Z', outcome: 'failed' as const, rows: 0, pages: 0, requests: 1, seconds: 1, error: `server said: bad key ${key} (${JSON.stringify(key)})` };
+    await store.updateStream('events:*', (s) => ({ ...s, lastRun }));
+    await store.close();
+    const rows = await db.query(`SELECT value FROM _query_sync_state`);
+    await db.close();
+    const stored = [readFileSync(path, 'utf8'), JSON.stringify(rows)].join('\n');
+    expect(stored).toMatch(/bad key \[redacted\]/);
+    expect(stored.includes('s3cret')).toBe(false);
   });
 
   it('keeps a second run of the same purpose off the file, with a message saying what to do', async () => {
