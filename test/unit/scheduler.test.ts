@@ -61,6 +61,18 @@ function maxInWindow(times: readonly number[], windowMs: number): number {
 
 const at = (starts: readonly Start[]) => starts.map((s) => s.at);
 
+/** A request submitted now starts exactly `ms` later: not a millisecond before. */
+async function expectNextStartIn(h: ReturnType<typeof harness>, endpoint: string, ms: number): Promise<void> {
+  const before = h.starts.length;
+  const from = Date.now();
+  const done = h.submit(endpoint).done;
+  await vi.advanceTimersByTimeAsync(ms - 1);
+  expect(h.starts).toHaveLength(before);
+  await vi.advanceTimersByTimeAsync(1);
+  await done;
+  expect(h.starts[before]?.at).toBe(from + ms);
+}
+
 beforeEach(() => {
   vi.useFakeTimers();
   vi.setSystemTime(0);
@@ -192,12 +204,7 @@ describe('createScheduler: 429', () => {
   it('backs off exponentially from 1 s when no Retry-After is given', async () => {
     const h = harness();
     h.budget.onRateLimited(EVENTS, undefined);
-    const first = h.submit(EVENTS).done;
-    await vi.advanceTimersByTimeAsync(999);
-    expect(h.starts).toHaveLength(0);
-    await vi.advanceTimersByTimeAsync(1);
-    await first;
-    expect(h.starts[0]?.at).toBe(1_000);
+    await expectNextStartIn(h, EVENTS, 1_000);
     // A second episode (after the first one's 1 s) doubles the pause.
     h.budget.onRateLimited(EVENTS, 0);
     const second = h.submit(EVENTS).done;
@@ -257,12 +264,7 @@ describe('createScheduler: adaptation', () => {
     h.budget.onRateLimited(EVENTS, 1_000);
     h.budget.onRateLimited(EVENTS, 1_000);
     expect(h.budget.stats().endpoints[EVENTS]?.currentRpm).toBe(400);
-    const first = h.submit(EVENTS).done;
-    await vi.advanceTimersByTimeAsync(999);
-    expect(h.starts).toHaveLength(0);
-    await vi.advanceTimersByTimeAsync(1);
-    await first;
-    expect(h.starts[0]?.at).toBe(1_000);
+    await expectNextStartIn(h, EVENTS, 1_000);
     // Five seconds later, another: the server means it.
     await vi.advanceTimersByTimeAsync(4_000);
     h.budget.onRateLimited(EVENTS, 1_000);
