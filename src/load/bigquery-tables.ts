@@ -214,57 +214,46 @@ export class BigQueryTables {
     const from = await this.metadata(source);
     if (from === undefined) return undefined;
     const fields = from.schema?.fields ?? [];
-    const names = fields.map((f) => f.name ?? '');
-    const subject = subjectOf(this.options.target, `preparing table ${table} for its refreshed rows`, table);
-    for (let attempt = 1; ; attempt += 1) {
-      const existing = await this.metadata(table);
+    const operation = `preparing table ${table} for its refreshed rows`;
+    if ((await this.metadata(table)) === undefined) {
+      const subject = subjectOf(this.options.target, operation, table);
+      const resource: TableMetadata = {
+        schema: { fields },
+        ...(from.timePartitioning ? { timePartitioning: from.timePartitioning } : {}),
+        ...(from.rangePartitioning ? { rangePartitioning: from.rangePartitioning } : {}),
+        ...(from.clustering ? { clustering: from.clustering } : {}),
+        ...(from.description ? { description: from.description } : {}),
+        labels: { 'query-sync': 'table' },
+      };
       try {
-        if (existing === undefined) {
-          const resource: TableMetadata = {
-            schema: { fields },
-            ...(from.timePartitioning ? { timePartitioning: from.timePartitioning } : {}),
-            ...(from.rangePartitioning ? { rangePartitioning: from.rangePartitioning } : {}),
-            ...(from.clustering ? { clustering: from.clustering } : {}),
-            ...(from.description ? { description: from.description } : {}),
-            labels: { 'query-sync': 'table' },
-          };
-          const [, created] = await this.options.jobs.retrying(subject, () =>
-            this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(table, resource),
-          );
-          await this.clearExpiration(table, created as TableMetadata);
-          this.forget(table);
-          return names;
-        }
-        const present = new Map((existing.schema?.fields ?? []).map((f) => [(f.name ?? '').toLowerCase(), f]));
-        const missing: TableField[] = [];
-        for (const field of fields) {
-          const found = present.get((field.name ?? '').toLowerCase());
-          if (found === undefined) missing.push(field);
-          else if (standardType(found.type) !== standardType(field.type) || found.name !== field.name) {
-            throw new LoadError(
-              `BigQuery: column "${found.name ?? ''}" of table ${table} is ${standardType(found.type)} but its refreshed copy ${source} has ` +
-                `"${field.name ?? ''}" ${standardType(field.type)}; query-sync does not change column types or names (drop the table, then sync --full-refresh again)`,
-              false,
-              { context: { resource: table } },
-            );
-          }
-        }
-        if (missing.length === 0) return names;
-        await this.options.jobs.retrying(subject, () =>
-          this.options.client
-            .dataset(this.options.target.dataset)
-            .table(table)
-            .setMetadata({ schema: { fields: [...(existing.schema?.fields ?? []), ...missing] }, ...(existing.etag === undefined ? {} : { etag: existing.etag }) }),
+        const [, created] = await this.options.jobs.retrying(subject, () =>
+          this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(table, resource),
         );
+        await this.clearExpiration(table, created as TableMetadata);
         this.forget(table);
-        return names;
+        return fields.map((f) => f.name ?? '');
       } catch (error) {
-        if (error instanceof LoadError) throw error;
-        const raced = kindOf(error) === 'alreadyExists' || errorInfo(error).status === 412;
-        if (raced && attempt < PATCH_RACE_ATTEMPTS) continue;
-        throw toQuerySyncError(error, subject);
+        // Created meanwhile by another process: give it the columns it lacks, as below.
+        if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
       }
     }
+    await this.patchColumns(table, operation, (existing) => {
+      const present = new Map(existing.map((f) => [(f.name ?? '').toLowerCase(), f]));
+      return fields.filter((field) => {
+        const found = present.get((field.name ?? '').toLowerCase());
+        if (found === undefined) return true;
+        if (standardType(found.type) !== standardType(field.type) || found.name !== field.name) {
+          throw new LoadError(
+            `BigQuery: column "${found.name ?? ''}" of table ${table} is ${standardType(found.type)} but its refreshed copy ${source} has ` +
+              `"${field.name ?? ''}" ${standardType(field.type)}; query-sync does not change column types or names (drop the table, then sync --full-refresh again)`,
+            false,
+            { context: { resource: table } },
+          );
+        }
+        return false;
+      });
+    });
+    return fields.map((f) => f.name ?? '');
   }
 
   /** Forget what is cached of a table (dropped, or changed by a refresh). */
@@ -330,33 +319,40 @@ export class BigQueryTables {
 
   /**
    * Add (tables.patch) the columns `table` declares that BigQuery lacks; refuse changed types.
-   * `cached` is the schema as last seen: when it already has every column, nothing is sent. Otherwise
-   * the table is re-read (schema + etag) and patched with If-Match, so another process's new column
-   * is never dropped; a 412 (someone patched in between) re-reads and tries again.
+   * `cached` is the schema as last seen: when it already has every column, nothing is sent.
    */
   async addMissingColumns(table: TableSchema, cached: readonly TableField[], columns: readonly BigQueryColumn[]): Promise<void> {
     if (missingColumns(table, cached, columns).length === 0) return;
-    const subject = subjectOf(this.options.target, `adding columns to table ${table.name}`, table.name);
+    await this.patchColumns(table.name, `adding columns to table ${table.name}`, (existing) => missingColumns(table, existing, columns).map(toField));
+  }
+
+  /**
+   * Add to `table` the fields `missingOf` says it lacks, as it is now: re-read (schema + etag) and
+   * patched with If-Match, so another process's new column is never dropped; a 412 (someone
+   * patched in between) re-reads and tries again. `missingOf` throws for a column it cannot add.
+   */
+  private async patchColumns(table: string, operation: string, missingOf: (existing: readonly TableField[]) => TableField[]): Promise<void> {
+    const subject = subjectOf(this.options.target, operation, table);
     for (let attempt = 1; ; attempt += 1) {
-      const fresh = await this.metadata(table.name);
+      const fresh = await this.metadata(table);
       const existing = fresh?.schema?.fields ?? [];
-      const missing = missingColumns(table, existing, columns);
+      const missing = missingOf(existing);
       if (missing.length === 0) return;
-      const fields = [...existing, ...missing.map(toField)];
+      const fields = [...existing, ...missing];
       try {
         const [metadata] = await this.options.jobs.retrying(subject, () =>
           this.options.client
             .dataset(this.options.target.dataset)
-            .table(table.name)
+            .table(table)
             .setMetadata({ schema: { fields }, ...(fresh?.etag === undefined ? {} : { etag: fresh.etag }) }),
         );
-        this.#fields.set(table.name, (metadata as TableMetadata).schema?.fields ?? fields);
-        this.options.log.info({ table: table.name, columns: missing.map((c) => c.name) }, 'bigquery columns added');
+        this.#fields.set(table, (metadata as TableMetadata).schema?.fields ?? fields);
+        this.options.log.info({ table, columns: missing.map((c) => c.name) }, 'bigquery columns added');
         return;
       } catch (error) {
-        this.#fields.delete(table.name);
+        this.#fields.delete(table);
         if (errorInfo(error).status === 412 && attempt < PATCH_RACE_ATTEMPTS) {
-          this.options.log.debug({ table: table.name, attempt }, 'bigquery table changed while adding columns; re-reading');
+          this.options.log.debug({ table, attempt }, 'bigquery table changed while adding columns; re-reading');
           continue;
         }
         throw toQuerySyncError(error, subject);
