@@ -334,3 +334,20 @@ export function bridgeScript(params: {
   lines.push('COMMIT TRANSACTION;');
   return lines.join('\n');
 }
+
+/** A table a refresh replaces: by its shadow's rows (with the shadow's columns), or by none (emptied). */
+export type ReplacePlan = { readonly table: string } & ({ readonly shadow: string; readonly columns: readonly string[] } | { readonly shadow?: undefined });
+
+/**
+ * `sync --full-refresh`'s swap as one multi-statement transaction (BigQuery's DDL is not
+ * transactional, its DML is): per table a DELETE, then an INSERT … SELECT from its shadow.
+ */
+export function replaceTablesSql(target: BigQueryTarget, plans: readonly ReplacePlan[]): string {
+  const statements = plans.flatMap((p) => {
+    const del = `DELETE FROM ${tablePath(target, p.table)} WHERE TRUE;`;
+    if (p.shadow === undefined) return [del];
+    const list = p.columns.map(quoteIdent).join(', ');
+    return [del, `INSERT INTO ${tablePath(target, p.table)} (${list})\nSELECT ${list} FROM ${tablePath(target, p.shadow)};`];
+  });
+  return ['BEGIN TRANSACTION;', ...statements, 'COMMIT TRANSACTION;'].join('\n');
+}

@@ -56,7 +56,7 @@ import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigque
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
-import { bridgeScript } from './bigquery-sql.js';
+import { bridgeScript, replaceTablesSql, type ReplacePlan } from './bigquery-sql.js';
 import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
 import {
   assertColumnNames,
@@ -566,22 +566,15 @@ export class BigQueryDestination implements Destination {
   async replaceTables(swaps: readonly TableSwap[]): Promise<void> {
     if (this.dryRun) return;
     await this.tables.ensureDataset();
-    const statements: string[] = [];
+    const plans: ReplacePlan[] = [];
     for (const { table, shadow } of swaps) {
       const columns = await this.tables.takeColumnsOf(table, shadow);
-      if (columns === undefined) {
-        if (await this.tableExists(table)) statements.push(`DELETE FROM ${tablePath(this.target, table)} WHERE TRUE;`);
-        continue;
-      }
-      const list = columns.map(quoteIdent).join(', ');
-      statements.push(
-        `DELETE FROM ${tablePath(this.target, table)} WHERE TRUE;`,
-        `INSERT INTO ${tablePath(this.target, table)} (${list})\nSELECT ${list} FROM ${tablePath(this.target, shadow)};`,
-      );
+      if (columns !== undefined) plans.push({ table, shadow, columns });
+      else if (await this.tableExists(table)) plans.push({ table });
     }
-    if (statements.length > 0) {
+    if (plans.length > 0) {
       const names = swaps.map((s) => s.table).join(', ');
-      const sql = ['BEGIN TRANSACTION;', ...statements, 'COMMIT TRANSACTION;'].join('\n');
+      const sql = replaceTablesSql(this.target, plans);
       await this.jobs.run(this.subject(`replacement of ${names} by their refreshed copies`, swaps[0]?.table), `qs_refresh_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
     }
     for (const { shadow } of swaps) await this.dropTable(shadow);
