@@ -219,31 +219,43 @@ export function validateState(raw: unknown, options: ValidateOptions = {}): { do
     const p = problemIn(server, SERVER_FIELDS);
     if (p !== undefined) return { where: `section "server"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
   }
-  const searches = sections.searches;
-  if (searches !== undefined) {
-    if (!isObject(searches)) return { where: 'section "searches"', problem: `expected {"<search>|<project>": {"mark": ..., "definition": ...}}, got ${shown(searches)}` };
-    for (const [key, mark] of Object.entries(searches)) {
-      const p = problemIn(mark, SEARCH_MARK_FIELDS);
-      if (p !== undefined) return { where: `section "searches", search "${key}"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
-    }
-  }
-  const aggregates = sections.aggregates;
-  if (aggregates !== undefined) {
-    if (!isObject(aggregates)) return { where: 'section "aggregates"', problem: `expected {"<project>": "<instant>"}, got ${shown(aggregates)}` };
-    for (const [project, asOf] of Object.entries(aggregates)) {
-      const problem = instant(asOf);
-      if (problem !== undefined) return { where: `section "aggregates", project "${project}"`, problem };
-    }
-  }
   for (const [name, section] of Object.entries(sections)) {
-    if (!name.startsWith('children:')) continue;
-    if (!isObject(section)) return { where: `section "${name}"`, problem: `expected {"<project>": {"pending": {...}, "done": {...}}}, got ${shown(section)}` };
-    for (const [project, units] of Object.entries(section)) {
-      const p = problemIn(units, CHILD_PROJECT_FIELDS);
-      if (p !== undefined) return { where: `section "${name}", project "${project}"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
-    }
+    const keyed = KEYED_SECTIONS.find((k) => k.named(name));
+    if (keyed === undefined || section === undefined) continue;
+    const found = keyedSectionProblem(name, section, keyed);
+    if (found !== undefined) return found;
   }
   return { doc: { ...doc, streams, projects, sections } };
+}
+
+/** Sections keyed by a search or a project, each entry checked alike. */
+interface KeyedSection {
+  readonly named: (name: string) => boolean;
+  /** What an entry's key names, for the message. */
+  readonly entry: string;
+  readonly expected: string;
+  readonly check: Shape | Check;
+}
+
+const KEYED_SECTIONS: readonly KeyedSection[] = [
+  { named: (n) => n === 'searches', entry: 'search', expected: '{"<search>|<project>": {"mark": ..., "definition": ...}}', check: SEARCH_MARK_FIELDS },
+  { named: (n) => n === 'aggregates', entry: 'project', expected: '{"<project>": "<instant>"}', check: instant },
+  { named: (n) => n.startsWith('children:'), entry: 'project', expected: '{"<project>": {"pending": {...}, "done": {...}}}', check: CHILD_PROJECT_FIELDS },
+];
+
+/** A value's own problem, as `problemIn` gives a field's: at the top of the path. */
+function atTop(problem: string | undefined): [string, string] | undefined {
+  return problem === undefined ? undefined : ['', problem];
+}
+
+function keyedSectionProblem(name: string, section: unknown, keyed: KeyedSection): StateProblem | undefined {
+  if (!isObject(section)) return { where: `section "${name}"`, problem: `expected ${keyed.expected}, got ${shown(section)}` };
+  for (const [key, value] of Object.entries(section)) {
+    const check = keyed.check;
+    const p = typeof check === 'function' ? atTop(check(value)) : problemIn(value, check);
+    if (p !== undefined) return { where: `section "${name}", ${keyed.entry} "${key}"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
+  }
+  return undefined;
 }
 
 function streamProblem(key: string, stream: unknown, shape: Shape, options: ValidateOptions, label = 'stream'): StateProblem | undefined {
