@@ -68,8 +68,22 @@ export class ShadowDestination implements Destination {
 }
 
 /** The state a refresh runs on: the file's projects and sections, no streams of its resources. */
-export function refreshState(real: StateDocument, clock: Clock): StateStore {
+function refreshState(real: StateDocument, clock: Clock): StateStore {
   return StateStore.memory({ ...real, streams: {} }, clock);
+}
+
+/**
+ * What a refresh runs on: its state in memory (`refreshState`) and its writes into shadows, empty
+ * ones (a killed refresh's are dropped first). Refused before anything is read where the
+ * destination cannot swap tables.
+ */
+export async function beginRefresh(
+  resources: readonly ResourceDefinition[],
+  real: { readonly state: StateStore; readonly destination: Destination; readonly clock: Clock },
+): Promise<{ readonly state: StateStore; readonly destination: Destination }> {
+  assertCanRefresh(real.destination);
+  for (const r of resources) for (const { shadow } of refreshedTables(r)) await real.destination.dropTable?.(shadow);
+  return { state: refreshState(real.state.document, real.clock), destination: new ShadowDestination(real.destination) };
 }
 
 export interface RefreshOutcome {

@@ -19,7 +19,7 @@ import type { Destination } from '../load/destination.js';
 import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
 import { keepStateIn } from './state-home.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
-import { assertCanRefresh, finishRefresh, refreshedTables, refreshState, ShadowDestination } from './refresh.js';
+import { beginRefresh, finishRefresh } from './refresh.js';
 import { summaryLines, withoutContext } from './repeats.js';
 import type { CommandIo } from './io.js';
 import { createRuntime, syncProgressHooks, type Runtime } from './runtime.js';
@@ -38,15 +38,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     const secrets = [config.apiKey];
     const warnings = mismatchWarnings(config, { ...before, state: before.state || !isEmpty(state.document) }, state.document);
     for (const warning of warnings) logger.warn(warning);
-    let runState = state;
-    let runDestination: Destination = destination;
-    if (config.fullRefresh === true) {
-      assertCanRefresh(destination);
-      // Shadows a killed refresh left behind start empty again.
-      for (const r of config.resources) for (const { shadow } of refreshedTables(r)) await destination.dropTable?.(shadow);
-      runState = refreshState(state.document, clock);
-      runDestination = new ShadowDestination(destination);
-    }
+    const { state: runState, destination: runDestination } =
+      config.fullRefresh === true ? await beginRefresh(config.resources, { state, destination, clock }) : { state, destination };
     // One count request per stream that has a count endpoint.
     await planForProgress(runtime, 'the run', () => planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }));
     const tables = config.resources.map((r) => r.name);
