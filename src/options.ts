@@ -114,8 +114,8 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'from', kind: 'instant', group: 'Scope', describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z', commands: ['backfill', 'plan', 'verify'] },
     { name: 'to', kind: 'instant', group: 'Scope', describe: 'end of the interval (exclusive), with its offset', commands: ['backfill', 'plan', 'verify'] },
     { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },
-    { name: 'search', kind: 'string', group: 'Scope', repeatable: true, describe: 'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)', commands: ['sync'] },
-    { name: 'aggregates', kind: 'boolean', group: 'Scope', defaultText: 'false', describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync', commands: ['sync'] },
+    { name: 'search', kind: 'string', group: 'Scope', repeatable: true, describe: 'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)', commands: ['sync', 'check', 'plan'] },
+    { name: 'aggregates', kind: 'boolean', group: 'Scope', defaultText: 'false', describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync', commands: ['sync', 'check', 'plan'] },
     // Destination
     { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
     { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file (relative to the working directory: give an absolute path in cron)', commands: WAREHOUSE },

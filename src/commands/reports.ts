@@ -187,7 +187,7 @@ export function formatPlan(plan: Plan): string[] {
       row.resource,
       row.scope,
       windows,
-      String(row.rows ?? 0),
+      row.rows === undefined ? '?' : String(row.rows),
       String(row.pages ?? 0),
       String(row.requests ?? 0),
       formatSeconds(row.minimumSeconds ?? 0),

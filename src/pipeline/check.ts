@@ -1,10 +1,15 @@
 import { AuthError, FatalApiError } from '../core/errors.js';
 import type { JsonValue, LogicalType, ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { SavedSearch } from '../core/types.js';
+import { FACETS_PATH, readFacets, readTimeseries, TIMESERIES_PATH } from '../extract/analytics.js';
 import { readTotal } from '../extract/count.js';
+import type { TimeWindow } from '../extract/windows.js';
 import { readEnvelope, walkQuery } from '../extract/paginate.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import { cursorMillis, inferType, PROJECT_COLUMN } from '../normalize/normalize.js';
+import { AGGREGATE_HORIZON_MS, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
 import { allProjectsScope, singleProjectScope, type ScopeOptions } from './scopes.js';
+import { SEARCH_PATH, SEARCH_RANGE_MS, SEARCH_RESULTS_TABLE, searchResource } from './searches.js';
 
 /**
  * `check`: before a schedule is set, one request per endpoint and project scope says what works:
@@ -48,6 +53,12 @@ export interface CheckOptions extends ScopeOptions {
   /** Projects recorded in state (for per-project endpoints under `*`). */
   readonly knownProjects: readonly string[];
   readonly signal?: AbortSignal;
+  /** `--search`: each saved search is asked once (first page), in one project. */
+  readonly searches?: readonly SavedSearch[];
+  /** `--aggregates`: the timeseries and facets endpoints are asked once each, in one project. */
+  readonly aggregates?: boolean;
+  /** @default Date.now() */
+  readonly nowMs?: number;
 }
 
 export async function checkApi(options: CheckOptions, client: ApiClient): Promise<CheckReport> {
@@ -105,16 +116,67 @@ export async function checkApi(options: CheckOptions, client: ApiClient): Promis
       });
     }
   }
+  if (!stop()) results.push(...(await checkAnalysts(options, client, stats, projects)));
   // A `*` refused is information (sync reads those endpoints per project), not a failure.
   const ok = results.every((r) => (r.outcome === 'ok' || r.outcome === 'refuses-all-projects') && (r.problems ?? []).length === 0);
   return { results, keyAccepted, allProjects: { accepted, refused }, projects: [...projects].sort(), requests: stats.requests, ok };
 }
 
-async function checkList(client: ApiClient, resource: ResourceDefinition, scope: ProjectScope, ctx: CallContext, projects: Set<string>): Promise<CheckResult> {
+/**
+ * What `sync --search` and `--aggregates` read besides the resources: one request per saved search
+ * (its first page over search's 14-day range), one to the timeseries and one to the facets endpoint,
+ * each in one project (search and the aggregates are read one project at a time): the sync's
+ * project, or under `*` the first known.
+ */
+async function checkAnalysts(options: CheckOptions, client: ApiClient, stats: CallContext['stats'], projects: ReadonlySet<string>): Promise<CheckResult[]> {
+  const searches = options.searches ?? [];
+  if (searches.length === 0 && options.aggregates !== true) return [];
+  const slug = options.project === '*' ? [...projects].sort()[0] : options.project;
+  const scope = singleProjectScope(slug);
+  const project = slug ?? 'default';
+  const nowMs = options.nowMs ?? Date.now();
+  const ctxOf = (resource: string): CallContext => ({ resource, project, lane: `check|${resource}|${project}`, stats, signal: options.signal });
+  const results: CheckResult[] = [];
+  if (options.project === '*' && slug === undefined) {
+    const endpoints = [...(searches.length > 0 ? [SEARCH_PATH] : []), ...(options.aggregates === true ? [TIMESERIES_PATH, FACETS_PATH] : [])];
+    return endpoints.map((endpoint) => ({
+      resource: endpoint === SEARCH_PATH ? SEARCH_RESULTS_TABLE : endpoint === TIMESERIES_PATH ? EVENT_COUNTS_TABLE : EVENT_FACETS_TABLE,
+      endpoint,
+      scope: '*',
+      outcome: 'failed' as const,
+      message: `${endpoint} is read one project at a time and no project slug is known (none in state, none seen in the other endpoints' rows): pass --project-ids a,b`,
+    }));
+  }
+  for (const search of searches) {
+    const resource = searchResource(search);
+    const window: TimeWindow = { fromMs: nowMs - SEARCH_RANGE_MS, toMs: nowMs };
+    const result = await checkList(client, resource, scope, ctxOf(SEARCH_RESULTS_TABLE), new Set(), window);
+    results.push({ ...result, scope: `${search.name}@${project}` });
+  }
+  if (options.aggregates === true) {
+    const window = { fromMs: nowMs - AGGREGATE_HORIZON_MS, toMs: nowMs };
+    const base = { scope: project };
+    try {
+      const { total } = await readTimeseries(client, scope, window, 'day', ctxOf(EVENT_COUNTS_TABLE));
+      results.push({ ...base, resource: EVENT_COUNTS_TABLE, endpoint: TIMESERIES_PATH, outcome: 'ok', total });
+    } catch (error) {
+      results.push({ ...base, resource: EVENT_COUNTS_TABLE, endpoint: TIMESERIES_PATH, ...classify(error, scope) });
+    }
+    try {
+      const facets = await readFacets(client, scope, 'event_name', window, ctxOf(EVENT_FACETS_TABLE));
+      results.push({ ...base, resource: EVENT_FACETS_TABLE, endpoint: FACETS_PATH, outcome: 'ok', records: facets.length, hasMore: false, fields: { value: 'string', count: 'int64' } });
+    } catch (error) {
+      results.push({ ...base, resource: EVENT_FACETS_TABLE, endpoint: FACETS_PATH, ...classify(error, scope) });
+    }
+  }
+  return results;
+}
+
+async function checkList(client: ApiClient, resource: ResourceDefinition, scope: ProjectScope, ctx: CallContext, projects: Set<string>, window?: TimeWindow): Promise<CheckResult> {
   const base = { resource: resource.name, endpoint: resource.path, scope: scope.key };
   let body: JsonValue;
   try {
-    body = await client.getJson({ endpoint: resource.path, path: resource.path, query: walkQuery({ resource, scope }), project: scope.header }, ctx);
+    body = await client.getJson({ endpoint: resource.path, path: resource.path, query: walkQuery({ resource, scope, window }), project: scope.header }, ctx);
   } catch (error) {
     return { ...base, ...classify(error, scope) };
   }

@@ -13,6 +13,7 @@ import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
 import { childBacklog, readsByParent } from './children.js';
 import { DEFAULT_SETTLE_MS } from './stream.js';
+import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { ledgerUnits, resumedSettleUnit, settleWindow, splitUnits, syncWindowUnit, withUnitCheckpoint, type SyncUnit } from './units.js';
 
 /**
@@ -88,7 +89,7 @@ export interface BackfillPlanOptions extends ScopeOptions {
   readonly windowMs: number;
 }
 
-export interface SyncPlanInput extends ScopeOptions {
+export interface SyncPlanInput extends ScopeOptions, Pick<AnalystPlanInput, 'searches' | 'aggregates'> {
   readonly lookbackMs: number;
   readonly startMs?: number;
   /** As `sync --settle`. @default DEFAULT_SETTLE_MS */
@@ -168,7 +169,7 @@ export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<
       if (next.window !== undefined) out.push({ window: next.window, status: 'settle', pagesDone: 0 });
     }
     return out;
-  }, {});
+  }, {}, planAnalysts(options, deps.state, runStartMs, deps.limits));
 }
 
 async function build(
@@ -177,6 +178,8 @@ async function build(
   deps: PlanDeps,
   windowsOf: (resource: ResourceDefinition, scope: ProjectScope) => Target['windows'],
   range: { from?: string; to?: string; windowMs?: number },
+  /** Rows known without counting that follow the resources' (saved searches, aggregates). */
+  extraRows: readonly PlanRow[] = [],
 ): Promise<Plan> {
   const { targets, unknownRows, notes } = planTargets(options, deps, windowsOf);
   const queue = new PQueue({ concurrency: deps.concurrency ?? 8 });
@@ -184,9 +187,10 @@ async function build(
   const countRequests = counted.reduce((n, c) => n + c.countRequests, 0);
 
   const order = new Map(options.resources.map((r, i) => [r.name, i]));
-  const all = [...counted.map((c) => c.row), ...unknownRows].sort(
-    (a, b) => (order.get(a.resource) ?? 0) - (order.get(b.resource) ?? 0) || a.scope.localeCompare(b.scope),
-  );
+  const all = [
+    ...[...counted.map((c) => c.row), ...unknownRows].sort((a, b) => (order.get(a.resource) ?? 0) - (order.get(b.resource) ?? 0) || a.scope.localeCompare(b.scope)),
+    ...extraRows,
+  ];
   const requestsByEndpoint: Record<string, number> = {};
   for (const row of all) if (row.requests !== undefined) requestsByEndpoint[row.endpoint] = (requestsByEndpoint[row.endpoint] ?? 0) + row.requests;
   if (all.some((r) => r.windows.some((w) => w.status === 'resume'))) {

@@ -138,7 +138,7 @@ async function searchOne(search: SavedSearch, scope: ProjectScope, options: Sear
   const started = deps.clock.now();
   const project = scope.fallbackProjectId ?? 'default';
   const label = `${search.name}@${project}`;
-  const ctx: CallContext = { resource: SEARCH_RESULTS_TABLE, project, lane: `search|${search.name}|${project}`, stats: newCallStats(), signal: options.signal };
+  const ctx: CallContext = { resource: SEARCH_RESULTS_TABLE, project, lane: `${SEARCH_RESULTS_TABLE}|${label}`, stats: newCallStats(), signal: options.signal };
   const key = `${search.name}|${project}`;
   const definition = searchDefinition(search);
   const section = (deps.state.document.sections[SEARCH_SECTION] ?? {}) as SearchSection;

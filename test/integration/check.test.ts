@@ -49,4 +49,19 @@ describe('check (the real CLI against the emulator)', () => {
     ]);
     expect(report.results[0]?.fields).toMatchObject({ id: 'string', timestamp: 'timestamp' });
   });
+
+  it('--search and --aggregates: each search, the timeseries and the facets endpoint asked once, in the first known project under "*"', async () => {
+    const emu = await emulator({ seed: 5, eventsPerProject: 300 });
+    const state = ['--state', statePathOf(dir())];
+    const run = await runCli(emu, ['check', '--project', '*', '--resources', 'events', '--search', 'err=error', '--search', 'slow=timeout,mode=regex', '--aggregates', ...state]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const lines = run.stdout.trimEnd().split('\n');
+    expect(lines.find((l) => l.startsWith('/v1/events/search') && l.includes(' err@alpha '))).toMatch(/ok {2}\d+ records?; .*relevance_score:float64/);
+    expect(lines.find((l) => l.startsWith('/v1/events/search') && l.includes(' slow@alpha '))).toMatch(/ok /);
+    expect(lines.find((l) => l.startsWith('/v1/events/timeseries'))).toMatch(/alpha +ok {2}total \d+$/);
+    expect(lines.find((l) => l.startsWith('/v1/events/facets'))).toMatch(/alpha +ok {2}\d+ records?; 2 fields value:string count:int64$/);
+    // 1 `*` read, 1 count, 2 searches, 1 timeseries, 1 facets.
+    expect(lines.at(-1)).toBe('check ok (6 requests)');
+    expect(emu.stats().requests).toBe(6);
+  });
 });

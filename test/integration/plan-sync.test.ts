@@ -33,6 +33,46 @@ describe('plan (next sync)', () => {
     expect(next.requestsByEndpoint['/v1/events']).toBeLessThan(first.requestsByEndpoint['/v1/events'] ?? 0);
   });
 
+  it('--search and --aggregates: the aggregates requests equal what the sync sends; a search is listed with its range, its pages unknown', async () => {
+    const emu = await emulator({ seed: 73, eventsPerProject: 120, projects: ['default', 'alpha'] });
+    const d = dir();
+    const common = ['--project', '*', '--project-ids', 'alpha,default', '--resources', 'events', '--search', 'err=error', '--aggregates', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
+    const plan = JSON.parse((await runCli(emu, ['plan', ...common, '--json'])).stdout) as Plan;
+    expect(plan.rows.map((r) => `${r.resource} ${r.scope}`)).toEqual([
+      'events *[alpha,default]',
+      'search_results err@alpha',
+      'search_results err@default',
+      'event_counts alpha',
+      'event_facets alpha',
+      'event_counts default',
+      'event_facets default',
+    ]);
+    const search = plan.rows.find((r) => r.resource === 'search_results');
+    expect(search?.unknown).toMatch(/search has no count endpoint/);
+    // A search never read covers its whole 14-day range.
+    const range = search?.windows[0];
+    expect(Date.parse(range?.to ?? '') - Date.parse(range?.from ?? '')).toBe(14 * 86_400_000 - 60_000);
+
+    const first = await runCli(emu, ['sync', ...common, '--quiet']);
+    expect(first.code, first.stdout + first.stderr).toBe(0);
+    expect(emu.stats().byEndpoint['/v1/events/facets']).toBe(plan.requestsByEndpoint['/v1/events/facets']);
+
+    // Read once: the next plan's search range starts at the last run less the lookback, and the next
+    // sync sends what it planned (a first sync also asks the timeseries to plan its split walks).
+    const next = JSON.parse((await runCli(emu, ['plan', ...common, '--json'])).stdout) as Plan;
+    const nextRange = next.rows.find((r) => r.resource === 'search_results')?.windows[0];
+    expect(Date.parse(nextRange?.to ?? '') - Date.parse(nextRange?.from ?? '')).toBeLessThan(86_400_000);
+    emu.resetStats();
+    const sync = await runCli(emu, ['sync', ...common, '--quiet']);
+    expect(sync.code, sync.stdout + sync.stderr).toBe(0);
+    for (const endpoint of ['/v1/events', '/v1/events/timeseries', '/v1/events/facets']) {
+      expect(emu.stats().byEndpoint[endpoint], endpoint).toBe(next.requestsByEndpoint[endpoint]);
+    }
+    expect(next.requestsByEndpoint['/v1/events/timeseries']).toBe(2);
+    expect(next.requestsByEndpoint['/v1/events/search']).toBeUndefined();
+    expect(emu.stats().byEndpoint['/v1/events/search']).toBeGreaterThanOrEqual(2);
+  });
+
   it('a split a killed run left is planned first, as the sync resumes it, then the window after it', async () => {
     const emu = await emulator({ seed: 72, eventsPerProject: 200, projects: ['default'] });
     const d = dir();
