@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseInstant, parseSize, parseStrictDuration } from '../../src/config.js';
+import { parseInstant, parseSize, parseStrictDuration } from '../../src/config-values.js';
 import { ConfigError } from '../../src/core/errors.js';
 
 /** The value parsers of `src/config.ts`, called directly (config.test.ts covers them through the settings). */
