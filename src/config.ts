@@ -141,6 +141,8 @@ export interface SyncConfig {
   readonly searches?: readonly SavedSearch[];
   /** `--aggregates`: refresh `event_counts` and `event_facets` each sync. */
   readonly aggregates?: boolean;
+  /** `--aggregates-interval`: the buckets of `event_counts`. @default 'day' */
+  readonly aggregatesInterval?: 'day' | 'hour';
   /** `--dbt-sources`: write a dbt sources.yml here after the sync. */
   readonly dbtSourcesPath?: string;
   /**
@@ -327,9 +329,16 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     schemaContract,
     searches: parseSearches(read.label('search'), read.text('search')),
     aggregates: read.bool('aggregates') ?? false,
+    aggregatesInterval: aggregatesInterval(read),
     dbtSourcesPath: read.text('dbt-sources'),
   };
   return { config: Object.freeze(config), read };
+}
+
+function aggregatesInterval(read: Reader): 'day' | 'hour' {
+  const text = read.text('aggregates-interval') ?? 'day';
+  if (text !== 'day' && text !== 'hour') throw new ConfigError(`${read.label('aggregates-interval')}: expected day or hour, got "${text}"`);
+  return text;
 }
 
 function dryRunLimit(read: Reader, dryRun: boolean): number {

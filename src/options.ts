@@ -116,6 +116,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },
     { name: 'search', kind: 'string', group: 'Scope', repeatable: true, describe: 'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)', commands: ['sync', 'check', 'plan'] },
     { name: 'aggregates', kind: 'boolean', group: 'Scope', defaultText: 'false', describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync', commands: ['sync', 'check', 'plan'] },
+    { name: 'aggregates-interval', kind: 'choice', group: 'Scope', choices: ['day', 'hour'], defaultText: 'day', describe: 'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)', commands: ['sync', 'check', 'plan'] },
     // Destination
     { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
     { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file (relative to the working directory: give an absolute path in cron)', commands: WAREHOUSE },

@@ -17,7 +17,7 @@ export async function checkCommand(config: SyncConfig, io: CommandIo): Promise<n
   try {
     const doc = await readStateDocument(config, runtime.logger, {}).catch(() => undefined);
     const report = await checkApi(
-      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal, searches: config.searches, aggregates: config.aggregates },
+      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval },
       runtime.client,
     );
     const code = checkExitCode(report);

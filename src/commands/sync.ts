@@ -401,7 +401,7 @@ async function analystStreams(config: SyncConfig, runId: string, runStartMs: num
     jobs.push(runSearches({ searches, project: config.project, projectIds: config.projectIds, runStartMs, lookbackMs: config.lookbackMs, runId, signal }, deps));
   }
   if (config.aggregates === true) {
-    jobs.push(refreshAggregates({ project: config.project, projectIds: config.projectIds, runStartMs, startMs: config.startMs, runId, signal }, deps));
+    jobs.push(refreshAggregates({ project: config.project, projectIds: config.projectIds, runStartMs, startMs: config.startMs, runId, interval: config.aggregatesInterval, signal }, deps));
   }
   return (await Promise.all(jobs)).flat();
 }

@@ -25,6 +25,14 @@ export const AGGREGATE_HORIZON_MS = 7 * 86_400_000;
 /** State section: per project, when its counts were last refreshed (absent: never, count everything). */
 export const AGGREGATES_SECTION = 'aggregates';
 
+/**
+ * A project's entry in the aggregates section: the project itself for daily counts (as written
+ * before hourly counts existed), `project|hour` for hourly ones, so each interval has its own refresh.
+ */
+export function aggregatesKey(project: string, interval: Interval): string {
+  return interval === 'day' ? project : `${project}|${interval}`;
+}
+
 export const EVENT_COUNTS_SCHEMA: TableSchema = tableSchema(
   EVENT_COUNTS_TABLE,
   ['project_id', 'interval', 'bucket_start'],
@@ -97,7 +105,7 @@ async function refreshCounts(scope: ProjectScope, options: AggregateOptions, dep
   const project = scope.fallbackProjectId ?? 'default';
   return measured(EVENT_COUNTS_TABLE, project, options, deps, async (ctx) => {
     const section = (deps.state.document.sections[AGGREGATES_SECTION] ?? {}) as AggregatesSection;
-    const range = countsRange(section[project], options.runStartMs, options.startMs, interval);
+    const range = countsRange(section[aggregatesKey(project, interval)], options.runStartMs, options.startMs, interval);
     const { buckets } = await readTimeseries(deps.client, scope, range, interval, ctx);
     const asOf = new Date(options.runStartMs).toISOString();
     const counts = new Map<number, number>();
@@ -115,7 +123,7 @@ async function refreshCounts(scope: ProjectScope, options: AggregateOptions, dep
       _run_id: options.runId,
     }));
     const written = rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_COUNTS_SCHEMA, rows })).rows;
-    await deps.state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({ ...(current ?? {}), [project]: asOf }));
+    await deps.state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({ ...(current ?? {}), [aggregatesKey(project, interval)]: asOf }));
     return written;
   });
 }

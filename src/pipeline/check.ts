@@ -57,6 +57,8 @@ export interface CheckOptions extends ScopeOptions {
   readonly searches?: readonly SavedSearch[];
   /** `--aggregates`: the timeseries and facets endpoints are asked once each, in one project. */
   readonly aggregates?: boolean;
+  /** @default 'day' */
+  readonly aggregatesInterval?: 'day' | 'hour';
   /** @default Date.now() */
   readonly nowMs?: number;
 }
@@ -157,7 +159,7 @@ async function checkAnalysts(options: CheckOptions, client: ApiClient, stats: Ca
     const window = { fromMs: nowMs - AGGREGATE_HORIZON_MS, toMs: nowMs };
     const base = { scope: project };
     try {
-      const { total } = await readTimeseries(client, scope, window, 'day', ctxOf(EVENT_COUNTS_TABLE));
+      const { total } = await readTimeseries(client, scope, window, options.aggregatesInterval ?? 'day', ctxOf(EVENT_COUNTS_TABLE));
       results.push({ ...base, resource: EVENT_COUNTS_TABLE, endpoint: TIMESERIES_PATH, outcome: 'ok', total });
     } catch (error) {
       results.push({ ...base, resource: EVENT_COUNTS_TABLE, endpoint: TIMESERIES_PATH, ...classify(error, scope) });

@@ -3,7 +3,7 @@ import { FACET_FIELDS, FACETS_PATH, TIMESERIES_PATH, type Interval } from '../ex
 import { minimumSeconds } from '../http/floor.js';
 import type { RateLimits } from '../http/budget.js';
 import type { StateDocument } from '../state/store.js';
-import { AGGREGATE_HORIZON_MS, AGGREGATES_SECTION, countsRange, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
+import { AGGREGATE_HORIZON_MS, AGGREGATES_SECTION, aggregatesKey, countsRange, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
 import { SEARCH_PATH, SEARCH_RESULTS_TABLE, SEARCH_SECTION, searchDefinition, searchScopes, searchWindow, type SearchMark } from './searches.js';
 
 /**
@@ -28,13 +28,16 @@ export interface AnalystPlanRow {
 export interface AnalystPlanInput {
   readonly searches?: readonly SavedSearch[];
   readonly aggregates?: boolean;
+  /** @default 'day' */
+  readonly aggregatesInterval?: Interval;
   readonly project: string | undefined;
   readonly projectIds?: readonly string[];
   readonly lookbackMs: number;
   readonly startMs?: number;
 }
 
-export function planAnalysts(input: AnalystPlanInput, state: StateDocument, runStartMs: number, limits: RateLimits, interval: Interval = 'day'): AnalystPlanRow[] {
+export function planAnalysts(input: AnalystPlanInput, state: StateDocument, runStartMs: number, limits: RateLimits): AnalystPlanRow[] {
+  const interval = input.aggregatesInterval ?? 'day';
   const searches = input.searches ?? [];
   if (searches.length === 0 && input.aggregates !== true) return [];
   const scopes = searchScopes(input.project, input.projectIds, state.projects);
@@ -66,7 +69,7 @@ export function planAnalysts(input: AnalystPlanInput, state: StateDocument, runS
     const refreshed = (state.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>;
     for (const scope of scopes) {
       const project = scope.fallbackProjectId ?? 'default';
-      const counts = countsRange(refreshed[project], runStartMs, input.startMs, interval);
+      const counts = countsRange(refreshed[aggregatesKey(project, interval)], runStartMs, input.startMs, interval);
       rows.push(known(EVENT_COUNTS_TABLE, project, TIMESERIES_PATH, counts, 1, limits));
       rows.push(known(EVENT_FACETS_TABLE, project, FACETS_PATH, { fromMs: runStartMs - AGGREGATE_HORIZON_MS, toMs: runStartMs }, FACET_FIELDS.length, limits));
     }

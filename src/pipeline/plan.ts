@@ -89,7 +89,7 @@ export interface BackfillPlanOptions extends ScopeOptions {
   readonly windowMs: number;
 }
 
-export interface SyncPlanInput extends ScopeOptions, Pick<AnalystPlanInput, 'searches' | 'aggregates'> {
+export interface SyncPlanInput extends ScopeOptions, Pick<AnalystPlanInput, 'searches' | 'aggregates' | 'aggregatesInterval'> {
   readonly lookbackMs: number;
   readonly startMs?: number;
   /** As `sync --settle`. @default DEFAULT_SETTLE_MS */

@@ -239,7 +239,7 @@ interface KeyedSection {
 
 const KEYED_SECTIONS: readonly KeyedSection[] = [
   { named: (n) => n === 'searches', entry: 'search', expected: '{"<search>|<project>": {"mark": ..., "definition": ...}}', check: SEARCH_MARK_FIELDS },
-  { named: (n) => n === 'aggregates', entry: 'project', expected: '{"<project>": "<instant>"}', check: instant },
+  { named: (n) => n === 'aggregates', entry: 'project', expected: '{"<project>" (daily counts) or "<project>|hour": "<instant>"}', check: instant },
   { named: (n) => n.startsWith('children:'), entry: 'project', expected: '{"<project>": {"pending": {...}, "done": {...}}}', check: CHILD_PROJECT_FIELDS },
 ];
 

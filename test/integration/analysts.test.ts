@@ -157,6 +157,32 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
     }
   }, 120_000);
 
+  it('--aggregates-interval hour: event_counts per hour equal the events table per hour, beside the daily rows, each interval refreshed on its own', async () => {
+    const emu = await emulator({ seed: 14, eventsPerProject: 300, projects: ['alpha'] });
+    const d = dir();
+    const args = ['sync', '--project', 'alpha', '--resources', 'events', '--aggregates', '--quiet', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
+    expect((await runCli(emu, args)).code).toBe(0);
+    const hourly = await runCli(emu, [...args, '--aggregates-interval', 'hour']);
+    expect(hourly.code, hourly.stderr).toBe(0);
+    const byHour = await query(d, `SELECT CAST(bucket_start AS VARCHAR) AS hour, event_count FROM event_counts WHERE interval = 'hour' AND event_count > 0 ORDER BY 1`);
+    const own = await query(d, `SELECT CAST(date_trunc('hour', timestamp) AS VARCHAR) AS hour, COUNT(*) AS event_count FROM events GROUP BY 1 ORDER BY 1`);
+    expect(byHour.length).toBeGreaterThan(50);
+    expect(byHour).toEqual(own);
+    // History older than the refresh horizon is there: the hourly counts started from all history.
+    const first = await query(d, `SELECT CAST(epoch_ms(MIN(bucket_start)) AS DOUBLE) AS ms FROM event_counts WHERE interval = 'hour'`);
+    expect(first[0]?.ms).toBeLessThan(Date.now() - 8 * 86_400_000);
+    // The daily rows of the first run stay, and still add up to the events table.
+    const days = await query(d, `SELECT SUM(event_count) AS n FROM event_counts WHERE interval = 'day'`);
+    expect(days[0]?.n).toBe(BigInt(emu.snapshot('events').length));
+    // Each interval keeps its own refresh: the hourly one counted all history, not only the recent horizon.
+    const state = JSON.parse(readFileSync(statePathOf(d), 'utf8')) as { sections: { aggregates: Record<string, string> } };
+    expect(Object.keys(state.sections.aggregates).sort()).toEqual(['alpha', 'alpha|hour']);
+
+    const bad = await runCli(emu, [...args, '--aggregates-interval', 'minute']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr + bad.stdout).toMatch(/aggregates-interval/);
+  });
+
   it('--search is checked when read: name, mode, search_in, threshold; the config file takes a list', async () => {
     const emu = await emulator({ flavor: 'real', seed: 13, eventsPerProject: 5 });
     const d = dir();
