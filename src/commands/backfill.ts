@@ -87,7 +87,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
       return { code, output: [JSON.stringify(json)] };
     }
     const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
-    const output = summaryLines(streams, verdict, (s) => formatBackfillStreams([s as BackfillStreamResult])[0] ?? '');
+    const output = summaryLines(streams, verdict, (s, columns) => formatBackfillStreams([s as BackfillStreamResult], columns)[0] ?? '');
     if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
     return { code, output };
   });

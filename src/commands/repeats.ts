@@ -1,6 +1,6 @@
 import type { Logger } from '../core/log.js';
 import type { StreamResult } from '../pipeline/stream.js';
-import { formatStreamLine } from './reports.js';
+import { formatStreamLine, streamColumns, type StreamColumns } from './reports.js';
 
 /**
  * One line per distinct problem. A bad key fails every stream with the same 401, and a flaky
@@ -70,7 +70,9 @@ export function withoutContext(message: string): string {
  * same error but for the stream named in it) is printed once, as a note `[E1]` that those streams'
  * lines refer to; a failure of one stream stays on its line.
  */
-export function summaryLines(streams: readonly StreamResult[], verdict: string, format: (s: StreamResult) => string = (s) => formatStreamLine(s)): string[] {
+export function summaryLines(streams: readonly StreamResult[], verdict: string, format?: (s: StreamResult, columns: StreamColumns) => string): string[] {
+  const columns = streamColumns(streams);
+  const line = (s: StreamResult): string => (format === undefined ? formatStreamLine(s, [], columns) : format(s, columns));
   const groups = new Map<string, { name: string; message: string; count: number; label?: string }>();
   const keyOf = (s: StreamResult): string | undefined =>
     s.outcome === 'ok' || s.error === undefined ? undefined : `${s.error.name}|${withoutContext(s.error.message)}`;
@@ -86,9 +88,9 @@ export function summaryLines(streams: readonly StreamResult[], verdict: string, 
   const lines = streams.map((s) => {
     const key = keyOf(s);
     const g = key === undefined ? undefined : groups.get(key);
-    if (g?.label === undefined) return format(s);
+    if (g?.label === undefined) return line(s);
     const ref = new Error(`[${g.label}] (below)`);
-    return format({ ...s, error: ref });
+    return line({ ...s, error: ref });
   });
   for (const g of groups.values()) {
     if (g.label !== undefined) lines.push(`[${g.label}] ${g.name} in ${g.count} streams: ${g.message}`);

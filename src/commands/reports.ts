@@ -132,10 +132,21 @@ export function formatVerify(report: VerifyReport, options: { readonly onlyMisma
   return lines;
 }
 
+/** Widths of the resource and scope columns of summary lines. */
+export interface StreamColumns {
+  readonly resource: number;
+  readonly scope: number;
+}
+
+/** Columns wide enough for every stream's names (a search's `name@project` is often longer than a resource). */
+export function streamColumns(streams: readonly Pick<StreamResult, 'resource' | 'scope'>[]): StreamColumns {
+  return { resource: Math.max(13, ...streams.map((s) => s.resource.length)), scope: Math.max(12, ...streams.map((s) => s.scope.length)) };
+}
+
 /** One summary line of a stream; `extra` fields (e.g. a backfill's windows) come after the scope. */
-export function formatStreamLine(s: StreamResult, extra: readonly string[] = []): string {
+export function formatStreamLine(s: StreamResult, extra: readonly string[] = [], columns: StreamColumns = { resource: 13, scope: 12 }): string {
   return [
-    `${s.resource.padEnd(13)} ${s.scope.padEnd(12)}`,
+    `${s.resource.padEnd(columns.resource)} ${s.scope.padEnd(columns.scope)}`,
     ...extra,
     `rows=${s.rows}`,
     `pages=${s.pages}`,
@@ -157,8 +168,8 @@ export function formatBackfillSummary(summary: BackfillSummary): string[] {
 }
 
 /** One line per resource and project scope. */
-export function formatBackfillStreams(streams: readonly BackfillStreamResult[]): string[] {
-  return streams.map((s) => formatStreamLine(s, [`windows=${s.windows}`, `skipped=${s.skipped}`]));
+export function formatBackfillStreams(streams: readonly BackfillStreamResult[], columns = streamColumns(streams)): string[] {
+  return streams.map((s) => formatStreamLine(s, [`windows=${s.windows}`, `skipped=${s.skipped}`], columns));
 }
 
 /** Most windows listed per row in the text output (`--json` lists every one). */

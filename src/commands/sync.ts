@@ -48,6 +48,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     const runId = randomUUID();
     runtime.tracker.markStart();
     runtime.display.start();
+    const hooks = syncProgressHooks(runtime.tracker);
     const summary = await runSync(
       {
         // The contract is checked against the tables as they were when the run started.
@@ -67,12 +68,14 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         runId,
       },
       { client, destination: runDestination, state: runState, clock, logger },
-      syncProgressHooks(runtime.tracker),
+      hooks,
     );
+    // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
+    // shown in the same display.
+    const extra =
+      config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger, hooks }, stop.signal);
     runtime.tracker.finish();
     runtime.display.stop();
-    // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then).
-    const extra = config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger }, stop.signal);
     const reason = stop.reason;
     const allStreams = [...summary.streams, ...extra];
     const streams = reason === undefined ? allStreams : allStreams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));

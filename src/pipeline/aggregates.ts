@@ -6,6 +6,7 @@ import { newCallStats, type ApiClient, type CallContext } from '../http/client.j
 import type { Destination } from '../load/destination.js';
 import type { StateStore } from '../state/store.js';
 import { searchScopes } from './searches.js';
+import type { RunHooks } from './run.js';
 import type { StreamResult } from './stream.js';
 
 /**
@@ -82,7 +83,12 @@ export interface AggregateDeps {
   readonly state: StateStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** The run's progress callbacks: each table and project is a stream of the display. */
+  readonly hooks?: RunHooks;
 }
+
+/** Told after each request of a refresh: the records it answered and the rows then stored. */
+type PageDone = (records: number, rowsStored: number) => void;
 
 /** Refresh `event_counts` and `event_facets` for every project; one result per table and project. */
 export async function refreshAggregates(options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult[]> {
@@ -103,7 +109,7 @@ export function countsRange(lastRefresh: string | undefined, runStartMs: number,
 async function refreshCounts(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
   const interval = options.interval ?? 'day';
   const project = scope.fallbackProjectId ?? 'default';
-  return measured(EVENT_COUNTS_TABLE, project, options, deps, async (ctx) => {
+  return measured(EVENT_COUNTS_TABLE, project, options, deps, async (ctx, pageDone) => {
     const section = (deps.state.document.sections[AGGREGATES_SECTION] ?? {}) as AggregatesSection;
     const range = countsRange(section[aggregatesKey(project, interval)], options.runStartMs, options.startMs, interval);
     const { buckets } = await readTimeseries(deps.client, scope, range, interval, ctx);
@@ -123,6 +129,7 @@ async function refreshCounts(scope: ProjectScope, options: AggregateOptions, dep
       _run_id: options.runId,
     }));
     const written = rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_COUNTS_SCHEMA, rows })).rows;
+    pageDone(buckets.length, written);
     await deps.state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({ ...(current ?? {}), [aggregatesKey(project, interval)]: asOf }));
     return written;
   });
@@ -130,13 +137,18 @@ async function refreshCounts(scope: ProjectScope, options: AggregateOptions, dep
 
 async function refreshFacets(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
   const project = scope.fallbackProjectId ?? 'default';
-  return measured(EVENT_FACETS_TABLE, project, options, deps, async (ctx) => {
+  return measured(EVENT_FACETS_TABLE, project, options, deps, async (ctx, pageDone) => {
     const window = { fromMs: options.runStartMs - AGGREGATE_HORIZON_MS, toMs: options.runStartMs };
     const asOf = new Date(options.runStartMs).toISOString();
     const snapshotDate = new Date(bucketStart(options.runStartMs, 'day')).toISOString();
     const rows: Row[] = [];
-    for (const fieldName of FACET_FIELDS) {
-      for (const facet of await readFacets(deps.client, scope, fieldName, window, ctx)) {
+    let lastRecords = 0;
+    for (const [i, fieldName] of FACET_FIELDS.entries()) {
+      const facets = await readFacets(deps.client, scope, fieldName, window, ctx);
+      // One page per field's request; the rows are stored together after the last one.
+      if (i < FACET_FIELDS.length - 1) pageDone(facets.length, 0);
+      else lastRecords = facets.length;
+      for (const facet of facets) {
         rows.push({
           project_id: project,
           snapshot_date: snapshotDate,
@@ -151,16 +163,25 @@ async function refreshFacets(scope: ProjectScope, options: AggregateOptions, dep
         });
       }
     }
-    return rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_FACETS_SCHEMA, rows })).rows;
+    const written = rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_FACETS_SCHEMA, rows })).rows;
+    pageDone(lastRecords, written);
+    return written;
   });
 }
 
 /** Run one refresh as a stream of the run summary (failures reported, not thrown). */
-async function measured(table: string, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext) => Promise<number>): Promise<StreamResult> {
+async function measured(table: string, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
+  const result = await refresh(table, project, options, deps, work);
+  deps.hooks?.onStreamDone?.(result);
+  return result;
+}
+
+async function refresh(table: string, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
   const started = deps.clock.now();
   const ctx: CallContext = { resource: table, project, lane: `${table}|${project}`, stats: newCallStats(), signal: options.signal };
+  deps.hooks?.onStreamStart?.(table, project);
   try {
-    const rows = await work(ctx);
+    const rows = await work(ctx, (records, rowsStored) => deps.hooks?.onPage?.(table, project, { records, rowsStored }));
     return { resource: table, scope: project, outcome: 'ok', rows, pages: ctx.stats.requests, windows: 1, stats: ctx.stats, seconds: (deps.clock.now() - started) / 1000 };
   } catch (error) {
     deps.logger.error({ table, project, err: (error as Error).message }, `${table} (${project}) failed: ${(error as Error).message}`);

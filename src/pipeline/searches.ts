@@ -8,6 +8,7 @@ import type { Destination } from '../load/destination.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
 import type { StateStore } from '../state/store.js';
 import { singleProjectScope } from './scopes.js';
+import type { RunHooks } from './run.js';
 import type { StreamResult } from './stream.js';
 
 /**
@@ -77,6 +78,8 @@ export interface SearchDeps {
   readonly state: StateStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** The run's progress callbacks: each (search, project) is a stream of the display. */
+  readonly hooks?: RunHooks;
 }
 
 /** The definition as kept in state and in each row. */
@@ -135,6 +138,12 @@ export async function runSearches(options: SearchOptions, deps: SearchDeps): Pro
 }
 
 async function searchOne(search: SavedSearch, scope: ProjectScope, options: SearchOptions, deps: SearchDeps): Promise<StreamResult> {
+  const result = await readSearch(search, scope, options, deps);
+  deps.hooks?.onStreamDone?.(result);
+  return result;
+}
+
+async function readSearch(search: SavedSearch, scope: ProjectScope, options: SearchOptions, deps: SearchDeps): Promise<StreamResult> {
   const started = deps.clock.now();
   const project = scope.fallbackProjectId ?? 'default';
   const label = `${search.name}@${project}`;
@@ -152,6 +161,7 @@ async function searchOne(search: SavedSearch, scope: ProjectScope, options: Sear
   const syncedAt = new Date(options.runStartMs).toISOString();
   let rows = 0;
   let pages = 0;
+  deps.hooks?.onStreamStart?.(SEARCH_RESULTS_TABLE, label);
   try {
     const resource = searchResource(search);
     for await (const page of paginate(deps.client, { resource, scope, window }, ctx)) {
@@ -162,7 +172,9 @@ async function searchOne(search: SavedSearch, scope: ProjectScope, options: Sear
         const ms = Date.parse(String(row.event_timestamp));
         if (ms >= window.fromMs && ms < window.toMs) batch.push(row);
       }
-      if (batch.length > 0) rows += (await deps.destination.write({ table: SEARCH_RESULTS_SCHEMA, rows: batch })).rows;
+      const stored = batch.length === 0 ? 0 : (await deps.destination.write({ table: SEARCH_RESULTS_SCHEMA, rows: batch })).rows;
+      rows += stored;
+      deps.hooks?.onPage?.(SEARCH_RESULTS_TABLE, label, { records: page.records.length, rowsStored: stored });
     }
     await deps.state.updateSection<SearchSection>(SEARCH_SECTION, (current) => ({ ...(current ?? {}), [key]: { mark: syncedAt, definition } }));
     return { resource: SEARCH_RESULTS_TABLE, scope: label, outcome: 'ok', rows, pages, windows: 1, stats: ctx.stats, seconds: (deps.clock.now() - started) / 1000 };

@@ -162,8 +162,15 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
     const d = dir();
     const args = ['sync', '--project', 'alpha', '--resources', 'events', '--aggregates', '--quiet', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
     expect((await runCli(emu, args)).code).toBe(0);
-    const hourly = await runCli(emu, [...args, '--aggregates-interval', 'hour']);
+    const hourly = await runCli(emu, [...args.filter((a) => a !== '--quiet'), '--aggregates-interval', 'hour', '--progress-interval', '50ms']);
     expect(hourly.code, hourly.stderr).toBe(0);
+    // The aggregates are in the progress display too, from the start of the run, with their planned requests.
+    const progress = jsonLines(hourly.stderr).filter((l) => l.msg === 'progress');
+    for (const [table, requests] of [['event_counts', 1], ['event_facets', 3]] as const) {
+      const lines = progress.filter((l) => l.resource === table);
+      expect(lines.length, table).toBeGreaterThan(0);
+      for (const line of lines) expect(line, table).toMatchObject({ plannedPages: requests });
+    }
     const byHour = await query(d, `SELECT CAST(bucket_start AS VARCHAR) AS hour, event_count FROM event_counts WHERE interval = 'hour' AND event_count > 0 ORDER BY 1`);
     const own = await query(d, `SELECT CAST(date_trunc('hour', timestamp) AS VARCHAR) AS hour, COUNT(*) AS event_count FROM events GROUP BY 1 ORDER BY 1`);
     expect(byHour.length).toBeGreaterThan(50);

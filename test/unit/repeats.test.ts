@@ -74,4 +74,13 @@ describe('summaryLines', () => {
     expect(lines[3]).toMatch(/FAILED: \[resource users, project \*\] bad body$/);
     expect(lines.slice(4)).toEqual(['[E1] AuthError in 2 streams: the API key was rejected (401)', 'sync FAILED in 1.0 s']);
   });
+
+  it('the rows= column lines up whatever the longest resource and scope (a search is "name@project")', () => {
+    const lines = summaryLines([stream('events', '*[alpha,default]'), stream('search_results', 'refunds@default'), stream('users', '*')], 'sync ok in 1.0 s');
+    const at = lines.slice(0, 3).map((l) => l.indexOf('rows='));
+    expect(new Set(at).size).toBe(1);
+    expect(lines[1]).toMatch(/^search_results refunds@default +rows=0 /);
+    // Short names keep the usual widths.
+    expect(summaryLines([stream('events', '*')], 'ok')[0]).toMatch(/^events {8}\* {12} ?rows=0/);
+  });
 });
