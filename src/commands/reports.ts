@@ -3,7 +3,7 @@ import type { CheckReport, CheckResult } from '../pipeline/check.js';
 import type { BackfillStreamResult, BackfillSummary } from '../pipeline/backfill.js';
 import type { Plan } from '../pipeline/plan.js';
 import type { StreamResult } from '../pipeline/stream.js';
-import type { StatusReport } from '../pipeline/status.js';
+import type { AnalystStatus, StatusReport } from '../pipeline/status.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 
 /**
@@ -113,6 +113,30 @@ export function formatStatus(report: StatusReport): string[] {
         lines.push(`  backfill ${s.project.padEnd(12)} ${windows}${running}${full}${run}`.trimEnd());
       }
     }
+  }
+  if (report.analysts !== undefined) lines.push(...formatAnalystStatus(report.analysts));
+  return lines;
+}
+
+/** Saved searches and aggregates: how far each has been read, and their tables' rows. */
+function formatAnalystStatus(a: AnalystStatus): string[] {
+  const lines: string[] = [];
+  const table = (name: string): string => {
+    const t = a.tables[name];
+    const byProject = t?.byProject === undefined || Object.keys(t.byProject).length === 0 ? '' : ` (${Object.entries(t.byProject).map(([p, n]) => `${p} ${n}`).join(', ')})`;
+    return `${name}: table ${t?.rows ?? '?'} rows${byProject}`;
+  };
+  if (a.searches.length > 0) {
+    lines.push('', table('search_results'));
+    const width = Math.max(12, ...a.searches.map((s) => s.search.length + 1 + s.project.length));
+    for (const s of a.searches) {
+      const what = s.query === undefined ? '' : `  query ${JSON.stringify(s.query)}${s.mode === undefined ? '' : ` (${s.mode})`}`;
+      lines.push(`  search   ${`${s.search}@${s.project}`.padEnd(width)} read up to ${s.mark}${what}`);
+    }
+  }
+  if (a.aggregates.length > 0) {
+    lines.push('', `${table('event_counts')}; ${table('event_facets')}`);
+    for (const g of a.aggregates) lines.push(`  counts   ${g.project.padEnd(12)} ${g.interval === 'day' ? 'daily' : 'hourly'} counts refreshed ${g.refreshed} (the last 7 days are counted again each sync)`);
   }
   return lines;
 }

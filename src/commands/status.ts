@@ -3,7 +3,8 @@ import type { StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
+import type { StateDocument } from '../state/store.js';
+import { analystTablesOf, buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
 import { formatStatus } from './reports.js';
 import { readStateFrom } from './state-home.js';
 import { openReadOnly } from './open-destination.js';
@@ -16,7 +17,7 @@ import type { CommandIo } from './io.js';
 export async function statusCommand(config: StatusConfig, io: CommandIo): Promise<number> {
   try {
     const { document: doc, location } = await readStateFrom(config, silentLogger());
-    const warehouse = await readWarehouse(config, io);
+    const warehouse = await readWarehouse(config, doc, io);
     const report = buildStatus(location, doc, config.resources, warehouse);
     if (config.json) io.print(JSON.stringify(report, null, 2));
     else for (const line of formatStatus(report)) io.print(line);
@@ -27,7 +28,7 @@ export async function statusCommand(config: StatusConfig, io: CommandIo): Promis
   }
 }
 
-async function readWarehouse(config: StatusConfig, io: CommandIo): Promise<WarehouseStatus> {
+async function readWarehouse(config: StatusConfig, doc: StateDocument, io: CommandIo): Promise<WarehouseStatus> {
   const location = config.destination === 'duckdb' ? config.duckdbPath : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
   const base = { destination: config.destination, location };
   if (config.destination === 'duckdb' && !existsSync(config.duckdbPath)) {
@@ -37,10 +38,10 @@ async function readWarehouse(config: StatusConfig, io: CommandIo): Promise<Wareh
   try {
     destination = await openReadOnly(config, io.print);
     const tables: Record<string, TableCounts> = {};
-    for (const resource of config.resources) {
-      const rows = await destination.count(resource.name);
-      const byProject = destination.countByProject === undefined ? undefined : await destination.countByProject(resource.name);
-      tables[resource.name] = { rows, byProject };
+    for (const table of [...config.resources.map((r) => r.name), ...analystTablesOf(doc)]) {
+      const rows = await destination.count(table);
+      const byProject = destination.countByProject === undefined ? undefined : await destination.countByProject(table);
+      tables[table] = { rows, byProject };
     }
     return { ...base, available: true, tables };
   } catch (error) {

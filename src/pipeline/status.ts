@@ -2,7 +2,9 @@ import type { ResourceDefinition } from '../core/types.js';
 import { ledgerGaps, readLedger, streamLedger, type BackfillRunRecord, type Interval, type StreamLedger } from '../state/ledger.js';
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
+import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
 import { childBacklog, readsByParent } from './children.js';
+import { SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from './searches.js';
 
 /**
  * `status`: per resource and project scope, from the state file and the warehouse: the sync's
@@ -77,11 +79,74 @@ export interface ResourceStatus {
   readonly scopes: readonly ScopeStatus[];
 }
 
+/** A saved search, per project: how far it has been read, and with what. */
+export interface SearchStatus {
+  readonly search: string;
+  readonly project: string;
+  /** The run start up to which it has been read. */
+  readonly mark: string;
+  readonly query?: string;
+  readonly mode?: string;
+}
+
+/** When a project's `event_counts` were last refreshed, per interval. */
+export interface AggregateStatus {
+  readonly project: string;
+  readonly interval: string;
+  readonly refreshed: string;
+}
+
+/** Saved searches and aggregates (`--search`, `--aggregates`), when a sync has read any. */
+export interface AnalystStatus {
+  readonly searches: readonly SearchStatus[];
+  readonly aggregates: readonly AggregateStatus[];
+  /** Rows of `search_results`, `event_counts` and `event_facets`, when known. */
+  readonly tables: Readonly<Record<string, TableCounts>>;
+}
+
 export interface StatusReport {
   readonly state: string;
   readonly projects: readonly string[];
   readonly warehouse: WarehouseStatus;
   readonly resources: readonly ResourceStatus[];
+  readonly analysts?: AnalystStatus;
+}
+
+/** The tables of saved searches and aggregates a status should count (those the state has read). */
+export function analystTablesOf(doc: StateDocument): string[] {
+  const out: string[] = [];
+  if (Object.keys((doc.sections[SEARCH_SECTION] ?? {}) as object).length > 0) out.push(SEARCH_RESULTS_TABLE);
+  if (Object.keys((doc.sections[AGGREGATES_SECTION] ?? {}) as object).length > 0) out.push(EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE);
+  return out;
+}
+
+function analystStatus(doc: StateDocument, warehouse: WarehouseStatus): AnalystStatus | undefined {
+  const tables = analystTablesOf(doc);
+  if (tables.length === 0) return undefined;
+  const counts = Object.fromEntries(tables.filter((t) => warehouse.tables[t] !== undefined).map((t) => [t, warehouse.tables[t] as TableCounts]));
+  const searches = Object.entries((doc.sections[SEARCH_SECTION] ?? {}) as Readonly<Record<string, SearchMark>>).map(([key, mark]): SearchStatus => {
+    const [search = key, project = ''] = key.split('|');
+    let query: string | undefined;
+    let mode: string | undefined;
+    try {
+      // The definition as `searchDefinition` wrote it: [query, mode, search_in, threshold].
+      const definition = JSON.parse(mark.definition) as unknown;
+      if (Array.isArray(definition)) [query, mode] = definition.map((v) => (typeof v === 'string' ? v : undefined));
+    } catch {
+      // An unreadable definition: the next run re-reads the whole range; the mark is still worth showing.
+    }
+    return { search, project, mark: mark.mark, ...(query === undefined ? {} : { query }), ...(mode === undefined ? {} : { mode }) };
+  });
+  const aggregates = Object.entries((doc.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>).map(([key, refreshed]): AggregateStatus => {
+    const [project = key, interval = 'day'] = key.split('|');
+    return { project, interval, refreshed };
+  });
+  const byName = (a: { project: string }, b: { project: string }): number => a.project.localeCompare(b.project);
+  return {
+    searches: searches.sort((a, b) => a.search.localeCompare(b.search) || byName(a, b)),
+    aggregates: aggregates.sort((a, b) => byName(a, b) || a.interval.localeCompare(b.interval)),
+    tables: counts,
+  };
 }
 
 export function buildStatus(
@@ -149,7 +214,8 @@ export function buildStatus(
         .map(([project, e]) => ({ project, tableRows: rowsOfScope(project, table), ...e })),
     });
   }
-  return { state: statePath, projects: doc.projects, warehouse, resources: out };
+  const analysts = analystStatus(doc, warehouse);
+  return { state: statePath, projects: doc.projects, warehouse, resources: out, ...(analysts === undefined ? {} : { analysts }) };
 }
 
 /** Rows of a scope: one project's, the listed projects' (`*[a,b]`), or all (`*`). */

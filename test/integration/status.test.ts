@@ -12,6 +12,7 @@ import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { keepStateIn } from '../../src/commands/state-home.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
+import { runCli } from '../fakes/cli.js';
 
 const DAY = 86_400_000;
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -81,5 +82,34 @@ describe('status', () => {
     expect(text.out).toMatch(new RegExp(`sync     alpha\\s+mark ${sync.startedAt.replace(/\./g, '\\.')}\\s+last run .* ok rows=${total}`));
     expect(text.out).toMatch(/backfill \*\s+requested \[.*\)\s+done 5 windows \(\d+ rows\)\s+gaps \[.*\)/);
     expect(text.out).toMatch(/users: table 0 rows\n  never synced or backfilled/);
+  });
+
+  it('saved searches and aggregates: how far each search was read and with what query, when counts were refreshed, their tables\' rows', { tags: ['slow'] }, async () => {
+    const emu = await emulator({ seed: 52, eventsPerProject: 200, projects: ['alpha', 'beta'] });
+    const d = dir();
+    const run = await runCli(emu, ['sync', '--project', '*', '--resources', 'events', '--search', 'err=error', '--search', 'orders=order #\\d+,mode=regex', '--aggregates', '--quiet', '--json', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    expect(run.code, run.stderr).toBe(0);
+    const startedAt = (JSON.parse(run.stdout) as { startedAt: string }).startedAt;
+    const report = JSON.parse((await status(d, true)).out) as StatusReport;
+    expect(report.analysts?.searches).toEqual([
+      { search: 'err', project: 'alpha', mark: startedAt, query: 'error', mode: 'text' },
+      { search: 'err', project: 'beta', mark: startedAt, query: 'error', mode: 'text' },
+      { search: 'orders', project: 'alpha', mark: startedAt, query: 'order #\\d+', mode: 'regex' },
+      { search: 'orders', project: 'beta', mark: startedAt, query: 'order #\\d+', mode: 'regex' },
+    ]);
+    expect(report.analysts?.aggregates).toEqual([
+      { project: 'alpha', interval: 'day', refreshed: startedAt },
+      { project: 'beta', interval: 'day', refreshed: startedAt },
+    ]);
+    const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true });
+    const own = await db.query(`SELECT project_id, COUNT(*) AS n FROM search_results GROUP BY 1 ORDER BY 1`);
+    await db.close();
+    expect(report.analysts?.tables.search_results?.byProject).toEqual(Object.fromEntries(own.map((r) => [r.project_id, Number(r.n)])));
+    expect(report.analysts?.tables.event_counts?.rows).toBeGreaterThan(0);
+
+    const text = (await status(d, false)).out;
+    expect(text).toMatch(/^search_results: table \d+ rows \(alpha \d+, beta \d+\)$/m);
+    expect(text).toContain(`  search   orders@alpha read up to ${startedAt}  query "order #\\\\d+" (regex)`);
+    expect(text).toMatch(/^ {2}counts {3}beta {9}daily counts refreshed /m);
   });
 });
