@@ -64,4 +64,11 @@ describe('check (the real CLI against the emulator)', () => {
     expect(lines.at(-1)).toBe('check ok (6 requests)');
     expect(emu.stats().requests).toBe(6);
   });
+
+  it('--search under "*" with no project known: says so (exit 1) instead of guessing one', async () => {
+    const emu = await emulator({ seed: 6, eventsPerProject: 0 });
+    const run = await runCli(emu, ['check', '--project', '*', '--resources', 'events', '--search', 'err=error', '--state', statePathOf(dir())]);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(/^\/v1\/events\/search +\* +FAILED: \/v1\/events\/search is read one project at a time and no project slug is known .*--project-ids/m);
+  });
 });
