@@ -5,12 +5,12 @@ import { formatBackfillStreams, formatBackfillSummary } from './reports.js';
 import { summaryLines } from './repeats.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
-import { runSettings } from './sync.js';
+import { runJson, runSettings } from './run-json.js';
 import { planBackfill } from '../pipeline/plan.js';
 import { backfillProgressHooks } from './runtime.js';
 import { isStopConsequence, stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
-import { logStreams, planForProgress, runExitCode, runJson, withWritingRun } from './sync.js';
+import { logStreams, planForProgress, runExitCode, withWritingRun } from './writing-run.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.

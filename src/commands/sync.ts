@@ -1,13 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
-import { exitCodeFor, RunStoppedError, type QuerySyncError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { Clock } from '../core/types.js';
-import { planSync, toProgressPlan, type Plan } from '../pipeline/plan.js';
-import { runSync, type RunSummary } from '../pipeline/run.js';
+import { planSync } from '../pipeline/plan.js';
+import { runSync } from '../pipeline/run.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pipeline/aggregates.js';
@@ -15,15 +11,14 @@ import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../pipeline/
 import { defineViews } from '../pipeline/views.js';
 import { writeDbtSources } from './dbt-sources.js';
 import type { StreamResult } from '../pipeline/stream.js';
-import type { Destination } from '../load/destination.js';
-import { isEmpty, StateStore, type StateDocument, type StateStoreOptions } from '../state/store.js';
-import { keepStateIn } from './state-home.js';
-import { openDestination, type DestinationConfig } from './open-destination.js';
+import { isEmpty, type StateDocument } from '../state/store.js';
 import { beginRefresh, finishRefresh } from './refresh.js';
-import { summaryLines, withoutContext } from './repeats.js';
+import { summaryLines } from './repeats.js';
 import type { CommandIo } from './io.js';
-import { createRuntime, syncProgressHooks, type Runtime } from './runtime.js';
-import { createRunStop, isStopConsequence, stoppedLine, type RunStop } from './stop.js';
+import { runJson, runSettings } from './run-json.js';
+import { syncProgressHooks } from './runtime.js';
+import { isStopConsequence, stoppedLine } from './stop.js';
+import { logStreams, planForProgress, runExitCode, withWritingRun } from './writing-run.js';
 
 /**
  * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the
@@ -129,84 +124,27 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
   });
 }
 
-/** A writing run, opened: what `withWritingRun` hands its body. */
-export interface OpenRun {
-  readonly runtime: Runtime;
-  readonly stop: RunStop;
-  readonly state: StateStore;
-  readonly destination: Destination;
+
+/** Tables the analyst features write this run (their schema changes are recorded like the others'). */
+function analystTables(config: SyncConfig): string[] {
+  const out: string[] = [];
+  for (const r of config.resources) for (const b of r.bridges ?? []) out.push(b.table);
+  if ((config.searches ?? []).length > 0) out.push(SEARCH_RESULTS_TABLE);
+  if (config.aggregates === true) out.push(EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE);
+  return out;
 }
 
-/** The exit code and the lines printed last (the summary). */
-export interface RunOutcome {
-  readonly code: number;
-  readonly output: readonly string[];
-}
-
-/**
- * A run that writes (sync, backfill): the runtime, the run's stop (signals, `--max-run-time`, a
- * lost lease), the state under the run's lease and the destination are opened, `body` runs, and a
- * failure before or in it becomes the command's FAILED line (or JSON). The summary is the last thing
- * printed: the live display's last frame, the per-stream log lines and the repeated errors' counts
- * come before it, and nothing is printed after it (files are closed first).
- */
-export async function withWritingRun(
-  command: 'sync' | 'backfill',
-  config: SyncConfig,
-  io: CommandIo,
-  body: (run: OpenRun) => Promise<RunOutcome>,
-): Promise<number> {
-  const runtime = createRuntime(config, io);
-  const { clock, logger } = runtime;
-  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
-  let state: StateStore | undefined;
-  let destination: Destination | undefined;
-  let outcome: RunOutcome;
-  try {
-    ({ state, destination } = await openStateAndDestination(config, command, { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
-    outcome = await body({ runtime, stop, state, destination });
-  } catch (error) {
-    const code = exitCodeFor(error);
-    outcome = { code, output: config.json ? [JSON.stringify(failedRunJson(command, error, code))] : [`${command} FAILED: ${(error as Error).message}`] };
-  } finally {
-    stop.dispose();
-    runtime.tracker.finish();
-    runtime.display.stop();
-    runtime.repeats.flush(logger);
-    await destination?.close().catch(() => undefined);
-    await runtime.close().catch(() => undefined);
-    await state?.close().catch(() => undefined);
+/** Saved searches (`--search`) and aggregates (`--aggregates`), as streams of the run summary. */
+async function analystStreams(config: SyncConfig, runId: string, runStartMs: number, deps: SearchDeps, signal: AbortSignal): Promise<StreamResult[]> {
+  const jobs: Promise<StreamResult[]>[] = [];
+  const searches = config.searches ?? [];
+  if (searches.length > 0) {
+    jobs.push(runSearches({ searches, project: config.project, projectIds: config.projectIds, runStartMs, lookbackMs: config.lookbackMs, runId, signal }, deps));
   }
-  for (const line of outcome.output) io.print(line);
-  return outcome.code;
-}
-
-/**
- * When progress is shown, its ETA comes from a plan (count requests): a spinner shows meanwhile (a
- * long history takes a while to count); a plan that fails leaves the progress without an ETA.
- */
-export async function planForProgress(runtime: Runtime, what: string, plan: () => Promise<Plan>): Promise<Plan | undefined> {
-  if (!runtime.showsProgress) return undefined;
-  runtime.tracker.markPlanning();
-  runtime.display.start();
-  const made = await plan().catch((error: unknown) => {
-    runtime.logger.warn({ err: (error as Error).message }, `could not plan ${what}: progress shows no ETA`);
-    return undefined;
-  });
-  if (made !== undefined) runtime.tracker.setPlan(toProgressPlan(made));
-  return made;
-}
-
-/** One line per stream for log readers (JSON); on a terminal the summary says the same, so these stay at debug. */
-export function logStreams(config: Pick<SyncConfig, 'logFormat'>, logger: Logger, message: string, streams: readonly Record<string, unknown>[]): void {
-  const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
-  for (const s of streams) perStream(s, message);
-}
-
-/** A stopped run exits with its stop's code; otherwise 0, or the code of the first stream that failed. */
-export function runExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[]): number {
-  const failed = streams.find((s) => s.outcome !== 'ok');
-  return reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
+  if (config.aggregates === true) {
+    jobs.push(refreshAggregates({ project: config.project, projectIds: config.projectIds, runStartMs, startMs: config.startMs, runId, interval: config.aggregatesInterval, signal }, deps));
+  }
+  return (await Promise.all(jobs)).flat();
 }
 
 /**
@@ -231,180 +169,4 @@ function mismatchWarnings(config: SyncConfig, before: { warehouse: boolean; stat
     );
   }
   return out;
-}
-
-/**
- * The state of a run that writes (sync, backfill, verify --repair), under its lease: a take-over is
- * logged; a lost lease stops the run (another run writes now). A dry run keeps changes in memory.
- */
-export function openRunState(
-  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'>,
-  purpose: StateStoreOptions['purpose'],
-  { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
-  destination?: Destination,
-): Promise<StateStore> {
-  return StateStore.open(config.statePath, {
-    clock,
-    purpose,
-    // BigQuery keeps the lease in the dataset; a dry run sends nothing, so it keeps it in a file.
-    ...(destination?.leases === undefined || config.dryRun ? {} : { leases: destination.leases }),
-    lockWaitMs: config.lockWaitMs,
-    inMemory: config.dryRun,
-    resources: RESOURCE_NAMES,
-    secrets: [config.apiKey],
-    onLockTakeOver: (message) => logger.warn(message),
-    onNote: (message) => logger.info(message),
-    onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
-  });
-}
-
-/**
- * The run's state under its lease, and the destination, the state then kept in the warehouse. The
- * lease comes first where it lives beside the state file (DuckDB: a second run is told about the
- * lease, not about a busy DuckDB file); BigQuery's lease is in the dataset, so the destination
- * (which sends nothing when made) comes first there.
- */
-export async function openStateAndDestination(
-  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'> & DestinationConfig,
-  purpose: StateStoreOptions['purpose'],
-  deps: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
-  print: (line: string) => void,
-): Promise<{ state: StateStore; destination: Destination }> {
-  let state: StateStore | undefined;
-  let destination: Destination | undefined;
-  try {
-    if (config.destination === 'bigquery') {
-      destination = await openDestination(config, deps.logger, print);
-      state = await openRunState(config, purpose, deps, destination);
-    } else {
-      state = await openRunState(config, purpose, deps);
-      destination = await openDestination(config, deps.logger, print);
-    }
-    await keepStateIn(state, destination);
-    return { state, destination };
-  } catch (error) {
-    await destination?.close().catch(() => undefined);
-    await state?.close().catch(() => undefined);
-    throw error;
-  }
-}
-
-/** One stream of the JSON summary. */
-export interface StreamJson {
-  readonly resource: string;
-  readonly scope: string;
-  readonly outcome: StreamResult['outcome'];
-  readonly rows: number;
-  readonly pages: number;
-  readonly windows: number;
-  readonly requests: number;
-  readonly retries: number;
-  readonly rateLimited: number;
-  readonly waitedSeconds: number;
-  readonly backoffSeconds: number;
-  readonly seconds: number;
-  readonly error?: ErrorJson;
-}
-
-export interface ErrorJson {
-  readonly code: string;
-  readonly name: string;
-  /** Without the "[resource, project]" prefix: the stream says which. */
-  readonly message: string;
-}
-
-/** `sync --json`: one object a scheduler can read. */
-export interface RunJson {
-  readonly command: string;
-  readonly ok: boolean;
-  readonly exitCode: number;
-  readonly startedAt?: string;
-  readonly seconds?: number;
-  readonly totals?: { readonly rows: number; readonly pages: number; readonly requests: number; readonly retries: number; readonly rateLimited: number };
-  readonly streams: readonly StreamJson[];
-  /** Distinct errors, each with the streams it failed (a bad key fails them all with one error). */
-  readonly errors: readonly (ErrorJson & { readonly streams: readonly string[] })[];
-}
-
-export function runJson(command: string, summary: RunSummary, exitCode: number): RunJson {
-  const streams = summary.streams.map((s): StreamJson => ({
-    resource: s.resource,
-    scope: s.scope,
-    outcome: s.outcome,
-    rows: s.rows,
-    pages: s.pages,
-    windows: s.windows,
-    requests: s.stats.requests,
-    retries: s.stats.retries,
-    rateLimited: s.stats.rateLimited,
-    waitedSeconds: round1(s.stats.waitedMs / 1000),
-    backoffSeconds: round1(s.stats.backoffMs / 1000),
-    seconds: round1(s.seconds),
-    ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
-  }));
-  const errors = new Map<string, ErrorJson & { streams: string[] }>();
-  for (const s of streams) {
-    if (s.error === undefined) continue;
-    const key = `${s.error.name}|${s.error.message}`;
-    const e = errors.get(key) ?? { ...s.error, streams: [] };
-    e.streams.push(`${s.resource} ${s.scope}`);
-    errors.set(key, e);
-  }
-  const sum = (f: (s: StreamJson) => number): number => streams.reduce((n, s) => n + f(s), 0);
-  return {
-    command,
-    ok: summary.ok,
-    exitCode,
-    startedAt: summary.startedAt,
-    seconds: round1(summary.seconds),
-    totals: { rows: sum((s) => s.rows), pages: sum((s) => s.pages), requests: sum((s) => s.requests), retries: sum((s) => s.retries), rateLimited: sum((s) => s.rateLimited) },
-    streams,
-    errors: [...errors.values()],
-  };
-}
-
-/** A run that failed before any stream ran (a held lock, an unreadable state file). */
-export function failedRunJson(command: string, error: unknown, exitCode: number): RunJson {
-  const e = errorJson(error instanceof Error ? error : new Error(String(error)));
-  return { command, ok: false, exitCode, streams: [], errors: [{ ...e, streams: [] }] };
-}
-
-function errorJson(error: Error): ErrorJson {
-  return { code: (error as Partial<QuerySyncError>).code ?? 'E_UNKNOWN', name: error.name, message: withoutContext(error.message) };
-}
-
-const round1 = (n: number): number => Math.round(n * 10) / 10;
-
-/** What a run records of its settings in `_query_sync_runs` (never a secret: no key, no salt). */
-export function runSettings(config: SyncConfig): Record<string, unknown> {
-  return {
-    project: config.project ?? null,
-    projectIds: config.projectIds ?? null,
-    resources: config.resources.map((r) => r.name),
-    lookbackMs: config.lookbackMs,
-    excludedColumns: config.privacy.exclude,
-    hashedColumns: config.privacy.hash,
-  };
-}
-
-/** Tables the analyst features write this run (their schema changes are recorded like the others'). */
-function analystTables(config: SyncConfig): string[] {
-  const out: string[] = [];
-  for (const r of config.resources) for (const b of r.bridges ?? []) out.push(b.table);
-  if ((config.searches ?? []).length > 0) out.push(SEARCH_RESULTS_TABLE);
-  if (config.aggregates === true) out.push(EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE);
-  return out;
-}
-
-/** Saved searches (`--search`) and aggregates (`--aggregates`), as streams of the run summary. */
-async function analystStreams(config: SyncConfig, runId: string, runStartMs: number, deps: SearchDeps, signal: AbortSignal): Promise<StreamResult[]> {
-  const jobs: Promise<StreamResult[]>[] = [];
-  const searches = config.searches ?? [];
-  if (searches.length > 0) {
-    jobs.push(runSearches({ searches, project: config.project, projectIds: config.projectIds, runStartMs, lookbackMs: config.lookbackMs, runId, signal }, deps));
-  }
-  if (config.aggregates === true) {
-    jobs.push(refreshAggregates({ project: config.project, projectIds: config.projectIds, runStartMs, startMs: config.startMs, runId, interval: config.aggregatesInterval, signal }, deps));
-  }
-  return (await Promise.all(jobs)).flat();
 }

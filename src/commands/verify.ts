@@ -11,7 +11,7 @@ import { keepStateIn, stateTableOf } from './state-home.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
-import { openRunState } from './sync.js';
+import { openRunState } from './writing-run.js';
 
 /** Exit code when the warehouse and the API disagree (after `--repair`, if asked). */
 export const VERIFY_MISMATCH_EXIT = 5;
