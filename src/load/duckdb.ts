@@ -268,9 +268,16 @@ export class DuckDbDestination implements Destination {
   }
 
   private closed = false;
+  /** Why the file could not be attached again after `releaseUpdateMemory` detached it (then nothing more runs). */
+  private lost: Error | undefined;
 
   private serial<T>(work: () => Promise<T>): Promise<T> {
-    const task = (): Promise<T> => (this.closed ? Promise.reject(new LoadError('the DuckDB file was already closed by this run', false)) : work());
+    const task = (): Promise<T> =>
+      this.closed
+        ? Promise.reject(new LoadError('the DuckDB file was already closed by this run', false))
+        : this.lost !== undefined
+          ? Promise.reject(this.lost)
+          : work();
     const next = this.queue.then(task, task);
     this.queue = next.catch(() => undefined);
     return next;
@@ -452,10 +459,22 @@ export class DuckDbDestination implements Destination {
    */
   private async releaseUpdateMemory(): Promise<void> {
     if (this.attachSql === undefined || this.releaseAt === undefined || (await this.updateMemory()) <= this.releaseAt) return;
-    await this.connection.run(`USE memory; DETACH ${ATTACHED}`);
-    // Between DETACH and ATTACH another process may open the file (`status`, for a moment): wait for it.
-    await attachWaiting(this.connection, this.attachSql, this.path, Math.max(this.waitMs, REATTACH_WAIT_MS));
-    await useWarehouse(this.connection);
+    await this.connection.run('USE memory');
+    try {
+      await this.connection.run(`DETACH ${ATTACHED}`);
+    } catch (error) {
+      await useWarehouse(this.connection);
+      throw error;
+    }
+    try {
+      // Between DETACH and ATTACH another process may open the file (`status`, for a moment): wait for it.
+      await attachWaiting(this.connection, this.attachSql, this.path, Math.max(this.waitMs, REATTACH_WAIT_MS), 'reattaching it mid-run to free DuckDB\'s memory');
+      await useWarehouse(this.connection);
+    } catch (error) {
+      // Without its file the connection would write into the in-memory host: refuse every later use.
+      this.lost = error instanceof Error ? error : new Error(String(error));
+      throw error;
+    }
     this.releases += 1;
   }
 
@@ -580,7 +599,7 @@ export class DuckDbDestination implements Destination {
  * ATTACH the file; while another process holds it, retry until `waitMs` has passed, then fail with a
  * `WarehouseBusyError` saying what to do.
  */
-async function attachWaiting(connection: DuckDBConnection, attach: string, path: string, waitMs: number): Promise<void> {
+async function attachWaiting(connection: DuckDBConnection, attach: string, path: string, waitMs: number, doing?: string): Promise<void> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {
@@ -592,9 +611,13 @@ async function attachWaiting(connection: DuckDBConnection, attach: string, path:
       if (Date.now() >= deadline) {
         const holder = /held in (.+?\(PID \d+\))/.exec(message)?.[1];
         throw new WarehouseBusyError(
-          `the DuckDB file ${path} is open in another process${holder === undefined ? '' : ` (${holder})`}, ` +
-            `probably a sync or backfill running now: DuckDB lets one process open a file at a time. ` +
-            `Wait for that run to finish, or pass --lock-wait (e.g. --lock-wait 30m) to wait for it.`,
+          doing === undefined
+            ? `the DuckDB file ${path} is open in another process${holder === undefined ? '' : ` (${holder})`}, ` +
+                `probably a sync or backfill running now: DuckDB lets one process open a file at a time. ` +
+                `Wait for that run to finish, or pass --lock-wait (e.g. --lock-wait 30m) to wait for it.`
+            : `the DuckDB file ${path} was opened by another process${holder === undefined ? '' : ` (${holder})`} while this run was ` +
+                `${doing}, and it still held it after ${Math.round(waitMs / 1000)} s: DuckDB lets one process open a file at a time. ` +
+                `The batches written before are stored; close that process (a DuckDB session on the file?) and run again.`,
           { cause: error },
         );
       }
