@@ -454,7 +454,7 @@ export class DuckDbDestination implements Destination {
    * that a checkpoint, though it writes them to the file, does not free (duckdb/duckdb#25162); only
    * loading the table again does. Without this, re-reading history into existing rows (a `reset`,
    * a dropped `_query_sync_state`, long lookbacks) ran out of memory at 32MB after ~10,400 events,
-   * whatever the batch size. Inserts leave nothing behind, so a first sync never reattaches. Runs
+   * Inserts leave nothing behind, so writing new rows never reattaches. Runs
    * between transactions (the rows before are committed and checkpointed), on the same connection.
    */
   private async releaseUpdateMemory(): Promise<void> {
