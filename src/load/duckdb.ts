@@ -411,6 +411,11 @@ export class DuckDbDestination implements Destination {
    * outgrew a 32MB limit after ~150 rows. Memory then follows the setting, not the table. Also
    * when DuckDB holds more than `releaseAt` for rows it updated (a re-read of rows it has): the
    * checkpoint then releases it (`releaseUpdateMemory`), so a batch of updates starts from little.
+   * And when the rows not yet checkpointed, of all tables, hold more than three quarters of the
+   * limit: a row group being filled takes a 256 KB block per column whatever its text, so with six
+   * tables written at once that memory was 13–17 MB at 32MB after any write and peaked at 28 MB
+   * with 5 MB of text, too full for the next commit (a first sync failed now and then, "Failed to
+   * commit: could not allocate block").
    *
    * The rows before are committed (in DuckDB's log, durable), so a checkpoint that fails loses
    * nothing and hides no failure: out of memory, it only delays (it is tried again before the next
@@ -420,7 +425,10 @@ export class DuckDbDestination implements Destination {
    */
   private async checkpointIfDue(table: TableSchema, bytes: number, warnings: string[], budget: { reattached: number }): Promise<void> {
     if (this.checkpointAt === undefined || this.sinceCheckpoint === 0) return;
-    if (this.sinceCheckpoint + bytes <= this.checkpointAt && (await this.updateMemory()) <= (this.releaseAt ?? Infinity)) return;
+    if (this.sinceCheckpoint + bytes <= this.checkpointAt) {
+      const held = await this.heldMemory();
+      if (held.updated <= (this.releaseAt ?? Infinity) && held.unwritten <= this.checkpointAt * UNWRITTEN_CHECKPOINTS) return;
+    }
     try {
       await this.checkpoint();
     } catch (error) {
@@ -434,12 +442,17 @@ export class DuckDbDestination implements Destination {
     }
   }
 
-  /** Memory DuckDB holds for rows it updated (tagged ALLOCATOR; see `releaseUpdateMemory`). */
-  private async updateMemory(): Promise<number> {
+  /**
+   * Memory DuckDB holds between writes: for rows it updated (tagged ALLOCATOR; see
+   * `releaseUpdateMemory`), and for rows not yet checkpointed (IN_MEMORY_TABLE).
+   */
+  private async heldMemory(): Promise<{ updated: number; unwritten: number }> {
     const reader = await this.connection.runAndReadAll(
-      "SELECT COALESCE(SUM(memory_usage_bytes), 0) FROM duckdb_memory() WHERE tag = 'ALLOCATOR'",
+      `SELECT COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'ALLOCATOR'), 0),
+              COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'IN_MEMORY_TABLE'), 0) FROM duckdb_memory()`,
     );
-    return Number(reader.getRows()[0]?.[0] ?? 0);
+    const [updated, unwritten] = reader.getRows()[0] ?? [0, 0];
+    return { updated: Number(updated ?? 0), unwritten: Number(unwritten ?? 0) };
   }
 
   private async checkpoint(): Promise<void> {
@@ -458,7 +471,7 @@ export class DuckDbDestination implements Destination {
    * between transactions (the rows before are committed and checkpointed), on the same connection.
    */
   private async releaseUpdateMemory(): Promise<void> {
-    if (this.attachSql === undefined || this.releaseAt === undefined || (await this.updateMemory()) <= this.releaseAt) return;
+    if (this.attachSql === undefined || this.releaseAt === undefined || (await this.heldMemory()).updated <= this.releaseAt) return;
     await this.connection.run('USE memory');
     try {
       await this.connection.run(`DETACH ${ATTACHED}`);
@@ -649,6 +662,12 @@ function largestRowBytes(rows: readonly Row[]): number {
   }
   return max;
 }
+
+/**
+ * Memory of the rows not yet checkpointed (all tables) that makes a checkpoint due before a write,
+ * in multiples of `checkpointAt` (a quarter of the limit): 3, three quarters (see `checkpointIfDue`).
+ */
+const UNWRITTEN_CHECKPOINTS = 3;
 
 /** State rows per INSERT statement (a state change touches a handful of keys). */
 const STATE_ROWS_PER_INSERT = 100;
