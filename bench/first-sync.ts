@@ -41,7 +41,7 @@ const emulator = spawn(process.execPath, [CLI, 'emulate', '--port', String(port)
 });
 try {
   const seedStarted = Date.now();
-  await waitForLine(emulator, /emulator on/);
+  await waitForLine(emulator, /emulator .*\bon http/);
   process.stdout.write(`emulator: ${events} events per project × 3 projects, seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s\n`);
   const dir = mkdtempSync(join(tmpdir(), 'qs-first-'));
   const started = Date.now();

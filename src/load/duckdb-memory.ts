@@ -32,6 +32,22 @@ export function checkpointBytes(memoryLimit: string): number | undefined {
   return mb === undefined ? undefined : mb * 1e6 * CHECKPOINT_SHARE;
 }
 
+/**
+ * Memory DuckDB still holds for rows it *updated* after a checkpoint has written them out, above
+ * which the file is reattached to release it: this fraction of the memory limit (2 MB at 32MB).
+ * DuckDB 1.5 keeps an updated row's new values (tagged ALLOCATOR, never spilled) after the
+ * checkpoint, until the table is loaded again (duckdb/duckdb#25162, a regression from 1.4): a
+ * re-read of 15,000 events into existing rows ran 32MB out after ~10,400 of them. Writing new rows
+ * leaves none behind, so writing new rows never reattaches.
+ */
+export const RELEASE_SHARE = 1 / 16;
+
+/** ALLOCATOR bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
+export function releaseBytes(memoryLimit: string): number | undefined {
+  const mb = megabytes(memoryLimit);
+  return mb === undefined ? undefined : mb * 1e6 * RELEASE_SHARE;
+}
+
 /** DuckDB's error when an operation needs more than its memory limit. */
 export function isOutOfMemory(error: unknown): boolean {
   // The Appender says it differently ("Failed to append: could not allocate block of size …").

@@ -6,7 +6,7 @@ import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
-import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE } from './duckdb-memory.js';
+import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE, releaseBytes } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
 import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 
@@ -34,6 +34,11 @@ const ATTACHED = 'warehouse';
 const LOCK_CONFLICT = /Could not set lock on file|Conflicting lock is held/;
 /** Poll interval while waiting for another process to close the file. */
 const OPEN_RETRY_MS = 250;
+/**
+ * Least time a reattach (`releaseUpdateMemory`) waits for the file: between its DETACH and ATTACH
+ * another process may open it (`status` reads it for a moment), so the run waits for it to finish.
+ */
+const REATTACH_WAIT_MS = 30_000;
 const PROJECT_ID = 'project_id';
 
 /**
@@ -58,6 +63,13 @@ export class DuckDbDestination implements Destination {
   /** Text written since the last checkpoint, and the amount that makes one due (see `checkpointIfDue`). */
   private sinceCheckpoint = 0;
   private readonly checkpointAt: number | undefined;
+  /** Update memory a checkpoint leaves behind that makes the file be reattached (see `releaseUpdateMemory`). */
+  private readonly releaseAt: number | undefined;
+  /** Times the file was reattached to release the memory of updated rows. */
+  private releases = 0;
+  /** The file (for messages) and how long to wait for it when reattaching. */
+  private readonly path: string;
+  private readonly waitMs: number;
 
   /** The ATTACH statement of the file (none for `:memory:`), to reattach it after DuckDB invalidates it. */
   private readonly attachSql: string | undefined;
@@ -65,18 +77,26 @@ export class DuckDbDestination implements Destination {
   /** Where state lives, for messages. */
   readonly stateLocation: string;
 
-  private constructor(instance: DuckDBInstance, connection: DuckDBConnection, memoryLimit: string, attachSql?: string, path = ':memory:') {
+  private constructor(instance: DuckDBInstance, connection: DuckDBConnection, memoryLimit: string, attachSql?: string, path = ':memory:', waitMs = 0) {
     this.stateLocation = `table ${STATE_TABLE} of DuckDB file ${path}`;
     this.instance = instance;
     this.connection = connection;
     this.memoryLimit = memoryLimit;
     this.checkpointAt = checkpointBytes(memoryLimit);
+    this.releaseAt = releaseBytes(memoryLimit);
     this.attachSql = attachSql;
+    this.path = path;
+    this.waitMs = waitMs;
   }
 
   /** How many batches were written in halves because DuckDB ran out of memory. */
   get outOfMemorySplits(): number {
     return this.splits;
+  }
+
+  /** How many times the file was reattached to release the memory of updated rows (see `releaseUpdateMemory`). */
+  get updateMemoryReleases(): number {
+    return this.releases;
   }
 
   /**
@@ -107,35 +127,16 @@ export class DuckDbDestination implements Destination {
       max_vacuum_tasks: '0',
     });
     const connection = await instance.connect();
-    const deadline = Date.now() + (options.waitMs ?? 0);
     const attach = `ATTACH ${sqlString(path)} AS ${ATTACHED} (${options.readOnly === true ? 'READ_ONLY, ' : ''}ROW_GROUP_SIZE ${ROW_GROUP_SIZE})`;
     try {
-      for (;;) {
-        try {
-          await connection.run(attach);
-          break;
-        } catch (error) {
-          const message = (error as Error).message;
-          if (!LOCK_CONFLICT.test(message)) throw error;
-          if (Date.now() >= deadline) {
-            const holder = /held in (.+?\(PID \d+\))/.exec(message)?.[1];
-            throw new WarehouseBusyError(
-              `the DuckDB file ${path} is open in another process${holder === undefined ? '' : ` (${holder})`}, ` +
-                `probably a sync or backfill running now: DuckDB lets one process open a file at a time. ` +
-                `Wait for that run to finish, or pass --lock-wait (e.g. --lock-wait 30m) to wait for it.`,
-              { cause: error },
-            );
-          }
-          await delay(Math.min(OPEN_RETRY_MS, Math.max(0, deadline - Date.now())));
-        }
-      }
+      await attachWaiting(connection, attach, path, options.waitMs ?? 0);
       await useWarehouse(connection);
     } catch (error) {
       connection.closeSync();
       instance.closeSync();
       throw error;
     }
-    return new DuckDbDestination(instance, connection, memoryLimit, attach, path);
+    return new DuckDbDestination(instance, connection, memoryLimit, attach, path, options.waitMs ?? 0);
   }
 
   describe(table: string): Promise<readonly ColumnDef[] | undefined> {
@@ -267,9 +268,16 @@ export class DuckDbDestination implements Destination {
   }
 
   private closed = false;
+  /** Why the file could not be attached again after `releaseUpdateMemory` detached it (then nothing more runs). */
+  private lost: Error | undefined;
 
   private serial<T>(work: () => Promise<T>): Promise<T> {
-    const task = (): Promise<T> => (this.closed ? Promise.reject(new LoadError('the DuckDB file was already closed by this run', false)) : work());
+    const task = (): Promise<T> =>
+      this.closed
+        ? Promise.reject(new LoadError('the DuckDB file was already closed by this run', false))
+        : this.lost !== undefined
+          ? Promise.reject(this.lost)
+          : work();
     const next = this.queue.then(task, task);
     this.queue = next.catch(() => undefined);
     return next;
@@ -334,6 +342,8 @@ export class DuckDbDestination implements Destination {
       this.sinceCheckpoint += bytes;
       return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
     } catch (error) {
+      // The file taken by another process while it was reattached: exit 4, as when opening it.
+      if (error instanceof WarehouseBusyError) throw error;
       const message = (error as Error).message;
       const rowKb = Math.round(largestRowBytes(rows) / 1000);
       const hint =
@@ -398,23 +408,87 @@ export class DuckDbDestination implements Destination {
    * Checkpoint before a write when the text written since the last checkpoint plus this batch would
    * pass `checkpointAt` (a share of the memory limit): DuckDB keeps rows written since its last
    * checkpoint in memory, and large strings cannot spill, so without this a table of 200 KB rows
-   * outgrew a 32MB limit after ~150 rows. Memory then follows the setting, not the table. The
-   * rows before are committed: a checkpoint that fails only delays (out of memory: the write's own
-   * recovery follows) or reopens the file (invalidated, see `recoverInvalidated`).
+   * outgrew a 32MB limit after ~150 rows. Memory then follows the setting, not the table. Also
+   * when DuckDB holds more than `releaseAt` for rows it updated (a re-read of rows it has): the
+   * checkpoint then releases it (`releaseUpdateMemory`), so a batch of updates starts from little.
+   * And when the rows not yet checkpointed, of all tables, hold more than three quarters of the
+   * limit: a row group being filled takes a 256 KB block per column whatever its text, so with six
+   * tables written at once that memory was 13–17 MB at 32MB after any write and peaked at 28 MB
+   * with 5 MB of text, too full for the next commit (a first sync failed now and then, "Failed to
+   * commit: could not allocate block").
+   *
+   * The rows before are committed (in DuckDB's log, durable), so a checkpoint that fails loses
+   * nothing and hides no failure: out of memory, it only delays (it is tried again before the next
+   * write; this write, if it does not fit either, goes through `upsert`'s recovery, and a row that
+   * cannot fit fails naming the setting), with a warning; invalidated, the file is reopened
+   * (`recoverInvalidated`); any other error fails the write.
    */
   private async checkpointIfDue(table: TableSchema, bytes: number, warnings: string[], budget: { reattached: number }): Promise<void> {
-    if (this.checkpointAt === undefined || this.sinceCheckpoint === 0 || this.sinceCheckpoint + bytes <= this.checkpointAt) return;
+    if (this.checkpointAt === undefined || this.sinceCheckpoint === 0) return;
+    if (this.sinceCheckpoint + bytes <= this.checkpointAt) {
+      const held = await this.heldMemory();
+      if (held.updated <= (this.releaseAt ?? Infinity) && held.unwritten <= this.checkpointAt * UNWRITTEN_CHECKPOINTS) return;
+    }
     try {
       await this.checkpoint();
     } catch (error) {
       if (isInvalidated(error)) await this.recoverInvalidated(table, error, warnings, budget);
-      else if (!isOutOfMemory(error)) throw error;
+      else if (isOutOfMemory(error)) {
+        warnings.push(
+          `DuckDB ran out of memory checkpointing before a write to table ${table.name} at its memory limit of ${this.memoryLimit}; ` +
+            `the rows before are stored (in its log) and the checkpoint is tried again before the next write`,
+        );
+      } else throw error;
     }
+  }
+
+  /**
+   * Memory DuckDB holds between writes: for rows it updated (tagged ALLOCATOR; see
+   * `releaseUpdateMemory`), and for rows not yet checkpointed (IN_MEMORY_TABLE).
+   */
+  private async heldMemory(): Promise<{ updated: number; unwritten: number }> {
+    const reader = await this.connection.runAndReadAll(
+      `SELECT COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'ALLOCATOR'), 0),
+              COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'IN_MEMORY_TABLE'), 0) FROM duckdb_memory()`,
+    );
+    const [updated, unwritten] = reader.getRows()[0] ?? [0, 0];
+    return { updated: Number(updated ?? 0), unwritten: Number(unwritten ?? 0) };
   }
 
   private async checkpoint(): Promise<void> {
     await this.connection.run('CHECKPOINT');
     this.sinceCheckpoint = 0;
+    await this.releaseUpdateMemory();
+  }
+
+  /**
+   * After a checkpoint, reattach the file when DuckDB still holds more than `releaseAt` of memory for
+   * rows it updated. DuckDB 1.5 keeps an updated row's new values in memory that never spills and
+   * that a checkpoint, though it writes them to the file, does not free (duckdb/duckdb#25162); only
+   * loading the table again does. Without this, re-reading history into existing rows (a `reset`,
+   * a dropped `_query_sync_state`, long lookbacks) ran out of memory at 32MB after ~10,400 events,
+   * Inserts leave nothing behind, so writing new rows never reattaches. Runs
+   * between transactions (the rows before are committed and checkpointed), on the same connection.
+   */
+  private async releaseUpdateMemory(): Promise<void> {
+    if (this.attachSql === undefined || this.releaseAt === undefined || (await this.heldMemory()).updated <= this.releaseAt) return;
+    await this.connection.run('USE memory');
+    try {
+      await this.connection.run(`DETACH ${ATTACHED}`);
+    } catch (error) {
+      await useWarehouse(this.connection);
+      throw error;
+    }
+    try {
+      // Between DETACH and ATTACH another process may open the file (`status`, for a moment): wait for it.
+      await attachWaiting(this.connection, this.attachSql, this.path, Math.max(this.waitMs, REATTACH_WAIT_MS), 'reattaching it mid-run to free DuckDB\'s memory');
+      await useWarehouse(this.connection);
+    } catch (error) {
+      // Without its file the connection would write into the in-memory host: refuse every later use.
+      this.lost = error instanceof Error ? error : new Error(String(error));
+      throw error;
+    }
+    this.releases += 1;
   }
 
   /**
@@ -534,6 +608,37 @@ export class DuckDbDestination implements Destination {
   }
 }
 
+/**
+ * ATTACH the file; while another process holds it, retry until `waitMs` has passed, then fail with a
+ * `WarehouseBusyError` saying what to do.
+ */
+async function attachWaiting(connection: DuckDBConnection, attach: string, path: string, waitMs: number, doing?: string): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      await connection.run(attach);
+      return;
+    } catch (error) {
+      const message = (error as Error).message;
+      if (!LOCK_CONFLICT.test(message)) throw error;
+      if (Date.now() >= deadline) {
+        const holder = /held in (.+?\(PID \d+\))/.exec(message)?.[1];
+        throw new WarehouseBusyError(
+          doing === undefined
+            ? `the DuckDB file ${path} is open in another process${holder === undefined ? '' : ` (${holder})`}, ` +
+                `probably a sync or backfill running now: DuckDB lets one process open a file at a time. ` +
+                `Wait for that run to finish, or pass --lock-wait (e.g. --lock-wait 30m) to wait for it.`
+            : `the DuckDB file ${path} was opened by another process${holder === undefined ? '' : ` (${holder})`} while this run was ` +
+                `${doing}, and it still held it after ${Math.round(waitMs / 1000)} s: DuckDB lets one process open a file at a time. ` +
+                `The batches written before are stored; close that process (a DuckDB session on the file?) and run again.`,
+          { cause: error },
+        );
+      }
+      await delay(Math.min(OPEN_RETRY_MS, Math.max(0, deadline - Date.now())));
+    }
+  }
+}
+
 /** Make the attached file the connection's default database, in UTC. */
 async function useWarehouse(connection: DuckDBConnection): Promise<void> {
   await connection.run(`USE ${ATTACHED}`);
@@ -557,6 +662,12 @@ function largestRowBytes(rows: readonly Row[]): number {
   }
   return max;
 }
+
+/**
+ * Memory of the rows not yet checkpointed (all tables) that makes a checkpoint due before a write,
+ * in multiples of `checkpointAt` (a quarter of the limit): 3, three quarters (see `checkpointIfDue`).
+ */
+const UNWRITTEN_CHECKPOINTS = 3;
 
 /** State rows per INSERT statement (a state change touches a handful of keys). */
 const STATE_ROWS_PER_INSERT = 100;
