@@ -90,6 +90,7 @@ async function measure(
       );
     },
     stats: () => scheduler.stats(),
+    headroom: (endpoint) => scheduler.headroom?.(endpoint) ?? Number.POSITIVE_INFINITY,
     onRateLimited: (endpoint, retryAfterMs) => {
       rateLimitedAt.push((Date.now() - started) / 1000);
       scheduler.onRateLimited(endpoint, retryAfterMs);

@@ -189,6 +189,27 @@ export function resplit(resource: ResourceDefinition, part: TimeWindow, first: F
   return subs.length >= 2 ? subs : undefined;
 }
 
+/**
+ * Least pages a running walk must have left (by the density it has seen) for its far half to be
+ * handed to a free slot: each side keeps two pages or more, so the one request a cut costs (the
+ * page the walk reads past the cut, or the new walk's partial last page) buys at least a page's
+ * round trip.
+ */
+export const MIN_STEAL_PAGES = 4;
+
+/**
+ * Where to cut what a running walk has left (`range`, see `WalkBounds.left`) so each side holds
+ * about half its records: by the timeseries this run planned with when there is one, else at the
+ * middle. A whole ms strictly inside the range, so both sides are non-empty; `undefined` when the
+ * range is too narrow.
+ */
+export function stealCut(range: TimeWindow, buckets: readonly WindowCount[] | undefined): number | undefined {
+  if (range.toMs - range.fromMs < 2) return undefined;
+  const half = buckets === undefined ? [] : splitByCounts(range, 2, buckets);
+  const at = half.length === 2 ? (half[0] as TimeWindow).toMs : Math.floor((range.fromMs + range.toMs) / 2);
+  return Math.min(range.toMs - 1, Math.max(range.fromMs + 1, at));
+}
+
 /** A split as planned: its sub-windows, the pages each was given, and where records lie (the timeseries). */
 export interface SplitPlan {
   readonly parts: readonly TimeWindow[];
