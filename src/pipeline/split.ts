@@ -90,7 +90,9 @@ export async function planSplit(
     const waitedBefore = ctx.stats.waitedMs;
     const lie = await recordsOverTime(deps.client, decl, scope, window, ctx);
     // Without a first page, the timeseries' own answer time says how many walks the budget can use.
-    const latencyMs = first?.latencyMs ?? Math.max(0, (deps.clock.now() - startedAt - (ctx.stats.waitedMs - waitedBefore)) / lie.requests);
+    // (Requests sent at once wait for budget side by side: their waits are counted once.)
+    const waited = ((ctx.stats.waitedMs - waitedBefore) * lie.rounds) / lie.requests;
+    const latencyMs = first?.latencyMs ?? Math.max(0, (deps.clock.now() - startedAt - waited) / lie.rounds);
     const cap = Math.min(maxParts, partsForLatency(latencyMs));
     let pages: number;
     if (decl.exact) {

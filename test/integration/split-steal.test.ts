@@ -4,7 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { createLogger } from '../../src/core/log.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
-import { expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { recordsOverTime } from '../../src/extract/timeseries.js';
+import { singleProjectScope } from '../../src/pipeline/scopes.js';
+import { streamCallContext } from '../../src/pipeline/stream.js';
+import { expectTableMatches, readTable, statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -68,4 +71,22 @@ describe('cutting running sub-windows', () => {
       expect(Date.parse(after?.mark ?? '')).toBeGreaterThan(to);
     });
   }
+
+  it('a first sync learns where records lie in one round trip when all are in the last two months, else asks again, finer', async () => {
+    const emu = await emulator({ seed: 42, eventsPerProject: 200, projects: ['default'] });
+    const scope = singleProjectScope('default');
+    const decl = events.split as NonNullable<typeof events.split>;
+    await withPipeline({ baseUrl: emu.url, apiKey: emu.apiKey, dir: dir() }, 'sync', async ({ client }) => {
+      const ask = () => recordsOverTime(client, decl, scope, { fromMs: 0, toMs: Date.now() }, streamCallContext(events, scope, undefined));
+      const sum = (lie: Awaited<ReturnType<typeof ask>>): number => lie.buckets.reduce((n, b) => n + b.count, 0);
+      const young = await ask();
+      expect(young).toMatchObject({ requests: 2, rounds: 1, interval: 'hour', total: emu.snapshot('events', 'default').length });
+      expect(sum(young)).toBe(young.total);
+      // A record older than the hours asked at once: the coarse answer says so, and the finer ask follows it.
+      emu.addEvents('default', 5, { timestamp: Date.now() - 100 * DAY });
+      const old = await ask();
+      expect(old).toMatchObject({ requests: 3, rounds: 2, interval: 'day', total: emu.snapshot('events', 'default').length });
+      expect(sum(old)).toBe(old.total);
+    });
+  });
 });
