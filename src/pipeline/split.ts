@@ -88,6 +88,9 @@ export async function planSplit(
   try {
     const startedAt = deps.clock.now();
     const waitedBefore = ctx.stats.waitedMs;
+    // The count (where the resource has one) does not depend on the timeseries: both go out at once.
+    const counted = decl.exact || decl.count === undefined ? undefined : countPages(resource, decl.count, scope, window, deps.client, ctx);
+    counted?.catch(() => undefined);
     const lie = await recordsOverTime(deps.client, decl, scope, window, ctx);
     // Without a first page, the timeseries' own answer time says how many walks the budget can use.
     // (Requests sent at once wait for budget side by side: their waits are counted once.)
@@ -97,15 +100,8 @@ export async function planSplit(
     let pages: number;
     if (decl.exact) {
       pages = lie.total / resource.maxPageSize;
-    } else if (decl.count !== undefined) {
-      const { path, param, value } = decl.count;
-      const query: Record<string, string | undefined> = {
-        [param]: value,
-        [decl.timeseriesGte]: new Date(window.fromMs).toISOString(),
-        [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
-      };
-      if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
-      pages = readTotal(await deps.client.getJson({ endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
+    } else if (counted !== undefined) {
+      pages = await counted;
     } else {
       // The first page's share of where records lie (by the proxy) says how many pages there are.
       const span = first === undefined ? undefined : cursorSpan(resource, first.records);
@@ -131,6 +127,26 @@ export async function planSplit(
     );
     return undefined;
   }
+}
+
+/** Pages the resource's own count endpoint says `window` holds. */
+async function countPages(
+  resource: ResourceDefinition,
+  count: NonNullable<NonNullable<ResourceDefinition['split']>['count']>,
+  scope: ProjectScope,
+  window: TimeWindow,
+  client: ApiClient,
+  ctx: CallContext,
+): Promise<number> {
+  const decl = resource.split as NonNullable<ResourceDefinition['split']>;
+  const { path, param, value } = count;
+  const query: Record<string, string | undefined> = {
+    [param]: value,
+    [decl.timeseriesGte]: new Date(window.fromMs).toISOString(),
+    [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
+  };
+  if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
+  return readTotal(await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
 }
 
 /**
