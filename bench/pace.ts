@@ -211,6 +211,8 @@ function printBreakdown(m: Measured): void {
     const firstAt = (sends[0] as number) - m.startedAt;
     const early = [...t].filter((r) => r.sentAt !== undefined).sort((a, b) => (a.sentAt as number) - (b.sentAt as number)).slice(0, 12);
     process.stdout.write(`  first requests (ms from the start): ${early.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')} (first at ${firstAt} ms)\n`);
+    const late = [...t].filter((r) => r.sentAt !== undefined).sort((a, b) => (a.sentAt as number) - (b.sentAt as number)).slice(-12);
+    process.stdout.write(`  last requests (ms from the start): ${late.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')}\n`);
   }
   const within = (times: readonly number[], to: number): number => times.filter((v) => v > to - 1000 && v <= to).length;
   const server = busiest(arrivals);

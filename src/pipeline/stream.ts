@@ -223,14 +223,20 @@ class UnitReader {
   windowUnits(): UnitSource<SyncUnit> {
     let parts: UnitSource<SyncUnit> | undefined;
     let partCount = 0;
+    /** Every part of the split has started (what runs now is all that is left). */
+    let tail = false;
     return {
       take: (running) => {
         if (parts !== undefined) {
           const part = parts.take(running);
           if (part !== undefined) return part;
+          tail = true;
           // No part left to start while slots are free: the far half of a long running walk.
           const list = parts;
-          const stolen = this.steal((far) => list.putBack?.([far]));
+          const stolen = this.steal((far) => {
+            tail = false;
+            list.putBack?.([far]);
+          });
           if (stolen !== undefined) return stolen;
           if (running > 0) return undefined;
           this.deps.logger.debug(
@@ -238,6 +244,7 @@ class UnitReader {
             'split walked',
           );
           parts = undefined; // walked: state says what is left
+          tail = false;
         }
         if (running > 0) return undefined;
         const st = this.deps.state.stream(this.key);
@@ -254,8 +261,14 @@ class UnitReader {
         this.readFrom(unit.window.fromMs);
         return unit;
       },
-      putBack: (more) => parts?.putBack?.(more),
+      putBack: (more) => {
+        tail = false;
+        parts?.putBack?.(more);
+      },
       changed: () => this.stealing ?? Promise.resolve(),
+      // At the tail (every part started) while the walks wait on the network, not the budget: room
+      // for cut-off far sides up to --concurrency, whatever the limit shrank to while the budget bound.
+      room: () => (tail && this.live.size > 0 && this.controller.networkBound ? this.controller.max : 0),
     };
   }
 

@@ -242,6 +242,12 @@ export interface UnitSource<U> {
   putBack?(units: readonly U[]): void;
   /** A unit ended (stored to the end, or not). */
   release?(unit: U): void;
+  /**
+   * Units that may run at once beyond the limit now (the source's own judgement, e.g. the far side
+   * of a running walk cut at the tail while the walks wait on the network: the adaptive limit,
+   * shrunk while the budget bound, follows by one walk a second).
+   */
+  room?(running: number): number;
 }
 
 /** A list of units that grows at its front (units handed back are taken first). */
@@ -273,7 +279,7 @@ export async function runUnits<U>(
 ): Promise<'done' | 'aborted'> {
   const { ctx: streamCtx, clock, slots } = options;
   const controller = typeof options.limit === 'number' ? undefined : options.limit;
-  const limit = (): number => (typeof options.limit === 'number' ? options.limit : options.limit.limit);
+  const limit = (): number => Math.max(typeof options.limit === 'number' ? options.limit : options.limit.limit, source.room?.(running) ?? 0);
   const aborted = (): boolean => streamCtx.signal?.aborted === true;
   let running = 0;
   let failure: unknown;
