@@ -76,6 +76,8 @@ export interface RunHooks {
   readonly onStreamDone?: (result: StreamResult) => void;
   /** After each page of a walk. */
   readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+  /** A per-parent child resource's backlog changed: `pending` parents wait for their children (one request each). */
+  readonly onBacklog?: (resource: string, pending: number) => void;
 }
 
 /**
@@ -116,7 +118,9 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
       const parent = options.resources.find((r) => r.name === child.perParent?.parent);
       const byParent = learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal).then((b) => b === true);
       byParent.catch(() => undefined);
-      childQueues.set(child.name, { queue: new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs }, deps.state, deps.clock), byParent });
+      const onBacklog = hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
+      const queue = new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs, ...(onBacklog === undefined ? {} : { onBacklog }) }, deps.state, deps.clock);
+      childQueues.set(child.name, { queue, byParent });
     }
   }
   const described = new Map<string, Awaited<ReturnType<Destination['describe']>>>();
