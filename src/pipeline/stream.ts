@@ -19,7 +19,6 @@ import {
   withPartCut,
   withoutPartCursor,
   syncWindowUnit,
-  unitList,
   withoutUnitCursor,
   withUnitCheckpoint,
   type SubWalk,
@@ -182,6 +181,8 @@ class UnitReader {
   private readonly book: UnitBook<SyncUnit>;
   /** The split's parts being walked now, each with its live range (tail work-stealing). */
   private readonly live = new Set<LivePart>();
+  /** Units that are the far side of a cut (see `steal`), until taken. */
+  private readonly farSides = new WeakSet<SyncUnit>();
   /** A cut being written to state: no other starts meanwhile. */
   private stealing: Promise<void> | undefined;
   private stealFailure: { readonly error: unknown } | undefined;
@@ -221,22 +222,17 @@ class UnitReader {
    * window's unit may end by planning a split: the split's parts come next.
    */
   windowUnits(): UnitSource<SyncUnit> {
-    let parts: UnitSource<SyncUnit> | undefined;
+    /** The split's parts not yet started (units handed back are taken first); `undefined`: no split under way. */
+    let parts: SyncUnit[] | undefined;
     let partCount = 0;
-    /** Every part of the split has started (what runs now is all that is left). */
-    let tail = false;
     return {
       take: (running) => {
         if (parts !== undefined) {
-          const part = parts.take(running);
+          const part = parts.shift();
           if (part !== undefined) return part;
-          tail = true;
           // No part left to start while slots are free: the far half of a long running walk.
           const list = parts;
-          const stolen = this.steal((far) => {
-            tail = false;
-            list.putBack?.([far]);
-          });
+          const stolen = this.steal((far) => list.unshift(far));
           if (stolen !== undefined) return stolen;
           if (running > 0) return undefined;
           this.deps.logger.debug(
@@ -244,7 +240,6 @@ class UnitReader {
             'split walked',
           );
           parts = undefined; // walked: state says what is left
-          tail = false;
         }
         if (running > 0) return undefined;
         const st = this.deps.state.stream(this.key);
@@ -253,22 +248,22 @@ class UnitReader {
           this.totals.windows += 1;
           partCount = units.length;
           this.readFrom(Date.parse(st.split?.from ?? ''));
-          parts = unitList(units);
-          return parts.take(0);
+          parts = units;
+          return parts.shift();
         }
         const unit = syncWindowUnit(st, this.options);
         if (unit === undefined || (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)) return undefined;
         this.readFrom(unit.window.fromMs);
         return unit;
       },
-      putBack: (more) => {
-        tail = false;
-        parts?.putBack?.(more);
-      },
+      putBack: (more) => parts?.unshift(...more),
       changed: () => this.stealing ?? Promise.resolve(),
-      // At the tail (every part started) while the walks wait on the network, not the budget: room
-      // for cut-off far sides up to --concurrency, whatever the limit shrank to while the budget bound.
-      room: () => (tail && this.live.size > 0 && this.controller.networkBound ? this.controller.max : 0),
+      // The tail (every planned part started; what is queued is far sides of cuts) while the walks
+      // wait on the network, not the budget: room up to --concurrency, so a running walk can be cut
+      // and its far side walked at once, whatever the limit shrank to while the budget bound (it
+      // follows by one walk a second).
+      room: () =>
+        parts !== undefined && this.live.size > 0 && this.controller.networkBound && parts.every((p) => this.farSides.has(p)) ? this.controller.max : 0,
     };
   }
 
@@ -313,7 +308,9 @@ class UnitReader {
           { resource: this.resource.name, project: this.scope.key, pagesLeft: Math.round(left.pages), at: new Date(at).toISOString() },
           'running sub-window cut: its far side is read by another walk',
         );
-        start({ kind: 'part', window: far, split: walk.unit.split });
+        const unit: SyncUnit = { kind: 'part', window: far, split: walk.unit.split };
+        this.farSides.add(unit);
+        start(unit);
       })
       .catch((error: unknown) => {
         this.stealFailure = { error };
