@@ -10,6 +10,7 @@ import { streamKey, type Lateness, type StateStore, type StreamState } from '../
 import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
+import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import {
   resumedSettleUnit,
   runUnits,
@@ -288,7 +289,12 @@ class UnitReader {
       if (best === undefined || left.pages > best.left.pages) best = { walk, left };
     }
     if (best === undefined || best.left.pages < MIN_STEAL_PAGES) return undefined;
-    if (this.deps.client.headroom(this.resource.path) < Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
+    // A request more can cost a whole minute window where the endpoint's minute budget binds: never
+    // in a split of a minute's budget or more (its cuts were placed on whole pages for that), and
+    // elsewhere only with room for twice the pages the walks seem to have left (a guess from density).
+    const plan = this.planned;
+    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= DEFAULT_RATE_LIMITS.maxRpm) return undefined;
+    if (this.deps.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
     const at = stealCut(best.left.range, this.planned?.buckets);
     if (at === undefined) return undefined;
     const { walk, left } = best;
