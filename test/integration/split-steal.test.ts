@@ -40,11 +40,11 @@ describe('cutting running sub-windows', () => {
       const now = Date.now();
       const edge = now - 10 * DAY;
       const from = now - 40 * DAY; // before every seeded event
-      const to = edge + 90;
-      // A split a killed run left: a sub-window of a few pages, and one holding 18 pages in 90 ms with
+      const to = edge + 60;
+      // A split a killed run left: a sub-window of a few pages, and one holding 12 pages in 60 ms with
       // 20 events at every ms, so any cut falls on an instant that rows share, often across pages.
       emu.addEvents('default', 3, { timestamp: edge - 5_000 });
-      for (let ms = 0; ms < 90; ms += 1) emu.addEvents('default', 20, { timestamp: edge + ms });
+      for (let ms = 0; ms < 60; ms += 1) emu.addEvents('default', 20, { timestamp: edge + ms });
       emu.addEvents('default', 2, { timestamp: to });
       const state: StateDocument = {
         version: 1,
@@ -54,7 +54,7 @@ describe('cutting running sub-windows', () => {
       };
       writeFileSync(statePathOf(d), JSON.stringify(state));
       const { logger, lines } = capturingLogger();
-      const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], batchRows: 50, concurrency: 4, client: { logger } });
+      const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], batchRows: 200, concurrency: 4, client: { logger } });
       expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
 
       const cuts = lines.filter((l) => String(l.msg).startsWith('running sub-window cut')).map((l) => Date.parse(String(l.at)));
