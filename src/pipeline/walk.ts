@@ -30,7 +30,7 @@ export interface WalkOptions {
   /** A split walk's sub-window on another field than the window's (see `WalkRequest.partFilter`). */
   readonly partFilter?: PartFilter;
   /**
-   * The walk's live range, when it may be cut while it runs (tail work-stealing, `split.ts`): rows
+   * The walk's live range, when it may be cut while it runs (tail work-stealing, `stream.ts`): rows
    * are kept by `bounds.window` as it is when each page is read, and the walk ends at the first
    * page past its far edge (the records' order seen so far allowing).
    */
