@@ -90,6 +90,7 @@ async function measure(
       );
     },
     stats: () => scheduler.stats(),
+    headroom: (endpoint) => scheduler.headroom?.(endpoint) ?? Number.POSITIVE_INFINITY,
     onRateLimited: (endpoint, retryAfterMs) => {
       rateLimitedAt.push((Date.now() - started) / 1000);
       scheduler.onRateLimited(endpoint, retryAfterMs);
@@ -206,6 +207,12 @@ function printBreakdown(m: Measured): void {
       perSecond[i] = (perSecond[i] ?? 0) + 1;
     }
     process.stdout.write(`  sends per second: ${Array.from(perSecond, (n) => n ?? 0).join(' ')}\n`);
+    // The start: what goes out before the walks fill the budget (one round trip after another is the loss).
+    const firstAt = (sends[0] as number) - m.startedAt;
+    const early = [...t].filter((r) => r.sentAt !== undefined).sort((a, b) => (a.sentAt as number) - (b.sentAt as number)).slice(0, 12);
+    process.stdout.write(`  first requests (ms from the start): ${early.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')} (first at ${firstAt} ms)\n`);
+    const late = [...t].filter((r) => r.sentAt !== undefined).sort((a, b) => (a.sentAt as number) - (b.sentAt as number)).slice(-12);
+    process.stdout.write(`  last requests (ms from the start): ${late.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')}\n`);
   }
   const within = (times: readonly number[], to: number): number => times.filter((v) => v > to - 1000 && v <= to).length;
   const server = busiest(arrivals);

@@ -111,6 +111,7 @@ export function syncProgressHooks(tracker: ProgressTracker): RunHooks {
       if (result.outcome === 'failed') tracker.streamFailed(result.resource, result.scope, result.error?.message ?? 'unknown error');
     },
     onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored, page.records),
+    onBacklog: (resource, pending) => tracker.backlog(resource, pending),
   };
 }
 

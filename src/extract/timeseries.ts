@@ -40,6 +40,8 @@ export interface RecordsOverTime {
   readonly total: number;
   /** Requests made. */
   readonly requests: number;
+  /** Round trips they took (requests sent at once count once). */
+  readonly rounds: number;
   /** The interval of the buckets. */
   readonly interval: Interval;
 }
@@ -87,6 +89,11 @@ export async function timeseries(
  * Where the records of `window` lie: one timeseries at the finest interval the window allows, then,
  * while the records start well after the window does (a first sync from the epoch), again from the
  * first bucket holding records, finer (at most `maxRequests` in all).
+ *
+ * A window longer than the hours one request can hold also asks its last `MAX_BUCKETS` hours at
+ * once, beside the coarse request: when the coarse answer shows every record inside them (an
+ * account younger than two months), that answer is the finer one, a round trip sooner (a first
+ * sync's walks start one latency earlier, for one request of the timeseries endpoint's budget).
  */
 export async function recordsOverTime(
   client: ApiClient,
@@ -98,8 +105,23 @@ export async function recordsOverTime(
 ): Promise<RecordsOverTime> {
   let asked = window;
   let interval = intervalFor(asked);
+  const recent: TimeWindow = { fromMs: Math.max(window.fromMs, window.toMs - (MAX_BUCKETS - 2) * LENGTH_MS.hour), toMs: window.toMs };
+  const guess =
+    maxRequests >= 2 && INTERVALS.indexOf(interval) > INTERVALS.indexOf('hour') && intervalFor(recent) === 'hour'
+      ? timeseries(client, decl, scope, recent, 'hour', ctx)
+      : undefined;
+  guess?.catch(() => undefined);
   let result = await timeseries(client, decl, scope, asked, interval, ctx);
   let requests = 1;
+  if (guess !== undefined) {
+    requests += 1;
+    const first = result.buckets[0];
+    if (first === undefined || first.window.fromMs >= recent.fromMs) {
+      const finer = await guess;
+      return { buckets: finer.buckets, total: Math.max(finer.total, result.total), requests, rounds: 1, interval: 'hour' };
+    }
+  }
+  let rounds = 1;
   for (; requests < maxRequests; requests += 1) {
     const first = result.buckets[0];
     if (first === undefined) break;
@@ -109,10 +131,11 @@ export async function recordsOverTime(
     asked = narrowed;
     interval = finer;
     const again = await timeseries(client, decl, scope, asked, interval, ctx);
+    rounds += 1;
     // Nothing lies before the narrowed window (the coarser answer said so): say it, so buckets cover the window.
     result = again;
   }
-  return { buckets: result.buckets, total: result.total, requests, interval };
+  return { buckets: result.buckets, total: result.total, requests, rounds, interval };
 }
 
 /**

@@ -43,5 +43,8 @@ export function observedBudget(inner: RequestBudget, observer: BudgetObserver): 
     stats(): BudgetStats {
       return inner.stats();
     },
+    headroom(endpoint: string): number {
+      return inner.headroom?.(endpoint) ?? Number.POSITIVE_INFINITY;
+    },
   };
 }

@@ -41,6 +41,12 @@ export interface RequestBudget {
   /** The server answered 429 for `endpoint`: pause that bucket and lower its rate. */
   onRateLimited(endpoint: string, retryAfterMs: number | undefined): void;
   stats(): BudgetStats;
+  /**
+   * Requests to `endpoint` its per-minute budget still allows before it binds (configured or
+   * adapted rate, minus those started within the window and those waiting). Optional: a budget
+   * without it is taken as unbounded. Split walks ask it before adding a request to cut a walk.
+   */
+  headroom?(endpoint: string): number;
 }
 
 /** Limits of the Query API. Sources: `../shared/spec/query-api.md`, section Limits. */

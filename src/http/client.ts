@@ -121,6 +121,14 @@ export class ApiClient {
   /** Per endpoint and kind of wait: when the last long-wait line was logged (one line per interval). */
   private readonly waitLogged = new Map<string, number>();
 
+  /**
+   * Requests to `endpoint` its per-minute budget still allows before it binds (see
+   * `RequestBudget.headroom`); unbounded when the budget cannot say.
+   */
+  headroom(endpoint: string): number {
+    return this.options.budget.headroom?.(endpoint) ?? Number.POSITIVE_INFINITY;
+  }
+
   constructor(options: ApiClientOptions) {
     this.options = options;
     this.retry = { ...DEFAULT_RETRY, ...options.retry };

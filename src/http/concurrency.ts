@@ -65,6 +65,7 @@ export class ConcurrencyController {
   #samples = 0;
   #lastCutAt = Number.NEGATIVE_INFINITY;
   #peak: number;
+  #recentShare = 0;
 
   constructor(options: ConcurrencyOptions) {
     const min = options.min ?? 1;
@@ -98,6 +99,20 @@ export class ConcurrencyController {
     return this.#peak;
   }
 
+  /**
+   * Share of the last few requests' time spent queued for budget (a moving average, weight 1/5 per
+   * sample): it follows the budget within a round trip or two, where the limit follows it by one
+   * walk per period. Below `growBelow`: the walks wait on the network, not the budget.
+   */
+  get recentBudgetShare(): number {
+    return this.#recentShare;
+  }
+
+  /** Whether the recent requests waited on the network rather than the budget (see `recentBudgetShare`). */
+  get networkBound(): boolean {
+    return this.#recentShare < this.#growBelow;
+  }
+
   /** Whether the limit is still doubling per round trip. */
   get inSlowStart(): boolean {
     return this.#slowStart;
@@ -117,6 +132,7 @@ export class ConcurrencyController {
     const now = this.#now();
     const waited = Math.max(0, sample.waitedMs);
     const total = waited + Math.max(0, sample.latencyMs);
+    this.#recentShare = 0.8 * this.#recentShare + 0.2 * (total === 0 ? 0 : waited / total);
     if (sample.rateLimited === true) {
       this.#slowStart = false;
       if (now - this.#lastCutAt >= this.#periodMs) {

@@ -218,6 +218,12 @@ class Scheduler implements RequestBudget {
     this.#requestDispatch();
   }
 
+  headroom(endpoint: string): number {
+    const now = this.#now();
+    const bucket = this.#bucket(endpoint);
+    return bucket.rpmAt(now) - bucket.starts.countWithin(now, this.#minuteWindowMs) - bucket.waiting.size;
+  }
+
   stats(): BudgetStats {
     const now = this.#now();
     const endpoints: Record<string, EndpointStats> = {};

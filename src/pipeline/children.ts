@@ -127,6 +127,8 @@ export interface ChildQueueOptions {
   readonly parent?: ResourceDefinition;
   readonly selection: Exclude<ChildSelection, 'none'>;
   readonly lookbackMs: number;
+  /** Called with the units pending across projects after each change (the progress ETA of the backlog). */
+  readonly onBacklog?: (pending: number) => void;
 }
 
 /**
@@ -195,7 +197,19 @@ export class ChildQueue {
       return next;
     });
     // Inside a batch's commit the units exist once it is durable: wake the drains then.
-    this.state.whenCommitted(() => this.wake());
+    this.state.whenCommitted(() => {
+      this.reportBacklog();
+      this.wake();
+    });
+  }
+
+  /** Units pending across projects, to `onBacklog`. */
+  private reportBacklog(): void {
+    const report = this.options.onBacklog;
+    if (report === undefined) return;
+    let pending = 0;
+    for (const units of Object.values(this.units())) pending += Object.keys(units.pending).length;
+    report(pending);
   }
 
   /** Up to `n` pending units of a project, oldest parent first, skipping those in flight. */
@@ -226,6 +240,8 @@ export class ChildQueue {
       }
       return { ...section, [project]: { pending, done } };
     });
+    // Inside a batch's commit the units are done once it is durable: count them then.
+    this.state.whenCommitted(() => this.reportBacklog());
   }
 
   /** Resolves at the next enqueue or parent end. */

@@ -7,8 +7,9 @@ import type { Clock } from '../core/types.js';
  * The ETA comes from the plan: with a planned page count, a resource's expected total time is the
  * larger of the plan's minimum time (the floor of the rate limits) and the time so far divided by
  * the share of planned pages read. Early in a run the floor dominates (the first burst is fast, the
- * minute limit then binds), later the observed pace does. Past its planned pages a resource that is
- * still running (a per-parent backlog the run grows as it stores parents) has no estimate: "ETA ?",
+ * minute limit then binds), later the observed pace does. A per-parent backlog the run grows as it
+ * stores parents (traces per event) is estimated from what is queued now: one request per pending
+ * parent at its drain's pace, never faster than an endpoint's minute limit. Without either, "ETA ?",
  * never a misleading 0.
  */
 
@@ -97,6 +98,8 @@ interface Counter {
   backoffUntil?: number;
   backoffReason?: string;
   endpoint?: string;
+  /** A per-parent backlog: parents still waiting for their children (one request each), as last told. */
+  backlog?: number;
 }
 
 /** Lane names: `<resource>|<scope>` for walks, `plan|…` for the plan's count requests. */
@@ -211,6 +214,11 @@ export class ProgressTracker {
     this.counter(resource).windowsDone += 1;
   }
 
+  /** A per-parent child resource's backlog is now `pending` requests (the run grows it as it stores parents). */
+  backlog(resource: string, pending: number): void {
+    this.counter(resource).backlog = pending;
+  }
+
   /** A page of `records` was read; `rowsStored` rows were written after it (0 until a batch fills). */
   page(resource: string, rowsStored: number, records = rowsStored): void {
     const c = this.counter(resource);
@@ -242,7 +250,7 @@ export class ProgressTracker {
         windowsDone: c.windowsDone,
         windowsTotal: c.windowsTotal,
         rowsPerSecond: since > 0 ? c.read / since : 0,
-        etaSeconds: done ? 0 : eta(elapsed, c, planned),
+        etaSeconds: done ? 0 : eta(elapsed, c, planned, since),
         done,
         resumed: planned?.resumed === true,
         failed,
@@ -296,16 +304,32 @@ function newCounter(): Counter {
   return { rows: 0, read: 0, pages: 0, windowsDone: 0, windowsTotal: 0, skipped: 0, failed: [], queued: new Map() };
 }
 
-function eta(elapsed: number, c: Counter, planned: ResourcePlan | undefined): number | undefined {
+/**
+ * Requests per second one endpoint may make (`--max-rpm`'s default, 400 a minute): a backlog drains
+ * no faster than this, whatever its pace so far.
+ */
+const BACKLOG_MAX_PER_SECOND = 400 / 60;
+
+function eta(elapsed: number, c: Counter, planned: ResourcePlan | undefined, since: number): number | undefined {
+  // A per-parent backlog (traces of the events just stored): one request per pending parent, at the
+  // pace its drain has kept (after a few seconds of it), never faster than an endpoint's minute
+  // limit. It grows while its parents are read, so this is the time for what is queued now.
+  const backlogEta = (): number | undefined => {
+    if (c.backlog === undefined) return undefined;
+    const pace = since >= 5 && c.pages > 0 ? Math.min(c.pages / since, BACKLOG_MAX_PER_SECOND) : BACKLOG_MAX_PER_SECOND;
+    return c.backlog / pace;
+  };
   if (planned?.pages !== undefined && planned.pages > 0) {
-    // Every planned page read and still going (a per-parent backlog the run itself grows: traces of
-    // the events it just stored): the plan no longer says how much is left, and 0 would be a lie.
-    if (c.pages >= planned.pages) return undefined;
+    // Every planned page read and still going (a per-parent backlog the run itself grows): the plan
+    // no longer says how much is left, and 0 would be a lie; the backlog does, when it is known.
+    if (c.pages >= planned.pages) return backlogEta();
     const share = c.pages / planned.pages;
     const byPace = share > 0 ? elapsed / share : 0;
     const expected = Math.max(planned.minimumSeconds ?? 0, byPace);
-    return Math.max(0, expected - elapsed);
+    return Math.max(0, expected - elapsed, backlogEta() ?? 0);
   }
+  const fromBacklog = backlogEta();
+  if (fromBacklog !== undefined) return fromBacklog;
   // No plan: the share of windows done (only meaningful with many windows).
   const ran = c.windowsDone - c.skipped;
   const toRun = c.windowsTotal - c.skipped;

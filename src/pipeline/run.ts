@@ -76,6 +76,8 @@ export interface RunHooks {
   readonly onStreamDone?: (result: StreamResult) => void;
   /** After each page of a walk. */
   readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+  /** A per-parent child resource's backlog changed: `pending` parents wait for their children (one request each). */
+  readonly onBacklog?: (resource: string, pending: number) => void;
 }
 
 /**
@@ -100,27 +102,30 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 
-  // Per-parent children (traces per event): learn once whether the server lists them by time.
+  // Per-parent children (traces per event): learn once whether the server lists them by time. The
+  // probes go out while the tables are described, and no stream waits for them but the child's own
+  // (its mode) and the parent's first stored batch (whether to queue its children): the other
+  // streams' first requests leave at once, not one round trip later.
   const selection = options.children ?? 'traced';
   let resources = options.resources;
-  const childQueues = new Map<string, ChildQueue>();
   const children = options.resources.filter((r) => r.perParent !== undefined);
-  // The one-time probes go out while the tables are described (start-up is one round trip, not two).
-  const learned = selection === 'none' ? [] : children.map((child) => learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal));
-  learned.forEach((p) => p.catch(() => undefined));
+  /** Each child's queue (counting its parents from the start), and whether the probe says to use it. */
+  const childQueues = new Map<string, { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }>();
+  if (selection === 'none') {
+    resources = resources.filter((r) => !children.includes(r));
+  } else {
+    for (const child of children) {
+      const parent = options.resources.find((r) => r.name === child.perParent?.parent);
+      const byParent = learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal).then((b) => b === true);
+      byParent.catch(() => undefined);
+      const onBacklog = hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
+      const queue = new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs, ...(onBacklog === undefined ? {} : { onBacklog }) }, deps.state, deps.clock);
+      childQueues.set(child.name, { queue, byParent });
+    }
+  }
   const described = new Map<string, Awaited<ReturnType<Destination['describe']>>>();
   for (const resource of resources) described.set(resource.name, await deps.destination.describe(resource.name));
-  for (const [i, child] of children.entries()) {
-    if (selection === 'none') {
-      resources = resources.filter((r) => r !== child);
-      continue;
-    }
-    const byParent = await learned[i];
-    if (byParent !== true) continue;
-    const parent = options.resources.find((r) => r.name === child.perParent?.parent);
-    childQueues.set(child.name, new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs }, deps.state, deps.clock));
-  }
-  const queuesOfParent = (parent: ResourceDefinition): ChildQueue[] =>
+  const queuesOfParent = (parent: ResourceDefinition): { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }[] =>
     [...childQueues.entries()].filter(([name]) => resources.find((r) => r.name === name)?.perParent?.parent === parent.name).map(([, q]) => q);
 
   const trackers = new Map<string, SchemaTracker>();
@@ -133,8 +138,19 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     const onPage = hooks.onPage;
     const pageHook = onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }): void => onPage(resource.name, scope.key, page);
     const tracker = trackers.get(resource.name) as SchemaTracker;
-    const queue = childQueues.get(resource.name);
     let result: StreamResult;
+    const child = childQueues.get(resource.name);
+    let queue: ChildQueue | undefined;
+    try {
+      queue = child !== undefined && (await child.byParent) ? child.queue : undefined;
+    } catch (error) {
+      // The probe could not record what it learned (a state write): this child fails, alone.
+      const err = error instanceof Error ? error : new Error(String(error));
+      deps.logger.error({ resource: resource.name, project: scope.key }, err.message);
+      result = { ...failedBeforeStart(resource, err), scope: scope.key };
+      hooks.onStreamDone?.(result);
+      return result;
+    }
     if (queue !== undefined) {
       result = await drainChildren(resource, scope, deps, {
         queue,
@@ -148,18 +164,22 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
       });
     } else {
       // Parents enqueue their children's work units with each stored batch (synchronously counted
-      // as running before the first await, so no drain ends before its parents start).
+      // as running before the first await, so no drain ends before its parents start), once the
+      // child's probe said it is read per parent.
       const queues = queuesOfParent(resource);
-      for (const q of queues) q.parentStarted();
+      for (const q of queues) q.queue.parentStarted();
+      const enqueue = async (rows: Parameters<NonNullable<StreamOptions['onStored']>>[0]): Promise<void> => {
+        await Promise.all(queues.map(async (q) => ((await q.byParent.catch(() => false)) ? q.queue.enqueue(rows) : undefined)));
+      };
       try {
         result = await syncStream(resource, scope, tracker, deps, {
           ...streamOptions,
           onProjects: scopeHooks.onProjects,
           onPage: pageHook,
-          onStored: queues.length === 0 ? undefined : async (rows) => void (await Promise.all(queues.map((q) => q.enqueue(rows)))),
+          onStored: queues.length === 0 ? undefined : enqueue,
         });
       } finally {
-        for (const q of queues) q.parentDone();
+        for (const q of queues) q.queue.parentDone();
       }
     }
     hooks.onStreamDone?.(result);

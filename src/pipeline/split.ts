@@ -88,22 +88,20 @@ export async function planSplit(
   try {
     const startedAt = deps.clock.now();
     const waitedBefore = ctx.stats.waitedMs;
+    // The count (where the resource has one) does not depend on the timeseries: both go out at once.
+    const counted = decl.exact || decl.count === undefined ? undefined : countPages(resource, decl.count, scope, window, deps.client, ctx);
+    counted?.catch(() => undefined);
     const lie = await recordsOverTime(deps.client, decl, scope, window, ctx);
     // Without a first page, the timeseries' own answer time says how many walks the budget can use.
-    const latencyMs = first?.latencyMs ?? Math.max(0, (deps.clock.now() - startedAt - (ctx.stats.waitedMs - waitedBefore)) / lie.requests);
+    // (Requests sent at once wait for budget side by side: their waits are counted once.)
+    const waited = ((ctx.stats.waitedMs - waitedBefore) * lie.rounds) / lie.requests;
+    const latencyMs = first?.latencyMs ?? Math.max(0, (deps.clock.now() - startedAt - waited) / lie.rounds);
     const cap = Math.min(maxParts, partsForLatency(latencyMs));
     let pages: number;
     if (decl.exact) {
       pages = lie.total / resource.maxPageSize;
-    } else if (decl.count !== undefined) {
-      const { path, param, value } = decl.count;
-      const query: Record<string, string | undefined> = {
-        [param]: value,
-        [decl.timeseriesGte]: new Date(window.fromMs).toISOString(),
-        [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
-      };
-      if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
-      pages = readTotal(await deps.client.getJson({ endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
+    } else if (counted !== undefined) {
+      pages = await counted;
     } else {
       // The first page's share of where records lie (by the proxy) says how many pages there are.
       const span = first === undefined ? undefined : cursorSpan(resource, first.records);
@@ -129,6 +127,26 @@ export async function planSplit(
     );
     return undefined;
   }
+}
+
+/** Pages the resource's own count endpoint says `window` holds. */
+async function countPages(
+  resource: ResourceDefinition,
+  count: NonNullable<NonNullable<ResourceDefinition['split']>['count']>,
+  scope: ProjectScope,
+  window: TimeWindow,
+  client: ApiClient,
+  ctx: CallContext,
+): Promise<number> {
+  const decl = resource.split as NonNullable<ResourceDefinition['split']>;
+  const { path, param, value } = count;
+  const query: Record<string, string | undefined> = {
+    [param]: value,
+    [decl.timeseriesGte]: new Date(window.fromMs).toISOString(),
+    [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
+  };
+  if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
+  return readTotal(await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
 }
 
 /**
@@ -187,6 +205,27 @@ export function resplit(resource: ResourceDefinition, part: TimeWindow, first: F
   if (pages < 3 * perPart) return undefined;
   const subs = splitByCounts(part, Math.min(maxParts, Math.floor(pages / perPart)), plan.buckets);
   return subs.length >= 2 ? subs : undefined;
+}
+
+/**
+ * Least pages a running walk must have left (by the density it has seen) for its far half to be
+ * handed to a free slot: each side keeps two pages or more, so the one request a cut costs (the
+ * page the walk reads past the cut, or the new walk's partial last page) buys at least a page's
+ * round trip.
+ */
+export const MIN_STEAL_PAGES = 4;
+
+/**
+ * Where to cut what a running walk has left (`range`, see `WalkBounds.left`) so each side holds
+ * about half its records: by the timeseries this run planned with when there is one, else at the
+ * middle. A whole ms strictly inside the range, so both sides are non-empty; `undefined` when the
+ * range is too narrow.
+ */
+export function stealCut(range: TimeWindow, buckets: readonly WindowCount[] | undefined): number | undefined {
+  if (range.toMs - range.fromMs < 2) return undefined;
+  const half = buckets === undefined ? [] : splitByCounts(range, 2, buckets);
+  const at = half.length === 2 ? (half[0] as TimeWindow).toMs : Math.floor((range.fromMs + range.toMs) / 2);
+  return Math.min(range.toMs - 1, Math.max(range.fromMs + 1, at));
 }
 
 /** A split as planned: its sub-windows, the pages each was given, and where records lie (the timeseries). */

@@ -5,18 +5,21 @@ import type { TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
-import { DEFAULT_BATCH_BYTES, walkWindow, type WalkOptions } from './walk.js';
+import { DEFAULT_BATCH_BYTES, WalkBounds, walkWindow, type WalkOptions } from './walk.js';
 import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
-import { DEFAULT_SPLIT_CONCURRENCY, newSplit, planSplit, resplit, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
+import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
+import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import {
   resumedSettleUnit,
   runUnits,
   settleWindow,
   splitUnits,
+  withPartCheckpoint,
+  withPartCut,
+  withoutPartCursor,
   syncWindowUnit,
-  unitList,
   withoutUnitCursor,
   withUnitCheckpoint,
   type SubWalk,
@@ -157,6 +160,12 @@ export async function syncStream(
   }
 }
 
+/** A split's part being walked, and its live range. */
+interface LivePart {
+  readonly unit: SyncUnit & { kind: 'part' };
+  readonly bounds: WalkBounds;
+}
+
 /**
  * The units of one sync stream: produced from its state, recorded in it (the book), read by walks.
  */
@@ -171,6 +180,13 @@ class UnitReader {
   private readonly maxParts: number;
   private readonly onStored: WalkOptions['onStored'];
   private readonly book: UnitBook<SyncUnit>;
+  /** The split's parts being walked now, each with its live range (tail work-stealing). */
+  private readonly live = new Set<LivePart>();
+  /** Units that are the far side of a cut (see `steal`), until taken. */
+  private readonly farSides = new WeakSet<SyncUnit>();
+  /** A cut being written to state: no other starts meanwhile. */
+  private stealing: Promise<void> | undefined;
+  private stealFailure: { readonly error: unknown } | undefined;
 
   constructor(
     private readonly resource: ResourceDefinition,
@@ -207,13 +223,18 @@ class UnitReader {
    * window's unit may end by planning a split: the split's parts come next.
    */
   windowUnits(): UnitSource<SyncUnit> {
-    let parts: UnitSource<SyncUnit> | undefined;
+    /** The split's parts not yet started (units handed back are taken first); `undefined`: no split under way. */
+    let parts: SyncUnit[] | undefined;
     let partCount = 0;
     return {
       take: (running) => {
         if (parts !== undefined) {
-          const part = parts.take(running);
+          const part = parts.shift();
           if (part !== undefined) return part;
+          // No part left to start while slots are free: the far half of a long running walk.
+          const list = parts;
+          const stolen = this.steal((far) => list.unshift(far));
+          if (stolen !== undefined) return stolen;
           if (running > 0) return undefined;
           this.deps.logger.debug(
             { resource: this.resource.name, project: this.scope.key, parts: partCount, peak: this.controller.peak, limit: this.controller.limit },
@@ -228,16 +249,82 @@ class UnitReader {
           this.totals.windows += 1;
           partCount = units.length;
           this.readFrom(Date.parse(st.split?.from ?? ''));
-          parts = unitList(units);
-          return parts.take(0);
+          parts = units;
+          return parts.shift();
         }
         const unit = syncWindowUnit(st, this.options);
         if (unit === undefined || (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)) return undefined;
         this.readFrom(unit.window.fromMs);
         return unit;
       },
-      putBack: (more) => parts?.putBack?.(more),
+      putBack: (more) => parts?.unshift(...more),
+      changed: () => this.stealing ?? Promise.resolve(),
+      // The tail (every planned part started; what is queued is far sides of cuts) while the walks
+      // wait on the network, not the budget: room up to --concurrency, so a running walk can be cut
+      // and its far side walked at once, whatever the limit shrank to while the budget bound (it
+      // follows by one walk a second).
+      room: () =>
+        parts !== undefined && this.live.size > 0 && this.controller.networkBound && parts.every((p) => this.farSides.has(p)) ? this.controller.max : 0,
     };
+  }
+
+  /**
+   * Tail work-stealing: when the split has no part left to start but a running walk has many pages
+   * left, cut what it has left in two (`stealCut`): the walk keeps the near side, the far side
+   * becomes a part (`withPartCut`, one state write) handed to `start` once durable. `'wait'` while
+   * a cut is being written; `undefined` when none is worth it: no walk with `MIN_STEAL_PAGES` left,
+   * or the endpoint's per-minute budget has no room for the request a cut costs (past a multiple
+   * of 400 a page can cost a whole minute window). A failed write fails the stream (thrown at the
+   * next take).
+   */
+  private steal(start: (far: SyncUnit) => void): 'wait' | undefined {
+    if (this.stealFailure !== undefined) throw this.stealFailure.error;
+    if (this.stealing !== undefined) return 'wait';
+    let best: { walk: LivePart; left: NonNullable<ReturnType<WalkBounds['left']>> } | undefined;
+    let pagesLeft = 0;
+    for (const walk of this.live) {
+      const left = walk.bounds.left();
+      if (left === undefined) continue;
+      pagesLeft += left.pages;
+      if (best === undefined || left.pages > best.left.pages) best = { walk, left };
+    }
+    if (best === undefined || best.left.pages < MIN_STEAL_PAGES) return undefined;
+    // A request more can cost a whole minute window where the endpoint's minute budget binds: never
+    // in a split of a minute's budget or more (its cuts were placed on whole pages for that), and
+    // elsewhere only with room for twice the pages the walks seem to have left (a guess from density).
+    const plan = this.planned;
+    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= DEFAULT_RATE_LIMITS.maxRpm) return undefined;
+    if (this.deps.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
+    const at = stealCut(best.left.range, this.planned?.buckets);
+    if (at === undefined) return undefined;
+    const { walk, left } = best;
+    // The walk's checkpoints find its part by the edge it keeps from now on, before and after the cut lands.
+    const anchor = left.direction === 'desc' ? 'to' : 'from';
+    walk.bounds.anchor = anchor;
+    const ref = { part: isoWindow(walk.unit.window), anchor } as const;
+    const far: TimeWindow = left.direction === 'desc' ? { fromMs: walk.bounds.window.fromMs, toMs: at } : { fromMs: at, toMs: walk.bounds.window.toMs };
+    this.stealing = this.deps.state
+      .updateStream(this.key, (s) => withPartCut(s, ref, at))
+      .then(() => {
+        // Not in state: the walk was stored to its end before the cut landed (it read the far side too).
+        const farIso = isoWindow(far);
+        if (!(this.deps.state.stream(this.key).split?.parts.some((p) => p.from === farIso.from && p.to === farIso.to && p.cursor === undefined) ?? false)) return;
+        walk.bounds.cut(at, left.direction);
+        this.deps.logger.debug(
+          { resource: this.resource.name, project: this.scope.key, pagesLeft: Math.round(left.pages), at: new Date(at).toISOString() },
+          'running sub-window cut: its far side is read by another walk',
+        );
+        const unit: SyncUnit = { kind: 'part', window: far, split: walk.unit.split };
+        this.farSides.add(unit);
+        start(unit);
+      })
+      .catch((error: unknown) => {
+        this.stealFailure = { error };
+      })
+      .finally(() => {
+        this.stealing = undefined;
+      });
+    return 'wait';
   }
 
   /** The settle units: a re-read a killed run left, then this run's own (or only the settle mark's move: `settledTo`). */
@@ -314,7 +401,7 @@ class UnitReader {
    * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
    * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
    */
-  walk(unit: SyncUnit | undefined, onFirstPage?: (page: Page) => Promise<boolean>, sub?: SubWalk): Promise<'done' | 'abandoned'> {
+  walk(unit: SyncUnit | undefined, onFirstPage?: (page: Page) => Promise<boolean>, sub?: SubWalk, bounds?: WalkBounds): Promise<'done' | 'abandoned'> {
     const { options, resource } = this;
     // A part: rows held by all sub-walks together stay about `batchRows`, as in a backfill. A part
     // on another field than the cursor's filters the whole split window on that field.
@@ -330,6 +417,7 @@ class UnitReader {
         partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: unit.window } : undefined,
         startCursor: unit?.cursor,
         onFirstPage,
+        bounds,
         batchRows: sub === undefined ? options.batchRows : Math.max(1, Math.ceil(options.batchRows / share)),
         batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / share)),
         sampleRows: options.sampleRows,
@@ -344,8 +432,19 @@ class UnitReader {
                 options.onPage?.(page);
               },
         onStored: this.onStored,
-        checkpoint: (nextCursor) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor)),
-        onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
+        checkpoint: (nextCursor) =>
+          unit === undefined
+            ? Promise.resolve()
+            : bounds === undefined
+              ? this.book.checkpoint(unit, nextCursor)
+              : // A part that may be cut: found by its anchor as it is when the change is applied.
+                this.deps.state.updateStream(this.key, (s) => withPartCheckpoint(s, { part: isoWindow(unit.window), anchor: bounds.anchor }, nextCursor)),
+        onCursorRejected: () =>
+          unit === undefined
+            ? Promise.resolve()
+            : bounds === undefined
+              ? this.book.cursorRejected(unit)
+              : this.deps.state.updateStream(this.key, (s) => withoutPartCursor(s, { part: isoWindow(unit.window), anchor: bounds.anchor })),
       },
       this.deps,
       this.totals,
@@ -367,7 +466,15 @@ class UnitReader {
             await this.book.replace?.(part, replaced);
             return true;
           });
-    const ended = await this.walk(part, onFirstPage, sub);
+    // A part on the cursor field may be cut while it runs (its far side handed to a free slot).
+    const live: LivePart | undefined = onField ? undefined : { unit: part, bounds: new WalkBounds(part.window, resource) };
+    if (live !== undefined) this.live.add(live);
+    let ended: 'done' | 'abandoned';
+    try {
+      ended = await this.walk(part, onFirstPage, sub, live?.bounds);
+    } finally {
+      if (live !== undefined) this.live.delete(live);
+    }
     return ended === 'abandoned' && replaced !== undefined ? replaced.map((window) => ({ kind: 'part', window, split: part.split })) : undefined;
   }
 

@@ -128,13 +128,34 @@ export function withoutUnitCursor(s: StreamState, unit: SyncUnit): StreamState {
 }
 
 /**
+ * Which part of `split.parts` a walk of `part` is: the one with its window, or, once the walk was
+ * cut while it ran (`withPartCut`), the one that keeps the edge it started from (`anchor`). Parts
+ * are disjoint, so no two share an edge value; the anchored match finds the part before and after
+ * the cut is committed, whichever commit lands first.
+ */
+export interface PartRef {
+  readonly part: PendingWindow;
+  readonly anchor?: 'from' | 'to' | undefined;
+}
+
+function isPart(ref: PartRef): (p: PendingWindow) => boolean {
+  const { part, anchor } = ref;
+  if (anchor === undefined) return (p) => p.from === part.from && p.to === part.to;
+  const from = Date.parse(part.from);
+  const to = Date.parse(part.to);
+  return (p) => p[anchor] === part[anchor] && Date.parse(p.from) >= from && Date.parse(p.to) <= to;
+}
+
+const asRef = (part: PendingWindow | PartRef): PartRef => ('part' in part ? part : { part });
+
+/**
  * A sub-window's checkpoint: its next cursor, or (`null`) it is stored to the end and leaves the
  * split; when none is left, the mark moves to the end of the window, in the same write.
  */
-export function withPartCheckpoint(s: StreamState, part: PendingWindow, nextCursor: string | null): StreamState {
+export function withPartCheckpoint(s: StreamState, part: PendingWindow | PartRef, nextCursor: string | null): StreamState {
   const split = s.split;
   if (split === undefined) return s;
-  const same = (p: PendingWindow): boolean => p.from === part.from && p.to === part.to;
+  const same = isPart(asRef(part));
   if (nextCursor !== null) {
     return { ...s, split: { ...split, parts: split.parts.map((p) => (same(p) ? { from: p.from, to: p.to, cursor: nextCursor } : p)) } };
   }
@@ -145,13 +166,34 @@ export function withPartCheckpoint(s: StreamState, part: PendingWindow, nextCurs
 }
 
 /** The server refused a sub-window's checkpoint cursor: that sub-window restarts from its first page. */
-export function withoutPartCursor(s: StreamState, part: PendingWindow): StreamState {
+export function withoutPartCursor(s: StreamState, part: PendingWindow | PartRef): StreamState {
   const split = s.split;
   if (split === undefined) return s;
+  const same = isPart(asRef(part));
   return {
     ...s,
-    split: { ...split, parts: split.parts.map((p) => (p.from === part.from && p.to === part.to ? { from: p.from, to: p.to } : p)) },
+    split: { ...split, parts: split.parts.map((p) => (same(p) ? { from: p.from, to: p.to } : p)) },
   };
+}
+
+/**
+ * A part being walked, cut at `atMs` (tail work-stealing): the walk keeps the side it started from
+ * with its cursor (newest first: [atMs, to); oldest first: [from, atMs)), and the far side becomes a
+ * part of its own, read from its first page. One state write: a kill keeps the whole part or both
+ * halves. The cut must lie inside the part as it is in state (else nothing changes: the part was
+ * stored to the end meanwhile, or cut already).
+ */
+export function withPartCut(s: StreamState, ref: PartRef & { readonly anchor: 'from' | 'to' }, atMs: number): StreamState {
+  const split = s.split;
+  if (split === undefined) return s;
+  const same = isPart(ref);
+  const at = iso(atMs);
+  const parts = split.parts.flatMap((p) => {
+    if (!same(p) || !(Date.parse(p.from) < atMs && atMs < Date.parse(p.to))) return [p];
+    const cursor = p.cursor === undefined ? {} : { cursor: p.cursor };
+    return ref.anchor === 'to' ? [{ from: at, to: p.to, ...cursor }, { from: p.from, to: at }] : [{ from: p.from, to: at, ...cursor }, { from: at, to: p.to }];
+  });
+  return { ...s, split: { ...split, parts } };
 }
 
 // ---- the ledger's producer (backfill, `verify --repair`, and the plan of a backfill) ----
@@ -200,6 +242,12 @@ export interface UnitSource<U> {
   putBack?(units: readonly U[]): void;
   /** A unit ended (stored to the end, or not). */
   release?(unit: U): void;
+  /**
+   * Units that may run at once beyond the limit now (the source's own judgement, e.g. the far side
+   * of a running walk cut at the tail while the walks wait on the network: the adaptive limit,
+   * shrunk while the budget bound, follows by one walk a second).
+   */
+  room?(running: number): number;
 }
 
 /** A list of units that grows at its front (units handed back are taken first). */
@@ -231,7 +279,7 @@ export async function runUnits<U>(
 ): Promise<'done' | 'aborted'> {
   const { ctx: streamCtx, clock, slots } = options;
   const controller = typeof options.limit === 'number' ? undefined : options.limit;
-  const limit = (): number => (typeof options.limit === 'number' ? options.limit : options.limit.limit);
+  const limit = (): number => Math.max(typeof options.limit === 'number' ? options.limit : options.limit.limit, source.room?.(running) ?? 0);
   const aborted = (): boolean => streamCtx.signal?.aborted === true;
   let running = 0;
   let failure: unknown;

@@ -30,6 +30,12 @@ export interface WalkOptions {
   /** A split walk's sub-window on another field than the window's (see `WalkRequest.partFilter`). */
   readonly partFilter?: PartFilter;
   /**
+   * The walk's live range, when it may be cut while it runs (tail work-stealing, `stream.ts`): rows
+   * are kept by `bounds.window` as it is when each page is read, and the walk ends at the first
+   * page past its far edge (the records' order seen so far allowing).
+   */
+  readonly bounds?: WalkBounds;
+  /**
    * Called with the first page of a walk from the window's start (not a resumed one), before any of
    * it is stored: resolving `true` abandons the walk (nothing stored, no checkpoint), e.g. because
    * the window is to be read split.
@@ -145,7 +151,8 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
           return 'abandoned';
         }
       }
-      const past = order.pastWindow(page.records);
+      const cut = options.bounds?.observe(page.records) ?? false;
+      const past = order.pastWindow(page.records) || cut;
       const hasMore = page.hasMore && !past;
       // Fetch the next page while this one is normalized and written: the walk's requests keep
       // flowing during a write. (Its rejection, if any, surfaces at the await above.)
@@ -158,7 +165,7 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       let stored = 0;
       let writtenInPage = false;
       for (const record of page.records) {
-        if (window !== undefined && !inWindow(resource, record, window, ctx)) continue;
+        if (window !== undefined && !inWindow(resource, record, options.bounds?.window ?? window, ctx)) continue;
         const row = normalize(options, record);
         if (scope.header === '*') seenProjects.add(String(row[PROJECT_COLUMN]));
         buffer.push(row);
@@ -193,7 +200,14 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   } catch (error) {
     if (!(error instanceof CursorRejectedError)) throw error;
     await refusedCursor(error, options, deps, restarts, pagesInWalk);
-    return walkWindow({ ...options, startCursor: undefined, onFirstPage: undefined }, deps, totals, restarts + 1);
+    // A walk cut while it ran restarts over what is left to it (and learns its records' order again).
+    options.bounds?.restart();
+    return walkWindow(
+      { ...options, window: options.bounds?.window ?? window, startCursor: undefined, onFirstPage: undefined },
+      deps,
+      totals,
+      restarts + 1,
+    );
   }
   return 'done';
 }
@@ -274,5 +288,92 @@ class OrderWatch {
       this.lastMs = ms;
     }
     return this.ordered && this.lastMs !== undefined && this.lastMs < this.options.window.fromMs;
+  }
+}
+
+/**
+ * The live range of a walk that may be cut while it runs: what it has seen (the direction its
+ * records come in, the last cursor value), so a producer can hand the far part of what is left to
+ * another walk (`cut`), and the window it keeps rows of. The API may list newest or oldest first:
+ * the direction is read from the records (two different cursor values), and a walk whose records
+ * ever go against it is never cut and never stops early (it reads to the end of its cursor, keeping
+ * the rows of its window: overlap is harmless, keyed merges; a gap is not).
+ */
+export class WalkBounds {
+  /** Rows outside it are dropped; once cut, the part the walk still owns. */
+  window: TimeWindow;
+  /** The edge the walk started from, which it keeps when cut (`to` newest first, `from` oldest first). */
+  anchor: 'from' | 'to' | undefined;
+  private firstMs: number | undefined;
+  private lastMs: number | undefined;
+  private direction: 'asc' | 'desc' | undefined;
+  private ordered = true;
+  private pages = 0;
+
+  constructor(
+    window: TimeWindow,
+    private readonly resource: ResourceDefinition,
+  ) {
+    this.window = window;
+  }
+
+  /** A page read (before its rows are kept): whether the walk has passed its window's far edge. */
+  observe(records: readonly ApiRecord[]): boolean {
+    for (const record of records) {
+      const ms = cursorMillis(this.resource, record);
+      if (ms === undefined) continue; // inWindow reports the missing field
+      if (this.lastMs !== undefined && ms !== this.lastMs) {
+        const step = ms > this.lastMs ? 'asc' : 'desc';
+        if (this.direction === undefined && this.ordered) this.direction = step;
+        else if (step !== this.direction) this.ordered = false;
+      }
+      this.firstMs ??= ms;
+      this.lastMs = ms;
+    }
+    this.pages += 1;
+    return this.passed();
+  }
+
+  /** The walk saw a record past the far edge of its window, in an order that says no later one can be inside. */
+  passed(): boolean {
+    if (!this.ordered || this.direction === undefined || this.lastMs === undefined) return false;
+    return this.direction === 'desc' ? this.lastMs < this.window.fromMs : this.lastMs >= this.window.toMs;
+  }
+
+  /**
+   * What is left to read, and the pages it holds at the density seen so far (`undefined` while the
+   * walk cannot be cut: its order unknown or broken, fewer than two pages seen, or past its edge).
+   * Newest first, rows at the last value seen may still come: the range includes it.
+   */
+  left(): { readonly range: TimeWindow; readonly pages: number; readonly direction: 'asc' | 'desc' } | undefined {
+    const { firstMs, lastMs, direction } = this;
+    if (!this.ordered || direction === undefined || firstMs === undefined || lastMs === undefined || this.pages < 2 || this.passed()) return undefined;
+    const range = direction === 'desc' ? { fromMs: this.window.fromMs, toMs: lastMs + 1 } : { fromMs: lastMs, toMs: this.window.toMs };
+    const seen = Math.abs(lastMs - firstMs);
+    if (range.toMs - range.fromMs < 2 || seen <= 0) return undefined;
+    return { range, pages: ((range.toMs - range.fromMs) / seen) * this.pages, direction };
+  }
+
+  /**
+   * Give up the far part of what is left from `atMs` on: the walk keeps the rows before it in its
+   * direction of travel (`atMs` itself newest first: [atMs, to); oldest first: [from, atMs)), and
+   * the other side is returned for another walk. Rows equal to `atMs` belong to exactly one side.
+   */
+  cut(atMs: number, direction: 'asc' | 'desc'): TimeWindow {
+    const { fromMs, toMs } = this.window;
+    this.anchor = direction === 'desc' ? 'to' : 'from';
+    if (direction === 'desc') {
+      this.window = { fromMs: atMs, toMs };
+      return { fromMs, toMs: atMs };
+    }
+    this.window = { fromMs, toMs: atMs };
+    return { fromMs: atMs, toMs };
+  }
+
+  /** The walk starts again from its first page (a refused cursor): its order is learned again. */
+  restart(): void {
+    this.firstMs = undefined;
+    this.lastMs = undefined;
+    this.pages = 0;
   }
 }

@@ -21,12 +21,17 @@ function partsWithCursor(doc: StateDocument): number {
   return Object.values(doc.streams).reduce((n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0), 0);
 }
 
-/** Run `sync` of events in a child process; SIGKILL it once the state shows `parts` sub-windows mid-walk (plus `thenMs`). */
-function syncInChild(emu: Emulator, d: string, kill?: { readonly parts: number; readonly thenMs: number }): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
+/** Run `sync` of events in a child process; SIGKILL it once the state shows `parts` sub-windows mid-walk (plus `thenMs`), or `when` says so. */
+function syncInChild(
+  emu: Emulator,
+  d: string,
+  kill?: { readonly parts: number; readonly thenMs: number; readonly when?: (doc: StateDocument) => boolean },
+  extra: readonly string[] = [],
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
   const statePath = statePathOf(d);
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePath, '--log-level', 'warn', '--batch-rows', '200'],
+    [CLI, 'sync', '--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePath, '--log-level', 'warn', '--batch-rows', '200', ...extra],
     { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
@@ -37,7 +42,8 @@ function syncInChild(emu: Emulator, d: string, kill?: { readonly parts: number; 
     const poll = setInterval(() => {
       if (!existsSync(statePath)) return;
       // The store renames a whole file into place: a read is never torn.
-      if (partsWithCursor(JSON.parse(readFileSync(statePath, 'utf8')) as StateDocument) < kill.parts) return;
+      const doc = JSON.parse(readFileSync(statePath, 'utf8')) as StateDocument;
+      if (kill.when === undefined ? partsWithCursor(doc) < kill.parts : !kill.when(doc)) return;
       clearInterval(poll);
       timers.push(setTimeout(() => void child.kill('SIGKILL'), kill.thenMs));
     }, 5);
@@ -121,6 +127,49 @@ describe('split walks', () => {
       expect(after?.split).toBeUndefined();
       expect(Date.parse(after?.mark ?? '')).toBeGreaterThan(to);
     });
+  }
+
+  for (const order of ['desc', 'asc'] as const) {
+    it(`kill -9 after a running sub-window was cut: both sides resume, every row once (${order})`, async () => {
+      expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
+      const emu = await emulator({ seed: 34, eventsPerProject: 40, projects: ['default'], order, latencyMs: 10 });
+      const d = dir();
+      const now = Date.now();
+      const from = now - 40 * DAY;
+      const edge = now - 10 * DAY;
+      const to = edge + 150;
+      // A split a killed run left: a sub-window of a few pages, and one of 30 pages with 20 events
+      // at every ms; the kill lands once a cut of it is in state and its sides have cursors.
+      emu.addEvents('default', 3, { timestamp: edge - 5_000 });
+      for (let ms = 0; ms < 150; ms += 1) emu.addEvents('default', 20, { timestamp: edge + ms });
+      const iso = (ms: number): string => new Date(ms).toISOString();
+      const state: StateDocument = {
+        version: 1,
+        streams: { 'events:*': { split: { from: iso(from), to: iso(to), parts: [{ from: iso(from), to: iso(edge) }, { from: iso(edge), to: iso(to) }] } } },
+        projects: [],
+        sections: {},
+      };
+      writeFileSync(statePathOf(d), JSON.stringify(state));
+      const args = ['--concurrency', '4'];
+      const cutAndWalking = (doc: StateDocument): boolean => {
+        const parts = doc.streams['events:*']?.split?.parts ?? [];
+        const inDense = parts.filter((p) => Date.parse(p.from) >= edge);
+        return inDense.length >= 2 && inDense.filter((p) => p.cursor !== undefined).length >= 2;
+      };
+      const killed = await syncInChild(emu, d, { parts: 0, thenMs: 0, when: cutAndWalking }, args);
+      expect(killed.signal, killed.out).toBe('SIGKILL');
+      const left = (await StateStore.read(statePathOf(d))).streams['events:*'];
+      // State never moves past data not stored: the split is open, the dense sub-window in two or more parts.
+      expect(left?.split?.parts.filter((p) => Date.parse(p.from) >= edge).length ?? 0).toBeGreaterThanOrEqual(2);
+      expect(left?.mark).toBeUndefined();
+
+      const final = await syncInChild(emu, d, undefined, args);
+      expect(final.code, final.out).toBe(0);
+      const after = (await StateStore.read(statePathOf(d))).streams['events:*'];
+      expect(after?.split).toBeUndefined();
+      const rows = await readTable(d, 'events');
+      expectTableMatches(rows, emu.snapshot('events', 'default'), 'id', 'events');
+    }, 120_000);
   }
 
   it('a window with few pages is read in one walk: no count, a timeseries only on the first sync, no partial page spent', async () => {

@@ -187,14 +187,16 @@ describe('authentication and project scope errors', () => {
     const err = summary.streams[0]?.error;
     expect(err?.message).toMatch(/API key was rejected \(401\).*Organization API Key/);
     expect(err?.message).not.toContain(emu.writeKey);
-    expect(emu.stats().requests).toBe(1);
+    // No retry: a first sync's one round trip (the timeseries over all history and over its last
+    // two months, sent at once), each request once.
+    expect(emu.stats().byEndpoint).toEqual({ '/v1/events/timeseries': 2 });
   });
 
   it('an archived project gets a 403 message naming the slug', async () => {
     const emu = await emulator({ seed: 1, eventsPerProject: 20 });
     const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: dir(), project: 'legacy', resources: [events] });
     expect(summary.streams[0]?.error?.message).toMatch(/project "legacy" was refused \(403\)/);
-    expect(emu.stats().requests).toBe(1);
+    expect(emu.stats().byEndpoint).toEqual({ '/v1/events/timeseries': 2 }); // one round trip, no retry
   });
 });
 

@@ -6,7 +6,8 @@ import { traces } from '../../connectors/traces.js';
 import { childBacklog, DEFAULT_CHILD_CONCURRENCY } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { runSync } from '../../src/pipeline/run.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -40,6 +41,22 @@ describe('traces read per event (a durable backlog of work units)', () => {
     const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', resources: [events, traces], children: 'all' });
     expect(second.ok).toBe(true);
     expect(emu.stats().byEndpoint['/v1/traces'] ?? 0).toBe(0); // the lookback re-read queues nothing already done
+  });
+
+  it('tells the progress how many events wait for their traces as the backlog grows and drains, down to none', async () => {
+    const emu = await emulator({ seed: 24, eventsPerProject: 120, projects: ['default'] });
+    const d = dir();
+    seedPerEventState(d);
+    const told: number[] = [];
+    const summary = await withPipeline({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d }, 'sync', (deps) =>
+      runSync({ resources: [events, traces], project: 'default', children: 'all', lookbackMs: 15 * 60_000 }, deps, {
+        onBacklog: (resource, pending) => void (resource === 'traces' && told.push(pending)),
+      }),
+    );
+    expect(summary.ok).toBe(true);
+    expect(Math.max(...told)).toBeGreaterThan(0);
+    expect(Math.max(...told)).toBeLessThanOrEqual(emu.snapshot('events', 'default').length);
+    expect(told.at(-1)).toBe(0);
   });
 
   it('killed mid-drain (SIGKILL) with chunks read at once, the next run reads the rest: every span stored, at most the chunks in flight read twice', async () => {

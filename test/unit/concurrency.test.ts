@@ -16,6 +16,25 @@ const network = { waitedMs: 0, latencyMs: 300 };
 const budget = { waitedMs: 900, latencyMs: 100 };
 
 describe('ConcurrencyController', () => {
+  it('says within a few requests whether they wait on the network or the budget, where the limit follows by one walk a period', () => {
+    const { c, clock } = controller({ max: 16, initial: 8 });
+    for (let i = 0; i < 20; i += 1) {
+      clock.advance(50);
+      c.record(budget);
+    }
+    expect(c.networkBound).toBe(false);
+    const limitBefore = c.limit;
+    let samples = 0;
+    while (!c.networkBound) {
+      clock.advance(50);
+      c.record(network);
+      samples += 1;
+    }
+    expect(samples).toBeLessThanOrEqual(12);
+    // The limit has not caught up in that time (under a second).
+    expect(c.limit).toBeLessThanOrEqual(limitBefore);
+  });
+
   it('starts small and, while requests wait on the network, grows by one per sample (doubling per round trip) up to the bound', () => {
     const { c, clock } = controller({ max: 16 });
     expect(c.limit).toBe(1);

@@ -64,6 +64,23 @@ describe('ProgressTracker', () => {
     expect(t.snapshot().etaSeconds).toBe(0);
   });
 
+  it('a per-parent backlog has an ETA: one request per pending parent, at its drain pace, never faster than a minute limit', () => {
+    const clock = fakeClock();
+    const t = new ProgressTracker(clock, { resources: { traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 1 });
+    t.addWindows('traces', 1);
+    t.backlog('traces', 60);
+    // Nothing drained yet: at 400 a minute, 60 requests take 9 s at least.
+    expect(t.snapshot().resources[0]?.etaSeconds).toBeCloseTo(9, 5);
+    for (let i = 0; i < 5; i++) t.page('traces', 1);
+    clock.advance(10_000);
+    // Past its planned pages: 5 pages in 10 s is 0.5/s, so the 60 queued now take 120 s.
+    expect(t.snapshot().resources[0]?.etaSeconds).toBeCloseTo(120, 5);
+    expect(t.snapshot().etaSeconds).toBeCloseTo(120, 5);
+    // It drains: the estimate follows what is left.
+    t.backlog('traces', 6);
+    expect(t.snapshot().resources[0]?.etaSeconds).toBeCloseTo(12, 5);
+  });
+
   it('without a plan, estimates from the share of windows run in this run (skipped ones excluded)', () => {
     const clock = fakeClock();
     const t = new ProgressTracker(clock);

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ConcurrencyController } from '../../src/http/concurrency.js';
 import { newCallStats, type CallContext } from '../../src/http/client.js';
-import { newSplit, partsForLatency, walkParts, withoutPartCursor, withPartCheckpoint } from '../../src/pipeline/split.js';
+import { events } from '../../connectors/events.js';
+import { MIN_STEAL_PAGES, newSplit, partsForLatency, stealCut, walkParts, withoutPartCursor, withPartCheckpoint } from '../../src/pipeline/split.js';
+import { withPartCut } from '../../src/pipeline/units.js';
+import { WalkBounds } from '../../src/pipeline/walk.js';
 import type { StreamState } from '../../src/state/store.js';
 
 const T = Date.parse('2026-11-01T00:00:00Z');
@@ -35,6 +38,86 @@ describe('split state', () => {
     const refused = withoutPartCursor(withPartCheckpoint({ split }, a, 'a1'), a);
     expect(refused.split?.parts[0]).toEqual({ from: a.from, to: a.to });
     expect(withPartCheckpoint({ mark: iso(T) }, a, null)).toEqual({ mark: iso(T) });
+  });
+});
+
+describe('cutting a running sub-window (tail work-stealing)', () => {
+  const split = newSplit({ fromMs: T, toMs: T + 300 }, [
+    { fromMs: T, toMs: T + 100 },
+    { fromMs: T + 100, toMs: T + 300 },
+  ]);
+  const big = split.parts[1] as NonNullable<StreamState['split']>['parts'][number];
+
+  it('newest first: the walk keeps [cut, to) with its cursor, the far side [from, cut) is a part of its own; its checkpoints find it before and after', () => {
+    let s: StreamState = { mark: iso(T - 1), split };
+    const ref = { part: big, anchor: 'to' } as const;
+    // A checkpoint applied before the cut lands finds the whole part by its anchor.
+    s = withPartCheckpoint(s, ref, 'c1');
+    s = withPartCut(s, ref, T + 150);
+    expect(s.split?.parts).toEqual([split.parts[0], { from: iso(T + 150), to: iso(T + 300), cursor: 'c1' }, { from: iso(T + 100), to: iso(T + 150) }]);
+    s = withPartCheckpoint(s, ref, 'c2');
+    expect(s.split?.parts[1]).toEqual({ from: iso(T + 150), to: iso(T + 300), cursor: 'c2' });
+    // Cut again: the anchored part is the one that keeps `to`.
+    s = withPartCut(s, ref, T + 200);
+    expect(s.split?.parts.map((p) => [p.from, p.to, p.cursor])).toEqual([
+      [iso(T), iso(T + 100), undefined],
+      [iso(T + 200), iso(T + 300), 'c2'],
+      [iso(T + 150), iso(T + 200), undefined],
+      [iso(T + 100), iso(T + 150), undefined],
+    ]);
+    // The walk stored to its cut: the far sides stay, the mark waits for them.
+    s = withPartCheckpoint(s, ref, null);
+    expect(s.split?.parts).toHaveLength(3);
+    expect(s.mark).toBe(iso(T - 1));
+  });
+
+  it('oldest first: the walk keeps [from, cut); a cut outside the part or on a part stored to its end changes nothing', () => {
+    const ref = { part: big, anchor: 'from' } as const;
+    let s: StreamState = withPartCut({ split }, ref, T + 250);
+    expect(s.split?.parts.slice(1)).toEqual([{ from: iso(T + 100), to: iso(T + 250) }, { from: iso(T + 250), to: iso(T + 300) }]);
+    expect(withPartCut(s, ref, T + 260)).toEqual(s);
+    expect(withPartCut(s, ref, T + 100)).toEqual(s);
+    s = withPartCheckpoint(s, ref, null);
+    expect(withPartCut(s, ref, T + 120)).toEqual(s);
+    expect(withoutPartCursor(withPartCheckpoint(s, { part: split.parts[0] as typeof big }, 'x'), { part: split.parts[0] as typeof big }).split?.parts[0]).toEqual(split.parts[0]);
+  });
+
+  const rec = (ms: number): Record<string, string> => ({ id: String(ms), timestamp: iso(ms) });
+
+  it('a walk learns its direction from its records, says what it has left, and stops past its cut; rows equal to the cut stay on one side', () => {
+    for (const direction of ['desc', 'asc'] as const) {
+      const bounds = new WalkBounds({ fromMs: T, toMs: T + 1000 }, events);
+      const pages = direction === 'desc' ? [[999, 990, 980], [970, 960, 950]] : [[0, 10, 20], [30, 40, 50]];
+      expect(bounds.left()).toBeUndefined();
+      expect(bounds.observe(pages[0]!.map((ms) => rec(T + ms)))).toBe(false);
+      expect(bounds.left()).toBeUndefined(); // one page: no density yet
+      bounds.observe(pages[1]!.map((ms) => rec(T + ms)));
+      const left = bounds.left();
+      expect(left?.direction).toBe(direction);
+      expect(left?.range).toEqual(direction === 'desc' ? { fromMs: T, toMs: T + 951 } : { fromMs: T + 50, toMs: T + 1000 });
+      expect(left?.pages).toBeGreaterThan(MIN_STEAL_PAGES);
+      const at = stealCut(left!.range, undefined) as number;
+      const far = bounds.cut(at, direction);
+      expect(far).toEqual(direction === 'desc' ? { fromMs: T, toMs: at } : { fromMs: at, toMs: T + 1000 });
+      // The cut's own instant is the walk's newest first, the far side's oldest first: never both, never neither.
+      const inWalk = at >= bounds.window.fromMs && at < bounds.window.toMs;
+      const inFar = at >= far.fromMs && at < far.toMs;
+      expect(inWalk !== inFar).toBe(true);
+      expect(inWalk).toBe(direction === 'desc');
+      // The last row on the walk's side does not stop it; the first row of the far side does.
+      const [mine, theirs] = direction === 'desc' ? [at, at - 1] : [at - 1, at];
+      expect(bounds.observe([rec(mine)])).toBe(false);
+      expect(bounds.observe([rec(theirs)])).toBe(true);
+    }
+  });
+
+  it('a walk whose records go against their order is never cut and never stops early', () => {
+    const bounds = new WalkBounds({ fromMs: T, toMs: T + 1000 }, events);
+    bounds.observe([rec(T + 900), rec(T + 800)]);
+    bounds.observe([rec(T + 850), rec(T + 700)]);
+    expect(bounds.left()).toBeUndefined();
+    bounds.window = { fromMs: T + 750, toMs: T + 1000 };
+    expect(bounds.observe([rec(T + 100)])).toBe(false);
   });
 });
 

@@ -23,6 +23,23 @@ const clock = { now: () => 0 };
 const tick = (ms = 2): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe('runUnits (the one runner)', () => {
+  it("runs beyond the limit while the source says it has room, and back within it when it has none", async () => {
+    let room = 3;
+    let running = 0;
+    const peaks: number[] = [];
+    const todo = [1, 2, 3, 4, 5, 6, 7, 8];
+    const source: UnitSource<number> = { take: () => todo.shift(), room: () => room };
+    const run = runUnits(source, { limit: 1, ctx: ctx(), clock }, async (n) => {
+      running += 1;
+      peaks.push(running);
+      if (n === 3) room = 0;
+      await tick(5);
+      running -= 1;
+    });
+    await expect(run).resolves.toBe('done');
+    expect(peaks).toEqual([1, 2, 3, 1, 1, 1, 1, 1]);
+  });
+
   it('waits on a source that says "wait" until it changes, and ends when it says "end"', async () => {
     const queue: number[] = [];
     let wake: () => void = () => undefined;
