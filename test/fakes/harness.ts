@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { expect } from 'vitest';
@@ -14,7 +15,7 @@ import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/pipeline/run.js';
 import { connectApi } from '../../src/commands/runtime.js';
 import { keepStateIn } from '../../src/commands/state-home.js';
-import { StateStore } from '../../src/state/store.js';
+import { StateStore, type StateDocument } from '../../src/state/store.js';
 
 /** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */
 export type HarnessRun = PipelineTarget & Partial<SyncPlanOptions>;
@@ -151,4 +152,19 @@ function cellEquals(actual: unknown, expected: JsonValue): boolean {
   if (typeof expected === 'string' && INSTANT_TEXT.test(expected)) return Object.is(Date.parse(String(actual)), Date.parse(expected));
   if (typeof expected === 'number' && Number.isInteger(expected)) return Object.is(actual, BigInt(expected));
   return Object.is(actual, expected);
+}
+
+/**
+ * A state file a killed run left mid-split: the stream's window [from, to) cut at `edge` into two
+ * sub-windows, neither with a stored page yet.
+ */
+export function writeSplitLeft(dir: string, stream: string, fromMs: number, edgeMs: number, toMs: number): void {
+  const iso = (ms: number): string => new Date(ms).toISOString();
+  const doc: StateDocument = {
+    version: 1,
+    streams: { [stream]: { split: { from: iso(fromMs), to: iso(toMs), parts: [{ from: iso(fromMs), to: iso(edgeMs) }, { from: iso(edgeMs), to: iso(toMs) }] } } },
+    projects: [],
+    sections: {},
+  };
+  writeFileSync(statePathOf(dir), JSON.stringify(doc));
 }

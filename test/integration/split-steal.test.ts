@@ -1,13 +1,12 @@
-import { writeFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { createLogger } from '../../src/core/log.js';
-import { StateStore, type StateDocument } from '../../src/state/store.js';
+import { StateStore } from '../../src/state/store.js';
 import { recordsOverTime } from '../../src/extract/timeseries.js';
 import { singleProjectScope } from '../../src/pipeline/scopes.js';
 import { streamCallContext } from '../../src/pipeline/stream.js';
-import { expectTableMatches, readTable, statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
+import { expectTableMatches, readTable, statePathOf, syncOnce, withPipeline, writeSplitLeft } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -46,13 +45,7 @@ describe('cutting running sub-windows', () => {
       emu.addEvents('default', 3, { timestamp: edge - 5_000 });
       for (let ms = 0; ms < 60; ms += 1) emu.addEvents('default', 20, { timestamp: edge + ms });
       emu.addEvents('default', 2, { timestamp: to });
-      const state: StateDocument = {
-        version: 1,
-        streams: { 'events:default': { split: { from: iso(from), to: iso(to), parts: [{ from: iso(from), to: iso(edge) }, { from: iso(edge), to: iso(to) }] } } },
-        projects: [],
-        sections: {},
-      };
-      writeFileSync(statePathOf(d), JSON.stringify(state));
+      writeSplitLeft(d, 'events:default', from, edge, to);
       const { logger, lines } = capturingLogger();
       const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], batchRows: 200, concurrency: 4, client: { logger } });
       expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);

@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { Emulator } from '../../src/emulator/index.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce, writeSplitLeft } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -108,16 +108,9 @@ describe('split walks', () => {
       emu.addEvents('default', 5, { timestamp: from });
       emu.addEvents('default', 4, { timestamp: to });
       emu.addEvents('default', 2, { timestamp: to - 1 });
-      const iso = (ms: number): string => new Date(ms).toISOString();
       // A split a killed run left before any sub-window stored a page: the edge between its two
       // sub-windows is the instant 250 rows share.
-      const state: StateDocument = {
-        version: 1,
-        streams: { 'events:default': { split: { from: iso(from), to: iso(to), parts: [{ from: iso(from), to: iso(edge) }, { from: iso(edge), to: iso(to) }] } } },
-        projects: [],
-        sections: {},
-      };
-      writeFileSync(statePathOf(d), JSON.stringify(state));
+      writeSplitLeft(d, 'events:default', from, edge, to);
       const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], batchRows: 50 });
       expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
       const rows = await readTable(d, 'events');
@@ -142,14 +135,7 @@ describe('split walks', () => {
       // at every ms; the kill lands once a cut of it is in state and its sides have cursors.
       emu.addEvents('default', 3, { timestamp: edge - 5_000 });
       for (let ms = 0; ms < 150; ms += 1) emu.addEvents('default', 20, { timestamp: edge + ms });
-      const iso = (ms: number): string => new Date(ms).toISOString();
-      const state: StateDocument = {
-        version: 1,
-        streams: { 'events:*': { split: { from: iso(from), to: iso(to), parts: [{ from: iso(from), to: iso(edge) }, { from: iso(edge), to: iso(to) }] } } },
-        projects: [],
-        sections: {},
-      };
-      writeFileSync(statePathOf(d), JSON.stringify(state));
+      writeSplitLeft(d, 'events:*', from, edge, to);
       const args = ['--concurrency', '4'];
       const cutAndWalking = (doc: StateDocument): boolean => {
         const parts = doc.streams['events:*']?.split?.parts ?? [];
