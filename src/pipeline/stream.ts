@@ -16,9 +16,7 @@ import {
   runUnits,
   settleWindow,
   splitUnits,
-  withPartCheckpoint,
   withPartCut,
-  withoutPartCursor,
   syncWindowUnit,
   withoutUnitCursor,
   withUnitCheckpoint,
@@ -432,19 +430,8 @@ class UnitReader {
                 options.onPage?.(page);
               },
         onStored: this.onStored,
-        checkpoint: (nextCursor) =>
-          unit === undefined
-            ? Promise.resolve()
-            : bounds === undefined
-              ? this.book.checkpoint(unit, nextCursor)
-              : // A part that may be cut: found by its anchor as it is when the change is applied.
-                this.deps.state.updateStream(this.key, (s) => withPartCheckpoint(s, { part: isoWindow(unit.window), anchor: bounds.anchor }, nextCursor)),
-        onCursorRejected: () =>
-          unit === undefined
-            ? Promise.resolve()
-            : bounds === undefined
-              ? this.book.cursorRejected(unit)
-              : this.deps.state.updateStream(this.key, (s) => withoutPartCursor(s, { part: isoWindow(unit.window), anchor: bounds.anchor })),
+        checkpoint: (nextCursor) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor)),
+        onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
       },
       this.deps,
       this.totals,
@@ -471,7 +458,9 @@ class UnitReader {
     if (live !== undefined) this.live.add(live);
     let ended: 'done' | 'abandoned';
     try {
-      ended = await this.walk(part, onFirstPage, sub, live?.bounds);
+      // A part that may be cut: its checkpoints find it by the edge it keeps, as it is when each change is applied.
+      const walked = live === undefined ? part : { ...part, anchor: () => live.bounds.anchor };
+      ended = await this.walk(walked, onFirstPage, sub, live?.bounds);
     } finally {
       if (live !== undefined) this.live.delete(live);
     }

@@ -27,7 +27,14 @@ export type SyncUnit =
   /** The stream's next window (`pending` when it has a cursor). */
   | { readonly kind: 'window'; readonly window: TimeWindow; readonly cursor?: string }
   /** A sub-window of the split in state (`split.parts`), read at once with its siblings. */
-  | { readonly kind: 'part'; readonly window: TimeWindow; readonly cursor?: string; readonly split: TimeWindow }
+  | {
+      readonly kind: 'part';
+      readonly window: TimeWindow;
+      readonly cursor?: string;
+      readonly split: TimeWindow;
+      /** The edge a walk of it keeps once it may have been cut while running (`withPartCut`); asked at each checkpoint. */
+      readonly anchor?: () => 'from' | 'to' | undefined;
+    }
   /** A settle re-read (`settlePending` when it has a cursor); done moves `settled` to `settledTo`. */
   | { readonly kind: 'settle'; readonly window: TimeWindow; readonly cursor?: string; readonly settledTo: number };
 
@@ -111,7 +118,7 @@ export function withUnitCheckpoint(s: StreamState, unit: SyncUnit, nextCursor: s
     case 'settle':
       return nextCursor === null ? { ...s, settled: maxIso(s.settled, iso(unit.settledTo)), settlePending: undefined } : { ...s, settlePending: pending() };
     case 'part':
-      return withPartCheckpoint(s, isoWindow(unit.window), nextCursor);
+      return withPartCheckpoint(s, { part: isoWindow(unit.window), anchor: unit.anchor?.() }, nextCursor);
   }
 }
 
@@ -123,7 +130,7 @@ export function withoutUnitCursor(s: StreamState, unit: SyncUnit): StreamState {
     case 'settle':
       return { ...s, settlePending: s.settlePending ? { from: s.settlePending.from, to: s.settlePending.to } : undefined };
     case 'part':
-      return withoutPartCursor(s, isoWindow(unit.window));
+      return withoutPartCursor(s, { part: isoWindow(unit.window), anchor: unit.anchor?.() });
   }
 }
 
