@@ -1,4 +1,5 @@
 import type { Clock } from '../core/types.js';
+import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 
 /**
  * Progress of a run per resource: rows, pages, windows done of total, rows per second and an ETA.
@@ -308,7 +309,7 @@ function newCounter(): Counter {
  * Requests per second one endpoint may make (`--max-rpm`'s default, 400 a minute): a backlog drains
  * no faster than this, whatever its pace so far.
  */
-const BACKLOG_MAX_PER_SECOND = 400 / 60;
+const BACKLOG_MAX_PER_SECOND = DEFAULT_RATE_LIMITS.maxRpm / 60;
 
 function eta(elapsed: number, c: Counter, planned: ResourcePlan | undefined, since: number): number | undefined {
   // A per-parent backlog (traces of the events just stored): one request per pending parent, at the
