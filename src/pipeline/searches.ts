@@ -87,6 +87,18 @@ export function searchDefinition(search: SavedSearch): string {
   return JSON.stringify([search.query, search.mode, search.searchIn ?? null, search.threshold ?? null]);
 }
 
+/** The query and mode a definition (`searchDefinition`) was read with; `{}` for one this cannot read. */
+export function definitionQuery(definition: string): { query?: string; mode?: string } {
+  try {
+    const parsed = JSON.parse(definition) as unknown;
+    if (!Array.isArray(parsed)) return {};
+    const [query, mode] = parsed as unknown[];
+    return { ...(typeof query === 'string' ? { query } : {}), ...(typeof mode === 'string' ? { mode } : {}) };
+  } catch {
+    return {};
+  }
+}
+
 /** The request of one search, as a resource declaration (so the list walk and its checks apply). */
 export function searchResource(search: SavedSearch): ResourceDefinition {
   return {

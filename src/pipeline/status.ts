@@ -4,7 +4,7 @@ import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
 import { childBacklog, readsByParent } from './children.js';
-import { SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from './searches.js';
+import { definitionQuery, SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from './searches.js';
 
 /**
  * `status`: per resource and project scope, from the state file and the warehouse: the sync's
@@ -126,16 +126,8 @@ function analystStatus(doc: StateDocument, warehouse: WarehouseStatus): AnalystS
   const counts = Object.fromEntries(tables.filter((t) => warehouse.tables[t] !== undefined).map((t) => [t, warehouse.tables[t] as TableCounts]));
   const searches = Object.entries((doc.sections[SEARCH_SECTION] ?? {}) as Readonly<Record<string, SearchMark>>).map(([key, mark]): SearchStatus => {
     const [search = key, project = ''] = key.split('|');
-    let query: string | undefined;
-    let mode: string | undefined;
-    try {
-      // The definition as `searchDefinition` wrote it: [query, mode, search_in, threshold].
-      const definition = JSON.parse(mark.definition) as unknown;
-      if (Array.isArray(definition)) [query, mode] = definition.map((v) => (typeof v === 'string' ? v : undefined));
-    } catch {
-      // An unreadable definition: the next run re-reads the whole range; the mark is still worth showing.
-    }
-    return { search, project, mark: mark.mark, ...(query === undefined ? {} : { query }), ...(mode === undefined ? {} : { mode }) };
+    // An unreadable definition shows the mark alone (the next run re-reads the whole range).
+    return { search, project, mark: mark.mark, ...definitionQuery(mark.definition) };
   });
   const aggregates = Object.entries((doc.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>).map(([key, refreshed]): AggregateStatus => {
     const [project = key, interval = 'day'] = key.split('|');
