@@ -1,4 +1,5 @@
 import type { ReconcileReport } from '../pipeline/reconcile-run.js';
+import type { ReconcilePlan } from '../pipeline/plan-reconcile.js';
 
 /** Exit code of a sync whose reconcile leaves a window that differs (as `verify`'s mismatch). */
 export const RECONCILE_DIFFERENCE_EXIT = 5;
@@ -29,4 +30,15 @@ export function formatReconcile(report: ReconcileReport): string[] {
     lines.push(`reconcile: ${report.remaining} window${report.remaining === 1 ? '' : 's'} still differ${report.remaining === 1 ? 's' : ''}: ${names.join('; ')} (exit ${RECONCILE_DIFFERENCE_EXIT})`);
   }
   return lines;
+}
+
+/** `plan`'s line for the next sync's reconcile step: its requests when nothing differs. */
+export function formatReconcilePlan(plan: ReconcilePlan): string[] {
+  if (plan.mode === 'off') return ['reconcile: off (no requests)'];
+  const per = plan.scopes.map((s) => `${s.resource} ${s.project} ${s.requests}`).join(', ');
+  return [
+    `reconcile (${plan.mode}): ${plan.requestsPerRun} request${plan.requestsPerRun === 1 ? '' : 's'} per run when API and warehouse agree` +
+      (per === '' ? '' : ` (${per})`) +
+      '; a difference adds its narrowing and the re-read of the hours that differ',
+  ];
 }

@@ -222,7 +222,7 @@ async function countAgain(
 }
 
 /** The earliest instant the run may have written: its window's start, a pending or split window, the settle re-read. */
-function touchedFrom(before: StreamState | undefined, options: Pick<ReconcileOptions, 'lookbackMs' | 'startMs'>): number {
+export function touchedFrom(before: StreamState | undefined, options: Pick<ReconcileOptions, 'lookbackMs' | 'startMs'>): number {
   if (before?.mark === undefined) return options.startMs ?? 0;
   const starts = [Date.parse(before.mark) - options.lookbackMs];
   for (const at of [before.pending?.from, before.split?.from, before.settled, before.settlePending?.from]) if (at !== undefined) starts.push(Date.parse(at));
