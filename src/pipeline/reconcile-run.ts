@@ -139,6 +139,11 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
             if (part !== undefined) checked.push({ resource: resource.name, project: project.slug, from: iso(part.fromMs), to: iso(part.toMs), by: part === range.recent ? check.by : 'count' });
           }
           for (const difference of check.differences) found.push({ resource, project, difference });
+        }, (error: unknown) => {
+          // One project's count failing (a 403, retries exhausted) leaves the others checked; said, not hidden.
+          const message = (error as Error).message;
+          deps.logger.warn({ resource: resource.name, project: project.slug, err: message }, `reconcile: could not count ${resource.name} of ${project.slug}`);
+          notChecked.push({ resource: resource.name, project: project.slug, reason: `the count failed: ${message}` });
         }),
       );
     }
