@@ -148,16 +148,21 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       }
     }
     logStreams(config, logger, 'stream done', streams.map((s) => ({ resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome })));
+    const differing = reconciled?.remaining ?? 0;
     const streamsCode = runExitCode(reason, streams);
     const code = streamsCode === 0 && reconciled !== undefined && reconciled.remaining > 0 ? RECONCILE_DIFFERENCE_EXIT : streamsCode;
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     const output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
+      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
       : [
           ...warnings.map((w) => `WARNING: ${w}`),
           ...refreshLines,
           ...(reconciled === undefined ? [] : formatReconcile(reconciled)),
-          ...summaryLines(streams, `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s`),
+          ...summaryLines(
+            streams,
+            `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s` +
+              (differing === 0 ? '' : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),
+          ),
           ...stopped,
         ];
     return { code, output };

@@ -104,6 +104,10 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
     notChecked.push({ resource: '*', reason: 'no project is known yet (a `*` sync records them as it reads)' });
   }
   const jobs: Promise<void>[] = [];
+  if (deps.destination.countWindow === undefined) {
+    notChecked.push({ resource: '*', reason: `the ${deps.destination.kind} destination cannot count rows per window` });
+    projects = [];
+  }
   for (const resource of options.resources) {
     const reason = notReconcilable(resource);
     if (reason !== undefined) {

@@ -102,6 +102,7 @@ describe('sync reconciles itself', () => {
     // Every project's hour differs; each is read again, still differs, and is named.
     expect(run.stdout).toMatch(new RegExp(`reconcile: events beta \\[${iso(hour).replace(/\./g, '\\.')}, .*\\) expected ${hidden}, found 0: STILL DIFFERS after the re-read`));
     expect(run.stdout).toMatch(new RegExp(`reconcile: 3 windows still differ: .*events beta \\[${iso(hour).replace(/\./g, '\\.')}`));
+    expect(run.stdout).toMatch(/^sync ok in [\d.]+ s, but 3 windows still differ from the API \(reconcile above\)$/m);
     const recorded = await readTable(dir, RECONCILE_TABLE);
     expect(recorded.map((r) => r.outcome)).toEqual(['differs', 'differs', 'differs']);
   });
@@ -114,7 +115,9 @@ describe('sync reconciles itself', () => {
     expect(off.stdout).not.toMatch(/reconcile/);
     expect(reconcileSeries(requests)).toEqual([]);
     requests.length = 0;
-    expect((await runCli(emu, args)).code).toBe(0);
+    const on = await runCli(emu, args);
+    expect(on.code).toBe(0);
+    expect(on.stdout).toMatch(/reconcile \(repair\): 3 resource-project ranges checked with 3 requests; API and warehouse agree/);
     const series = reconcileSeries(requests);
     expect(series.map((r) => r.headers['x-service-project-id']).sort()).toEqual(['alpha', 'beta', 'default']);
     // An incremental run: the range is the recent two days, one request each, nothing else.
