@@ -147,6 +147,10 @@ async function hourBuckets(
   if (decl === undefined || !decl.exact) return undefined;
   try {
     const { buckets } = await timeseries(client, decl, scope, window, 'hour', ctx);
+    // Narrowing sums buckets by UTC hour (the emulator's and the SDK's buckets): a server bucketing in
+    // another time zone would place counts in the wrong halves, so its series is not used.
+    const offHour = buckets.find((b) => b.window.fromMs !== window.fromMs && b.window.fromMs % HOUR_MS !== 0);
+    if (offHour !== undefined) throw new Error(`a bucket starts at ${new Date(offHour.window.fromMs).toISOString()}, not on a UTC hour`);
     return buckets.map((b) => ({ fromMs: b.window.fromMs, count: b.count }));
   } catch (error) {
     logger.warn(
