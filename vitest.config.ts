@@ -30,6 +30,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
   'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
   'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
+  'test/integration/reconcile.test.ts', // nine CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));

@@ -12,6 +12,7 @@ import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } fro
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';
+import { RECONCILE_MODES, type ReconcileMode } from './pipeline/reconcile.js';
 import { camel, collect, envName, optionTable, type CommandName, type RawValue } from './options.js';
 
 /**
@@ -114,6 +115,8 @@ export interface SyncConfig {
   readonly settleMs: number;
   /** Which events get their traces read where the server reads traces per event. */
   readonly traces: ChildSelection;
+  /** After the writes, check the API's counts against the warehouse (`reconcile.ts`). @default 'repair' */
+  readonly reconcile?: ReconcileMode;
   readonly startMs: number | undefined;
   readonly batchRows: number;
   readonly limits: RateLimits;
@@ -260,6 +263,10 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     throw new ConfigError(`${read.label('traces')}: expected all, traced (events whose tool_calls, error_spans or model show a trace) or none, got "${tracesText}"`);
   }
   const traces: ChildSelection = tracesText;
+  const reconcileText = read.text('reconcile') ?? 'repair';
+  if (!(RECONCILE_MODES as readonly string[]).includes(reconcileText)) {
+    throw new ConfigError(`${read.label('reconcile')}: expected off, check (report differences, exit 5) or repair (re-read them), got "${reconcileText}"`);
+  }
 
   const limits: RateLimits = {
     maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm,
@@ -310,6 +317,7 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     lookbackMs: read.duration('lookback') ?? parseDuration(DEFAULT_LOOKBACK),
     settleMs,
     traces,
+    reconcile: reconcileText as ReconcileMode,
     startMs: read.instant('start'),
     batchRows: read.integer('batch-rows') ?? DEFAULT_BATCH_ROWS[destination],
     limits,

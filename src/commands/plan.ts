@@ -21,7 +21,7 @@ export async function planCommand(config: PlanConfig, io: CommandIo): Promise<nu
     const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
     const plan =
       config.range === undefined
-        ? await planSync({ ...scope, lookbackMs: config.lookbackMs, startMs: config.startMs, settleMs: config.settleMs, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval }, deps)
+        ? await planSync({ ...scope, lookbackMs: config.lookbackMs, startMs: config.startMs, settleMs: config.settleMs, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval, reconcile: config.reconcile ?? 'repair' }, deps)
         : await planBackfill({ ...scope, ...config.range }, deps);
     if (config.json) io.print(JSON.stringify(plan, null, 2));
     else for (const line of formatPlan(plan)) io.print(line);

@@ -1,3 +1,4 @@
+import { formatReconcilePlan } from './reconcile-lines.js';
 import { formatDuration } from '../core/duration.js';
 import type { CheckReport, CheckResult } from '../pipeline/check.js';
 import type { BackfillStreamResult, BackfillSummary } from '../pipeline/backfill.js';
@@ -237,6 +238,7 @@ export function formatPlan(plan: Plan): string[] {
       (plan.rows.some((r) => r.unknown !== undefined) ? ' (plus the resources marked unknown)' : '') +
       `; this plan made ${plan.countRequests} count requests`,
   );
+  if (plan.reconcile !== undefined) lines.push(...formatReconcilePlan(plan.reconcile));
   for (const note of plan.notes) lines.push(`note: ${note}`);
   for (const row of plan.rows) {
     if (row.unknown !== undefined || row.windows.length === 0) continue;

@@ -19,6 +19,8 @@ import { runJson, runSettings } from './run-json.js';
 import { syncProgressHooks } from './runtime.js';
 import { isStopConsequence, stoppedLine } from './stop.js';
 import { logStreams, planForProgress, runExitCode, withWritingRun } from './writing-run.js';
+import { formatReconcile, RECONCILE_DIFFERENCE_EXIT } from './reconcile-lines.js';
+import { reconcileRun, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../pipeline/reconcile-run.js';
 
 /**
  * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the
@@ -41,6 +43,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     const columnsBefore = await columnsOf(destination, [...tables, ...analystTables(config)]);
     // One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`.
     const runId = randomUUID();
+    // Where each stream's windows start this run: the range the reconcile step checks.
+    const stateBefore = runState.document;
     runtime.tracker.markStart();
     runtime.display.start();
     const hooks = syncProgressHooks(runtime.tracker);
@@ -69,6 +73,35 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     // shown in the same display.
     const extra =
       config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger, hooks }, stop.signal);
+    // Reconcile after every write of the run, in the same budget; not for a dry run (nothing
+    // written), a stopped run (its windows are unfinished) or a full refresh (its rows are in
+    // shadow tables until the end).
+    const reconcileMode = config.reconcile ?? 'repair';
+    const reconciled: ReconcileReport | undefined =
+      reconcileMode === 'off' || config.dryRun || config.fullRefresh === true || stop.reason !== undefined
+        ? undefined
+        : await reconcileRun(
+            {
+              mode: reconcileMode,
+              resources: config.resources,
+              project: config.project,
+              projectIds: config.projectIds,
+              runStartMs: Date.parse(summary.startedAt),
+              lookbackMs: config.lookbackMs,
+              startMs: config.startMs,
+              before: stateBefore,
+              streams: summary.streams,
+              concurrency: config.splitConcurrency,
+              batchRows: config.batchRows,
+              runId,
+              signal: stop.signal,
+            },
+            { client, destination, state, clock, logger },
+          ).catch((error: unknown) => {
+            // The data and marks are stored: a check that cannot run is said loudly, not fatal.
+            logger.error({ err: (error as Error).message }, `reconcile could not run: ${(error as Error).message}`);
+            return undefined;
+          });
     runtime.tracker.finish();
     runtime.display.stop();
     const reason = stop.reason;
@@ -99,6 +132,11 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
           logger,
           runId,
         );
+    if (recordedRunId !== undefined && reconciled !== undefined && reconciled.windows.length > 0) {
+      await destination.write({ table: RECONCILE_SCHEMA, rows: reconcileRows(recordedRunId, new Date(clock.now()).toISOString(), reconciled) }).catch((error: unknown) => {
+        logger.warn({ err: (error as Error).message }, `could not write ${RECONCILE_SCHEMA.name}; the run's data and state are stored`);
+      });
+    }
     if (!config.dryRun) {
       await defineViews(destination, logger);
       if (config.dbtSourcesPath !== undefined) {
@@ -110,14 +148,21 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       }
     }
     logStreams(config, logger, 'stream done', streams.map((s) => ({ resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome })));
-    const code = runExitCode(reason, streams);
+    const differing = reconciled?.remaining ?? 0;
+    const streamsCode = runExitCode(reason, streams);
+    const code = streamsCode === 0 && reconciled !== undefined && reconciled.remaining > 0 ? RECONCILE_DIFFERENCE_EXIT : streamsCode;
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     const output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
+      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
       : [
           ...warnings.map((w) => `WARNING: ${w}`),
           ...refreshLines,
-          ...summaryLines(streams, `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s`),
+          ...(reconciled === undefined ? [] : formatReconcile(reconciled)),
+          ...summaryLines(
+            streams,
+            `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s` +
+              (differing === 0 ? '' : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),
+          ),
           ...stopped,
         ];
     return { code, output };

@@ -115,13 +115,17 @@ export const listEvents: Handler = (context) => {
   const direction = cursor?.direction ?? parseOrderBy(params, context.order);
   const limit = parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE);
   const window = parseTimeWindow(params);
+  const filter = eventPredicate(context);
+  const unlisted = context.unlistedEvents;
+  const predicate: Predicate | undefined =
+    unlisted === undefined ? filter : (e) => !(e.sortKey >= unlisted.fromMs && e.sortKey < unlisted.toMs) && (filter === undefined || filter(e));
   const page = walk({
     lists: context.projects.map((p) => p.events),
     direction,
     lower: window.lower,
     upper: window.upper,
     after: cursor?.position,
-    predicate: eventPredicate(context),
+    predicate,
     limit,
   });
   return listBody(context, 'events', direction, page, (e) => context.store.eventAt(e, context.now));

@@ -30,6 +30,8 @@ export interface RequestContext {
   readonly params: URLSearchParams;
   /** The decoded `{id}` path segment, for single-record gets. */
   readonly id: string | undefined;
+  /** Events in this window are counted but never listed (`EmulatorOptions.unlistedEvents`). */
+  readonly unlistedEvents?: { readonly fromMs: number; readonly toMs: number } | undefined;
 }
 
 /** A handler returns the 200 body, or throws an `ApiError`. */

@@ -93,6 +93,12 @@ export interface EmulatorOptions {
   limits?: false | RateLimitOptions;
   /** Fault injection. @default none */
   faults?: FaultOptions;
+  /**
+   * Events whose timestamp lies in [fromMs, toMs) are counted by `/v1/events/count` and
+   * `/v1/events/timeseries` but never listed by `/v1/events`: a server whose counts and list
+   * disagree for good (reconcile must say so, not loop). @default none
+   */
+  unlistedEvents?: { readonly fromMs: number; readonly toMs: number };
   /** Clock in ms. @default Date.now */
   now?: () => number;
 }
@@ -162,6 +168,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     latencyMs,
     latencyJitterMs: Math.max(0, options.latencyJitterMs ?? latencyMs / 5),
     allProjects: options.allProjects ?? true,
+    unlistedEvents: options.unlistedEvents,
   };
   const projectHeader = options.projectHeader ?? PROJECT_HEADERS[flavor];
   const store = new Store({

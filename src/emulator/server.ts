@@ -30,6 +30,8 @@ export interface Settings {
   latencyJitterMs: number;
   /** `false`: `*` is refused with 400 on every endpoint. */
   allProjects: boolean;
+  /** Events in this window are counted but never listed (`EmulatorOptions.unlistedEvents`). */
+  unlistedEvents?: { readonly fromMs: number; readonly toMs: number } | undefined;
 }
 
 /** What a request looked like, for tests that check what a client sends. */
@@ -190,6 +192,7 @@ function run(server: ServerContext, req: IncomingMessage, route: Route, id: stri
     allProjects: scope.all,
     params,
     id,
+    unlistedEvents: server.settings.unlistedEvents,
   };
   return route.handler(context);
 }

@@ -14,6 +14,8 @@ import { initialScopes, type ScopeOptions } from './scopes.js';
 import { childBacklog, readsByParent } from './children.js';
 import { DEFAULT_SETTLE_MS } from './stream.js';
 import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
+import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
+import type { ReconcileMode } from './reconcile.js';
 import { ledgerUnits, resumedSettleUnit, settleWindow, splitUnits, syncWindowUnit, withUnitCheckpoint, type SyncUnit } from './units.js';
 
 /**
@@ -70,6 +72,8 @@ export interface Plan {
   /** Count requests this plan made. */
   readonly countRequests: number;
   readonly notes: readonly string[];
+  /** The next sync's reconcile step (`sync`, when asked). */
+  readonly reconcile?: ReconcilePlan;
 }
 
 export interface PlanDeps {
@@ -94,6 +98,8 @@ export interface SyncPlanInput extends ScopeOptions, Pick<AnalystPlanInput, 'sea
   readonly startMs?: number;
   /** As `sync --settle`. @default DEFAULT_SETTLE_MS */
   readonly settleMs?: number;
+  /** As `sync --reconcile`: its requests are planned too. @default not planned */
+  readonly reconcile?: ReconcileMode;
 }
 
 interface Target {
@@ -137,7 +143,8 @@ export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps)
 export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<Plan> {
   const runStartMs = deps.clock.now();
   const windowOptions = { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs };
-  return build('sync', options, deps, (resource, scope) => {
+  const reconcile = options.reconcile === undefined ? undefined : planReconcile({ ...options, mode: options.reconcile }, deps.state, runStartMs);
+  const plan = await build('sync', options, deps, (resource, scope) => {
     const out: { window: TimeWindow; status: PlanWindowStatus; pagesDone: number }[] = [];
     const before = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
     let st = before;
@@ -170,6 +177,11 @@ export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<
     }
     return out;
   }, {}, planAnalysts(options, deps.state, runStartMs, deps.limits));
+  if (reconcile === undefined) return plan;
+  // The reconcile step's requests are the run's too: counted with the others, per endpoint.
+  const requestsByEndpoint: Record<string, number> = { ...plan.requestsByEndpoint };
+  for (const [endpoint, n] of Object.entries(reconcile.requestsByEndpoint)) requestsByEndpoint[endpoint] = (requestsByEndpoint[endpoint] ?? 0) + n;
+  return { ...plan, requestsByEndpoint, reconcile };
 }
 
 async function build(

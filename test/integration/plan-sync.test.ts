@@ -68,7 +68,9 @@ describe('plan (next sync)', () => {
     for (const endpoint of ['/v1/events', '/v1/events/timeseries', '/v1/events/facets']) {
       expect(emu.stats().byEndpoint[endpoint], endpoint).toBe(next.requestsByEndpoint[endpoint]);
     }
-    expect(next.requestsByEndpoint['/v1/events/timeseries']).toBe(2);
+    // Aggregates: one per project; the reconcile step: one hourly series per project.
+    expect(next.requestsByEndpoint['/v1/events/timeseries']).toBe(4);
+    expect(next.reconcile?.requestsPerRun).toBe(2);
     expect(next.requestsByEndpoint['/v1/events/search']).toBeUndefined();
     expect(emu.stats().byEndpoint['/v1/events/search']).toBeGreaterThanOrEqual(2);
   });

@@ -1,0 +1,275 @@
+import { ConfigError } from '../core/errors.js';
+import type { ResourceDefinition, Row, TableSchema } from '../core/types.js';
+import { tableSchema } from '../core/table-schema.js';
+import { countRecords } from '../extract/count.js';
+import type { TimeWindow } from '../extract/windows.js';
+import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
+import { streamKey, type StateDocument, type StreamState } from '../state/store.js';
+import { findDifferences, reconcileRange, type Difference, type ReconcileMode } from './reconcile.js';
+import type { SyncDeps } from './run.js';
+import { allProjectsScope, singleProjectScope } from './scopes.js';
+import type { StreamResult } from './stream.js';
+import { repairWindows, verifyProjects, type VerifyProject, type VerifyWindow } from './verify.js';
+
+/**
+ * The reconcile step of a sync (see `reconcile.ts` for what is compared and why it is cheap): every
+ * checkable (resource, project) is checked, the windows that differ are re-read within this run
+ * (`repair`, through the run's client: the same rate budget) up to `MAX_REPAIR_RECORDS`, checked
+ * again, and every window that differed is reported with what became of it.
+ */
+
+/**
+ * Records one run re-reads to repair differences, at most (the API's count of the windows, in
+ * order): ~1,000 list requests, 2.5 minutes at 400 a minute. A larger loss is reported, not read
+ * (it is `verify --repair`'s or a backfill's, which a scheduled sync should not become).
+ */
+export const MAX_REPAIR_RECORDS = 100_000;
+
+export interface ReconcileOptions {
+  readonly mode: Exclude<ReconcileMode, 'off'>;
+  readonly resources: readonly ResourceDefinition[];
+  readonly project: string | undefined;
+  readonly projectIds?: readonly string[];
+  readonly runStartMs: number;
+  readonly lookbackMs: number;
+  readonly startMs?: number;
+  /** The state as it was before the run: where each stream's windows started. */
+  readonly before: StateDocument;
+  /** The run's streams: a stream that failed is not checked. */
+  readonly streams: readonly StreamResult[];
+  readonly concurrency: number;
+  readonly batchRows: number;
+  readonly runId: string;
+  readonly signal?: AbortSignal;
+  /** @default MAX_REPAIR_RECORDS */
+  readonly maxRepairRecords?: number;
+}
+
+/** A window that differed, and what became of it. */
+export interface ReconciledWindow {
+  readonly resource: string;
+  readonly project: string;
+  readonly from: string;
+  readonly to: string;
+  /** The API's count and the warehouse's when found. */
+  readonly expected: number;
+  readonly found: number;
+  /** The warehouse's count after the repair (and the API's then), when repaired. */
+  readonly after?: { readonly expected: number; readonly found: number };
+  /** `repaired`: equal after the re-read; `differs`: still not; `not repaired`: with `reason`. */
+  readonly outcome: 'repaired' | 'differs' | 'not repaired';
+  readonly reason?: string;
+}
+
+export interface ReconcileReport {
+  readonly mode: Exclude<ReconcileMode, 'off'>;
+  /** Requests the check, the re-reads and the checks after them made. */
+  readonly requests: number;
+  readonly checked: readonly { readonly resource: string; readonly project: string; readonly from: string; readonly to: string; readonly by: 'timeseries' | 'count' }[];
+  readonly windows: readonly ReconciledWindow[];
+  readonly notChecked: readonly { readonly resource: string; readonly project?: string; readonly reason: string }[];
+  /** Windows that still differ (repair not asked, not possible, or not enough). */
+  readonly remaining: number;
+}
+
+/** Why a resource cannot be reconciled by counts; `undefined` when it can. */
+export function notReconcilable(resource: ResourceDefinition): string | undefined {
+  if (resource.mode !== 'incremental' || resource.cursorField === undefined) return 'read whole each run (full refresh): nothing to reconcile';
+  if (resource.perParent !== undefined) return 'read per event: the API counts no traces';
+  if (resource.countPath === undefined && resource.split?.count !== undefined) {
+    // users, conversations: the only counts are distinct ids among *events* in a window (count_by).
+    return (
+      `the API counts them only as distinct ${resource.split.count.value} among events in a window (${resource.split.count.path}?${resource.split.count.param}=${resource.split.count.value}), ` +
+      `while rows are kept by ${resource.cursorField}, which moves with each new event: no count of rows by ${resource.cursorField} exists, so not checked`
+    );
+  }
+  if (resource.countPath === undefined) return `no count endpoint is documented for ${resource.path}: not checked`;
+  if ((resource.cursorFormat ?? 'iso') !== 'iso') return `${resource.cursorField} is not an ISO instant: not checked`;
+  return undefined;
+}
+
+/** Reconcile the run's resources, project by project; repair what differs when asked. */
+export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): Promise<ReconcileReport> {
+  const stats: CallStats[] = [];
+  const checked: ReconcileReport['checked'][number][] = [];
+  const notChecked: ReconcileReport['notChecked'][number][] = [];
+  const found: { resource: ResourceDefinition; project: VerifyProject; difference: Difference }[] = [];
+  const allKey = allProjectsScope(options.projectIds).key;
+  let projects: VerifyProject[];
+  try {
+    projects = verifyProjects({ project: options.project, projectIds: options.projectIds, knownProjects: deps.state.document.projects });
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    projects = [];
+    notChecked.push({ resource: '*', reason: 'no project is known yet (a `*` sync records them as it reads)' });
+  }
+  const jobs: Promise<void>[] = [];
+  if (deps.destination.countWindow === undefined) {
+    notChecked.push({ resource: '*', reason: `the ${deps.destination.kind} destination cannot count rows per window` });
+    projects = [];
+  }
+  for (const resource of options.resources) {
+    const reason = notReconcilable(resource);
+    if (reason !== undefined) {
+      notChecked.push({ resource: resource.name, reason });
+      continue;
+    }
+    for (const project of projects) {
+      // A `*` sync keeps one stream for all projects, or one per project where `*` was refused.
+      const keys = [streamKey(resource.name, project.slug), streamKey(resource.name, allKey)];
+      const key = keys.find((k) => deps.state.document.streams[k] !== undefined);
+      const result = options.streams.find((s) => s.resource === resource.name && (s.scope === project.slug || s.scope === allKey));
+      const markIso = key === undefined ? undefined : deps.state.stream(key).mark;
+      if (result !== undefined && result.outcome === 'failed') {
+        notChecked.push({ resource: resource.name, project: project.slug, reason: 'its stream failed this run' });
+        continue;
+      }
+      if (markIso === undefined) {
+        notChecked.push({ resource: resource.name, project: project.slug, reason: 'no window is finished yet' });
+        continue;
+      }
+      const range = reconcileRange({
+        runStartMs: options.runStartMs,
+        markMs: Date.parse(markIso),
+        lookbackMs: options.lookbackMs,
+        startMs: options.startMs,
+        touchedFromMs: touchedFrom(key === undefined ? undefined : options.before.streams[key], options),
+      });
+      if (range === undefined) continue;
+      jobs.push(
+        findDifferences(resource, project, range, { ...deps, signal: options.signal }).then((check) => {
+          stats.push(check.stats);
+          for (const part of [range.older, range.recent]) {
+            if (part !== undefined) checked.push({ resource: resource.name, project: project.slug, from: iso(part.fromMs), to: iso(part.toMs), by: part === range.recent ? check.by : 'count' });
+          }
+          for (const difference of check.differences) found.push({ resource, project, difference });
+        }, (error: unknown) => {
+          // One project's count failing (a 403, retries exhausted) leaves the others checked; said, not hidden.
+          const message = (error as Error).message;
+          deps.logger.warn({ resource: resource.name, project: project.slug, err: message }, `reconcile: could not count ${resource.name} of ${project.slug}`);
+          notChecked.push({ resource: resource.name, project: project.slug, reason: `the count failed: ${message}` });
+        }),
+      );
+    }
+  }
+  await Promise.all(jobs);
+  found.sort((a, b) => a.difference.window.fromMs - b.difference.window.fromMs);
+
+  const windows: ReconciledWindow[] = [];
+  const budget = options.maxRepairRecords ?? MAX_REPAIR_RECORDS;
+  let planned = 0;
+  const toRepair: typeof found = [];
+  for (const f of found) {
+    const base = { resource: f.resource.name, project: f.project.slug, from: iso(f.difference.window.fromMs), to: iso(f.difference.window.toMs), expected: f.difference.api, found: f.difference.warehouse };
+    if (options.mode === 'check') windows.push({ ...base, outcome: 'not repaired', reason: '--reconcile check' });
+    else if (f.difference.warehouse > f.difference.api) {
+      windows.push({ ...base, outcome: 'not repaired', reason: 'the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse' });
+    } else if (planned + f.difference.api > budget) {
+      windows.push({ ...base, outcome: 'not repaired', reason: `over this run's repair budget (${budget} records): query-sync verify --from ${base.from} --to ${base.to} --repair re-reads it` });
+    } else {
+      planned += f.difference.api;
+      toRepair.push(f);
+    }
+  }
+  if (toRepair.length > 0) windows.push(...(await repair(toRepair, options, deps, stats)));
+  windows.sort((a, b) => a.from.localeCompare(b.from) || a.resource.localeCompare(b.resource) || a.project.localeCompare(b.project));
+  return {
+    mode: options.mode,
+    requests: stats.reduce((n, s) => n + s.requests, 0),
+    checked,
+    windows,
+    notChecked,
+    remaining: windows.filter((w) => w.outcome !== 'repaired').length,
+  };
+}
+
+/** Re-read the windows (the backfill's forced window walk), then count each again. */
+async function repair(
+  found: readonly { resource: ResourceDefinition; project: VerifyProject; difference: Difference }[],
+  options: ReconcileOptions,
+  deps: SyncDeps,
+  stats: CallStats[],
+): Promise<ReconciledWindow[]> {
+  const asVerify: VerifyWindow[] = found.map((f) => ({
+    resource: f.resource.name,
+    project: f.project.slug,
+    header: f.project.header,
+    from: iso(f.difference.window.fromMs),
+    to: iso(f.difference.window.toMs),
+    api: f.difference.api,
+    warehouse: f.difference.warehouse,
+    match: false,
+  }));
+  const streams = await repairWindows(asVerify, { resources: options.resources, concurrency: options.concurrency, batchRows: options.batchRows, signal: options.signal, runId: options.runId }, deps);
+  for (const s of streams) stats.push(s.stats);
+  const failed = streams.find((s) => s.outcome !== 'ok');
+  return Promise.all(
+    found.map(async (f): Promise<ReconciledWindow> => {
+      const base = { resource: f.resource.name, project: f.project.slug, from: iso(f.difference.window.fromMs), to: iso(f.difference.window.toMs), expected: f.difference.api, found: f.difference.warehouse };
+      const after = await countAgain(f.resource, f.project, f.difference.window, deps, options.signal, stats);
+      if (after.expected === after.found) return { ...base, after, outcome: 'repaired' };
+      return { ...base, after, outcome: 'differs', reason: failed?.error === undefined ? 'the API still counts other records than its list returns' : `the re-read failed: ${failed.error.message}` };
+    }),
+  );
+}
+
+async function countAgain(
+  resource: ResourceDefinition,
+  project: VerifyProject,
+  window: TimeWindow,
+  deps: SyncDeps,
+  signal: AbortSignal | undefined,
+  stats: CallStats[],
+): Promise<{ expected: number; found: number }> {
+  const ctx: CallContext = { resource: resource.name, project: project.slug, lane: `reconcile|${resource.name}|${project.slug}`, stats: newCallStats(), signal };
+  stats.push(ctx.stats);
+  const [expected, found] = await Promise.all([
+    countRecords(deps.client, resource, singleProjectScope(project.header), window, ctx),
+    deps.destination.countWindow?.(resource.name, { projectId: project.slug, column: resource.cursorField as string, fromIso: iso(window.fromMs), toIso: iso(window.toMs) }) ?? Promise.resolve(0),
+  ]);
+  return { expected, found };
+}
+
+/** The earliest instant the run may have written: its window's start, a pending or split window, the settle re-read. */
+export function touchedFrom(before: StreamState | undefined, options: Pick<ReconcileOptions, 'lookbackMs' | 'startMs'>): number {
+  if (before?.mark === undefined) return options.startMs ?? 0;
+  const starts = [Date.parse(before.mark) - options.lookbackMs];
+  for (const at of [before.pending?.from, before.split?.from, before.settled, before.settlePending?.from]) if (at !== undefined) starts.push(Date.parse(at));
+  return Math.min(...starts);
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** One row per window that differed, per run: `_query_sync_runs`' child, keyed by the run. */
+export const RECONCILE_TABLE = '_query_sync_reconcile';
+export const RECONCILE_SCHEMA: TableSchema = tableSchema(RECONCILE_TABLE, ['run_id', 'resource', 'project_id', 'window_from'], {
+  run_id: 'string',
+  checked_at: 'timestamp',
+  resource: 'string',
+  project_id: 'string',
+  window_from: 'timestamp',
+  window_to: 'timestamp',
+  expected: 'int64',
+  found: 'int64',
+  expected_after: 'int64',
+  found_after: 'int64',
+  outcome: 'string',
+  reason: 'string',
+});
+
+export function reconcileRows(runId: string, checkedAt: string, report: ReconcileReport): Row[] {
+  return report.windows.map((w) => ({
+    run_id: runId,
+    checked_at: checkedAt,
+    resource: w.resource,
+    project_id: w.project,
+    window_from: w.from,
+    window_to: w.to,
+    expected: BigInt(w.expected),
+    found: BigInt(w.found),
+    expected_after: w.after === undefined ? null : BigInt(w.after.expected),
+    found_after: w.after === undefined ? null : BigInt(w.after.found),
+    outcome: w.outcome,
+    reason: w.reason ?? null,
+  }));
+}
