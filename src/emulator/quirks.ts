@@ -70,9 +70,7 @@ export function withListQuirks(quirks: ListQuirks, template: string, params: URL
 
 /** One page of the whole list (read through the handler's keyset pages), by offset. */
 function offsetPage(quirks: ListQuirks, params: URLSearchParams, byStartedAt: boolean, handle: (params: URLSearchParams) => JsonValue): JsonValue {
-  const cursor = params.get('cursor');
-  if (cursor !== null && !/^\d+$/.test(cursor)) throw badRequest(`cursor must be an offset, got "${cursor.slice(0, 40)}"`, 'cursor');
-  const offset = cursor === null ? 0 : Number(cursor);
+  const offset = readOffset(params.get('cursor'), quirks.offsetCursors === true);
   const asked = Number(params.get('limit') ?? DEFAULT_PAGE);
   const limit = Math.min(Number.isInteger(asked) && asked > 0 ? asked : DEFAULT_PAGE, INNER_PAGE, quirks.pageCap ?? Number.POSITIVE_INFINITY);
   const all: JsonValue[] = [];
@@ -91,5 +89,20 @@ function offsetPage(quirks: ListQuirks, params: URLSearchParams, byStartedAt: bo
   }
   const data = all.slice(offset, offset + limit);
   const hasMore = offset + limit < all.length;
-  return { data, meta: { cursor: hasMore ? String(offset + limit) : null, has_more: hasMore } };
+  return { data, meta: { cursor: hasMore ? writeOffset(offset + limit, quirks.offsetCursors === true) : null, has_more: hasMore } };
+}
+
+/**
+ * Offset cursors are plain numbers (`"100"`), as such servers send them; a re-ordered list on its
+ * own keeps cursors opaque (base64url of the offset), so the two variants stay apart.
+ */
+function writeOffset(offset: number, plain: boolean): string {
+  return plain ? String(offset) : Buffer.from(`offset:${offset}`, 'utf8').toString('base64url');
+}
+
+function readOffset(cursor: string | null, plain: boolean): number {
+  if (cursor === null) return 0;
+  const text = plain ? cursor : Buffer.from(cursor, 'base64url').toString('utf8').replace(/^offset:/, '');
+  if (!/^\d+$/.test(text)) throw badRequest(`cursor is not one this list handed out: "${cursor.slice(0, 40)}"`, 'cursor');
+  return Number(text);
 }

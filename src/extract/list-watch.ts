@@ -17,6 +17,8 @@ export interface ListObservation {
   /** The server's cursors counted records (offsets). */
   readonly offsetCursor?: boolean;
   readonly evidence?: string;
+  /** What could not be proven exact in this walk (the run then fails, naming it). */
+  readonly inexact?: string;
 }
 
 function instantMs(value: JsonValue | undefined): number | undefined {

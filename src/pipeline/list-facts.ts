@@ -1,5 +1,6 @@
 import type { Logger } from '../core/log.js';
 import type { ListObservation } from '../extract/list-watch.js';
+import type { StateDocument } from '../state/document.js';
 import type { StateStore } from '../state/store.js';
 
 /**
@@ -27,8 +28,8 @@ export interface ListFact {
 
 export type ListFacts = Readonly<Record<string, ListFact>>;
 
-export function listFacts(state: Pick<StateStore, 'document'>): ListFacts {
-  return (state.document.sections[LISTS_SECTION] ?? {}) as ListFacts;
+export function listFacts(doc: StateDocument): ListFacts {
+  return (doc.sections[LISTS_SECTION] ?? {}) as ListFacts;
 }
 
 /**
@@ -55,6 +56,7 @@ export class ListNotes {
 
   /** Merge what one walk saw (order proven or broken, a cap, an offset cursor). */
   observe(seen: ListObservation): void {
+    if (seen.inexact !== undefined && !this.inexact.includes(seen.inexact)) this.inexact.push(seen.inexact);
     const o = this.observed;
     this.observed = {
       // A walk that saw the order broken outweighs one that saw it hold (a different part of the list).
@@ -100,7 +102,7 @@ export async function recordListFacts(
   nowMs: number,
 ): Promise<void> {
   const seen = notes.observation;
-  const before = listFacts(state)[resource] ?? {};
+  const before = listFacts(state.document)[resource] ?? {};
   const order = seen.order ?? before.order;
   const pageCap = seen.pageCap ?? before.pageCap;
   const cursor = seen.offsetCursor === true ? 'offset' : before.cursor;

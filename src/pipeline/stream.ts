@@ -148,7 +148,7 @@ export async function syncStream(
     }
     return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error, ...(Object.keys(lists).length > 0 ? { lists } : {}) };
   };
-  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals, { notes, fact: listFacts(deps.state)[resource.name] ?? {} });
+  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals, { notes, fact: listFacts(deps.state.document)[resource.name] ?? {} });
   try {
     if (resource.mode === 'full') {
       await reader.walk(undefined);
