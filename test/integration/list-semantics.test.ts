@@ -10,7 +10,10 @@ import { cursorMillis } from '../../src/normalize/normalize.js';
 import { listFacts } from '../../src/pipeline/list-facts.js';
 import type { RunSummary } from '../../src/pipeline/run.js';
 import { StateStore } from '../../src/state/store.js';
-import { expectTableMatches, readTable, statePathOf, syncOnce, type HarnessRun } from '../fakes/harness.js';
+import { silentLogger } from '../../src/core/log.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { recordRun, RUNS_TABLE } from '../../src/pipeline/run-history.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce, type HarnessRun } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -119,9 +122,9 @@ describe('lists: offset cursors', () => {
     let usersPages = 0;
     let emu: Emulator | undefined;
     const onRequest = (info: RequestInfo): void => {
-      // While the first sync walks users, their most active ones are seen again: they move to the
-      // head (out of the walk's window), and every row after them shifts up one place per move.
-      if (info.path === '/v1/users' && ++usersPages === 3) emu?.addEvents('alpha', 12, {});
+      // While the first sync walks users (two a page), two are seen again: they move to the head,
+      // out of the walk's window, and every row after a user already read shifts up one place.
+      if (info.path === '/v1/users' && ++usersPages === 5) emu?.addEvents('alpha', 2, {});
     };
     emu = await emulator({ seed: 49, eventsPerProject: 400, projects: ['alpha'], lists: { offsetCursors: true, pageCap: 2 }, onRequest });
     const { d, second } = await twoSyncs(emu, { project: 'alpha', resources: [events, users] });
@@ -142,6 +145,16 @@ describe('lists: scope', () => {
     const dropped = first.streams.find((s) => s.resource === 'events')?.lists;
     expect(dropped?.foreignRowsDropped ?? 0).toBeGreaterThan(0);
     expect(dropped?.foreignProjects).toEqual(['beta', 'default']);
+    // The run's row says so too (as the CLI records it after the run).
+    const db = await DuckDbDestination.open(dbPathOf(d));
+    try {
+      await recordRun(db, { command: 'sync', startedAt: first.startedAt, endedAt: second.startedAt, streams: first.streams, settings: {}, secrets: [] }, [], silentLogger());
+    } finally {
+      await db.close();
+    }
+    const [row] = await readTable(d, RUNS_TABLE);
+    const streams = JSON.parse(String(row?.streams)) as { resource: string; lists?: { foreignRowsDropped?: number } }[];
+    expect(streams.find((s) => s.resource === 'events')?.lists?.foreignRowsDropped).toBe(dropped?.foreignRowsDropped);
   });
 });
 
