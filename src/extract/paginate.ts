@@ -124,7 +124,7 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
       req.watch?.({ offsetCursor: true, evidence: `cursor "${page.nextCursor ?? ''}" after ${read + raw.length} records` });
     }
     read += raw.length;
-    const last = page.records[page.records.length - 1] ?? raw[raw.length - 1];
+    const last = page.records[page.records.length - 1];
     if (last !== undefined) anchor = recordIdentity(req.resource, last);
     yield page;
     if (!page.hasMore) return;
@@ -133,7 +133,10 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
         context: ctx,
       });
     }
-    if (seen.has(page.nextCursor)) {
+    // An offset walk may be handed an offset again after looking back for its anchor; it loops only
+    // when a page brings nothing new and the offset does not move forward.
+    const stuck = offsets ? page.records.length === 0 && (offsetOf(page.nextCursor) ?? 0) <= (offsetOf(cursor ?? null) ?? -1) : seen.has(page.nextCursor);
+    if (stuck) {
       throw new PaginationError(
         `the server returned a cursor already followed in this walk (${trimBody(page.nextCursor, 60)}): the walk would loop; expected a new cursor or has_more = false`,
         { context: ctx },
