@@ -6,8 +6,8 @@ import type { ApiClient, CallContext } from '../http/client.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
-import { OrderLearner } from '../extract/list-watch.js';
 import type { ListFact, ListNotes } from './list-facts.js';
+import { OrderWatch } from './order-watch.js';
 
 export interface WalkDeps {
   readonly client: ApiClient;
@@ -279,54 +279,6 @@ function normalize(options: WalkOptions, record: ApiRecord): Row {
   } catch (error) {
     if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: options.ctx });
     throw error;
-  }
-}
-
-/**
- * For a list with no filter on its cursor field (`stopPastWindow`): the walk ends at the first page
- * whose records have all passed the window's start, once the list's newest-first order is proven
- * (by this walk's records, or by an earlier run's, kept in state) and not contradicted. Unproven,
- * or one record out of order, and the walk reads to the end of the list (docs/list-semantics.md).
- */
-class OrderWatch {
-  private lastMs: number | undefined;
-  private readonly learner: OrderLearner;
-  private readonly active: boolean;
-  /** An earlier run proved this order; this walk re-checks it on its own records. */
-  private readonly known: boolean;
-  private warned = false;
-
-  constructor(
-    private readonly options: WalkOptions,
-    private readonly logger: Logger,
-  ) {
-    this.active = options.resource.stopPastWindow === true && options.window !== undefined;
-    this.learner = new OrderLearner(options.resource);
-    this.known = options.lists?.fact.order === `-${options.resource.cursorField ?? ''}`;
-  }
-
-  pastWindow(records: readonly ApiRecord[]): boolean {
-    if (!this.active || this.options.window === undefined) return false;
-    this.learner.see(records);
-    for (const record of records) {
-      const ms = cursorMillis(this.options.resource, record);
-      if (ms !== undefined) this.lastMs = ms; // inWindow reports a missing field
-    }
-    const fact = this.options.lists?.fact.order;
-    if (this.learner.broken && !this.warned && (fact === undefined || this.known)) {
-      this.warned = true;
-      this.logger.warn(
-        { resource: this.options.resource.name, project: this.options.scope.key },
-        `expected ${this.options.resource.path} newest first by ${this.options.resource.cursorField ?? '?'}, got a newer record after an older one: reading the whole list`,
-      );
-    }
-    const trusted = !this.learner.broken && (this.known || this.learner.proven);
-    return trusted && this.lastMs !== undefined && this.lastMs < this.options.window.fromMs;
-  }
-
-  /** What this walk's records proved of the order (stored at the stream's end). */
-  report(notes: ListNotes | undefined): void {
-    if (this.active) notes?.observe(this.learner.observation());
   }
 }
 
