@@ -2,9 +2,9 @@ import { defineResource } from '../src/core/resource.js';
 
 /**
  * Conversations change as messages arrive: synced on `last_message_at`, newer copy wins. The SDK
- * offers only `started_at` filters, so the walk reads most-recent-message-first (the service's
- * default order) and stops once it has passed the window's start; a broken order is noticed and the
- * walk then reads the whole list.
+ * offers only `started_at` filters, so the walk reads most-recent-message-first and stops once it
+ * has passed the window's start, where the records proved that order; unproven or broken, the walk
+ * reads the whole list.
  */
 export const conversations = defineResource({
   name: 'conversations',
@@ -13,6 +13,11 @@ export const conversations = defineResource({
   mode: 'incremental',
   cursorField: 'last_message_at',
   stopPastWindow: true,
+  // What the SDK sends on every list (its default; the values a list accepts are not documented).
+  // The order really served is learned from the records (docs/list-semantics.md): the walk stops
+  // early only once they told last_message_at apart from started_at.
+  params: { order_by: '-timestamp' },
+  orderCandidates: ['started_at'],
   sortOrder: 'desc',
   allProjects: true,
   // Sub-windows on started_at (never after last_message_at), the one time filter the list has; a

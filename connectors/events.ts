@@ -1,5 +1,11 @@
 import { defineResource } from '../src/core/resource.js';
 
+/**
+ * Free text (SDK: strings with no format): declared, so a first value that happens to look like an
+ * instant ("what time is it?" → "2026-11-20T10:00:00Z") never makes the column a TIMESTAMP.
+ */
+const EVENT_TEXT = { user_input: 'string', assistant_output: 'string', model: 'string' } as const;
+
 /** Events: the bulk of the data. Newest first on the real service; keyed by (project_id, id). */
 export const events = defineResource({
   name: 'events',
@@ -16,7 +22,7 @@ export const events = defineResource({
   countPath: '/v1/events/count', // field notes: returns { data: { total } }; unfiltered by signal (signal counts under-count)
   split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', exact: true },
   maxPageSize: 100, // field notes: "maximum 100 on most lists"
-  columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string', received_at: 'timestamp' },
+  columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string', received_at: 'timestamp', ...EVENT_TEXT },
   partitionColumn: 'timestamp',
   settles: true, // SDK: signals, topics, attachments, error_spans, tool_calls "may be absent for very recent events"
   arrivalField: 'received_at',

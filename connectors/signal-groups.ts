@@ -11,8 +11,10 @@ export const signalGroups = defineResource({
   path: '/v1/signal-groups',
   key: 'id',
   mode: 'full',
+  params: { order_by: '-timestamp' }, // the SDK's default, sent on every list
   sortOrder: 'desc',
   allProjects: false, // as signals: read one project at a time
   maxPageSize: 100,
-  columns: { id: 'string', created_at: 'timestamp', updated_at: 'timestamp', signal_count: 'int64' },
+  // Names and descriptions are free text (SDK strings): declared, so type inference never applies to them.
+  columns: { id: 'string', created_at: 'timestamp', updated_at: 'timestamp', signal_count: 'int64', name: 'string', description: 'string', org_id: 'string' },
 });

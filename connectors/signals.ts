@@ -6,8 +6,10 @@ export const signals = defineResource({
   path: '/v1/signals',
   key: 'id',
   mode: 'full',
+  params: { order_by: '-timestamp' }, // the SDK's default, sent on every list
   sortOrder: 'desc',
   allProjects: false, // field notes: signals reject `*` with 400
   maxPageSize: 100,
-  columns: { id: 'string', created_at: 'timestamp' },
+  // Names and descriptions are free text (SDK strings): declared, so type inference never applies to them.
+  columns: { id: 'string', created_at: 'timestamp', type: 'string', name: 'string', description: 'string', group_id: 'string', group_name: 'string', sentiment: 'string' },
 });

@@ -21,6 +21,21 @@ export const traces = defineResource({
   split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', exact: false },
   maxPageSize: 1000, // field notes: clients ask traces for 500 and 1000
   perParent: { parent: 'events', param: 'event_id', shownBy: ['tool_calls', 'error_spans', 'model'] },
-  columns: { span_id: 'string', start_time_ns: 'int64', end_time_ns: 'int64', duration_ns: 'int64' },
+  columns: {
+    span_id: 'string',
+    start_time_ns: 'int64',
+    end_time_ns: 'int64',
+    duration_ns: 'int64',
+    // Free text and names (SDK strings): declared, so a value that looks like an instant stays text.
+    trace_id: 'string',
+    parent_span_id: 'string',
+    span_name: 'string',
+    span_type: 'string',
+    status: 'string',
+    input: 'string',
+    output: 'string',
+    model: 'string',
+    provider: 'string',
+  },
   partitionColumn: 'start_time_ns',
 });

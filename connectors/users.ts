@@ -9,6 +9,7 @@ export const users = defineResource({
   cursorField: 'last_seen',
   filterGte: 'last_seen[gte]', // SDK: users filter on first_seen/last_seen, not timestamp
   filterLt: 'last_seen[lt]',
+  params: { order_by: '-timestamp' }, // the SDK's default, sent on every list
   sortOrder: 'desc',
   allProjects: true,
   // A user's last_seen is one of its events' timestamps: events over time say where users lie.

@@ -200,7 +200,8 @@ async function main(): Promise<number> {
           .option('flavor', { choices: ['spec', 'real'] as const, default: 'spec' as const, describe: 'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)' })
           .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
           .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
-          .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" }),
+          .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" })
+          .option('list-quirks', { type: 'string', describe: 'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)' }),
       async (argv) => {
         const { emulateCommand } = await import('./commands/emulate.js');
         setExit(
@@ -216,6 +217,7 @@ async function main(): Promise<number> {
               latency: argv.latency,
               enrichAfter: argv['enrich-after'],
               allProjects: argv['all-projects'],
+              listQuirks: argv['list-quirks'],
             },
             { print },
           ),

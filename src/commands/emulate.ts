@@ -1,7 +1,7 @@
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
-import type { Flavor } from '../emulator/index.js';
+import { parseListQuirks, type Flavor, type ListQuirks } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
 import type { CommandIo } from './io.js';
 
@@ -18,6 +18,8 @@ export interface EmulateFlags {
   /** A duration; undefined: the flavor's default. */
   readonly enrichAfter: string | undefined;
   readonly allProjects: boolean;
+  /** `--list-quirks`: e.g. `page-cap=50,offset-cursors` (emulator/quirks.ts). */
+  readonly listQuirks?: string | undefined;
 }
 
 function duration(flag: string, text: string): number {
@@ -25,6 +27,14 @@ function duration(flag: string, text: string): number {
     return parseDuration(text);
   } catch (error) {
     throw new ConfigError(`--${flag}: ${(error as Error).message}`);
+  }
+}
+
+function listQuirks(text: string): ListQuirks {
+  try {
+    return parseListQuirks(text);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
   }
 }
 
@@ -44,6 +54,7 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     latencyMs: duration('latency', flags.latency),
     enrichAfterMs: flags.enrichAfter === undefined ? undefined : duration('enrich-after', flags.enrichAfter),
     allProjects: flags.allProjects,
+    lists: flags.listQuirks === undefined ? undefined : listQuirks(flags.listQuirks),
   });
   io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);

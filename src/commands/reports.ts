@@ -181,6 +181,7 @@ export function formatStreamLine(s: StreamResult, extra: readonly string[] = [],
     `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
     `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
     `seconds=${s.seconds.toFixed(1)}`,
+    ...(s.lists?.foreignRowsDropped === undefined ? [] : [`foreign_rows_dropped=${s.lists.foreignRowsDropped}`]),
     s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
   ].join(' ');
 }

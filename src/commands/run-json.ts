@@ -21,6 +21,8 @@ export interface StreamJson {
   readonly backoffSeconds: number;
   readonly seconds: number;
   readonly error?: ErrorJson;
+  /** Rows of projects not asked for (dropped), a page cap: docs/list-semantics.md. */
+  readonly lists?: StreamResult['lists'];
 }
 
 export interface ErrorJson {
@@ -57,6 +59,7 @@ export function runJson(command: string, summary: RunSummary, exitCode: number):
     waitedSeconds: round1(s.stats.waitedMs / 1000),
     backoffSeconds: round1(s.stats.backoffMs / 1000),
     seconds: round1(s.seconds),
+    ...(s.lists === undefined ? {} : { lists: s.lists }),
     ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
   }));
   const errors = new Map<string, ErrorJson & { streams: string[] }>();

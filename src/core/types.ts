@@ -92,8 +92,13 @@ export interface ResourceDefinition {
    * `verify` reconciles a whole range of day- or hour-aligned windows in one request with it.
    */
   readonly timeseriesPath?: string;
-  /** Largest page the endpoint allows; a sync always asks for this many. */
+  /** Largest page the endpoint allows; a sync asks for this many (or a page cap it learned, docs/list-semantics.md). */
   readonly maxPageSize: number;
+  /**
+   * Other fields the list could be sorted by (conversations: `started_at`). A walk that stops by
+   * order (`stopPastWindow`) trusts the order only once records told the cursor field apart from these.
+   */
+  readonly orderCandidates?: readonly string[];
   /** Column types known up front; other fields are inferred from their values. */
   readonly columns?: Readonly<Record<string, LogicalType>>;
   /** Column the BigQuery table is partitioned on (by date). */

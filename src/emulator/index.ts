@@ -23,12 +23,14 @@ import { Random } from './random.js';
 import type { Flavor } from './handler-context.js';
 import { StatsRecorder, type EmulatorStats } from './stats.js';
 import { Store } from './store.js';
+import type { ListQuirks } from './quirks.js';
 
 export type { FaultKind, FaultOptions } from './faults.js';
 export type { RateLimitOptions } from './limits.js';
 export type { EmulatorStats } from './stats.js';
 export type { Flavor } from './handler-context.js';
 export type { RequestInfo } from './server.js';
+export { parseListQuirks, type ListQuirks } from './quirks.js';
 export type { ApiRecord, JsonValue } from './types.js';
 
 /** The project header of each flavor. */
@@ -101,6 +103,8 @@ export interface EmulatorOptions {
   unlistedEvents?: { readonly fromMs: number; readonly toMs: number };
   /** Clock in ms. @default Date.now */
   now?: () => number;
+  /** List behaviours of servers we have not met (offset cursors, page caps, …: `quirks.ts`). @default none */
+  lists?: ListQuirks;
 }
 
 export interface Emulator {
@@ -182,6 +186,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     enrichAfterMs: options.enrichAfterMs ?? (flavor === 'real' ? DEFAULT_ENRICH_AFTER_MS : 0),
     spanEventId: flavor === 'spec',
     userInputChars: options.userInputChars,
+    instantTexts: options.lists?.instantTexts === true,
   });
   const stats = new StatsRecorder();
   const timers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
@@ -197,6 +202,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     latencyRng: new Random(deriveSeed(seed, 'latency')),
     onRequest: options.onRequest,
     now,
+    lists: options.lists,
     sleep: (ms) =>
       new Promise<void>((resolve) => {
         const entry = {

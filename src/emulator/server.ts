@@ -12,6 +12,7 @@ import { toJson } from './json.js';
 import type { RateLimiter } from './limits.js';
 import { ApiError, type ErrorDetails } from './params.js';
 import type { Random } from './random.js';
+import { withListQuirks, type ListQuirks } from './quirks.js';
 import { matchRoute, type Route } from './routes.js';
 import { resolveScope, type ScopeRules } from './scope.js';
 import type { StatsRecorder } from './stats.js';
@@ -60,6 +61,8 @@ export interface ServerContext {
   readonly now: () => number;
   /** Delays the `slow` fault; tracked so `close()` can cancel them. */
   readonly sleep: (ms: number) => Promise<void>;
+  /** List behaviours of servers we have not met (`quirks.ts`); none by default. */
+  readonly lists?: ListQuirks;
 }
 
 export function createListener(server: ServerContext): (req: IncomingMessage, res: ServerResponse) => void {
@@ -175,7 +178,8 @@ function refuse(
 function run(server: ServerContext, req: IncomingMessage, route: Route, id: string | undefined, params: URLSearchParams): JsonValue {
   const rawHeader = req.headers[server.scopeRules.headerName.toLowerCase()];
   const header = Array.isArray(rawHeader) ? rawHeader.join(',') : rawHeader;
-  const scope = resolveScope(header, params.get('project_ids'), route.allProjects && server.settings.allProjects, server.scopeRules);
+  const projectIds = server.lists?.ignoreProjectIds === true ? null : params.get('project_ids');
+  const scope = resolveScope(header, projectIds, route.allProjects && server.settings.allProjects, server.scopeRules);
   const now = server.now();
   server.store.advance(now);
   const projects: ProjectData[] = [];
@@ -194,7 +198,8 @@ function run(server: ServerContext, req: IncomingMessage, route: Route, id: stri
     id,
     unlistedEvents: server.settings.unlistedEvents,
   };
-  return route.handler(context);
+  if (server.lists === undefined) return route.handler(context);
+  return withListQuirks(server.lists, route.template, params, (quirked) => route.handler({ ...context, params: quirked }));
 }
 
 function bearerToken(header: string | undefined): string | undefined {

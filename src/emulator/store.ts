@@ -8,6 +8,7 @@ import { ProjectGenerator } from './data.js';
 import {
   convoRecord,
   eventRecord,
+  iso,
   signalGroupRecord,
   signalRecord,
   spanRecord,
@@ -69,6 +70,8 @@ export interface StoreOptions {
   readonly spanEventId: boolean;
   /** `user_input` served padded to this many characters (`EmulatorOptions.userInputChars`). */
   readonly userInputChars?: number;
+  /** Half the events serve an ISO instant as `user_input`, the other half as `assistant_output` (`ListQuirks.instantTexts`). */
+  readonly instantTexts?: boolean;
 }
 
 export interface AddEventsOptions {
@@ -88,12 +91,14 @@ export class Store {
   readonly spanEventId: boolean;
   /** The filler `eventAt` pads `user_input` with, as long as the padded length (none: no padding). */
   private readonly filler: string | undefined;
+  private readonly instantTexts: boolean;
 
   constructor(options: StoreOptions) {
     this.enrichAfterMs = Math.max(0, options.enrichAfterMs);
     const chars = Math.floor(options.userInputChars ?? 0);
     this.filler = chars > 0 ? 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(chars / 55)).slice(0, chars) : undefined;
     this.spanEventId = options.spanEventId;
+    this.instantTexts = options.instantTexts === true;
     this.lateRng = new Random(deriveSeed(options.seed, 'late'));
     for (const slug of options.projects) this.projects.set(slug, this.seedProject(slug, options));
   }
@@ -118,7 +123,7 @@ export class Store {
 
   /** The event as served at `now` (with or without its enriched fields). */
   eventAt(event: EventEntry, now: number): ApiRecord {
-    const record = eventRecord(event, this.isEnriched(event, now));
+    const record = withInstantText(eventRecord(event, this.isEnriched(event, now)), event, this.instantTexts);
     if (this.filler === undefined) return record;
     const text = `${event.userInput} `;
     return { ...record, user_input: text.length >= this.filler.length ? text : text + this.filler.slice(text.length) };
@@ -311,4 +316,15 @@ function foldEvent<T extends Entry & { sortKey: number }>(
   }
   fold.update(entry);
   advanceSortKey(list, entry, sortKey);
+}
+
+/**
+ * Free text that looks like an instant (a "what time is it" answer): by the id's last character,
+ * half the events carry their timestamp as `user_input`, the other half as `assistant_output`, so
+ * whichever event a reader sees first, one of the two columns starts with an instant.
+ */
+function withInstantText(record: ApiRecord, event: EventEntry, on: boolean): ApiRecord {
+  if (!on) return record;
+  const field = event.id.charCodeAt(event.id.length - 1) % 2 === 0 ? 'user_input' : 'assistant_output';
+  return { ...record, [field]: iso(event.sortKey) };
 }

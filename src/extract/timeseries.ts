@@ -3,6 +3,7 @@ import { stringifyJson } from '../core/json.js';
 import type { JsonValue, ProjectScope, SplitDeclaration } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import type { TimeWindow, WindowCount } from './windows.js';
+import { memoGetJson } from './memo.js';
 
 /**
  * Where records lie in time, from a timeseries endpoint (`/v1/events/timeseries`, the SDK's shape
@@ -62,7 +63,7 @@ export async function timeseries(
     [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
   };
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
-  const body = await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx);
+  const body = await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx);
   const bad = (): DataError =>
     new DataError(`expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, got: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
   const data = field(body, 'data');

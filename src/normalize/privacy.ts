@@ -53,8 +53,11 @@ export function withPrivacy(resource: ResourceDefinition, rules: PrivacyRules, s
   const hash = new Set(rules.hash[resource.name] ?? []);
   if (exclude.size === 0 && hash.size === 0) return resource;
   const own = resource.transform;
+  // An excluded field that is declared (free text is: connectors/) gets no column either.
+  const columns = resource.columns === undefined ? undefined : Object.fromEntries(Object.entries(resource.columns).filter(([field]) => !exclude.has(field)));
   return Object.freeze({
     ...resource,
+    ...(columns === undefined ? {} : { columns }),
     transform: (record: ApiRecord): ApiRecord => applyPrivacy(own === undefined ? record : own(record), exclude, hash, salt),
   });
 }

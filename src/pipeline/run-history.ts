@@ -132,6 +132,7 @@ export async function recordRun(destination: Destination, run: RunRecord, change
         retries: s.stats.retries,
         rate_limited: s.stats.rateLimited,
         seconds: Math.round(s.seconds * 10) / 10,
+        ...(s.lists === undefined ? {} : { lists: s.lists }),
         ...(s.outcome !== 'ok' && s.error !== undefined ? { error: clean(s.error.message) } : {}),
       })),
     ),

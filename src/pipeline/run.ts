@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type ApiClient } from '../http/client.js';
+import { beginRequestMemo } from '../extract/memo.js';
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
@@ -186,8 +187,14 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
     return result;
   };
 
-  const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
-  return summarize(runStartMs, streams, deps.clock);
+  // Identical aggregate requests (split planning's timeseries for events, users, conversations) go out once.
+  const endMemo = beginRequestMemo(deps.client);
+  try {
+    const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
+    return summarize(runStartMs, streams, deps.clock);
+  } finally {
+    endMemo();
+  }
 }
 
 /** The scope the one-time probe of a child resource is read in (one project: children refuse `*`). */

@@ -2,6 +2,7 @@ import { DataError, FatalApiError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { readTotal } from '../extract/count.js';
+import { memoGetJson } from '../extract/memo.js';
 import { recordsOverTime, refineAround, type RecordsOverTime } from '../extract/timeseries.js';
 import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
 import { cursorMillis } from '../normalize/normalize.js';
@@ -146,7 +147,7 @@ async function countPages(
     [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
   };
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
-  return readTotal(await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
+  return readTotal(await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
 }
 
 /**

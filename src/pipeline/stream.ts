@@ -1,4 +1,4 @@
-import { FatalApiError, type QuerySyncError } from '../core/errors.js';
+import { FatalApiError, PaginationError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { TimeWindow } from '../extract/windows.js';
@@ -6,6 +6,7 @@ import { newCallStats, type ApiClient, type CallContext, type CallStats } from '
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { DEFAULT_BATCH_BYTES, WalkBounds, walkWindow, type WalkOptions } from './walk.js';
+import { ListNotes, listFacts, recordListFacts, type ListSummary } from './list-facts.js';
 import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
 import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
@@ -88,6 +89,8 @@ export interface StreamResult {
   readonly stats: CallStats;
   readonly seconds: number;
   readonly error?: QuerySyncError | Error;
+  /** What the stream noticed of its list: rows of projects not asked for (dropped), a page cap (docs/list-semantics.md). */
+  readonly lists?: ListSummary;
 }
 
 /**
@@ -110,8 +113,24 @@ export async function syncStream(
   const key = streamKey(resource.name, scope.key);
   const ctx = streamCallContext(resource, scope, options.signal);
   const totals = { rows: 0, pages: 0, windows: 0 };
-  const finish = async (outcome: StreamResult['outcome'], error?: Error): Promise<StreamResult> => {
+  const notes = new ListNotes(resource.name);
+  const finish = async (outcomeIn: StreamResult['outcome'], errorIn?: Error): Promise<StreamResult> => {
+    let outcome = outcomeIn;
+    let error = errorIn;
     const seconds = (deps.clock.now() - started) / 1000;
+    await recordListFacts(resource.name, notes, deps.state, deps.logger, deps.clock.now()).catch(() => undefined);
+    if (notes.foreignTotal > 0) {
+      deps.logger.warn(
+        { resource: resource.name, project: scope.key, dropped: notes.foreignTotal, projects: [...notes.foreignRows.keys()].sort() },
+        `${resource.path} answered ${notes.foreignTotal} rows of projects not asked for (${[...notes.foreignRows.keys()].sort().join(', ')}): the server ignores project_ids; dropped, not stored`,
+      );
+    }
+    const lists = notes.summary();
+    if (outcome === 'ok' && notes.inexact.length > 0) {
+      // Everything read is stored; the run says what it could not prove exact, and exits non-zero.
+      outcome = 'failed';
+      error = new PaginationError(`${resource.name} may be incomplete: ${notes.inexact.join('; ')}`);
+    }
     if (outcome !== 'scope-rejected') {
       await deps.state.updateStream(key, (s) => ({
         ...s,
@@ -127,9 +146,9 @@ export async function syncStream(
         },
       }));
     }
-    return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error };
+    return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error, ...(Object.keys(lists).length > 0 ? { lists } : {}) };
   };
-  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals);
+  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals, { notes, fact: listFacts(deps.state.document)[resource.name] ?? {} });
   try {
     if (resource.mode === 'full') {
       await reader.walk(undefined);
@@ -194,6 +213,7 @@ class UnitReader {
     private readonly options: StreamOptions,
     private readonly ctx: CallContext,
     private readonly totals: { rows: number; pages: number; windows: number },
+    private readonly lists?: WalkOptions['lists'],
   ) {
     this.key = streamKey(resource.name, scope.key);
     this.maxParts = options.concurrency ?? DEFAULT_SPLIT_CONCURRENCY;
@@ -430,6 +450,7 @@ class UnitReader {
                 options.onPage?.(page);
               },
         onStored: this.onStored,
+        lists: this.lists,
         checkpoint: (nextCursor) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor)),
         onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
       },

@@ -6,6 +6,8 @@ import type { ApiClient, CallContext } from '../http/client.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
+import type { ListFact, ListNotes } from './list-facts.js';
+import { OrderWatch } from './order-watch.js';
 
 export interface WalkDeps {
   readonly client: ApiClient;
@@ -68,6 +70,8 @@ export interface WalkOptions {
    * from it, so a crash between the two re-reads the batch rather than losing its children).
    */
   readonly onStored?: (rows: readonly Row[]) => Promise<void>;
+  /** What the run learned of this list so far and collects of it (docs/list-semantics.md). */
+  readonly lists?: { readonly notes: ListNotes; readonly fact: ListFact };
 }
 
 /**
@@ -136,7 +140,24 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   };
   let pagesInWalk = 0;
   const order = new OrderWatch(options, deps.logger);
-  const pages = paginate(deps.client, { resource, scope, window, startCursor: options.startCursor, partFilter: options.partFilter }, ctx)[Symbol.asyncIterator]();
+  const lists = options.lists;
+  const pages = paginate(
+    deps.client,
+    {
+      resource,
+      scope,
+      window,
+      startCursor: options.startCursor,
+      partFilter: options.partFilter,
+      pageSize: lists?.fact.pageCap,
+      offsetCursors: lists?.fact.cursor === 'offset',
+      watch: lists === undefined ? undefined : (seen) => lists.notes.observe(seen),
+    },
+    ctx,
+  )[Symbol.asyncIterator]();
+  // Rows of projects not asked for: `project_ids` is not in the SDK, and a server that ignores it
+  // answers for every project. They are dropped and counted, never stored.
+  const asked = scope.header === '*' && scope.projectIds !== undefined && scope.projectIds.length > 0 ? new Set(scope.projectIds) : undefined;
   let firstPage = options.startCursor === undefined && options.onFirstPage !== undefined;
   try {
     let next = pages.next();
@@ -167,6 +188,10 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       for (const record of page.records) {
         if (window !== undefined && !inWindow(resource, record, options.bounds?.window ?? window, ctx)) continue;
         const row = normalize(options, record);
+        if (asked !== undefined && !asked.has(String(row[PROJECT_COLUMN]))) {
+          lists?.notes.dropForeign(String(row[PROJECT_COLUMN]));
+          continue;
+        }
         if (scope.header === '*') seenProjects.add(String(row[PROJECT_COLUMN]));
         buffer.push(row);
         bufferBytes += rowBytes(row);
@@ -197,6 +222,7 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
         return 'done';
       }
     }
+    order.report(lists?.notes);
   } catch (error) {
     if (!(error instanceof CursorRejectedError)) throw error;
     await refusedCursor(error, options, deps, restarts, pagesInWalk);
@@ -253,41 +279,6 @@ function normalize(options: WalkOptions, record: ApiRecord): Row {
   } catch (error) {
     if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: options.ctx });
     throw error;
-  }
-}
-
-/**
- * For a list with no filter on its cursor field (`stopPastWindow`): the walk ends at the first page
- * whose records have all passed the window's start, provided every record so far came in the
- * declared newest-first order. One record out of order and the walk reads to the end of the list.
- */
-class OrderWatch {
-  private lastMs: number | undefined;
-  private ordered = true;
-  private readonly active: boolean;
-
-  constructor(
-    private readonly options: WalkOptions,
-    private readonly logger: Logger,
-  ) {
-    this.active = options.resource.stopPastWindow === true && options.window !== undefined;
-  }
-
-  pastWindow(records: readonly ApiRecord[]): boolean {
-    if (!this.active || this.options.window === undefined) return false;
-    for (const record of records) {
-      const ms = cursorMillis(this.options.resource, record);
-      if (ms === undefined) continue; // inWindow reports the missing field
-      if (this.ordered && this.lastMs !== undefined && ms > this.lastMs) {
-        this.ordered = false;
-        this.logger.warn(
-          { resource: this.options.resource.name, project: this.options.scope.key },
-          `expected ${this.options.resource.path} newest first by ${this.options.resource.cursorField ?? '?'}, got a newer record after an older one: reading the whole list this run`,
-        );
-      }
-      this.lastMs = ms;
-    }
-    return this.ordered && this.lastMs !== undefined && this.lastMs < this.options.window.fromMs;
   }
 }
 
