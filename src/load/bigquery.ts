@@ -51,8 +51,9 @@ import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
 import type { LeaseProvider } from '../core/lease.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
+import { dedupeRows, type BillingTotals, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
+import { BillingTally } from './bigquery-billing.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
@@ -160,6 +161,7 @@ export class BigQueryDestination implements Destination {
   /** Writes waiting for the running one, per table. */
   private readonly waiting = new Map<string, WriteGroup>();
   private readonly dryRunPrinter: BigQueryDryRun;
+  private readonly billed = new BillingTally();
 
   constructor(options: BigQueryDestinationOptions) {
     this.target = { projectId: options.projectId, dataset: options.dataset };
@@ -194,9 +196,14 @@ export class BigQueryDestination implements Destination {
       retry: this.retry,
       sleep: this.sleep,
       log: this.log,
+      onDone: (subject, metadata) => this.billed.add(subject.table, metadata),
     });
     this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
     this.dryRunPrinter = new BigQueryDryRun(this.target, this.print, this.now);
+  }
+
+  billing(): BillingTotals {
+    return this.billed.totals();
   }
 
   async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
