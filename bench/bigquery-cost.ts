@@ -11,6 +11,11 @@
  * conversations in the table and touched per run) is stated below; change it to yours. Bytes are
  * NDJSON bytes, a proxy for BigQuery's logical bytes (within tens of percent: INT64 and TIMESTAMP
  * are 8 bytes there, digits here). On-demand queries bill at least 10 MB per table referenced.
+ *
+ * The last section sets the MERGE of users and conversations against the bytes of the rows a run
+ * touches, for the layout now, for the best any in-place MERGE can do under BigQuery's DML billing
+ * and partition limits, and for an append-only change log read through a view (not built; see
+ * docs/bigquery-cost.md).
  */
 import { RESOURCES } from '../connectors/index.js';
 import { startEmulator } from '../src/emulator/index.js';
@@ -160,4 +165,65 @@ out('key-bucket pruning vs keys touched per run (users table as above):');
 for (const k of [100, 500, 1_000, 5_000, 20_000]) {
   const b = bucketsTouched(k);
   out(`  ${String(k).padStart(6)} keys → ${String(b).padStart(4)} of ${KEY_BUCKETS} buckets → ${fmt(usersTableBytes * (b / KEY_BUCKETS) + k * size('users'))} per MERGE (unpartitioned: ${fmt(usersTableBytes)})`);
+}
+
+// ---- users and conversations: bytes per MERGE against the bytes the batch touches -----------------
+
+/**
+ * BigQuery bills a MERGE that updates rows of a partitioned table for every column of every
+ * partition it updates (t'), plus what it reads (q'); of an unpartitioned table, the whole table
+ * (https://cloud.google.com/bigquery/docs/reference/standard-sql/dml-syntax#on-demand_query_size_calculation).
+ * Clustering prunes what a query reads, at the granularity of storage blocks, not rows
+ * (https://cloud.google.com/bigquery/docs/clustered-tables: blocks sized to the table; tables or
+ * partitions under 64 MB gain little), so it lowers q', never t'. A table holds at most 10,000
+ * partitions and one job may modify at most 4,000 (https://cloud.google.com/bigquery/quotas#partitioned_tables).
+ */
+const MAX_PARTITIONS_PER_TABLE = 10_000;
+const MAX_PARTITIONS_PER_JOB = 4_000;
+/** Expected distinct partitions k random keys fall in, of p equal ones. */
+const partitionsHit = (k: number, p: number): number => p * (1 - (1 - 1 / p) ** k);
+
+interface Keyed {
+  readonly table: string;
+  readonly tableBytes: number;
+  readonly rows: number;
+  readonly touched: number;
+  readonly rowBytes: number;
+}
+const keyed: Keyed[] = [
+  { table: 'users', tableBytes: usersTableBytes, rows: USERS_IN_TABLE, touched: USERS_TOUCHED_PER_RUN, rowBytes: size('users') },
+  { table: 'conversations', tableBytes: conversationsTableBytes, rows: CONVERSATIONS_PER_DAY * DAYS, touched: CONVERSATIONS_TOUCHED_PER_RUN, rowBytes: size('conversations') },
+];
+const ratio = (bytes: number, touched: number): string => `${(bytes / touched).toFixed(bytes / touched >= 10 ? 0 : 1)}×`;
+out('');
+out('users and conversations: one run\'s MERGE against the bytes of the rows it touches (target: within 2×)');
+for (const t of keyed) {
+  const touchedBytes = t.touched * t.rowBytes;
+  const stage = touchedBytes;
+  const nowBytes = t.tableBytes * (partitionsHit(t.touched, KEY_BUCKETS) / KEY_BUCKETS) + stage;
+  const hitAtMax = partitionsHit(t.touched, MAX_PARTITIONS_PER_TABLE);
+  const floorBytes = t.tableBytes * (hitAtMax / MAX_PARTITIONS_PER_TABLE) + stage;
+  // Rows per partition needed for the touched partitions to hold at most 2× the touched bytes.
+  const rowsPerPartitionFor2x = 2;
+  const partitionsFor2x = Math.ceil(t.rows / rowsPerPartitionFor2x);
+  out(`  ${t.table}: ${t.touched.toLocaleString('en')} rows touched = ${fmt(touchedBytes)} (of ${fmt(t.tableBytes)})`);
+  out(`    now, ${KEY_BUCKETS.toLocaleString('en')} key-bucket partitions:            ${fmt(nowBytes).padStart(10)} per MERGE = ${ratio(nowBytes, touchedBytes)}`);
+  out(
+    `    best in-place MERGE, ${MAX_PARTITIONS_PER_TABLE.toLocaleString('en')} partitions (table max): ${fmt(floorBytes).padStart(10)} per MERGE = ${ratio(floorBytes, touchedBytes)}` +
+      `${hitAtMax > MAX_PARTITIONS_PER_JOB ? ` — and refused: ${Math.round(hitAtMax).toLocaleString('en')} partitions modified > ${MAX_PARTITIONS_PER_JOB.toLocaleString('en')} per job` : ''}`,
+  );
+  out(`    clustering on the key, unpartitioned:           ${fmt(t.tableBytes + stage).padStart(10)} per MERGE = ${ratio(t.tableBytes + stage, touchedBytes)} (t is the whole table)`);
+  out(`    within 2× in place needs ≤ ${rowsPerPartitionFor2x} rows a partition: ${partitionsFor2x.toLocaleString('en')} partitions, ${Math.round(partitionsFor2x / MAX_PARTITIONS_PER_TABLE)}× BigQuery's limit`);
+  // Append-only log + view: a run INSERTs the stage into <table>__log (q = the stage; no UPDATE, so
+  // no t); a view keeps the newest row per key over base ∪ log; a compaction MERGEs the log into the
+  // base and empties it, in one transaction, once a day.
+  const logDayBytes = RUNS_PER_DAY * touchedBytes;
+  const distinctPerDay = t.rows * (1 - Math.exp(-(RUNS_PER_DAY * t.touched) / t.rows));
+  const compaction = t.tableBytes * (partitionsHit(distinctPerDay, KEY_BUCKETS) / KEY_BUCKETS) + logDayBytes;
+  const logPerDay = RUNS_PER_DAY * Math.max(BILL_MIN, touchedBytes) + Math.max(BILL_MIN, compaction);
+  const nowPerDay = RUNS_PER_DAY * Math.max(BILL_MIN, nowBytes);
+  out(
+    `    append log + view (not built): ${fmt(touchedBytes).padStart(10)} per run = 1.0× (billed ${fmt(Math.max(BILL_MIN, touchedBytes))}); ` +
+      `one compaction a day ${fmt(compaction)}; ${fmt(logPerDay)}/day vs ${fmt(nowPerDay)}/day now; a reader of the view scans up to ${fmt(logDayBytes)} more (the day's log)`,
+  );
 }
