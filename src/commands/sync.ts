@@ -85,7 +85,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       if (outcome.keptAsWas.length > 0) refreshLines.push(`full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`);
     }
     // Read once, before the run's own history row is written, so the row and the summary agree.
-    const billing = destination.billing?.();
+    const billing = config.dryRun ? undefined : destination.billing?.();
     const recordedRunId = config.dryRun
       ? undefined
       : await recordRun(
