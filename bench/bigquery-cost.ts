@@ -13,9 +13,9 @@
  * are 8 bytes there, digits here). On-demand queries bill at least 10 MB per table referenced.
  *
  * The last section sets the MERGE of users and conversations against the bytes of the rows a run
- * touches, for the layout now, for the best any in-place MERGE can do under BigQuery's DML billing
- * and partition limits, and for an append-only change log read through a view (not built; see
- * docs/bigquery-cost.md).
+ * touches, for the merge layout, for the best any in-place MERGE can do under BigQuery's DML billing
+ * and partition limits, and for the change-log layout read through a view (built; see
+ * docs/bigquery-cost.md). It exits 1 when the change log's bill per run is over 2× the touched bytes.
  */
 import { RESOURCES } from '../connectors/index.js';
 import { startEmulator } from '../src/emulator/index.js';
@@ -194,6 +194,7 @@ const keyed: Keyed[] = [
   { table: 'users', tableBytes: usersTableBytes, rows: USERS_IN_TABLE, touched: USERS_TOUCHED_PER_RUN, rowBytes: size('users') },
   { table: 'conversations', tableBytes: conversationsTableBytes, rows: CONVERSATIONS_PER_DAY * DAYS, touched: CONVERSATIONS_TOUCHED_PER_RUN, rowBytes: size('conversations') },
 ];
+const failures: string[] = [];
 const ratio = (bytes: number, touched: number): string => `${(bytes / touched).toFixed(bytes / touched >= 10 ? 0 : 1)}×`;
 out('');
 out('users and conversations: one run\'s MERGE against the bytes of the rows it touches (target: within 2×)');
@@ -207,23 +208,35 @@ for (const t of keyed) {
   const rowsPerPartitionFor2x = 2;
   const partitionsFor2x = Math.ceil(t.rows / rowsPerPartitionFor2x);
   out(`  ${t.table}: ${t.touched.toLocaleString('en')} rows touched = ${fmt(touchedBytes)} (of ${fmt(t.tableBytes)})`);
-  out(`    now, ${KEY_BUCKETS.toLocaleString('en')} key-bucket partitions:            ${fmt(nowBytes).padStart(10)} per MERGE = ${ratio(nowBytes, touchedBytes)}`);
+  out(`    merge layout, ${KEY_BUCKETS.toLocaleString('en')} key-bucket partitions:   ${fmt(nowBytes).padStart(10)} per MERGE = ${ratio(nowBytes, touchedBytes)}`);
   out(
     `    best in-place MERGE, ${MAX_PARTITIONS_PER_TABLE.toLocaleString('en')} partitions (table max): ${fmt(floorBytes).padStart(10)} per MERGE = ${ratio(floorBytes, touchedBytes)}` +
       `${hitAtMax > MAX_PARTITIONS_PER_JOB ? ` — and refused: ${Math.round(hitAtMax).toLocaleString('en')} partitions modified > ${MAX_PARTITIONS_PER_JOB.toLocaleString('en')} per job` : ''}`,
   );
   out(`    clustering on the key, unpartitioned:           ${fmt(t.tableBytes + stage).padStart(10)} per MERGE = ${ratio(t.tableBytes + stage, touchedBytes)} (t is the whole table)`);
   out(`    within 2× in place needs ≤ ${rowsPerPartitionFor2x} rows a partition: ${partitionsFor2x.toLocaleString('en')} partitions, ${Math.round(partitionsFor2x / MAX_PARTITIONS_PER_TABLE)}× BigQuery's limit`);
-  // Append-only log + view: a run INSERTs the stage into <table>__log (q = the stage; no UPDATE, so
-  // no t); a view keeps the newest row per key over base ∪ log; a compaction MERGEs the log into the
-  // base and empties it, in one transaction, once a day.
+  // The change-log layout (built: src/load/bigquery-log.ts): a run appends the batch to
+  // <table>_changes with a load job (free: no query, nothing billed); <table> is a view of the latest
+  // row per key; once a day a CTAS replaces the log by its latest rows, billed one scan of the log
+  // (the table's latest rows plus the day's appends).
   const logDayBytes = RUNS_PER_DAY * touchedBytes;
-  const distinctPerDay = t.rows * (1 - Math.exp(-(RUNS_PER_DAY * t.touched) / t.rows));
-  const compaction = t.tableBytes * (partitionsHit(distinctPerDay, KEY_BUCKETS) / KEY_BUCKETS) + logDayBytes;
-  const logPerDay = RUNS_PER_DAY * Math.max(BILL_MIN, touchedBytes) + Math.max(BILL_MIN, compaction);
+  const perRun = 0;
+  const compaction = Math.max(BILL_MIN, t.tableBytes + logDayBytes);
+  const logPerDay = RUNS_PER_DAY * perRun + compaction;
   const nowPerDay = RUNS_PER_DAY * Math.max(BILL_MIN, nowBytes);
   out(
-    `    append log + view (not built): ${fmt(touchedBytes).padStart(10)} per run = 1.0× (billed ${fmt(Math.max(BILL_MIN, touchedBytes))}); ` +
-      `one compaction a day ${fmt(compaction)}; ${fmt(logPerDay)}/day vs ${fmt(nowPerDay)}/day now; a reader of the view scans up to ${fmt(logDayBytes)} more (the day's log)`,
+    `    change log + view (--bq-upsert auto, new tables): ${fmt(perRun).padStart(6)} billed per run (a load job) = ${ratio(perRun, touchedBytes)} the touched bytes; ` +
+      `one compaction a day ${fmt(compaction)} (${fmt(compaction / RUNS_PER_DAY)} a run amortized = ${ratio(compaction / RUNS_PER_DAY, touchedBytes)}); ` +
+      `${fmt(logPerDay)}/day vs ${fmt(nowPerDay)}/day with the MERGE; a reader of the view scans up to ${fmt(logDayBytes)} more (the day's log)`,
   );
+  // --bq-compact-every trades the compaction's share of each run against what a reader scans.
+  for (const days of [1, 3, 7]) {
+    const each = Math.max(BILL_MIN, t.tableBytes + days * logDayBytes);
+    out(`      --bq-compact-every ${days * 24}h: compaction ${fmt(each)}, ${fmt(each / (days * RUNS_PER_DAY))} a run amortized = ${ratio(each / (days * RUNS_PER_DAY), touchedBytes)}; a reader scans up to ${fmt(days * logDayBytes)} more`);
+  }
+  if (perRun > 2 * touchedBytes) failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
+}
+if (failures.length > 0) {
+  out(`FAIL: ${failures.join('; ')}`);
+  process.exitCode = 1;
 }
