@@ -409,6 +409,13 @@ export class BigQueryDestination implements Destination {
     for (const row of rows) encodeRow(table, row, spec);
 
     if (this.dryRun) {
+      // A dry run looks nothing up, so it cannot tell the layout of an existing table: it says both.
+      if (this.logLayout.wantsLogForNew(table)) {
+        this.print(
+          `-- ${table.name}: in the change-log layout (a new table, or one already there) this write is instead one load job ` +
+            `appending to ${logTable(table.name)} (WRITE_APPEND) and no MERGE; below, the merge layout's (docs/bigquery-cost.md)`,
+        );
+      }
       this.dryRunPrinter.write(table, rows, hashes, this.tables.location);
       return { bytesProcessed: undefined, rowsPerBatch };
     }

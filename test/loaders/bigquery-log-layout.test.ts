@@ -146,6 +146,15 @@ describe('the change-log layout (users, conversations)', () => {
     expect(fake.rows('sync', 'conversations').map((r) => [r['id'], r['message_count']])).toEqual([['c1', '5']]);
   });
 
+  it('--dry-run says what the change-log layout would send instead of the MERGE, and sends nothing', async () => {
+    const fake = fresh();
+    const lines: string[] = [];
+    const { dest } = make({ dryRun: true, print: (line) => void lines.push(line) });
+    await dest.write(usersBatch([user('u1', '2026-11-20T09:00:00Z', 1)], T1));
+    expect(lines[0]).toMatch(/^-- users: in the change-log layout .* one load job appending to users_changes \(WRITE_APPEND\) and no MERGE/);
+    expect(fake.requests).toEqual([]);
+  });
+
   it('sync --full-refresh replaces the log by the refreshed rows, and the view shows them', async () => {
     const fake = fresh();
     const { dest } = make();
