@@ -34,13 +34,16 @@ export function logTable(table: string): string {
 }
 
 /**
- * Whether the table may take the log layout: keyed rows replaced by newer copies (no full-refresh
- * hash rule, no bridge table rewritten from the stored rows), partitioned on the key's bucket (its
- * rows have no time column that never moves), with `_synced_at` to partition the log on, and not
- * one of query-sync's own tables (a refresh's shadow stays a plain table: it is copied, not read).
+ * Whether the table may take the log layout: records of the API that change and come back as newer
+ * copies ordered by a version column (users' `last_seen`, conversations' `last_message_at`; not the
+ * counts query-sync computes itself), without a full-refresh hash rule or a bridge table rewritten
+ * from the stored rows, partitioned on the key's bucket (no time column of theirs stays put), with
+ * `_synced_at` to partition the log on, and not one of query-sync's own tables (a refresh's shadow
+ * stays a plain table: it is copied, not read).
  */
 export function logCandidate(table: TableSchema): boolean {
   return (
+    table.versionColumn !== undefined &&
     partitionSpec(table).kind === 'key_bucket' &&
     table.fullRefresh !== true &&
     (table.bridges ?? []).length === 0 &&
