@@ -15,7 +15,7 @@ import { dir, emulator } from '../fakes/lifecycle.js';
 /**
  * `sync` into BigQuery in-process, through the CLI's own wiring (config, openDestination with a
  * service-account key, the run envelope): the summary and `_query_sync_runs` say what the run's
- * queries were billed, as BigQuery reported it per job.
+ * queries were billed, as BigQuery reported it per job; and --bq-upsert reaches the destination.
  */
 
 isolateNock();
@@ -60,5 +60,26 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
     expect(await syncCommand(resolveSyncConfig({ ...flags, bqDataset: 'other', state: join(d, 'other.json') }, {}), { print: (line) => void text.push(line) })).toBe(0);
     expect(text.find((l) => l.startsWith('BigQuery: '))).toMatch(/^BigQuery: [\d.]+ MB billed by \d+ query job\(s\) \(.*(events|users) [\d.]+ MB/);
     expect(text.at(-1)).toMatch(/^sync ok in /);
+  });
+
+  it('--bq-upsert reaches the destination: merge keeps a new users table in the merge layout, log then migrates it to the change log', async () => {
+    const emu = await emulator({ seed: 13, eventsPerProject: 30 });
+    const d = dir();
+    const fake = new FakeBigQuery('proj');
+    fake.install();
+    const flags = { baseUrl: emu.url, apiKey: emu.apiKey, project: 'alpha', resources: 'users', destination: 'bigquery', bqProject: 'proj', bqDataset: 'sync', bqKeyFile: keyFile(d), state: statePathOf(d), traces: 'none' };
+    const print = (): void => undefined;
+    expect(await syncCommand(resolveSyncConfig({ ...flags, bqUpsert: 'merge' }, {}), { print })).toBe(0);
+    expect(fake.tables.get('sync.users')?.rangePartitioning?.field).toBe('key_bucket');
+    const rows = fake.rows('sync', 'users').length;
+    expect(rows).toBeGreaterThan(0);
+
+    emu.addEvents('alpha', 5);
+    expect(await syncCommand(resolveSyncConfig({ ...flags, bqUpsert: 'log' }, {}), { print })).toBe(0);
+    expect(fake.tables.get('sync.users')?.type).toBe('VIEW');
+    expect(fake.rows('sync', 'users_merge_layout')).toHaveLength(rows);
+    const ids = fake.rows('sync', 'users').map((r) => String(r['id']));
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(new Set(ids)).toEqual(new Set(emu.snapshot('users', 'alpha').map((r) => String(r['id']))));
   });
 });
