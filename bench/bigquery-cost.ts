@@ -11,6 +11,11 @@
  * conversations in the table and touched per run) is stated below; change it to yours. Bytes are
  * NDJSON bytes, a proxy for BigQuery's logical bytes (within tens of percent: INT64 and TIMESTAMP
  * are 8 bytes there, digits here). On-demand queries bill at least 10 MB per table referenced.
+ *
+ * The last section sets the MERGE of users and conversations against the bytes of the rows a run
+ * touches, for the merge layout, for the best any in-place MERGE can do under BigQuery's DML billing
+ * and partition limits, and for the change-log layout read through a view (built; see
+ * docs/bigquery-cost.md). It exits 1 when the change log's bill per run is over 2× the touched bytes.
  */
 import { RESOURCES } from '../connectors/index.js';
 import { startEmulator } from '../src/emulator/index.js';
@@ -160,4 +165,78 @@ out('key-bucket pruning vs keys touched per run (users table as above):');
 for (const k of [100, 500, 1_000, 5_000, 20_000]) {
   const b = bucketsTouched(k);
   out(`  ${String(k).padStart(6)} keys → ${String(b).padStart(4)} of ${KEY_BUCKETS} buckets → ${fmt(usersTableBytes * (b / KEY_BUCKETS) + k * size('users'))} per MERGE (unpartitioned: ${fmt(usersTableBytes)})`);
+}
+
+// ---- users and conversations: bytes per MERGE against the bytes the batch touches -----------------
+
+/**
+ * BigQuery bills a MERGE that updates rows of a partitioned table for every column of every
+ * partition it updates (t'), plus what it reads (q'); of an unpartitioned table, the whole table
+ * (https://cloud.google.com/bigquery/docs/reference/standard-sql/dml-syntax#on-demand_query_size_calculation).
+ * Clustering prunes what a query reads, at the granularity of storage blocks, not rows
+ * (https://cloud.google.com/bigquery/docs/clustered-tables: blocks sized to the table; tables or
+ * partitions under 64 MB gain little), so it lowers q', never t'. A table holds at most 10,000
+ * partitions and one job may modify at most 4,000 (https://cloud.google.com/bigquery/quotas#partitioned_tables).
+ */
+const MAX_PARTITIONS_PER_TABLE = 10_000;
+const MAX_PARTITIONS_PER_JOB = 4_000;
+/** Expected distinct partitions k random keys fall in, of p equal ones. */
+const partitionsHit = (k: number, p: number): number => p * (1 - (1 - 1 / p) ** k);
+
+interface Keyed {
+  readonly table: string;
+  readonly tableBytes: number;
+  readonly rows: number;
+  readonly touched: number;
+  readonly rowBytes: number;
+}
+const keyed: Keyed[] = [
+  { table: 'users', tableBytes: usersTableBytes, rows: USERS_IN_TABLE, touched: USERS_TOUCHED_PER_RUN, rowBytes: size('users') },
+  { table: 'conversations', tableBytes: conversationsTableBytes, rows: CONVERSATIONS_PER_DAY * DAYS, touched: CONVERSATIONS_TOUCHED_PER_RUN, rowBytes: size('conversations') },
+];
+const failures: string[] = [];
+const ratio = (bytes: number, touched: number): string => `${(bytes / touched).toFixed(bytes / touched >= 10 ? 0 : 1)}×`;
+out('');
+out('users and conversations: one run\'s MERGE against the bytes of the rows it touches (target: within 2×)');
+for (const t of keyed) {
+  const touchedBytes = t.touched * t.rowBytes;
+  const stage = touchedBytes;
+  const nowBytes = t.tableBytes * (partitionsHit(t.touched, KEY_BUCKETS) / KEY_BUCKETS) + stage;
+  const hitAtMax = partitionsHit(t.touched, MAX_PARTITIONS_PER_TABLE);
+  const floorBytes = t.tableBytes * (hitAtMax / MAX_PARTITIONS_PER_TABLE) + stage;
+  // Rows per partition needed for the touched partitions to hold at most 2× the touched bytes.
+  const rowsPerPartitionFor2x = 2;
+  const partitionsFor2x = Math.ceil(t.rows / rowsPerPartitionFor2x);
+  out(`  ${t.table}: ${t.touched.toLocaleString('en')} rows touched = ${fmt(touchedBytes)} (of ${fmt(t.tableBytes)})`);
+  out(`    merge layout, ${KEY_BUCKETS.toLocaleString('en')} key-bucket partitions:   ${fmt(nowBytes).padStart(10)} per MERGE = ${ratio(nowBytes, touchedBytes)}`);
+  out(
+    `    best in-place MERGE, ${MAX_PARTITIONS_PER_TABLE.toLocaleString('en')} partitions (table max): ${fmt(floorBytes).padStart(10)} per MERGE = ${ratio(floorBytes, touchedBytes)}` +
+      `${hitAtMax > MAX_PARTITIONS_PER_JOB ? ` — and refused: ${Math.round(hitAtMax).toLocaleString('en')} partitions modified > ${MAX_PARTITIONS_PER_JOB.toLocaleString('en')} per job` : ''}`,
+  );
+  out(`    clustering on the key, unpartitioned:           ${fmt(t.tableBytes + stage).padStart(10)} per MERGE = ${ratio(t.tableBytes + stage, touchedBytes)} (t is the whole table)`);
+  out(`    within 2× in place needs ≤ ${rowsPerPartitionFor2x} rows a partition: ${partitionsFor2x.toLocaleString('en')} partitions, ${Math.round(partitionsFor2x / MAX_PARTITIONS_PER_TABLE)}× BigQuery's limit`);
+  // The change-log layout (built: src/load/bigquery-log.ts): a run appends the batch to
+  // <table>_changes with a load job (free: no query, nothing billed); <table> is a view of the latest
+  // row per key; once a day a CTAS replaces the log by its latest rows, billed one scan of the log
+  // (the table's latest rows plus the day's appends).
+  const logDayBytes = RUNS_PER_DAY * touchedBytes;
+  const perRun = 0;
+  const compaction = Math.max(BILL_MIN, t.tableBytes + logDayBytes);
+  const logPerDay = RUNS_PER_DAY * perRun + compaction;
+  const nowPerDay = RUNS_PER_DAY * Math.max(BILL_MIN, nowBytes);
+  out(
+    `    change log + view (--bq-upsert auto, new tables): ${fmt(perRun).padStart(6)} billed per run (a load job) = ${ratio(perRun, touchedBytes)} the touched bytes; ` +
+      `one compaction a day ${fmt(compaction)} (${fmt(compaction / RUNS_PER_DAY)} a run amortized = ${ratio(compaction / RUNS_PER_DAY, touchedBytes)}); ` +
+      `${fmt(logPerDay)}/day vs ${fmt(nowPerDay)}/day with the MERGE; a reader of the view scans up to ${fmt(logDayBytes)} more (the day's log)`,
+  );
+  // --bq-compact-every trades the compaction's share of each run against what a reader scans.
+  for (const days of [1, 3, 7]) {
+    const each = Math.max(BILL_MIN, t.tableBytes + days * logDayBytes);
+    out(`      --bq-compact-every ${days * 24}h: compaction ${fmt(each)}, ${fmt(each / (days * RUNS_PER_DAY))} a run amortized = ${ratio(each / (days * RUNS_PER_DAY), touchedBytes)}; a reader scans up to ${fmt(days * logDayBytes)} more`);
+  }
+  if (perRun > 2 * touchedBytes) failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
+}
+if (failures.length > 0) {
+  out(`FAIL: ${failures.join('; ')}`);
+  process.exitCode = 1;
 }

@@ -92,6 +92,10 @@ export interface BigQueryConfig {
   readonly location: string;
   readonly apiEndpoint?: string;
   readonly keyFile?: string;
+  /** `--bq-upsert`: layout of users and conversations (see load/bigquery-log-layout.ts). */
+  readonly upsert?: 'auto' | 'log' | 'merge';
+  /** `--bq-compact-every`, in ms. */
+  readonly compactEveryMs?: number;
 }
 
 export interface SyncConfig {
@@ -180,6 +184,8 @@ export interface SyncFlags {
   readonly bqLocation?: string;
   readonly bqApiEndpoint?: string;
   readonly bqKeyFile?: string;
+  readonly bqUpsert?: string;
+  readonly bqCompactEvery?: string;
   readonly dryRun?: boolean;
   readonly dryRunLimit?: number | string;
   readonly state?: string;
@@ -384,6 +390,16 @@ function resolveApiKey(read: Reader): string {
   return direct;
 }
 
+/** `--bq-upsert` and `--bq-compact-every` (only what was set: the destination holds the defaults). */
+function bigQueryLayout(read: Reader): Pick<BigQueryConfig, 'upsert' | 'compactEveryMs'> {
+  const upsert = read.text('bq-upsert');
+  if (upsert !== undefined && upsert !== 'auto' && upsert !== 'log' && upsert !== 'merge') {
+    throw new ConfigError(`${read.label('bq-upsert')}: expected auto, log or merge, got "${upsert}"`);
+  }
+  const compactEveryMs = read.duration('bq-compact-every');
+  return { ...(upsert === undefined ? {} : { upsert }), ...(compactEveryMs === undefined ? {} : { compactEveryMs }) };
+}
+
 /** `--resources` → the declared resources, in their declaration order. */
 function resolveResources(read: Reader): readonly ResourceDefinition[] {
   const text = read.text('resources');
@@ -417,6 +433,7 @@ function resolveWarehouse(read: Reader): { destination: 'duckdb' | 'bigquery'; b
       location: read.text('bq-location') ?? DEFAULT_BQ_LOCATION,
       apiEndpoint: read.text('bq-api-endpoint'),
       keyFile: read.text('bq-key-file'),
+      ...bigQueryLayout(read),
     };
   }
   return { destination, bigquery };

@@ -3,6 +3,7 @@ import type { BackfillConfig } from '../config.js';
 import { runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
 import { formatBackfillStreams, formatBackfillSummary } from './reports.js';
 import { summaryLines } from './repeats.js';
+import { billingJson, billingLine } from './billing.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
 import { runJson, runSettings } from './run-json.js';
@@ -56,6 +57,8 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
     runtime.display.stop();
     const reason = stop.reason;
     const streams = reason === undefined ? summary.streams : summary.streams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s));
+    // Read once, before the run's own history row is written, so the row and the summary agree.
+    const billing = config.dryRun ? undefined : destination.billing?.();
     if (!config.dryRun) {
       await recordRun(
         destination,
@@ -66,6 +69,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
           streams,
           settings: { ...runSettings(config), from: summary.from, to: summary.to, windowMs: config.range.windowMs },
           secrets,
+          ...(billing === undefined ? {} : { billing }),
         },
         schemaChanges(columnsBefore, await columnsOf(destination, tables)),
         logger,
@@ -79,6 +83,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
       const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));
       const json = {
         ...run,
+        ...billingJson(billing),
         from: summary.from,
         to: summary.to,
         streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
@@ -87,7 +92,7 @@ export async function backfillCommand(config: BackfillConfig, io: CommandIo): Pr
       return { code, output: [JSON.stringify(json)] };
     }
     const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
-    const output = summaryLines(streams, verdict, (s, columns) => formatBackfillStreams([s as BackfillStreamResult], columns)[0] ?? '');
+    const output = [...billingLine(billing), ...summaryLines(streams, verdict, (s, columns) => formatBackfillStreams([s as BackfillStreamResult], columns)[0] ?? '')];
     if (reason !== undefined) output.push(stoppedLine('backfill', reason, streams.reduce((n, s) => n + s.rows, 0)));
     return { code, output };
   });

@@ -14,6 +14,7 @@ import type { StreamResult } from '../pipeline/stream.js';
 import { isEmpty, type StateDocument } from '../state/store.js';
 import { beginRefresh, finishRefresh } from './refresh.js';
 import { summaryLines } from './repeats.js';
+import { billingJson, billingLine } from './billing.js';
 import type { CommandIo } from './io.js';
 import { runJson, runSettings } from './run-json.js';
 import { syncProgressHooks } from './runtime.js';
@@ -116,6 +117,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       if (outcome.replaced.length > 0) refreshLines.push(`full refresh: replaced ${outcome.replaced.join(', ')} (each in one transaction) and their marks`);
       if (outcome.keptAsWas.length > 0) refreshLines.push(`full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`);
     }
+    // Read once, before the run's own history row is written, so the row and the summary agree.
+    const billing = config.dryRun ? undefined : destination.billing?.();
     const recordedRunId = config.dryRun
       ? undefined
       : await recordRun(
@@ -127,6 +130,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
             streams,
             settings: runSettings(config),
             secrets,
+            ...(billing === undefined ? {} : { billing }),
           },
           schemaChanges(columnsBefore, await columnsOf(destination, [...tables, ...analystTables(config)])),
           logger,
@@ -153,10 +157,11 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     const code = streamsCode === 0 && reconciled !== undefined && reconciled.remaining > 0 ? RECONCILE_DIFFERENCE_EXIT : streamsCode;
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     const output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
+      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...billingJson(billing), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
       : [
           ...warnings.map((w) => `WARNING: ${w}`),
           ...refreshLines,
+          ...billingLine(billing),
           ...(reconciled === undefined ? [] : formatReconcile(reconciled)),
           ...summaryLines(
             streams,

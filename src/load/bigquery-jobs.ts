@@ -40,6 +40,8 @@ export interface BigQueryJobsOptions {
   readonly retry: RetryPolicy;
   readonly sleep: (ms: number) => Promise<void>;
   readonly log: Logger;
+  /** Called with every job that reached DONE without errors (bytes billed are tallied there). */
+  readonly onDone?: (subject: ErrorSubject, metadata: JobMetadata) => void;
 }
 
 export class BigQueryJobs {
@@ -72,6 +74,7 @@ export class BigQueryJobs {
           generation += 1;
           throw new JobFailedError(jobId, status.errorResult, status.errors ?? []);
         }
+        this.options.onDone?.(subject, metadata);
         return { jobId, location: metadata.jobReference?.location ?? this.options.location(), metadata };
       } catch (error) {
         if (jobExists(error)) {

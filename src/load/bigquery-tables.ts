@@ -156,8 +156,8 @@ export class BigQueryTables {
     }
   }
 
-  /** Create the table if missing; return its schema fields. */
-  async ensureTable(table: TableSchema): Promise<TableField[]> {
+  /** Create the table if missing (as `resource` says: by default a target table's); return its schema fields. */
+  async ensureTable(table: TableSchema, resource: TableMetadata = tableResource(table)): Promise<TableField[]> {
     const cached = this.#fields.get(table.name);
     if (cached !== undefined) return cached;
     const existing = await this.metadata(table.name);
@@ -166,7 +166,6 @@ export class BigQueryTables {
       return existing.schema?.fields ?? [];
     }
     const subject = subjectOf(this.options.target, `creation of table ${table.name}`, table.name);
-    const resource = tableResource(table);
     let created: TableMetadata;
     try {
       const [, metadata] = await this.options.jobs.retrying(subject, () =>

@@ -51,9 +51,12 @@ import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
 import type { LeaseProvider } from '../core/lease.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
+import { dedupeRows, type BillingTotals, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
+import { BillingTally } from './bigquery-billing.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
+import { BigQueryLogLayout, DEFAULT_COMPACT_EVERY_MS, type UpsertLayout } from './bigquery-log-layout.js';
+import { logTable } from './bigquery-log.js';
 import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
 import { bridgeScript, replaceTablesSql, type ReplacePlan } from './bigquery-sql.js';
@@ -106,6 +109,15 @@ export interface BigQueryDestinationOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** Clock for the staging table's expiration. @default Date.now */
   readonly now?: () => number;
+  /**
+   * Layout of keyed tables whose rows change (users, conversations; `--bq-upsert`): `auto` gives
+   * new tables the change-log layout and leaves existing ones as they are, `log` also migrates an
+   * existing table, `merge` gives new tables the MERGE layout. See `bigquery-log-layout.ts`.
+   * @default 'auto'
+   */
+  readonly upsert?: UpsertLayout;
+  /** Time between compactions of a change log (`--bq-compact-every`). @default 86400000 (a day) */
+  readonly compactEveryMs?: number;
 }
 
 const DEFAULT_LOCATION = 'US';
@@ -160,6 +172,10 @@ export class BigQueryDestination implements Destination {
   /** Writes waiting for the running one, per table. */
   private readonly waiting = new Map<string, WriteGroup>();
   private readonly dryRunPrinter: BigQueryDryRun;
+  private readonly billed = new BillingTally();
+  private readonly logLayout: BigQueryLogLayout;
+  /** The schema each table was last written with: a refresh recreates a view from it. */
+  private readonly schemas = new Map<string, TableSchema>();
 
   constructor(options: BigQueryDestinationOptions) {
     this.target = { projectId: options.projectId, dataset: options.dataset };
@@ -194,9 +210,26 @@ export class BigQueryDestination implements Destination {
       retry: this.retry,
       sleep: this.sleep,
       log: this.log,
+      onDone: (subject, metadata) => this.billed.add(subject.table, metadata),
     });
     this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
     this.dryRunPrinter = new BigQueryDryRun(this.target, this.print, this.now);
+    this.logLayout = new BigQueryLogLayout({
+      client: this.client,
+      target: this.target,
+      tables: this.tables,
+      jobs: this.jobs,
+      log: this.log,
+      now: this.now,
+      mode: options.upsert ?? 'auto',
+      compactEveryMs: options.compactEveryMs ?? DEFAULT_COMPACT_EVERY_MS,
+      query: (operation, table, sql) =>
+        this.jobs.run(this.subject(operation, table), `qs_ddl_${table}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId)),
+    });
+  }
+
+  billing(): BillingTotals {
+    return this.billed.totals();
   }
 
   async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
@@ -376,11 +409,20 @@ export class BigQueryDestination implements Destination {
     for (const row of rows) encodeRow(table, row, spec);
 
     if (this.dryRun) {
+      // A dry run looks nothing up, so it cannot tell the layout of an existing table: it says both.
+      if (this.logLayout.wantsLogForNew(table)) {
+        this.print(
+          `-- ${table.name}: in the change-log layout (a new table, or one already there) this write is instead one load job ` +
+            `appending to ${logTable(table.name)} (WRITE_APPEND) and no MERGE; below, the merge layout's (docs/bigquery-cost.md)`,
+        );
+      }
       this.dryRunPrinter.write(table, rows, hashes, this.tables.location);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
 
     await this.tables.ensureDataset();
+    this.schemas.set(table.name, table);
+    if ((await this.logLayout.layout(table)) === 'log') return this.writeLog(table, columns, rows, state, rowsPerBatch);
     const existing = await this.tables.ensureTable(table);
     await this.tables.addMissingColumns(table, existing, columns);
     for (const bridge of table.bridges ?? []) {
@@ -414,6 +456,27 @@ export class BigQueryDestination implements Destination {
       await rm(dir, { recursive: true, force: true });
     }
     return { bytesProcessed, rowsPerBatch };
+  }
+
+  /**
+   * A batch of a table in the change-log layout: the log and view made ready, each file appended by
+   * a load job (free: no query is billed), then the state. A crash between the last load and the
+   * state replays the batch: its rows are loaded again, identical, and the view shows one of them.
+   */
+  private async writeLog(table: TableSchema, columns: readonly BigQueryColumn[], rows: readonly Row[], state: StateCommit | undefined, rowsPerBatch: ReadonlyMap<LoadBatch, number>): Promise<GroupResult> {
+    await this.logLayout.prepare(table, columns);
+    const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
+    try {
+      for await (const staged of this.stageFiles(dir, table, rows, undefined)) {
+        const load = await this.logLayout.append(table, staged.file);
+        this.log.info({ table: table.name, log: logTable(table.name), rows: staged.rows, ndjsonBytes: staged.bytes, loadJob: load.jobId }, 'bigquery rows appended to the change log');
+        await rm(staged.file, { force: true });
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    if (state !== undefined) await this.writeState(state);
+    return { bytesProcessed: undefined, rowsPerBatch };
   }
 
   /** Whether every row's hash is already in the table: then the batch changes nothing. */
@@ -567,15 +630,31 @@ export class BigQueryDestination implements Destination {
     if (this.dryRun) return;
     await this.tables.ensureDataset();
     const plans: ReplacePlan[] = [];
+    // A table in the change-log layout is refreshed through its log (then its view redefined); a
+    // missing one is created in that layout when a new table would be.
+    const views: TableSchema[] = [];
     for (const { table, shadow } of swaps) {
-      const columns = await this.tables.takeColumnsOf(table, shadow);
-      if (columns !== undefined) plans.push({ table, shadow, columns });
-      else if (await this.tableExists(table)) plans.push({ table });
+      const written = this.schemas.get(shadow);
+      const schema = written === undefined ? undefined : { ...written, name: table };
+      let into = table;
+      if (await this.logLayout.isLog(table)) into = logTable(table);
+      else if (schema !== undefined && !(await this.tableExists(table)) && this.logLayout.wantsLogForNew(schema)) {
+        await this.logLayout.prepare(schema, bigQueryColumns(schema));
+        into = logTable(table);
+      }
+      if (into !== table && schema !== undefined) views.push(schema);
+      const columns = await this.tables.takeColumnsOf(into, shadow);
+      if (columns !== undefined) plans.push({ table: into, shadow, columns });
+      else if (await this.tableExists(into)) plans.push({ table: into });
     }
     if (plans.length > 0) {
       const names = swaps.map((s) => s.table).join(', ');
       const sql = replaceTablesSql(this.target, plans);
       await this.jobs.run(this.subject(`replacement of ${names} by their refreshed copies`, swaps[0]?.table), `qs_refresh_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
+    }
+    for (const schema of views) {
+      this.tables.forget(logTable(schema.name));
+      await this.logLayout.refreshView(schema);
     }
     for (const { shadow } of swaps) await this.dropTable(shadow);
   }

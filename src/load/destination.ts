@@ -23,6 +23,17 @@ export interface LoadResult {
   readonly warnings?: readonly string[];
 }
 
+/** What a destination's queries were billed since it was opened (BigQuery on-demand bytes). */
+export interface BillingTotals {
+  /** Bytes billed, summed over query jobs (each at least 10 MB per table it references). */
+  readonly bytesBilled: number;
+  /** Bytes processed, before the per-job minimum. */
+  readonly bytesProcessed: number;
+  readonly queryJobs: number;
+  /** Bytes billed per table the jobs were run for (MERGE, checks, counts), largest first. */
+  readonly byTable: Readonly<Record<string, number>>;
+}
+
 /**
  * Where rows go. `write` must be idempotent: it merges on `table.key`, so replaying a batch after a
  * crash changes nothing. It creates the table when missing and adds columns that `table.columns`
@@ -44,6 +55,11 @@ export interface Destination extends Partial<StateTable> {
   /** Columns of an existing table (so a resumed run keeps column types), or `undefined`. */
   describe(table: string): Promise<readonly ColumnDef[] | undefined>;
   write(batch: LoadBatch): Promise<LoadResult>;
+  /**
+   * Bytes billed by this destination's queries so far (the run's, as a destination is opened per
+   * run). Optional: absent where queries cost nothing (DuckDB).
+   */
+  billing?(): BillingTotals;
   /** Rows in a table (for summaries and status); 0 when the table does not exist. */
   count(table: string): Promise<number>;
   /**

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { redact, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { tableSchema } from '../core/table-schema.js';
-import type { Destination } from '../load/destination.js';
+import type { BillingTotals, Destination } from '../load/destination.js';
 import type { StreamResult } from './stream.js';
 
 /**
@@ -31,6 +31,8 @@ export const RUNS_SCHEMA: TableSchema = tableSchema(
     streams: 'json',
     errors: 'json',
     settings: 'json',
+    // BigQuery on-demand bytes the run's queries were billed; NULL where queries are free (DuckDB).
+    bytes_billed: 'int64',
   },
 );
 
@@ -92,6 +94,8 @@ export interface RunRecord {
   readonly settings: Readonly<Record<string, unknown>>;
   /** Literal secrets scrubbed from every error message. */
   readonly secrets: readonly string[];
+  /** What the run's queries were billed (`Destination.billing`), absent where they are free. */
+  readonly billing?: BillingTotals;
 }
 
 /**
@@ -138,6 +142,7 @@ export async function recordRun(destination: Destination, run: RunRecord, change
     ),
     errors: JSON.stringify(errors),
     settings: JSON.stringify(run.settings),
+    bytes_billed: run.billing === undefined ? null : BigInt(run.billing.bytesBilled),
   };
   try {
     if (changes.length > 0) {

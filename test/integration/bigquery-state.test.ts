@@ -21,7 +21,9 @@ isolateNock();
 /** An emulator without rate limits, closed after the test. */
 const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> => startTestEmulator({ seed, eventsPerProject, limits: false });
 
-const destination = (): (() => Promise<BigQueryDestination>) => async () => testBigQueryDestination();
+// The merge layout explicitly: these tests are about a batch's MERGE and its state in one
+// transaction (the change-log layout appends with a load job, then writes the state).
+const destination = (): (() => Promise<BigQueryDestination>) => async () => testBigQueryDestination({ upsert: 'merge' });
 
 /** The first query job whose SQL starts with `prefix` ends with `message` (as if BigQuery aborted it); `failed()` says whether it has. */
 function failFirstQuery(fake: FakeBigQuery, prefix: string, message: string): { readonly failed: () => boolean } {

@@ -140,7 +140,8 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
     await dest.write({ table: c.schema, rows: convo });
     await write(t2, [{ id: 'e3', timestamp: ts, convo_id: 'c1' }] as ApiRecord[], 'alpha');
     expect(await defineViews(dest, pino({ level: 'silent' }))).toEqual(['conversation_events']);
-    const view = fake.queries.map((q) => q.query).find((q) => q.startsWith('CREATE OR REPLACE VIEW'));
+    // (conversations is itself a view, over its change log: this finds the view built on it.)
+    const view = fake.queries.map((q) => q.query).find((q) => q.startsWith('CREATE OR REPLACE VIEW `proj`.`sync`.`conversation_events`'));
     expect(view).toMatch(/^CREATE OR REPLACE VIEW `proj`\.`sync`\.`conversation_events` AS SELECT e\.`project_id`, [\s\S]*ROW_NUMBER\(\) OVER \(PARTITION BY e\.`project_id`, e\.`convo_id` ORDER BY e\.`timestamp`, e\.`id`\) AS `turn`, c\.`started_at` AS `convo_started_at`[\s\S]* LEFT JOIN `proj`\.`sync`\.`conversations` AS c ON /);
     const columns = (await dest.describe('conversation_events'))?.map((col) => `${col.name}:${col.type}`);
     expect(columns).toEqual(expect.arrayContaining(['convo_id:string', 'turn:int64', 'convo_started_at:timestamp', 'convo_message_count:int64', '_run_id:string']));

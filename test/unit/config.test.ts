@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_BATCH_ROWS, OPTIONS, resolveBackfillConfig, resolveStatusConfig, resolveSyncConfig } from '../../src/config.js';
@@ -59,13 +59,23 @@ describe('settings: flag > QUERY_SYNC_<FLAG> > config file > default', () => {
     expect(c.batchRows).toBe(100);
   });
 
-  it('the README documents every option with its env name', () => {
-    const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+  it('the README (or a topic page in docs/) documents every option with its env name', () => {
+    const docs = join(process.cwd(), 'docs');
+    const pages = readdirSync(docs).filter((f) => f.endsWith('.md')).map((f) => readFileSync(join(docs, f), 'utf8'));
+    const readme = [readFileSync(join(process.cwd(), 'README.md'), 'utf8'), ...pages].join('\n');
     for (const o of OPTIONS) {
       if (!o.secret) expect(readme, o.name).toContain(`| \`--${o.name}\` | \`${envName(o.name)}\``);
       else if (o.name === 'api-key') expect(readme, o.name).toContain(`| \`--api-key\` (warned: shows in \`ps\`) | \`${envName(o.name)}\``);
       else expect(readme, o.name).toContain(`| — | \`${envName(o.name)}\``);
     }
+  });
+
+  it('--bq-upsert and --bq-compact-every reach the BigQuery config; an unknown layout is refused', () => {
+    const bq = { destination: 'bigquery', bqProject: 'p', bqDataset: 'd' };
+    expect(resolveSyncConfig({ ...bq, bqUpsert: 'log', bqCompactEvery: '72h' }, ENV).bigquery).toMatchObject({ upsert: 'log', compactEveryMs: 72 * 3_600_000 });
+    expect(resolveSyncConfig(bq, { ...ENV, QUERY_SYNC_BQ_UPSERT: 'merge' }).bigquery?.upsert).toBe('merge');
+    expect(resolveSyncConfig(bq, ENV).bigquery?.upsert).toBeUndefined();
+    expect(refused(() => resolveSyncConfig({ ...bq, bqUpsert: 'sideways' }, ENV))).toMatch(/bq-upsert.*expected auto, log or merge, got "sideways"/);
   });
 
   it('refuses a misspelt QUERY_SYNC_ variable instead of ignoring it', () => {

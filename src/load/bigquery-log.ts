@@ -1,0 +1,113 @@
+import type { TableField, TableMetadata } from '@google-cloud/bigquery';
+import type { TableSchema } from '../core/types.js';
+import { SYNCED_AT_COLUMN } from '../normalize/normalize.js';
+import { partitionSpec } from './bigquery-rows.js';
+import { clusteringColumns, quoteIdent, tablePath, type BigQueryTarget } from './bigquery-sql.js';
+
+/**
+ * The change-log layout of keyed tables whose rows change in place (users, conversations): SQL and
+ * resources only, no I/O (`bigquery-log-layout.ts` runs them).
+ *
+ * Why. A MERGE that updates rows is billed for every partition it updates (see
+ * docs/bigquery-cost.md): for random keys that is most of the table, every run. A load job that
+ * appends is free. So each run appends its rows to `<table>_changes` (partitioned by the day of
+ * `_synced_at`, clustered by the key) with a load job, and `<table>` is a view that keeps the
+ * latest row per key. A compaction, at most once per `compactEveryMs`, replaces the log by its
+ * latest rows in one statement.
+ *
+ * Which row is the latest: the same rule the MERGE applies. With a version column (`last_seen`,
+ * `last_message_at`) the highest version wins and a NULL version loses to any other; then the row
+ * written last (`_synced_at`); then, so the answer never depends on storage order, the row's whole
+ * JSON text. A batch loaded twice (a crash after its load, before its state) gives identical rows,
+ * and the view shows one of them: the same row.
+ */
+
+/** Suffix of the change log of a table in the log layout: `users` → `users_changes`. */
+export const LOG_SUFFIX = '_changes';
+/** Where `--bq-upsert log` moves a table of the merge layout it migrates. */
+export const MERGE_BACKUP_SUFFIX = '_merge_layout';
+/** Label of the log holding the epoch seconds of its creation or last compaction. */
+export const COMPACTED_LABEL = 'query-sync-compacted-at';
+
+export function logTable(table: string): string {
+  return `${table}${LOG_SUFFIX}`;
+}
+
+/**
+ * Whether the table may take the log layout: records of the API that change and come back as newer
+ * copies ordered by a version column (users' `last_seen`, conversations' `last_message_at`; not the
+ * counts query-sync computes itself), without a full-refresh hash rule or a bridge table rewritten
+ * from the stored rows, partitioned on the key's bucket (no time column of theirs stays put), with
+ * `_synced_at` to partition the log on, and not one of query-sync's own tables (a refresh's shadow
+ * stays a plain table: it is copied, not read).
+ */
+export function logCandidate(table: TableSchema): boolean {
+  return (
+    table.versionColumn !== undefined &&
+    partitionSpec(table).kind === 'key_bucket' &&
+    table.fullRefresh !== true &&
+    (table.bridges ?? []).length === 0 &&
+    !table.name.startsWith('_query_sync_') &&
+    table.columns.some((c) => c.name === SYNCED_AT_COLUMN && c.type === 'timestamp')
+  );
+}
+
+/** The tables.insert body of a change log: day partitions on `_synced_at`, clustered by the key. */
+export function logResource(table: TableSchema, fields: TableField[], nowMs: number): TableMetadata {
+  return {
+    schema: { fields },
+    timePartitioning: { type: 'DAY', field: SYNCED_AT_COLUMN },
+    clustering: { fields: clusteringColumns(table) },
+    description: `Change log of ${table.name}: every copy query-sync loaded; read the view ${table.name} (latest row per key).`,
+    labels: { 'query-sync': 'change-log', [COMPACTED_LABEL]: String(Math.floor(nowMs / 1000)) },
+  };
+}
+
+/** ORDER BY of "latest first" over alias `c` (see the top of this file). */
+function latestOrder(table: TableSchema): string {
+  const order: string[] = [];
+  if (table.versionColumn !== undefined) order.push(`c.${quoteIdent(table.versionColumn)} DESC NULLS LAST`);
+  order.push(`c.${quoteIdent(SYNCED_AT_COLUMN)} DESC`, 'TO_JSON_STRING(c) DESC');
+  return `ROW_NUMBER() OVER (PARTITION BY ${table.key.map((k) => `c.${quoteIdent(k)}`).join(', ')} ORDER BY ${order.join(', ')}) = 1`;
+}
+
+/** `SELECT <columns> FROM <source> AS c WHERE TRUE QUALIFY <latest>` (QUALIFY wants a WHERE beside it). */
+function latestSelect(target: BigQueryTarget, table: TableSchema, source: string, columns: readonly string[]): string {
+  return `SELECT ${columns.map((c) => `c.${quoteIdent(c)}`).join(', ')} FROM ${tablePath(target, source)} AS c WHERE TRUE QUALIFY ${latestOrder(table)}`;
+}
+
+/** The view analysts read under the table's own name: the latest row per key of the log. */
+export function latestViewSql(target: BigQueryTarget, table: TableSchema, columns: readonly string[]): string {
+  return `CREATE OR REPLACE VIEW ${tablePath(target, table.name)} AS ${latestSelect(target, table, logTable(table.name), columns)}`;
+}
+
+/**
+ * The log replaced by a table built from `source` in one statement (a CTAS keeps partitioning,
+ * clustering and, set explicitly, no expiration whatever the dataset's default): `source` the log
+ * itself (a compaction: its latest rows) or a table of the merge layout (a migration: all rows).
+ */
+export function rebuildLogSql(target: BigQueryTarget, table: TableSchema, source: string, columns: readonly string[], nowMs: number): string {
+  const select =
+    source === logTable(table.name)
+      ? latestSelect(target, table, source, columns)
+      : `SELECT ${columns.map((c) => `c.${quoteIdent(c)}`).join(', ')} FROM ${tablePath(target, source)} AS c`;
+  const labels = `[('query-sync', 'change-log'), ('${COMPACTED_LABEL}', '${Math.floor(nowMs / 1000)}')]`;
+  return (
+    `CREATE OR REPLACE TABLE ${tablePath(target, logTable(table.name))}\n` +
+    `PARTITION BY DATE(${quoteIdent(SYNCED_AT_COLUMN)})\n` +
+    `CLUSTER BY ${clusteringColumns(table).map(quoteIdent).join(', ')}\n` +
+    `OPTIONS (expiration_timestamp = NULL, partition_expiration_days = NULL, labels = ${labels})\n` +
+    `AS ${select}`
+  );
+}
+
+/** `ALTER TABLE … RENAME TO …`: a migrated table of the merge layout kept aside. */
+export function renameTableSql(target: BigQueryTarget, from: string, to: string): string {
+  return `ALTER TABLE ${tablePath(target, from)} RENAME TO ${quoteIdent(to)}`;
+}
+
+/** When the log was created or last compacted (epoch ms), from its label; undefined when unlabelled. */
+export function compactedAtMs(metadata: TableMetadata): number | undefined {
+  const value = metadata.labels?.[COMPACTED_LABEL];
+  return value === undefined || !/^\d+$/.test(value) ? undefined : Number(value) * 1000;
+}
