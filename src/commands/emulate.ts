@@ -1,7 +1,7 @@
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
-import type { Flavor } from '../emulator/index.js';
+import { LACKS, type EmulatorOptions, type Flavor, type TimeseriesShape } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
 import type { CommandIo } from './io.js';
 
@@ -18,6 +18,19 @@ export interface EmulateFlags {
   /** A duration; undefined: the flavor's default. */
   readonly enrichAfter: string | undefined;
   readonly allProjects: boolean;
+  /** Comma list of capabilities the server lacks (`LACKS`). */
+  readonly lacks?: string | undefined;
+  /** Comma list of the intervals the timeseries accepts. */
+  readonly timeseriesIntervals?: string | undefined;
+  readonly timeseriesShape?: TimeseriesShape;
+}
+
+function list(flag: string, text: string | undefined, allowed: readonly string[]): string[] | undefined {
+  if (text === undefined) return undefined;
+  const items = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const unknown = items.filter((i) => !allowed.includes(i));
+  if (unknown.length > 0) throw new ConfigError(`--${flag}: expected a comma list of ${allowed.join(', ')}; got "${unknown.join(', ')}"`);
+  return items;
 }
 
 function duration(flag: string, text: string): number {
@@ -44,6 +57,9 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     latencyMs: duration('latency', flags.latency),
     enrichAfterMs: flags.enrichAfter === undefined ? undefined : duration('enrich-after', flags.enrichAfter),
     allProjects: flags.allProjects,
+    lacks: list('lacks', flags.lacks, LACKS) as EmulatorOptions['lacks'],
+    timeseriesIntervals: list('timeseries-intervals', flags.timeseriesIntervals, ['minute', 'hour', 'day', 'week', 'month']),
+    timeseriesShape: flags.timeseriesShape,
   });
   io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);

@@ -180,7 +180,7 @@ export function formatStreamLine(s: StreamResult, extra: readonly string[] = [],
     `waited=${(s.stats.waitedMs / 1000).toFixed(1)}s`,
     `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
     `seconds=${s.seconds.toFixed(1)}`,
-    s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
+    s.outcome === 'ok' ? (s.lacking === undefined ? 'ok' : `skipped: ${s.lacking}`) : `FAILED: ${s.error?.message ?? 'unknown error'}`,
   ].join(' ');
 }
 

@@ -21,6 +21,8 @@ export interface StreamJson {
   readonly backoffSeconds: number;
   readonly seconds: number;
   readonly error?: ErrorJson;
+  /** Skipped, not failed: what this server lacks. */
+  readonly lacking?: string;
 }
 
 export interface ErrorJson {
@@ -58,6 +60,7 @@ export function runJson(command: string, summary: RunSummary, exitCode: number):
     backoffSeconds: round1(s.stats.backoffMs / 1000),
     seconds: round1(s.seconds),
     ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
+    ...(s.lacking === undefined ? {} : { lacking: s.lacking }),
   }));
   const errors = new Map<string, ErrorJson & { streams: string[] }>();
   for (const s of streams) {

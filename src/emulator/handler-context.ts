@@ -8,6 +8,7 @@ import { ApiError } from './params.js';
 import { encodeCursor } from './cursor.js';
 import type { Store, ProjectData } from './store.js';
 import type { Direction, Entry, Page } from './sorted-list.js';
+import type { ServerVariant } from './variants.js';
 
 /**
  * `spec`: the specification's service (`X-Service-Project-Id`, traces also listed by time,
@@ -30,6 +31,8 @@ export interface RequestContext {
   readonly params: URLSearchParams;
   /** The decoded `{id}` path segment, for single-record gets. */
   readonly id: string | undefined;
+  /** Which optional behaviours this server differs in (`variants.ts`); absent: none. */
+  readonly variant?: ServerVariant;
 }
 
 /** A handler returns the 200 body, or throws an `ApiError`. */

@@ -7,6 +7,7 @@ import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { DEFAULT_BATCH_BYTES, WalkBounds, walkWindow, type WalkOptions } from './walk.js';
 import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
+import type { Capabilities } from './capabilities.js';
 import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
@@ -35,6 +36,8 @@ export interface StreamDeps {
   readonly state: StateStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** What this server offers (one book per run, shared by its streams); a new one over `state` when absent. */
+  readonly capabilities?: Capabilities;
 }
 
 export interface StreamOptions {
@@ -88,6 +91,8 @@ export interface StreamResult {
   readonly stats: CallStats;
   readonly seconds: number;
   readonly error?: QuerySyncError | Error;
+  /** Skipped, not failed: what this server lacks (an optional resource's route, `optional.ts`). */
+  readonly lacking?: string;
 }
 
 /**
