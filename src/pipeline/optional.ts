@@ -1,7 +1,7 @@
 import { FatalApiError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
-import { routeCapability, type Capabilities } from './capabilities.js';
+import { absenceIn, routeCapability, type Capabilities } from './capabilities.js';
 import type { StreamResult } from './stream.js';
 
 /**
@@ -57,4 +57,53 @@ export async function optionalWalk(
 function routeAbsence(error: unknown): string | undefined {
   if (!(error instanceof FatalApiError) || (error.status !== 404 && error.status !== 405)) return undefined;
   return `HTTP ${error.status}: ${error.message.split('\n')[0]?.slice(0, 200) ?? ''}`;
+}
+
+/**
+ * A stream of the analyst features that reads one optional route (facets, search, the timeseries
+ * of `event_counts` at one interval): skipped while the route or the value is known absent, and
+ * reported skipped (not failed) when its answer proves it absent: a 404 or 405 on the route; with
+ * `value`, a 400 naming its parameter (the interval), or an answer in another shape. Search's 400s
+ * are not proof (a saved search's own definition may be what is refused): only 404/405 count.
+ */
+export async function optionalRoute(
+  route: string,
+  value: { readonly name: string; readonly param: string } | undefined,
+  caps: Capabilities,
+  base: { readonly resource: string; readonly scope: string },
+  run: () => Promise<StreamResult>,
+): Promise<StreamResult> {
+  const skipped = (what: string, evidence: string, from?: StreamResult): StreamResult => ({
+    resource: base.resource,
+    scope: base.scope,
+    outcome: 'ok',
+    rows: 0,
+    pages: from?.pages ?? 0,
+    windows: 0,
+    seconds: from?.seconds ?? 0,
+    stats: from?.stats ?? newCallStats(),
+    lacking: `this server does not offer ${what} (${evidence})`,
+  });
+  for (const name of [route, ...(value === undefined ? [] : [value.name])]) {
+    if (!caps.usable(name)) return skipped(name, caps.fact(name)?.evidence ?? 'learned earlier');
+  }
+  const result = await run();
+  if (result.outcome !== 'failed') {
+    if (result.outcome === 'ok') {
+      await caps.offered(route, 'answered');
+      if (value !== undefined) await caps.offered(value.name, 'answered');
+    }
+    return result;
+  }
+  const routeGone = routeAbsence(result.error);
+  if (routeGone !== undefined) {
+    await caps.absent(route, routeGone);
+    return skipped(route, routeGone, result);
+  }
+  if (value === undefined) return result;
+  const absence = absenceIn(result.error, value.param);
+  if (absence === undefined) return result;
+  const name = absence.what === 'value' ? value.name : route;
+  await caps.absent(name, absence.evidence);
+  return skipped(name, absence.evidence, result);
 }

@@ -121,8 +121,11 @@ export async function planSplit(
     const parts = Math.min(cap, Math.floor(pages / MIN_PAGES_PER_PART));
     if (parts < 2) return undefined;
     let buckets = lie.buckets;
-    let subs = decl.exact ? splitIntoPages(window, parts, buckets, resource.maxPageSize) : splitByCounts(window, parts, buckets);
-    if (decl.exact && subs.length >= 2 && lie.source === 'timeseries') ({ subs, buckets } = await wholePages(resource, scope, window, lie, subs, deps, ctx));
+    // Whole pages need edges every few records (the timeseries' minute buckets); counts over ranges
+    // have a few dozen edges, so their cuts go where the records are balanced instead.
+    const wholePagesPossible = decl.exact && lie.source === 'timeseries';
+    let subs = wholePagesPossible ? splitIntoPages(window, parts, buckets, resource.maxPageSize) : splitByCounts(window, parts, buckets);
+    if (wholePagesPossible && subs.length >= 2 && lie.source === 'timeseries') ({ subs, buckets } = await wholePages(resource, scope, window, lie, subs, deps, ctx));
     if (subs.length < 2) return undefined;
     // Sub-windows on another field (conversations' started_at, never after the cursor field): the
     // first one also takes everything that started before the window and is still active in it.

@@ -8,7 +8,10 @@ import type { EmulatorOptions, RequestInfo } from '../../src/emulator/index.js';
 import { Capabilities } from '../../src/pipeline/capabilities.js';
 import { StateStore } from '../../src/state/store.js';
 import { expectTableMatches, readTable, runOptionsOf, statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
+import { refreshAggregates } from '../../src/pipeline/aggregates.js';
 import { runSync } from '../../src/pipeline/run.js';
+import { runSearches } from '../../src/pipeline/searches.js';
+import type { StreamResult } from '../../src/pipeline/stream.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /** A pino logger whose JSON lines land in `lines`. */
@@ -141,5 +144,34 @@ describe('optional capabilities degrade, they do not fail', () => {
     const facts = Capabilities.facts({ document: await StateStore.read(statePathOf(d)) });
     expect(facts['GET /v1/events/timeseries']).toMatchObject({ offered: false, evidence: expect.stringContaining('another shape') });
     expectTableMatches(await readTable(d, 'events'), emu.snapshot('events', 'default'), 'id', 'events');
+  });
+
+  it('facets, search and the timeseries at the asked interval absent: those tables are skipped (learned once, not asked again), not failed', async () => {
+    const { emu, seen } = await variant({ seed: 76, eventsPerProject: 50, lacks: ['facets', 'search'], timeseriesIntervals: ['hour', 'week'] });
+    const target = { baseUrl: emu.url, apiKey: emu.apiKey, dir: dir() };
+    const searches = [{ name: 'refunds', query: 'refund', mode: 'text' as const }];
+    const analysts = (): Promise<StreamResult[]> =>
+      withPipeline(target, 'sync', async (deps) => {
+        const book = { ...deps, capabilities: new Capabilities(deps) };
+        const runStartMs = Date.now();
+        const aggregates = await refreshAggregates({ project: undefined, runStartMs, runId: 'r', interval: 'day' }, book);
+        const found = await runSearches({ searches, project: undefined, runStartMs, lookbackMs: 15 * 60_000, runId: 'r' }, book);
+        return [...aggregates, ...found];
+      });
+    const first = await analysts();
+    expect(first.map((s) => [s.resource, s.outcome])).toEqual([
+      ['event_counts', 'ok'],
+      ['event_facets', 'ok'],
+      ['search_results', 'ok'],
+    ]);
+    expect(first.map((s) => s.lacking)).toEqual([
+      expect.stringContaining('interval=day'),
+      expect.stringContaining('/v1/events/facets'),
+      expect.stringContaining('/v1/events/search'),
+    ]);
+    const asked = seen.length;
+    const second = await analysts();
+    expect(second.every((s) => s.outcome === 'ok' && s.lacking !== undefined)).toBe(true);
+    expect(seen.slice(asked).map((r) => r.path)).toEqual([]);
   });
 });
