@@ -63,6 +63,12 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
   });
   io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);
+  const differs = [
+    ...(flags.lacks === undefined ? [] : [`lacks ${flags.lacks}`]),
+    ...(flags.timeseriesIntervals === undefined ? [] : [`timeseries intervals ${flags.timeseriesIntervals} only`]),
+    ...(flags.timeseriesShape === 'rows' ? ['timeseries in another shape (rows)'] : []),
+  ];
+  if (differs.length > 0) io.print(`  differs: ${differs.join('; ')} (docs/server-differences.md)`);
   io.print(`  try: QUERY_API_BASE_URL=${emulator.url} QUERY_API_KEY=${emulator.apiKey} npx query-sync sync --project '*'`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
