@@ -10,6 +10,8 @@
  *  run3  the emulator's limits at half of ours: time, 429s, and whether every row arrived.
  *
  * `--margins 250,50` measures other safety margins (minute, second windows, ms) than the defaults.
+ * `--lacks timeseries` (or `--timeseries-intervals hour,day,week`, `--timeseries-shape rows`) runs
+ * against a server that differs so (docs/server-differences.md): split planning then falls back.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -278,10 +280,10 @@ function report(run: string, latencyMs: number, m: Measured): void {
 async function run1(latencyMs: number): Promise<void> {
   process.stdout.write(`\nrun1 @ ${latencyMs} ms: 80,000 events of one project, documented limits (400/min per endpoint, 40/s)\n`);
   const m = await measure(
-    { seed: 101, projects: ['default'], eventsPerProject: 80_000, limits: { ...DEFAULT_RATE_LIMITS }, latencyMs },
+    { seed: 101, projects: ['default'], eventsPerProject: 80_000, limits: { ...DEFAULT_RATE_LIMITS }, latencyMs, ...serverDifferences },
     { resources: [events], limits: DEFAULT_RATE_LIMITS },
   );
-  report('one endpoint (run1)', latencyMs, m);
+  report(`one endpoint (run1)${differs}`, latencyMs, m);
   printBreakdown(m);
   printCounts(m);
 }
@@ -334,6 +336,14 @@ const margins = { minuteMs: minuteMs as number, secondMs: secondMs as number };
 process.stdout.write(`safety margins: ${margins.minuteMs} ms on minute windows, ${margins.secondMs} ms on second windows\n`);
 const latencies = (args.includes('--latency') && latencyArg !== undefined ? latencyArg : '0,100,300').split(',').map((v) => Number(v));
 if (latencies.some((v) => !Number.isFinite(v) || v < 0)) throw new Error(`--latency: expected ms values like 0,100,300, got ${String(latencyArg)}`);
+// `--lacks timeseries`, `--timeseries-intervals hour,day`, `--timeseries-shape rows`: the server run1 plays.
+const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+const serverDifferences: Pick<EmulatorOptions, 'lacks' | 'timeseriesIntervals' | 'timeseriesShape'> = {
+  ...(valueOf('--lacks') === undefined ? {} : { lacks: (valueOf('--lacks') ?? '').split(',') as EmulatorOptions['lacks'] }),
+  ...(valueOf('--timeseries-intervals') === undefined ? {} : { timeseriesIntervals: (valueOf('--timeseries-intervals') ?? '').split(',') }),
+  ...(valueOf('--timeseries-shape') === 'rows' ? { timeseriesShape: 'rows' as const } : {}),
+};
+const differs = Object.keys(serverDifferences).length === 0 ? '' : ` ${JSON.stringify(serverDifferences)}`;
 const runs: Record<string, (latencyMs: number) => Promise<void>> = { run1, run2, run3: () => run3() };
 const chosen = args.filter((a) => a in runs);
 for (const name of chosen.length > 0 ? chosen : Object.keys(runs)) {

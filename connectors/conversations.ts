@@ -26,6 +26,7 @@ export const conversations = defineResource({
     timeseriesPath: '/v1/events/timeseries',
     timeseriesGte: 'timestamp[gte]',
     timeseriesLt: 'timestamp[lt]',
+    countPath: '/v1/events/count', // where the timeseries is unusable: counts over ranges place the cuts
     exact: false,
     count: { path: '/v1/events/count', param: 'count_by', value: 'convo_id' }, // a conversation's last message is an event
     partGte: 'started_at[gte]',

@@ -20,7 +20,7 @@ export const events = defineResource({
   allProjects: true,
   timeseriesPath: '/v1/events/timeseries', // SDK: { data: { buckets: [{ timestamp, count }], total } }, interval minute…month
   countPath: '/v1/events/count', // field notes: returns { data: { total } }; unfiltered by signal (signal counts under-count)
-  split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', exact: true },
+  split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', countPath: '/v1/events/count', exact: true },
   maxPageSize: 100, // field notes: "maximum 100 on most lists"
   columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string', received_at: 'timestamp', ...EVENT_TEXT },
   partitionColumn: 'timestamp',

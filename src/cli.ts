@@ -201,7 +201,10 @@ async function main(): Promise<number> {
           .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
           .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
           .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" })
-          .option('list-quirks', { type: 'string', describe: 'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)' }),
+          .option('list-quirks', { type: 'string', describe: 'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)' })
+          .option('lacks', { type: 'string', describe: 'optional capabilities this server lacks, answered 404: comma list of signal-groups, timeseries, facets, search' })
+          .option('timeseries-intervals', { type: 'string', describe: 'intervals the timeseries accepts (others: 400 naming interval), e.g. hour,day,week (default: all five)' })
+          .option('timeseries-shape', { choices: ['sdk', 'rows'] as const, default: 'sdk' as const, describe: "rows: the timeseries answers {data: [{bucket, events}]} instead of the SDK's shape" }),
       async (argv) => {
         const { emulateCommand } = await import('./commands/emulate.js');
         setExit(
@@ -218,6 +221,9 @@ async function main(): Promise<number> {
               enrichAfter: argv['enrich-after'],
               allProjects: argv['all-projects'],
               listQuirks: argv['list-quirks'],
+              lacks: argv.lacks,
+              timeseriesIntervals: argv['timeseries-intervals'],
+              timeseriesShape: argv['timeseries-shape'],
             },
             { print },
           ),

@@ -9,6 +9,7 @@ import type { ChildSelection, ResourceDefinition, SavedSearch } from './core/typ
 import { DEFAULT_RATE_LIMITS, type RateLimits } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from './load/duckdb-memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './http/timeouts.js';
+import { bareApiKey, DEFAULT_BASE_URL, normalizeBaseUrl } from './http/conventions.js';
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
 import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';
@@ -228,8 +229,8 @@ export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = pro
 /** What every command that reads the API resolves the same way, plus the collected raw values. */
 function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessEnv, isTty: boolean): { config: Readonly<SyncConfig>; read: Reader } {
   const read = reader(command, flags, env);
-  const baseUrl = read.text('base-url');
-  if (!baseUrl) throw new ConfigError(`missing the API base URL: pass --base-url or set ${envName('base-url')} (or ${ENV.baseUrl})`);
+  // The SDK's default server when none is given (conventions.ts).
+  const baseUrl = emptyToUndefined(read.text('base-url')) ?? DEFAULT_BASE_URL;
   let url: URL;
   try {
     url = new URL(baseUrl);
@@ -306,7 +307,7 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
   if (progressIntervalMs <= 0) throw new ConfigError(`${read.label('progress-interval')}: expected a positive duration such as 5s`);
 
   const config: SyncConfig = {
-    baseUrl: url.toString().replace(/\/+$/, ''),
+    baseUrl: normalizeBaseUrl(url.toString()),
     apiKey,
     project,
     projectIds,
@@ -379,7 +380,7 @@ function resolveApiKey(read: Reader): string {
       throw new ConfigError(`${read.label('api-key-file')}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
     }
     if (key === '') throw new ConfigError(`${read.label('api-key-file')}: ${file} is empty; expected the Organization API Key`);
-    return key;
+    return bareApiKey(key);
   }
   if (!direct) {
     throw new ConfigError(
@@ -387,7 +388,8 @@ function resolveApiKey(read: Reader): string {
         `(the key is never a flag: flags show in the process list)`,
     );
   }
-  return direct;
+  // A key pasted with its `Bearer ` prefix (from a curl line) is the key (the SDK accepts both).
+  return bareApiKey(direct);
 }
 
 /** `--bq-upsert` and `--bq-compact-every` (only what was set: the destination holds the defaults). */

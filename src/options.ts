@@ -94,7 +94,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
   };
   return [
     // Connection
-    { name: 'base-url', kind: 'string', group: 'Connection', describe: 'Query API base URL', envAliases: ['QUERY_API_BASE_URL'], commands: RUN },
+    { name: 'base-url', kind: 'string', group: 'Connection', describe: 'Query API base URL (a trailing /v1 is accepted)', defaultText: 'https://query.raindrop.ai (as the SDK)', envAliases: ['QUERY_API_BASE_URL'], commands: RUN },
     { name: 'api-key', kind: 'string', group: 'Connection', secret: true, describe: 'Organization API Key: best from the environment (QUERY_SYNC_API_KEY or QUERY_API_KEY) or --api-key-file', envAliases: ['QUERY_API_KEY'], commands: RUN },
     { name: 'api-key-file', kind: 'path', group: 'Connection', describe: 'file holding the API key (a mounted Kubernetes secret); trailing newline ignored', commands: RUN },
     { name: 'project', kind: 'string', group: 'Connection', describe: 'project slug, or "*" for all projects; absent: no header (the service reads "default")', envAliases: ['QUERY_API_PROJECT'], commands: [...RUN, 'reset'] },

@@ -1,5 +1,6 @@
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
+import { Capabilities } from '../pipeline/capabilities.js';
 import { checkApi, checkExitCode } from '../pipeline/check.js';
 import { formatCheck } from './reports.js';
 import { readStateDocument } from './state-home.js';
@@ -17,7 +18,8 @@ export async function checkCommand(config: SyncConfig, io: CommandIo): Promise<n
   try {
     const doc = await readStateDocument(config, runtime.logger, {}).catch(() => undefined);
     const report = await checkApi(
-      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval },
+      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval,
+        recordedCapabilities: doc === undefined ? {} : Capabilities.facts({ document: doc }) },
       runtime.client,
     );
     const code = checkExitCode(report);

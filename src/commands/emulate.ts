@@ -1,7 +1,7 @@
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
-import { parseListQuirks, type Flavor, type ListQuirks } from '../emulator/index.js';
+import { LACKS, parseListQuirks, type EmulatorOptions, type Flavor, type ListQuirks, type TimeseriesShape } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
 import type { CommandIo } from './io.js';
 
@@ -20,6 +20,19 @@ export interface EmulateFlags {
   readonly allProjects: boolean;
   /** `--list-quirks`: e.g. `page-cap=50,offset-cursors` (emulator/quirks.ts). */
   readonly listQuirks?: string | undefined;
+  /** Comma list of capabilities the server lacks (`LACKS`). */
+  readonly lacks?: string | undefined;
+  /** Comma list of the intervals the timeseries accepts. */
+  readonly timeseriesIntervals?: string | undefined;
+  readonly timeseriesShape?: TimeseriesShape;
+}
+
+function list(flag: string, text: string | undefined, allowed: readonly string[]): string[] | undefined {
+  if (text === undefined) return undefined;
+  const items = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const unknown = items.filter((i) => !allowed.includes(i));
+  if (unknown.length > 0) throw new ConfigError(`--${flag}: expected a comma list of ${allowed.join(', ')}; got "${unknown.join(', ')}"`);
+  return items;
 }
 
 function duration(flag: string, text: string): number {
@@ -55,9 +68,18 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     enrichAfterMs: flags.enrichAfter === undefined ? undefined : duration('enrich-after', flags.enrichAfter),
     allProjects: flags.allProjects,
     lists: flags.listQuirks === undefined ? undefined : listQuirks(flags.listQuirks),
+    lacks: list('lacks', flags.lacks, LACKS) as EmulatorOptions['lacks'],
+    timeseriesIntervals: list('timeseries-intervals', flags.timeseriesIntervals, ['minute', 'hour', 'day', 'week', 'month']),
+    timeseriesShape: flags.timeseriesShape,
   });
   io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);
+  const differs = [
+    ...(flags.lacks === undefined ? [] : [`lacks ${flags.lacks}`]),
+    ...(flags.timeseriesIntervals === undefined ? [] : [`timeseries intervals ${flags.timeseriesIntervals} only`]),
+    ...(flags.timeseriesShape === 'rows' ? ['timeseries in another shape (rows)'] : []),
+  ];
+  if (differs.length > 0) io.print(`  differs: ${differs.join('; ')} (docs/server-differences.md)`);
   io.print(`  try: QUERY_API_BASE_URL=${emulator.url} QUERY_API_KEY=${emulator.apiKey} npx query-sync sync --project '*'`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);

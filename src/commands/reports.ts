@@ -34,6 +34,14 @@ export function formatCheck(report: CheckReport, target: { baseUrl: string; proj
     lines.push(`accept "*": ${report.allProjects.accepted.join(', ') || 'none'}; refuse "*" (read one project at a time): ${report.allProjects.refused.join(', ') || 'none'}`);
   }
   if (report.projects.length > 0) lines.push(`projects: ${report.projects.join(', ')}`);
+  if (report.capabilities.length > 0) {
+    lines.push('this server offers (optional parts of the API; sync skips or replaces what it lacks, see docs/server-differences.md):');
+    for (const c of report.capabilities) {
+      const said = c.offered === true ? 'yes' : c.offered === false ? 'NO ' : '?  ';
+      const recorded = c.recorded === undefined ? '' : `  [state: ${c.recorded.offered ? 'offered' : 'absent'} since ${c.recorded.learnedAt}]`;
+      lines.push(`  ${said} ${c.capability}${c.offered === true ? '' : `: ${c.evidence}`}${recorded}`);
+    }
+  }
   lines.push(`check ${report.ok ? 'ok' : 'FAILED'} (${report.requests} request${report.requests === 1 ? '' : 's'})`);
   return lines;
 }
@@ -49,6 +57,8 @@ function describe(r: CheckResult): string {
     }
     case 'refuses-all-projects':
       return 'refuses "*" (400): read one project at a time';
+    case 'not-offered':
+      return `not offered: ${r.message ?? ''}`;
     case 'key-rejected':
       return `KEY REJECTED: ${r.message ?? ''}`;
     case 'project-refused':
@@ -182,7 +192,7 @@ export function formatStreamLine(s: StreamResult, extra: readonly string[] = [],
     `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
     `seconds=${s.seconds.toFixed(1)}`,
     ...(s.lists?.foreignRowsDropped === undefined ? [] : [`foreign_rows_dropped=${s.lists.foreignRowsDropped}`]),
-    s.outcome === 'ok' ? 'ok' : `FAILED: ${s.error?.message ?? 'unknown error'}`,
+    s.outcome === 'ok' ? (s.lacking === undefined ? 'ok' : `skipped: ${s.lacking}`) : `FAILED: ${s.error?.message ?? 'unknown error'}`,
   ].join(' ');
 }
 

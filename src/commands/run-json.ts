@@ -23,6 +23,8 @@ export interface StreamJson {
   readonly error?: ErrorJson;
   /** Rows of projects not asked for (dropped), a page cap: docs/list-semantics.md. */
   readonly lists?: StreamResult['lists'];
+  /** Skipped, not failed: what this server lacks. */
+  readonly lacking?: string;
 }
 
 export interface ErrorJson {
@@ -61,6 +63,7 @@ export function runJson(command: string, summary: RunSummary, exitCode: number):
     seconds: round1(s.seconds),
     ...(s.lists === undefined ? {} : { lists: s.lists }),
     ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
+    ...(s.lacking === undefined ? {} : { lacking: s.lacking }),
   }));
   const errors = new Map<string, ErrorJson & { streams: string[] }>();
   for (const s of streams) {

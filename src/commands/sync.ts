@@ -6,6 +6,7 @@ import { planSync } from '../pipeline/plan.js';
 import { runSync } from '../pipeline/run.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
+import { Capabilities } from '../pipeline/capabilities.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pipeline/aggregates.js';
 import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../pipeline/searches.js';
 import { defineViews } from '../pipeline/views.js';
@@ -49,6 +50,8 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     runtime.tracker.markStart();
     runtime.display.start();
     const hooks = syncProgressHooks(runtime.tracker);
+    // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
+    const capabilities = new Capabilities({ state: runState, clock, logger });
     const summary = await runSync(
       {
         // The contract is checked against the tables as they were when the run started.
@@ -67,13 +70,13 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         signal: stop.signal,
         runId,
       },
-      { client, destination: runDestination, state: runState, clock, logger },
+      { client, destination: runDestination, state: runState, clock, logger, capabilities },
       hooks,
     );
     // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
     // shown in the same display.
     const extra =
-      config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger, hooks }, stop.signal);
+      config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger, hooks, capabilities }, stop.signal);
     // Reconcile after every write of the run, in the same budget; not for a dry run (nothing
     // written), a stopped run (its windows are unfinished) or a full refresh (its rows are in
     // shadow tables until the end).

@@ -72,6 +72,11 @@ export interface ResourceDefinition {
   readonly sortOrder: SortOrder;
   /** Whether the all-projects scope (`*`) is accepted by this endpoint. */
   readonly allProjects: boolean;
+  /**
+   * Not every server has this endpoint (signal groups: in the SDK, not in the spec). A 404 or 405 on
+   * it is learned once (kept in state, asked again a day later) and the resource skipped, not failed.
+   */
+  readonly optional?: boolean;
   /** Name of the page-size parameter. @default 'limit' */
   readonly pageSizeParam?: string;
   /**
@@ -168,6 +173,12 @@ export interface SplitDeclaration {
   readonly timeseriesLt: string;
   /** The timeseries counts this resource's records in the list's window (so cuts can fill whole pages). */
   readonly exact: boolean;
+  /**
+   * The count endpoint of what the timeseries counts, with the same time filters
+   * (`/v1/events/count`): where a server's timeseries is absent, refuses, or answers in another
+   * shape, counts over time ranges place the cuts instead (`extract/count-ranges.ts`).
+   */
+  readonly countPath?: string;
   /**
    * Where the timeseries is a proxy: a count of the resource's records in a window ending now, e.g.
    * `/v1/events/count?count_by=user_id` (users seen since the window's start are those whose

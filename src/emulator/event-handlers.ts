@@ -242,6 +242,10 @@ export const eventTimeseries: Handler = (context) => {
   if (!(INTERVALS as readonly string[]).includes(raw)) {
     throw badRequest(`interval must be one of ${INTERVALS.join(', ')}; got "${raw}"`, 'interval', { allowed: INTERVALS });
   }
+  const served = context.variant?.timeseriesIntervals;
+  if (served !== undefined && !served.has(raw)) {
+    throw badRequest(`interval "${raw}" is not supported; use one of ${[...served].join(', ')}`, 'interval', { allowed: [...served] });
+  }
   const interval = raw as Interval;
   const window = parseTimeWindow(context.params);
   const predicate = eventPredicate(context);
@@ -274,6 +278,11 @@ export const eventTimeseries: Handler = (context) => {
   const data = [...buckets.entries()]
     .sort((a, b) => a[0] - b[0])
     .map(([ms, n]) => ({ timestamp: new Date(ms).toISOString(), count: n }));
+  // Another shape the spec does not rule out: one row per bucket, no total.
+  if (context.variant?.timeseriesShape === 'rows') {
+    const rows: JsonValue = { data: data.map((b) => ({ bucket: b.timestamp, events: b.count })) };
+    return rows;
+  }
   return { data: { buckets: data, total }, meta: { interval } };
 };
 

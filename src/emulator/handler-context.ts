@@ -8,6 +8,7 @@ import { ApiError } from './params.js';
 import { encodeCursor } from './cursor.js';
 import type { Store, ProjectData } from './store.js';
 import type { Direction, Entry, Page } from './sorted-list.js';
+import type { ServerVariant } from './variants.js';
 
 /**
  * `spec`: the specification's service (`X-Service-Project-Id`, traces also listed by time,
@@ -32,6 +33,8 @@ export interface RequestContext {
   readonly id: string | undefined;
   /** Events in this window are counted but never listed (`EmulatorOptions.unlistedEvents`). */
   readonly unlistedEvents?: { readonly fromMs: number; readonly toMs: number } | undefined;
+  /** Which optional behaviours this server differs in (`variants.ts`); absent: none. */
+  readonly variant?: ServerVariant;
 }
 
 /** A handler returns the 200 body, or throws an `ApiError`. */

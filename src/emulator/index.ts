@@ -24,11 +24,13 @@ import type { Flavor } from './handler-context.js';
 import { StatsRecorder, type EmulatorStats } from './stats.js';
 import { Store } from './store.js';
 import type { ListQuirks } from './quirks.js';
+import { serverVariant, type Lack, type TimeseriesShape } from './variants.js';
 
 export type { FaultKind, FaultOptions } from './faults.js';
 export type { RateLimitOptions } from './limits.js';
 export type { EmulatorStats } from './stats.js';
 export type { Flavor } from './handler-context.js';
+export { LACKS, TIMESERIES_SHAPES, type Lack, type TimeseriesShape } from './variants.js';
 export type { RequestInfo } from './server.js';
 export { parseListQuirks, type ListQuirks } from './quirks.js';
 export type { ApiRecord, JsonValue } from './types.js';
@@ -65,6 +67,16 @@ export interface EmulatorOptions {
   userInputChars?: number;
   /** `false`: `*` is refused with 400 on every endpoint (to test a client's per-project fallback). @default true */
   allProjects?: boolean;
+  /**
+   * Optional capabilities this server lacks (`signal-groups`: a server built from the spec;
+   * `timeseries`, `facets`, `search`): their routes answer 404 `not_found`, as unknown paths.
+   * @default none
+   */
+  lacks?: readonly Lack[];
+  /** Intervals `/v1/events/timeseries` accepts; any other is refused with 400 naming `interval`. @default all five */
+  timeseriesIntervals?: readonly string[];
+  /** `rows`: the timeseries answers `{"data": [{"bucket", "events"}]}` instead of the SDK's shape. @default 'sdk' */
+  timeseriesShape?: TimeseriesShape;
   /** Every answer waits this long (ms) before it is sent. @default 0 */
   latencyMs?: number;
   /** Uniform jitter (± ms) around `latencyMs`, seeded. @default latencyMs / 5 */
@@ -203,6 +215,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     onRequest: options.onRequest,
     now,
     lists: options.lists,
+    variant: serverVariant(options),
     sleep: (ms) =>
       new Promise<void>((resolve) => {
         const entry = {

@@ -18,6 +18,7 @@ import { resolveScope, type ScopeRules } from './scope.js';
 import type { StatsRecorder } from './stats.js';
 import type { ProjectData, Store } from './store.js';
 import type { Direction } from './sorted-list.js';
+import { capabilityOf, type ServerVariant } from './variants.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 
@@ -59,6 +60,8 @@ export interface ServerContext {
   readonly latencyRng: Random;
   readonly onRequest: ((info: RequestInfo) => void) | undefined;
   readonly now: () => number;
+  /** Optional routes absent, timeseries intervals refused, another timeseries shape. */
+  readonly variant: ServerVariant;
   /** Delays the `slow` fault; tracked so `close()` can cancel them. */
   readonly sleep: (ms: number) => Promise<void>;
   /** List behaviours of servers we have not met (`quirks.ts`); none by default. */
@@ -150,6 +153,9 @@ function refuse(
 ): ((res: ServerResponse) => void) | undefined {
   if (!match) return (res) => sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
   const { route } = match;
+  // A capability this server lacks: its routes are unknown paths, as on a server without them.
+  const lacked = capabilityOf(route.template);
+  if (lacked !== undefined && server.variant.lacks.has(lacked)) return (res) => sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
   if (req.method !== 'GET') {
     const method = req.method ?? '?';
     return (res) => sendError(res, 405, 'method_not_allowed', `${method} is not allowed; the Query API is read-only (GET)`, { allow: 'GET' });
@@ -197,6 +203,7 @@ function run(server: ServerContext, req: IncomingMessage, route: Route, id: stri
     params,
     id,
     unlistedEvents: server.settings.unlistedEvents,
+    variant: server.variant,
   };
   if (server.lists === undefined) return route.handler(context);
   return withListQuirks(server.lists, route.template, params, (quirked) => route.handler({ ...context, params: quirked }));

@@ -1,4 +1,4 @@
-import { DataError, trimBody } from '../core/errors.js';
+import { DataError, FatalApiError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import type { JsonValue, ProjectScope, SplitDeclaration } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
@@ -20,10 +20,24 @@ export const MAX_BUCKETS = 1500;
 
 const LENGTH_MS: Record<Interval, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
 
-/** The finest interval giving at most `maxBuckets` buckets over `window` (month when none does). */
-export function intervalFor(window: TimeWindow, maxBuckets = MAX_BUCKETS): Interval {
+/**
+ * The finest of `allowed` giving at most `maxBuckets` buckets over `window` (the coarsest allowed
+ * when none does: the bucket cap is ours, the service states none).
+ */
+export function intervalFor(window: TimeWindow, maxBuckets = MAX_BUCKETS, allowed: readonly Interval[] = INTERVALS): Interval {
   const length = Math.max(1, window.toMs - window.fromMs);
-  return INTERVALS.find((i) => length / LENGTH_MS[i] <= maxBuckets - 2) ?? 'month';
+  const usable = INTERVALS.filter((i) => allowed.includes(i));
+  return usable.find((i) => length / LENGTH_MS[i] <= maxBuckets - 2) ?? usable.at(-1) ?? 'month';
+}
+
+/** A timeseries refused one interval (400 naming `interval`, the SDK's error shape): the others may serve. */
+export class IntervalRefused extends FatalApiError {
+  readonly interval: Interval;
+  constructor(interval: Interval, cause: FatalApiError) {
+    // The message already names the resource and project (no context again: it would repeat them).
+    super(cause.message, cause.status, { cause, field: 'interval' });
+    this.interval = interval;
+  }
 }
 
 /** Start of the UTC bucket after the one starting at `startMs` (weeks start on Monday). */
@@ -63,7 +77,13 @@ export async function timeseries(
     [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
   };
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
-  const body = await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx);
+  let body: JsonValue;
+  try {
+    body = await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx);
+  } catch (error) {
+    if (error instanceof FatalApiError && error.status === 400 && error.field === 'interval') throw new IntervalRefused(interval, error);
+    throw error;
+  }
   const bad = (): DataError =>
     new DataError(`expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, got: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
   const data = field(body, 'data');
@@ -103,12 +123,13 @@ export async function recordsOverTime(
   window: TimeWindow,
   ctx: CallContext,
   maxRequests = 3,
+  allowed: readonly Interval[] = INTERVALS,
 ): Promise<RecordsOverTime> {
   let asked = window;
-  let interval = intervalFor(asked);
+  let interval = intervalFor(asked, MAX_BUCKETS, allowed);
   const recent: TimeWindow = { fromMs: Math.max(window.fromMs, window.toMs - (MAX_BUCKETS - 2) * LENGTH_MS.hour), toMs: window.toMs };
   const guess =
-    maxRequests >= 2 && INTERVALS.indexOf(interval) > INTERVALS.indexOf('hour') && intervalFor(recent) === 'hour'
+    maxRequests >= 2 && allowed.includes('hour') && INTERVALS.indexOf(interval) > INTERVALS.indexOf('hour') && intervalFor(recent) === 'hour'
       ? timeseries(client, decl, scope, recent, 'hour', ctx)
       : undefined;
   guess?.catch(() => undefined);
@@ -127,7 +148,7 @@ export async function recordsOverTime(
     const first = result.buckets[0];
     if (first === undefined) break;
     const narrowed: TimeWindow = { fromMs: first.window.fromMs, toMs: window.toMs };
-    const finer = intervalFor(narrowed);
+    const finer = intervalFor(narrowed, MAX_BUCKETS, allowed);
     if (INTERVALS.indexOf(finer) >= INTERVALS.indexOf(interval)) break;
     asked = narrowed;
     interval = finer;
@@ -154,9 +175,10 @@ export async function refineAround(
   targets: readonly number[],
   slack: number,
   ctx: CallContext,
+  allowed: readonly Interval[] = INTERVALS,
 ): Promise<{ readonly buckets: readonly WindowCount[]; readonly requests: number }> {
   const sorted = [...coarse.buckets].sort((a, b) => a.window.fromMs - b.window.fromMs);
-  const finerThanCoarse = (w: TimeWindow): boolean => INTERVALS.indexOf(intervalFor(w)) < INTERVALS.indexOf(coarse.interval);
+  const finerThanCoarse = (w: TimeWindow): boolean => INTERVALS.indexOf(intervalFor(w, MAX_BUCKETS, allowed)) < INTERVALS.indexOf(coarse.interval);
   const spans: TimeWindow[] = [];
   for (const target of targets) {
     // The bucket the target falls in, then its neighbours, nearest first, while the stretch stays
@@ -194,7 +216,7 @@ export async function refineAround(
     else spans.push({ fromMs, toMs });
   }
   const finer = spans.filter(finerThanCoarse);
-  const answers = await Promise.all(finer.map((w) => timeseries(client, decl, scope, w, intervalFor(w), ctx)));
+  const answers = await Promise.all(finer.map((w) => timeseries(client, decl, scope, w, intervalFor(w, MAX_BUCKETS, allowed), ctx)));
   const inside = (b: WindowCount): boolean => finer.some((w) => b.window.fromMs >= w.fromMs && b.window.toMs <= w.toMs);
   const buckets = [...sorted.filter((b) => !inside(b)), ...answers.flatMap((a) => a.buckets)].sort((a, b) => a.window.fromMs - b.window.fromMs);
   return { buckets, requests: answers.length };

@@ -15,6 +15,7 @@ import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js
 import type { RequestBudget } from './budget.js';
 import { classifyStatus, classifyTransportError, type Decision } from './classify.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './timeouts.js';
+import { bareApiKey, normalizeBaseUrl, parseRetryAfterMs, userAgent } from './conventions.js';
 
 export { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions };
 
@@ -102,6 +103,8 @@ export interface ApiRequest {
 interface RawResponse {
   readonly status: number;
   readonly retryAfter: string | undefined;
+  /** `retry-after-ms`, read before `Retry-After` as the SDK does (conventions.ts). */
+  readonly retryAfterMs: number | undefined;
   readonly text: string;
 }
 
@@ -115,6 +118,9 @@ export class ApiClient {
   private readonly dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
   private readonly baseUrl: string;
+  /** The key as sent (a pasted `Bearer ` prefix removed) and as redacted. */
+  private readonly apiKey: string;
+  private readonly userAgent = userAgent();
   private readonly requestMs: number;
   private readonly maxRetryAfterMs: number;
   private readonly longWaitMs: number;
@@ -145,7 +151,8 @@ export class ApiClient {
         headersTimeout: timeouts.headersMs,
         bodyTimeout: timeouts.bodyMs,
       });
-    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.baseUrl = normalizeBaseUrl(options.baseUrl);
+    this.apiKey = bareApiKey(options.apiKey);
   }
 
   /**
@@ -155,7 +162,7 @@ export class ApiClient {
    * it too (`redactError`), for messages built elsewhere.
    */
   redact(text: string): string {
-    return redact(text, [this.options.apiKey]);
+    return redact(text, [this.apiKey, this.options.apiKey]);
   }
 
   /** GET and parse JSON (bigints exact). Throws the error group of `core/errors.ts` on failure. */
@@ -163,7 +170,7 @@ export class ApiClient {
     try {
       return await this.getJsonUnredacted(req, ctx);
     } catch (error) {
-      throw redactError(error, [this.options.apiKey]);
+      throw redactError(error, [this.apiKey, this.options.apiKey]);
     }
   }
 
@@ -206,6 +213,9 @@ export class ApiClient {
           signal: ctx.signal,
         });
         decision = classifyStatus(response.status, response.retryAfter, clock.now());
+        if (response.retryAfterMs !== undefined && (decision.kind === 'rate-limited' || decision.kind === 'retry')) {
+          decision = { ...decision, retryAfterMs: response.retryAfterMs };
+        }
       } catch (error) {
         if (ctx.signal?.aborted) throw error;
         decision = classifyTransportError(error);
@@ -320,8 +330,9 @@ export class ApiClient {
    */
   private async send(url: string, project: string | undefined, signal: AbortSignal | undefined, sent?: () => void): Promise<RawResponse> {
     const headers: Record<string, string> = {
-      authorization: `Bearer ${this.options.apiKey}`,
+      authorization: `Bearer ${this.apiKey}`,
       accept: 'application/json',
+      'user-agent': this.userAgent,
     };
     if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
     // One controller per attempt, aborted by the deadline or by the run's signal. Not
@@ -341,7 +352,13 @@ export class ApiClient {
       const res = await request(url, { method: 'GET', headers, dispatcher, signal: attempt.signal });
       const text = await res.body.text();
       const retryAfter = res.headers['retry-after'];
-      return { status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, text };
+      const retryAfterMs = res.headers['retry-after-ms'];
+      return {
+        status: res.statusCode,
+        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+        retryAfterMs: parseRetryAfterMs(Array.isArray(retryAfterMs) ? retryAfterMs[0] : retryAfterMs),
+        text,
+      };
     } catch (error) {
       if (timedOut && signal?.aborted !== true) {
         throw Object.assign(

@@ -1,7 +1,9 @@
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, Row, TableSchema } from '../core/types.js';
 import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
-import { bucketStart, FACET_FIELDS, INTERVAL_MS, readFacets, readTimeseries, type Interval } from '../extract/analytics.js';
+import { bucketStart, FACET_FIELDS, FACETS_PATH, INTERVAL_MS, readFacets, readTimeseries, TIMESERIES_PATH, type Interval } from '../extract/analytics.js';
+import { Capabilities, routeCapability, valueCapability } from './capabilities.js';
+import { optionalRoute } from './optional.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { StateStore } from '../state/store.js';
@@ -85,6 +87,8 @@ export interface AggregateDeps {
   readonly logger: Logger;
   /** The run's progress callbacks: each table and project is a stream of the display. */
   readonly hooks?: RunHooks;
+  /** What this server offers (`capabilities.ts`); one over `state` when absent. */
+  readonly capabilities?: Capabilities;
 }
 
 /** Told after each request of a refresh: the records it answered and the rows then stored. */
@@ -93,7 +97,19 @@ type PageDone = (records: number, rowsStored: number) => void;
 /** Refresh `event_counts` and `event_facets` for every project; one result per table and project. */
 export async function refreshAggregates(options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult[]> {
   const scopes = searchScopes(options.project, options.projectIds, deps.state.document.projects);
-  const results = await Promise.all(scopes.flatMap((scope) => [refreshCounts(scope, options, deps), refreshFacets(scope, options, deps)]));
+  // A server without the timeseries (or the interval) or facets: those tables are skipped, not failed.
+  const caps = deps.capabilities ?? new Capabilities(deps);
+  const interval = options.interval ?? 'day';
+  const counts = { name: valueCapability(TIMESERIES_PATH, 'interval', interval), param: 'interval' };
+  const results = await Promise.all(
+    scopes.flatMap((scope) => {
+      const project = scope.fallbackProjectId ?? 'default';
+      return [
+        optionalRoute(routeCapability(TIMESERIES_PATH), counts, caps, { resource: EVENT_COUNTS_TABLE, scope: project }, () => refreshCounts(scope, options, deps)),
+        optionalRoute(routeCapability(FACETS_PATH), undefined, caps, { resource: EVENT_FACETS_TABLE, scope: project }, () => refreshFacets(scope, options, deps)),
+      ];
+    }),
+  );
   return results;
 }
 

@@ -9,6 +9,8 @@ import { newCallStats, type ApiClient, type CallContext } from '../http/client.j
 import { cursorMillis, inferType, PROJECT_COLUMN } from '../normalize/normalize.js';
 import { AGGREGATE_HORIZON_MS, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
 import { allProjectsScope, singleProjectScope, type ScopeOptions } from './scopes.js';
+import type { CapabilityFacts } from './capabilities.js';
+import { probeCapabilities, type OfferedCapability } from './check-capabilities.js';
 import { SEARCH_PATH, SEARCH_RANGE_MS, SEARCH_RESULTS_TABLE, searchResource } from './searches.js';
 
 /**
@@ -18,7 +20,8 @@ import { SEARCH_PATH, SEARCH_RANGE_MS, SEARCH_RESULTS_TABLE, searchResource } fr
  * and writes nothing. A rejected key stops it at the first request (every other would say the same).
  */
 
-export type CheckOutcome = 'ok' | 'refuses-all-projects' | 'key-rejected' | 'project-refused' | 'failed';
+/** `not-offered`: an optional resource's route answered 404/405 (sync skips it there): information, not a failure. */
+export type CheckOutcome = 'ok' | 'refuses-all-projects' | 'not-offered' | 'key-rejected' | 'project-refused' | 'failed';
 
 export interface CheckResult {
   readonly resource: string;
@@ -45,6 +48,8 @@ export interface CheckReport {
   readonly allProjects: { readonly accepted: readonly string[]; readonly refused: readonly string[] };
   /** Project slugs known or seen in `project_id` of `*` reads. */
   readonly projects: readonly string[];
+  /** What this server offers of the optional parts of the API, beside what sync recorded (`check-capabilities.ts`). */
+  readonly capabilities: readonly OfferedCapability[];
   readonly requests: number;
   readonly ok: boolean;
 }
@@ -61,6 +66,8 @@ export interface CheckOptions extends ScopeOptions {
   readonly aggregatesInterval?: 'day' | 'hour';
   /** @default Date.now() */
   readonly nowMs?: number;
+  /** What sync recorded in state about this server's capabilities (shown beside what check finds). */
+  readonly recordedCapabilities?: CapabilityFacts;
 }
 
 export async function checkApi(options: CheckOptions, client: ApiClient): Promise<CheckReport> {
@@ -74,7 +81,11 @@ export async function checkApi(options: CheckOptions, client: ApiClient): Promis
 
   const run = async (resource: ResourceDefinition, scope: ProjectScope, count: boolean): Promise<CheckResult> => {
     const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `check|${resource.name}|${scope.key}`, stats, signal: options.signal };
-    const result = count ? await checkCount(client, resource, scope, ctx) : await checkList(client, resource, scope, ctx, projects);
+    let result = count ? await checkCount(client, resource, scope, ctx) : await checkList(client, resource, scope, ctx, projects);
+    if (resource.optional === true && result.outcome === 'failed' && /HTTP 40[45]\b/.test(result.message ?? '')) {
+      result = { ...result, outcome: 'not-offered', message: `this server does not offer ${resource.path} (sync skips ${resource.name}): ${result.message ?? ''}` };
+      keyAccepted = true;
+    }
     // A 403 names the project: the key itself was accepted.
     if (result.outcome === 'ok' || result.outcome === 'refuses-all-projects' || result.outcome === 'project-refused') keyAccepted = true;
     results.push(result);
@@ -119,9 +130,15 @@ export async function checkApi(options: CheckOptions, client: ApiClient): Promis
     }
   }
   if (!stop()) results.push(...(await checkAnalysts(options, client, stats, projects)));
-  // A `*` refused is information (sync reads those endpoints per project), not a failure.
-  const ok = results.every((r) => (r.outcome === 'ok' || r.outcome === 'refuses-all-projects') && (r.problems ?? []).length === 0);
-  return { results, keyAccepted, allProjects: { accepted, refused }, projects: [...projects].sort(), requests: stats.requests, ok };
+  let capabilities: OfferedCapability[] = [];
+  const slug = options.project === '*' ? [...projects].sort()[0] : options.project;
+  if (!stop() && (options.project !== '*' || slug !== undefined)) {
+    const ctx: CallContext = { resource: 'capabilities', project: slug ?? 'default', lane: `check|capabilities`, stats, signal: options.signal };
+    capabilities = await probeCapabilities(client, options.resources, singleProjectScope(slug), ctx, options.nowMs ?? Date.now(), options.recordedCapabilities ?? {});
+  }
+  // A `*` refused, or an optional route absent, is information (sync reads per project, or skips), not a failure.
+  const ok = results.every((r) => (r.outcome === 'ok' || r.outcome === 'refuses-all-projects' || r.outcome === 'not-offered') && (r.problems ?? []).length === 0);
+  return { results, keyAccepted, allProjects: { accepted, refused }, projects: [...projects].sort(), capabilities, requests: stats.requests, ok };
 }
 
 /**

@@ -6,6 +6,8 @@ import { beginRequestMemo } from '../extract/memo.js';
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
+import { Capabilities } from './capabilities.js';
+import { optionalWalk } from './optional.js';
 import { ChildQueue, drainChildren, learnChildMode, type ChildSelection } from './children.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
 import { DEFAULT_SETTLE_MS, syncStream, type StreamOptions, type StreamResult } from './stream.js';
@@ -54,6 +56,8 @@ export interface SyncDeps {
   readonly state: StateStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** What this server offers (`capabilities.ts`); one over `state` for the run when absent. */
+  readonly capabilities?: Capabilities;
 }
 
 export interface RunSummary {
@@ -88,7 +92,10 @@ export interface RunHooks {
  * state plus any that this run's all-projects reads discover, started as they are discovered
  * (`forEachScope`).
  */
-export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: RunHooks = {}): Promise<RunSummary> {
+export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: RunHooks = {}): Promise<RunSummary> {
+  // One capabilities book for the run: what one stream learns, the others use (and it is logged once).
+  const caps = given.capabilities ?? new Capabilities(given);
+  const deps: SyncDeps = { ...given, capabilities: caps };
   const runStartMs = deps.clock.now();
   const streamOptions: StreamOptions = {
     runStartMs,
@@ -173,12 +180,15 @@ export async function runSync(options: SyncPlanOptions, deps: SyncDeps, hooks: R
         await Promise.all(queues.map(async (q) => ((await q.byParent.catch(() => false)) ? q.queue.enqueue(rows) : undefined)));
       };
       try {
-        result = await syncStream(resource, scope, tracker, deps, {
-          ...streamOptions,
-          onProjects: scopeHooks.onProjects,
-          onPage: pageHook,
-          onStored: queues.length === 0 ? undefined : enqueue,
-        });
+        const walk = (): Promise<StreamResult> =>
+          syncStream(resource, scope, tracker, deps, {
+            ...streamOptions,
+            onProjects: scopeHooks.onProjects,
+            onPage: pageHook,
+            onStored: queues.length === 0 ? undefined : enqueue,
+          });
+        // A resource not every server has is skipped where the server lacks it, not failed.
+        result = resource.optional === true ? await optionalWalk(resource, scope, caps, deps.client, options.signal, walk) : await walk();
       } finally {
         for (const q of queues) q.queue.parentDone();
       }

@@ -7,6 +7,8 @@ import { newCallStats, type ApiClient, type CallContext } from '../http/client.j
 import type { Destination } from '../load/destination.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
 import type { StateStore } from '../state/store.js';
+import { Capabilities, routeCapability } from './capabilities.js';
+import { optionalRoute } from './optional.js';
 import { singleProjectScope } from './scopes.js';
 import type { RunHooks } from './run.js';
 import type { StreamResult } from './stream.js';
@@ -80,6 +82,8 @@ export interface SearchDeps {
   readonly logger: Logger;
   /** The run's progress callbacks: each (search, project) is a stream of the display. */
   readonly hooks?: RunHooks;
+  /** What this server offers (`capabilities.ts`); one over `state` when absent. */
+  readonly capabilities?: Capabilities;
 }
 
 /** The definition as kept in state and in each row. */
@@ -145,7 +149,14 @@ export async function runSearches(options: SearchOptions, deps: SearchDeps): Pro
     deps.logger.warn("saved searches read one project at a time: no project is known yet for --project '*' (pass --project-ids, or they run once a sync has found the projects)");
   }
   const jobs: Promise<StreamResult>[] = [];
-  for (const search of options.searches) for (const scope of scopes) jobs.push(searchOne(search, scope, options, deps));
+  // A server without search: each search is skipped (learned once, re-checked daily), not failed.
+  const caps = deps.capabilities ?? new Capabilities(deps);
+  for (const search of options.searches) {
+    for (const scope of scopes) {
+      const label = `${search.name}@${scope.fallbackProjectId ?? 'default'}`;
+      jobs.push(optionalRoute(routeCapability(SEARCH_PATH), undefined, caps, { resource: SEARCH_RESULTS_TABLE, scope: label }, () => searchOne(search, scope, options, deps)));
+    }
+  }
   return Promise.all(jobs);
 }
 

@@ -3,7 +3,9 @@ import type { Logger } from '../core/log.js';
 import type { ApiRecord, Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { readTotal } from '../extract/count.js';
 import { memoGetJson } from '../extract/memo.js';
-import { recordsOverTime, refineAround, type RecordsOverTime } from '../extract/timeseries.js';
+import { refineAround } from '../extract/timeseries.js';
+import { Capabilities, memoryBook, type CapabilityState } from './capabilities.js';
+import { whereRecordsLie, type RecordsLie } from './split-lie.js';
 import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
 import { cursorMillis } from '../normalize/normalize.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
@@ -79,7 +81,7 @@ export async function planSplit(
   window: TimeWindow,
   first: FirstPage | undefined,
   maxParts: number,
-  deps: { readonly client: ApiClient; readonly logger: Logger; readonly clock: Clock },
+  deps: { readonly client: ApiClient; readonly logger: Logger; readonly clock: Clock; readonly state?: CapabilityState; readonly capabilities?: Capabilities },
   ctx: CallContext,
 ): Promise<SplitPlan | undefined> {
   const decl = resource.split;
@@ -92,7 +94,15 @@ export async function planSplit(
     // The count (where the resource has one) does not depend on the timeseries: both go out at once.
     const counted = decl.exact || decl.count === undefined ? undefined : countPages(resource, decl.count, scope, window, deps.client, ctx);
     counted?.catch(() => undefined);
-    const lie = await recordsOverTime(deps.client, decl, scope, window, ctx);
+    const caps = deps.capabilities ?? new Capabilities({ ...deps, state: deps.state ?? memoryBook() });
+    // Counts over ranges (where the timeseries is unusable) start from the first page's span, when there is one.
+    const span = first === undefined ? undefined : cursorSpan(resource, first.records);
+    const firstRangeMs = span === undefined ? undefined : Math.max(60_000, 2 * (window.toMs - span.fromMs));
+    const lie = await whereRecordsLie(decl, scope, window, maxParts, firstRangeMs, caps, deps.client, ctx);
+    if (lie === undefined) {
+      deps.logger.warn({ resource: resource.name, project: scope.key }, `${decl.timeseriesPath} is not usable on this server and ${resource.name} declares no count endpoint to cut by: reading the window in one walk`);
+      return undefined;
+    }
     // Without a first page, the timeseries' own answer time says how many walks the budget can use.
     // (Requests sent at once wait for budget side by side: their waits are counted once.)
     const waited = ((ctx.stats.waitedMs - waitedBefore) * lie.rounds) / lie.requests;
@@ -112,8 +122,11 @@ export async function planSplit(
     const parts = Math.min(cap, Math.floor(pages / MIN_PAGES_PER_PART));
     if (parts < 2) return undefined;
     let buckets = lie.buckets;
-    let subs = decl.exact ? splitIntoPages(window, parts, buckets, resource.maxPageSize) : splitByCounts(window, parts, buckets);
-    if (decl.exact && subs.length >= 2) ({ subs, buckets } = await wholePages(resource, scope, window, lie, subs, deps, ctx));
+    // Whole pages need edges every few records (the timeseries' minute buckets); counts over ranges
+    // have a few dozen edges, so their cuts go where the records are balanced instead.
+    const wholePagesPossible = decl.exact && lie.source === 'timeseries';
+    let subs = wholePagesPossible ? splitIntoPages(window, parts, buckets, resource.maxPageSize) : splitByCounts(window, parts, buckets);
+    if (wholePagesPossible && subs.length >= 2 && lie.source === 'timeseries') ({ subs, buckets } = await wholePages(resource, scope, window, lie, subs, deps, ctx));
     if (subs.length < 2) return undefined;
     // Sub-windows on another field (conversations' started_at, never after the cursor field): the
     // first one also takes everything that started before the window and is still active in it.
@@ -164,7 +177,7 @@ async function wholePages(
   resource: ResourceDefinition,
   scope: ProjectScope,
   window: TimeWindow,
-  lie: RecordsOverTime,
+  lie: Extract<RecordsLie, { readonly source: 'timeseries' }>,
   subs: TimeWindow[],
   deps: { readonly client: ApiClient; readonly logger: Logger },
   ctx: CallContext,
@@ -176,7 +189,7 @@ async function wholePages(
   const size = lie.total / subs.length;
   const targets = subs.slice(1).map((_, i) => size * (i + 1));
   try {
-    const fine = await refineAround(deps.client, decl, scope, lie, targets, size / 8, ctx);
+    const fine = await refineAround(deps.client, decl, scope, lie, targets, size / 8, ctx, lie.allowed);
     if (fine.requests === 0) return { subs, buckets: lie.buckets };
     const again = splitIntoPages(window, subs.length, fine.buckets, pageSize);
     return splitPages(again, fine.buckets, pageSize) < splitPages(subs, fine.buckets, pageSize) && again.length === subs.length

@@ -8,6 +8,7 @@ import type { SchemaTracker } from '../normalize/normalize.js';
 import { DEFAULT_BATCH_BYTES, WalkBounds, walkWindow, type WalkOptions } from './walk.js';
 import { ListNotes, listFacts, recordListFacts, type ListSummary } from './list-facts.js';
 import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
+import type { Capabilities } from './capabilities.js';
 import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
@@ -36,6 +37,8 @@ export interface StreamDeps {
   readonly state: StateStore;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** What this server offers (one book per run, shared by its streams); a new one over `state` when absent. */
+  readonly capabilities?: Capabilities;
 }
 
 export interface StreamOptions {
@@ -91,6 +94,8 @@ export interface StreamResult {
   readonly error?: QuerySyncError | Error;
   /** What the stream noticed of its list: rows of projects not asked for (dropped), a page cap (docs/list-semantics.md). */
   readonly lists?: ListSummary;
+  /** Skipped, not failed: what this server lacks (an optional resource's route, `optional.ts`). */
+  readonly lacking?: string;
 }
 
 /**

@@ -20,9 +20,12 @@ describe('check (the real CLI against the emulator)', () => {
     for (const p of ['alpha', 'beta', 'default']) {
       expect(lines.find((l) => l.startsWith('/v1/traces') && l.includes(` ${p} `))).toMatch(/ok .*start_time_ns:int64/);
     }
-    // 6 `*` reads, 1 count, 3 × 3 per-project reads (traces, signals, signal groups): one request each (the emulator counts them).
-    expect(lines.at(-1)).toBe('check ok (16 requests)');
-    expect(emu.stats().requests).toBe(16);
+    // 6 `*` reads, 1 count, 3 × 3 per-project reads (traces, signals, signal groups): one request each (the emulator counts them);
+    // then what the server offers: the timeseries at its 5 intervals, facets and search (7).
+    expect(lines).toContain('  yes GET /v1/events/timeseries interval=month');
+    expect(lines).toContain('  yes GET /v1/events/facets');
+    expect(lines.at(-1)).toBe('check ok (23 requests)');
+    expect(emu.stats().requests).toBe(23);
   });
 
   it('a bad key: exit 3 after one request; a refused project: exit 3 naming it; --json for scripts', async () => {
@@ -41,7 +44,8 @@ describe('check (the real CLI against the emulator)', () => {
     const json = await runCli(emu, ['check', '--project', 'alpha', '--resources', 'events,traces', '--json', ...state]);
     expect(json.code).toBe(0);
     const report = JSON.parse(json.stdout) as CheckReport & { exitCode: number };
-    expect(report).toMatchObject({ ok: true, exitCode: 0, keyAccepted: true, requests: 3 });
+    // 3, and 7 for what the server offers (the timeseries at 5 intervals, facets, search).
+    expect(report).toMatchObject({ ok: true, exitCode: 0, keyAccepted: true, requests: 10 });
     expect(report.results.map((r) => `${r.endpoint} ${r.scope} ${r.outcome}`)).toEqual([
       '/v1/events alpha ok',
       '/v1/events/count alpha ok',
@@ -60,9 +64,9 @@ describe('check (the real CLI against the emulator)', () => {
     expect(lines.find((l) => l.startsWith('/v1/events/search') && l.includes(' slow@alpha '))).toMatch(/ok /);
     expect(lines.find((l) => l.startsWith('/v1/events/timeseries'))).toMatch(/alpha +ok {2}total \d+$/);
     expect(lines.find((l) => l.startsWith('/v1/events/facets'))).toMatch(/alpha +ok {2}\d+ records?; 2 fields value:string count:int64$/);
-    // 1 `*` read, 1 count, 2 searches, 1 timeseries, 1 facets.
-    expect(lines.at(-1)).toBe('check ok (6 requests)');
-    expect(emu.stats().requests).toBe(6);
+    // 1 `*` read, 1 count, 2 searches, 1 timeseries, 1 facets; 7 for what the server offers.
+    expect(lines.at(-1)).toBe('check ok (13 requests)');
+    expect(emu.stats().requests).toBe(13);
   });
 
   it('--search under "*" with no project known: says so (exit 1) instead of guessing one', async () => {
@@ -70,5 +74,18 @@ describe('check (the real CLI against the emulator)', () => {
     const run = await runCli(emu, ['check', '--project', '*', '--resources', 'events', '--search', 'err=error', '--state', statePathOf(dir())]);
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/^\/v1\/events\/search +\* +FAILED: \/v1\/events\/search is read one project at a time and no project slug is known .*--project-ids/m);
+  });
+
+  it('lists what a server that differs offers (no signal groups, no month interval, no facets): exit 0, with what sync recorded', async () => {
+    const emu = await emulator({ seed: 7, eventsPerProject: 30, lacks: ['signal-groups', 'facets'], timeseriesIntervals: ['minute', 'hour', 'day', 'week'] });
+    const run = await runCli(emu, ['check', '--state', statePathOf(dir())]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    const lines = run.stdout.trimEnd().split('\n');
+    expect(lines.find((l) => l.startsWith('/v1/signal-groups'))).toMatch(/not offered: this server does not offer \/v1\/signal-groups \(sync skips signal_groups\)/);
+    expect(lines).toContain('  yes GET /v1/events/timeseries');
+    expect(lines).toContain('  yes GET /v1/events/timeseries interval=week');
+    expect(lines.find((l) => l.includes('interval=month'))).toMatch(/^ {2}NO {2}GET \/v1\/events\/timeseries interval=month: HTTP 400/);
+    expect(lines.find((l) => l.includes('GET /v1/events/facets'))).toMatch(/^ {2}NO {2}GET \/v1\/events\/facets: HTTP 404/);
+    expect(lines).toContain('  yes GET /v1/events/search');
   });
 });

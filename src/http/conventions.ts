@@ -1,0 +1,63 @@
+import { readFileSync } from 'node:fs';
+
+/**
+ * The vendor SDK's HTTP conventions (node_modules/@raindrop-ai/query), followed so a server or a
+ * user that works with the SDK works with query-sync: its default server, its bearer handling and
+ * its retry header. Each function cites the SDK file it follows.
+ */
+
+/** The SDK's one server (`src/lib/config.ts`, `ServerList[0]`, "Production"). */
+export const DEFAULT_BASE_URL = 'https://query.raindrop.ai';
+
+/**
+ * `base` without trailing slashes and without a trailing `/v1`: every request path starts with
+ * `/v1` (the SDK's paths do, on a server URL without it), so a base pasted as
+ * `https://query.raindrop.ai/v1/` would otherwise ask `/v1/v1/events`.
+ */
+export function normalizeBaseUrl(base: string): string {
+  return base.trim().replace(/\/+$/, '').replace(/\/v1$/i, '').replace(/\/+$/, '');
+}
+
+/**
+ * The key without a `Bearer ` prefix (any case), as the SDK accepts it (`src/lib/security.ts`,
+ * `applyBearer` adds the prefix only when it is not there): a key copied from a curl line keeps
+ * working, and redaction looks for the key itself.
+ */
+export function bareApiKey(key: string): string {
+  return key.trim().replace(/^bearer\s+/i, '').trim();
+}
+
+/**
+ * The wait a 429 or 5xx asks for, in ms: `retry-after-ms` first (milliseconds, as the SDK reads it
+ * in `src/lib/retries.ts`, `retryIntervalFromResponse`), else `undefined` (the caller reads
+ * `Retry-After`).
+ */
+export function parseRetryAfterMs(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  if (!/^\d+(\.\d+)?$/.test(trimmed)) return undefined;
+  const ms = Math.ceil(Number(trimmed));
+  return Number.isFinite(ms) && ms > 0 ? ms : undefined;
+}
+
+/** `query-sync/<version>`, the version read once from this package's package.json. */
+export function userAgent(): string {
+  return `query-sync/${packageVersion()}`;
+}
+
+let version: string | undefined;
+
+function packageVersion(): string {
+  if (version !== undefined) return version;
+  // src/http/ and dist/src/http/ both reach the package root by walking up until a package.json
+  // names query-sync (the compiled tree has no package.json of its own).
+  for (let dir = new URL('.', import.meta.url); ; dir = new URL('..', dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as { name?: unknown; version?: unknown };
+      if (pkg.name === 'query-sync' && typeof pkg.version === 'string') return (version = pkg.version);
+    } catch {
+      // No package.json here: one level up.
+    }
+    if (dir.pathname === '/') return (version = '0.0.0');
+  }
+}
