@@ -200,7 +200,10 @@ async function main(): Promise<number> {
           .option('flavor', { choices: ['spec', 'real'] as const, default: 'spec' as const, describe: 'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)' })
           .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
           .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
-          .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" }),
+          .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" })
+          .option('hide-model', { type: 'boolean', default: false, describe: 'serve events with model: null (their spans stay): --traces traced then misses spans' })
+          .option('span-lag', { type: 'string', describe: "an event's spans appear this long after the event, e.g. 30s" })
+          .option('convo-enrich-after', { type: 'string', describe: 'conversations get signals this long after their last message, e.g. 10m' }),
       async (argv) => {
         const { emulateCommand } = await import('./commands/emulate.js');
         setExit(
@@ -216,6 +219,9 @@ async function main(): Promise<number> {
               latency: argv.latency,
               enrichAfter: argv['enrich-after'],
               allProjects: argv['all-projects'],
+              hideModel: argv['hide-model'],
+              spanLag: argv['span-lag'],
+              convoEnrichAfter: argv['convo-enrich-after'],
             },
             { print },
           ),

@@ -18,6 +18,12 @@ export interface EmulateFlags {
   /** A duration; undefined: the flavor's default. */
   readonly enrichAfter: string | undefined;
   readonly allProjects: boolean;
+  /** Events served with `model: null` (issue 21's server variants). */
+  readonly hideModel?: boolean;
+  /** A duration: spans appear this long after their event. */
+  readonly spanLag?: string | undefined;
+  /** A duration: conversations' `signals` appear this long after their last message. */
+  readonly convoEnrichAfter?: string | undefined;
 }
 
 function duration(flag: string, text: string): number {
@@ -44,6 +50,9 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     latencyMs: duration('latency', flags.latency),
     enrichAfterMs: flags.enrichAfter === undefined ? undefined : duration('enrich-after', flags.enrichAfter),
     allProjects: flags.allProjects,
+    hideModel: flags.hideModel === true,
+    ...(flags.spanLag === undefined ? {} : { spanLagMs: duration('span-lag', flags.spanLag) }),
+    ...(flags.convoEnrichAfter === undefined ? {} : { convoEnrichAfterMs: duration('convo-enrich-after', flags.convoEnrichAfter) }),
   });
   io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);
