@@ -30,6 +30,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
   'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
   'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
+  'test/integration/budget-carry.test.ts', // two CLI runs back to back under the documented limits
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));
