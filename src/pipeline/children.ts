@@ -1,6 +1,7 @@
 import type { ChildSelection, Clock, ResourceDefinition, Row } from '../core/types.js';
 import { PROJECT_COLUMN } from '../normalize/normalize.js';
 import type { StateDocument, StateStore } from '../state/store.js';
+import { addToLoad, childLoadSection, type LoadSection } from './children-load.js';
 
 /**
  * Per-parent children (traces read one event at a time, where the server cannot list them by time).
@@ -116,8 +117,10 @@ export class ChildQueue {
     if (parent === undefined) return;
     const fresh = new Map<string, Map<string, number>>();
     const current = this.units();
+    const shownAts: number[] = [];
     for (const row of rows) {
-      if (this.options.selection === 'traced' && !showsChildren(row, this.options.child.perParent?.shownBy ?? [])) continue;
+      const shown = showsChildren(row, this.options.child.perParent?.shownBy ?? []);
+      if (this.options.selection === 'traced' && !shown) continue;
       const project = String(row[PROJECT_COLUMN]);
       const id = String(row[parent.key]);
       const known = current[project];
@@ -126,8 +129,13 @@ export class ChildQueue {
       let forProject = fresh.get(project);
       if (forProject === undefined) fresh.set(project, (forProject = new Map()));
       forProject.set(id, Number.isNaN(at) ? 0 : at);
+      if (shown && !Number.isNaN(at)) shownAts.push(at);
     }
     if (fresh.size === 0) return;
+    // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (children-load.ts).
+    const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
+    const nowMs = this.clock.now();
+    await this.state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, ats, shownAts, nowMs));
     await this.state.updateSection<ChildSection>(this.section, (section = {}) => {
       const next: Record<string, ProjectUnits> = { ...section };
       for (const [project, ids] of fresh) {
