@@ -43,6 +43,8 @@ try {
   const s2 = await emu.stats();
   console.log(`run 1: exit ${first.code}, ${first.seconds.toFixed(1)} s, ${s1.byEndpoint['/v1/traces'] ?? 0} trace requests, ${s1.rateLimited} x 429`);
   console.log(`run 2: exit ${second.code}, ${second.seconds.toFixed(1)} s, ${(s2.byEndpoint['/v1/traces'] ?? 0) - (s1.byEndpoint['/v1/traces'] ?? 0)} trace requests, ${s2.rateLimited - s1.rateLimited} x 429`);
+  const loops = await emu.loopDelay();
+  console.log(`event-loop delay of the emulator's gate (its arrival stamps are late by as much): p99 ${loops.gate?.p99Ms ?? '?'} ms, max ${loops.gate?.maxMs ?? '?'} ms; the scheduler's minute margin is 250 ms`);
   console.log(`busiest minute of /v1/traces as the server counted it: ${s2.maxPerMinuteByEndpoint['/v1/traces'] ?? 0} (limit ${DEFAULT_RATE_LIMITS.maxRpm}); busiest second: ${s2.maxPerSecond} (limit ${DEFAULT_RATE_LIMITS.maxRps})`);
 } finally {
   await emu.close();

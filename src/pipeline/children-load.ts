@@ -80,9 +80,9 @@ export function tracedSavingLine(resource: ResourceDefinition, load: ChildLoad |
   const saved = load.perDay - load.shownPerDay;
   const share = Math.round((100 * load.shownPerDay) / load.perDay);
   return (
-    `--traces traced would read the ${resource.name} of ${share} % of ${parent} records (those whose ${resource.perParent?.shownBy.join(', ') ?? 'fields'} show a trace): ` +
+    `--traces traced would read the ${resource.name} of ${share} % of ${parent} (those whose ${resource.perParent?.shownBy.join(', ') ?? 'fields'} show a trace): ` +
     `${saved.toLocaleString('en-US')} fewer requests a day of ${load.perDay.toLocaleString('en-US')}${load.partialDay ? ' (today so far)' : ''}, ` +
-    `but the spans of every other ${parent} are never read`
+    `but the ${resource.name} of the other ${parent} are never read`
   );
 }
 
@@ -91,7 +91,7 @@ export function deficitLine(resource: ResourceDefinition, load: ChildLoad | unde
   if (load === undefined || load.deficitPerDay === 0) return undefined;
   const parent = resource.perParent?.parent ?? 'parent';
   return (
-    `${resource.name} cannot keep up: ${load.perDay.toLocaleString('en-US')} ${parent} records a day${load.partialDay ? ' (today so far)' : ''} need one request each, ` +
+    `${resource.name} cannot keep up: ${load.perDay.toLocaleString('en-US')} ${parent} a day${load.partialDay ? ' (today so far)' : ''} need one request each, ` +
     `and ${resource.path} allows ${load.capacityPerDay.toLocaleString('en-US')} a day (${limits.maxRpm}/min): the backlog grows by ` +
     `${load.deficitPerDay.toLocaleString('en-US')} a day. Use --traces traced (only events that show a trace) or --traces none, or ask the vendor for a higher limit`
   );

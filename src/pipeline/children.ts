@@ -190,6 +190,12 @@ export class ChildQueue {
    */
   async complete(project: string, units: readonly { readonly id: string; readonly at: number }[], later: ReadonlySet<string> = new Set()): Promise<void> {
     const horizonMs = this.horizonMs();
+    if (later.size > 0) {
+      // A recheck is one more request for its parent: counted in the daily load like a queued one.
+      const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
+      const nowMs = this.clock.now();
+      await this.state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, laterAts, [], nowMs));
+    }
     await this.state.updateSection<ChildSection>(this.section, (section = {}) => {
       const prev = section[project] ?? { pending: {}, done: {} };
       const pending = { ...prev.pending };

@@ -39,9 +39,9 @@ describe('can per-event reads keep up with the events a day', () => {
     const load = childLoad(doc, traces, DEFAULT_RATE_LIMITS, NOW);
     expect(load).toEqual({ perDay: 1_000_000, partialDay: false, capacityPerDay: 576_000, deficitPerDay: 424_000, shownPerDay: 250_000 });
     const line = deficitLine(traces, load, DEFAULT_RATE_LIMITS) ?? '';
-    expect(line).toContain('1,000,000 events records a day');
+    expect(line).toContain('1,000,000 events a day need one request each');
     expect(line).toContain('allows 576,000 a day (400/min): the backlog grows by 424,000 a day');
-    expect(tracedSavingLine(traces, load)).toContain('25 % of events records');
+    expect(tracedSavingLine(traces, load)).toContain('25 % of events (those whose');
     expect(tracedSavingLine(traces, load)).toContain('750,000 fewer requests a day of 1,000,000');
     const report = buildStatus('state.json', doc, [events, traces], warehouse, NOW);
     expect(report.resources.find((r) => r.resource === 'traces')?.backlog?.deficit).toBe(line);
