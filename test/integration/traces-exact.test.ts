@@ -1,10 +1,12 @@
+import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { systemClock } from '../../src/core/clock.js';
 import { traces } from '../../connectors/traces.js';
 import { childBacklog, readsByParent } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';
-import { expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { runCli } from '../fakes/cli.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -83,5 +85,29 @@ describe('per-event traces are exact on servers that differ from our assumptions
     expect(run.ok, JSON.stringify(run.streams.map((s) => s.error?.message))).toBe(true);
     expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces', 'default'), 'span_id', 'traces');
     expect(readsByParent(await StateStore.read(statePathOf(d)), traces)).toBe(true);
+  });
+
+  it('more events a day than per-event reads allow: the sync summary and plan say so with the daily deficit', { tags: ['slow'] }, async () => {
+    const emu = await emulator({ flavor: 'real', seed: 45, eventsPerProject: 40, projects: ['default'], enrichAfterMs: 0 });
+    const d = dir();
+    // State as a service at 1,000,000 events a day leaves it: yesterday's load was counted.
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    const doc = {
+      version: 1,
+      streams: {},
+      projects: [],
+      sections: {
+        server: { perParent: { traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'seeded by the test' } } },
+        'children-daily:traces': { queued: { [yesterday]: 1_000_000 }, shown: { [yesterday]: 1_000_000 } },
+      },
+    };
+    writeFileSync(statePathOf(d), `${JSON.stringify(doc)}\n`);
+    const storage = ['--resources', 'events,traces', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'error'];
+    const sync = await runCli(emu, ['sync', ...storage]);
+    expect(sync.code, sync.stderr).toBe(0);
+    expect(sync.stdout).toContain('WARNING: traces cannot keep up: 1,000,000 events a day need one request each');
+    expect(sync.stdout).toContain('the backlog grows by 424,000 a day');
+    const plan = await runCli(emu, ['plan', ...storage]);
+    expect(plan.stdout).toContain('traces cannot keep up');
   });
 });
