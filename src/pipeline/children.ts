@@ -23,7 +23,6 @@ import { addToLoad, childLoadSection, type LoadSection } from './children-load.j
 export type { ChildSelection };
 export { learnChildMode, readsByParent, serverFacts, SERVER_SECTION, type ServerFacts } from './children-probe.js';
 
-
 interface ProjectUnits {
   readonly pending: Readonly<Record<string, number>>;
   readonly done: Readonly<Record<string, number>>;
