@@ -31,6 +31,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
   'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
   'test/integration/reconcile.test.ts', // nine CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
+  'test/integration/budget-carry.test.ts', // two CLI runs back to back under the documented limits
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));

@@ -34,4 +34,5 @@ export const conversations = defineResource({
   },
   maxPageSize: 100,
   columns: { id: 'string', user_id: 'string', started_at: 'timestamp', last_message_at: 'timestamp', message_count: 'int64' },
+  settles: true, // SDK rows carry signals [{id,name,count}]: computed after the messages, like events' enrichment
 });

@@ -16,4 +16,5 @@ export const users = defineResource({
   split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', countPath: '/v1/events/count', exact: false, count: { path: '/v1/events/count', param: 'count_by', value: 'user_id' } },
   maxPageSize: 100,
   columns: { id: 'string', first_seen: 'timestamp', last_seen: 'timestamp', event_count: 'int64' },
+  settles: true, // traits and event_count can be updated after last_seen: re-read once settled
 });

@@ -204,7 +204,10 @@ async function main(): Promise<number> {
           .option('list-quirks', { type: 'string', describe: 'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)' })
           .option('lacks', { type: 'string', describe: 'optional capabilities this server lacks, answered 404: comma list of signal-groups, timeseries, facets, search' })
           .option('timeseries-intervals', { type: 'string', describe: 'intervals the timeseries accepts (others: 400 naming interval), e.g. hour,day,week (default: all five)' })
-          .option('timeseries-shape', { choices: ['sdk', 'rows'] as const, default: 'sdk' as const, describe: "rows: the timeseries answers {data: [{bucket, events}]} instead of the SDK's shape" }),
+          .option('timeseries-shape', { choices: ['sdk', 'rows'] as const, default: 'sdk' as const, describe: "rows: the timeseries answers {data: [{bucket, events}]} instead of the SDK's shape" })
+          .option('hide-model', { type: 'boolean', default: false, describe: 'serve events with model: null (their spans stay): --traces traced then misses spans' })
+          .option('span-lag', { type: 'string', describe: "an event's spans appear this long after the event, e.g. 30s" })
+          .option('convo-enrich-after', { type: 'string', describe: 'conversations get signals this long after their last message, e.g. 10m' }),
       async (argv) => {
         const { emulateCommand } = await import('./commands/emulate.js');
         setExit(
@@ -224,6 +227,9 @@ async function main(): Promise<number> {
               lacks: argv.lacks,
               timeseriesIntervals: argv['timeseries-intervals'],
               timeseriesShape: argv['timeseries-shape'],
+              hideModel: argv['hide-model'],
+              spanLag: argv['span-lag'],
+              convoEnrichAfter: argv['convo-enrich-after'],
             },
             { print },
           ),

@@ -49,8 +49,12 @@ export const DEFAULT_PROGRESS_INTERVAL = '5s';
 export const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
 /** Re-read each events window once it is this old (late enrichment). */
 export const DEFAULT_SETTLE = '2h';
-/** Which events get their traces read where traces are read per event. */
-export const DEFAULT_TRACES: ChildSelection = 'traced';
+/**
+ * Which events get their traces read where traces are read per event: every event. `traced` reads
+ * only events whose `tool_calls`, `error_spans` or `model` show a trace, and loses the spans of any
+ * other event that has some (docs/traces.md): an opt-in saving, never the default.
+ */
+export const DEFAULT_TRACES: ChildSelection = 'all';
 export const DEFAULT_BQ_LOCATION = 'US';
 /** Default rows per stream a dry run reads: enough to show every statement, not all history. */
 export const DEFAULT_DRY_RUN_LIMIT = 100;

@@ -25,6 +25,12 @@ export interface EmulateFlags {
   /** Comma list of the intervals the timeseries accepts. */
   readonly timeseriesIntervals?: string | undefined;
   readonly timeseriesShape?: TimeseriesShape;
+  /** Events served with `model: null` (issue 21's server variants). */
+  readonly hideModel?: boolean;
+  /** A duration: spans appear this long after their event. */
+  readonly spanLag?: string | undefined;
+  /** A duration: conversations' `signals` appear this long after their last message. */
+  readonly convoEnrichAfter?: string | undefined;
 }
 
 function list(flag: string, text: string | undefined, allowed: readonly string[]): string[] | undefined {
@@ -71,6 +77,9 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     lacks: list('lacks', flags.lacks, LACKS) as EmulatorOptions['lacks'],
     timeseriesIntervals: list('timeseries-intervals', flags.timeseriesIntervals, ['minute', 'hour', 'day', 'week', 'month']),
     timeseriesShape: flags.timeseriesShape,
+    hideModel: flags.hideModel === true,
+    ...(flags.spanLag === undefined ? {} : { spanLagMs: duration('span-lag', flags.spanLag) }),
+    ...(flags.convoEnrichAfter === undefined ? {} : { convoEnrichAfterMs: duration('convo-enrich-after', flags.convoEnrichAfter) }),
   });
   io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);

@@ -90,8 +90,10 @@ export function formatStatus(report: StatusReport): string[] {
       const per = Object.entries(b.pending).filter(([, n]) => n > 0).map(([p, n]) => `${p} ${n}`).join(', ');
       lines.push(
         `  read one parent record at a time on this server; backlog ${b.total}${per === '' ? '' : ` (${per})`}` +
-          `, drains in ${formatSeconds(b.etaSeconds)} at ${b.ratePerMinute}/min; ${b.remembered} done records remembered`,
+          `, drains in ${formatSeconds(b.etaSeconds)} at ${b.ratePerMinute}/min; ${b.remembered} done records remembered` +
+          (b.recheck > 0 ? `; ${b.recheck} answered empty while young, asked again at settle` : ''),
       );
+      if (b.deficit !== undefined) lines.push(`  WARNING: ${b.deficit}`);
     }
     if (r.scopes.length === 0) lines.push('  never synced or backfilled');
     for (const s of r.scopes) {

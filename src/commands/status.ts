@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import type { StatusConfig } from '../config.js';
 import { exitCodeFor } from '../core/errors.js';
 import { silentLogger } from '../core/log.js';
+import { systemClock } from '../core/clock.js';
 import type { Destination } from '../load/destination.js';
 import type { StateDocument } from '../state/store.js';
 import { analystTablesOf, buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
@@ -18,7 +19,7 @@ export async function statusCommand(config: StatusConfig, io: CommandIo): Promis
   try {
     const { document: doc, location } = await readStateFrom(config, silentLogger());
     const warehouse = await readWarehouse(config, doc, io);
-    const report = buildStatus(location, doc, config.resources, warehouse);
+    const report = buildStatus(location, doc, config.resources, warehouse, (io.clock ?? systemClock).now());
     if (config.json) io.print(JSON.stringify(report, null, 2));
     else for (const line of formatStatus(report)) io.print(line);
     return 0;

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { SyncConfig } from '../config.js';
 import { planSync } from '../pipeline/plan.js';
+import { childLoad, deficitLine } from '../pipeline/children-load.js';
 import { runSync } from '../pipeline/run.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
@@ -155,14 +156,17 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
       }
     }
     logStreams(config, logger, 'stream done', streams.map((s) => ({ resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome })));
+    // Where per-event reads cannot keep up with the events a day, the backlog only grows: say so.
+    const deficits = config.resources.flatMap((r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? []);
+    for (const line of deficits) logger.warn(line);
     const differing = reconciled?.remaining ?? 0;
     const streamsCode = runExitCode(reason, streams);
     const code = streamsCode === 0 && reconciled !== undefined && reconciled.remaining > 0 ? RECONCILE_DIFFERENCE_EXIT : streamsCode;
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     const output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...billingJson(billing), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length === 0 ? {} : { warnings }) })]
+      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...billingJson(billing), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length + deficits.length === 0 ? {} : { warnings: [...warnings, ...deficits] }) })]
       : [
-          ...warnings.map((w) => `WARNING: ${w}`),
+          ...[...warnings, ...deficits].map((w) => `WARNING: ${w}`),
           ...refreshLines,
           ...billingLine(billing),
           ...(reconciled === undefined ? [] : formatReconcile(reconciled)),

@@ -8,6 +8,7 @@ import type { StreamResult } from '../pipeline/stream.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StateStoreOptions } from '../state/store.js';
 import { keepStateIn } from './state-home.js';
+import { budgetOwner, saveBudget, seedBudget } from './budget-carry.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
 import type { CommandIo } from './io.js';
 import { failedRunJson } from './run-json.js';
@@ -50,11 +51,14 @@ export async function withWritingRun(
   const runtime = createRuntime(config, io);
   const { clock, logger } = runtime;
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
+  const owner = budgetOwner(config.baseUrl, config.apiKey);
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   let outcome: RunOutcome;
   try {
     ({ state, destination } = await openStateAndDestination(config, command, { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+    // The previous run's requests still in the rate-limit windows count against this run's.
+    seedBudget(state.document, runtime.budget, owner, logger);
     outcome = await body({ runtime, stop, state, destination });
   } catch (error) {
     const code = exitCodeFor(error);
@@ -64,6 +68,9 @@ export async function withWritingRun(
     runtime.tracker.finish();
     runtime.display.stop();
     runtime.repeats.flush(logger);
+    if (state !== undefined) {
+      await saveBudget(state, runtime.budget, owner, clock.now()).catch((error: unknown) => logger.warn({ err: (error as Error).message }, 'could not keep this run\'s rate-limit spend in state: a run starting within a minute may draw 429s'));
+    }
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);

@@ -65,6 +65,24 @@ export interface EmulatorOptions {
    * fixed filler): very large rows, for memory tests and `bench:big-rows`. @default no padding
    */
   userInputChars?: number;
+  /**
+   * Events are served with `model: null` while their spans stay: a server where an event's fields
+   * do not show that it has a trace (`--traces traced` then skips spans that exist). @default false
+   */
+  hideModel?: boolean;
+  /** An event's spans are served only this long after the event becomes visible (a tracer that writes apart from the logger). @default 0 */
+  spanLagMs?: number;
+  /**
+   * Conversations carry `signals`, absent until this long after their last message (enrichment
+   * that lands late, as events' does). @default no `signals` on conversations
+   */
+  convoEnrichAfterMs?: number;
+  /**
+   * How the real flavor answers `/v1/traces` without `event_id`: `refuse` (400 naming it),
+   * `empty` (`{"data":[]}`: nothing proves it lists by time), `unprocessable` (422 with
+   * `details.field` only). @default 'refuse'
+   */
+  tracesWithoutEvent?: 'refuse' | 'empty' | 'unprocessable';
   /** `false`: `*` is refused with 400 on every endpoint (to test a client's per-project fallback). @default true */
   allProjects?: boolean;
   /**
@@ -199,6 +217,10 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     spanEventId: flavor === 'spec',
     userInputChars: options.userInputChars,
     instantTexts: options.lists?.instantTexts === true,
+    hideModel: options.hideModel,
+    spanLagMs: options.spanLagMs,
+    convoEnrichAfterMs: options.convoEnrichAfterMs,
+    tracesWithoutEvent: options.tracesWithoutEvent,
   });
   const stats = new StatsRecorder();
   const timers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();

@@ -7,7 +7,6 @@
  */
 
 import {
-  convoRecord,
   signalGroupRecord,
   signalRecord,
   spanRecord,
@@ -62,6 +61,8 @@ export const listTraces: Handler = (context) => {
   if (spanId !== undefined) checks.push((s) => s.id === spanId);
   if (spanType !== undefined) checks.push((s) => s.spanType === spanType);
   if (status !== undefined) checks.push((s) => s.status === status);
+  // Spans that lag their event (`spanLagMs`) are not served yet, by event or by time.
+  if (context.store.spanLagMs > 0) checks.push((s) => context.now >= s.event.visibleFrom + context.store.spanLagMs);
   const predicate = allOf(checks);
   const options = { eventId: context.store.spanEventId, truncLen: parseTruncLen(params) };
 
@@ -69,10 +70,14 @@ export const listTraces: Handler = (context) => {
     // Only visible events are indexed, so spans of a late event stay hidden with it.
     const event = project.eventsById.get(eventId);
     const limit = parseLimit(params, DEFAULT_EVENT_SPANS, MAX_TRACE_PAGE_SIZE);
-    const spans = (event?.spans ?? []).filter((s) => !predicate || predicate(s)).slice(0, limit);
+    const spans = (event === undefined ? [] : context.store.spansAt(event, context.now)).filter((s) => !predicate || predicate(s)).slice(0, limit);
     return { data: spans.map((s) => spanRecord(s, options)) };
   }
   if (context.flavor === 'real') {
+    // Servers the SDK allows that answer otherwise: an empty page, or 422 in the SDK's error shape
+    // whose message does not name the parameter (only `details.field` does).
+    if (context.store.tracesWithoutEvent === 'empty') return { data: [] };
+    if (context.store.tracesWithoutEvent === 'unprocessable') throw new ApiError(422, 'unprocessable', 'a required parameter is missing', { field: 'event_id' });
     throw badRequest('event_id is required: traces are read per event (GET /v1/traces?event_id=<event id>)', 'event_id', { code: 'missing_parameter' });
   }
   const cursor = parseCursor(params, 'traces');
@@ -216,7 +221,7 @@ export const listConversations: Handler = (context) => {
   const checks: ((c: ConvoEntry) => boolean)[] = [];
   if (userId) checks.push((c) => userId(c.userId));
   if (startedAt.lower !== undefined || startedAt.upper !== undefined) checks.push((c) => inWindow(startedAt, c.startedAt));
-  return windowPage(context, 'conversations', (p) => p.convos, { direction, window, after: cursor?.position, checks }, convoRecord);
+  return windowPage(context, 'conversations', (p) => p.convos, { direction, window, after: cursor?.position, checks }, (c) => context.store.convoAt(c, context.now));
 };
 
-export const getConversation: Handler = (context) => getById(context, (p) => p.convosById, 'conversation', convoRecord);
+export const getConversation: Handler = (context) => getById(context, (p) => p.convosById, 'conversation', (c) => context.store.convoAt(c, context.now));

@@ -72,6 +72,14 @@ export interface StoreOptions {
   readonly userInputChars?: number;
   /** Half the events serve an ISO instant as `user_input`, the other half as `assistant_output` (`ListQuirks.instantTexts`). */
   readonly instantTexts?: boolean;
+  /** Events served with `model: null` (`EmulatorOptions.hideModel`). */
+  readonly hideModel?: boolean;
+  /** An event's spans are served this long after it becomes visible (`EmulatorOptions.spanLagMs`). */
+  readonly spanLagMs?: number;
+  /** Conversations carry `signals`, enriched this long after their last message (`EmulatorOptions.convoEnrichAfterMs`). */
+  readonly convoEnrichAfterMs?: number;
+  /** The real flavor's answer to `/v1/traces` without `event_id` (`EmulatorOptions.tracesWithoutEvent`). */
+  readonly tracesWithoutEvent?: 'refuse' | 'empty' | 'unprocessable';
 }
 
 export interface AddEventsOptions {
@@ -89,6 +97,10 @@ export class Store {
   private readonly lowered = new Map<string, string>();
   readonly enrichAfterMs: number;
   readonly spanEventId: boolean;
+  readonly hideModel: boolean;
+  readonly spanLagMs: number;
+  readonly convoEnrichAfterMs: number | undefined;
+  readonly tracesWithoutEvent: 'refuse' | 'empty' | 'unprocessable';
   /** The filler `eventAt` pads `user_input` with, as long as the padded length (none: no padding). */
   private readonly filler: string | undefined;
   private readonly instantTexts: boolean;
@@ -99,6 +111,10 @@ export class Store {
     this.filler = chars > 0 ? 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(chars / 55)).slice(0, chars) : undefined;
     this.spanEventId = options.spanEventId;
     this.instantTexts = options.instantTexts === true;
+    this.hideModel = options.hideModel === true;
+    this.spanLagMs = Math.max(0, options.spanLagMs ?? 0);
+    this.tracesWithoutEvent = options.tracesWithoutEvent ?? 'refuse';
+    this.convoEnrichAfterMs = options.convoEnrichAfterMs === undefined ? undefined : Math.max(0, options.convoEnrichAfterMs);
     this.lateRng = new Random(deriveSeed(options.seed, 'late'));
     for (const slug of options.projects) this.projects.set(slug, this.seedProject(slug, options));
   }
@@ -123,10 +139,27 @@ export class Store {
 
   /** The event as served at `now` (with or without its enriched fields). */
   eventAt(event: EventEntry, now: number): ApiRecord {
-    const record = withInstantText(eventRecord(event, this.isEnriched(event, now)), event, this.instantTexts);
+    const served = withInstantText(eventRecord(event, this.isEnriched(event, now)), event, this.instantTexts);
+    // A logger that does not know the model: the event shows no trace by its fields, its spans stay.
+    const record = this.hideModel ? { ...served, model: null } : served;
     if (this.filler === undefined) return record;
     const text = `${event.userInput} `;
     return { ...record, user_input: text.length >= this.filler.length ? text : text + this.filler.slice(text.length) };
+  }
+
+  /** The spans of `event` served at `now`: none until `spanLagMs` after it became visible (a tracer writing apart from the logger). */
+  spansAt(event: EventEntry, now: number): readonly SpanEntry[] {
+    return now >= event.visibleFrom + this.spanLagMs ? event.spans : [];
+  }
+
+  /**
+   * The conversation as served at `now`. With `convoEnrichAfterMs`, it carries `signals` (computed
+   * from its messages), absent until that long after its last message: enrichment that lands late.
+   */
+  convoAt(convo: ConvoEntry, now: number): ApiRecord {
+    const record = convoRecord(convo);
+    if (this.convoEnrichAfterMs === undefined || now < convo.sortKey + this.convoEnrichAfterMs) return record;
+    return { ...record, signals: [{ id: 'sig_long_conversation', name: 'long_conversation', count: convo.messageCount }] };
   }
 
   /** Makes every pending event whose time has come visible. */
@@ -166,11 +199,11 @@ export class Store {
     // What each resource serves of a project, as of `now`.
     const served: Readonly<Record<ResourceName, (p: ProjectData) => ApiRecord[]>> = {
       events: (p) => [...p.events.values()].map((e) => this.eventAt(e, now)),
-      traces: (p) => [...p.traces.values()].map((s) => spanRecord(s, { eventId: spanEventId })),
+      traces: (p) => [...p.traces.values()].filter((s) => now >= s.event.visibleFrom + this.spanLagMs).map((s) => spanRecord(s, { eventId: spanEventId })),
       signals: (p) => [...p.signals.values()].map((s) => signalRecord(s)),
       signal_groups: (p) => [...p.signalGroups.values()].map((g) => signalGroupRecord(g)),
       users: (p) => [...p.users.values()].map((u) => userRecord(u)),
-      conversations: (p) => [...p.convos.values()].map((c) => convoRecord(c)),
+      conversations: (p) => [...p.convos.values()].map((c) => this.convoAt(c, now)),
     };
     if (!Object.hasOwn(served, resource)) throw new Error(`snapshot: unknown resource "${resource}"; expected one of ${RESOURCES.join(', ')}`);
     const out: ApiRecord[] = [];

@@ -46,5 +46,11 @@ export function observedBudget(inner: RequestBudget, observer: BudgetObserver): 
     headroom(endpoint: string): number {
       return inner.headroom?.(endpoint) ?? Number.POSITIVE_INFINITY;
     },
+    recentStarts(): Readonly<Record<string, readonly number[]>> {
+      return inner.recentStarts?.() ?? {};
+    },
+    seedStarts(starts: Readonly<Record<string, readonly number[]>>): void {
+      inner.seedStarts?.(starts);
+    },
   };
 }

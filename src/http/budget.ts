@@ -47,6 +47,17 @@ export interface RequestBudget {
    * without it is taken as unbounded. Split walks ask it before adding a request to cut a walk.
    */
   headroom?(endpoint: string): number;
+  /**
+   * Start times of the requests still inside the per-endpoint minute window at `now`, per
+   * endpoint: what this run spent that a run starting soon after must not spend again.
+   * Optional: a budget without it carries nothing over.
+   */
+  recentStarts?(): Readonly<Record<string, readonly number[]>>;
+  /**
+   * Count requests another run (same key) started at these times as if this run had started them:
+   * every window the scheduler keeps starts full where that run left it. Call before any request.
+   */
+  seedStarts?(starts: Readonly<Record<string, readonly number[]>>): void;
 }
 
 /** Limits of the Query API. Sources: `../shared/spec/query-api.md`, section Limits. */

@@ -47,6 +47,11 @@ export class SlidingLog {
     return this.#times.length - this.#firstAfter(now - windowMs);
   }
 
+  /** The starts a window of `windowMs` ending at `now` holds, oldest first (a copy). */
+  startsWithin(now: number, windowMs: number): number[] {
+    return this.#times.slice(this.#firstAfter(now - windowMs));
+  }
+
   /**
    * The earliest time, not before `now`, at which a window of `windowMs` holds fewer than `limit`
    * starts, assuming no further starts. A start at `s` stops counting at `s + windowMs`.

@@ -224,6 +224,30 @@ class Scheduler implements RequestBudget {
     return bucket.rpmAt(now) - bucket.starts.countWithin(now, this.#minuteWindowMs) - bucket.waiting.size;
   }
 
+  recentStarts(): Readonly<Record<string, readonly number[]>> {
+    const now = this.#now();
+    const out: Record<string, readonly number[]> = {};
+    for (const bucket of this.#buckets.values()) {
+      const starts = bucket.starts.startsWithin(now, this.#minuteWindowMs);
+      if (starts.length > 0) out[bucket.endpoint] = starts;
+    }
+    return out;
+  }
+
+  seedStarts(starts: Readonly<Record<string, readonly number[]>>): void {
+    const now = this.#now();
+    for (const [endpoint, times] of Object.entries(starts)) {
+      const bucket = this.#bucket(endpoint);
+      for (const at of times) {
+        // Only what can still be in a window; a start "in the future" (clocks apart) counts as now.
+        if (!Number.isFinite(at) || at <= now - this.#minuteWindowMs) continue;
+        bucket.starts.push(Math.min(at, now));
+        this.#allStarts.push(Math.min(at, now));
+      }
+    }
+    this.#requestDispatch();
+  }
+
   stats(): BudgetStats {
     const now = this.#now();
     const endpoints: Record<string, EndpointStats> = {};

@@ -12,6 +12,7 @@ import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
 import { childBacklog, readsByParent } from './children.js';
+import { childLoad, deficitLine, tracedSavingLine } from './children-load.js';
 import { DEFAULT_SETTLE_MS } from './stream.js';
 import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
@@ -271,6 +272,8 @@ function planTargets(
       `${resource.name} are read one ${resource.perParent?.parent ?? 'parent'} record at a time on this server: the requests shown are the backlog in state; ` +
         `the sync adds one per new record it selects (--traces)`,
     );
+    const load = childLoad(deps.state, resource, deps.limits, deps.clock.now());
+    for (const line of [tracedSavingLine(resource, load), deficitLine(resource, load, deps.limits)]) if (line !== undefined) notes.push(line);
   }
   return { targets, unknownRows, notes };
 }

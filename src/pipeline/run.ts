@@ -8,7 +8,8 @@ import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { Capabilities } from './capabilities.js';
 import { optionalWalk } from './optional.js';
-import { ChildQueue, drainChildren, learnChildMode, type ChildSelection } from './children.js';
+import { ChildQueue, learnChildMode, type ChildSelection } from './children.js';
+import { drainChildren } from './children-drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
 import { DEFAULT_SETTLE_MS, syncStream, type StreamOptions, type StreamResult } from './stream.js';
 
@@ -31,7 +32,7 @@ export interface SyncPlanOptions {
   readonly signal?: AbortSignal;
   /** Re-read windows of resources that settle once they are this old; 0 turns it off. @default DEFAULT_SETTLE_MS */
   readonly settleMs?: number;
-  /** Which parents get their per-parent children read (traces per event). @default 'traced' */
+  /** Which parents get their per-parent children read (traces per event). @default 'all' */
   readonly children?: ChildSelection;
   /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS */
   readonly childDrainMs?: number;
@@ -114,7 +115,7 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
   // probes go out while the tables are described, and no stream waits for them but the child's own
   // (its mode) and the parent's first stored batch (whether to queue its children): the other
   // streams' first requests leave at once, not one round trip later.
-  const selection = options.children ?? 'traced';
+  const selection = options.children ?? 'all';
   let resources = options.resources;
   const children = options.resources.filter((r) => r.perParent !== undefined);
   /** Each child's queue (counting its parents from the start), and whether the probe says to use it. */
@@ -127,7 +128,7 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
       const byParent = learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal).then((b) => b === true);
       byParent.catch(() => undefined);
       const onBacklog = hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
-      const queue = new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs, ...(onBacklog === undefined ? {} : { onBacklog }) }, deps.state, deps.clock);
+      const queue = new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs, settleMs: streamOptions.settleMs ?? 0, ...(onBacklog === undefined ? {} : { onBacklog }) }, deps.state, deps.clock);
       childQueues.set(child.name, { queue, byParent });
     }
   }

@@ -4,6 +4,7 @@ import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
 import { childBacklog, readsByParent } from './children.js';
+import { childLoad, deficitLine, type ChildLoad } from './children-load.js';
 import { definitionQuery, SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from './searches.js';
 
 /**
@@ -67,6 +68,12 @@ export interface ChildBacklogStatus {
   /** Least time to drain it at `ratePerMinute` (the endpoint's default limit). */
   readonly etaSeconds: number;
   readonly ratePerMinute: number;
+  /** Parent records answered empty while young, asked again at settle (spans that lag their event). */
+  readonly recheck: number;
+  /** Parents queued a day against what the endpoint's limit allows; `deficit` says the backlog only grows. */
+  readonly load?: ChildLoad;
+  /** Said when the limit cannot keep up (with the daily deficit). */
+  readonly deficit?: string;
 }
 
 export interface ResourceStatus {
@@ -146,6 +153,8 @@ export function buildStatus(
   doc: StateDocument,
   resources: readonly ResourceDefinition[],
   warehouse: WarehouseStatus,
+  /** Now (the daily load's "today"). @default Date.now() */
+  nowMs: number = Date.now(),
 ): StatusReport {
   const ledger = readLedger(doc);
   const out: ResourceStatus[] = [];
@@ -193,7 +202,18 @@ export function buildStatus(
       const b = childBacklog(doc, resource);
       const total = Object.values(b.pending).reduce((n, x) => n + x, 0);
       const rate = DEFAULT_RATE_LIMITS.maxRpm;
-      backlog = { pending: b.pending, total, remembered: b.done, etaSeconds: Math.ceil((total / rate) * 60), ratePerMinute: rate };
+      const load = childLoad(doc, resource, DEFAULT_RATE_LIMITS, nowMs);
+      const deficit = deficitLine(resource, load, DEFAULT_RATE_LIMITS);
+      backlog = {
+        pending: b.pending,
+        total,
+        remembered: b.done,
+        etaSeconds: Math.ceil((total / rate) * 60),
+        ratePerMinute: rate,
+        recheck: b.recheck,
+        ...(load === undefined ? {} : { load }),
+        ...(deficit === undefined ? {} : { deficit }),
+      };
     }
     out.push({
       resource: resource.name,

@@ -7,7 +7,7 @@ import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { systemClock } from '../../src/core/clock.js';
 import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
-import type { ApiRecord, JsonValue, ResourceDefinition } from '../../src/core/types.js';
+import type { ApiRecord, Clock, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
 import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
@@ -35,6 +35,8 @@ export interface PipelineTarget {
   readonly retry?: Partial<RetryOptions>;
   readonly projectHeader?: string | readonly string[];
   readonly destination?: () => Promise<Destination>;
+  /** The run's clock (a test shifts it to stand later in time, with the emulator's `now`). @default systemClock */
+  readonly clock?: Clock;
   /** More client options (timeouts, Retry-After cap, a logger to read). */
   readonly client?: Partial<Pick<ApiClientOptions, 'timeouts' | 'maxRetryAfterMs' | 'longWaitMs' | 'logger'>>;
 }
@@ -46,7 +48,7 @@ export interface PipelineTarget {
 export function runOptionsOf<O extends PipelineTarget & { readonly resources?: readonly ResourceDefinition[]; readonly project?: string }>(
   opts: O,
 ): Omit<O, keyof PipelineTarget> & { readonly resources: readonly ResourceDefinition[]; readonly project: string | undefined } {
-  const { baseUrl: _baseUrl, apiKey: _apiKey, dir: _dir, limits: _limits, retry: _retry, projectHeader: _projectHeader, destination: _destination, client: _client, ...run } = opts;
+  const { baseUrl: _baseUrl, apiKey: _apiKey, dir: _dir, limits: _limits, retry: _retry, projectHeader: _projectHeader, destination: _destination, client: _client, clock: _clock, ...run } = opts;
   return { ...run, resources: opts.resources ?? RESOURCES, project: opts.project };
 }
 
@@ -56,12 +58,13 @@ export function runOptionsOf<O extends PipelineTarget & { readonly resources?: r
  */
 export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 'backfill', body: (deps: SyncDeps) => Promise<T>): Promise<T> {
   const logger = target.client?.logger ?? silentLogger();
+  const clock = target.clock ?? systemClock;
   const { client } = connectApi({
     baseUrl: target.baseUrl,
     apiKey: target.apiKey,
     projectHeader: target.projectHeader ?? PROJECT_HEADERS,
     limits: target.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 },
-    clock: systemClock,
+    clock,
     logger,
     retry: target.retry ?? FAST_RETRY,
     timeouts: target.client?.timeouts,
@@ -69,11 +72,11 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
     longWaitMs: target.client?.longWaitMs,
   });
   const destination = target.destination ? await target.destination() : await DuckDbDestination.open(dbPathOf(target.dir));
-  const state = await StateStore.open(statePathOf(target.dir), { clock: systemClock, purpose });
+  const state = await StateStore.open(statePathOf(target.dir), { clock, purpose });
   try {
     // As the CLI: the state lives in the warehouse (the file is its copy).
     await keepStateIn(state, destination);
-    return await body({ client, destination, state, clock: systemClock, logger });
+    return await body({ client, destination, state, clock, logger });
   } finally {
     await destination.close();
     await client.close();
