@@ -2,6 +2,7 @@ import type { SyncConfig } from '../config.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb.js';
+import { takeOverOldLayout, workingPathForReading } from '../publish/layout.js';
 
 /** What `openDestination` needs of a command's config. */
 export type DestinationConfig = Pick<SyncConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'>;
@@ -11,7 +12,12 @@ export type DestinationConfig = Pick<SyncConfig, 'destination' | 'duckdbPath' | 
  * by another process (a sync and a backfill at the same time) is waited for up to `--lock-wait`.
  */
 export async function openDestination(config: DestinationConfig, logger: Logger, print: (line: string) => void): Promise<Destination> {
-  if (config.destination === 'duckdb') return DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs, memoryLimit: config.duckdbMemoryLimit });
+  if (config.destination === 'duckdb') {
+    // The sync writes its working file; `--duckdb-path` is the published read copy (publish/layout.ts).
+    const { work, note } = config.dryRun ? { work: workingPathForReading(config.duckdbPath), note: undefined } : takeOverOldLayout(config.duckdbPath);
+    if (note !== undefined) logger.info(note);
+    return DuckDbDestination.open(work, { waitMs: config.lockWaitMs, memoryLimit: config.duckdbMemoryLimit });
+  }
   const bq = config.bigquery;
   if (bq === undefined) throw new Error('unreachable: bigquery config is validated in config.ts');
   const { BigQueryDestination } = await import('../load/bigquery.js');
@@ -27,8 +33,11 @@ export async function openDestination(config: DestinationConfig, logger: Logger,
   });
 }
 
-/** The destination for a command that only reads it (`status`, `dbt-sources`): a DuckDB file read-only. */
+/**
+ * The destination for a command that only reads it (`status`): the DuckDB working file read-only
+ * (the rows and the state as the sync wrote them; readers of the data open the published copy).
+ */
 export async function openReadOnly(config: DestinationConfig, print: (line: string) => void): Promise<Destination> {
-  if (config.destination === 'duckdb') return DuckDbDestination.open(config.duckdbPath, { waitMs: config.lockWaitMs, readOnly: true });
+  if (config.destination === 'duckdb') return DuckDbDestination.open(workingPathForReading(config.duckdbPath), { waitMs: config.lockWaitMs, readOnly: true });
   return openDestination(config, silentLogger(), print);
 }

@@ -13,6 +13,7 @@ import type { CommandIo } from './io.js';
 import { failedRunJson } from './run-json.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { createRunStop, type RunStop } from './stop.js';
+import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
 
 /**
  * The shell of a command that writes (sync, backfill, verify --repair): its runtime, stop, state
@@ -52,10 +53,13 @@ export async function withWritingRun(
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let state: StateStore | undefined;
   let destination: Destination | undefined;
+  let publishing: RunPublishing | undefined;
   let outcome: RunOutcome;
   try {
     ({ state, destination } = await openStateAndDestination(config, command, { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
-    outcome = await body({ runtime, stop, state, destination });
+    // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
+    publishing = config.dryRun ? undefined : publishDuringRun(destination, { path: config.duckdbPath, everyMs: config.publishEveryMs ?? 0, clock, logger });
+    outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination });
   } catch (error) {
     const code = exitCodeFor(error);
     outcome = { code, output: config.json ? [JSON.stringify(failedRunJson(command, error, code))] : [`${command} FAILED: ${(error as Error).message}`] };
@@ -63,6 +67,7 @@ export async function withWritingRun(
     stop.dispose();
     runtime.tracker.finish();
     runtime.display.stop();
+    await publishing?.finish();
     runtime.repeats.flush(logger);
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
