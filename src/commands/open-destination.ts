@@ -11,10 +11,11 @@ export type DestinationConfig = Pick<SyncConfig, 'destination' | 'duckdbPath' | 
  * The configured destination. BigQuery's client is loaded only when it is used. A DuckDB file held
  * by another process (a sync and a backfill at the same time) is waited for up to `--lock-wait`.
  */
-export async function openDestination(config: DestinationConfig, logger: Logger, print: (line: string) => void): Promise<Destination> {
+export async function openDestination(config: DestinationConfig, logger: Logger, print: (line: string) => void, options: { readonly takeOver?: boolean } = {}): Promise<Destination> {
   if (config.destination === 'duckdb') {
     // The sync writes its working file; `--duckdb-path` is the published read copy (publish/layout.ts).
-    const { work, note } = config.dryRun ? { work: workingPathForReading(config.duckdbPath), note: undefined } : takeOverOldLayout(config.duckdbPath);
+    // Only a run that publishes at its end (sync, backfill) takes an old-layout file over.
+    const { work, note } = config.dryRun || options.takeOver !== true ? { work: workingPathForReading(config.duckdbPath), note: undefined } : takeOverOldLayout(config.duckdbPath);
     if (note !== undefined) logger.info(note);
     return DuckDbDestination.open(work, { waitMs: config.lockWaitMs, memoryLimit: config.duckdbMemoryLimit });
   }

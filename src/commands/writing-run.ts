@@ -151,7 +151,7 @@ export async function openStateAndDestination(
       state = await openRunState(config, purpose, deps, destination);
     } else {
       state = await openRunState(config, purpose, deps);
-      destination = await openDestination(config, deps.logger, print);
+      destination = await openDestination(config, deps.logger, print, { takeOver: true });
     }
     await keepStateIn(state, destination);
     return { state, destination };

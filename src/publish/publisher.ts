@@ -75,7 +75,7 @@ export class Publisher {
       mkdirSync(files, { recursive: true });
       previous = readManifest(manifestPath);
     } catch (error) {
-      throw publishError(files, error);
+      throw publishError(published, files, error);
     }
     const publish = (previous?.publish ?? 0) + 1;
     let heldMs = 0;
@@ -94,7 +94,7 @@ export class Publisher {
           heldMs = this.clock.now() - held;
         }
       })
-      .catch((error: unknown) => Promise.reject(publishError(files, error)));
+      .catch((error: unknown) => Promise.reject(publishError(published, files, error)));
     const asOf = new Date(this.clock.now()).toISOString();
     const nowIso = asOf;
     const stillCurrent = new Set(Object.values(snap.tables).flatMap((t) => Object.values(t.partitions).map((p) => p.version)));
@@ -130,7 +130,7 @@ export class Publisher {
     } catch (error) {
       // The old catalog (if the rename did not happen) still reads the old files, which stay.
       if (!swapped) for (const file of snap.written) rmSync(join(files, file), { force: true });
-      throw publishError(files, error);
+      throw publishError(published, files, error);
     }
     for (const s of superseded) if (!manifest.superseded.includes(s)) rmSync(join(files, s.file), { force: true });
     this.published += 1;
@@ -190,11 +190,11 @@ function removeGone(files: string, previous: Manifest | undefined, next: Manifes
   }
 }
 
-function publishError(files: string, error: unknown): LoadError {
+function publishError(published: string, files: string, error: unknown): LoadError {
   const message = (error as Error).message;
   const full = /No space left|ENOSPC|disk is full/i.test(message);
   return new LoadError(
-    `could not publish the read copy into ${files}: ${message}. The sync's data and state are untouched and the previous published copy stays readable; ` +
+    `could not publish the read copy ${published} (Parquet set in ${files}): ${message}. The sync's data and state are untouched and the previous published copy stays readable; ` +
       (full ? 'free disk space there (or point --duckdb-path at a larger disk) and the next publish catches up.' : 'make that folder writable by this user and the next publish (at the next run\'s end, or `--publish-every`) catches up.'),
     false,
     { cause: error },
