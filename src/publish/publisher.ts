@@ -1,11 +1,11 @@
-import { linkSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, linkSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { LoadError } from '../core/errors.js';
 import type { Clock } from '../core/types.js';
 import type { DuckDbDestination } from '../load/duckdb.js';
 import { ident, sqlString } from '../load/duckdb-sql.js';
-import { layoutOf, type WarehouseLayout } from './layout.js';
+import { isOldLayout, layoutOf, type WarehouseLayout } from './layout.js';
 import { readManifest, writeManifest, type Manifest, type ManifestTable } from './manifest.js';
 import { takeSnapshot, type DirtyMarks } from './snapshot.js';
 
@@ -70,6 +70,10 @@ export class Publisher {
   private async publishNow(final: boolean): Promise<PublishResult> {
     const started = this.clock.now();
     const { files, manifest: manifestPath, published } = this.layout;
+    // Never rename a catalog over a warehouse that still holds the rows (a file not yet taken over by a sync).
+    if (isOldLayout(this.layout)) {
+      throw new LoadError(`${published} is a warehouse written by an earlier version (no ${this.layout.work} beside it): run \`query-sync sync\` once to take it over, then publish`, false);
+    }
     let previous: Manifest | undefined;
     try {
       mkdirSync(files, { recursive: true });
@@ -121,7 +125,7 @@ export class Publisher {
           const visible = join(files, p.file);
           mkdirSync(dirname(visible), { recursive: true });
           rmSync(`${visible}.tmp`, { force: true });
-          linkSync(join(files, p.version), `${visible}.tmp`);
+          linkOrCopy(join(files, p.version), `${visible}.tmp`);
           renameSync(`${visible}.tmp`, visible);
         }
       }
@@ -179,6 +183,16 @@ function tableQuery(files: string, table: ManifestTable): string {
   const columns = table.columns.map((c) => ident(c.name)).join(', ');
   if (versions.length === 0) return `SELECT ${table.columns.map((c) => `CAST(NULL AS ${c.type}) AS ${ident(c.name)}`).join(', ')} LIMIT 0`;
   return `SELECT ${columns} FROM read_parquet([${versions.map(sqlString).join(', ')}], hive_partitioning = false)`;
+}
+
+/** A hard link costs no disk; a file system without them (some network mounts) gets a copy. */
+function linkOrCopy(from: string, to: string): void {
+  try {
+    linkSync(from, to);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM' && (error as NodeJS.ErrnoException).code !== 'ENOTSUP' && (error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    copyFileSync(from, to);
+  }
 }
 
 /** Current files of partitions and tables that are gone. */
