@@ -17,8 +17,14 @@ import { PARTITIONED, partitionFilter, partitionSql, WHOLE, type PartitionSpec }
 /** Partitions a process saw written since its last publish, per table ('all': rewrite the table). */
 export type DirtyMarks = ReadonlyMap<string, ReadonlySet<string> | 'all'>;
 
-/** Rows per Parquet row group: small enough that writing one fits DuckDB's 32MB default limit with wide rows. */
+/**
+ * Parquet row groups: at most this many rows and bytes. The writer holds a row group in memory
+ * that cannot spill; at the sync's 32MB default limit, 8,192 rows of 1.8 KB failed (two threads
+ * each filling one), while 2 MB groups written by one thread, in any order, fit whatever the
+ * row width (`withPublishSettings`).
+ */
 const PARQUET_ROW_GROUP_ROWS = 8_192;
+const PARQUET_ROW_GROUP_BYTES = '2MB';
 /** Tables a full refresh fills before swapping them in (`commands/refresh.ts` SHADOW_PREFIX): never published. */
 const SHADOW_PREFIX = '_query_sync_refresh_';
 const SYNCED_AT = '_synced_at';
@@ -50,6 +56,27 @@ export interface Snapshot {
 type Building = { -readonly [K in keyof Snapshot]: Snapshot[K] };
 
 export async function takeSnapshot(connection: DuckDBConnection, input: SnapshotInput): Promise<Snapshot> {
+  return withPublishSettings(connection, () => snapshotNow(connection, input));
+}
+
+/**
+ * One thread, and rows in any order (which lets DuckDB bound a row group by bytes), while the
+ * snapshot writes its files; the writer's own settings after. Both are instance settings, and the
+ * writer's statements wait meanwhile (the snapshot runs between two writes).
+ */
+async function withPublishSettings<T>(connection: DuckDBConnection, work: () => Promise<T>): Promise<T> {
+  const [threads, ordered] = (await rows(connection, "SELECT current_setting('threads'), current_setting('preserve_insertion_order')"))[0] ?? [];
+  await connection.run('SET threads = 1');
+  await connection.run('SET preserve_insertion_order = false');
+  try {
+    return await work();
+  } finally {
+    await connection.run(`SET threads = ${Number(threads ?? 2)}`);
+    await connection.run(`SET preserve_insertion_order = ${ordered === false || ordered === 'false' ? 'false' : 'true'}`);
+  }
+}
+
+async function snapshotNow(connection: DuckDBConnection, input: SnapshotInput): Promise<Snapshot> {
   const snap: Building = { tables: {}, views: {}, written: [], replaced: [], syncedThrough: null, runId: null, rewritten: 0 };
   try {
     for (const name of await publishedTables(connection)) {
@@ -116,7 +143,7 @@ async function snapshotTable(
     snap.written.push(version);
     const copied = await rows(
       connection,
-      `COPY (SELECT * FROM ${table} WHERE ${partitionFilter(spec, partition, ident)}) TO ${sqlString(join(input.files, version))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${PARQUET_ROW_GROUP_ROWS})`,
+      `COPY (SELECT * FROM ${table} WHERE ${partitionFilter(spec, partition, ident)}) TO ${sqlString(join(input.files, version))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${PARQUET_ROW_GROUP_ROWS}, ROW_GROUP_SIZE_BYTES '${PARQUET_ROW_GROUP_BYTES}')`,
     );
     snap.rewritten += 1;
     if (before !== undefined) snap.replaced.push(before.version);
