@@ -3,6 +3,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { STATE_TABLE } from '../core/state-table.js';
+import { isOutOfMemory } from '../load/duckdb-memory.js';
 import { ident, sqlString } from '../load/duckdb-sql.js';
 import type { Manifest, ManifestPartition, ManifestTable } from './manifest.js';
 import { PARTITIONED, partitionFilter, partitionSql, WHOLE, type PartitionSpec } from './partitions.js';
@@ -141,10 +142,14 @@ async function snapshotTable(
     const version = `_versions/${dir}/${input.publish}-${randomBytes(4).toString('hex')}.parquet`;
     mkdirSync(join(input.files, '_versions', dir), { recursive: true });
     snap.written.push(version);
-    const copied = await rows(
-      connection,
-      `COPY (SELECT * FROM ${table} WHERE ${partitionFilter(spec, partition, ident)}) TO ${sqlString(join(input.files, version))} (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${PARQUET_ROW_GROUP_ROWS}, ROW_GROUP_SIZE_BYTES '${PARQUET_ROW_GROUP_BYTES}')`,
-    );
+    const copy = (compression: string): Promise<unknown[][]> =>
+      rows(
+        connection,
+        `COPY (SELECT * FROM ${table} WHERE ${partitionFilter(spec, partition, ident)}) TO ${sqlString(join(input.files, version))} (FORMAT parquet, COMPRESSION ${compression}, ROW_GROUP_SIZE ${PARQUET_ROW_GROUP_ROWS}, ROW_GROUP_SIZE_BYTES '${PARQUET_ROW_GROUP_BYTES}')`,
+      );
+    // Compressing a page of very large strings (200 KB rows) needs a buffer the 32MB default cannot
+    // give; such a partition is written uncompressed rather than not published.
+    const copied = await copy('zstd').catch((error: unknown) => (isOutOfMemory(error) ? copy('uncompressed') : Promise.reject(error)));
     snap.rewritten += 1;
     if (before !== undefined) snap.replaced.push(before.version);
     const n = Number(copied[0]?.[0] ?? 0);

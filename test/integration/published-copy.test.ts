@@ -107,7 +107,7 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     const d = tempDir();
     cleanups.push(d.cleanup);
     const layout = layoutOf(dbPathOf(d.dir));
-    const args = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--log-level', 'info', '--log-format', 'json', '--batch-rows', '200', '--publish-every', '300ms'];
+    const args = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--log-level', 'info', '--log-format', 'json', '--batch-rows', '200', '--publish-every', '1s'];
     const reader = startReader(layout.published);
     cleanups.push(() => reader.stop());
 
@@ -117,7 +117,7 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     const afterKill = readManifest(layout.manifest);
     expect(afterKill?.final).toBe(false);
 
-    const resumed = await runCli(emu, args, { timeoutMs: 150_000 });
+    const resumed = await runCli(emu, args, { timeoutMs: 280_000 });
     expect(resumed.code, resumed.stderr.slice(-2000)).toBe(0);
     // The reader never made the sync wait: no lock message, no busy warehouse.
     expect(resumed.stderr + resumed.stdout).not.toMatch(/Could not set lock|Conflicting lock|open in another process|E_WAREHOUSE_BUSY/);
@@ -172,7 +172,7 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     expect(Object.keys(final?.tables.events?.partitions ?? {}).every((k) => /^dt=\d{4}-\d{2}-\d{2}$/.test(k))).toBe(true);
     const eventRows = Number((await connection.runAndReadAll('SELECT count(*) FROM w.main.events')).getRows()[0]?.[0]);
     expect(final?.tables.events?.rows).toBe(eventRows);
-  }, 300_000);
+  }, 480_000);
 
   it('a reader holding the copy open (read-write, as the DuckDB CLI opens a file) for a whole sync: the sync publishes past it, and the reader keeps its old copy', async () => {
     const emu = await startEmulator({ seed: 32, eventsPerProject: 300 });
