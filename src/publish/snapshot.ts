@@ -78,6 +78,10 @@ async function withPublishSettings<T>(connection: DuckDBConnection, work: () => 
 }
 
 async function snapshotNow(connection: DuckDBConnection, input: SnapshotInput): Promise<Snapshot> {
+  // Rows written since the writer's last checkpoint are held in memory, which at the 32MB default
+  // left too little to read 200 KB rows back: write them to the file first (a failure here only
+  // leaves that memory held; the writer's next write recovers as after its own checkpoints).
+  await connection.run('CHECKPOINT').catch(() => undefined);
   const snap: Building = { tables: {}, views: {}, written: [], replaced: [], syncedThrough: null, runId: null, rewritten: 0 };
   try {
     for (const name of await publishedTables(connection)) {
