@@ -26,7 +26,9 @@ async function searchDirectly(emu: Emulator, project: string, params: Record<str
 }
 
 async function query(d: string, sql: string): Promise<Record<string, unknown>[]> {
-  const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true });
+  // The published copy, as an analyst opens it: its views read Parquet, which needs more memory than
+  // the sync's 32MB working limit (an analyst's DuckDB takes 80% of RAM by default).
+  const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true, memoryLimit: '512MB' });
   try {
     return await db.query(sql);
   } finally {
