@@ -15,6 +15,7 @@ import { defineConfig } from 'vitest/config';
  * of the test (memory bounds), and files that spawn the built CLI many times.
  */
 export const SLOW_FILES: readonly string[] = [
+  'test/integration/published-copy.test.ts',
   'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
   'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI

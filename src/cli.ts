@@ -11,6 +11,8 @@ import {
   resolveBackfillConfig,
   resolvePlanConfig,
   resolveResetConfig,
+  resolveSqlConfig,
+  resolvePublishConfig,
   resolveDbtSourcesConfig,
   resolveStatusConfig,
   resolveSyncConfig,
@@ -106,6 +108,8 @@ interface CliCommand {
   /** It reads the API: a key given as a flag gets a warning, the hash salt is refused. */
   readonly readsApi: boolean;
   readonly run: (argv: RunFlags) => Promise<number>;
+  /** The command as yargs declares it, with positional arguments (`sql [query]`). @default its name */
+  readonly usage?: string;
 }
 
 /**
@@ -166,6 +170,17 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
     readsApi: false,
     run: runs(resolveResetConfig, async () => (await import('./commands/reset.js')).resetCommand, 'no signals'),
   },
+  sql: {
+    describe: 'run SQL on the published read copy (--json, --csv); no query: an interactive shell (docs/analysts.md)',
+    readsApi: false,
+    usage: 'sql [query]',
+    run: runs(resolveSqlConfig, async () => (await import('./commands/sql.js')).sqlCommand, 'no signals'),
+  },
+  publish: {
+    describe: 'publish the read copy (--duckdb-path) and its Parquet set now, from the working file (a sync does it at its end and every --publish-every)',
+    readsApi: false,
+    run: runs(resolvePublishConfig, async () => (await import('./commands/publish.js')).publishCommand, 'no signals'),
+  },
 };
 
 async function main(): Promise<number> {
@@ -176,7 +191,7 @@ async function main(): Promise<number> {
   let parser = yargs(hideBin(process.argv)).scriptName('query-sync').usage('$0 <command> [options]');
   for (const [name, command] of Object.entries(COMMANDS) as [CommandName, CliCommand][]) {
     parser = parser.command(
-      name,
+      command.usage ?? name,
       command.describe,
       (y) => withOptions(y, name),
       async (argv) => {
@@ -236,7 +251,7 @@ async function main(): Promise<number> {
         );
       },
     )
-    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources or emulate')
+    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources, sql, publish or emulate')
     .strict()
     .help()
     .alias('help', 'h')

@@ -43,6 +43,8 @@ export const DEFAULT_BATCH_ROWS = Object.freeze({ duckdb: 5_000, bigquery: 50_00
 /** Default files: relative to the working directory (cron and containers should pass absolute paths). */
 export const DEFAULT_DUCKDB_PATH = 'warehouse.duckdb';
 export const DEFAULT_STATE_PATH = 'state/state.json';
+/** How often a long run publishes the read copy (`publish/publisher.ts`): the lag readers see is this plus one publish. */
+export const DEFAULT_PUBLISH_EVERY = '5m';
 export const DEFAULT_LOOKBACK = '15m';
 export const DEFAULT_PROGRESS_INTERVAL = '5s';
 /** Both project headers are sent unless one is named: the vendor SDK's and the spec's (connectors/service.ts). */
@@ -86,6 +88,7 @@ export const OPTIONS = optionTable({
   progressInterval: DEFAULT_PROGRESS_INTERVAL,
   splitConcurrency: DEFAULT_SPLIT_CONCURRENCY,
   dryRunLimit: DEFAULT_DRY_RUN_LIMIT,
+  publishEvery: DEFAULT_PUBLISH_EVERY,
 });
 
 /** Project slugs per the spec: a malformed slug is refused with 400 by the service. */
@@ -166,6 +169,8 @@ export interface SyncConfig {
   readonly maxRunTimeMs?: number;
   /** Re-read the resources from their start and replace their tables at the end (`--full-refresh`). */
   readonly fullRefresh?: boolean;
+  /** DuckDB: publish the read copy this often during a run (`--publish-every`; 0: only at the end). @default 5m */
+  readonly publishEveryMs?: number;
 }
 
 /**
@@ -340,6 +345,7 @@ function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessE
     progressIntervalMs,
     maxRunTimeMs,
     fullRefresh: read.bool('full-refresh') ?? false,
+    publishEveryMs: read.duration('publish-every') ?? parseDuration(DEFAULT_PUBLISH_EVERY),
     batchBytes: Math.round(batchMb * 1e6),
     maxRetryAfterMs: read.duration('max-retry-after') ?? DEFAULT_MAX_RETRY_AFTER_MS,
     splitConcurrency: read.integer('concurrency') ?? DEFAULT_SPLIT_CONCURRENCY,
@@ -544,7 +550,7 @@ function readWarehouse(read: Reader): Pick<StatusConfig, 'destination' | 'duckdb
 }
 
 /** `dbt-sources` reads the warehouse only, like `status`, and writes `--out`. */
-export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig & { readonly out: string }> {
+export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig & { readonly out: string; readonly publishEveryMs: number }> {
   const read = reader('dbt-sources', flags, env);
   return Object.freeze({
     ...readWarehouse(read),
@@ -552,6 +558,7 @@ export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv 
     resources: RESOURCES,
     json: false,
     out: read.text('out') ?? 'sources.yml',
+    publishEveryMs: read.duration('publish-every') ?? parseDuration(DEFAULT_PUBLISH_EVERY),
   });
 }
 
@@ -640,4 +647,30 @@ function reader(command: CommandName, flags: object, env: NodeJS.ProcessEnv): Re
       return t === undefined ? undefined : parseInstant(label(flag), t);
     },
   };
+}
+
+/** `sql` and `publish`: the warehouse file only (DuckDB). */
+export interface PublishedConfig {
+  readonly duckdbPath: string;
+  readonly duckdbMemoryLimit: string;
+}
+
+/** `sql [query]`: reads the published copy; output as a table, `--json` or `--csv`. */
+export function resolveSqlConfig(flags: RunFlags & { readonly query?: string }, env: NodeJS.ProcessEnv = process.env): Readonly<PublishedConfig & { readonly query?: string; readonly format: 'table' | 'json' | 'csv' }> {
+  const read = reader('sql', flags, env);
+  const json = read.bool('json') ?? false;
+  const csv = read.bool('csv') ?? false;
+  if (json && csv) throw new ConfigError('sql: --json and --csv exclude each other: give one');
+  return Object.freeze({
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+    ...(typeof flags.query === 'string' ? { query: flags.query } : {}),
+    format: json ? 'json' : csv ? 'csv' : 'table',
+  });
+}
+
+/** `publish`: publish the read copy now from the working file (no sync running). */
+export function resolvePublishConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<PublishedConfig> {
+  const read = reader('publish', flags, env);
+  return Object.freeze({ duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH, duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT });
 }

@@ -43,7 +43,8 @@ async function main(): Promise<number> {
     code = await syncCommand(resolveSyncConfig(flags, {}), { print });
     if (code !== 0) return code;
 
-    const db = await DuckDbDestination.open(flags.duckdbPath);
+    // The published read copy (what analysts open; the sync writes warehouse.work.duckdb beside it).
+    const db = await DuckDbDestination.open(flags.duckdbPath, { readOnly: true });
     try {
       print('\n== Rows per table ==');
       for (const table of ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations', 'event_signals', 'search_results', 'event_counts', 'event_facets']) {
@@ -61,7 +62,8 @@ FROM events GROUP BY ALL ORDER BY events DESC LIMIT 5`;
       await db.close();
     }
     print(`\nWarehouse: ${flags.duckdbPath}   State: ${flags.state}   dbt sources: ${flags.dbtSources}`);
-    print(`Try: duckdb ${flags.duckdbPath} "SELECT * FROM users ORDER BY last_seen DESC LIMIT 5"`);
+    print(`Try: duckdb -readonly ${flags.duckdbPath} "SELECT * FROM users ORDER BY last_seen DESC LIMIT 5"`);
+    print(`  or: query-sync sql --duckdb-path ${flags.duckdbPath} "SELECT event_name, count(*) FROM events GROUP BY 1"   (Parquet: ${flags.duckdbPath}.files/)`);
     return 0;
   } finally {
     await emulator.close();

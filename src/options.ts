@@ -11,7 +11,7 @@ import { ConfigError } from './core/errors.js';
  * and the help shows the same constants, so changing one changes both.
  */
 
-export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset' | 'dbt-sources';
+export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset' | 'dbt-sources' | 'sql' | 'publish';
 
 export type OptionKind =
   /** Free text. */
@@ -85,6 +85,7 @@ export interface OptionDefaults {
   readonly progressInterval: string;
   readonly dryRunLimit: number;
   readonly splitConcurrency: number;
+  readonly publishEvery: string;
 }
 
 export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
@@ -120,7 +121,8 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'aggregates-interval', kind: 'choice', group: 'Scope', choices: ['day', 'hour'], defaultText: 'day', describe: 'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)', commands: ['sync', 'check', 'plan'] },
     // Destination
     { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
-    { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file (relative to the working directory: give an absolute path in cron)', commands: WAREHOUSE },
+    { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file readers open: the published read copy (the sync writes <name>.work.duckdb beside it; docs/analysts.md). Relative to the working directory: give an absolute path in cron', commands: [...WAREHOUSE, 'sql', 'publish'] },
+    { name: 'publish-every', kind: 'duration', group: 'Destination', defaultText: d.publishEvery, describe: 'DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run\'s end (0: only at the end). See docs/analysts.md', commands: ['sync', 'backfill', 'dbt-sources'] },
     { name: 'duckdb-memory-limit', kind: 'size', group: 'Destination', defaultText: d.duckdbMemoryLimit, describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp; never raised on its own: rows too large for it fail naming this flag)", commands: WAREHOUSE },
     { name: 'bq-project', kind: 'string', group: 'Destination', describe: 'BigQuery project (with --destination bigquery)', commands: WAREHOUSE },
     { name: 'bq-dataset', kind: 'string', group: 'Destination', describe: 'BigQuery dataset', commands: WAREHOUSE },
@@ -139,7 +141,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'hash-salt', kind: 'string', group: 'Privacy and schema', secret: true, describe: 'salt of --hash-columns: environment only', commands: RUN },
     { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], defaultText: 'evolve', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
     // State and run
-    { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: [...STATE, 'dbt-sources'] },
+    { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: [...STATE, 'dbt-sources', 'sql', 'publish'] },
     { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file: a copy of the state the warehouse keeps (marks, checkpoints, ledger), read when the warehouse has none; relative to the working directory', commands: STATE },
     { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: WAREHOUSE },
     { name: 'max-run-time', kind: 'duration', group: 'State and run', defaultText: 'none', describe: 'stop gracefully after this long (state consistent; exit 6; the next run continues)', commands: WRITES },
@@ -160,7 +162,8 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'progress-interval', kind: 'duration', group: 'Logging and output', defaultText: d.progressInterval, describe: 'not on a TTY: a progress log line this often', commands: RUN },
     { name: 'dbt-sources', kind: 'path', group: 'Logging and output', describe: 'after the sync, write a dbt sources.yml describing every table and column here', commands: ['sync'] },
     { name: 'out', kind: 'path', group: 'Logging and output', defaultText: 'sources.yml', describe: 'the dbt sources.yml to write', commands: ['dbt-sources'] },
-    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync, backfill: the run summary as one object, for schedulers)', commands: ['sync', 'backfill', 'check', 'plan', 'status'] },
+    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync, backfill: the run summary as one object, for schedulers)', commands: ['sync', 'backfill', 'check', 'plan', 'status', 'sql'] },
+    { name: 'csv', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'sql: the answer as CSV (a header line, then one line a row)', commands: ['sql'] },
   ];
 }
 

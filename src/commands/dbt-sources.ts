@@ -12,6 +12,12 @@ import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../pipeline/run-history.js';
 import { SEARCH_RESULTS_TABLE } from '../pipeline/searches.js';
 import { CONVERSATION_EVENTS_VIEW } from '../pipeline/views.js';
 import { openReadOnly } from './open-destination.js';
+import { existsSync } from 'node:fs';
+import { DEFAULT_PUBLISH_EVERY } from '../config.js';
+import { parseDuration } from '../core/duration.js';
+import { DuckDbDestination } from '../load/duckdb.js';
+import { SYNCED_AT_COLUMN } from '../normalize/normalize.js';
+import { layoutOf } from '../publish/layout.js';
 
 /**
  * A dbt `sources.yml` for the warehouse as it is: every table (and view) query-sync writes that
@@ -131,6 +137,10 @@ export function describeColumn(table: string, column: string): string {
 export interface DbtTarget {
   readonly destination: 'duckdb' | 'bigquery';
   readonly bigquery?: BigQueryConfig;
+  /** DuckDB: the published copy dbt reads (`--duckdb-path`), named in the file for the profile's `path`. */
+  readonly duckdbPath?: string;
+  /** How often the read copy is published (`--publish-every`): the freshness thresholds follow it. */
+  readonly publishEveryMs?: number;
 }
 
 /** The sources.yml text for the tables of `destination` as they are now, and how many it lists. */
@@ -142,6 +152,8 @@ async function dbtSources(destination: Destination, target: DbtTarget): Promise<
     tables.push({
       name,
       description: TABLE_DOCS[name] ?? `Table ${name}.`,
+      // `dbt source freshness` tells when the sync stopped: `_synced_at` is the start of the run that wrote the row.
+      ...(columns.some((c) => c.name === SYNCED_AT_COLUMN) ? { loaded_at_field: SYNCED_AT_COLUMN, freshness: freshnessOf(target.publishEveryMs) } : {}),
       columns: columns.map((c: ColumnDef) => ({ name: c.name, description: describeColumn(name, c.name), data_type: sqlType(c, target) })),
     });
   }
@@ -150,7 +162,12 @@ async function dbtSources(destination: Destination, target: DbtTarget): Promise<
     description: 'The Query API, synced by query-sync (https://github.com/…/query-sync): exact, incremental, one row per key.',
     ...(target.destination === 'bigquery' && target.bigquery !== undefined
       ? { database: target.bigquery.projectId, schema: target.bigquery.dataset }
-      : { schema: 'main' }),
+      : {
+          schema: 'main',
+          ...(target.duckdbPath === undefined
+            ? {}
+            : { meta: { published_copy: layoutOf(target.duckdbPath).published, parquet: layoutOf(target.duckdbPath).files, profile_hint: 'dbt-duckdb: path: <published_copy>, read-only' } }),
+        }),
     tables,
   };
   const text = `# Written by query-sync dbt-sources: the tables and columns as they are in the warehouse now.\n${toYaml({ version: 2, sources: [source] }, { lineWidth: 0 })}`;
@@ -160,6 +177,19 @@ async function dbtSources(destination: Destination, target: DbtTarget): Promise<
 function sqlType(column: ColumnDef, target: DbtTarget): string {
   return target.destination === 'bigquery' ? bigqueryType(column.type) : duckdbType(column.type);
 }
+
+/**
+ * Freshness thresholds from the publish interval: a row reaches readers at most one interval plus a
+ * publish after it is written, and a scheduled run's `_synced_at` is its start, so with hourly (or
+ * more frequent) runs the newest row is under an hour and an interval old while syncs run. Warn at
+ * twice that, error at six times (a run missed, then several).
+ */
+export function freshnessOf(publishEveryMs = parseDuration(DEFAULT_PUBLISH_EVERY)): { warn_after: { count: number; period: 'minute' }; error_after: { count: number; period: 'minute' } } {
+  const basisMinutes = Math.ceil((HOUR_MS + Math.max(0, publishEveryMs)) / 60_000);
+  return { warn_after: { count: 2 * basisMinutes, period: 'minute' }, error_after: { count: 6 * basisMinutes, period: 'minute' } };
+}
+
+const HOUR_MS = 3_600_000;
 
 /** Write the sources file (its folder made if missing); returns its absolute path and the tables it lists. */
 export async function writeDbtSources(destination: Destination, path: string, target: DbtTarget): Promise<{ readonly path: string; readonly tables: number }> {
@@ -171,11 +201,16 @@ export async function writeDbtSources(destination: Destination, path: string, ta
 }
 
 /** `query-sync dbt-sources [--out sources.yml]`: reads the warehouse (a DuckDB file read-only). */
-export async function dbtSourcesCommand(config: StatusConfig & { readonly out: string }, io: { readonly print: (line: string) => void }): Promise<number> {
+export async function dbtSourcesCommand(config: StatusConfig & { readonly out: string; readonly publishEveryMs?: number }, io: { readonly print: (line: string) => void }): Promise<number> {
   let destination: Destination | undefined;
   try {
-    destination = await openReadOnly(config, io.print);
-    const { path, tables } = await writeDbtSources(destination, config.out, config);
+    // DuckDB: the columns as readers see them, in the published copy (the working file before a first publish).
+    const published = config.destination === 'duckdb' ? layoutOf(config.duckdbPath) : undefined;
+    destination =
+      published !== undefined && existsSync(published.manifest)
+        ? await DuckDbDestination.open(published.published, { readOnly: true })
+        : await openReadOnly(config, io.print);
+    const { path, tables } = await writeDbtSources(destination, config.out, { ...config, publishEveryMs: config.publishEveryMs });
     io.print(`dbt sources: ${tables} tables written to ${path} (source "${DBT_SOURCE_NAME}")`);
     return 0;
   } catch (error) {

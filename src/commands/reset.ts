@@ -7,6 +7,7 @@ import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StreamState } from '../state/store.js';
 import { openDestination } from './open-destination.js';
+import { workingPathForReading } from '../publish/layout.js';
 import { keepStateIn, readStateDocument } from './state-home.js';
 
 export interface ResetIo {
@@ -61,7 +62,7 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
       } else {
         state = await StateStore.open(config.statePath, lease);
         // No warehouse file yet: the state file is all there is (reset never creates a warehouse).
-        if (existsSync(config.duckdbPath)) destination = await openDestination(config, silentLogger(), () => undefined);
+        if (existsSync(workingPathForReading(config.duckdbPath))) destination = await openDestination(config, silentLogger(), () => undefined);
       }
       if (destination !== undefined) await keepStateIn(state, destination);
       for (const key of keys) await state.updateStream(key, forget);

@@ -8,6 +8,7 @@ import type { Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { StateStore, type StateDocument } from '../state/store.js';
 import { openDestination } from './open-destination.js';
+import { workingPathForReading } from '../publish/layout.js';
 
 /**
  * Where a command finds the state: the warehouse's `_query_sync_state` table when the destination
@@ -58,8 +59,9 @@ export async function readStateFrom(
   let destination: Destination | undefined;
   try {
     if (config.destination === 'duckdb') {
-      if (!existsSync(config.duckdbPath)) return await fromFile();
-      destination = await DuckDbDestination.open(config.duckdbPath, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
+      const working = workingPathForReading(config.duckdbPath);
+      if (!existsSync(working)) return await fromFile();
+      destination = await DuckDbDestination.open(working, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
     } else {
       destination = await openDestination({ ...config, dryRun: config.dryRun ?? false }, logger, () => undefined);
     }

@@ -9,6 +9,8 @@ import { analystTablesOf, buildStatus, type TableCounts, type WarehouseStatus } 
 import { formatStatus } from './reports.js';
 import { readStateFrom } from './state-home.js';
 import { openReadOnly } from './open-destination.js';
+import { workingPathForReading } from '../publish/layout.js';
+import { publishedLine, publishedStatus } from '../publish/status.js';
 import type { CommandIo } from './io.js';
 
 /**
@@ -20,8 +22,12 @@ export async function statusCommand(config: StatusConfig, io: CommandIo): Promis
     const { document: doc, location } = await readStateFrom(config, silentLogger());
     const warehouse = await readWarehouse(config, doc, io);
     const report = buildStatus(location, doc, config.resources, warehouse, (io.clock ?? systemClock).now());
-    if (config.json) io.print(JSON.stringify(report, null, 2));
-    else for (const line of formatStatus(report)) io.print(line);
+    const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
+    if (config.json) io.print(JSON.stringify(published === undefined ? report : { ...report, published }, null, 2));
+    else {
+      for (const line of formatStatus(report)) io.print(line);
+      if (published !== undefined) io.print(publishedLine(published));
+    }
     return 0;
   } catch (error) {
     io.print(`status FAILED: ${(error as Error).message}`);
@@ -32,7 +38,7 @@ export async function statusCommand(config: StatusConfig, io: CommandIo): Promis
 async function readWarehouse(config: StatusConfig, doc: StateDocument, io: CommandIo): Promise<WarehouseStatus> {
   const location = config.destination === 'duckdb' ? config.duckdbPath : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
   const base = { destination: config.destination, location };
-  if (config.destination === 'duckdb' && !existsSync(config.duckdbPath)) {
+  if (config.destination === 'duckdb' && !existsSync(workingPathForReading(config.duckdbPath))) {
     return { ...base, available: false, reason: 'no warehouse file yet', tables: {} };
   }
   let destination: Destination | undefined;

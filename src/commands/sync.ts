@@ -12,6 +12,7 @@ import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pi
 import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../pipeline/searches.js';
 import { defineViews } from '../pipeline/views.js';
 import { writeDbtSources } from './dbt-sources.js';
+import { workingPathForReading } from '../publish/layout.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import { isEmpty, type StateDocument } from '../state/store.js';
 import { beginRefresh, finishRefresh } from './refresh.js';
@@ -32,7 +33,7 @@ import { reconcileRun, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } f
  */
 export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
   // Before the run creates them: a new warehouse or state file beside an old one is worth a warning.
-  const before = { warehouse: config.destination !== 'duckdb' || existsSync(config.duckdbPath), state: existsSync(config.statePath) };
+  const before = { warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)), state: existsSync(config.statePath) };
   return withWritingRun('sync', config, io, async ({ runtime, stop, state, destination }) => {
     const { clock, logger, client } = runtime;
     const secrets = [config.apiKey];
@@ -148,7 +149,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     if (!config.dryRun) {
       await defineViews(destination, logger);
       if (config.dbtSourcesPath !== undefined) {
-        const written = await writeDbtSources(destination, config.dbtSourcesPath, { destination: config.destination, bigquery: config.bigquery }).catch((error: unknown) => {
+        const written = await writeDbtSources(destination, config.dbtSourcesPath, { destination: config.destination, bigquery: config.bigquery, duckdbPath: config.duckdbPath, publishEveryMs: config.publishEveryMs }).catch((error: unknown) => {
           logger.warn({ err: (error as Error).message }, `could not write the dbt sources to ${config.dbtSourcesPath ?? ''}`);
           return undefined;
         });

@@ -14,6 +14,7 @@ import type { CommandIo } from './io.js';
 import { failedRunJson } from './run-json.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { createRunStop, type RunStop } from './stop.js';
+import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
 
 /**
  * The shell of a command that writes (sync, backfill, verify --repair): its runtime, stop, state
@@ -54,12 +55,15 @@ export async function withWritingRun(
   const owner = budgetOwner(config.baseUrl, config.apiKey);
   let state: StateStore | undefined;
   let destination: Destination | undefined;
+  let publishing: RunPublishing | undefined;
   let outcome: RunOutcome;
   try {
     ({ state, destination } = await openStateAndDestination(config, command, { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
     // The previous run's requests still in the rate-limit windows count against this run's.
     seedBudget(state.document, runtime.budget, owner, logger);
-    outcome = await body({ runtime, stop, state, destination });
+    // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
+    publishing = config.dryRun ? undefined : publishDuringRun(destination, { path: config.duckdbPath, everyMs: config.publishEveryMs ?? 0, clock, logger });
+    outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination });
   } catch (error) {
     const code = exitCodeFor(error);
     outcome = { code, output: config.json ? [JSON.stringify(failedRunJson(command, error, code))] : [`${command} FAILED: ${(error as Error).message}`] };
@@ -67,6 +71,7 @@ export async function withWritingRun(
     stop.dispose();
     runtime.tracker.finish();
     runtime.display.stop();
+    await publishing?.finish();
     runtime.repeats.flush(logger);
     if (state !== undefined) {
       await saveBudget(state, runtime.budget, owner, clock.now()).catch((error: unknown) => logger.warn({ err: (error as Error).message }, 'could not keep this run\'s rate-limit spend in state: a run starting within a minute may draw 429s'));
@@ -153,7 +158,7 @@ export async function openStateAndDestination(
       state = await openRunState(config, purpose, deps, destination);
     } else {
       state = await openRunState(config, purpose, deps);
-      destination = await openDestination(config, deps.logger, print);
+      destination = await openDestination(config, deps.logger, print, { takeOver: true });
     }
     await keepStateIn(state, destination);
     return { state, destination };

@@ -254,6 +254,14 @@ export class DuckDbDestination implements Destination {
     });
   }
 
+  /**
+   * Run `work` on the connection between two writes, so it sees the file as of the last commit
+   * (a publish reads its consistent snapshot here: `publish/snapshot.ts`). Writes wait meanwhile.
+   */
+  exclusive<T>(work: (connection: DuckDBConnection) => Promise<T>): Promise<T> {
+    return this.serial(() => work(this.connection));
+  }
+
   async close(): Promise<void> {
     // Wait for every queued task, also those queued while waiting (a state write that arrives
     // late): closing the connection under a running statement blocks the process.

@@ -10,6 +10,10 @@ import { cursorMillis } from '../../src/normalize/normalize.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { CLI, runCli, type ChildRun } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
+import { layoutOf } from '../../src/publish/layout.js';
+
+/** The sync's working file (rows and state); `--duckdb-path` is the published read copy (docs/analysts.md). */
+const workOf = (d: string): string => layoutOf(dbPathOf(d)).work;
 import { dir, emulator as startEmulatorFor } from '../fakes/lifecycle.js';
 
 /** Scheduled runs as deployed: kill -9 then an immediate restart, SIGTERM, --max-run-time, reset, --full-refresh. */
@@ -172,7 +176,7 @@ describe('runs as deployed', () => {
     const args = ['sync', '--project', '*', ...files(d), '--log-level', 'warn'];
     expect((await runCli(emu, args)).code).toBe(0);
     // A row the API no longer has (deleted at the source), and one in another table.
-    const db = await DuckDbDestination.open(dbPathOf(d));
+    const db = await DuckDbDestination.open(workOf(d));
     await db.query(`INSERT INTO users (project_id, id) VALUES ('default', 'deleted-at-source')`);
     await db.query(`INSERT INTO signals (project_id, id) VALUES ('default', 'kept-in-signals')`);
     await db.close();
@@ -190,7 +194,7 @@ describe('runs as deployed', () => {
       else expect(s, key).toEqual(marked.streams[key]);
     }
     // No shadow table is left behind.
-    const check = await DuckDbDestination.open(dbPathOf(d));
+    const check = await DuckDbDestination.open(workOf(d));
     const shadows = await check.query(`SELECT table_name FROM information_schema.tables WHERE table_name LIKE '_query_sync_refresh_%'`);
     await check.close();
     expect(shadows).toEqual([]);
@@ -209,7 +213,7 @@ describe('runs as deployed', () => {
     const restored = await runCli(emu, [...common, ...otherState]);
     expect(restored.stdout).not.toMatch(/WARNING/);
     // A warehouse with rows but no state (the table dropped) and no state file: that one is loud.
-    const db = await DuckDbDestination.open(dbPathOf(d));
+    const db = await DuckDbDestination.open(workOf(d));
     await db.query('DROP TABLE _query_sync_state');
     await db.close();
     const newState = await runCli(emu, [...common, '--duckdb-path', dbPathOf(d), '--state', statePathOf(elsewhere).replace('state.json', 'third.json')]);

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { json, startServer } from '../fakes/bad-server.js';
@@ -41,7 +41,9 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
     const statusJson = await runCli({ url: server.url, apiKey: '' }, ['status', '--json', ...common]);
     expect(statusText.stdout).toMatch(/failed .*\[redacted\]/);
     expect(JSON.parse(statusJson.stdout)).toBeTypeOf('object');
-    const warehouse = readFileSync(join(d, 'w.duckdb')).toString('latin1');
+    // The sync's working file, the published copy and its Parquet set (docs/analysts.md): none holds the key.
+    const parquet = readdirSync(join(d, 'w.duckdb.files'), { recursive: true }).map(String).filter((f) => f.endsWith('.parquet') || f.endsWith('.json'));
+    const warehouse = [join(d, 'w.work.duckdb'), join(d, 'w.duckdb'), ...parquet.map((f) => join(d, 'w.duckdb.files', f))].map((f) => readFileSync(f).toString('latin1')).join('\n');
 
     for (const [where, text] of Object.entries({
       'sync stdout': sync.stdout,

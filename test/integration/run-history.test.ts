@@ -7,6 +7,7 @@ import { recordRun, schemaChanges } from '../../src/pipeline/run-history.js';
 import { bigqueryTarget } from '../fixtures/bigquery/pipeline-target.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';
+import { layoutOf } from '../../src/publish/layout.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 describe('run history and schema changes in the warehouse (the real CLI into a real DuckDB file)', () => {
@@ -64,7 +65,8 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     }
     // A warehouse written before `_run_id` existed: drop the column, as an older version left it.
     const { DuckDBInstance } = await import('@duckdb/node-api');
-    const db = await DuckDBInstance.create(dbPathOf(d));
+    // In the sync's working file (`--duckdb-path` is the published read copy).
+    const db = await DuckDBInstance.create(layoutOf(dbPathOf(d)).work);
     const c = await db.connect();
     await c.run('ALTER TABLE events DROP COLUMN _run_id');
     c.closeSync();

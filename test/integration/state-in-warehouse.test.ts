@@ -9,6 +9,10 @@ import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { StateDocument } from '../../src/state/store.js';
 import { runCli, type ChildRun } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
+import { layoutOf } from '../../src/publish/layout.js';
+
+/** The sync's working file, where the state lives (`--duckdb-path` is the published read copy: docs/analysts.md). */
+const workOf = (d: string): string => layoutOf(dbPathOf(d)).work;
 import { dir, emulator as startEmulatorFor } from '../fakes/lifecycle.js';
 
 /**
@@ -29,7 +33,7 @@ async function sync(emu: Emulator, d: string, extra: readonly string[] = []): Pr
 }
 
 async function stateRows(d: string): Promise<Map<string, string>> {
-  const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true });
+  const db = await DuckDbDestination.open(workOf(d), { readOnly: true });
   try {
     const rows = await db.query('SELECT key, value FROM _query_sync_state ORDER BY key');
     return new Map(rows.map((r) => [String(r['key']), String(r['value'])]));
@@ -67,7 +71,7 @@ describe('state in the warehouse (DuckDB)', () => {
     rmSync(statePathOf(stateless));
     const startedAt = Date.now();
     const restored = await sync(emu, stateless);
-    expect(restored.stderr).toMatch(/state: restored from table _query_sync_state of DuckDB file .*warehouse\.duckdb \(no state file at/);
+    expect(restored.stderr).toMatch(/state: restored from table _query_sync_state of DuckDB file .*warehouse\.work\.duckdb \(no state file at/);
     // The same windows are read: at most a request or two apart (a window ending a moment later).
     expect(Math.abs(restored.requests - incremental.requests), `stateless ${restored.requests} vs stateful ${incremental.requests}`).toBeLessThanOrEqual(2);
     expect(restored.requests).toBeLessThan(40); // a full re-read of 1,200 events would be far more
@@ -75,16 +79,16 @@ describe('state in the warehouse (DuckDB)', () => {
     await expectExact(emu, stateless, startedAt);
   }, 120_000);
 
-  it('a fresh container (a new folder with only the warehouse file) syncs incrementally and exactly', async () => {
+  it('a fresh container (a new folder with only the working warehouse file) syncs incrementally and exactly', async () => {
     const emu = await emulator(62, 400);
     const first = dir();
     await sync(emu, first);
     addEvents(emu);
     const control = dir();
-    copyFileSync(dbPathOf(first), dbPathOf(control));
+    copyFileSync(workOf(first), workOf(control));
     copyFileSync(statePathOf(first), statePathOf(control));
     const fresh = dir();
-    copyFileSync(dbPathOf(first), dbPathOf(fresh));
+    copyFileSync(workOf(first), workOf(fresh));
     const incremental = await sync(emu, control);
     const startedAt = Date.now();
     const run = await sync(emu, fresh);
@@ -144,12 +148,12 @@ describe('state in the warehouse (DuckDB)', () => {
     const d = dir();
     await sync(emu, d);
     // What an older version left: rows and a state file, no state table.
-    const db = await DuckDbDestination.open(dbPathOf(d));
+    const db = await DuckDbDestination.open(workOf(d));
     await db.query('DROP TABLE _query_sync_state');
     await db.close();
     addEvents(emu);
     const control = dir();
-    copyFileSync(dbPathOf(d), dbPathOf(control));
+    copyFileSync(workOf(d), workOf(control));
     copyFileSync(statePathOf(d), statePathOf(control));
     const run = await sync(emu, d);
     expect(run.stderr).toMatch(/migrated the state file .*state\.json into table _query_sync_state/);
@@ -165,7 +169,7 @@ describe('state in the warehouse (DuckDB)', () => {
     const emu = await emulator(66, 50);
     const d = dir();
     await sync(emu, d);
-    const db = await DuckDbDestination.open(dbPathOf(d));
+    const db = await DuckDbDestination.open(workOf(d));
     const key = String((await db.query("SELECT key FROM _query_sync_state WHERE key LIKE 'stream:events:%' LIMIT 1"))[0]?.['key']);
     await db.query(`UPDATE _query_sync_state SET value = '{"mark": "yesterday"}' WHERE key = '${key}'`);
     await db.close();

@@ -6,6 +6,8 @@ import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
+// The rows the sync wrote: its working file (`--duckdb-path` is the published read copy: docs/analysts.md).
+import { workingPathForReading } from '../../src/publish/layout.js';
 import { tempDir } from '../fakes/tmp.js';
 
 const DAY = 86_400_000;
@@ -43,7 +45,7 @@ describe('verify (the real CLI against the emulator)', () => {
 
     // Delete one event of beta, three days back.
     const victimDay = dayStart(5);
-    const db = await DuckDbDestination.open(dbPathOf(dir));
+    const db = await DuckDbDestination.open(workingPathForReading(dbPathOf(dir)));
     const [victim] = await db.query(
       `SELECT id, timestamp FROM events WHERE project_id = 'beta' AND timestamp >= '${iso(victimDay)}' AND timestamp < '${iso(victimDay + DAY)}' ORDER BY id LIMIT 1`,
     );
@@ -127,7 +129,7 @@ describe('verify (the real CLI against the emulator)', () => {
     expect(sent).toEqual(Array(6).fill('/v1/events/count'));
 
     // A missing row is found the same way.
-    const db = await DuckDbDestination.open(dbPathOf(d.dir));
+    const db = await DuckDbDestination.open(workingPathForReading(dbPathOf(d.dir)));
     await db.query(`DELETE FROM events WHERE id = (SELECT id FROM events WHERE project_id = 'alpha' AND timestamp >= '${iso(dayStart(4))}' AND timestamp < '${iso(dayStart(3))}' ORDER BY id LIMIT 1)`);
     await db.close();
     const missing = await runCli(emu, ['verify', ...range, ...files]);

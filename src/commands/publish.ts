@@ -1,0 +1,34 @@
+import { existsSync } from 'node:fs';
+import type { PublishedConfig } from '../config.js';
+import { systemClock } from '../core/clock.js';
+import { exitCodeFor } from '../core/errors.js';
+import { DuckDbDestination } from '../load/duckdb.js';
+import { layoutOf, workingPathForReading } from '../publish/layout.js';
+import { Publisher } from '../publish/publisher.js';
+import type { CommandIo } from './io.js';
+
+/**
+ * `query-sync publish`: publish the read copy and its Parquet set now from the working file, read
+ * only (a sync publishes at its end and every --publish-every; this is for a copy deleted or moved,
+ * or a Parquet set wanted now). While a sync holds the working file it says so: that sync publishes.
+ */
+export async function publishCommand(config: PublishedConfig, io: CommandIo): Promise<number> {
+  const layout = layoutOf(config.duckdbPath);
+  const working = workingPathForReading(config.duckdbPath);
+  if (working !== layout.work || !existsSync(working)) {
+    io.print(`publish FAILED: no working file ${layout.work}: run \`query-sync sync --duckdb-path ${config.duckdbPath}\` first (its first run takes an older warehouse file over)`);
+    return 2;
+  }
+  let db: DuckDbDestination | undefined;
+  try {
+    db = await DuckDbDestination.open(working, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
+    const result = await new Publisher(config.duckdbPath, db, systemClock).publish(true);
+    io.print(`published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`);
+    return 0;
+  } catch (error) {
+    io.print(`publish FAILED: ${(error as Error).message}`);
+    return exitCodeFor(error);
+  } finally {
+    await db?.close().catch(() => undefined);
+  }
+}

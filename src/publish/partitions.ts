@@ -1,0 +1,67 @@
+import type { Row } from '../core/types.js';
+
+/**
+ * How a published table is cut into Parquet partitions by UTC day (`dt=2026-11-26`), so a publish
+ * rewrites only the days a run touched. Only tables whose day column never changes for a key are
+ * partitioned (an event's `timestamp`, a span's `start_time_ns`): a row that moved between days
+ * would leave its old copy in a partition not rewritten. Every other table is one file, rewritten
+ * when touched (they are small beside events and traces). A table with no entry here, or whose
+ * column is missing or of another type, is unpartitioned.
+ */
+export interface PartitionSpec {
+  readonly column: string;
+  /** `timestamp`: a TIMESTAMPTZ; `ns`: a BIGINT of Unix nanoseconds. */
+  readonly kind: 'timestamp' | 'ns';
+}
+
+export const PARTITIONED: Readonly<Record<string, PartitionSpec>> = {
+  events: { column: 'timestamp', kind: 'timestamp' },
+  traces: { column: 'start_time_ns', kind: 'ns' },
+};
+
+/** The partition of a table with no day column. */
+export const WHOLE = '';
+/** The partition of rows whose day column is NULL. */
+export const NULL_DAY = 'dt=null';
+
+const NS_PER_MS = 1_000_000n;
+
+/** The partition (`dt=YYYY-MM-DD`) of a row as written: undefined when its day cannot be told (then the whole table is rewritten). */
+export function partitionOfRow(spec: PartitionSpec, row: Row): string | undefined {
+  const value = row[spec.column];
+  if (value === null || value === undefined) return NULL_DAY;
+  let ms: number;
+  if (spec.kind === 'timestamp') ms = Date.parse(String(value));
+  else {
+    try {
+      ms = Number(BigInt(typeof value === 'bigint' ? value : String(value)) / NS_PER_MS);
+    } catch {
+      return undefined;
+    }
+  }
+  if (!Number.isFinite(ms)) return undefined;
+  return `dt=${new Date(ms).toISOString().slice(0, 10)}`;
+}
+
+/** SQL giving a row's partition name (the session is in UTC). */
+export function partitionSql(spec: PartitionSpec | undefined, quote: (name: string) => string): string {
+  if (spec === undefined) return `''`;
+  const c = quote(spec.column);
+  const day = spec.kind === 'timestamp' ? c : `make_timestamp(${c} // 1000)`;
+  return `CASE WHEN ${c} IS NULL THEN '${NULL_DAY}' ELSE 'dt=' || strftime(${day}, '%Y-%m-%d') END`;
+}
+
+/** SQL condition selecting one partition's rows: a range on the column, so DuckDB skips row groups by their min/max. */
+export function partitionFilter(spec: PartitionSpec | undefined, partition: string, quote: (name: string) => string): string {
+  if (spec === undefined || partition === WHOLE) return 'TRUE';
+  const c = quote(spec.column);
+  if (partition === NULL_DAY) return `${c} IS NULL`;
+  const day = /^dt=(\d{4}-\d{2}-\d{2})$/.exec(partition)?.[1];
+  if (day === undefined) throw new Error(`unreachable: partition name ${partition}`);
+  const from = Date.parse(`${day}T00:00:00Z`);
+  const to = from + 86_400_000;
+  if (spec.kind === 'timestamp') {
+    return `${c} >= TIMESTAMPTZ '${new Date(from).toISOString()}' AND ${c} < TIMESTAMPTZ '${new Date(to).toISOString()}'`;
+  }
+  return `${c} >= ${BigInt(from) * NS_PER_MS} AND ${c} < ${BigInt(to) * NS_PER_MS}`;
+}

@@ -1,0 +1,52 @@
+import type { Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
+import { PARTITIONED, partitionOfRow, WHOLE } from './partitions.js';
+import type { Publisher } from './publisher.js';
+
+/**
+ * The run's destination, noting for the publisher which partitions each write touched, so a
+ * publish rewrites those and no others. A mark is made after the write returns: a publish that
+ * took its snapshot in between rewrites the partition then, or the next one does.
+ */
+export function trackWrites(destination: Destination, publisher: Publisher): Destination {
+  const write = async (batch: LoadBatch): Promise<LoadResult> => {
+    const result = await destination.write(batch);
+    const spec = PARTITIONED[batch.table.name];
+    if (spec === undefined) publisher.mark(batch.table.name, [WHOLE]);
+    else {
+      const days = new Set<string>();
+      let unknown = false;
+      for (const row of batch.rows) {
+        const day = partitionOfRow(spec, row);
+        if (day === undefined) unknown = true;
+        else days.add(day);
+      }
+      publisher.mark(batch.table.name, unknown ? undefined : days);
+    }
+    // A bridge table's rows come from the parent's batch (one file each: rewritten whole).
+    for (const bridge of batch.table.bridges ?? []) publisher.mark(bridge.table.name, [WHOLE]);
+    return result;
+  };
+  const overrides: Partial<Destination> = { write };
+  if (destination.replaceTables !== undefined) {
+    const replace = destination.replaceTables.bind(destination);
+    overrides.replaceTables = async (swaps: readonly TableSwap[]) => {
+      await replace(swaps);
+      for (const s of swaps) publisher.mark(s.table, undefined);
+    };
+  }
+  if (destination.dropTable !== undefined) {
+    const drop = destination.dropTable.bind(destination);
+    overrides.dropTable = async (table: string) => {
+      await drop(table);
+      publisher.mark(table, undefined);
+    };
+  }
+  // Everything else goes to the destination itself, bound to it (its queue and connection are its own).
+  return new Proxy(destination, {
+    get(target, prop, receiver) {
+      if (Object.prototype.hasOwnProperty.call(overrides, prop)) return (overrides as Record<string | symbol, unknown>)[prop];
+      const value: unknown = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
