@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator, type EmulatorOptions, type RequestInfo } from '../../src/emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { layoutOf } from '../../src/publish/layout.js';
 import { RECONCILE_TABLE } from '../../src/pipeline/reconcile-run.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';
@@ -33,9 +34,9 @@ async function setup(options: EmulatorOptions = {}): Promise<{ emu: Emulator; di
   return { emu, dir: d.dir, args, requests };
 }
 
-/** Delete beta's events of one hour by hand; how many went. */
+/** Delete beta's events of one hour by hand, in the sync's working file (the published copy is views over Parquet); how many went. */
 async function deleteHour(dir: string, fromMs: number): Promise<number> {
-  const db = await DuckDbDestination.open(dbPathOf(dir));
+  const db = await DuckDbDestination.open(layoutOf(dbPathOf(dir)).work);
   try {
     const where = `project_id = 'beta' AND timestamp >= '${iso(fromMs)}' AND timestamp < '${iso(fromMs + HOUR)}'`;
     const [row] = await db.query(`SELECT count(*) AS n FROM events WHERE ${where}`);
