@@ -84,8 +84,9 @@ export function latestViewSql(target: BigQueryTarget, table: TableSchema, column
 /**
  * The log created from a table of the merge layout (a migration: all its rows) in one statement (a
  * CTAS keeps partitioning, clustering and, set explicitly, no expiration whatever the dataset's
- * default). Only ever run while the log does not exist yet: a CTAS writes the snapshot it read, so
- * over a log that receives appends it would drop rows loaded while it runs (see `compactLogSql`).
+ * default). Only run while `<table>` is still a table of the merge layout, when no run appends to
+ * the log: a CTAS writes the snapshot it read, so over a log that receives appends it would drop
+ * rows loaded while it runs (why the compaction is a DELETE: `compactLogSql`).
  */
 export function seedLogSql(target: BigQueryTarget, table: TableSchema, source: string, columns: readonly string[], nowMs: number): string {
   const select = `SELECT ${columns.map((c) => `c.${quoteIdent(c)}`).join(', ')} FROM ${tablePath(target, source)} AS c`;
@@ -129,7 +130,8 @@ export function compactionLabels(nowMs: number): [string, string][] {
  * still chooses among them by their JSON text, exactly as before. The match is on a JSON text of the
  * tuple (`TO_JSON_STRING`), never NULL, so a NULL version compares as a value rather than making
  * `NOT IN` unknown (which would keep every row). Billed (partitioned table, DML rule): the narrow
- * columns read twice plus every column of the partitions it deletes from, about one scan of the log.
+ * columns read twice plus every column of the partitions it deletes from, in practice the whole log
+ * (docs/bigquery-cost.md: about twice the rebuild's single scan, the price of not losing rows).
  */
 export function compactLogSql(target: BigQueryTarget, table: TableSchema): string {
   const log = tablePath(target, logTable(table.name));
