@@ -21,7 +21,7 @@ import { RESOURCES } from '../connectors/index.js';
 import { startEmulator } from '../src/emulator/index.js';
 import type { TableSchema } from '../src/core/types.js';
 import { KEY_BUCKETS, encodeRow, keyBucket, partitionSpec } from '../src/load/bigquery-rows.js';
-import { SchemaTracker } from '../src/normalize/normalize.js';
+import { SYNCED_AT_COLUMN, SchemaTracker } from '../src/normalize/normalize.js';
 
 const EVENTS_PER_DAY = 1_000_000;
 const DAYS = 90;
@@ -43,6 +43,8 @@ const BILL_MIN = 10 * MB;
 interface Measured {
   readonly bytesPerRow: number;
   readonly rows: number;
+  /** Bytes per row of the columns a change log's compaction DELETE references (key, version, `_synced_at`). */
+  readonly compactionBytesPerRow: number;
 }
 
 const emu = await startEmulator({ seed: 5, eventsPerProject: 3_000 });
@@ -55,9 +57,16 @@ try {
     const rows = records.map((r) => tracker.normalize(r, typeof r['project_id'] === 'string' ? undefined : 'default', syncedAt));
     const table: TableSchema = tracker.schema;
     const spec = partitionSpec(table);
+    const tuple = [...table.key, ...(table.versionColumn === undefined ? [] : [table.versionColumn]), SYNCED_AT_COLUMN];
     let bytes = 0;
-    for (const row of rows) bytes += Buffer.byteLength(encodeRow(table, row, spec, table.fullRefresh === true ? 'x'.repeat(32) : undefined).line);
-    measured.set(resource.name, { bytesPerRow: rows.length === 0 ? 0 : bytes / rows.length, rows: rows.length });
+    let narrow = 0;
+    for (const row of rows) {
+      const line = encodeRow(table, row, spec, table.fullRefresh === true ? 'x'.repeat(32) : undefined).line;
+      bytes += Buffer.byteLength(line);
+      const parsed = JSON.parse(line) as Record<string, unknown>;
+      narrow += Buffer.byteLength(JSON.stringify(Object.fromEntries(tuple.map((c) => [c, parsed[c] ?? null]))));
+    }
+    measured.set(resource.name, { bytesPerRow: rows.length === 0 ? 0 : bytes / rows.length, rows: rows.length, compactionBytesPerRow: rows.length === 0 ? 0 : narrow / rows.length });
   }
 } finally {
   await emu.close();
@@ -189,10 +198,13 @@ interface Keyed {
   readonly rows: number;
   readonly touched: number;
   readonly rowBytes: number;
+  /** Share of a row's bytes in the columns the compaction DELETE references. */
+  readonly narrowShare: number;
 }
+const narrowShare = (name: string): number => (measured.get(name)?.compactionBytesPerRow ?? 0) / Math.max(1, size(name));
 const keyed: Keyed[] = [
-  { table: 'users', tableBytes: usersTableBytes, rows: USERS_IN_TABLE, touched: USERS_TOUCHED_PER_RUN, rowBytes: size('users') },
-  { table: 'conversations', tableBytes: conversationsTableBytes, rows: CONVERSATIONS_PER_DAY * DAYS, touched: CONVERSATIONS_TOUCHED_PER_RUN, rowBytes: size('conversations') },
+  { table: 'users', tableBytes: usersTableBytes, rows: USERS_IN_TABLE, touched: USERS_TOUCHED_PER_RUN, rowBytes: size('users'), narrowShare: narrowShare('users') },
+  { table: 'conversations', tableBytes: conversationsTableBytes, rows: CONVERSATIONS_PER_DAY * DAYS, touched: CONVERSATIONS_TOUCHED_PER_RUN, rowBytes: size('conversations'), narrowShare: narrowShare('conversations') },
 ];
 const failures: string[] = [];
 const ratio = (bytes: number, touched: number): string => `${(bytes / touched).toFixed(bytes / touched >= 10 ? 0 : 1)}×`;
@@ -217,11 +229,20 @@ for (const t of keyed) {
   out(`    within 2× in place needs ≤ ${rowsPerPartitionFor2x} rows a partition: ${partitionsFor2x.toLocaleString('en')} partitions, ${Math.round(partitionsFor2x / MAX_PARTITIONS_PER_TABLE)}× BigQuery's limit`);
   // The change-log layout (built: src/load/bigquery-log.ts): a run appends the batch to
   // <table>_changes with a load job (free: no query, nothing billed); <table> is a view of the latest
-  // row per key; once a day a CTAS replaces the log by its latest rows, billed one scan of the log
-  // (the table's latest rows plus the day's appends).
+  // row per key. The compaction, once per --bq-compact-every, is a DELETE of the superseded rows
+  // (safe while another process appends; a CREATE OR REPLACE TABLE was not). BigQuery's DML rule for
+  // a partitioned table bills it q' + t': q' the columns it references (key, version, _synced_at),
+  // read twice (the log and the subquery), t' every column of the partitions it deletes from: taken
+  // as the whole log (latest rows plus the appends since the last compaction), since a day partition
+  // of thousands of rows almost surely holds one that a later copy superseded.
   const logDayBytes = RUNS_PER_DAY * touchedBytes;
   const perRun = 0;
-  const compaction = Math.max(BILL_MIN, t.tableBytes + logDayBytes);
+  const ctasBill = (days: number): number => Math.max(BILL_MIN, t.tableBytes + days * logDayBytes);
+  const deleteBill = (days: number): number => {
+    const log = t.tableBytes + days * logDayBytes;
+    return Math.max(BILL_MIN, 2 * t.narrowShare * log + log);
+  };
+  const compaction = deleteBill(1);
   const logPerDay = RUNS_PER_DAY * perRun + compaction;
   const nowPerDay = RUNS_PER_DAY * Math.max(BILL_MIN, nowBytes);
   out(
@@ -229,10 +250,17 @@ for (const t of keyed) {
       `one compaction a day ${fmt(compaction)} (${fmt(compaction / RUNS_PER_DAY)} a run amortized = ${ratio(compaction / RUNS_PER_DAY, touchedBytes)}); ` +
       `${fmt(logPerDay)}/day vs ${fmt(nowPerDay)}/day with the MERGE; a reader of the view scans up to ${fmt(logDayBytes)} more (the day's log)`,
   );
+  out(
+    `      compaction statement: DELETE of superseded rows ${fmt(compaction)} (references ${(t.narrowShare * 100).toFixed(0)} % of each row, twice, plus every column of the log) ` +
+      `vs the earlier CREATE OR REPLACE TABLE ${fmt(ctasBill(1))} (one scan, but it lost rows appended while it ran)`,
+  );
   // --bq-compact-every trades the compaction's share of each run against what a reader scans.
   for (const days of [1, 3, 7]) {
-    const each = Math.max(BILL_MIN, t.tableBytes + days * logDayBytes);
-    out(`      --bq-compact-every ${days * 24}h: compaction ${fmt(each)}, ${fmt(each / (days * RUNS_PER_DAY))} a run amortized = ${ratio(each / (days * RUNS_PER_DAY), touchedBytes)}; a reader scans up to ${fmt(days * logDayBytes)} more`);
+    const each = deleteBill(days);
+    out(
+      `      --bq-compact-every ${days * 24}h: compaction ${fmt(each)} (CTAS was ${fmt(ctasBill(days))}), ${fmt(each / (days * RUNS_PER_DAY))} a run amortized = ${ratio(each / (days * RUNS_PER_DAY), touchedBytes)}; ` +
+        `a reader scans up to ${fmt(days * logDayBytes)} more`,
+    );
   }
   if (perRun > 2 * touchedBytes) failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
 }

@@ -5,8 +5,9 @@ import type { Logger } from '../core/log.js';
 import type { TableSchema } from '../core/types.js';
 import { SYNCED_AT_COLUMN } from '../normalize/normalize.js';
 import { LOAD_OPTIONS } from './bigquery-dry-run.js';
+import { toQuerySyncError } from './bigquery-errors.js';
 import type { BigQueryJobs, FinishedJob } from './bigquery-jobs.js';
-import { compactedAtMs, latestViewSql, logCandidate, logResource, logTable, MERGE_BACKUP_SUFFIX, rebuildLogSql, renameTableSql } from './bigquery-log.js';
+import { compactedAtMs, compactionLabels, compactLogSql, latestViewSql, logCandidate, logResource, logTable, MERGE_BACKUP_SUFFIX, renameTableSql, seedLogSql } from './bigquery-log.js';
 import type { BigQueryColumn, BigQueryTarget } from './bigquery-sql.js';
 import { subjectOf, toField, type BigQueryTables } from './bigquery-tables.js';
 
@@ -119,7 +120,7 @@ export class BigQueryLogLayout {
     const names = (logMeta?.schema?.fields ?? []).map((f) => f.name ?? '');
     await this.refreshView(table, names);
     const compacted = logMeta === undefined ? undefined : compactedAtMs(logMeta);
-    if (compacted !== undefined && this.o.now() - compacted >= this.o.compactEveryMs) await this.compact(table, names);
+    if (compacted !== undefined && this.o.now() - compacted >= this.o.compactEveryMs) await this.compact(table);
   }
 
   /** (Re)define the view when its columns are not the log's (new columns, a refresh, a crash in between). */
@@ -141,14 +142,32 @@ export class BigQueryLogLayout {
     this.o.log.info({ table: table.name, log: logTable(table.name) }, 'bigquery view of the latest rows defined');
   }
 
-  /** Replace the log by its latest rows, in one statement (billed: one scan of the log). */
-  async compact(table: TableSchema, columns: readonly string[]): Promise<void> {
+  /**
+   * Delete the log's superseded rows (`compactLogSql`: safe while another process appends), then
+   * stamp the log's label with the time the compaction started. A crash or failure before the label
+   * leaves the old time: the next run compacts again, finding little left to delete.
+   */
+  async compact(table: TableSchema): Promise<void> {
     const log = logTable(table.name);
-    const job = await this.o.query(`compaction of ${log}`, table.name, rebuildLogSql(this.o.target, table, log, columns, this.o.now()));
+    const startedAt = this.o.now();
+    const job = await this.o.query(`compaction of ${log}`, table.name, compactLogSql(this.o.target, table));
+    const subject = subjectOf(this.o.target, `labelling ${log} as compacted`, table.name);
+    // A labels-only tables.patch, without an etag: appends change the etag, and labels do not race
+    // with them. Both labels are sent, so the result is the same whether BigQuery merges or replaces.
+    await this.o.jobs
+      .retrying(subject, () => this.o.client.dataset(this.o.target.dataset).table(log).setMetadata({ labels: Object.fromEntries(compactionLabels(startedAt)) }))
+      .catch((error: unknown) => {
+        throw toQuerySyncError(error, subject);
+      });
     this.o.tables.forget(log);
     this.o.log.info(
-      { table: table.name, log, bytesBilled: job.metadata.statistics?.query?.totalBytesBilled },
-      'bigquery change log compacted to its latest rows',
+      {
+        table: table.name,
+        log,
+        rowsDeleted: job.metadata.statistics?.query?.numDmlAffectedRows,
+        bytesBilled: job.metadata.statistics?.query?.totalBytesBilled,
+      },
+      'bigquery change log compacted: superseded rows deleted',
     );
   }
 
@@ -191,7 +210,7 @@ export class BigQueryLogLayout {
       );
     }
     this.o.log.warn({ table: table.name, log: logTable(table.name), backup }, 'bigquery migrating table to the change-log layout');
-    await this.o.query(`seeding of ${logTable(table.name)} from ${table.name}`, table.name, rebuildLogSql(this.o.target, table, table.name, columns, this.o.now()));
+    await this.o.query(`seeding of ${logTable(table.name)} from ${table.name}`, table.name, seedLogSql(this.o.target, table, table.name, columns, this.o.now()));
     this.o.tables.forget(logTable(table.name));
     await this.o.query(`renaming of ${table.name} to ${backup}`, table.name, renameTableSql(this.o.target, table.name, backup));
     this.o.tables.forget(table.name);

@@ -11,7 +11,7 @@ import { FakeBigQuery, type StoredRow } from '../fixtures/bigquery/fake-bigquery
 /**
  * users and conversations in the change-log layout (src/load/bigquery-log.ts): each write appends
  * with a load job (no MERGE, nothing billed), the table's name is a view of the latest row per key,
- * a compaction rebuilds the log from its latest rows, an existing merge-layout table keeps working
+ * a compaction deletes the rows a later copy supersedes, an existing merge-layout table keeps working
  * and migrates only when asked. All through the real client and the strict double.
  */
 
@@ -105,7 +105,7 @@ describe('the change-log layout (users, conversations)', () => {
     expect(fake.rows('sync', 'users').map((r) => [r['id'], r['country']])).toEqual(expect.arrayContaining([['u1', null], ['u2', 'DE']]));
   });
 
-  it('compaction, once its interval has passed, keeps the view and shrinks the log to one row per key (billed one scan of the log)', async () => {
+  it('compaction, once its interval has passed, keeps the view and deletes the superseded rows (one DELETE, billed), then stamps the label', async () => {
     const fake = fresh();
     let now = Date.parse(T1);
     const { dest } = make({ now: () => now, compactEveryMs: 60 * 60 * 1000 });
@@ -113,24 +113,31 @@ describe('the change-log layout (users, conversations)', () => {
     await dest.write(usersBatch([user('u1', '2026-11-20T10:05:00Z', 2), user('u2', '2026-11-20T10:06:00Z', 2)], T2));
     expect(fake.rows('sync', 'users_changes')).toHaveLength(4);
     const view = viewOf(fake);
-    expect(fake.queries.some((q) => q.query.startsWith('CREATE OR REPLACE TABLE'))).toBe(false);
+    const isCompaction = (q: { query: string }): boolean => q.query.startsWith('DELETE FROM `proj`.`sync`.`users_changes` AS t');
+    expect(fake.queries.some(isCompaction)).toBe(false);
 
     now += 2 * 60 * 60 * 1000;
     const { dest: later, logs } = make({ now: () => now, compactEveryMs: 60 * 60 * 1000 });
     await later.write(usersBatch([], '2026-11-20T12:00:00.000Z', user('u3', '2026-11-20T11:59:00Z', 1)));
-    const compaction = fake.queries.find((q) => q.query.startsWith('CREATE OR REPLACE TABLE `proj`.`sync`.`users_changes`'));
-    expect(compaction?.query).toMatch(/PARTITION BY DATE\(`_synced_at`\)\nCLUSTER BY `project_id`, `id`\n[\s\S]*QUALIFY ROW_NUMBER\(\) OVER \(PARTITION BY c\.`project_id`, c\.`id` ORDER BY c\.`last_seen` DESC NULLS LAST, c\.`_synced_at` DESC, TO_JSON_STRING\(c\) DESC\) = 1$/);
-    // Compacted to u1, u2 (2 rows), then u3 appended.
+    const compaction = fake.queries.find(isCompaction);
+    expect(compaction?.query).toBe(
+      'DELETE FROM `proj`.`sync`.`users_changes` AS t\n' +
+        'WHERE TO_JSON_STRING(STRUCT(t.`project_id`, t.`id`, t.`last_seen`, t.`_synced_at`)) NOT IN (SELECT TO_JSON_STRING(STRUCT(c.`project_id`, c.`id`, c.`last_seen`, c.`_synced_at`)) ' +
+        'FROM `proj`.`sync`.`users_changes` AS c WHERE TRUE QUALIFY ROW_NUMBER() OVER (PARTITION BY c.`project_id`, c.`id` ORDER BY c.`last_seen` DESC NULLS LAST, c.`_synced_at` DESC) = 1)',
+    );
+    // No rebuild: the table, its partitioning and clustering stay; u1, u2's older copies are gone, then u3 appended.
+    expect(fake.queries.some((q) => q.query.startsWith('CREATE OR REPLACE TABLE'))).toBe(false);
     expect(fake.rows('sync', 'users_changes')).toHaveLength(3);
     expect(viewOf(fake)).toEqual([...view, ['u3', '2026-11-20T11:59:00Z', '1']]);
     expect(fake.tables.get('sync.users_changes')?.timePartitioning).toEqual({ type: 'DAY', field: '_synced_at' });
+    expect(fake.tables.get('sync.users_changes')?.['labels']).toEqual({ 'query-sync': 'change-log', 'query-sync-compacted-at': String(Math.floor(now / 1000)) });
     expect(later.billing().bytesBilled).toBeGreaterThan(0);
-    expect(logs.some((l) => l['msg'] === 'bigquery change log compacted to its latest rows')).toBe(true);
+    expect(logs.find((l) => l['msg'] === 'bigquery change log compacted: superseded rows deleted')?.['rowsDeleted']).toBe('2');
 
     // Not again within the interval.
-    const count = fake.queries.filter((q) => q.query.startsWith('CREATE OR REPLACE TABLE')).length;
+    const count = fake.queries.filter(isCompaction).length;
     await later.write(usersBatch([user('u4', '2026-11-20T12:01:00Z', 1)], '2026-11-20T12:01:00.000Z'));
-    expect(fake.queries.filter((q) => q.query.startsWith('CREATE OR REPLACE TABLE')).length).toBe(count);
+    expect(fake.queries.filter(isCompaction).length).toBe(count);
   });
 
   it('conversations take the layout too, with last_message_at as the version', async () => {
