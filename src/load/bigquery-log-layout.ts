@@ -3,7 +3,7 @@ import type { BigQuery, TableMetadata } from '@google-cloud/bigquery';
 import { LoadError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { TableSchema } from '../core/types.js';
-import { SYNCED_AT_COLUMN } from '../normalize/normalize.js';
+import { SYNCED_AT_COLUMN } from '../core/table-schema.js';
 import { LOAD_OPTIONS } from './bigquery-dry-run.js';
 import { toQuerySyncError } from './bigquery-errors.js';
 import type { BigQueryJobs, FinishedJob } from './bigquery-jobs.js';

@@ -1,6 +1,6 @@
 import type { TableField, TableMetadata } from '@google-cloud/bigquery';
 import type { TableSchema } from '../core/types.js';
-import { SYNCED_AT_COLUMN } from '../normalize/normalize.js';
+import { SYNCED_AT_COLUMN } from '../core/table-schema.js';
 import { partitionSpec } from './bigquery-rows.js';
 import { clusteringColumns, quoteIdent, tablePath, type BigQueryTarget } from './bigquery-sql.js';
 

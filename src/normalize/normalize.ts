@@ -14,8 +14,9 @@ import type {
   TableSchema,
 } from '../core/types.js';
 
-/** Metadata column: when this run wrote the row (ISO instant). */
-export const SYNCED_AT_COLUMN = '_synced_at';
+import { SYNCED_AT_COLUMN } from '../core/table-schema.js';
+
+export { SYNCED_AT_COLUMN };
 /** Metadata column: the id of the run that last wrote the row (`run_id` of `_query_sync_runs`). */
 export const RUN_ID_COLUMN = '_run_id';
 export const PROJECT_COLUMN = 'project_id';
