@@ -59,8 +59,8 @@ describe('settings: flag > QUERY_SYNC_<FLAG> > config file > default', () => {
     expect(c.batchRows).toBe(100);
   });
 
-  it('the README documents every option with its env name', () => {
-    const readme = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+  it('docs/configuration.md documents every option with its env name', () => {
+    const readme = readFileSync(join(process.cwd(), 'docs', 'configuration.md'), 'utf8');
     for (const o of OPTIONS) {
       if (!o.secret) expect(readme, o.name).toContain(`| \`--${o.name}\` | \`${envName(o.name)}\``);
       else if (o.name === 'api-key') expect(readme, o.name).toContain(`| \`--api-key\` (warned: shows in \`ps\`) | \`${envName(o.name)}\``);
