@@ -36,7 +36,7 @@ function start(emu: Emulator, args: readonly string[]): { child: ChildProcessWit
   let stderr = '';
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
   child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const timeout = setTimeout(() => child.kill('SIGKILL'), 90_000);
+  const timeout = setTimeout(() => child.kill('SIGKILL'), 150_000); // a net for a hung child, not a bound on a run
   const done = new Promise<ChildRun>((resolve) =>
     child.on('close', (code, signal) => {
       clearTimeout(timeout);
@@ -46,8 +46,10 @@ function start(emu: Emulator, args: readonly string[]): { child: ChildProcessWit
   return { child, done, stderr: () => stderr };
 }
 
+/** Wait for what a run has written (not for a time); give up after 2 minutes, a net for a run that never gets there. */
 async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1200 && !condition(); i++) await new Promise((r) => setTimeout(r, 25));
+  const deadline = Date.now() + 120_000;
+  while (!condition() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
   expect(condition(), what).toBe(true);
 }
 
