@@ -75,9 +75,11 @@ export default defineConfig({
         test: {
           name: 'slow',
           include: [...SLOW_FILES],
-          // Timing-sensitive (kills landing mid-walk, lock waits, progress intervals): one file at a
-          // time, and room for a loaded machine (a timeout here says nothing about behaviour).
-          maxWorkers: 1,
+          // Two files at a time: most of a slow test's time is child processes and the client's pacing,
+          // which the other file fills. Kills and lock waits are triggered by what a run has written
+          // (a checkpoint, a lease, a file), never by a clock, so a neighbour's load moves when they
+          // land, not whether. Room for a loaded machine (a timeout here says nothing about behaviour).
+          maxWorkers: 2,
           testTimeout: 180_000,
           hookTimeout: 180_000,
           sequence: { groupOrder: 1 },
