@@ -155,7 +155,7 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
       if (sql.includes('differ')) expect(rows, sql).toEqual([]);
       else expect(rows.length, sql).toBeGreaterThan(0);
     }
-  }, 120_000);
+  });
 
   it('--aggregates-interval hour: event_counts per hour equal the events table per hour, beside the daily rows, each interval refreshed on its own', async () => {
     const emu = await emulator({ seed: 14, eventsPerProject: 300, projects: ['alpha'] });

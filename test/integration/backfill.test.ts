@@ -269,7 +269,7 @@ describe('backfill through the real CLI (child processes)', () => {
       emu.snapshot('events').filter((r) => (cursorMillis(events, r) ?? 0) < Date.parse(doc.streams['events:default']?.lastRun?.at ?? '')),
       'id',
     );
-  }, 60_000);
+  });
 });
 
 describe('progress when not on a TTY (child processes)', () => {

@@ -121,7 +121,7 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
       const expected = emu.snapshot(resource.name).filter((r) => before(resource, r));
       expectTableMatches(rows, expected, resource.key, resource.name);
     }
-  }, 120_000);
+  });
 
   it('exits non-zero with a clear message for a bad key, without printing it', async () => {
     expect(existsSync(CLI)).toBe(true);

@@ -83,7 +83,7 @@ describe('the docs\' recipes', () => {
     expect(existsSync(join(root, 'var', 'warehouse.duckdb'))).toBe(true);
     expect(existsSync(join(root, 'var', 'state', 'state.json'))).toBe(true);
     expect(log).not.toContain(emu.apiKey);
-  }, 90_000);
+  });
 
   it('the Kubernetes CronJob: Forbid, a grace period over the stop bound, the key from a secret file, a volume at /data; its args sync', async () => {
     const { emu, root, shim } = await setup();
@@ -113,7 +113,7 @@ describe('the docs\' recipes', () => {
     expect(result.status, result.stdout + result.stderr).toBe(0);
     expect(existsSync(join(root, 'data', 'warehouse.duckdb'))).toBe(true);
     expect(existsSync(join(root, 'data', 'state', 'state.json'))).toBe(true);
-  }, 90_000);
+  });
 
   it('the GitHub Actions workflow: a schedule, one run at a time, the data restored and saved; its sync step syncs', async () => {
     const { emu, root } = await setup();
@@ -136,7 +136,7 @@ describe('the docs\' recipes', () => {
     const result = await run('sh', ['-c', command], { cwd: root, env: bareEnv(env) });
     expect(result.status, result.stdout + result.stderr).toBe(0);
     expect(existsSync(join(root, 'data', 'warehouse.duckdb'))).toBe(true);
-  }, 90_000);
+  });
 });
 
 interface Container {

@@ -110,7 +110,7 @@ describe('split walks of users, traces and conversations', () => {
         const rows = (await readTable(d, name)).filter(stable);
         expectTableMatches(rows, emu.snapshot(name, 'default').filter(stable), resource.key, name);
         expect(rows.filter((r) => partValueMs(resource, r as ApiRecord) === edge)).toHaveLength(shared.length);
-      }, 120_000);
+      });
     }
   }
 
@@ -138,5 +138,5 @@ describe('split walks of users, traces and conversations', () => {
     expect((after['/v1/events/timeseries'] ?? 0) - (before['/v1/events/timeseries'] ?? 0)).toBe(0);
     expect((after['/v1/events/count'] ?? 0) - (before['/v1/events/count'] ?? 0)).toBe(0);
     expectTableMatches(await readTable(d, 'conversations'), emu.snapshot('conversations', 'default'), 'id', 'conversations');
-  }, 120_000);
+  });
 });
