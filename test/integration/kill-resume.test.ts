@@ -46,7 +46,8 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
   let lastState = readState();
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePath, '--log-level', 'warn', '--batch-rows', '200'],
+    // Runs to be killed write 200-row batches (checkpoints early and often); the final run, the default.
+    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePath, '--log-level', 'warn', ...(kill === undefined ? [] : ['--batch-rows', '200'])],
     { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';
