@@ -11,14 +11,14 @@ import { defineConfig } from 'vitest/config';
  *   edit them still merge.)
  * - A slow test in a fast file: give it the `slow` tag, `it('…', { tags: ['slow'] }, async () => …)`.
  *
- * Slow: kill -9 and resume, long backfills, deploy and README recipes, data sizes that are the point
+ * Slow: kill -9 and resume, long backfills, deploy and the docs' recipes, data sizes that are the point
  * of the test (memory bounds), and files that spawn the built CLI many times.
  */
 export const SLOW_FILES: readonly string[] = [
   'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
   'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
-  'test/integration/recipes.test.ts', // the README's crontab, Kubernetes and GitHub Actions recipes
+  'test/integration/recipes.test.ts', // docs/scheduling.md's crontab, Kubernetes and GitHub Actions recipes
   'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
   'test/integration/state-in-warehouse.test.ts', // kill -9, fresh containers and restores through the CLI
   'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations (20,000 events)
