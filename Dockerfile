@@ -19,7 +19,7 @@ FROM node:22.20.0-bookworm-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends tini \
     && rm -rf /var/lib/apt/lists/*
-# A small young generation keeps a long backfill's memory flatter (README, Memory).
+# A small young generation keeps a long backfill's memory flatter (docs/duckdb-memory.md).
 ENV NODE_ENV=production \
     NODE_OPTIONS=--max-semi-space-size=2 \
     QUERY_SYNC_DUCKDB_PATH=/data/warehouse.duckdb \

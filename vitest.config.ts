@@ -11,7 +11,7 @@ import { defineConfig } from 'vitest/config';
  *   edit them still merge.)
  * - A slow test in a fast file: give it the `slow` tag, `it('…', { tags: ['slow'] }, async () => …)`.
  *
- * Slow: kill -9 and resume, long backfills, deploy and README recipes, data sizes that are the point
+ * Slow: kill -9 and resume, long backfills, deploy and the docs' recipes, data sizes that are the point
  * of the test (memory bounds), and files that spawn the built CLI many times.
  */
 export const SLOW_FILES: readonly string[] = [
@@ -19,7 +19,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
   'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
-  'test/integration/recipes.test.ts', // the README's crontab, Kubernetes and GitHub Actions recipes
+  'test/integration/recipes.test.ts', // docs/scheduling.md's crontab, Kubernetes and GitHub Actions recipes
   'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
   'test/integration/state-in-warehouse.test.ts', // kill -9, fresh containers and restores through the CLI
   'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations (20,000 events)
@@ -78,9 +78,11 @@ export default defineConfig({
         test: {
           name: 'slow',
           include: [...SLOW_FILES],
-          // Timing-sensitive (kills landing mid-walk, lock waits, progress intervals): one file at a
-          // time, and room for a loaded machine (a timeout here says nothing about behaviour).
-          maxWorkers: 1,
+          // Two files at a time: most of a slow test's time is child processes and the client's pacing,
+          // which the other file fills. Kills and lock waits are triggered by what a run has written
+          // (a checkpoint, a lease, a file), never by a clock, so a neighbour's load moves when they
+          // land, not whether. Room for a loaded machine (a timeout here says nothing about behaviour).
+          maxWorkers: 2,
           testTimeout: 180_000,
           hookTimeout: 180_000,
           sequence: { groupOrder: 1 },

@@ -15,7 +15,10 @@ export interface ChildRun {
 export interface CliOptions {
   /** Poll this every 50 ms while the child runs; SIGKILL the child once it returns true. */
   readonly killWhen?: () => boolean | Promise<boolean>;
-  /** SIGKILL after this long whatever happens. @default 60_000 */
+  /**
+   * SIGKILL after this long whatever happens: a net for a hung child, not a bound on a run (a run of
+   * a few seconds on an idle machine can take a minute when other jobs share its two cores). @default 150_000
+   */
   readonly timeoutMs?: number;
   /** Called with every stderr chunk as it arrives. */
   readonly onStderr?: (text: string) => void;
@@ -35,7 +38,7 @@ export function runCli(emu: Pick<Emulator, 'url' | 'apiKey'>, args: readonly str
     options.onStderr?.(b.toString());
   });
   let exited = false;
-  const timeout = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
+  const timeout = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 150_000);
   const killWhen = options.killWhen;
   const poll =
     killWhen === undefined

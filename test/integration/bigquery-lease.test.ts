@@ -59,15 +59,18 @@ describe('the BigQuery lease', () => {
     const a = pod();
     const b = pod();
     const lost: Error[] = [];
-    const lockA = await a.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 600, onLost: (e) => lost.push(e) });
-    // A renews every 200 ms: B waiting 1.5 s never sees it expire.
-    const waited = await b.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 600, waitMs: 1_500, pollMs: 100 }).catch((e: unknown) => e);
+    // A renews every 500 ms: B waiting 2 s (past the 1.5 s a lease not renewed lasts) never sees it
+    // expire. The lease is three heartbeats long so a loaded machine's late timer (up to a second)
+    // does not let it lapse.
+    const lockA = await a.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 1_500, onLost: (e) => lost.push(e) });
+    const waited = await b.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 1_500, waitMs: 2_000, pollMs: 100 }).catch((e: unknown) => e);
     expect(waited).toBeInstanceOf(StateError);
     expect(lost).toHaveLength(0);
     // Someone took it over (its row now names another owner): A's next heartbeat finds none of its own.
     const rows = fake.rows('sync', '_query_sync_lease');
     rows[0] = { ...rows[0], owner: 'someone-else' };
-    await new Promise((r) => setTimeout(r, 500));
+    // A's next heartbeat is awaited (at most 10 s), not a fixed sleep.
+    for (let i = 0; i < 200 && lost.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
     expect(lost).toHaveLength(1);
     expect(lost[0]?.message).toMatch(/lost the sync lease .*: it was taken over by another run/);
     await lockA.release();

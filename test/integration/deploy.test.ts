@@ -40,7 +40,7 @@ function start(emu: Emulator, args: readonly string[]): { child: ChildProcessWit
   let stderr = '';
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
   child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const timeout = setTimeout(() => child.kill('SIGKILL'), 90_000);
+  const timeout = setTimeout(() => child.kill('SIGKILL'), 150_000); // a net for a hung child, not a bound on a run
   const done = new Promise<ChildRun>((resolve) =>
     child.on('close', (code, signal) => {
       clearTimeout(timeout);
@@ -50,8 +50,10 @@ function start(emu: Emulator, args: readonly string[]): { child: ChildProcessWit
   return { child, done, stderr: () => stderr };
 }
 
+/** Wait for what a run has written (not for a time); give up after 2 minutes, a net for a run that never gets there. */
 async function until(condition: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1200 && !condition(); i++) await new Promise((r) => setTimeout(r, 25));
+  const deadline = Date.now() + 120_000;
+  while (!condition() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
   expect(condition(), what).toBe(true);
 }
 
@@ -82,7 +84,7 @@ describe('runs as deployed', () => {
     expect(second.stderr).toMatch(/took over the lease .*sync\.lock from sync \(pid \d+.*(no longer runs|expired)/);
     expect(existsSync(`${statePathOf(d)}.sync.lock`), 'released at the end').toBe(false);
     await expectExact(emu, d, startedAt);
-  }, 120_000);
+  });
 
   it('SIGTERM mid-batch: the run stops within the grace period, prints its summary, releases the lease, exits 143; data stays exact', async () => {
     const emu = await emulator(42, 800);
@@ -108,7 +110,7 @@ describe('runs as deployed', () => {
     const final = await runCli(emu, args);
     expect(final.code, final.stdout + final.stderr).toBe(0);
     await expectExact(emu, d, finalAt);
-  }, 120_000);
+  });
 
   it('a second signal exits at once', async () => {
     const emu = await emulator(43, 800);
@@ -121,7 +123,7 @@ describe('runs as deployed', () => {
     const stopped = await run.done;
     expect(stopped.code).toBe(130);
     expect(stopped.stderr).toMatch(/SIGINT again: exiting now \(exit 130\)/);
-  }, 120_000);
+  });
 
   it('--max-run-time stops the run the same graceful way, exit 6, and the next run continues exactly', async () => {
     const emu = await emulator(44, 800);
@@ -137,7 +139,7 @@ describe('runs as deployed', () => {
     const final = await runCli(emu, args);
     expect(final.code, final.stdout + final.stderr).toBe(0);
     await expectExact(emu, d, finalAt);
-  }, 120_000);
+  });
 
   it('reset forgets one table\'s marks (with --yes off a terminal), and the next sync re-reads only that table', async () => {
     const emu = await emulator(45, 300, false);
@@ -168,7 +170,7 @@ describe('runs as deployed', () => {
     expect(Number(users?.[1])).toBe(emu.snapshot('users').length); // read again from the start
     const events = /events\s+\S+\s+rows=(\d+)/.exec(again.stdout);
     expect(Number(events?.[1])).toBeLessThan(emu.snapshot('events').length); // only its lookback window
-  }, 120_000);
+  });
 
   it('sync --full-refresh replaces one table (a row deleted at the source goes) and leaves the others and their marks alone', async () => {
     const emu = await emulator(46, 300, false);
@@ -198,7 +200,7 @@ describe('runs as deployed', () => {
     const shadows = await check.query(`SELECT table_name FROM information_schema.tables WHERE table_name LIKE '_query_sync_refresh_%'`);
     await check.close();
     expect(shadows).toEqual([]);
-  }, 120_000);
+  });
 
   it('warns loudly when the warehouse is new but the state has marks, or the state is new beside a warehouse', async () => {
     const emu = await emulator(47, 50, false);
@@ -220,5 +222,5 @@ describe('runs as deployed', () => {
     expect(newState.stdout).toMatch(/WARNING: the warehouse .*warehouse\.duckdb exists but holds no query-sync state, and there is no state file at .*third\.json: this sync reads all history again/);
     const ordinary = await runCli(emu, [...common, ...files(d)]);
     expect(ordinary.stdout).not.toMatch(/WARNING/);
-  }, 60_000);
+  });
 });

@@ -46,7 +46,8 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
   let lastState = readState();
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePath, '--log-level', 'warn', '--batch-rows', '200'],
+    // Runs to be killed write 200-row batches (checkpoints early and often); the final run, the default.
+    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePath, '--log-level', 'warn', ...(kill === undefined ? [] : ['--batch-rows', '200'])],
     { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stdout = '';
@@ -121,7 +122,7 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
       const expected = emu.snapshot(resource.name).filter((r) => before(resource, r));
       expectTableMatches(rows, expected, resource.key, resource.name);
     }
-  }, 120_000);
+  });
 
   it('exits non-zero with a clear message for a bad key, without printing it', async () => {
     expect(existsSync(CLI)).toBe(true);

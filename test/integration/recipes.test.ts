@@ -7,17 +7,20 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { CLI } from '../fakes/cli.js';
 import { tempDir } from '../fakes/tmp.js';
 
-/** The README's deployment recipes, run for real as far as this machine allows (no Docker, no Kubernetes). */
+/**
+ * The deployment recipes of docs/scheduling.md (with the config file of docs/configuration.md), run
+ * for real as far as this machine allows (no Docker, no Kubernetes).
+ */
 
-const README = readFileSync(join(process.cwd(), 'README.md'), 'utf8');
+const DOCS = ['scheduling.md', 'configuration.md'].map((f) => readFileSync(join(process.cwd(), 'docs', f), 'utf8')).join('\n');
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
 function recipe(name: string): string {
-  const m = new RegExp(`<!-- recipe: ${name} -->\\n\`\`\`\\w*\\n([\\s\\S]*?)\`\`\``).exec(README);
-  expect(m, `README recipe ${name}`).not.toBeNull();
+  const m = new RegExp(`<!-- recipe: ${name} -->\\n\`\`\`\\w*\\n([\\s\\S]*?)\`\`\``).exec(DOCS);
+  expect(m, `docs recipe ${name}`).not.toBeNull();
   return m?.[1] ?? '';
 }
 
@@ -53,7 +56,7 @@ function run(command: string, args: readonly string[], options: { cwd: string; e
 /** A bare environment, as cron and containers give (no QUERY_* from the test's own). */
 const bareEnv = (extra: Record<string, string>): Record<string, string> => ({ PATH: '/usr/bin:/bin', HOME: '/tmp', ...extra });
 
-describe('README recipes', () => {
+describe('the docs\' recipes', () => {
   it('the crontab line, with the config file of the Configuration section, syncs into the absolute paths it names', async () => {
     const { emu, root, shim } = await setup();
     const sub = (text: string): string =>
@@ -80,7 +83,7 @@ describe('README recipes', () => {
     expect(existsSync(join(root, 'var', 'warehouse.duckdb'))).toBe(true);
     expect(existsSync(join(root, 'var', 'state', 'state.json'))).toBe(true);
     expect(log).not.toContain(emu.apiKey);
-  }, 90_000);
+  });
 
   it('the Kubernetes CronJob: Forbid, a grace period over the stop bound, the key from a secret file, a volume at /data; its args sync', async () => {
     const { emu, root, shim } = await setup();
@@ -110,7 +113,7 @@ describe('README recipes', () => {
     expect(result.status, result.stdout + result.stderr).toBe(0);
     expect(existsSync(join(root, 'data', 'warehouse.duckdb'))).toBe(true);
     expect(existsSync(join(root, 'data', 'state', 'state.json'))).toBe(true);
-  }, 90_000);
+  });
 
   it('the GitHub Actions workflow: a schedule, one run at a time, the data restored and saved; its sync step syncs', async () => {
     const { emu, root } = await setup();
@@ -133,7 +136,7 @@ describe('README recipes', () => {
     const result = await run('sh', ['-c', command], { cwd: root, env: bareEnv(env) });
     expect(result.status, result.stdout + result.stderr).toBe(0);
     expect(existsSync(join(root, 'data', 'warehouse.duckdb'))).toBe(true);
-  }, 90_000);
+  });
 });
 
 interface Container {

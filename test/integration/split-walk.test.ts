@@ -93,7 +93,7 @@ describe('split walks', () => {
       expectTableMatches(rows, emu.snapshot('events').filter(before), 'id', 'events');
       // It did split: the timeseries was asked where events lie, and several sub-windows checkpointed.
       expect(emu.stats().byEndpoint['/v1/events/timeseries'] ?? 0).toBeGreaterThan(0);
-    }, 120_000);
+    });
 
     it(`rows sharing one timestamp at a sub-window edge are read once, in one sub-window (${order})`, async () => {
       const emu = await emulator({ seed: 32, eventsPerProject: 300, projects: ['default'], order });
@@ -155,7 +155,7 @@ describe('split walks', () => {
       expect(after?.split).toBeUndefined();
       const rows = await readTable(d, 'events');
       expectTableMatches(rows, emu.snapshot('events', 'default'), 'id', 'events');
-    }, 120_000);
+    });
   }
 
   it('a window with few pages is read in one walk: no count, a timeseries only on the first sync, no partial page spent', async () => {

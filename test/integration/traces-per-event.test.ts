@@ -85,7 +85,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
     expect(reads).toBeGreaterThanOrEqual(total);
     expect(reads).toBeLessThanOrEqual(total + 25 * DEFAULT_CHILD_CONCURRENCY); // CHILD_CHUNK × the chunks in flight at the kill
     expect(childBacklog(await StateStore.read(statePathOf(d)), traces).pending.default ?? 0).toBe(0);
-  }, 120_000);
+  });
 });
 
 describe('conversations: newest-message-first walk with no last_message_at filter', () => {

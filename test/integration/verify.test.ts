@@ -135,5 +135,5 @@ describe('verify (the real CLI against the emulator)', () => {
     const missing = await runCli(emu, ['verify', ...range, ...files]);
     expect(missing.code).toBe(5);
     expect(missing.stdout).toMatch(new RegExp(`${iso(dayStart(4)).replace(/\./g, '\\.')} → .*MISMATCH \\(warehouse -1\\)`));
-  }, 60_000);
+  });
 });

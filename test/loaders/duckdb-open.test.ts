@@ -10,20 +10,25 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-/** Another process holding the DuckDB file for `holdMs`; resolves once it has opened it. */
-function holdFile(path: string, holdMs: number): Promise<{ exited: Promise<void> }> {
+/**
+ * Another process holding the DuckDB file until `release()` (a line on its stdin); resolves once it
+ * has opened it. Released by a message, not after a fixed time, so a loaded machine cannot let the
+ * file go before the test has seen it held.
+ */
+function holdFile(path: string): Promise<{ release: () => void; exited: Promise<void> }> {
   const script = `
     import { DuckDBInstance } from '@duckdb/node-api';
     const instance = await DuckDBInstance.create(${JSON.stringify(path)});
     const c = await instance.connect();
     await c.run('CREATE TABLE IF NOT EXISTS t (a INTEGER)');
     process.stdout.write('open\\n');
-    setTimeout(() => { c.closeSync(); instance.closeSync(); }, ${holdMs});`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'inherit'] });
+    process.stdin.once('data', () => { c.closeSync(); instance.closeSync(); process.exit(0); });`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: process.cwd(), stdio: ['pipe', 'pipe', 'inherit'] });
+  cleanups.push(() => child.kill('SIGKILL'));
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   return new Promise((resolve, reject) => {
     child.stdout.on('data', (b: Buffer) => {
-      if (b.toString().includes('open')) resolve({ exited });
+      if (b.toString().includes('open')) resolve({ release: () => child.stdin.end('release\n'), exited });
     });
     child.on('exit', (code) => reject(new Error(`holder exited early (${String(code)})`)));
   });
@@ -34,7 +39,7 @@ describe('DuckDbDestination.open while another process holds the file', () => {
     const d = tempDir();
     cleanups.push(d.cleanup);
     const path = join(d.dir, 'warehouse.duckdb');
-    const holder = await holdFile(path, 1500);
+    const holder = await holdFile(path);
 
     const error = await DuckDbDestination.open(path).then(
       () => undefined,
@@ -43,9 +48,16 @@ describe('DuckDbDestination.open while another process holds the file', () => {
     expect(error).toBeInstanceOf(WarehouseBusyError);
     expect((error as Error).message).toMatch(/warehouse\.duckdb is open in another process \(.*PID \d+\).*pass --lock-wait/);
 
-    const started = Date.now();
-    const db = await DuckDbDestination.open(path, { waitMs: 20_000 });
-    expect(Date.now() - started).toBeGreaterThan(300);
+    // The wait is asked while the file is held, and the file is let go only after 300 ms of it: the
+    // open must not resolve before that release.
+    let released = false;
+    const waited = DuckDbDestination.open(path, { waitMs: 20_000 }).then((opened) => ({ opened, released }));
+    setTimeout(() => {
+      released = true;
+      holder.release();
+    }, 300);
+    const { opened: db, released: afterRelease } = await waited;
+    expect(afterRelease, 'the open waited for the holder to let go').toBe(true);
     expect(await db.count('t')).toBe(0);
     await db.close();
     await holder.exited;

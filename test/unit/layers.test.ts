@@ -3,7 +3,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The layers the README's development section draws, as a test: an import that crosses them fails
+ * The layers docs/development.md draws, as a test: an import that crosses them fails
  * here, naming the file and what it imports. (The emulator's own rule, that it imports nothing of
  * ours, is `test/emulator/independence.test.ts`.)
  */
@@ -69,7 +69,7 @@ function violations(): string[] {
 }
 
 describe('layers', () => {
-  it('no import crosses the layers the README draws', () => {
+  it('no import crosses the layers docs/development.md draws', () => {
     expect(violations()).toEqual([]);
   });
 
