@@ -38,7 +38,7 @@ export function checkpointBytes(memoryLimit: string): number | undefined {
  * DuckDB 1.5 keeps an updated row's new values (tagged ALLOCATOR, never spilled) after the
  * checkpoint, until the table is loaded again (duckdb/duckdb#25162, a regression from 1.4): a
  * re-read of 15,000 events into existing rows ran 32MB out after ~10,400 of them. Writing new rows
- * leaves none behind, so writing new rows never reattaches.
+ * leaves none of this behind (but see `PINNED_SHARE`).
  */
 export const RELEASE_SHARE = 1 / 16;
 
