@@ -7,6 +7,11 @@
  *                  time, the requests and 429s, and the backfill's peak memory.
  *  1m              1,000,000 events, limits off (emulator and client): peak memory of a large
  *                  backfill (target: under 300 MB, flat).
+ *  2y              4,000 events over two years, every resource, limits off: 731 daily windows ×
+ *                  4 windowed resources, so many small windows, each rewriting the state (the
+ *                  ledger grows with every window) — DuckDB's memory at a long history (docs/memory.md).
+ *
+ * Any failure (the backfill's exit code, rows missing) exits non-zero: a run out of memory fails loudly.
  *
  * The emulator runs in this process; `plan` and `backfill` run as the real CLI in child processes,
  * so the backfill's memory (`process.resourceUsage().maxRSS`, via `rss-probe.js`) is its own.
@@ -35,11 +40,16 @@ interface Mode {
   readonly events: number;
   /** Limits of the emulator and the client; `undefined`: none (the client gets huge ones). */
   readonly limits: RateLimits | undefined;
+  /** Days of history (and of daily windows). @default 30 */
+  readonly days?: number;
+  /** `--resources`; undefined: all of them. @default events */
+  readonly resources?: string | undefined;
 }
 
 const MODES: Readonly<Record<string, Mode>> = {
   '100k': { name: '100k events, documented limits', events: 100_000, limits: { ...DEFAULT_RATE_LIMITS } },
   '1m': { name: '1M events, limits off', events: 1_000_000, limits: undefined },
+  '2y': { name: '4,000 events over two years (731 daily windows), every resource, limits off', events: 4_000, limits: undefined, days: 731, resources: undefined },
 };
 
 interface ChildResult {
@@ -74,23 +84,25 @@ async function main(): Promise<number> {
   const out = (line: string): void => void process.stdout.write(`${line}\n`);
   out(`== backfill benchmark: ${mode.name} ==`);
   const seedStarted = performance.now();
-  const emu = await startEmulator({ seed: 5, eventsPerProject: mode.events, projects: ['default'], historyDays: 30, limits: mode.limits ?? false });
-  out(`emulator: ${mode.events} events of project "default" over 30 days, seeded in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`);
+  const days = mode.days ?? 30;
+  const emu = await startEmulator({ seed: 5, eventsPerProject: mode.events, projects: ['default'], historyDays: days, limits: mode.limits ?? false });
+  out(`emulator: ${mode.events} events of project "default" over ${days} days, seeded in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`);
   const dir = mkdtempSync(join(tmpdir(), 'qs-bench-backfill-'));
   try {
     const now = new Date();
     const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
-    const from = new Date(today - 30 * DAY).toISOString();
+    const from = new Date(today - days * DAY).toISOString();
     const to = new Date(today + DAY).toISOString();
     const limitFlags = mode.limits === undefined ? ['--max-rpm', '1000000', '--max-rps', '1000000'] : [];
     const clientLimits: RateLimits = mode.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 1_000_000, maxRps: 1_000_000 };
-    const common = ['--from', from, '--to', to, '--resources', 'events', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), ...limitFlags];
+    const resources = 'resources' in mode ? mode.resources : 'events';
+    const common = ['--from', from, '--to', to, ...(resources === undefined ? [] : ['--resources', resources]), '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), ...limitFlags];
     const env = { QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey };
 
     const planned = await run([CLI, 'plan', ...common, '--json'], env);
     if (planned.code !== 0) throw new Error(`plan failed: ${planned.stdout}${planned.stderr}`);
     const plan = JSON.parse(planned.stdout) as Plan;
-    const planRows = plan.rows[0]?.rows ?? 0;
+    const planRows = plan.rows.find((r) => r.resource === 'events')?.rows ?? 0;
     out(`plan: [${from}, ${to}) in 1d windows: ${planRows} rows, ${plan.requestsByEndpoint['/v1/events'] ?? 0} requests, ETA (floor of the limits) ${fmt(plan.minimumSeconds)}; took ${planned.seconds.toFixed(1)} s, ${plan.countRequests} count requests`);
 
     emu.resetStats();

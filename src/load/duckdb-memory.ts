@@ -38,7 +38,7 @@ export function checkpointBytes(memoryLimit: string): number | undefined {
  * DuckDB 1.5 keeps an updated row's new values (tagged ALLOCATOR, never spilled) after the
  * checkpoint, until the table is loaded again (duckdb/duckdb#25162, a regression from 1.4): a
  * re-read of 15,000 events into existing rows ran 32MB out after ~10,400 of them. Writing new rows
- * leaves none behind, so writing new rows never reattaches.
+ * leaves none of this behind (but see `PINNED_SHARE`).
  */
 export const RELEASE_SHARE = 1 / 16;
 
@@ -46,6 +46,26 @@ export const RELEASE_SHARE = 1 / 16;
 export function releaseBytes(memoryLimit: string): number | undefined {
   const mb = megabytes(memoryLimit);
   return mb === undefined ? undefined : mb * 1e6 * RELEASE_SHARE;
+}
+
+/**
+ * Memory of the warehouse file's table blocks (tagged BASE_TABLE) after a checkpoint above which the
+ * file is reattached: this fraction of the memory limit (4 MB at 32MB). Measured with DuckDB 1.5.5
+ * at 32MB: each row group a checkpoint writes keeps a 256 KB block that DuckDB does not evict
+ * (lowering the limit could not free it; only detaching the file did), and with vacuum off every
+ * checkpoint starts a new row group in each table written since the last one. So that memory grew
+ * with the number of checkpoints: a 1M-event backfill failed after ~280,000 events with 19 MB of
+ * it ("could not allocate block of size 256.0 KiB (30.7 MiB/30.5 MiB used)"), and a two-year
+ * backfill of small windows sooner. The tag also counts blocks DuckDB cached and could evict
+ * (the MERGE's scan of the key columns), so past this share the file is reattached after nearly
+ * every checkpoint of a large table: one DETACH/ATTACH per ~8 MB written, a few ms each.
+ */
+export const PINNED_SHARE = 1 / 8;
+
+/** BASE_TABLE bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
+export function pinnedBytes(memoryLimit: string): number | undefined {
+  const mb = megabytes(memoryLimit);
+  return mb === undefined ? undefined : mb * 1e6 * PINNED_SHARE;
 }
 
 /** DuckDB's error when an operation needs more than its memory limit. */

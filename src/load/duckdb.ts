@@ -6,7 +6,7 @@ import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
-import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE, releaseBytes } from './duckdb-memory.js';
+import { checkpointBytes, DEFAULT_MEMORY_LIMIT, isInvalidated, isOutOfMemory, MAX_REATTACH_PER_WRITE, pinnedBytes, releaseBytes } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql, sqlString } from './duckdb-sql.js';
 import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 
@@ -35,7 +35,7 @@ const LOCK_CONFLICT = /Could not set lock on file|Conflicting lock is held/;
 /** Poll interval while waiting for another process to close the file. */
 const OPEN_RETRY_MS = 250;
 /**
- * Least time a reattach (`releaseUpdateMemory`) waits for the file: between its DETACH and ATTACH
+ * Least time a reattach (`releaseHeldMemory`) waits for the file: between its DETACH and ATTACH
  * another process may open it (`status` reads it for a moment), so the run waits for it to finish.
  */
 const REATTACH_WAIT_MS = 30_000;
@@ -63,10 +63,14 @@ export class DuckDbDestination implements Destination {
   /** Text written since the last checkpoint, and the amount that makes one due (see `checkpointIfDue`). */
   private sinceCheckpoint = 0;
   private readonly checkpointAt: number | undefined;
-  /** Update memory a checkpoint leaves behind that makes the file be reattached (see `releaseUpdateMemory`). */
+  /** Update memory a checkpoint leaves behind that makes the file be reattached (see `releaseHeldMemory`). */
   private readonly releaseAt: number | undefined;
-  /** Times the file was reattached to release the memory of updated rows. */
+  /** Table blocks a checkpoint leaves held that make the file be reattached (see `releaseHeldMemory`). */
+  private readonly pinnedAt: number | undefined;
+  /** Times the file was reattached to release memory DuckDB held after a checkpoint. */
   private releases = 0;
+  /** Warnings of a state-only write (which returns none), handed on with the next batch's result. */
+  private pendingWarnings: string[] = [];
   /** The file (for messages) and how long to wait for it when reattaching. */
   private readonly path: string;
   private readonly waitMs: number;
@@ -84,6 +88,7 @@ export class DuckDbDestination implements Destination {
     this.memoryLimit = memoryLimit;
     this.checkpointAt = checkpointBytes(memoryLimit);
     this.releaseAt = releaseBytes(memoryLimit);
+    this.pinnedAt = pinnedBytes(memoryLimit);
     this.attachSql = attachSql;
     this.path = path;
     this.waitMs = waitMs;
@@ -94,7 +99,7 @@ export class DuckDbDestination implements Destination {
     return this.splits;
   }
 
-  /** How many times the file was reattached to release the memory of updated rows (see `releaseUpdateMemory`). */
+  /** How many times the file was reattached to release memory DuckDB held after a checkpoint (see `releaseHeldMemory`). */
   get updateMemoryReleases(): number {
     return this.releases;
   }
@@ -276,7 +281,7 @@ export class DuckDbDestination implements Destination {
   }
 
   private closed = false;
-  /** Why the file could not be attached again after `releaseUpdateMemory` detached it (then nothing more runs). */
+  /** Why the file could not be attached again after `releaseHeldMemory` detached it (then nothing more runs). */
   private lost: Error | undefined;
 
   private serial<T>(work: () => Promise<T>): Promise<T> {
@@ -342,9 +347,12 @@ export class DuckDbDestination implements Destination {
         await this.ensureStateTable();
         stateRows = await batch.state.prepare();
       }
-      const bytes = textBytes(rows);
+      // The state rows count too: a long backfill's ledger is one value of a few hundred KB,
+      // rewritten with every window's batches, and held in memory until a checkpoint like rows.
+      const bytes = textBytes(rows) + stateBytes(stateRows);
       const budget = { reattached: 0 };
-      await this.checkpointIfDue(table, bytes, warnings, budget);
+      warnings.push(...this.pendingWarnings.splice(0));
+      await this.checkpointIfDue(table.name, bytes, warnings, budget);
       await this.upsert(table, rows, warnings, budget, stateRows);
       committed = true;
       this.sinceCheckpoint += bytes;
@@ -376,11 +384,16 @@ export class DuckDbDestination implements Destination {
     let committed = false;
     try {
       await this.ensureStateTable();
+      // A window's end is a state write of its own, so a backfill of many small windows writes
+      // mostly these: they make checkpoints due as batches do (see `checkpointIfDue`).
+      const bytes = stateBytes(rows);
+      await this.checkpointIfDue(STATE_TABLE, bytes, this.pendingWarnings, { reattached: 0 });
       await this.connection.run('BEGIN TRANSACTION');
       try {
         await this.writeStateRows(rows);
         await this.connection.run('COMMIT');
         committed = true;
+        this.sinceCheckpoint += bytes;
       } catch (error) {
         await this.connection.run('ROLLBACK').catch(() => undefined);
         throw new LoadError(`DuckDB could not write query-sync's state to ${this.stateLocation}: ${(error as Error).message}`, false, { cause: error });
@@ -416,9 +429,10 @@ export class DuckDbDestination implements Destination {
    * Checkpoint before a write when the text written since the last checkpoint plus this batch would
    * pass `checkpointAt` (a share of the memory limit): DuckDB keeps rows written since its last
    * checkpoint in memory, and large strings cannot spill, so without this a table of 200 KB rows
-   * outgrew a 32MB limit after ~150 rows. Memory then follows the setting, not the table. Also
+   * outgrew a 32MB limit after ~150 rows. Memory then follows the setting, not the table. The text
+   * counts the state rows written with a batch or alone (a long backfill's ledger). Also
    * when DuckDB holds more than `releaseAt` for rows it updated (a re-read of rows it has): the
-   * checkpoint then releases it (`releaseUpdateMemory`), so a batch of updates starts from little.
+   * checkpoint then releases it (`releaseHeldMemory`), so a batch of updates starts from little.
    * And when the rows not yet checkpointed, of all tables, hold more than three quarters of the
    * limit: a row group being filled takes a 256 KB block per column whatever its text, so with six
    * tables written at once that memory was 13–17 MB at 32MB after any write and peaked at 28 MB
@@ -431,7 +445,7 @@ export class DuckDbDestination implements Destination {
    * cannot fit fails naming the setting), with a warning; invalidated, the file is reopened
    * (`recoverInvalidated`); any other error fails the write.
    */
-  private async checkpointIfDue(table: TableSchema, bytes: number, warnings: string[], budget: { reattached: number }): Promise<void> {
+  private async checkpointIfDue(table: string, bytes: number, warnings: string[], budget: { reattached: number }): Promise<void> {
     if (this.checkpointAt === undefined || this.sinceCheckpoint === 0) return;
     if (this.sinceCheckpoint + bytes <= this.checkpointAt) {
       const held = await this.heldMemory();
@@ -443,7 +457,7 @@ export class DuckDbDestination implements Destination {
       if (isInvalidated(error)) await this.recoverInvalidated(table, error, warnings, budget);
       else if (isOutOfMemory(error)) {
         warnings.push(
-          `DuckDB ran out of memory checkpointing before a write to table ${table.name} at its memory limit of ${this.memoryLimit}; ` +
+          `DuckDB ran out of memory checkpointing before a write to table ${table} at its memory limit of ${this.memoryLimit}; ` +
             `the rows before are stored (in its log) and the checkpoint is tried again before the next write`,
         );
       } else throw error;
@@ -452,34 +466,41 @@ export class DuckDbDestination implements Destination {
 
   /**
    * Memory DuckDB holds between writes: for rows it updated (tagged ALLOCATOR; see
-   * `releaseUpdateMemory`), and for rows not yet checkpointed (IN_MEMORY_TABLE).
+   * `releaseHeldMemory`), for rows not yet checkpointed (IN_MEMORY_TABLE), and blocks of the
+   * file's tables (BASE_TABLE: some it keeps, some cached; see `PINNED_SHARE`).
    */
-  private async heldMemory(): Promise<{ updated: number; unwritten: number }> {
+  private async heldMemory(): Promise<{ updated: number; unwritten: number; tables: number }> {
     const reader = await this.connection.runAndReadAll(
       `SELECT COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'ALLOCATOR'), 0),
-              COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'IN_MEMORY_TABLE'), 0) FROM duckdb_memory()`,
+              COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'IN_MEMORY_TABLE'), 0),
+              COALESCE(SUM(memory_usage_bytes) FILTER (WHERE tag = 'BASE_TABLE'), 0) FROM duckdb_memory()`,
     );
-    const [updated, unwritten] = reader.getRows()[0] ?? [0, 0];
-    return { updated: Number(updated ?? 0), unwritten: Number(unwritten ?? 0) };
+    const [updated, unwritten, tables] = reader.getRows()[0] ?? [0, 0, 0];
+    return { updated: Number(updated ?? 0), unwritten: Number(unwritten ?? 0), tables: Number(tables ?? 0) };
   }
 
   private async checkpoint(): Promise<void> {
     await this.connection.run('CHECKPOINT');
     this.sinceCheckpoint = 0;
-    await this.releaseUpdateMemory();
+    await this.releaseHeldMemory();
   }
 
   /**
-   * After a checkpoint, reattach the file when DuckDB still holds more than `releaseAt` of memory for
-   * rows it updated. DuckDB 1.5 keeps an updated row's new values in memory that never spills and
-   * that a checkpoint, though it writes them to the file, does not free (duckdb/duckdb#25162); only
-   * loading the table again does. Without this, re-reading history into existing rows (a `reset`,
-   * a dropped `_query_sync_state`, long lookbacks) ran out of memory at 32MB after ~10,400 events,
-   * Inserts leave nothing behind, so writing new rows never reattaches. Runs
-   * between transactions (the rows before are committed and checkpointed), on the same connection.
+   * After a checkpoint, reattach the file when DuckDB still holds memory it will not give back
+   * otherwise; only loading the tables again frees it. Two kinds:
+   * - more than `releaseAt` for rows it updated. DuckDB 1.5 keeps an updated row's new values in
+   *   memory that never spills and that a checkpoint, though it writes them to the file, does not
+   *   free (duckdb/duckdb#25162). Without this, re-reading history into existing rows (a `reset`,
+   *   a dropped `_query_sync_state`, long lookbacks) ran out of memory at 32MB after ~10,400 events.
+   * - more than `pinnedAt` of table blocks: each row group a checkpoint writes keeps a block DuckDB
+   *   does not evict (`PINNED_SHARE`), so without this the memory grew with every checkpoint of a
+   *   long run until a write could not fit (a 1M-event backfill after ~280,000 events).
+   * Runs between transactions (the rows before are committed and checkpointed), on the same connection.
    */
-  private async releaseUpdateMemory(): Promise<void> {
-    if (this.attachSql === undefined || this.releaseAt === undefined || (await this.heldMemory()).updated <= this.releaseAt) return;
+  private async releaseHeldMemory(): Promise<void> {
+    if (this.attachSql === undefined) return;
+    const held = await this.heldMemory();
+    if (held.updated <= (this.releaseAt ?? Infinity) && held.tables <= (this.pinnedAt ?? Infinity)) return;
     await this.connection.run('USE memory');
     try {
       await this.connection.run(`DETACH ${ATTACHED}`);
@@ -522,7 +543,7 @@ export class DuckDbDestination implements Destination {
         failure = error;
       }
       if (isInvalidated(failure)) {
-        await this.recoverInvalidated(table, failure, warnings, budget);
+        await this.recoverInvalidated(table.name, failure, warnings, budget);
         continue;
       }
       if (!isOutOfMemory(failure)) throw failure;
@@ -530,7 +551,7 @@ export class DuckDbDestination implements Destination {
         await this.checkpoint();
       } catch (error) {
         if (isInvalidated(error)) {
-          await this.recoverInvalidated(table, error, warnings, budget);
+          await this.recoverInvalidated(table.name, error, warnings, budget);
           continue;
         }
         if (!isOutOfMemory(error)) throw error;
@@ -551,7 +572,7 @@ export class DuckDbDestination implements Destination {
    * batch again in smaller parts: the MERGE is keyed, so a second time changes nothing. At most
    * `MAX_REATTACH_PER_WRITE` times per write.
    */
-  private async recoverInvalidated(table: TableSchema, error: unknown, warnings: string[], budget: { reattached: number }): Promise<void> {
+  private async recoverInvalidated(table: string, error: unknown, warnings: string[], budget: { reattached: number }): Promise<void> {
     if (this.attachSql === undefined || budget.reattached >= MAX_REATTACH_PER_WRITE) throw error;
     budget.reattached += 1;
     // The connection that saw the failure refuses every statement: continue on a new one.
@@ -563,7 +584,7 @@ export class DuckDbDestination implements Destination {
     await useWarehouse(connection);
     // `sinceCheckpoint` stays: the log DuckDB replayed holds the rows written since the last checkpoint.
     warnings.push(
-      `DuckDB ran out of memory checkpointing table ${table.name} at its memory limit of ${this.memoryLimit}; ` +
+      `DuckDB ran out of memory checkpointing table ${table} at its memory limit of ${this.memoryLimit}; ` +
         `reopened the file at the same limit and wrote the batch again (a larger --duckdb-memory-limit avoids this)`,
     );
   }
@@ -651,6 +672,13 @@ async function attachWaiting(connection: DuckDBConnection, attach: string, path:
 async function useWarehouse(connection: DuckDBConnection): Promise<void> {
   await connection.run(`USE ${ATTACHED}`);
   await connection.run("SET TimeZone = 'UTC'");
+}
+
+/** State rows' text (keys and values), as `textBytes` counts a batch's. */
+function stateBytes(rows: readonly StateRow[] | undefined): number {
+  let n = 0;
+  for (const row of rows ?? []) n += row.key.length + (row.value?.length ?? 0) + 8;
+  return n;
 }
 
 /** A batch's text, roughly, as `--batch-bytes` counts it (strings by length, other cells as 8 bytes). */
