@@ -5,7 +5,7 @@ import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { dir } from '../fakes/lifecycle.js';
 
 /**
- * The memory policy of docs/memory.md, at a small limit so that a few seconds of writes hold as
+ * The memory policy of docs/duckdb-memory.md, at a small limit so that a few seconds of writes hold as
  * much state as a long backfill does at the default. The long runs themselves are benchmarks that
  * exit non-zero when the backfill fails: `npm run bench:backfill -- 1m` and `-- 2y`.
  */
