@@ -24,7 +24,7 @@ import { syncProgressHooks } from './runtime.js';
 import { isStopConsequence, stoppedLine } from './stop.js';
 import { logStreams, planForProgress, runExitCode, withWritingRun } from './writing-run.js';
 import { formatReconcile, RECONCILE_DIFFERENCE_EXIT } from './reconcile-lines.js';
-import { reconcileRun, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../pipeline/reconcile-run.js';
+import { reconcileBrief, reconcileRun, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../pipeline/reconcile-run.js';
 
 /**
  * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the
@@ -136,6 +136,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
             settings: runSettings(config),
             secrets,
             ...(billing === undefined ? {} : { billing }),
+            ...(reconciled === undefined ? {} : { reconcile: reconcileBrief(reconciled) }),
           },
           schemaChanges(columnsBefore, await columnsOf(destination, [...tables, ...analystTables(config)])),
           logger,

@@ -1,4 +1,4 @@
-import { FatalApiError } from '../core/errors.js';
+import { FatalApiError, HttpStatusError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, JsonValue, ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { ApiClient } from '../http/client.js';
@@ -52,11 +52,14 @@ export function probeVerdict(path: string, param: string, answer: { readonly bod
     return { byParent: true, keep: false, evidence: `GET ${path} without ${param} answered 200 with no record, which does not prove it lists by time` };
   }
   const error = answer.error;
-  if (!(error instanceof FatalApiError) || error.status < 400 || error.status >= 500) return undefined;
-  if ((error.status === 400 || error.status === 422) && error.field === param) {
+  // Any 4xx, a refused scope included (AuthError): a first `*` run knows no project yet and probes
+  // with no header, which a key without a `default` project answers 403. Read as "unknown", the
+  // traces walked by time on a per-event server and failed on every project of that run.
+  if (!(error instanceof HttpStatusError) || error.status < 400 || error.status >= 500) return undefined;
+  if ((error.status === 400 || error.status === 422) && error instanceof FatalApiError && error.field === param) {
     return { byParent: true, keep: true, evidence: `GET ${path} without ${param} was refused (HTTP ${error.status} naming ${param} in details.field)` };
   }
-  return { byParent: true, keep: false, evidence: `GET ${path} without ${param} was refused (HTTP ${error.status}${error.field === undefined ? '' : ` naming ${error.field}`})` };
+  return { byParent: true, keep: false, evidence: `GET ${path} without ${param} was refused (HTTP ${error.status}${!(error instanceof FatalApiError) || error.field === undefined ? '' : ` naming ${error.field}`})` };
 }
 
 /**

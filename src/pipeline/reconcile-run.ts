@@ -257,6 +257,14 @@ export const RECONCILE_SCHEMA: TableSchema = tableSchema(RECONCILE_TABLE, ['run_
   reason: 'string',
 });
 
+/**
+ * The run history's brief of a reconcile (`_query_sync_runs.reconcile`): a run whose tables could
+ * not all be proven says so in the warehouse, not only in its summary line.
+ */
+export function reconcileBrief(report: ReconcileReport): Readonly<Record<string, unknown>> {
+  return { mode: report.mode, requests: report.requests, checked: report.checked.length, differed: report.windows.length, remaining: report.remaining, not_checked: report.notChecked };
+}
+
 export function reconcileRows(runId: string, checkedAt: string, report: ReconcileReport): Row[] {
   return report.windows.map((w) => ({
     run_id: runId,

@@ -33,6 +33,9 @@ export const RUNS_SCHEMA: TableSchema = tableSchema(
     settings: 'json',
     // BigQuery on-demand bytes the run's queries were billed; NULL where queries are free (DuckDB).
     bytes_billed: 'int64',
+    // What the run's reconcile proved and did not: windows that differed, remaining, and each
+    // resource it could not check (per-event traces, users, conversations) with why; NULL when off.
+    reconcile: 'json',
   },
 );
 
@@ -96,6 +99,8 @@ export interface RunRecord {
   readonly secrets: readonly string[];
   /** What the run's queries were billed (`Destination.billing`), absent where they are free. */
   readonly billing?: BillingTotals;
+  /** The reconcile step's outcome in brief (`reconcileBrief`), absent when it did not run. */
+  readonly reconcile?: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -143,6 +148,7 @@ export async function recordRun(destination: Destination, run: RunRecord, change
     errors: JSON.stringify(errors),
     settings: JSON.stringify(run.settings),
     bytes_billed: run.billing === undefined ? null : BigInt(run.billing.bytesBilled),
+    reconcile: run.reconcile === undefined ? null : JSON.stringify(run.reconcile),
   };
   try {
     if (changes.length > 0) {
