@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
-import { watch } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { readdirSync, watch } from 'node:fs';
+import { basename, dirname, join, relative } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
@@ -132,5 +132,14 @@ describe('a publish killed -9 mid-way leaves a readable copy, and the next publi
     expect(read.events).toBe(now);
     expect(readManifest(layout.manifest)).toMatchObject({ publish: read.publish, tables: { events: { rows: now } } });
     expect(await globbed(layout)).toBe(now);
+    // The Parquet files the killed publishes wrote and never named are removed by later publishes:
+    // every version file of an earlier publish number is named by the manifest.
+    const manifest = readManifest(layout.manifest);
+    const named = new Set([...Object.values(manifest?.tables ?? {}).flatMap((t) => Object.values(t.partitions).map((p) => p.version)), ...(manifest?.superseded ?? []).map((s) => s.file)]);
+    const versions = readdirSync(join(layout.files, '_versions'), { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile() && Number(e.name.split('-')[0]) < (manifest?.publish ?? 0))
+      .map((e) => relative(layout.files, join(e.parentPath, e.name)));
+    expect(versions.length).toBeGreaterThan(0);
+    expect(versions.filter((v) => !named.has(v))).toEqual([]);
   }, 120_000);
 });
