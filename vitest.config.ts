@@ -16,6 +16,8 @@ import { defineConfig } from 'vitest/config';
  */
 export const SLOW_FILES: readonly string[] = [
   'test/integration/published-copy.test.ts',
+  'test/integration/publish-commands.test.ts', // backfill, publish, verify --repair, sync, reset through the CLI
+  'test/integration/publish-kill.test.ts', // publish processes killed -9 mid-publish
   'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
   'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI

@@ -8,6 +8,8 @@ import type { Destination } from '../load/destination.js';
 import { StateStore, type StreamState } from '../state/store.js';
 import { openDestination } from './open-destination.js';
 import { workingPathForReading } from '../publish/layout.js';
+import { DuckDbDestination } from '../load/duckdb.js';
+import { Publisher } from '../publish/publisher.js';
 import { keepStateIn, readStateDocument } from './state-home.js';
 
 export interface ResetIo {
@@ -55,6 +57,7 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
     const lease = { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs };
     let state: StateStore | undefined;
     let destination: Destination | undefined;
+    let publishedLine: string | undefined;
     try {
       if (config.destination === 'bigquery') {
         destination = await openDestination(config, silentLogger(), () => undefined);
@@ -66,15 +69,31 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
       }
       if (destination !== undefined) await keepStateIn(state, destination);
       for (const key of keys) await state.updateStream(key, forget);
+      if (destination instanceof DuckDbDestination && !config.dryRun && config.duckdbPath !== ':memory:') publishedLine = await publishAfterReset(config.duckdbPath, destination);
     } finally {
       await destination?.close().catch(() => undefined);
       await state?.close();
     }
     io.print(`reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`);
+    if (publishedLine !== undefined) io.print(publishedLine);
     return 0;
   } catch (error) {
     io.print(`reset FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
+  }
+}
+
+/**
+ * Publish the read copy at the reset's end, as a sync does at its end: readers' `_query_sync_published`
+ * and the manifest follow the working file (its rows are unchanged, so only what a publish always
+ * rewrites, or what an earlier failed publish left, is written). A publish that fails only warns: the reset itself is done.
+ */
+async function publishAfterReset(path: string, destination: DuckDbDestination): Promise<string> {
+  try {
+    const result = await new Publisher(path, destination, systemClock).publish(true);
+    return `reset: published ${path} (publish ${result.publish}, ${result.rewritten} partition file(s) rewritten)`;
+  } catch (error) {
+    return `reset: warning: ${(error as Error).message}`;
   }
 }
 

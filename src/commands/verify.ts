@@ -12,6 +12,7 @@ import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
 import { openRunState } from './writing-run.js';
+import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
 
 /** Exit code when the warehouse and the API disagree (after `--repair`, if asked). */
 export const VERIFY_MISMATCH_EXIT = 5;
@@ -28,6 +29,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   let destination: Destination | undefined;
   let state: StateStore | undefined;
+  let publishing: RunPublishing | undefined;
   try {
     destination = await openDestination(config, logger, io.print);
     const doc = await StateStore.readWith(config.statePath, stateTableOf(destination), { resources: RESOURCE_NAMES });
@@ -44,14 +46,18 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
     state = await openRunState(config, 'backfill', { clock, logger, stop }, destination);
     await keepStateIn(state, destination);
+    // The repaired rows reach the published read copy at the repair's end, as a sync's do (docs/analysts.md).
+    publishing = config.dryRun ? undefined : publishDuringRun(destination, { path: config.duckdbPath, everyMs: 0, clock, logger });
     runtime.tracker.markStart();
     runtime.display.start();
     const streams = await repairWindows(
       mismatched,
       { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
-      { client, destination, state, clock, logger },
+      { client, destination: publishing?.destination ?? destination, state, clock, logger },
     );
     runtime.display.stop();
+    await publishing?.finish();
+    publishing = undefined;
     for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
     if (stop.reason !== undefined) {
       print(stoppedLine('verify --repair', stop.reason, streams.reduce((n, s) => n + s.rows, 0)));
@@ -74,6 +80,8 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
     return exitCodeFor(error);
   } finally {
     stop.dispose();
+    // A repair that failed or was stopped: publish what it committed.
+    await publishing?.finish();
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);

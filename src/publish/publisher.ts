@@ -1,5 +1,5 @@
-import { copyFileSync, linkSync, mkdirSync, renameSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { LoadError } from '../core/errors.js';
 import type { Clock } from '../core/types.js';
@@ -137,6 +137,7 @@ export class Publisher {
       throw publishError(published, files, error);
     }
     for (const s of superseded) if (!manifest.superseded.includes(s)) rmSync(join(files, s.file), { force: true });
+    removeOrphans(files, manifest);
     this.published += 1;
     return { publish, asOf, tables: Object.keys(snap.tables).length, rewritten: snap.rewritten, heldMs, totalMs: this.clock.now() - started };
   }
@@ -201,6 +202,26 @@ function removeGone(files: string, previous: Manifest | undefined, next: Manifes
     for (const [key, p] of Object.entries(table.partitions)) {
       if (next.tables[name]?.partitions[key] === undefined) rmSync(join(files, p.file), { force: true });
     }
+  }
+}
+
+/**
+ * Version files no manifest names: those of a publish killed before its catalog's rename (its
+ * Parquet files were written, nothing refers to them). Only files of an earlier publish number
+ * (`<publish>-<random>.parquet`) go: two `query-sync publish` processes may run at once (both read
+ * the working file read-only) and both write files of the same next number, so a file of this
+ * number may be the other's, still to be named. A killed publish's files go at the publish after
+ * the one that repaired it.
+ */
+function removeOrphans(files: string, manifest: Manifest): void {
+  const named = new Set([...Object.values(manifest.tables).flatMap((t) => Object.values(t.partitions).map((p) => p.version)), ...manifest.superseded.map((s) => s.file)]);
+  const root = join(files, '_versions');
+  if (!existsSync(root)) return;
+  for (const entry of readdirSync(root, { recursive: true, withFileTypes: true })) {
+    const number = /^(\d+)-[0-9a-f]+\.parquet$/.exec(entry.name)?.[1];
+    if (!entry.isFile() || number === undefined || Number(number) >= manifest.publish) continue;
+    const file = relative(files, join(entry.parentPath, entry.name));
+    if (!named.has(file)) rmSync(join(files, file), { force: true });
   }
 }
 

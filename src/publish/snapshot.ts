@@ -3,8 +3,8 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { STATE_TABLE } from '../core/state-table.js';
-import { isOutOfMemory } from '../load/duckdb-memory.js';
 import { ident, sqlString } from '../load/duckdb-sql.js';
+import { copyPartition } from './copy-partition.js';
 import type { Manifest, ManifestPartition, ManifestTable } from './manifest.js';
 import { PARTITIONED, partitionFilter, partitionSql, WHOLE, type PartitionSpec } from './partitions.js';
 
@@ -18,14 +18,6 @@ import { PARTITIONED, partitionFilter, partitionSql, WHOLE, type PartitionSpec }
 /** Partitions a process saw written since its last publish, per table ('all': rewrite the table). */
 export type DirtyMarks = ReadonlyMap<string, ReadonlySet<string> | 'all'>;
 
-/**
- * Parquet row groups: at most this many rows and bytes. The writer holds a row group in memory
- * that cannot spill; at the sync's 32MB default limit, 8,192 rows of 1.8 KB failed (two threads
- * each filling one), while 2 MB groups written by one thread, in any order, fit whatever the
- * row width (`withPublishSettings`).
- */
-const PARQUET_ROW_GROUP_ROWS = 8_192;
-const PARQUET_ROW_GROUP_BYTES = '2MB';
 /** Tables a full refresh fills before swapping them in (`commands/refresh.ts` SHADOW_PREFIX): never published. */
 const SHADOW_PREFIX = '_query_sync_refresh_';
 const SYNCED_AT = '_synced_at';
@@ -51,6 +43,8 @@ export interface Snapshot {
   readonly runId: string | null;
   /** Partitions rewritten, for the log. */
   readonly rewritten: number;
+  /** Of those, partitions written in rowid slices because the whole one ran out of memory (`copy-partition.ts`). */
+  readonly sliced: number;
 }
 
 /** A snapshot being taken. */
@@ -82,7 +76,7 @@ async function snapshotNow(connection: DuckDBConnection, input: SnapshotInput): 
   // left too little to read 200 KB rows back: write them to the file first (a failure here only
   // leaves that memory held; the writer's next write recovers as after its own checkpoints).
   await connection.run('CHECKPOINT').catch(() => undefined);
-  const snap: Building = { tables: {}, views: {}, written: [], replaced: [], syncedThrough: null, runId: null, rewritten: 0 };
+  const snap: Building = { tables: {}, views: {}, written: [], replaced: [], syncedThrough: null, runId: null, rewritten: 0, sliced: 0 };
   try {
     for (const name of await publishedTables(connection)) {
       const columns = await columnsOf(connection, name);
@@ -146,17 +140,11 @@ async function snapshotTable(
     const version = `_versions/${dir}/${input.publish}-${randomBytes(4).toString('hex')}.parquet`;
     mkdirSync(join(input.files, '_versions', dir), { recursive: true });
     snap.written.push(version);
-    const copy = (compression: string): Promise<unknown[][]> =>
-      rows(
-        connection,
-        `COPY (SELECT * FROM ${table} WHERE ${partitionFilter(spec, partition, ident)}) TO ${sqlString(join(input.files, version))} (FORMAT parquet, COMPRESSION ${compression}, ROW_GROUP_SIZE ${PARQUET_ROW_GROUP_ROWS}, ROW_GROUP_SIZE_BYTES '${PARQUET_ROW_GROUP_BYTES}')`,
-      );
-    // Compressing a page of very large strings (200 KB rows) needs a buffer the 32MB default cannot
-    // give; such a partition is written uncompressed rather than not published.
-    const copied = await copy('zstd').catch((error: unknown) => (isOutOfMemory(error) ? copy('uncompressed') : Promise.reject(error)));
+    const copied = await copyPartition(connection, { table, filter: partitionFilter(spec, partition, ident), path: join(input.files, version) });
+    snap.sliced += copied.slices === 0 ? 0 : 1;
     snap.rewritten += 1;
     if (before !== undefined) snap.replaced.push(before.version);
-    const n = Number(copied[0]?.[0] ?? 0);
+    const n = copied.rows;
     if (n === 0) {
       rmSync(join(input.files, version), { force: true });
       snap.written.pop();

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { Destination, LoadBatch, LoadResult } from '../../src/load/destination.js';
@@ -81,9 +82,12 @@ describe('memory follows the settings, not the data: batches are capped in bytes
     });
     expect(run.stdout).not.toMatch(/FAILED/);
     expect(run.code).toBe(0);
+    // The read copy was published at the same default limit (before the rowid-sliced COPY, this warned and kept no copy).
+    expect(`${run.stdout}${run.stderr}`).not.toMatch(/could not publish/);
+    expect(`${run.stdout}${run.stderr}`).toMatch(/published .*w\.duckdb/);
     const expected = emu.snapshot('events', 'default');
     expect(expected).toHaveLength(300);
-    // The rows as the sync stored them, in its working file (publishing rows this large at 32MB is not yet done: docs/analysts.md).
+    // The rows as the sync stored them, in its working file.
     const db = await DuckDbDestination.open(workingPathForReading(duckdbPath), { memoryLimit: '512MB' });
     const [check] = await db.query('SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM events');
     // Every row byte for byte: its user_input's MD5 (of the UTF-8) against the emulator's.
@@ -95,5 +99,10 @@ describe('memory follows the settings, not the data: batches are capped in bytes
       .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     expect(String(expected[0]?.user_input).length).toBeGreaterThanOrEqual(ROW_CHARS);
     expect(stored).toEqual(want);
+    // The published copy holds the same bytes, read as an analyst would at a 32MB limit (views over Parquet).
+    const reader = await DuckDBInstance.create(duckdbPath, { access_mode: 'READ_ONLY', memory_limit: '32MB' });
+    onCleanup(() => reader.closeSync());
+    const published = (await (await reader.connect()).runAndReadAll('SELECT id, md5(user_input) AS digest FROM events ORDER BY id')).getRowObjectsJS();
+    expect(published).toEqual(want);
   });
 });
