@@ -13,6 +13,7 @@ import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { CLI, jsonLines, runCli } from '../fakes/cli.js';
+import { layoutOf } from '../../src/publish/layout.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
@@ -31,7 +32,8 @@ const inRange = (resource: ResourceDefinition, fromMs: number, toMs: number) => 
 
 /** The backfill ledger of `events:default` in the warehouse's state table (the state's home). */
 async function ledgerInWarehouse(d: string): Promise<ReturnType<typeof streamLedger> | undefined> {
-  const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true });
+  // The state's home is the sync's working file (warehouse.duckdb is the published copy, written at a publish).
+  const db = await DuckDbDestination.open(layoutOf(dbPathOf(d)).work, { readOnly: true });
   try {
     const rows = await db.query(`SELECT value FROM _query_sync_state WHERE key = 'section:backfills'`);
     const value = rows[0]?.['value'];
@@ -241,9 +243,9 @@ describe('backfill through the real CLI (child processes)', () => {
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--resources', 'events', '--quiet'];
     const lockFile = `${statePathOf(d)}.sync.lock`;
     const sync = runCli(emu, ['sync', ...files, '--max-rps', '8']);
-    // Wait until the sync holds its state lock and has opened the warehouse (DuckDB creates the
+    // Wait until the sync holds its state lock and has opened its working file (DuckDB creates the
     // file as it opens it, under its lock), however long a loaded machine takes to get there.
-    for (let i = 0; i < 1200 && !(existsSync(lockFile) && existsSync(dbPathOf(d))); i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 1200 && !(existsSync(lockFile) && existsSync(layoutOf(dbPathOf(d)).work)); i++) await new Promise((r) => setTimeout(r, 25));
     expect(existsSync(lockFile), 'the sync is still running').toBe(true);
 
     const range = ['--from', iso(dayStart(20)), '--to', iso(dayStart(10))];
