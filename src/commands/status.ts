@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { StatusConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { silentLogger } from '../core/log.js';
 import { systemClock } from '../core/clock.js';
 import type { Destination } from '../load/destination.js';
@@ -28,7 +28,7 @@ export async function statusCommand(config: StatusConfig, io: CommandIo): Promis
       for (const line of formatStatus(report)) io.print(line);
       if (published !== undefined) io.print(publishedLine(published));
     }
-    return 0;
+    return EXIT_CODES.ok;
   } catch (error) {
     io.print(`status FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
