@@ -116,7 +116,7 @@ async function measure(
     clientDelay.enable();
     started = Date.now();
     const summary = await runSync(
-      { resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000 },
+      { resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000, limits: sync.limits },
       { client, destination, state, clock: systemClock, logger },
     );
     const seconds = (Date.now() - started) / 1000;

@@ -15,6 +15,7 @@ import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import { startEmulator } from '../src/emulator/index.js';
 import { connectApi } from '../src/commands/runtime.js';
+import { DEFAULT_RATE_LIMITS } from '../src/http/budget.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
@@ -34,7 +35,7 @@ async function sync(): Promise<RunSummary> {
   const destination = await DuckDbDestination.open(join(dir, 'w.duckdb'));
   const state = await StateStore.open(statePath, { clock: systemClock, purpose: 'sync' });
   try {
-    return await runSync({ resources: RESOURCES, project: undefined, lookbackMs: 15 * MIN }, { client, destination, state, clock: systemClock, logger });
+    return await runSync({ resources: RESOURCES, project: undefined, lookbackMs: 15 * MIN, limits: DEFAULT_RATE_LIMITS }, { client, destination, state, clock: systemClock, logger });
   } finally {
     await destination.close();
     await client.close();

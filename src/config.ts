@@ -496,6 +496,11 @@ export interface StatusConfig
   readonly json: boolean;
 }
 
+/** `status` itself: also the per-endpoint minute limit the syncs run with (`--max-rpm`), which a backlog's ETA assumes. */
+export interface StatusCommandConfig extends StatusConfig {
+  readonly limits: Pick<RateLimits, 'maxRpm'>;
+}
+
 /** What `reset` needs: the state file and which streams to forget. */
 export interface ResetConfig
   extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun'> {
@@ -526,13 +531,14 @@ export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
 }
 
 /** `status` reads state and the warehouse only: no API URL or key needed. */
-export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig> {
+export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusCommandConfig> {
   const read = reader('status', flags, env);
   return Object.freeze({
     ...readWarehouse(read),
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
     json: read.bool('json') ?? false,
+    limits: { maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm },
   });
 }
 

@@ -68,6 +68,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         children: config.traces,
         batchBytes: config.batchBytes,
         concurrency: config.splitConcurrency,
+        limits: config.limits,
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: stop.signal,

@@ -12,6 +12,7 @@ import { ChildQueue, learnChildMode, type ChildSelection } from './children.js';
 import { drainChildren } from './children-drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
 import { DEFAULT_SETTLE_MS, syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import type { SplitLimits } from './split.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];
@@ -38,6 +39,8 @@ export interface SyncPlanOptions {
   readonly childDrainMs?: number;
   /** `_run_id` of every row written (the run's id in `_query_sync_runs`). @default a new UUID */
   readonly runId?: string;
+  /** The configured rate limits (`--max-rps`, `--max-rpm`): splits are sized by them. */
+  readonly limits: SplitLimits;
 }
 
 
@@ -108,6 +111,7 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
     signal: options.signal,
     settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
     concurrency: options.concurrency,
+    limits: options.limits,
     ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 

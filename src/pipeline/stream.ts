@@ -9,10 +9,9 @@ import { DEFAULT_BATCH_BYTES, WalkBounds, walkWindow, type WalkOptions } from '.
 import { ListNotes, listFacts, recordListFacts, type ListSummary } from './list-facts.js';
 import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
 import type { Capabilities } from './capabilities.js';
-import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
+import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitLimits, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
-import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import {
   resumedSettleUnit,
   runUnits,
@@ -73,6 +72,8 @@ export interface StreamOptions {
    * finds how many help at the latency seen. 1 reads every window in one walk. @default 16
    */
   readonly concurrency?: number;
+  /** The configured rate limits (`--max-rps`, `--max-rpm`): a split is sized by them. */
+  readonly limits: SplitLimits;
 }
 
 /**
@@ -316,7 +317,7 @@ class UnitReader {
     // in a split of a minute's budget or more (its cuts were placed on whole pages for that), and
     // elsewhere only with room for twice the pages the walks seem to have left (a guess from density).
     const plan = this.planned;
-    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= DEFAULT_RATE_LIMITS.maxRpm) return undefined;
+    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= this.options.limits.maxRpm) return undefined;
     if (this.deps.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
     const at = stealCut(best.left.range, this.planned?.buckets);
     if (at === undefined) return undefined;
@@ -392,7 +393,7 @@ class UnitReader {
     // would be read twice), where counts exist.
     const direct = splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
     if (direct) {
-      const plan = await planSplit(resource, scope, unit.window, undefined, maxParts, deps, this.ctx);
+      const plan = await planSplit(resource, scope, unit.window, undefined, maxParts, { ...deps, limits: options.limits }, this.ctx);
       this.logSplit(plan, undefined);
       if (plan !== undefined) {
         await this.recordSplit(unit.window, plan);
@@ -402,7 +403,7 @@ class UnitReader {
     const sized =
       splits && !direct
         ? this.firstPageHook(this.ctx, async (first) => {
-            const plan = await planSplit(resource, scope, unit.window, first, maxParts, deps, this.ctx);
+            const plan = await planSplit(resource, scope, unit.window, first, maxParts, { ...deps, limits: options.limits }, this.ctx);
             this.logSplit(plan, first);
             if (plan === undefined) return false;
             await this.recordSplit(unit.window, plan);

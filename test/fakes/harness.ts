@@ -43,13 +43,14 @@ export interface PipelineTarget {
 
 /**
  * The run's own options of a harness call: its target left out, every resource unless it names
- * some, no project header unless it names one.
+ * some, no project header unless it names one. Its splits are sized by the target's limits, or
+ * the documented ones when it has none (the scheduler then runs unthrottled, see `withPipeline`).
  */
 export function runOptionsOf<O extends PipelineTarget & { readonly resources?: readonly ResourceDefinition[]; readonly project?: string }>(
   opts: O,
-): Omit<O, keyof PipelineTarget> & { readonly resources: readonly ResourceDefinition[]; readonly project: string | undefined } {
+): Omit<O, keyof PipelineTarget> & { readonly resources: readonly ResourceDefinition[]; readonly project: string | undefined; readonly limits: RateLimits } {
   const { baseUrl: _baseUrl, apiKey: _apiKey, dir: _dir, limits: _limits, retry: _retry, projectHeader: _projectHeader, destination: _destination, client: _client, clock: _clock, ...run } = opts;
-  return { ...run, resources: opts.resources ?? RESOURCES, project: opts.project };
+  return { ...run, resources: opts.resources ?? RESOURCES, project: opts.project, limits: opts.limits ?? DEFAULT_RATE_LIMITS };
 }
 
 /**
