@@ -101,6 +101,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
               streams: summary.streams,
               concurrency: config.splitConcurrency,
               batchRows: config.batchRows,
+              batchBytes: config.batchBytes,
               runId,
               signal: stop.signal,
             },

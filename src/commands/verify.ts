@@ -45,7 +45,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
     runtime.display.start();
     const streams = await repairWindows(
       mismatched,
-      { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
+      { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
       { client, destination, state, clock, logger },
     );
     runtime.display.stop();

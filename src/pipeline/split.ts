@@ -28,9 +28,6 @@ import type { PendingWindow, SplitWindow, StreamState } from '../state/store.js'
 /** Least pages a sub-window should hold: fewer would spend more on partial last pages than they win. */
 export const MIN_PAGES_PER_PART = 10;
 
-/** Sub-walks of one stream at once, at most, when the caller gives no bound. */
-export const DEFAULT_SPLIT_CONCURRENCY = 16;
-
 /** The configured limits a split is sized by (`--max-rps`, `--max-rpm`), never the compiled-in defaults. */
 export type SplitLimits = Pick<RateLimits, 'maxRps' | 'maxRpm'>;
 

@@ -9,6 +9,7 @@ import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
 import type { ApiRecord, Clock, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
+import { PIPELINE_DEFAULTS } from '../../src/config.js';
 import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
@@ -40,6 +41,12 @@ export interface PipelineTarget {
   /** More client options (timeouts, Retry-After cap, a logger to read). */
   readonly client?: Partial<Pick<ApiClientOptions, 'timeouts' | 'maxRetryAfterMs' | 'longWaitMs' | 'logger'>>;
 }
+
+/** A sync's settings at the CLI's defaults (DuckDB's batch size), where a harness call names none. */
+export const SYNC_DEFAULTS = PIPELINE_DEFAULTS.sync;
+
+/** A backfill's settings at the CLI's defaults, where a harness call names none. */
+export const BACKFILL_DEFAULTS = PIPELINE_DEFAULTS.backfill;
 
 /**
  * The run's own options of a harness call: its target left out, every resource unless it names
@@ -87,7 +94,7 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
 
 /** One sync, in-process, through the same parts the CLI wires. */
 export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
-  return withPipeline(opts, 'sync', (deps) => runSync({ ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps));
+  return withPipeline(opts, 'sync', (deps) => runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps));
 }
 
 export async function readTable(dir: string, table: string): Promise<Record<string, unknown>[]> {
