@@ -36,6 +36,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/reconcile.test.ts', // nine CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
   'test/integration/budget-carry.test.ts', // two CLI runs back to back under the documented limits
   'test/integration/server-matrix.test.ts', // 32 CLI syncs: two against each of 15 server variants
+  'test/integration/configured-limits.test.ts', // two CLI plans and two splits of 30,000 events, at 200 and 400 a minute
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));

@@ -31,6 +31,7 @@ import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
+import { PIPELINE_DEFAULTS } from '../src/config.js';
 
 
 interface Measured {
@@ -116,7 +117,7 @@ async function measure(
     clientDelay.enable();
     started = Date.now();
     const summary = await runSync(
-      { resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000 },
+      { ...PIPELINE_DEFAULTS.sync, resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000, limits: sync.limits },
       { client, destination, state, clock: systemClock, logger },
     );
     const seconds = (Date.now() - started) / 1000;

@@ -15,9 +15,11 @@ import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import { startEmulator } from '../src/emulator/index.js';
 import { connectApi } from '../src/commands/runtime.js';
+import { DEFAULT_RATE_LIMITS } from '../src/http/budget.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
+import { PIPELINE_DEFAULTS } from '../src/config.js';
 
 const EVENTS = Number(process.argv[2] ?? 20_000);
 const HISTORY_DAYS = 2;
@@ -34,7 +36,7 @@ async function sync(): Promise<RunSummary> {
   const destination = await DuckDbDestination.open(join(dir, 'w.duckdb'));
   const state = await StateStore.open(statePath, { clock: systemClock, purpose: 'sync' });
   try {
-    return await runSync({ resources: RESOURCES, project: undefined, lookbackMs: 15 * MIN }, { client, destination, state, clock: systemClock, logger });
+    return await runSync({ ...PIPELINE_DEFAULTS.sync, resources: RESOURCES, project: undefined, lookbackMs: 15 * MIN, limits: DEFAULT_RATE_LIMITS }, { client, destination, state, clock: systemClock, logger });
   } finally {
     await destination.close();
     await client.close();

@@ -19,7 +19,8 @@ import {
   resolveVerifyConfig,
   type RunFlags,
 } from './config.js';
-import { ConfigError, exitCodeFor, QuerySyncError } from './core/errors.js';
+import { ConfigError, QuerySyncError } from './core/errors.js';
+import { EXIT_CODES, exitCodeFor } from './core/exit-codes.js';
 import { redact } from './core/log.js';
 import { envName, type CommandName, type OptionSpec } from './options.js';
 import type { ResetIo } from './commands/reset.js';
@@ -184,7 +185,7 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
 };
 
 async function main(): Promise<number> {
-  let exitCode = 0;
+  let exitCode: number = EXIT_CODES.ok;
   const setExit = (code: number): void => {
     exitCode = code;
   };
@@ -259,7 +260,7 @@ async function main(): Promise<number> {
     .fail((message, error) => {
       if (error) throw error;
       process.stderr.write(`query-sync: ${message}\nRun query-sync --help for usage.\n`);
-      process.exit(2);
+      process.exit(EXIT_CODES.configuration);
     })
     .parseAsync();
   return exitCode;

@@ -12,7 +12,6 @@ import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } fro
 import { bareApiKey, DEFAULT_BASE_URL, normalizeBaseUrl } from './http/conventions.js';
 import { SCHEMA_CONTRACTS, type SchemaContract } from './normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from './normalize/privacy.js';
-import { DEFAULT_SPLIT_CONCURRENCY } from './pipeline/split.js';
 import { RECONCILE_MODES, type ReconcileMode } from './pipeline/reconcile.js';
 import { camel, collect, envName, optionTable, type CommandName, type RawValue } from './options.js';
 
@@ -49,7 +48,11 @@ export const DEFAULT_LOOKBACK = '15m';
 export const DEFAULT_PROGRESS_INTERVAL = '5s';
 /** Both project headers are sent unless one is named: the vendor SDK's and the spec's (connectors/service.ts). */
 export const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
-/** Re-read each events window once it is this old (late enrichment). */
+/**
+ * Re-read each events window once it is this old (late enrichment): the SDK says enriched fields
+ * "may be absent for very recent events", with no figure. Two hours covers the enrichment delays
+ * the emulator models and keeps the re-read cheap (one extra read of each window, two hours after it).
+ */
 export const DEFAULT_SETTLE = '2h';
 /**
  * Which events get their traces read where traces are read per event: every event. `traced` reads
@@ -64,6 +67,18 @@ export const DEFAULT_DRY_RUN_LIMIT = 100;
 export const DEFAULT_WINDOW = '1d';
 /** Default windows read at once by a backfill. */
 export const DEFAULT_CONCURRENCY = 4;
+/** Sub-walks of one large window of a sync at once, at most (`pipeline/split.ts`). */
+export const DEFAULT_SPLIT_CONCURRENCY = 16;
+
+/**
+ * A sync's and a backfill's settings at these defaults, in the units the pipeline takes (DuckDB's
+ * batch size), for callers that wire the pipeline themselves (tests, benchmarks): the pipeline
+ * restates no default.
+ */
+export const PIPELINE_DEFAULTS = Object.freeze({
+  sync: Object.freeze({ batchRows: DEFAULT_BATCH_ROWS.duckdb, batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6), settleMs: parseDuration(DEFAULT_SETTLE), concurrency: DEFAULT_SPLIT_CONCURRENCY }),
+  backfill: Object.freeze({ batchRows: DEFAULT_BATCH_ROWS.duckdb, batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6), concurrency: DEFAULT_CONCURRENCY }),
+});
 
 /** Every flag with its environment name, default, unit and help group. */
 export const OPTIONS = optionTable({
@@ -496,6 +511,11 @@ export interface StatusConfig
   readonly json: boolean;
 }
 
+/** `status` itself: also the per-endpoint minute limit the syncs run with (`--max-rpm`), which a backlog's ETA assumes. */
+export interface StatusCommandConfig extends StatusConfig {
+  readonly limits: Pick<RateLimits, 'maxRpm'>;
+}
+
 /** What `reset` needs: the state file and which streams to forget. */
 export interface ResetConfig
   extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun'> {
@@ -526,13 +546,14 @@ export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
 }
 
 /** `status` reads state and the warehouse only: no API URL or key needed. */
-export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig> {
+export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusCommandConfig> {
   const read = reader('status', flags, env);
   return Object.freeze({
     ...readWarehouse(read),
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
     json: read.bool('json') ?? false,
+    limits: { maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm },
   });
 }
 

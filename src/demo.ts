@@ -5,6 +5,7 @@ import { resolveSyncConfig } from './config.js';
 import { DEFAULT_RATE_LIMITS } from './http/budget.js';
 import { startEmulatorThread } from './emulator/thread.js';
 import { DuckDbDestination } from './load/duckdb.js';
+import { EXIT_CODES } from './core/exit-codes.js';
 
 /**
  * `npm run demo`: the whole thing with no account. Starts the emulator in its real-service flavor
@@ -64,7 +65,7 @@ FROM events GROUP BY ALL ORDER BY events DESC LIMIT 5`;
     print(`\nWarehouse: ${flags.duckdbPath}   State: ${flags.state}   dbt sources: ${flags.dbtSources}`);
     print(`Try: duckdb -readonly ${flags.duckdbPath} "SELECT * FROM users ORDER BY last_seen DESC LIMIT 5"`);
     print(`  or: query-sync sql --duckdb-path ${flags.duckdbPath} "SELECT event_name, count(*) FROM events GROUP BY 1"   (Parquet: ${flags.duckdbPath}.files/)`);
-    return 0;
+    return EXIT_CODES.ok;
   } finally {
     await emulator.close();
   }
@@ -76,6 +77,6 @@ main().then(
   },
   (error: unknown) => {
     process.stderr.write(`demo failed: ${String((error as Error)?.stack ?? error)}\n`);
-    process.exitCode = 1;
+    process.exitCode = EXIT_CODES.failed;
   },
 );

@@ -150,7 +150,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'repair', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the mismatched windows, then check again', commands: ['verify'] },
     { name: 'yes', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 'do not ask for confirmation (required when not on a terminal)', commands: ['reset'] },
     // Pacing
-    { name: 'max-rpm', kind: 'number', group: 'Pacing', defaultText: String(d.maxRpm), describe: 'requests per minute per endpoint', commands: RUN },
+    { name: 'max-rpm', kind: 'number', group: 'Pacing', defaultText: String(d.maxRpm), describe: 'requests per minute per endpoint (status: the rate its backlog ETA assumes)', commands: [...RUN, 'status'] },
     { name: 'search-rpm', kind: 'number', group: 'Pacing', defaultText: String(d.searchRpm), describe: 'requests per minute to /v1/events/search', commands: RUN },
     { name: 'max-rps', kind: 'number', group: 'Pacing', defaultText: String(d.maxRps), describe: 'requests per second, all endpoints', commands: RUN },
     { name: 'search-gate-rps', kind: 'number', group: 'Pacing', defaultText: String(d.searchGateRps), describe: 'search only while combined usage of the last second is under this', commands: RUN },

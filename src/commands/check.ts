@@ -1,5 +1,5 @@
 import type { SyncConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
+import { exitCodeFor } from '../core/exit-codes.js';
 import { Capabilities } from '../pipeline/capabilities.js';
 import { checkApi, checkExitCode } from '../pipeline/check.js';
 import { formatCheck } from './reports.js';

@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { RESOURCES } from '../../connectors/index.js';
 import type { BigQueryConfig, StatusConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { duckdbType, bigqueryType } from '../core/column-types.js';
 import type { ColumnDef } from '../core/types.js';
 import type { Destination } from '../load/destination.js';
@@ -212,7 +212,7 @@ export async function dbtSourcesCommand(config: StatusConfig & { readonly out: s
         : await openReadOnly(config, io.print);
     const { path, tables } = await writeDbtSources(destination, config.out, { ...config, publishEveryMs: config.publishEveryMs });
     io.print(`dbt sources: ${tables} tables written to ${path} (source "${DBT_SOURCE_NAME}")`);
-    return 0;
+    return EXIT_CODES.ok;
   } catch (error) {
     io.print(`dbt-sources FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);

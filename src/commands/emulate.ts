@@ -4,6 +4,7 @@ import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { LACKS, parseListQuirks, type EmulatorOptions, type Flavor, type ListQuirks, type TimeseriesShape } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
 import type { CommandIo } from './io.js';
+import { EXIT_CODES } from '../core/exit-codes.js';
 
 export interface EmulateFlags {
   readonly port: number;
@@ -95,5 +96,5 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     process.once('SIGTERM', resolve);
   });
   await emulator.close();
-  return 0;
+  return EXIT_CODES.ok;
 }

@@ -1,5 +1,5 @@
 import type { PlanConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { planBackfill, planSync } from '../pipeline/plan.js';
 import { formatPlan } from './reports.js';
 import { readStateDocument } from './state-home.js';
@@ -25,7 +25,7 @@ export async function planCommand(config: PlanConfig, io: CommandIo): Promise<nu
         : await planBackfill({ ...scope, ...config.range }, deps);
     if (config.json) io.print(JSON.stringify(plan, null, 2));
     else for (const line of formatPlan(plan)) io.print(line);
-    return 0;
+    return EXIT_CODES.ok;
   } catch (error) {
     io.print(`plan FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);

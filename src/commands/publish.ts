@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { PublishedConfig } from '../config.js';
 import { systemClock } from '../core/clock.js';
-import { exitCodeFor } from '../core/errors.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { layoutOf, workingPathForReading } from '../publish/layout.js';
 import { Publisher } from '../publish/publisher.js';
@@ -17,14 +17,14 @@ export async function publishCommand(config: PublishedConfig, io: CommandIo): Pr
   const working = workingPathForReading(config.duckdbPath);
   if (working !== layout.work || !existsSync(working)) {
     io.print(`publish FAILED: no working file ${layout.work}: run \`query-sync sync --duckdb-path ${config.duckdbPath}\` first (its first run takes an older warehouse file over)`);
-    return 2;
+    return EXIT_CODES.configuration;
   }
   let db: DuckDbDestination | undefined;
   try {
     db = await DuckDbDestination.open(working, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
     const result = await new Publisher(config.duckdbPath, db, systemClock).publish(true);
     io.print(`published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`);
-    return 0;
+    return EXIT_CODES.ok;
   } catch (error) {
     io.print(`publish FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);

@@ -1,8 +1,6 @@
 import type { ReconcileReport } from '../pipeline/reconcile-run.js';
 import type { ReconcilePlan } from '../pipeline/plan-reconcile.js';
-
-/** Exit code of a sync whose reconcile leaves a window that differs (as `verify`'s mismatch). */
-export const RECONCILE_DIFFERENCE_EXIT = 5;
+import { EXIT_CODES } from '../core/exit-codes.js';
 
 /**
  * The reconcile part of a sync's text summary: what was checked and at what cost, each window that
@@ -27,7 +25,7 @@ export function formatReconcile(report: ReconcileReport): string[] {
   for (const n of report.notChecked.filter((x) => x.project !== undefined)) lines.push(`reconcile: ${n.resource} ${n.project ?? ''} not checked: ${n.reason}`);
   if (report.remaining > 0) {
     const names = report.windows.filter((w) => w.outcome !== 'repaired').map((w) => `${w.resource} ${w.project} [${w.from}, ${w.to})`);
-    lines.push(`reconcile: ${report.remaining} window${report.remaining === 1 ? '' : 's'} still differ${report.remaining === 1 ? 's' : ''}: ${names.join('; ')} (exit ${RECONCILE_DIFFERENCE_EXIT})`);
+    lines.push(`reconcile: ${report.remaining} window${report.remaining === 1 ? '' : 's'} still differ${report.remaining === 1 ? 's' : ''}: ${names.join('; ')} (exit ${EXIT_CODES.mismatch})`);
   }
   return lines;
 }

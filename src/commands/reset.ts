@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
 import type { ResetConfig } from '../config.js';
 import { systemClock } from '../core/clock.js';
-import { ConfigError, exitCodeFor } from '../core/errors.js';
+import { ConfigError } from '../core/errors.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StreamState } from '../state/store.js';
@@ -42,14 +43,14 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
     const scope = config.project === undefined ? 'every project scope' : `project scope ${config.project}`;
     if (keys.length === 0) {
       io.print(`reset: nothing to forget: the state (the warehouse's, or ${config.statePath} without one) has no stream of ${names} in ${scope}`);
-      return 0;
+      return EXIT_CODES.ok;
     }
     if (!config.yes) {
       const question = `Forget the marks of ${keys.length} stream${keys.length === 1 ? '' : 's'} (${keys.join(', ')}) in ${config.statePath}? The next sync re-reads them from their start. [y/N] `;
       const answer = await (io.ask ?? askOnTerminal)(question);
       if (!/^y(es)?$/i.test(answer.trim())) {
         io.print('reset cancelled: nothing changed');
-        return 1;
+        return EXIT_CODES.failed;
       }
     }
     // The state lives in the warehouse: forget there (and in the file, its copy), under the sync
@@ -76,7 +77,7 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
     }
     io.print(`reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`);
     if (publishedLine !== undefined) io.print(publishedLine);
-    return 0;
+    return EXIT_CODES.ok;
   } catch (error) {
     io.print(`reset FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);

@@ -33,7 +33,7 @@ export interface Runtime {
 
 export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
   const clock = io.clock ?? systemClock;
-  const tracker = new ProgressTracker(clock);
+  const tracker = new ProgressTracker(clock, config.limits);
   tracker.setOrder(config.resources.map((r) => r.name));
   const tty = config.progress === 'tty' ? new TtyProgressDisplay(tracker) : undefined;
   const repeats = new RepeatedLogs();

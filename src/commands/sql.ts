@@ -4,6 +4,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import type { PublishedConfig } from '../config.js';
 import { layoutOf } from '../publish/layout.js';
 import type { CommandIo } from './io.js';
+import { EXIT_CODES } from '../core/exit-codes.js';
 
 /**
  * `query-sync sql "select …"`: SQL on the published read copy (never the sync's working file, so it
@@ -16,15 +17,15 @@ export async function sqlCommand(config: PublishedConfig & { readonly query?: st
   const path = layoutOf(config.duckdbPath).published;
   if (!existsSync(path)) {
     io.print(`sql FAILED: there is no published copy at ${path} yet: run \`query-sync sync\` (it publishes at its end and every --publish-every), or \`query-sync publish\` after a run, or pass --duckdb-path`);
-    return 2;
+    return EXIT_CODES.configuration;
   }
   if (config.query !== undefined) {
     try {
       for (const line of render(await runOn(path, config.query), config.format)) io.print(line);
-      return 0;
+      return EXIT_CODES.ok;
     } catch (error) {
       io.print(`sql FAILED: ${(error as Error).message}`);
-      return 1;
+      return EXIT_CODES.failed;
     }
   }
   return shell(path, config.format, io);
@@ -98,5 +99,5 @@ async function shell(path: string, format: SqlFormat, io: CommandIo): Promise<nu
     rl.prompt();
   }
   rl.close();
-  return 0;
+  return EXIT_CODES.ok;
 }

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
-import type { StatusConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
+import type { StatusCommandConfig, StatusConfig } from '../config.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { silentLogger } from '../core/log.js';
 import { systemClock } from '../core/clock.js';
 import type { Destination } from '../load/destination.js';
@@ -17,18 +17,18 @@ import type { CommandIo } from './io.js';
  * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.
  * A warehouse another process holds open (a running sync) is reported as unavailable, not an error.
  */
-export async function statusCommand(config: StatusConfig, io: CommandIo): Promise<number> {
+export async function statusCommand(config: StatusCommandConfig, io: CommandIo): Promise<number> {
   try {
     const { document: doc, location } = await readStateFrom(config, silentLogger());
     const warehouse = await readWarehouse(config, doc, io);
-    const report = buildStatus(location, doc, config.resources, warehouse, (io.clock ?? systemClock).now());
+    const report = buildStatus(location, doc, config.resources, warehouse, config.limits, (io.clock ?? systemClock).now());
     const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
     if (config.json) io.print(JSON.stringify(published === undefined ? report : { ...report, published }, null, 2));
     else {
       for (const line of formatStatus(report)) io.print(line);
       if (published !== undefined) io.print(publishedLine(published));
     }
-    return 0;
+    return EXIT_CODES.ok;
   } catch (error) {
     io.print(`status FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);

@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { formatDuration } from '../core/duration.js';
-import { RunStoppedError, STOP_EXIT_CODES } from '../core/errors.js';
+import { RunStoppedError } from '../core/errors.js';
+import { stopExitCode } from '../core/exit-codes.js';
 import type { Logger } from '../core/log.js';
 
 /**
@@ -79,7 +80,7 @@ export function stoppedLine(command: string, reason: RunStoppedError, rows: numb
     reason.stopCause === 'lease-lost'
       ? 'another run holds the state now'
       : 'the state records exactly what is stored: the next run continues from there';
-  return `${command} STOPPED (${reason.message}) with ${rows} rows stored by this run; ${next} (exit ${STOP_EXIT_CODES[reason.stopCause]})`;
+  return `${command} STOPPED (${reason.message}) with ${rows} rows stored by this run; ${next} (exit ${stopExitCode(reason.stopCause)})`;
 }
 
 /** How long a stopping run may take before the process exits anyway (the issue's bound is 10 s). */
@@ -93,7 +94,7 @@ export const STOP_GRACE_MS = 9_000;
 export function cancelOnSignals(write: (line: string) => void, exit: (code: number) => void = (code) => process.exit(code)): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
   const onSignal = (name: 'SIGINT' | 'SIGTERM'): void => {
-    const code = STOP_EXIT_CODES[name];
+    const code = stopExitCode(name);
     if (controller.signal.aborted) {
       write(`query-sync: ${name} again: exiting now (exit ${code})`);
       exit(code);

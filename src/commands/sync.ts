@@ -23,8 +23,9 @@ import { runJson, runSettings } from './run-json.js';
 import { syncProgressHooks } from './runtime.js';
 import { isStopConsequence, stoppedLine } from './stop.js';
 import { logStreams, planForProgress, runExitCode, withWritingRun } from './writing-run.js';
-import { formatReconcile, RECONCILE_DIFFERENCE_EXIT } from './reconcile-lines.js';
+import { formatReconcile } from './reconcile-lines.js';
 import { reconcileBrief, reconcileRun, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../pipeline/reconcile-run.js';
+import { EXIT_CODES } from '../core/exit-codes.js';
 
 /**
  * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the
@@ -67,6 +68,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
         children: config.traces,
         batchBytes: config.batchBytes,
         concurrency: config.splitConcurrency,
+        limits: config.limits,
         // A dry run shows the requests for a small sample, not all history.
         ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
         signal: stop.signal,
@@ -99,6 +101,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
               streams: summary.streams,
               concurrency: config.splitConcurrency,
               batchRows: config.batchRows,
+              batchBytes: config.batchBytes,
               runId,
               signal: stop.signal,
             },
@@ -163,7 +166,7 @@ export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<nu
     for (const line of deficits) logger.warn(line);
     const differing = reconciled?.remaining ?? 0;
     const streamsCode = runExitCode(reason, streams);
-    const code = streamsCode === 0 && reconciled !== undefined && reconciled.remaining > 0 ? RECONCILE_DIFFERENCE_EXIT : streamsCode;
+    const code = streamsCode === 0 && reconciled !== undefined && reconciled.remaining > 0 ? EXIT_CODES.mismatch : streamsCode;
     const stopped = reason === undefined ? [] : [stoppedLine('sync', reason, streams.reduce((n, s) => n + s.rows, 0))];
     const output = config.json
       ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...billingJson(billing), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length + deficits.length === 0 ? {} : { warnings: [...warnings, ...deficits] }) })]

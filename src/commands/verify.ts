@@ -1,6 +1,6 @@
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { VerifyConfig } from '../config.js';
-import { exitCodeFor } from '../core/errors.js';
+import { EXIT_CODES, exitCode, exitCodeFor } from '../core/exit-codes.js';
 import type { Destination } from '../load/destination.js';
 
 import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
@@ -13,9 +13,6 @@ import { createRunStop, stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
 import { openRunState } from './writing-run.js';
 import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
-
-/** Exit code when the warehouse and the API disagree (after `--repair`, if asked). */
-export const VERIFY_MISMATCH_EXIT = 5;
 
 /**
  * `query-sync verify --from --to [--repair]`: compare API counts with warehouse counts per window
@@ -40,7 +37,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
       deps,
     );
     for (const line of formatVerify(report)) print(line);
-    if (report.mismatches === 0 || !config.repair) return report.mismatches === 0 ? 0 : VERIFY_MISMATCH_EXIT;
+    if (report.mismatches === 0 || !config.repair) return exitCode(report.mismatches === 0 ? 'ok' : 'mismatch');
 
     const mismatched = report.windows.filter((w) => !w.match);
     print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
@@ -52,7 +49,7 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
     runtime.display.start();
     const streams = await repairWindows(
       mismatched,
-      { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
+      { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
       { client, destination: publishing?.destination ?? destination, state, clock, logger },
     );
     runtime.display.stop();
@@ -72,9 +69,9 @@ export async function verifyCommand(config: VerifyConfig, io: CommandIo): Promis
       if (again.windows.some((w) => w.warehouse > w.api)) {
         print('note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)');
       }
-      return VERIFY_MISMATCH_EXIT;
+      return EXIT_CODES.mismatch;
     }
-    return failed === undefined ? 0 : exitCodeFor(failed.error);
+    return failed === undefined ? EXIT_CODES.ok : exitCodeFor(failed.error);
   } catch (error) {
     print(`verify FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);

@@ -1,6 +1,7 @@
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
-import { exitCodeFor, RunStoppedError } from '../core/errors.js';
+import { RunStoppedError } from '../core/errors.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { toProgressPlan, type Plan } from '../pipeline/plan.js';
@@ -106,10 +107,10 @@ export function logStreams(config: Pick<SyncConfig, 'logFormat'>, logger: Logger
   for (const s of streams) perStream(s, message);
 }
 
-/** A stopped run exits with its stop's code; otherwise 0, or the code of the first stream that failed. */
+/** A stopped run exits with its stop's code; otherwise ok (0), or the code of the first stream that failed. */
 export function runExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[]): number {
   const failed = streams.find((s) => s.outcome !== 'ok');
-  return reason !== undefined ? exitCodeFor(reason) : failed === undefined ? 0 : exitCodeFor(failed.error);
+  return reason !== undefined ? exitCodeFor(reason) : failed === undefined ? EXIT_CODES.ok : exitCodeFor(failed.error);
 }
 
 

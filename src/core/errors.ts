@@ -143,12 +143,6 @@ export class WarehouseBusyError extends QuerySyncError {
 /** Why a run was stopped before its end: a signal, `--max-run-time`, or its lease lost. */
 export type StopCause = 'SIGINT' | 'SIGTERM' | 'max-run-time' | 'lease-lost';
 
-/**
- * Exit codes of a stopped run: 128 + the signal's number, as shells report a process a signal
- * ended; 6 for `--max-run-time` (progress is saved: run again to continue); 4 for a lost lease.
- */
-export const STOP_EXIT_CODES: Readonly<Record<StopCause, number>> = Object.freeze({ SIGINT: 130, SIGTERM: 143, 'max-run-time': 6, 'lease-lost': 4 });
-
 /** The run was asked to stop: the reason of its abort signal. Stored rows and state stay consistent. */
 export class RunStoppedError extends QuerySyncError {
   readonly code = 'E_STOPPED';
@@ -157,15 +151,6 @@ export class RunStoppedError extends QuerySyncError {
     super(message, options);
     this.stopCause = stopCause;
   }
-}
-
-/** Exit codes by error group, so a scheduler can tell a config mistake from an outage. */
-export function exitCodeFor(error: unknown): number {
-  if (error instanceof RunStoppedError) return STOP_EXIT_CODES[error.stopCause];
-  if (error instanceof ConfigError) return 2;
-  if (error instanceof AuthError) return 3;
-  if (error instanceof StateError || error instanceof WarehouseBusyError) return 4;
-  return 1;
 }
 
 /** Trim a response body for an error message: one line, bounded length. */

@@ -24,7 +24,7 @@ import { streamKey } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
-import { DEFAULT_BATCH_BYTES, walkWindow, type WalkTotals } from './walk.js';
+import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';
 import { ledgerUnits, runUnits, unitList, type LedgerUnit, type UnitBook } from './units.js';
 
@@ -41,16 +41,15 @@ export interface BackfillOptions extends ScopeOptions {
   readonly toMs: number;
   /** Window length. */
   readonly windowMs: number;
-  /** Windows read at once, across all resources and projects. @default 4 */
-  readonly concurrency?: number;
+  /** Windows read at once, across all resources and projects (`--concurrency`). */
+  readonly concurrency: number;
   /**
    * Rows held in memory by the whole run before writes: each of the `concurrency` windows writes
    * and checkpoints every `batchRows / concurrency` rows, so memory does not grow with concurrency.
-   * @default 5000
    */
-  readonly batchRows?: number;
-  /** Text held before writes by the whole run, shared by the windows like `batchRows`. @default DEFAULT_BATCH_BYTES */
-  readonly batchBytes?: number;
+  readonly batchRows: number;
+  /** Text held before writes by the whole run, shared by the windows like `batchRows` (`--batch-bytes`). */
+  readonly batchBytes: number;
   readonly signal?: AbortSignal;
   /** `_run_id` of every row written (the run's id in `_query_sync_runs`). */
   readonly runId?: string;
@@ -81,9 +80,6 @@ export interface BackfillSummary {
   readonly ok: boolean;
 }
 
-export const DEFAULT_BACKFILL_CONCURRENCY = 4;
-const DEFAULT_BATCH_ROWS = 5000;
-
 /** Rows each of `concurrency` windows buffers, so that together they hold about `batchRows`. */
 export function perWindowBatch(batchRows: number, concurrency: number): number {
   return Math.max(1, Math.ceil(batchRows / Math.max(1, concurrency)));
@@ -93,7 +89,7 @@ export function perWindowBatch(batchRows: number, concurrency: number): number {
 export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hooks: BackfillHooks = {}): Promise<BackfillSummary> {
   const runStartMs = deps.clock.now();
   const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
-  const concurrency = options.concurrency ?? DEFAULT_BACKFILL_CONCURRENCY;
+  const concurrency = options.concurrency;
   const slots = new PQueue({ concurrency });
   // Children this server reads one parent at a time have no windows to backfill: `sync` reads them.
   const resources = options.resources.filter((r) => {
@@ -118,8 +114,8 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
           slots,
           concurrency,
           force: false,
-          batchRows: perWindowBatch(options.batchRows ?? DEFAULT_BATCH_ROWS, concurrency),
-          batchBytes: perWindowBatch(options.batchBytes ?? DEFAULT_BATCH_BYTES, concurrency),
+          batchRows: perWindowBatch(options.batchRows, concurrency),
+          batchBytes: perWindowBatch(options.batchBytes, concurrency),
           syncedAt: new Date(runStartMs).toISOString(),
           signal: options.signal,
           onProjects: scopeHooks.onProjects,
@@ -152,7 +148,7 @@ export interface StreamBackfillOptions {
   /** Read windows even when the ledger has them done (`verify --repair`). */
   readonly force: boolean;
   readonly batchRows: number;
-  readonly batchBytes?: number;
+  readonly batchBytes: number;
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;

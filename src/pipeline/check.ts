@@ -12,6 +12,7 @@ import { allProjectsScope, singleProjectScope, type ScopeOptions } from './scope
 import type { CapabilityFacts } from './capabilities.js';
 import { probeCapabilities, type OfferedCapability } from './check-capabilities.js';
 import { SEARCH_PATH, SEARCH_RANGE_MS, SEARCH_RESULTS_TABLE, searchResource } from './searches.js';
+import { EXIT_CODES, exitCode } from '../core/exit-codes.js';
 
 /**
  * `check`: before a schedule is set, one request per endpoint and project scope says what works:
@@ -251,6 +252,6 @@ function classify(error: unknown, scope: ProjectScope): { outcome: CheckOutcome;
 
 /** Exit code as for sync: 3 for a rejected key or project, 1 for any other failure, 0 when all is well. */
 export function checkExitCode(report: CheckReport): number {
-  if (report.results.some((r) => r.outcome === 'key-rejected' || r.outcome === 'project-refused')) return 3;
-  return report.ok ? 0 : 1;
+  if (report.results.some((r) => r.outcome === 'key-rejected' || r.outcome === 'project-refused')) return EXIT_CODES.authentication;
+  return exitCode(report.ok ? 'ok' : 'failed');
 }

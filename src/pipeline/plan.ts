@@ -13,7 +13,6 @@ import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
 import { childBacklog, readsByParent } from './children.js';
 import { childLoad, deficitLine, tracedSavingLine } from './children-load.js';
-import { DEFAULT_SETTLE_MS } from './stream.js';
 import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
 import type { ReconcileMode } from './reconcile.js';
@@ -97,8 +96,8 @@ export interface BackfillPlanOptions extends ScopeOptions {
 export interface SyncPlanInput extends ScopeOptions, Pick<AnalystPlanInput, 'searches' | 'aggregates' | 'aggregatesInterval'> {
   readonly lookbackMs: number;
   readonly startMs?: number;
-  /** As `sync --settle`. @default DEFAULT_SETTLE_MS */
-  readonly settleMs?: number;
+  /** As `sync --settle`. */
+  readonly settleMs: number;
   /** As `sync --reconcile`: its requests are planned too. @default not planned */
   readonly reconcile?: ReconcileMode;
 }
@@ -165,7 +164,7 @@ export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<
       readFromMs = Math.min(readFromMs ?? unit.window.fromMs, unit.window.fromMs);
       st = withUnitCheckpoint(st, unit, null);
     }
-    const settleMs = options.settleMs ?? DEFAULT_SETTLE_MS;
+    const settleMs = options.settleMs;
     if (resource.settles === true && settleMs > 0) {
       let settling = before;
       const resumed = resumedSettleUnit(settling);

@@ -1,5 +1,5 @@
 import type { Clock } from '../core/types.js';
-import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
+import type { RateLimits } from '../http/budget.js';
 
 /**
  * Progress of a run per resource: rows, pages, windows done of total, rows per second and an ETA.
@@ -123,8 +123,12 @@ export class ProgressTracker {
   /** Endpoint → until when it is paused after a 429 (when the server said). */
   private readonly pausedUntil = new Map<string, number>();
 
-  constructor(clock: Clock, plan?: ProgressPlan) {
+  /** Requests per second one endpoint may make (the configured `--max-rpm` / 60): a backlog drains no faster. */
+  private readonly backlogMaxPerSecond: number;
+
+  constructor(clock: Clock, limits: Pick<RateLimits, 'maxRpm'>, plan?: ProgressPlan) {
     this.clock = clock;
+    this.backlogMaxPerSecond = limits.maxRpm / 60;
     this.startedAt = clock.now();
     this.plan = plan;
   }
@@ -251,7 +255,7 @@ export class ProgressTracker {
         windowsDone: c.windowsDone,
         windowsTotal: c.windowsTotal,
         rowsPerSecond: since > 0 ? c.read / since : 0,
-        etaSeconds: done ? 0 : eta(elapsed, c, planned, since),
+        etaSeconds: done ? 0 : eta(elapsed, c, planned, since, this.backlogMaxPerSecond),
         done,
         resumed: planned?.resumed === true,
         failed,
@@ -305,19 +309,14 @@ function newCounter(): Counter {
   return { rows: 0, read: 0, pages: 0, windowsDone: 0, windowsTotal: 0, skipped: 0, failed: [], queued: new Map() };
 }
 
-/**
- * Requests per second one endpoint may make (`--max-rpm`'s default, 400 a minute): a backlog drains
- * no faster than this, whatever its pace so far.
- */
-const BACKLOG_MAX_PER_SECOND = DEFAULT_RATE_LIMITS.maxRpm / 60;
-
-function eta(elapsed: number, c: Counter, planned: ResourcePlan | undefined, since: number): number | undefined {
+/** `backlogMaxPerSecond`: the requests a second one endpoint may make (`--max-rpm` / 60); a backlog drains no faster, whatever its pace so far. */
+function eta(elapsed: number, c: Counter, planned: ResourcePlan | undefined, since: number, backlogMaxPerSecond: number): number | undefined {
   // A per-parent backlog (traces of the events just stored): one request per pending parent, at the
   // pace its drain has kept (after a few seconds of it), never faster than an endpoint's minute
   // limit. It grows while its parents are read, so this is the time for what is queued now.
   const backlogEta = (): number | undefined => {
     if (c.backlog === undefined) return undefined;
-    const pace = since >= 5 && c.pages > 0 ? Math.min(c.pages / since, BACKLOG_MAX_PER_SECOND) : BACKLOG_MAX_PER_SECOND;
+    const pace = since >= 5 && c.pages > 0 ? Math.min(c.pages / since, backlogMaxPerSecond) : backlogMaxPerSecond;
     return c.backlog / pace;
   };
   if (planned?.pages !== undefined && planned.pages > 0) {

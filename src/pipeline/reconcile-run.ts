@@ -39,6 +39,7 @@ export interface ReconcileOptions {
   readonly streams: readonly StreamResult[];
   readonly concurrency: number;
   readonly batchRows: number;
+  readonly batchBytes: number;
   readonly runId: string;
   readonly signal?: AbortSignal;
   /** @default MAX_REPAIR_RECORDS */
@@ -200,7 +201,7 @@ async function repair(
     warehouse: f.difference.warehouse,
     match: false,
   }));
-  const streams = await repairWindows(asVerify, { resources: options.resources, concurrency: options.concurrency, batchRows: options.batchRows, signal: options.signal, runId: options.runId }, deps);
+  const streams = await repairWindows(asVerify, { resources: options.resources, concurrency: options.concurrency, batchRows: options.batchRows, batchBytes: options.batchBytes, signal: options.signal, runId: options.runId }, deps);
   for (const s of streams) stats.push(s.stats);
   const failed = streams.find((s) => s.outcome !== 'ok');
   return Promise.all(

@@ -11,7 +11,8 @@ import { optionalWalk } from './optional.js';
 import { ChildQueue, learnChildMode, type ChildSelection } from './children.js';
 import { drainChildren } from './children-drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
-import { DEFAULT_SETTLE_MS, syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import { syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import type { SplitLimits } from './split.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];
@@ -21,23 +22,25 @@ export interface SyncPlanOptions {
   readonly projectIds?: readonly string[];
   readonly lookbackMs: number;
   readonly startMs?: number;
-  /** @default 5000 */
-  readonly batchRows?: number;
-  /** @default DEFAULT_BATCH_BYTES (walk.ts) */
-  readonly batchBytes?: number;
-  /** Most sub-windows of one large window walked at once (split walks). @default 16 */
-  readonly concurrency?: number;
+  /** Rows buffered per stream before one write + checkpoint (`--batch-rows`). */
+  readonly batchRows: number;
+  /** Text buffered before a write (`--batch-bytes`, in bytes). */
+  readonly batchBytes: number;
+  /** Most sub-windows of one large window walked at once (split walks, `--concurrency`). */
+  readonly concurrency: number;
   /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
   readonly sampleRows?: number;
   readonly signal?: AbortSignal;
-  /** Re-read windows of resources that settle once they are this old; 0 turns it off. @default DEFAULT_SETTLE_MS */
-  readonly settleMs?: number;
+  /** Re-read windows of resources that settle once they are this old (`--settle`); 0 turns it off. */
+  readonly settleMs: number;
   /** Which parents get their per-parent children read (traces per event). @default 'all' */
   readonly children?: ChildSelection;
   /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS */
   readonly childDrainMs?: number;
   /** `_run_id` of every row written (the run's id in `_query_sync_runs`). @default a new UUID */
   readonly runId?: string;
+  /** The configured rate limits (`--max-rps`, `--max-rpm`): splits are sized by them. */
+  readonly limits: SplitLimits;
 }
 
 
@@ -68,11 +71,7 @@ export interface RunSummary {
   readonly ok: boolean;
 }
 
-/** Rows buffered per stream before one write + checkpoint. */
-export const DEFAULT_BATCH_ROWS = 5000;
-
 export { allProjectsScope, singleProjectScope } from './scopes.js';
-export { DEFAULT_SETTLE_MS } from './stream.js';
 
 /** Progress callbacks of a run (the live display and the progress log lines). */
 export interface RunHooks {
@@ -102,12 +101,13 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
     runStartMs,
     lookbackMs: options.lookbackMs,
     startMs: options.startMs,
-    batchRows: Math.min(options.batchRows ?? DEFAULT_BATCH_ROWS, options.sampleRows ?? Infinity),
+    batchRows: Math.min(options.batchRows, options.sampleRows ?? Infinity),
     batchBytes: options.batchBytes,
     syncedAt: new Date(runStartMs).toISOString(),
     signal: options.signal,
-    settleMs: options.settleMs ?? DEFAULT_SETTLE_MS,
+    settleMs: options.settleMs,
     concurrency: options.concurrency,
+    limits: options.limits,
     ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
   };
 

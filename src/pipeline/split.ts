@@ -8,7 +8,7 @@ import { Capabilities, memoryBook, type CapabilityState } from './capabilities.j
 import { whereRecordsLie, type RecordsLie } from './split-lie.js';
 import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
 import { cursorMillis } from '../normalize/normalize.js';
-import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
+import type { RateLimits } from '../http/budget.js';
 import type { ConcurrencyController } from '../http/concurrency.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import { runUnits, unitList, type SubWalk } from './units.js';
@@ -28,8 +28,8 @@ import type { PendingWindow, SplitWindow, StreamState } from '../state/store.js'
 /** Least pages a sub-window should hold: fewer would spend more on partial last pages than they win. */
 export const MIN_PAGES_PER_PART = 10;
 
-/** Sub-walks of one stream at once, at most, when the caller gives no bound. */
-export const DEFAULT_SPLIT_CONCURRENCY = 16;
+/** The configured limits a split is sized by (`--max-rps`, `--max-rpm`), never the compiled-in defaults. */
+export type SplitLimits = Pick<RateLimits, 'maxRps' | 'maxRpm'>;
 
 /** Client time per page (parse, normalize, write) added to the latency when sizing a split. */
 const CLIENT_MS_PER_PAGE = 25;
@@ -39,7 +39,7 @@ const CLIENT_MS_PER_PAGE = 25;
  * per-second budget (so the controller has room, and the last sub-windows to finish overlap), and
  * at least two.
  */
-export function partsForLatency(latencyMs: number, maxRps = DEFAULT_RATE_LIMITS.maxRps): number {
+export function partsForLatency(latencyMs: number, maxRps: number): number {
   return Math.max(2, 2 * Math.ceil((maxRps * (latencyMs + CLIENT_MS_PER_PAGE)) / 1000));
 }
 
@@ -81,12 +81,12 @@ export async function planSplit(
   window: TimeWindow,
   first: FirstPage | undefined,
   maxParts: number,
-  deps: { readonly client: ApiClient; readonly logger: Logger; readonly clock: Clock; readonly state?: CapabilityState; readonly capabilities?: Capabilities },
+  deps: { readonly client: ApiClient; readonly logger: Logger; readonly clock: Clock; readonly limits: SplitLimits; readonly state?: CapabilityState; readonly capabilities?: Capabilities },
   ctx: CallContext,
 ): Promise<SplitPlan | undefined> {
   const decl = resource.split;
   if (decl === undefined || maxParts < 2) return undefined;
-  if (first !== undefined && (partsForLatency(first.latencyMs) < 2 || pagesFromFirstPage(resource, window, first) < 2 * MIN_PAGES_PER_PART)) return undefined;
+  if (first !== undefined && (partsForLatency(first.latencyMs, deps.limits.maxRps) < 2 || pagesFromFirstPage(resource, window, first) < 2 * MIN_PAGES_PER_PART)) return undefined;
   if (first === undefined && !decl.exact && decl.count === undefined) return undefined;
   try {
     const startedAt = deps.clock.now();
@@ -107,7 +107,7 @@ export async function planSplit(
     // (Requests sent at once wait for budget side by side: their waits are counted once.)
     const waited = ((ctx.stats.waitedMs - waitedBefore) * lie.rounds) / lie.requests;
     const latencyMs = first?.latencyMs ?? Math.max(0, (deps.clock.now() - startedAt - waited) / lie.rounds);
-    const cap = Math.min(maxParts, partsForLatency(latencyMs));
+    const cap = Math.min(maxParts, partsForLatency(latencyMs, deps.limits.maxRps));
     let pages: number;
     if (decl.exact) {
       pages = lie.total / resource.maxPageSize;
@@ -179,13 +179,13 @@ async function wholePages(
   window: TimeWindow,
   lie: Extract<RecordsLie, { readonly source: 'timeseries' }>,
   subs: TimeWindow[],
-  deps: { readonly client: ApiClient; readonly logger: Logger },
+  deps: { readonly client: ApiClient; readonly logger: Logger; readonly limits: SplitLimits },
   ctx: CallContext,
 ): Promise<{ subs: TimeWindow[]; buckets: readonly WindowCount[] }> {
   const decl = resource.split;
   const pageSize = resource.maxPageSize;
   const pages = splitPages(subs, lie.buckets, pageSize);
-  if (decl === undefined || pages <= Math.ceil(lie.total / pageSize) || pages < DEFAULT_RATE_LIMITS.maxRpm) return { subs, buckets: lie.buckets };
+  if (decl === undefined || pages <= Math.ceil(lie.total / pageSize) || pages < deps.limits.maxRpm) return { subs, buckets: lie.buckets };
   const size = lie.total / subs.length;
   const targets = subs.slice(1).map((_, i) => size * (i + 1));
   try {

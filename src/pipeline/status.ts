@@ -1,7 +1,7 @@
 import type { ResourceDefinition } from '../core/types.js';
 import { ledgerGaps, readLedger, streamLedger, type BackfillRunRecord, type Interval, type StreamLedger } from '../state/ledger.js';
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
-import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
+import type { RateLimits } from '../http/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
 import { childBacklog, readsByParent } from './children.js';
 import { childLoad, deficitLine, type ChildLoad } from './children-load.js';
@@ -153,6 +153,8 @@ export function buildStatus(
   doc: StateDocument,
   resources: readonly ResourceDefinition[],
   warehouse: WarehouseStatus,
+  /** The configured per-endpoint minute limit (`--max-rpm`): a backlog drains at it. */
+  limits: Pick<RateLimits, 'maxRpm'>,
   /** Now (the daily load's "today"). @default Date.now() */
   nowMs: number = Date.now(),
 ): StatusReport {
@@ -201,9 +203,9 @@ export function buildStatus(
     if (byParent === true) {
       const b = childBacklog(doc, resource);
       const total = Object.values(b.pending).reduce((n, x) => n + x, 0);
-      const rate = DEFAULT_RATE_LIMITS.maxRpm;
-      const load = childLoad(doc, resource, DEFAULT_RATE_LIMITS, nowMs);
-      const deficit = deficitLine(resource, load, DEFAULT_RATE_LIMITS);
+      const rate = limits.maxRpm;
+      const load = childLoad(doc, resource, limits, nowMs);
+      const deficit = deficitLine(resource, load, limits);
       backlog = {
         pending: b.pending,
         total,

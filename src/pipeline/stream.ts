@@ -5,14 +5,13 @@ import type { TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
-import { DEFAULT_BATCH_BYTES, WalkBounds, walkWindow, type WalkOptions } from './walk.js';
+import { WalkBounds, walkWindow, type WalkOptions } from './walk.js';
 import { ListNotes, listFacts, recordListFacts, type ListSummary } from './list-facts.js';
 import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
 import type { Capabilities } from './capabilities.js';
-import { DEFAULT_SPLIT_CONCURRENCY, MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
+import { MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitLimits, type SplitPlan } from './split.js';
 import type { Page } from '../extract/paginate.js';
 import { ConcurrencyController } from '../http/concurrency.js';
-import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import {
   resumedSettleUnit,
   runUnits,
@@ -51,7 +50,7 @@ export interface StreamOptions {
   /** Rows buffered before a write + checkpoint. */
   readonly batchRows: number;
   /** Text buffered before a write (see `WalkOptions.batchBytes`). */
-  readonly batchBytes?: number;
+  readonly batchBytes: number;
   /** Stop once this many rows are written (a dry run's sample). */
   readonly sampleRows?: number;
   /** `_synced_at` of this run. */
@@ -70,17 +69,12 @@ export interface StreamOptions {
   readonly onStored?: WalkOptions['onStored'];
   /**
    * Most sub-windows of one large window walked at once (split walks, `split.ts`); the controller
-   * finds how many help at the latency seen. 1 reads every window in one walk. @default 16
+   * finds how many help at the latency seen. 1 reads every window in one walk.
    */
-  readonly concurrency?: number;
+  readonly concurrency: number;
+  /** The configured rate limits (`--max-rps`, `--max-rpm`): a split is sized by them. */
+  readonly limits: SplitLimits;
 }
-
-/**
- * Late enrichment: the SDK says enriched fields "may be absent for very recent events", with no
- * figure. Two hours covers the enrichment delays the emulator models and keeps the re-read cheap
- * (one extra read of each window, two hours after it).
- */
-export const DEFAULT_SETTLE_MS = 2 * 3_600_000;
 
 export interface StreamResult {
   readonly resource: string;
@@ -221,7 +215,7 @@ class UnitReader {
     private readonly lists?: WalkOptions['lists'],
   ) {
     this.key = streamKey(resource.name, scope.key);
-    this.maxParts = options.concurrency ?? DEFAULT_SPLIT_CONCURRENCY;
+    this.maxParts = options.concurrency;
     this.controller = new ConcurrencyController({ max: this.maxParts, now: () => deps.clock.now() });
     const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
     this.lateness = lateness;
@@ -316,7 +310,7 @@ class UnitReader {
     // in a split of a minute's budget or more (its cuts were placed on whole pages for that), and
     // elsewhere only with room for twice the pages the walks seem to have left (a guess from density).
     const plan = this.planned;
-    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= DEFAULT_RATE_LIMITS.maxRpm) return undefined;
+    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= this.options.limits.maxRpm) return undefined;
     if (this.deps.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
     const at = stealCut(best.left.range, this.planned?.buckets);
     if (at === undefined) return undefined;
@@ -392,7 +386,7 @@ class UnitReader {
     // would be read twice), where counts exist.
     const direct = splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
     if (direct) {
-      const plan = await planSplit(resource, scope, unit.window, undefined, maxParts, deps, this.ctx);
+      const plan = await planSplit(resource, scope, unit.window, undefined, maxParts, { ...deps, limits: options.limits }, this.ctx);
       this.logSplit(plan, undefined);
       if (plan !== undefined) {
         await this.recordSplit(unit.window, plan);
@@ -402,7 +396,7 @@ class UnitReader {
     const sized =
       splits && !direct
         ? this.firstPageHook(this.ctx, async (first) => {
-            const plan = await planSplit(resource, scope, unit.window, first, maxParts, deps, this.ctx);
+            const plan = await planSplit(resource, scope, unit.window, first, maxParts, { ...deps, limits: options.limits }, this.ctx);
             this.logSplit(plan, first);
             if (plan === undefined) return false;
             await this.recordSplit(unit.window, plan);
@@ -442,7 +436,7 @@ class UnitReader {
         onFirstPage,
         bounds,
         batchRows: sub === undefined ? options.batchRows : Math.max(1, Math.ceil(options.batchRows / share)),
-        batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil((options.batchBytes ?? DEFAULT_BATCH_BYTES) / share)),
+        batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil(options.batchBytes / share)),
         sampleRows: options.sampleRows,
         syncedAt: options.syncedAt,
         ctx: sub?.ctx ?? this.ctx,

@@ -178,6 +178,8 @@ export interface RepairOptions {
   readonly resources: readonly ResourceDefinition[];
   readonly concurrency: number;
   readonly batchRows: number;
+  /** Text each repaired window holds before a write (`--batch-bytes`). */
+  readonly batchBytes: number;
   readonly signal?: AbortSignal;
   readonly hooks?: BackfillHooks;
   /** `_run_id` of the rows a repair writes. */
@@ -216,6 +218,7 @@ export async function repairWindows(mismatched: readonly VerifyWindow[], options
           concurrency: options.concurrency,
           force: true,
           batchRows: perWindowBatch(options.batchRows, options.concurrency),
+          batchBytes: options.batchBytes,
           syncedAt,
           signal: options.signal,
           hooks: options.hooks,

@@ -46,10 +46,10 @@ export interface WalkOptions {
   /** Rows buffered before one write + checkpoint. */
   readonly batchRows: number;
   /**
-   * Text buffered before a write, whatever the row count (`DEFAULT_BATCH_BYTES`): reached inside
-   * a page, the rows so far are written at once and the checkpoint follows at the page's end.
+   * Text buffered before a write, whatever the row count (`--batch-bytes`): reached inside a
+   * page, the rows so far are written at once and the checkpoint follows at the page's end.
    */
-  readonly batchBytes?: number;
+  readonly batchBytes: number;
   /** Stop after the write that brings the walk's rows to this many (a dry run's sample). */
   readonly sampleRows?: number | undefined;
   readonly syncedAt: string;
@@ -81,8 +81,6 @@ export interface WalkOptions {
  */
 export const MAX_WINDOW_RESTARTS = 3;
 
-/** `--batch-bytes` default, 8 MB (config's `DEFAULT_BATCH_BYTES`): 5,000 rows of 200 KB would be 1 GB. */
-export const DEFAULT_BATCH_BYTES = 8_000_000;
 
 /** A row's size in memory, roughly: strings by length, other cells as 8 bytes. Cheap, for the byte cap. */
 export function rowBytes(row: Row): number {
@@ -107,7 +105,7 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   const { resource, scope, window, ctx } = options;
   let buffer: Row[] = [];
   let bufferBytes = 0;
-  const batchBytes = options.batchBytes ?? DEFAULT_BATCH_BYTES;
+  const batchBytes = options.batchBytes;
   const seenProjects = new Set<string>();
   /** Write the buffer with its state: what `onStored` records, and the checkpoint when `cursor` is given. */
   const flush = async (cursor?: string | null): Promise<number> => {

@@ -9,6 +9,7 @@ import { parseJson } from '../../src/core/json.js';
 import { silentLogger } from '../../src/core/log.js';
 import type { ApiRecord, Clock, JsonValue, ResourceDefinition } from '../../src/core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../../src/http/budget.js';
+import { PIPELINE_DEFAULTS } from '../../src/config.js';
 import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
@@ -41,15 +42,22 @@ export interface PipelineTarget {
   readonly client?: Partial<Pick<ApiClientOptions, 'timeouts' | 'maxRetryAfterMs' | 'longWaitMs' | 'logger'>>;
 }
 
+/** A sync's settings at the CLI's defaults (DuckDB's batch size), where a harness call names none. */
+export const SYNC_DEFAULTS = PIPELINE_DEFAULTS.sync;
+
+/** A backfill's settings at the CLI's defaults, where a harness call names none. */
+export const BACKFILL_DEFAULTS = PIPELINE_DEFAULTS.backfill;
+
 /**
  * The run's own options of a harness call: its target left out, every resource unless it names
- * some, no project header unless it names one.
+ * some, no project header unless it names one. Its splits are sized by the target's limits, or
+ * the documented ones when it has none (the scheduler then runs unthrottled, see `withPipeline`).
  */
 export function runOptionsOf<O extends PipelineTarget & { readonly resources?: readonly ResourceDefinition[]; readonly project?: string }>(
   opts: O,
-): Omit<O, keyof PipelineTarget> & { readonly resources: readonly ResourceDefinition[]; readonly project: string | undefined } {
+): Omit<O, keyof PipelineTarget> & { readonly resources: readonly ResourceDefinition[]; readonly project: string | undefined; readonly limits: RateLimits } {
   const { baseUrl: _baseUrl, apiKey: _apiKey, dir: _dir, limits: _limits, retry: _retry, projectHeader: _projectHeader, destination: _destination, client: _client, clock: _clock, ...run } = opts;
-  return { ...run, resources: opts.resources ?? RESOURCES, project: opts.project };
+  return { ...run, resources: opts.resources ?? RESOURCES, project: opts.project, limits: opts.limits ?? DEFAULT_RATE_LIMITS };
 }
 
 /**
@@ -86,7 +94,7 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
 
 /** One sync, in-process, through the same parts the CLI wires. */
 export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
-  return withPipeline(opts, 'sync', (deps) => runSync({ ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps));
+  return withPipeline(opts, 'sync', (deps) => runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps));
 }
 
 export async function readTable(dir: string, table: string): Promise<Record<string, unknown>[]> {

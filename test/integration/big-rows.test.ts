@@ -6,11 +6,10 @@ import { events } from '../../connectors/events.js';
 import type { Destination, LoadBatch, LoadResult } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { workingPathForReading } from '../../src/publish/layout.js';
-import { DEFAULT_BATCH_BYTES } from '../../src/pipeline/walk.js';
 import { StateStore } from '../../src/state/store.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
+import { dbPathOf, statePathOf, SYNC_DEFAULTS, syncOnce } from '../fakes/harness.js';
 import { dir, emulator, onCleanup } from '../fakes/lifecycle.js';
 
 const PAGES = 3;
@@ -57,7 +56,7 @@ describe('memory follows the settings, not the data: batches are capped in bytes
     });
     expect(summary.streams[0]?.error?.message).toBeUndefined();
     // 5,000 rows per batch by default, yet no write carries more than 8 MB of text.
-    const cap = Math.ceil(DEFAULT_BATCH_BYTES / ROW_CHARS);
+    const cap = Math.ceil(SYNC_DEFAULTS.batchBytes / ROW_CHARS);
     expect(Math.max(...writes)).toBeLessThanOrEqual(cap);
     expect(writes.reduce((a, b) => a + b, 0)).toBe(PAGES * PER_PAGE);
     // Read back with room: a query over these strings holds a whole row group's worth at once.

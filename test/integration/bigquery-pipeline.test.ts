@@ -135,6 +135,7 @@ describe('verify and status on BigQuery', () => {
         dryRun: false,
         lockWaitMs: 0,
         json: true,
+        limits: { maxRpm: 400 },
       },
       { print: (line) => void lines.push(line) },
     );

@@ -7,7 +7,7 @@ import { users } from '../../connectors/users.js';
 import type { EmulatorOptions, RequestInfo } from '../../src/emulator/index.js';
 import { Capabilities } from '../../src/pipeline/capabilities.js';
 import { StateStore } from '../../src/state/store.js';
-import { expectTableMatches, readTable, runOptionsOf, statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
+import { expectTableMatches, readTable, runOptionsOf, statePathOf, SYNC_DEFAULTS, syncOnce, withPipeline } from '../fakes/harness.js';
 import { refreshAggregates } from '../../src/pipeline/aggregates.js';
 import { runSync } from '../../src/pipeline/run.js';
 import { runSearches } from '../../src/pipeline/searches.js';
@@ -86,7 +86,7 @@ describe('optional capabilities degrade, they do not fail', () => {
     const full = await variant({ seed: 72, eventsPerProject: 30 });
     const target = { baseUrl: full.emu.url, apiKey: full.emu.apiKey, dir: d, client: { logger } };
     const again = await withPipeline(target, 'sync', (deps) =>
-      runSync({ ...runOptionsOf(target), lookbackMs: 15 * 60_000 }, { ...deps, capabilities: new Capabilities(deps, 0) }),
+      runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(target), lookbackMs: 15 * 60_000 }, { ...deps, capabilities: new Capabilities(deps, 0) }),
     );
     expect(again.ok, JSON.stringify(again.streams.map((s) => s.error?.message))).toBe(true);
     expectTableMatches(await readTable(d, 'signal_groups'), full.emu.snapshot('signal_groups', 'default'), 'id', 'signal_groups');

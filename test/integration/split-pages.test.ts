@@ -6,6 +6,7 @@ import { ApiClient, newCallStats } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler.js';
 import { planSplit } from '../../src/pipeline/split.js';
 import { emulator, onCleanup } from '../fakes/lifecycle.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 
 /**
  * A split of a walk that is a whole number of pages costs no page more than one walk: 40,000 events
@@ -30,7 +31,7 @@ describe('planSplit cuts on whole pages', () => {
     const ctx = { resource: 'events', project: 'default', lane: 'events|default', stats: newCallStats() };
     const window = { fromMs: 0, toMs: Date.now() };
     const before = ctx.stats.requests;
-    const plan = await planSplit(events, { key: 'default', header: 'default', fallbackProjectId: 'default' }, window, undefined, maxParts, { client, logger: silentLogger(), clock: systemClock }, ctx);
+    const plan = await planSplit(events, { key: 'default', header: 'default', fallbackProjectId: 'default' }, window, undefined, maxParts, { client, logger: silentLogger(), clock: systemClock, limits: DEFAULT_RATE_LIMITS }, ctx);
     expect(plan, 'a 400-page window is split').toBeDefined();
     const parts = plan?.parts ?? [];
     expect(parts.length).toBeGreaterThanOrEqual(maxParts === 2 ? 2 : 4);

@@ -7,8 +7,9 @@ import { childBacklog, DEFAULT_CHILD_CONCURRENCY } from '../../src/pipeline/chil
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { runSync } from '../../src/pipeline/run.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, SYNC_DEFAULTS, syncOnce, withPipeline } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 
 /**
  * Per-event traces against the spec emulator, which also answers `event_id`: state says "this server
@@ -49,7 +50,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
     seedPerEventState(d);
     const told: number[] = [];
     const summary = await withPipeline({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d }, 'sync', (deps) =>
-      runSync({ resources: [events, traces], project: 'default', children: 'all', lookbackMs: 15 * 60_000 }, deps, {
+      runSync({ ...SYNC_DEFAULTS, resources: [events, traces], project: 'default', children: 'all', lookbackMs: 15 * 60_000, limits: DEFAULT_RATE_LIMITS }, deps, {
         onBacklog: (resource, pending) => void (resource === 'traces' && told.push(pending)),
       }),
     );

@@ -43,7 +43,7 @@ describe('can per-event reads keep up with the events a day', () => {
     expect(line).toContain('allows 576,000 a day (400/min): the backlog grows by 424,000 a day');
     expect(tracedSavingLine(traces, load)).toContain('25 % of events (those whose');
     expect(tracedSavingLine(traces, load)).toContain('750,000 fewer requests a day of 1,000,000');
-    const report = buildStatus('state.json', doc, [events, traces], warehouse, NOW);
+    const report = buildStatus('state.json', doc, [events, traces], warehouse, DEFAULT_RATE_LIMITS, NOW);
     expect(report.resources.find((r) => r.resource === 'traces')?.backlog?.deficit).toBe(line);
     expect(formatStatus(report).join('\n')).toContain(`WARNING: ${line}`);
   });

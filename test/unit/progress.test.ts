@@ -2,9 +2,12 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { renderProgress, TtyProgressDisplay } from '../../src/commands/progress-display.js';
 import { observedBudget } from '../../src/http/budget-observer.js';
-import type { RequestBudget } from '../../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS, type RequestBudget } from '../../src/http/budget.js';
 import type { Clock } from '../../src/core/types.js';
 import { ProgressTracker } from '../../src/pipeline/progress.js';
+
+/** The documented limits (400 a minute per endpoint), as `--max-rpm` leaves them. */
+const LIMITS = DEFAULT_RATE_LIMITS;
 
 function fakeClock(): Clock & { advance(ms: number): void } {
   let now = 1_000_000;
@@ -20,7 +23,7 @@ function fakeClock(): Clock & { advance(ms: number): void } {
 describe('ProgressTracker', () => {
   it('counts rows, pages and windows per resource, with rows per second', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock);
+    const t = new ProgressTracker(clock, LIMITS);
     t.addWindows('events', 10, 2);
     t.page('events', 0);
     clock.advance(2000);
@@ -33,7 +36,7 @@ describe('ProgressTracker', () => {
 
   it('ETA from the plan: the floor of the limits early on, the observed pace later', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, { resources: { events: { rows: 80_000, pages: 800, minimumSeconds: 69 } }, minimumSeconds: 69 });
+    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 80_000, pages: 800, minimumSeconds: 69 } }, minimumSeconds: 69 });
     t.addWindows('events', 30);
     // A fast first burst: 400 pages in 10 s would extrapolate to 20 s; the floor says 69 s.
     for (let i = 0; i < 400; i++) t.page('events', 100);
@@ -48,7 +51,7 @@ describe('ProgressTracker', () => {
 
   it('past its planned pages and still running (a backlog the run grows), a resource has no ETA, and the run none rather than "at least 0 s"', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, { resources: { events: { pages: 2, minimumSeconds: 1 }, traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 2 });
+    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { pages: 2, minimumSeconds: 1 }, traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 2 });
     t.addWindows('events', 1);
     t.addWindows('traces', 1);
     t.page('events', 100);
@@ -66,7 +69,7 @@ describe('ProgressTracker', () => {
 
   it('a per-parent backlog has an ETA: one request per pending parent, at its drain pace, never faster than a minute limit', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, { resources: { traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 1 });
+    const t = new ProgressTracker(clock, LIMITS, { resources: { traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 1 });
     t.addWindows('traces', 1);
     t.backlog('traces', 60);
     // Nothing drained yet: at 400 a minute, 60 requests take 9 s at least.
@@ -83,7 +86,7 @@ describe('ProgressTracker', () => {
 
   it('without a plan, estimates from the share of windows run in this run (skipped ones excluded)', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock);
+    const t = new ProgressTracker(clock, LIMITS);
     t.addWindows('traces', 12, 2);
     expect(t.snapshot().resources[0]?.etaSeconds).toBeUndefined();
     clock.advance(10_000);
@@ -95,7 +98,7 @@ describe('ProgressTracker', () => {
   });
 
   it('lists resources in the given order, whatever order they start in', () => {
-    const t = new ProgressTracker(fakeClock());
+    const t = new ProgressTracker(fakeClock(), LIMITS);
     t.setOrder(['events', 'traces', 'users']);
     t.addWindows('users', 1);
     t.addWindows('other', 1);
@@ -104,7 +107,7 @@ describe('ProgressTracker', () => {
   });
 
   it('lists planned resources before they start, and takes back a window that will not run', () => {
-    const t = new ProgressTracker(fakeClock(), { resources: { events: { rows: 5, pages: 1 } } });
+    const t = new ProgressTracker(fakeClock(), LIMITS, { resources: { events: { rows: 5, pages: 1 } } });
     expect(t.snapshot().resources.map((r) => r.resource)).toEqual(['events']);
     t.addWindows('users', 1);
     t.removeWindow('users');
@@ -114,7 +117,7 @@ describe('ProgressTracker', () => {
 
 describe('ProgressTracker: states', () => {
   it('marks a failed stream, and a run that ended leaves no resource running', () => {
-    const t = new ProgressTracker(fakeClock());
+    const t = new ProgressTracker(fakeClock(), LIMITS);
     t.addWindows('traces', 3);
     t.windowDone('traces');
     t.streamFailed('traces', 'beta', '[resource traces, project beta] the API key was rejected (401)');
@@ -127,7 +130,7 @@ describe('ProgressTracker: states', () => {
 
   it('shows "waiting" only once a request has waited for the budget a second, and "backing off" with the time left', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock);
+    const t = new ProgressTracker(clock, LIMITS);
     t.addWindows('events', 1);
     t.requestQueued('/v1/events', 'events|*');
     clock.advance(500);
@@ -152,7 +155,7 @@ describe('ProgressTracker: states', () => {
   });
 
   it('counts rows read (for the plan) apart from rows stored (written in batches)', () => {
-    const t = new ProgressTracker(fakeClock(), { resources: { events: { rows: 300, pages: 3 } } });
+    const t = new ProgressTracker(fakeClock(), LIMITS, { resources: { events: { rows: 300, pages: 3 } } });
     t.addWindows('events', 1);
     t.page('events', 0, 100);
     t.page('events', 0, 100);
@@ -197,7 +200,7 @@ describe('observedBudget', () => {
 });
 
 function runningTracker(clock: ReturnType<typeof fakeClock>): ProgressTracker {
-  const t = new ProgressTracker(clock, { resources: { events: { rows: 150_059, pages: 1501, minimumSeconds: 200 } }, minimumSeconds: 200 });
+  const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 150_059, pages: 1501, minimumSeconds: 200 } }, minimumSeconds: 200 });
   for (const r of ['events', 'users', 'conversations']) t.addWindows(r, 1);
   t.addWindows('traces', 3);
   for (let i = 0; i < 450; i++) t.page('events', i % 50 === 49 ? 5000 : 0, 100);
@@ -229,7 +232,7 @@ describe('renderProgress', () => {
 
   it('a resumed sync window: the plan is an upper bound while running, and the stored rows alone once done', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, { resources: { events: { rows: 150_059, pages: 1501, resumed: true } } });
+    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 150_059, pages: 1501, resumed: true } } });
     t.addWindows('events', 1);
     t.page('events', 120_059, 120_059);
     let lines = renderProgress(t.snapshot(), { columns: 80 });
@@ -260,7 +263,7 @@ describe('renderProgress', () => {
 
   it('a planning spinner with the count requests so far', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock);
+    const t = new ProgressTracker(clock, LIMITS);
     t.markPlanning();
     t.requestQueued('/v1/events/count', 'plan|events|*');
     t.requestDequeued('plan|events|*', true);
@@ -273,7 +276,7 @@ describe('renderProgress', () => {
 describe('TtyProgressDisplay', () => {
   it('redraws in place with log-update, prints log lines above, and leaves its last frame', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, { resources: { events: { rows: 1000, pages: 10, minimumSeconds: 5 } } });
+    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 1000, pages: 10, minimumSeconds: 5 } } });
     t.addWindows('events', 4);
     const out = Object.assign(new PassThrough(), { columns: 60 });
     let written = '';

@@ -123,9 +123,9 @@ describe('cutting a running sub-window (tail work-stealing)', () => {
 
 describe('partsForLatency', () => {
   it('cuts twice the walks that fill 40/s at the latency seen, at least two', () => {
-    expect(partsForLatency(0)).toBe(2);
-    expect(partsForLatency(100)).toBe(10);
-    expect(partsForLatency(300)).toBe(26);
+    expect(partsForLatency(0, 40)).toBe(2);
+    expect(partsForLatency(100, 40)).toBe(10);
+    expect(partsForLatency(300, 40)).toBe(26);
     expect(partsForLatency(300, 20)).toBe(14);
   });
 });

@@ -4,6 +4,7 @@ import { traces } from '../../connectors/traces.js';
 import { formatStatus } from '../../src/commands/reports.js';
 import { buildStatus } from '../../src/pipeline/status.js';
 import type { StateDocument } from '../../src/state/store.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 
 const warehouse = { destination: 'duckdb', location: 'w.duckdb', available: true, tables: {} };
 
@@ -24,7 +25,7 @@ describe('status: arrival delay, settle mark, per-event backlog', () => {
         'children:traces': { default: { pending: Object.fromEntries(Array.from({ length: 800 }, (_, i) => [`e${i}`, i])), done: { z: 1 } } },
       },
     };
-    const report = buildStatus('state.json', doc, [events, traces], warehouse);
+    const report = buildStatus('state.json', doc, [events, traces], warehouse, DEFAULT_RATE_LIMITS);
     const tr = report.resources.find((r) => r.resource === 'traces');
     expect(tr?.readBy).toBe('parent');
     expect(tr?.backlog).toMatchObject({ total: 800, pending: { default: 800 }, remembered: 1, etaSeconds: 120, ratePerMinute: 400 });

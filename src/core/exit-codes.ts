@@ -1,0 +1,58 @@
+import { AuthError, ConfigError, RunStoppedError, StateError, WarehouseBusyError, type StopCause } from './errors.js';
+
+/**
+ * The exit codes of query-sync, the only place a code is chosen: a scheduler reads them to tell a
+ * configuration mistake (fix the flags) from an outage (run again later) from a difference in the
+ * data (look at it). Stopped runs exit as shells report a process a signal ended (128 + the
+ * signal's number), or 6 for `--max-run-time` (progress is saved: run again to continue).
+ */
+export const EXIT_CODES = Object.freeze({
+  /** Everything asked was done. */
+  ok: 0,
+  /** Something failed (the API, the destination, a stream): the run can be tried again. */
+  failed: 1,
+  /** The flags, environment or config file are wrong, or a precondition (a file) is missing. */
+  configuration: 2,
+  /** The API refused the key (401) or a project scope (403). */
+  authentication: 3,
+  /** The state is unreadable or held by another run (its lock, its lease, the warehouse file). */
+  state: 4,
+  /** The API and the warehouse disagree: `verify`'s mismatch, and a sync's reconcile that still differs. */
+  mismatch: 5,
+  /** `--max-run-time` stopped the run; what was stored is recorded: run again to continue. */
+  maxRunTime: 6,
+  /** SIGINT (Ctrl-C) stopped the run: 128 + 2. */
+  SIGINT: 130,
+  /** SIGTERM stopped the run: 128 + 15. */
+  SIGTERM: 143,
+});
+
+/** A named outcome of a command: a key of `EXIT_CODES`. */
+export type ExitOutcome = keyof typeof EXIT_CODES;
+
+/** The code of a named outcome. */
+export function exitCode(outcome: ExitOutcome): number {
+  return EXIT_CODES[outcome];
+}
+
+/** The outcome of a run stopped for `cause`: a lost lease is the state's (another run holds it now). */
+const STOP_OUTCOMES: Readonly<Record<StopCause, ExitOutcome>> = Object.freeze({ SIGINT: 'SIGINT', SIGTERM: 'SIGTERM', 'max-run-time': 'maxRunTime', 'lease-lost': 'state' });
+
+/** The exit code of a run stopped for `cause`. */
+export function stopExitCode(cause: StopCause): number {
+  return EXIT_CODES[STOP_OUTCOMES[cause]];
+}
+
+/** The outcome an error ends a command with, by its group. */
+export function outcomeOf(error: unknown): ExitOutcome {
+  if (error instanceof RunStoppedError) return STOP_OUTCOMES[error.stopCause];
+  if (error instanceof ConfigError) return 'configuration';
+  if (error instanceof AuthError) return 'authentication';
+  if (error instanceof StateError || error instanceof WarehouseBusyError) return 'state';
+  return 'failed';
+}
+
+/** Exit codes by error group, so a scheduler can tell a config mistake from an outage. */
+export function exitCodeFor(error: unknown): number {
+  return EXIT_CODES[outcomeOf(error)];
+}
