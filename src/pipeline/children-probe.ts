@@ -52,10 +52,11 @@ export function probeVerdict(path: string, param: string, answer: { readonly bod
     return { byParent: true, keep: false, evidence: `GET ${path} without ${param} answered 200 with no record, which does not prove it lists by time` };
   }
   const error = answer.error;
-  // Any 4xx, a refused scope included (AuthError): a first `*` run knows no project yet and probes
+  // Any 4xx but 401 (a rejected key says nothing of the route: the stream then fails with it, as
+  // every other stream of the run does), a refused scope included (AuthError 403): a first `*` run knows no project yet and probes
   // with no header, which a key without a `default` project answers 403. Read as "unknown", the
   // traces walked by time on a per-event server and failed on every project of that run.
-  if (!(error instanceof HttpStatusError) || error.status < 400 || error.status >= 500) return undefined;
+  if (!(error instanceof HttpStatusError) || error.status < 400 || error.status === 401 || error.status >= 500) return undefined;
   if ((error.status === 400 || error.status === 422) && error instanceof FatalApiError && error.field === param) {
     return { byParent: true, keep: true, evidence: `GET ${path} without ${param} was refused (HTTP ${error.status} naming ${param} in details.field)` };
   }
