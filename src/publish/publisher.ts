@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { LoadError } from '../core/errors.js';
@@ -118,6 +118,9 @@ export class Publisher {
     try {
       await writeCatalog(published, files, manifest);
       swapped = true;
+      // Tests of a kill between the catalog's rename and the manifest: that step is too short to
+      // hit by timing, so a test asks the process to stop here (a marker tells it where it is).
+      if (process.env.QSYNC_TEST_HOLD_AFTER_CATALOG === '1') await holdForKill(files);
       for (const table of Object.values(snap.tables)) {
         for (const p of Object.values(table.partitions)) {
           if (!snap.written.includes(p.version)) continue;
@@ -223,6 +226,13 @@ function removeOrphans(files: string, manifest: Manifest): void {
     const file = relative(files, join(entry.parentPath, entry.name));
     if (!named.has(file)) rmSync(join(files, file), { force: true });
   }
+}
+
+/** Test hook (see its caller): say where the process is, then wait to be killed. */
+async function holdForKill(files: string): Promise<never> {
+  writeFileSync(join(files, 'hold-after-catalog.marker'), '');
+  // A pending promise alone would let the process end: a timer keeps it alive until the kill.
+  return new Promise<never>(() => setInterval(() => undefined, 60_000));
 }
 
 function publishError(published: string, files: string, error: unknown): LoadError {
