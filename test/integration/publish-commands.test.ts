@@ -1,6 +1,6 @@
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator } from '../../src/emulator/index.js';
+import { startEmulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';

@@ -3,7 +3,7 @@ import { readdirSync, rmSync, watch } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator } from '../../src/emulator/index.js';
+import { startEmulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { layoutOf, type WarehouseLayout } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { runCli } from '../fakes/cli.js';

@@ -6,8 +6,9 @@
  * Seeded data, keyset cursors, project scopes, sliding-window limits, latency, late visibility,
  * late enrichment and injectable faults, for integration tests and benchmarks of the sync client.
  *
- * It imports nothing from the rest of `src/` nor from `connectors/` (test/emulator/independence
- * checks): the oracle shares no code with what it tests.
+ * It sits beside `src/`, not in it, and imports nothing from `src/` nor from `connectors/` (its
+ * limits are the spec's, `SPEC_RATE_LIMITS`; test/emulator/independence checks): the oracle shares no
+ * code with what it tests.
  */
 
 import { createServer, type Server } from 'node:http';
@@ -27,7 +28,7 @@ import type { ListQuirks } from './quirks.js';
 import { serverVariant, type Lack, type TimeseriesShape } from './variants.js';
 
 export type { FaultKind, FaultOptions } from './faults.js';
-export type { RateLimitOptions } from './limits.js';
+export { SPEC_RATE_LIMITS, type RateLimitOptions } from './limits.js';
 export type { EmulatorStats } from './stats.js';
 export type { Flavor } from './handler-context.js';
 export { LACKS, TIMESERIES_SHAPES, type Lack, type TimeseriesShape } from './variants.js';
