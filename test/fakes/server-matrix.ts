@@ -2,7 +2,7 @@ import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { traces } from '../../connectors/traces.js';
-import type { ApiRecord, Emulator, EmulatorOptions } from '../../src/emulator/index.js';
+import type { ApiRecord, Emulator, EmulatorOptions } from '../../emulator/index.js';
 import { childSectionName } from '../../src/pipeline/children.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { StateStore } from '../../src/state/store.js';
