@@ -41,6 +41,11 @@ export interface LogLayoutOptions {
   readonly query: (operation: string, table: string, sql: string) => Promise<FinishedJob>;
 }
 
+/** Whether a table missing from the dataset is to be created in the log layout under `mode`. */
+export function wantsLogForNew(mode: UpsertLayout, table: TableSchema): boolean {
+  return mode !== 'merge' && logCandidate(table);
+}
+
 export class BigQueryLogLayout {
   private readonly o: LogLayoutOptions;
   /** Layout per table name, decided once per process. */
@@ -72,7 +77,7 @@ export class BigQueryLogLayout {
 
   /** Whether a table missing from the dataset is to be created in the log layout. */
   wantsLogForNew(table: TableSchema): boolean {
-    return this.o.mode !== 'merge' && logCandidate(table);
+    return wantsLogForNew(this.o.mode, table);
   }
 
   private async decide(table: TableSchema): Promise<'log' | 'merge'> {

@@ -51,18 +51,18 @@ import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
 import type { LeaseProvider } from '../core/lease.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type BillingTotals, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
+import { type BillingTotals, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
 import { BillingTally } from './bigquery-billing.js';
 import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
 import { BigQueryLogLayout, DEFAULT_COMPACT_EVERY_MS, type UpsertLayout } from './bigquery-log-layout.js';
 import { logTable } from './bigquery-log.js';
-import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
+import { LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
+import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bigquery-coalesce.js';
 import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
 import { bridgeScript, replaceTablesSql, type ReplacePlan } from './bigquery-sql.js';
-import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
+import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, type PartitionDates } from './bigquery-rows.js';
 import {
-  assertColumnNames,
   bigQueryColumns,
   mergeSql,
   quoteIdent,
@@ -88,10 +88,6 @@ export interface BigQueryDestinationOptions {
   readonly keyFilename?: string;
   /** An auth client to use instead (tests inject a `PassThroughClient`). */
   readonly authClient?: BigQueryOptions['authClient'];
-  /** Print the requests each write would send, and send nothing. @default false */
-  readonly dryRun?: boolean;
-  /** Where dry-run lines go. @default a line on stdout */
-  readonly print?: (line: string) => void;
   /** @default a silent logger */
   readonly logger?: Logger;
   /** Attempts per operation for transient errors, the first included. @default 5 */
@@ -120,7 +116,7 @@ export interface BigQueryDestinationOptions {
   readonly compactEveryMs?: number;
 }
 
-const DEFAULT_LOCATION = 'US';
+export const DEFAULT_LOCATION = 'US';
 const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
 const DEFAULT_RETRY_BASE_MS = 1_000;
@@ -132,18 +128,6 @@ const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
  * which still rewrites only changed rows.
  */
 const MAX_HASH_CHECK_ROWS = 5_000;
-
-/** Writes waiting for the table: they run as one. */
-interface WriteGroup {
-  readonly batches: LoadBatch[];
-  result?: Promise<GroupResult>;
-}
-
-interface GroupResult {
-  readonly bytesProcessed: number | undefined;
-  /** Rows each batch contributed (after dedupe inside the group). */
-  readonly rowsPerBatch: ReadonlyMap<LoadBatch, number>;
-}
 
 /** One load file: where it is, how many rows, the dates it touches. */
 interface StagedFile {
@@ -158,8 +142,6 @@ export class BigQueryDestination implements Destination {
   readonly stateLocation: string;
   private readonly client: BigQuery;
   private readonly target: BigQueryTarget;
-  private readonly dryRun: boolean;
-  private readonly print: (line: string) => void;
   private readonly log: Logger;
   private readonly retry: RetryPolicy;
   private readonly sleep: (ms: number) => Promise<void>;
@@ -167,11 +149,8 @@ export class BigQueryDestination implements Destination {
   private readonly maxBatchBytes: number;
   private readonly jobs: BigQueryJobs;
   private readonly tables: BigQueryTables;
-  /** The running write per table (never rejects). */
-  private readonly queues = new Map<string, Promise<unknown>>();
-  /** Writes waiting for the running one, per table. */
-  private readonly waiting = new Map<string, WriteGroup>();
-  private readonly dryRunPrinter: BigQueryDryRun;
+  /** Writes to one table run one after another; those that wait run as one (Coalescing, above). */
+  private readonly coalescer = new WriteCoalescer((batches) => this.writeGroup(batches));
   private readonly billed = new BillingTally();
   private readonly logLayout: BigQueryLogLayout;
   /** The schema each table was last written with: a refresh recreates a view from it. */
@@ -182,8 +161,6 @@ export class BigQueryDestination implements Destination {
     this.stateLocation = `table ${STATE_TABLE} of BigQuery dataset ${options.projectId}.${options.dataset}`;
     const location = options.location ?? DEFAULT_LOCATION;
     validateTarget(this.target, location);
-    this.dryRun = options.dryRun ?? false;
-    this.print = options.print ?? ((line: string) => void process.stdout.write(`${line}\n`));
     this.log = options.logger ?? silentLogger();
     this.retry = {
       maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
@@ -213,7 +190,6 @@ export class BigQueryDestination implements Destination {
       onDone: (subject, metadata) => this.billed.add(subject.table, metadata),
     });
     this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
-    this.dryRunPrinter = new BigQueryDryRun(this.target, this.print, this.now);
     this.logLayout = new BigQueryLogLayout({
       client: this.client,
       target: this.target,
@@ -233,7 +209,6 @@ export class BigQueryDestination implements Destination {
   }
 
   async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
-    if (this.dryRun) return undefined;
     if (!(await this.tables.lookupDataset())) return undefined;
     const metadata = await this.tables.metadata(table);
     if (metadata === undefined) return undefined;
@@ -263,28 +238,7 @@ export class BigQueryDestination implements Destination {
   }
 
   write(batch: LoadBatch): Promise<LoadResult> {
-    const name = batch.table.name;
-    // A batch with state commits with its own MERGE: it is never coalesced with others.
-    let group = batch.state === undefined ? this.waiting.get(name) : undefined;
-    if (group === undefined) {
-      const created: WriteGroup = { batches: [] };
-      group = created;
-      if (batch.state === undefined) this.waiting.set(name, created);
-      const previous = this.queues.get(name) ?? Promise.resolve();
-      created.result = previous.then(() => {
-        // From here on, new writes form the next group.
-        if (this.waiting.get(name) === created) this.waiting.delete(name);
-        return this.writeGroup(created.batches);
-      });
-      // Entries in `queues` never reject, so one failed write does not fail the next.
-      this.queues.set(name, created.result.catch(() => undefined));
-    }
-    group.batches.push(batch);
-    const result = group.result as Promise<GroupResult>;
-    return result.then((r) => {
-      const rows = r.rowsPerBatch.get(batch) ?? 0;
-      return r.bytesProcessed === undefined ? { rows } : { rows, bytesProcessed: r.bytesProcessed };
-    });
+    return this.coalescer.write(batch);
   }
 
   /**
@@ -307,9 +261,9 @@ export class BigQueryDestination implements Destination {
     });
   }
 
-  /** Every row of `_query_sync_state`; none when the dataset or the table does not exist (or in a dry run). */
+  /** Every row of `_query_sync_state`; none when the dataset or the table does not exist. */
   async readState(): Promise<readonly StateRow[]> {
-    if (this.dryRun || !(await this.tableExists(STATE_TABLE))) return [];
+    if (!(await this.tableExists(STATE_TABLE))) return [];
     const rows = await this.select(`read of query-sync's state`, STATE_TABLE, stateSelectSql(this.target));
     return rows.map((r) => ({ key: String(r['key']), value: r['value'] === null || r['value'] === undefined ? null : String(r['value']) }));
   }
@@ -336,13 +290,13 @@ export class BigQueryDestination implements Destination {
   }
 
   async count(table: string): Promise<number> {
-    if (this.dryRun || !(await this.tableExists(table))) return 0;
+    if (!(await this.tableExists(table))) return 0;
     const rows = await this.select(`count of table ${table}`, table, `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`);
     return Number(rows[0]?.['n'] ?? 0);
   }
 
   async countWindow(table: string, window: WindowCount): Promise<number> {
-    if (this.dryRun || !(await this.tableExists(table))) return 0;
+    if (!(await this.tableExists(table))) return 0;
     const column = quoteIdent(window.column);
     const sql =
       `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)} WHERE \`project_id\` = ${stringLiteral(window.projectId)} ` +
@@ -352,7 +306,7 @@ export class BigQueryDestination implements Destination {
   }
 
   async countByProject(table: string): Promise<Readonly<Record<string, number>>> {
-    if (this.dryRun || !(await this.tableExists(table))) return {};
+    if (!(await this.tableExists(table))) return {};
     const sql = `SELECT \`project_id\` AS project_id, COUNT(*) AS n FROM ${tablePath(this.target, table)} GROUP BY 1 ORDER BY 1`;
     const out: Record<string, number> = {};
     for (const row of await this.select(`count per project of table ${table}`, table, sql)) out[String(row['project_id'])] = Number(row['n'] ?? 0);
@@ -360,7 +314,7 @@ export class BigQueryDestination implements Destination {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.queues.values()]);
+    await this.coalescer.drain();
   }
 
   private async tableExists(table: string): Promise<boolean> {
@@ -383,42 +337,12 @@ export class BigQueryDestination implements Destination {
   // ---- one write ---------------------------------------------------------------------------
 
   private async writeGroup(batches: readonly LoadBatch[]): Promise<GroupResult> {
-    const table = unionSchema(batches.map((b) => b.table));
-    // Checked before anything is sent: names BigQuery would refuse, cells of the wrong type.
-    quoteIdent(table.name);
-    const columns = bigQueryColumns(table);
-    assertColumnNames(table.name, columns);
-    const rowsPerBatch = new Map<LoadBatch, number>();
-    const all: Row[] = [];
-    for (const batch of batches) {
-      const own = dedupeRows(batch.rows, table.key, table.versionColumn);
-      rowsPerBatch.set(batch, own.length);
-      all.push(...own);
-    }
-    const rows = batches.length === 1 ? all : dedupeRows(all, table.key, table.versionColumn);
-    // Only a batch written alone carries state (see `write`).
-    const state = batches.length === 1 ? batches[0]?.state : undefined;
+    const { table, columns, rows, rowsPerBatch, state } = prepareGroup(batches);
     if (rows.length === 0) {
-      if (state !== undefined && !this.dryRun) await this.writeState(state);
+      if (state !== undefined) await this.writeState(state);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
-    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
-    // Every cell is checked (encoded once, discarded) before anything is sent; the files are
-    // written later, a line at a time.
-    const spec = partitionSpec(table);
-    for (const row of rows) encodeRow(table, row, spec);
-
-    if (this.dryRun) {
-      // A dry run looks nothing up, so it cannot tell the layout of an existing table: it says both.
-      if (this.logLayout.wantsLogForNew(table)) {
-        this.print(
-          `-- ${table.name}: in the change-log layout (a new table, or one already there) this write is instead one load job ` +
-            `appending to ${logTable(table.name)} (WRITE_APPEND) and no MERGE; below, the merge layout's (docs/bigquery-cost.md)`,
-        );
-      }
-      this.dryRunPrinter.write(table, rows, hashes, this.tables.location);
-      return { bytesProcessed: undefined, rowsPerBatch };
-    }
+    const { hashes, spec } = checkCells(table, rows);
 
     await this.tables.ensureDataset();
     this.schemas.set(table.name, table);
@@ -627,7 +551,6 @@ export class BigQueryDestination implements Destination {
    * failure is dropped by the next refresh). Billed: a scan of each shadow.
    */
   async replaceTables(swaps: readonly TableSwap[]): Promise<void> {
-    if (this.dryRun) return;
     await this.tables.ensureDataset();
     const plans: ReplacePlan[] = [];
     // A table in the change-log layout is refreshed through its log (then its view redefined); a
@@ -661,7 +584,6 @@ export class BigQueryDestination implements Destination {
 
   /** Drop a table if it exists (a refresh's shadow). */
   async dropTable(table: string): Promise<void> {
-    if (this.dryRun) return;
     if (!(await this.tables.lookupDataset())) return;
     const subject = this.subject(`drop of table ${table}`, table);
     await this.jobs.retrying(subject, () => this.client.dataset(this.target.dataset).table(table).delete({ ignoreNotFound: true })).catch((error: unknown) => {
@@ -672,7 +594,6 @@ export class BigQueryDestination implements Destination {
 
   /** `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`). */
   async defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
-    if (this.dryRun) return;
     await this.tables.ensureDataset();
     const query = select({ table: (t) => tablePath(this.target, t), column: quoteIdent });
     const sql = `CREATE OR REPLACE VIEW ${tablePath(this.target, name)} AS ${query}`;
@@ -704,16 +625,6 @@ export class BigQueryDestination implements Destination {
   private subject(operation: string, table?: string): ErrorSubject {
     return subjectOf(this.target, operation, table);
   }
-}
-
-/** One schema for batches of one table written together: every column any of them has. */
-function unionSchema(tables: readonly TableSchema[]): TableSchema {
-  const [first, ...rest] = tables;
-  if (first === undefined) throw new Error('unreachable: a write group has at least one batch');
-  if (rest.length === 0) return first;
-  const columns = new Map(first.columns.map((c) => [c.name, c]));
-  for (const t of rest) for (const c of t.columns) if (!columns.has(c.name)) columns.set(c.name, c);
-  return { ...first, columns: [...columns.values()] };
 }
 
 /** A GoogleSQL string literal. */
