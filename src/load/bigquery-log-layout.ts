@@ -9,7 +9,8 @@ import { toQuerySyncError } from './bigquery-errors.js';
 import type { BigQueryJobs, FinishedJob } from './bigquery-jobs.js';
 import { compactedAtMs, compactionLabels, compactLogSql, latestViewSql, logCandidate, logResource, logTable, MERGE_BACKUP_SUFFIX, renameTableSql, seedLogSql } from './bigquery-log.js';
 import type { BigQueryColumn, BigQueryTarget } from './bigquery-sql.js';
-import { subjectOf, toField, type BigQueryTables } from './bigquery-tables.js';
+import { subjectOf, toField } from './bigquery-fields.js';
+import type { BigQueryTables } from './bigquery-tables.js';
 
 /**
  * Which layout a keyed table has in BigQuery, and the work of the change-log layout (SQL in

@@ -17,7 +17,8 @@ import type { BigQueryLogLayout } from './bigquery-log-layout.js';
 import { PartitionDateSet, ROW_HASH_COLUMN, encodeRow, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
 import { bigQueryColumns, bridgeScript, mergeSql, quoteIdent, tablePath, type BigQueryColumn, type BigQueryTarget } from './bigquery-sql.js';
 import { stateMergeSql, transactionSql } from './bigquery-state.js';
-import { subjectOf, type BigQueryTables } from './bigquery-tables.js';
+import { subjectOf } from './bigquery-fields.js';
+import type { BigQueryTables } from './bigquery-tables.js';
 
 /**
  * One write of a group with rows (steps 1–5 at the top of `bigquery.ts`): the dataset and tables

@@ -55,7 +55,8 @@ import { BigQueryLogLayout, DEFAULT_COMPACT_EVERY_MS, type UpsertLayout } from '
 import { KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, derivedTimestampColumn } from './bigquery-rows.js';
 import { bigQueryColumns, quoteIdent, replaceTablesSql, tablePath, validateTarget, windowCountSql, type BigQueryTarget, type ReplacePlan } from './bigquery-sql.js';
 import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql } from './bigquery-state.js';
-import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
+import { logicalType, subjectOf } from './bigquery-fields.js';
+import { BigQueryTables } from './bigquery-tables.js';
 import { BigQueryWriter } from './bigquery-write.js';
 
 export interface BigQueryDestinationOptions {
