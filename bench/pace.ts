@@ -25,7 +25,7 @@ import type { EmulatorOptions, EmulatorStats } from '../src/emulator/index.js';
 import { startEmulatorThread, type LoopDelay } from '../src/emulator/thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
-import { connectApi } from '../src/commands/runtime.js';
+import { connectApi } from '../src/app/runtime.js';
 import { minimumSeconds } from '../src/http/floor.js';
 import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';

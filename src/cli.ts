@@ -2,9 +2,9 @@
 import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { cancelOnSignals } from './commands/stop.js';
+import { cancelOnSignals } from './app/stop.js';
 import { secretsGiven } from './commands/secrets.js';
-import { fitToTerminal } from './commands/terminal-lines.js';
+import { fitToTerminal } from './app/output/terminal-lines.js';
 import {
   ENV,
   OPTIONS,
@@ -24,7 +24,7 @@ import { EXIT_CODES, exitCodeFor } from './core/exit-codes.js';
 import { redact } from './core/log.js';
 import { envName, type CommandName, type OptionSpec } from './options.js';
 import type { ResetIo } from './commands/reset.js';
-import type { CommandIo } from './commands/io.js';
+import type { CommandIo } from './app/io.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
@@ -93,7 +93,7 @@ let warnedKeyFlag = false;
 
 const isTty = (): boolean => process.stderr.isTTY === true;
 
-/** Run a command that SIGINT/SIGTERM may cancel (see `commands/stop.ts`). */
+/** Run a command that SIGINT/SIGTERM may cancel (see `app/stop.ts`). */
 async function withSignals(run: (signal: AbortSignal) => Promise<number>): Promise<number> {
   const signals = cancelOnSignals((line) => process.stderr.write(`${line}\n`));
   try {

@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { BackfillConfig } from '../config.js';
 import { runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
-import { formatBackfillStreams, formatBackfillSummary } from './reports.js';
-import { summaryLines } from './repeats.js';
-import { billingJson, billingLine } from './billing.js';
+import { formatBackfillStreams, formatBackfillSummary } from '../app/reports.js';
+import { summaryLines } from '../app/repeats.js';
+import { billingJson, billingLine } from '../app/billing.js';
 import { columnsOf, recordRun, schemaChanges } from '../pipeline/run-history.js';
 import { withContract } from '../normalize/contract.js';
-import { runJson, runSettings } from './run-json.js';
+import { runJson, runSettings } from '../app/run-json.js';
 import { planBackfill } from '../pipeline/plan.js';
-import { backfillProgressHooks } from './runtime.js';
-import { isStopConsequence, stoppedLine } from './stop.js';
-import type { CommandIo } from './io.js';
-import { logStreams, planForProgress, runExitCode, withWritingRun } from './writing-run.js';
+import { backfillProgressHooks } from '../app/runtime.js';
+import { isStopConsequence, stoppedLine } from '../app/stop.js';
+import type { CommandIo } from '../app/io.js';
+import { logStreams, planForProgress, runExitCode, withWritingRun } from '../app/writing-run.js';
 
 /**
  * `query-sync backfill --from --to`: load [from, to) in windows, resumable, alongside the sync.

@@ -2,10 +2,10 @@ import type { SyncConfig } from '../config.js';
 import { exitCodeFor } from '../core/exit-codes.js';
 import { Capabilities } from '../pipeline/capabilities.js';
 import { checkApi, checkExitCode } from '../pipeline/check.js';
-import { formatCheck } from './reports.js';
-import { readStateDocument } from './state-home.js';
-import { createRuntime } from './runtime.js';
-import type { CommandIo } from './io.js';
+import { formatCheck } from '../app/reports.js';
+import { readStateDocument } from '../app/state-home.js';
+import { createRuntime } from '../app/runtime.js';
+import type { CommandIo } from '../app/io.js';
 
 /**
  * `query-sync check`: one request per endpoint and project scope (first pages only, nothing

@@ -3,7 +3,7 @@ import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
 import { LACKS, parseListQuirks, type EmulatorOptions, type Flavor, type ListQuirks, type TimeseriesShape } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
-import type { CommandIo } from './io.js';
+import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
 
 export interface EmulateFlags {

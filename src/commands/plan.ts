@@ -1,10 +1,10 @@
 import type { PlanConfig } from '../config.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { planBackfill, planSync } from '../pipeline/plan.js';
-import { formatPlan } from './reports.js';
-import { readStateDocument } from './state-home.js';
-import { createRuntime } from './runtime.js';
-import type { CommandIo } from './io.js';
+import { formatPlan } from '../app/reports.js';
+import { readStateDocument } from '../app/state-home.js';
+import { createRuntime } from '../app/runtime.js';
+import type { CommandIo } from '../app/io.js';
 
 /**
  * `query-sync plan`: with `--from/--to` the plan of that backfill, else of the next sync from state.

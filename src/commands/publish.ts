@@ -5,7 +5,7 @@ import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { layoutOf, workingPathForReading } from '../publish/layout.js';
 import { Publisher } from '../publish/publisher.js';
-import type { CommandIo } from './io.js';
+import type { CommandIo } from '../app/io.js';
 
 /**
  * `query-sync publish`: publish the read copy and its Parquet set now from the working file, read

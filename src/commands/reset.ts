@@ -7,11 +7,11 @@ import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StreamState } from '../state/store.js';
-import { openDestination } from './open-destination.js';
+import { openDestination } from '../app/open-destination.js';
 import { workingPathForReading } from '../publish/layout.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { Publisher } from '../publish/publisher.js';
-import { keepStateIn, readStateDocument } from './state-home.js';
+import { keepStateIn, readStateDocument } from '../app/state-home.js';
 
 export interface ResetIo {
   readonly print: (line: string) => void;

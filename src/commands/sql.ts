@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { DuckDBInstance } from '@duckdb/node-api';
 import type { PublishedConfig } from '../config.js';
 import { layoutOf } from '../publish/layout.js';
-import type { CommandIo } from './io.js';
+import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
 
 /**

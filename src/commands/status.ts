@@ -6,12 +6,12 @@ import { systemClock } from '../core/clock.js';
 import type { Destination } from '../load/destination.js';
 import type { StateDocument } from '../state/store.js';
 import { analystTablesOf, buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
-import { formatStatus } from './reports.js';
-import { readStateFrom } from './state-home.js';
-import { openReadOnly } from './open-destination.js';
+import { formatStatus } from '../app/reports.js';
+import { readStateFrom } from '../app/state-home.js';
+import { openReadOnly } from '../app/open-destination.js';
 import { workingPathForReading } from '../publish/layout.js';
 import { publishedLine, publishedStatus } from '../publish/status.js';
-import type { CommandIo } from './io.js';
+import type { CommandIo } from '../app/io.js';
 
 /**
  * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.

@@ -4,14 +4,14 @@ import { EXIT_CODES, exitCode, exitCodeFor } from '../core/exit-codes.js';
 import type { Destination } from '../load/destination.js';
 
 import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
-import { formatBackfillStreams, formatVerify } from './reports.js';
+import { formatBackfillStreams, formatVerify } from '../app/reports.js';
 import { StateStore } from '../state/store.js';
-import { openDestination } from './open-destination.js';
-import { keepStateIn, stateTableOf } from './state-home.js';
-import { backfillProgressHooks, createRuntime } from './runtime.js';
-import { createRunStop, stoppedLine } from './stop.js';
-import type { CommandIo } from './io.js';
-import { openRunState } from './writing-run.js';
+import { openDestination } from '../app/open-destination.js';
+import { keepStateIn, stateTableOf } from '../app/state-home.js';
+import { backfillProgressHooks, createRuntime } from '../app/runtime.js';
+import { createRunStop, stoppedLine } from '../app/stop.js';
+import type { CommandIo } from '../app/io.js';
+import { openRunState } from '../app/writing-run.js';
 import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
 
 /**

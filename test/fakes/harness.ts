@@ -14,8 +14,8 @@ import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/pipeline/run.js';
-import { connectApi } from '../../src/commands/runtime.js';
-import { keepStateIn } from '../../src/commands/state-home.js';
+import { connectApi } from '../../src/app/runtime.js';
+import { keepStateIn } from '../../src/app/state-home.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 
 /** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */

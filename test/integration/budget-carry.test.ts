@@ -4,7 +4,7 @@ import { traces } from '../../connectors/traces.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 import { childBacklog } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';
-import { BUDGET_SECTION } from '../../src/commands/budget-carry.js';
+import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, statePathOf } from '../fakes/harness.js';
 import { dir, onCleanup } from '../fakes/lifecycle.js';

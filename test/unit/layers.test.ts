@@ -20,6 +20,9 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/extract': ['src/core', 'src/http'],
   'src/pipeline': ['src/core', 'src/http', 'src/extract', 'src/normalize', 'src/load', 'src/state', 'connectors'],
   connectors: ['src/core'],
+  // The application layer (run envelope, reports, output) sits under the command shells: it may use
+  // every layer below and the configuration, never `commands/` or `cli.ts`.
+  'src/app': ['src/core', 'src/http', 'src/extract', 'src/normalize', 'src/load', 'src/state', 'src/pipeline', 'src/publish', 'connectors', 'src/config.ts', 'src/options.ts', 'src/config-values.ts'],
 };
 
 const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"](\.[^'"]+)['"]/g;
