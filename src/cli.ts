@@ -61,7 +61,7 @@ export function withOptions<T>(y: Argv<T>, command: CommandName): Argv<T & RunFl
       type: spec.kind === 'boolean' ? 'boolean' : 'string',
       ...(spec.repeatable === true ? { array: true } : {}),
       describe: `${spec.describe}${UNIT_HINT[spec.kind] ?? ''} [env ${env}]`,
-      ...(spec.defaultText === undefined ? {} : { defaultDescription: spec.defaultText }),
+      ...((spec.defaultText ?? spec.default) === undefined ? {} : { defaultDescription: spec.defaultText ?? spec.default }),
       ...(spec.choices === undefined ? {} : { choices: [...spec.choices] }),
       group: `${spec.group}:`,
     });

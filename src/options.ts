@@ -7,8 +7,9 @@ import { ConfigError } from './core/errors.js';
  * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
  * and help group, and the commands that take it. The CLI builds its flags and `--help` from it;
  * `config.ts` reads flags, environment and config file through it (flag > environment > file >
- * default). Defaults here are for help text only: `config.ts` applies its `DEFAULT_*` constants,
- * and the help shows the same constants, so changing one changes both.
+ * default), each parsed by its kind and choices (`config/reader.ts`: one parser per kind). A
+ * choice's `default` is applied from here; other defaults are `config/defaults.ts`'s `DEFAULT_*`
+ * constants, which this table shows in the help, so changing one changes both.
  */
 
 export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset' | 'dbt-sources' | 'sql' | 'publish';
@@ -42,6 +43,13 @@ export interface OptionSpec {
   /** The default as help shows it (the value itself is applied by `config.ts`). */
   readonly defaultText?: string;
   readonly choices?: readonly string[];
+  /**
+   * A choice's value when none is given, applied by `config/reader.ts` (`choice`) and shown by the
+   * help (unless `defaultText` says more): held here once.
+   */
+  readonly default?: string;
+  /** How a refused choice's message lists the choices (`expected …, got "x"`); by default `a, b or c`. */
+  readonly expected?: string;
   /** Older environment names still read (after `QUERY_SYNC_<FLAG>`). */
   readonly envAliases?: readonly string[];
   /** Read only from the environment: never a flag (visible in `ps`) nor a config file. */
@@ -111,16 +119,16 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'start', kind: 'instant', group: 'Scope', defaultText: 'all history', describe: 'the oldest data a first sync (or --full-refresh) reads, e.g. 2026-01-01T00:00:00Z', commands: RUN },
     { name: 'lookback', kind: 'duration', group: 'Scope', defaultText: d.lookback, describe: 're-read this far before the high-water mark (late-indexed events)', commands: RUN },
     { name: 'settle', kind: 'duration', group: 'Scope', defaultText: d.settle, describe: 're-read each events, users and conversations window once it is this old, for the fields the service adds later (0: off); what lands later than this is never seen', commands: RUN },
-    { name: 'traces', kind: 'choice', group: 'Scope', choices: ['traced', 'all', 'none'], defaultText: d.traces, describe: 'where traces are read one event at a time, for which events: all; traced (only those whose tool_calls, error_spans or model show a trace: fewer requests, but spans of other events are never read); none reads no traces', commands: RUN },
-    { name: 'reconcile', kind: 'choice', group: 'Scope', choices: ['off', 'check', 'repair'], defaultText: 'repair', describe: 'after its writes, compare the API\'s event counts with the warehouse per project (recent two days hourly, plus what the run read) and re-read the windows that differ; check: report only (exit 5); off: no requests', commands: ['sync', 'plan'] },
+    { name: 'traces', kind: 'choice', group: 'Scope', choices: ['traced', 'all', 'none'], default: d.traces, expected: 'all, traced (events whose tool_calls, error_spans or model show a trace) or none', describe: 'where traces are read one event at a time, for which events: all; traced (only those whose tool_calls, error_spans or model show a trace: fewer requests, but spans of other events are never read); none reads no traces', commands: RUN },
+    { name: 'reconcile', kind: 'choice', group: 'Scope', choices: ['off', 'check', 'repair'], default: 'repair', expected: 'off, check (report differences, exit 5) or repair (re-read them)', describe: 'after its writes, compare the API\'s event counts with the warehouse per project (recent two days hourly, plus what the run read) and re-read the windows that differ; check: report only (exit 5); off: no requests', commands: ['sync', 'plan'] },
     { name: 'from', kind: 'instant', group: 'Scope', describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z', commands: ['backfill', 'plan', 'verify'] },
     { name: 'to', kind: 'instant', group: 'Scope', describe: 'end of the interval (exclusive), with its offset', commands: ['backfill', 'plan', 'verify'] },
     { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },
     { name: 'search', kind: 'string', group: 'Scope', repeatable: true, describe: 'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)', commands: ['sync', 'check', 'plan'] },
     { name: 'aggregates', kind: 'boolean', group: 'Scope', defaultText: 'false', describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync', commands: ['sync', 'check', 'plan'] },
-    { name: 'aggregates-interval', kind: 'choice', group: 'Scope', choices: ['day', 'hour'], defaultText: 'day', describe: 'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)', commands: ['sync', 'check', 'plan'] },
+    { name: 'aggregates-interval', kind: 'choice', group: 'Scope', choices: ['day', 'hour'], default: 'day', describe: 'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)', commands: ['sync', 'check', 'plan'] },
     // Destination
-    { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
+    { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], default: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
     { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file readers open: the published read copy (the sync writes <name>.work.duckdb beside it; docs/analysts.md). Relative to the working directory: give an absolute path in cron', commands: [...WAREHOUSE, 'sql', 'publish'] },
     { name: 'publish-every', kind: 'duration', group: 'Destination', defaultText: d.publishEvery, describe: 'DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run\'s end (0: only at the end). See docs/analysts.md', commands: ['sync', 'backfill', 'dbt-sources'] },
     { name: 'duckdb-memory-limit', kind: 'size', group: 'Destination', defaultText: d.duckdbMemoryLimit, describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp; never raised on its own: rows too large for it fail naming this flag)", commands: WAREHOUSE },
@@ -139,7 +147,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'exclude-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items never written, e.g. events.user_input,traces.input', commands: RUN },
     { name: 'hash-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from QUERY_SYNC_HASH_SALT', commands: RUN },
     { name: 'hash-salt', kind: 'string', group: 'Privacy and schema', secret: true, describe: 'salt of --hash-columns: environment only', commands: RUN },
-    { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], defaultText: 'evolve', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
+    { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], default: 'evolve', expected: 'one of evolve, freeze-columns, freeze', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
     // State and run
     { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: [...STATE, 'dbt-sources', 'sql', 'publish'] },
     { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file: a copy of the state the warehouse keeps (marks, checkpoints, ledger), read when the warehouse has none; relative to the working directory', commands: STATE },

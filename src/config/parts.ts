@@ -55,10 +55,7 @@ export function resolveApiKey(read: Reader): string {
 
 /** `--bq-upsert` and `--bq-compact-every` (only what was set: the destination holds the defaults). */
 export function bigQueryLayout(read: Reader): Pick<BigQueryConfig, 'upsert' | 'compactEveryMs'> {
-  const upsert = read.text('bq-upsert');
-  if (upsert !== undefined && upsert !== 'auto' && upsert !== 'log' && upsert !== 'merge') {
-    throw new ConfigError(`${read.label('bq-upsert')}: expected auto, log or merge, got "${upsert}"`);
-  }
+  const upsert = read.choice('bq-upsert') as BigQueryConfig['upsert'];
   const compactEveryMs = read.duration('bq-compact-every');
   return { ...(upsert === undefined ? {} : { upsert }), ...(compactEveryMs === undefined ? {} : { compactEveryMs }) };
 }
@@ -76,10 +73,7 @@ export function resolveResources(read: Reader): readonly ResourceDefinition[] {
 
 /** `--destination` and the BigQuery flags. */
 export function resolveWarehouse(read: Reader): { destination: 'duckdb' | 'bigquery'; bigquery: BigQueryConfig | undefined } {
-  const destination = read.text('destination') ?? 'duckdb';
-  if (destination !== 'duckdb' && destination !== 'bigquery') {
-    throw new ConfigError(`${read.label('destination')}: expected duckdb or bigquery, got "${destination}"`);
-  }
+  const destination = read.choice('destination') as 'duckdb' | 'bigquery';
   let bigquery: BigQueryConfig | undefined;
   if (destination === 'bigquery') {
     const projectId = read.text('bq-project');

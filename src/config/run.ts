@@ -9,11 +9,11 @@ import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from '../load/duckdb-memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from '../http/timeouts.js';
 import { DEFAULT_BASE_URL, normalizeBaseUrl } from '../http/conventions.js';
-import { SCHEMA_CONTRACTS, type SchemaContract } from '../normalize/contract.js';
+import { type SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
-import { RECONCILE_MODES, type ReconcileMode } from '../core/reconcile-mode.js';
+import { type ReconcileMode } from '../core/reconcile-mode.js';
 import type { CommandName } from '../options.js';
-import { ENV, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, DEFAULT_DUCKDB_PATH, DEFAULT_STATE_PATH, DEFAULT_PUBLISH_EVERY, DEFAULT_LOOKBACK, DEFAULT_PROGRESS_INTERVAL, DEFAULT_SETTLE, DEFAULT_TRACES, DEFAULT_DRY_RUN_LIMIT, DEFAULT_SPLIT_CONCURRENCY } from './defaults.js';
+import { ENV, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, DEFAULT_DUCKDB_PATH, DEFAULT_STATE_PATH, DEFAULT_PUBLISH_EVERY, DEFAULT_LOOKBACK, DEFAULT_PROGRESS_INTERVAL, DEFAULT_SETTLE, DEFAULT_DRY_RUN_LIMIT, DEFAULT_SPLIT_CONCURRENCY } from './defaults.js';
 import { reader, type Reader } from './reader.js';
 import { resolveApiKey, resolveResources, resolveWarehouse, SLUG, type BigQueryConfig } from './parts.js';
 
@@ -187,15 +187,9 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
     throw new ConfigError('--dry-run prints what would be sent to BigQuery: use it with --destination bigquery');
   }
   const settleMs = read.duration('settle') ?? parseDuration(DEFAULT_SETTLE);
-  const tracesText = read.text('traces') ?? DEFAULT_TRACES;
-  if (tracesText !== 'all' && tracesText !== 'traced' && tracesText !== 'none') {
-    throw new ConfigError(`${read.label('traces')}: expected all, traced (events whose tool_calls, error_spans or model show a trace) or none, got "${tracesText}"`);
-  }
-  const traces: ChildSelection = tracesText;
-  const reconcileText = read.text('reconcile') ?? 'repair';
-  if (!(RECONCILE_MODES as readonly string[]).includes(reconcileText)) {
-    throw new ConfigError(`${read.label('reconcile')}: expected off, check (report differences, exit 5) or repair (re-read them), got "${reconcileText}"`);
-  }
+  // A choice is checked against its option's choices and defaulted there (options.ts, config/reader.ts).
+  const traces = read.choice('traces') as ChildSelection;
+  const reconcile = read.choice('reconcile') as ReconcileMode;
 
   const limits: RateLimits = {
     maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm,
@@ -210,17 +204,12 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
     requestMs: read.duration('request-timeout') ?? DEFAULT_TIMEOUTS.requestMs,
   };
   if (timeouts.requestMs <= 0) throw new ConfigError(`${read.label('request-timeout')}: expected a positive duration such as 2m`);
-  const schemaText = read.text('schema-contract') ?? 'evolve';
-  const schemaContract = SCHEMA_CONTRACTS.find((c) => c === schemaText);
-  if (schemaContract === undefined) throw new ConfigError(`${read.label('schema-contract')}: expected one of ${SCHEMA_CONTRACTS.join(', ')}, got "${schemaText}"`);
+  const schemaContract = read.choice('schema-contract') as SchemaContract;
   const batchBytesText = read.size('batch-bytes') ?? DEFAULT_BATCH_BYTES;
   const batchMb = megabytes(batchBytesText) ?? 0;
   if (batchMb <= 0) throw new ConfigError(`${read.label('batch-bytes')}: expected a size such as 8MB or 512KB, got "${batchBytesText}"`);
 
-  const logFormat = read.text('log-format') ?? (isTty ? 'pretty' : 'json');
-  if (logFormat !== 'json' && logFormat !== 'pretty') {
-    throw new ConfigError(`${read.label('log-format')}: expected json or pretty, got "${logFormat}"`);
-  }
+  const logFormat = (read.choice('log-format') ?? (isTty ? 'pretty' : 'json')) as LogFormat;
   const quiet = read.bool('quiet') ?? false;
   const verbose = read.bool('verbose') ?? false;
   const maxRunTimeMs = read.duration('max-run-time');
@@ -246,7 +235,7 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
     lookbackMs: read.duration('lookback') ?? parseDuration(DEFAULT_LOOKBACK),
     settleMs,
     traces,
-    reconcile: reconcileText as ReconcileMode,
+    reconcile,
     startMs: read.instant('start'),
     batchRows: read.integer('batch-rows') ?? DEFAULT_BATCH_ROWS[destination],
     limits,
@@ -274,9 +263,7 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
 }
 
 function aggregatesInterval(read: Reader): 'day' | 'hour' {
-  const text = read.text('aggregates-interval') ?? 'day';
-  if (text !== 'day' && text !== 'hour') throw new ConfigError(`${read.label('aggregates-interval')}: expected day or hour, got "${text}"`);
-  return text;
+  return read.choice('aggregates-interval') as 'day' | 'hour';
 }
 
 function dryRunLimit(read: Reader, dryRun: boolean): number {
