@@ -2,14 +2,19 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError } from './core/errors.js';
+import { PROJECT_HEADERS } from '../connectors/service.js';
+import type { ChildSelection } from './core/types.js';
+import { DEFAULT_RATE_LIMITS } from './http/budget.js';
+import { DEFAULT_MEMORY_LIMIT } from './load/duckdb-memory.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS } from './http/timeouts.js';
 
 /**
  * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
  * and help group, and the commands that take it. The CLI builds its flags and `--help` from it;
  * `config.ts` reads flags, environment and config file through it (flag > environment > file >
  * default), each parsed by its kind and choices (`config/reader.ts`: one parser per kind). A
- * choice's `default` is applied from here; other defaults are `config/defaults.ts`'s `DEFAULT_*`
- * constants, which this table shows in the help, so changing one changes both.
+ * choice's `default` is applied from here; the other defaults are the `DEFAULT_*` constants below,
+ * which `config/` applies and this table shows in the help, so changing one changes both.
  */
 
 export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset' | 'dbt-sources' | 'sql' | 'publish';
@@ -67,7 +72,7 @@ const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
 const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset', 'dbt-sources'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 
-/** Filled by `config.ts` with its constants, so help and behaviour share one source. */
+/** Filled with the `DEFAULT_*` constants below, so help and behaviour share one source. */
 export interface OptionDefaults {
   readonly connectTimeoutMs: number;
   readonly headersTimeoutMs: number;
@@ -174,6 +179,77 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'csv', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'sql: the answer as CSV (a header line, then one line a row)', commands: ['sql'] },
   ];
 }
+
+// ---- the defaults: each held once, here beside its flag ----
+
+/**
+ * A batch is also written once its rows hold this much text (`--batch-bytes`), so memory follows
+ * the settings, not the size of the records: 5,000 rows of 200 KB would otherwise be 1 GB.
+ */
+export const DEFAULT_BATCH_BYTES = '8MB';
+
+/**
+ * Rows per write + checkpoint. BigQuery batches are larger: each write is one load job and one MERGE,
+ * and a table allows 1,500 load jobs a day; DuckDB checkpoints more often for cheap.
+ */
+export const DEFAULT_BATCH_ROWS = Object.freeze({ duckdb: 5_000, bigquery: 50_000 });
+
+/** Default files: relative to the working directory (cron and containers should pass absolute paths). */
+export const DEFAULT_DUCKDB_PATH = 'warehouse.duckdb';
+export const DEFAULT_STATE_PATH = 'state/state.json';
+/** How often a long run publishes the read copy (`publish/publisher.ts`): the lag readers see is this plus one publish. */
+export const DEFAULT_PUBLISH_EVERY = '5m';
+export const DEFAULT_LOOKBACK = '15m';
+export const DEFAULT_PROGRESS_INTERVAL = '5s';
+/** Both project headers are sent unless one is named: the vendor SDK's and the spec's (connectors/service.ts). */
+export const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
+/**
+ * Re-read each events window once it is this old (late enrichment): the SDK says enriched fields
+ * "may be absent for very recent events", with no figure. Two hours covers the enrichment delays
+ * the emulator models and keeps the re-read cheap (one extra read of each window, two hours after it).
+ */
+export const DEFAULT_SETTLE = '2h';
+/**
+ * Which events get their traces read where traces are read per event: every event. `traced` reads
+ * only events whose `tool_calls`, `error_spans` or `model` show a trace, and loses the spans of any
+ * other event that has some (docs/traces.md): an opt-in saving, never the default.
+ */
+export const DEFAULT_TRACES: ChildSelection = 'all';
+export const DEFAULT_BQ_LOCATION = 'US';
+/** Default rows per stream a dry run reads: enough to show every statement, not all history. */
+export const DEFAULT_DRY_RUN_LIMIT = 100;
+/** Default window of a backfill or verify: one day. */
+export const DEFAULT_WINDOW = '1d';
+/** Default windows read at once by a backfill. */
+export const DEFAULT_CONCURRENCY = 4;
+/** Sub-walks of one large window of a sync at once, at most (`pipeline/split.ts`). */
+export const DEFAULT_SPLIT_CONCURRENCY = 16;
+
+/** Every flag with its environment name, default, unit and help group. */
+export const OPTIONS = optionTable({
+  connectTimeoutMs: DEFAULT_TIMEOUTS.connectMs,
+  headersTimeoutMs: DEFAULT_TIMEOUTS.headersMs,
+  bodyTimeoutMs: DEFAULT_TIMEOUTS.bodyMs,
+  requestTimeoutMs: DEFAULT_TIMEOUTS.requestMs,
+  maxRetryAfterMs: DEFAULT_MAX_RETRY_AFTER_MS,
+  batchBytes: DEFAULT_BATCH_BYTES,
+  ...DEFAULT_RATE_LIMITS,
+  duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+  duckdbPath: DEFAULT_DUCKDB_PATH,
+  statePath: DEFAULT_STATE_PATH,
+  lookback: DEFAULT_LOOKBACK,
+  settle: DEFAULT_SETTLE,
+  traces: DEFAULT_TRACES,
+  window: DEFAULT_WINDOW,
+  concurrency: DEFAULT_CONCURRENCY,
+  batchRows: DEFAULT_BATCH_ROWS,
+  projectHeader: DEFAULT_PROJECT_HEADER,
+  bqLocation: DEFAULT_BQ_LOCATION,
+  progressInterval: DEFAULT_PROGRESS_INTERVAL,
+  splitConcurrency: DEFAULT_SPLIT_CONCURRENCY,
+  dryRunLimit: DEFAULT_DRY_RUN_LIMIT,
+  publishEvery: DEFAULT_PUBLISH_EVERY,
+});
 
 /** `QUERY_SYNC_<FLAG>`: the environment variable of a flag. */
 export function envName(flag: string): string {
