@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { capabilitiesOf, keepsState, refreshes } from '../../src/load/destination-capabilities.js';
-import type { Destination } from '../../src/load/destination.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { testBigQueryDestination } from '../fixtures/bigquery/destination.js';
+import { capabilitiesOf, keepsState, refreshes } from '../../../src/load/destination-capabilities.js';
+import type { Destination } from '../../../src/load/destination.js';
+import { DuckDbDestination } from '../../../src/load/duckdb.js';
+import { testBigQueryDestination } from '../../fixtures/bigquery/destination.js';
 
 const offered = (d: Destination): string[] => Object.keys(capabilitiesOf(d)).sort();
 
