@@ -13,7 +13,7 @@ import { RESOURCES } from '../connectors/index.js';
 import { PROJECT_HEADERS } from '../connectors/service.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
-import { startEmulator } from '../src/emulator/index.js';
+import { startEmulator } from '../emulator/index.js';
 import { connectApi } from '../src/app/runtime.js';
 import { DEFAULT_RATE_LIMITS } from '../src/http/budget.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';

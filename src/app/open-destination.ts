@@ -21,8 +21,8 @@ export async function openDestination(config: DestinationConfig, logger: Logger,
   }
   const bq = config.bigquery;
   if (bq === undefined) throw new Error('unreachable: bigquery config is validated in config.ts');
-  const { BigQueryDestination } = await import('../load/bigquery.js');
-  return new BigQueryDestination({
+  const { openBigQuery } = await import('../load/bigquery-dry-run-destination.js');
+  return openBigQuery({
     projectId: bq.projectId,
     dataset: bq.dataset,
     location: bq.location,

@@ -16,7 +16,7 @@ function open(): { fake: FakeBigQuery; dest: BigQueryDestination } {
   nock.disableNetConnect();
   const fake = new FakeBigQuery('proj');
   fake.install();
-  const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+  const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined });
   return { fake, dest };
 }
 
