@@ -26,7 +26,7 @@ import { startEmulatorThread, type LoopDelay } from '../emulator/thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
 import { SPEC_RATE_LIMITS } from '../emulator/index.js';
-import { connectApi } from '../src/commands/runtime.js';
+import { connectApi } from '../src/app/runtime.js';
 import { minimumSeconds } from '../src/http/floor.js';
 import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';

@@ -14,7 +14,7 @@ import { PROJECT_HEADERS } from '../connectors/service.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import { startEmulator } from '../emulator/index.js';
-import { connectApi } from '../src/commands/runtime.js';
+import { connectApi } from '../src/app/runtime.js';
 import { DEFAULT_RATE_LIMITS } from '../src/http/budget.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';

@@ -33,7 +33,7 @@ function row(o: OptionSpec): string {
   const flag = !o.secret ? `\`--${o.name}\`` : o.name === 'api-key' ? '`--api-key` (warned: shows in `ps`)' : '—';
   const env = [envName(o.name), ...(o.envAliases ?? [])].map((e) => `\`${e}\``).join(' or ');
   const kind = o.choices === undefined ? KIND_TEXT[o.kind] : o.choices.join(' / ');
-  return `| ${flag} | ${env} | ${cell(o.defaultText ?? '—')} | ${cell(`${kind}: ${o.describe}`)} (${o.commands.join(', ')}) |`;
+  return `| ${flag} | ${env} | ${cell(o.defaultText ?? o.default ?? '—')} | ${cell(`${kind}: ${o.describe}`)} (${o.commands.join(', ')}) |`;
 }
 
 export function configTable(options: readonly OptionSpec[] = OPTIONS): string {

@@ -2,7 +2,7 @@ import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import { LACKS, SPEC_RATE_LIMITS, parseListQuirks, type EmulatorOptions, type Flavor, type ListQuirks, type TimeseriesShape } from '../../emulator/index.js';
 import { startEmulatorThread } from '../../emulator/thread.js';
-import type { CommandIo } from './io.js';
+import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
 
 export interface EmulateFlags {

@@ -14,10 +14,10 @@ import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/pipeline/run.js';
-import { connectApi } from '../../src/commands/runtime.js';
-import { keepStateIn } from '../../src/commands/state-home.js';
-import { createRunStop } from '../../src/commands/stop.js';
-import { openRunState } from '../../src/commands/writing-run.js';
+import { connectApi } from '../../src/app/runtime.js';
+import { keepStateIn } from '../../src/app/state-home.js';
+import { createRunStop } from '../../src/app/stop.js';
+import { openRunState } from '../../src/app/writing-run.js';
 import type { StateStore, StateDocument } from '../../src/state/store.js';
 
 /** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */

@@ -5,7 +5,7 @@ import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import { childBacklog } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';
-import { BUDGET_SECTION } from '../../src/commands/budget-carry.js';
+import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, statePathOf } from '../fakes/harness.js';
 import { dir, onCleanup } from '../fakes/lifecycle.js';

@@ -3,7 +3,7 @@ import nock from 'nock';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/commands/refresh.js';
+import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/app/refresh.js';
 import type { ApiRecord } from '../../src/core/types.js';
 import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';

@@ -83,7 +83,7 @@ function withoutTextAndComments(line: string): string {
 }
 
 function isCommand(file: string): boolean {
-  return file.startsWith('src/commands/') || file === 'src/cli.ts' || file === 'src/demo.ts';
+  return file.startsWith('src/commands/') || file.startsWith('src/app/') || file === 'src/cli.ts' || file === 'src/demo.ts';
 }
 
 function literalCodes(): string[] {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { events } from '../../../connectors/events.js';
 import { traces } from '../../../connectors/traces.js';
-import { formatStatus } from '../../../src/commands/reports.js';
+import { formatStatus } from '../../../src/app/reports.js';
 import { DEFAULT_RATE_LIMITS } from '../../../src/http/budget.js';
 import { addToLoad, childLoad, childLoadSection, deficitLine, KEEP_DAYS, tracedSavingLine } from '../../../src/pipeline/children-load.js';
 import { buildStatus } from '../../../src/pipeline/status.js';

@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { renderProgress, TtyProgressDisplay } from '../../../src/commands/progress-display.js';
+import { renderProgress, TtyProgressDisplay } from '../../../src/app/output/progress-display.js';
 import { observedBudget } from '../../../src/http/budget-observer.js';
 import { DEFAULT_RATE_LIMITS, type RequestBudget } from '../../../src/http/budget.js';
 import type { Clock } from '../../../src/core/types.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { events } from '../../../connectors/events.js';
 import { traces } from '../../../connectors/traces.js';
-import { formatStatus } from '../../../src/commands/reports.js';
+import { formatStatus } from '../../../src/app/reports.js';
 import { buildStatus } from '../../../src/pipeline/status.js';
 import type { StateDocument } from '../../../src/state/store.js';
 import { DEFAULT_RATE_LIMITS } from '../../../src/http/budget.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { systemClock } from '../../../src/core/clock.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
 import { StateStore } from '../../../src/state/store.js';
-import { keepStateIn, stateTableOf } from '../../../src/commands/state-home.js';
+import { keepStateIn, stateTableOf } from '../../../src/app/state-home.js';
 import { keyedTable } from '../../fixtures/bigquery/tables.js';
 import { tempDir } from '../../fakes/tmp.js';
 

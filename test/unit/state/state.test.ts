@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../../src/core/clock.js';
 import { StateError } from '../../../src/core/errors.js';
-import { keepStateIn } from '../../../src/commands/state-home.js';
+import { keepStateIn } from '../../../src/app/state-home.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
 import { StateStore } from '../../../src/state/store.js';
 import { leaveLease } from '../../fakes/lease.js';

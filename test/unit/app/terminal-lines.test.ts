@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fitToTerminal } from '../../../src/commands/terminal-lines.js';
+import { fitToTerminal } from '../../../src/app/output/terminal-lines.js';
 
 const TRACES =
   'traces        default      rows=273 pages=300 requests=302 retries=0 429s=2 waited=1934.1s backoff=0.0s seconds=131.1 ok';

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { RepeatedLogs, summaryLines, withoutContext } from '../../../src/commands/repeats.js';
+import { RepeatedLogs, summaryLines, withoutContext } from '../../../src/app/repeats.js';
 import { AuthError, DataError } from '../../../src/core/errors.js';
 import { createLogger } from '../../../src/core/log.js';
 import { newCallStats } from '../../../src/http/client.js';

@@ -1,9 +1,9 @@
 import { Writable } from 'node:stream';
 import { styleText } from 'node:util';
 import { createLogUpdate } from 'log-update';
-import type { Logger } from '../core/log.js';
-import { withoutContext } from './repeats.js';
-import type { Activity, ProgressSnapshot, ProgressTracker, ResourceProgress } from '../pipeline/progress.js';
+import type { Logger } from '../../core/log.js';
+import { withoutContext } from '../repeats.js';
+import type { Activity, ProgressSnapshot, ProgressTracker, ResourceProgress } from '../../pipeline/progress.js';
 
 /**
  * Shows a run's progress: a live display redrawn in place on a TTY, or a progress log line per

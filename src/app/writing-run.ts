@@ -40,16 +40,16 @@ export interface OpenRun {
 /**
  * A run that writes (sync, backfill): the runtime, the run's stop (signals, `--max-run-time`, a
  * lost lease), the state under the run's lease and the destination are opened, `body` runs, and a
- * failure before or in it becomes the command's FAILED line (or JSON). The summary is the last thing
- * printed: the live display's last frame, the per-stream log lines and the repeated errors' counts
- * come before it, and nothing is printed after it (files are closed first).
+ * failure before or in it becomes the command's FAILED line (or JSON). The outcome is returned
+ * once every file is closed, for the command to print last (`printOutcome`): the live display's
+ * last frame, the per-stream log lines and the repeated errors' counts come before it.
  */
-export async function withWritingRun(
+export async function runWriting(
   command: 'sync' | 'backfill',
   config: SyncConfig,
   io: CommandIo,
   body: (run: OpenRun) => Promise<RunOutcome>,
-): Promise<number> {
+): Promise<RunOutcome> {
   const runtime = createRuntime(config, io);
   const { clock, logger } = runtime;
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
@@ -81,6 +81,11 @@ export async function withWritingRun(
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
+  return outcome;
+}
+
+/** The shell's last step: print the summary (after every file is closed) and give the exit code. */
+export function printOutcome(io: Pick<CommandIo, 'print'>, outcome: RunOutcome): number {
   for (const line of outcome.output) io.print(line);
   return outcome.code;
 }

@@ -9,7 +9,7 @@ import { createScheduler, type SchedulerOptions } from '../http/scheduler.js';
 import type { BackfillHooks } from '../pipeline/backfill.js';
 import { ProgressTracker } from '../pipeline/progress.js';
 import type { RunHooks } from '../pipeline/run.js';
-import { LogProgressDisplay, NO_PROGRESS, TtyProgressDisplay, type ProgressDisplay } from './progress-display.js';
+import { LogProgressDisplay, NO_PROGRESS, TtyProgressDisplay, type ProgressDisplay } from './output/progress-display.js';
 import { RepeatedLogs } from './repeats.js';
 import type { CommandIo } from './io.js';
 
