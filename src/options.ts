@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { ConfigError } from './core/errors.js';
 import { PROJECT_HEADERS } from '../connectors/service.js';
 import type { ChildSelection } from './core/types.js';
@@ -343,6 +343,14 @@ function distance(a: string, b: string): number {
 
 function stringOf(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * The YAML parser, loaded when a YAML config file is read (most runs have none: it was 60 ms of
+ * every start-up). Synchronous, as the config is: yaml ships a CommonJS build.
+ */
+function parseYaml(text: string): unknown {
+  return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse(text);
 }
 
 function readConfigFile(path: string, table: readonly OptionSpec[]): { path: string; values: Record<string, RawValue> } {
