@@ -380,6 +380,23 @@ describe('splitIntoPages', () => {
     }
   });
 
+  it('strays up to `wholeWithin` of a share for a whole page when every edge near the target wastes records', () => {
+    // 800 records, then buckets of 7 (no edge from 801 to 1,499 is a whole page), then 3: 2,000
+    // records, a share of 1,000. Within an eighth of it (875 to 1,125) no cut is whole; 800 is
+    // within a quarter.
+    const buckets = [{ window: { fromMs: 0, toMs: 10 }, count: 800 }];
+    for (let i = 0; i < 171; i += 1) buckets.push({ window: { fromMs: 10 + i * 10, toMs: 20 + i * 10 }, count: 7 });
+    buckets.push({ window: { fromMs: 1_720, toMs: 1_730 }, count: 3 });
+    const window = { fromMs: 0, toMs: 1_730 };
+    const even = splitIntoPages(window, 2, buckets, 100);
+    expect(splitPages(even, buckets, 100), 'within an eighth: a page more than one walk').toBe(21);
+    const whole = splitIntoPages(window, 2, buckets, 100, 1 / 4);
+    expect(whole).toEqual([{ fromMs: 0, toMs: 10 }, { fromMs: 10, toMs: 1_730 }]);
+    expect(splitPages(whole, buckets, 100)).toBe(20);
+    // An eighth (the default): the same cut as without.
+    expect(splitIntoPages(window, 2, buckets, 100, 1 / 8)).toEqual(even);
+  });
+
   it('falls back to time where the counts say nothing', () => {
     expect(splitIntoPages(w, 2, [], 100)).toEqual([{ fromMs: 0, toMs: 500 }, { fromMs: 500, toMs: 1_000 }]);
     expect(splitIntoPages({ fromMs: 5, toMs: 5 }, 2, counts, 100)).toEqual([]);
