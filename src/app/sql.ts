@@ -1,4 +1,4 @@
-import { DuckDBInstance } from '@duckdb/node-api';
+import { DuckDBInstance } from '../load/duckdb-instance.js';
 
 /**
  * `query-sync sql`'s reading and rendering: one statement on the published read copy (opened

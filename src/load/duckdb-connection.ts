@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { dirname } from 'node:path';
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance } from './duckdb-instance.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import { sqlString } from './duckdb-sql.js';
 

@@ -1,6 +1,6 @@
 import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { DuckDBInstance } from '@duckdb/node-api';
+import { DuckDBInstance } from '../load/duckdb-instance.js';
 import { LoadError } from '../core/errors.js';
 import type { Clock } from '../core/types.js';
 import type { DuckDbDestination } from '../load/duckdb.js';
