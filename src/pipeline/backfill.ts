@@ -20,7 +20,7 @@ import {
   type Interval,
   type StreamLedger,
 } from '../state/ledger.js';
-import { streamKey } from '../state/store.js';
+import { streamKey, type StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
@@ -167,8 +167,8 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   const key = streamKey(resource.name, scope.key);
   const ctx = streamCallContext(resource, scope, options.signal);
   const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
-  const ledger = (change: (current: StreamLedger) => StreamLedger): Promise<void> =>
-    deps.state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
+  const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> =>
+    state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
       updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
     );
   let failure: Error | undefined;
@@ -181,7 +181,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     units = [{ window: undefined }];
   } else {
     const requested = options.windows;
-    await ledger((s) => {
+    await ledger(deps.state, (s) => {
       const asked = withRequested(s, requested);
       // A crashed run's windows this run will not resume (sliced differently): restart cleanly.
       return options.force ? asked : keepRunning(asked, requested);
@@ -222,7 +222,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   }
   const first = options.windows[0];
   const last = options.windows[options.windows.length - 1];
-  await ledger((s) => ({
+  await ledger(deps.state, (s) => ({
     ...s,
     lastRun: {
       at: new Date(started).toISOString(),
@@ -243,7 +243,8 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
 /** What the units of one backfill stream share: its counters and its ledger. */
 interface LedgerStream {
   readonly ctx: CallContext;
-  readonly ledger: (change: (current: StreamLedger) => StreamLedger) => Promise<void>;
+  /** Change the stream's ledger through `state` (the store, or the batch the change commits with). */
+  readonly ledger: (state: StateWriter, change: (current: StreamLedger) => StreamLedger) => Promise<void>;
   readonly totals: { rows: number; pages: number; windows: number };
 }
 
@@ -257,17 +258,17 @@ async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBa
   let base = { rows: windowTotals.rows, pages: windowTotals.pages };
   // The ledger's book: a running window's cursor, then the window done (with the batch that ends it).
   const book: UnitBook<Interval | undefined> = {
-    checkpoint: async (unit, nextCursor) => {
+    checkpoint: async (unit, nextCursor, state) => {
       if (unit === undefined) return;
       const at = new Date(deps.clock.now()).toISOString();
       const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
-      await ledger((s) => (nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since })));
+      await ledger(state, (s) => (nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since })));
     },
     cursorRejected: async (unit) => {
       windowTotals.rows = 0;
       windowTotals.pages = 0;
       base = { rows: 0, pages: 0 };
-      if (unit !== undefined) await ledger((s) => withoutCursor(s, unit));
+      if (unit !== undefined) await ledger(deps.state, (s) => withoutCursor(s, unit));
     },
   };
   totals.windows += 1;
@@ -285,7 +286,7 @@ async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBa
         ctx,
         onProjects: options.onProjects,
         onPage,
-        checkpoint: (nextCursor) => book.checkpoint(iso, nextCursor),
+        checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
         onCursorRejected: () => book.cursorRejected(iso),
       },
       deps,
@@ -293,7 +294,7 @@ async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBa
     );
     if (iso === undefined) {
       const at = new Date(deps.clock.now()).toISOString();
-      await ledger((s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
+      await ledger(deps.state, (s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
     }
     hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
   } finally {

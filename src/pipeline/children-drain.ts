@@ -52,7 +52,10 @@ export async function drainChildren(
   // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
   // Units answered empty while young are asked again at settle (spans can lag their event).
   const later = new WeakMap<ChildChunk, ReadonlySet<string>>();
-  const book: UnitBook<ChildChunk> = { checkpoint: (units) => options.queue.complete(project, units, later.get(units)), cursorRejected: async () => undefined };
+  const book: UnitBook<ChildChunk> = {
+    checkpoint: (units, _cursor, state) => options.queue.complete(project, units, later.get(units), state),
+    cursorRejected: async () => undefined,
+  };
   const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<void> => {
     const chunkCtx = sub.ctx;
     const startedAt = deps.clock.now();
@@ -81,14 +84,14 @@ export async function drainChildren(
     if (rows.length > 0) {
       // The chunk's rows and its move to done are one commit where the warehouse keeps state.
       const written = await deps.state.withBatch(
-        () => book.checkpoint(units, null),
+        (state) => book.checkpoint(units, null, state),
         (state) => deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key), ...(state === undefined ? {} : { state }) }),
       );
       for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
       stored = written.rows;
       totals.rows += written.rows;
     } else {
-      await book.checkpoint(units, null);
+      await book.checkpoint(units, null, deps.state);
     }
     options.onPage?.({ records: rows.length, rowsStored: stored });
     deps.logger.debug({ resource: resource.name, project: scope.key, parents: units.length, rows: rows.length }, 'children chunk');

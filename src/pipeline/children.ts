@@ -1,6 +1,6 @@
 import type { ChildSelection, Clock, ResourceDefinition, Row } from '../core/types.js';
 import { PROJECT_COLUMN } from '../normalize/normalize.js';
-import type { StateDocument, StateStore } from '../state/store.js';
+import type { StateDocument, StateStore, StateWriter } from '../state/store.js';
 import { addToLoad, childLoadSection, type LoadSection } from './children-load.js';
 
 /**
@@ -110,8 +110,11 @@ export class ChildQueue {
     return this.parentsRunning > 0 ? undefined : this.parentsDoneAtMs;
   }
 
-  /** Enqueue the children of a stored batch of parent rows (those selected and not yet queued or done). */
-  async enqueue(rows: readonly Row[]): Promise<void> {
+  /**
+   * Enqueue the children of a stored batch of parent rows (those selected and not yet queued or
+   * done), written through `state`: the batch the rows commit with, or the store.
+   */
+  async enqueue(rows: readonly Row[], state: StateWriter = this.state): Promise<void> {
     const parent = this.options.parent;
     if (parent === undefined) return;
     const fresh = new Map<string, Map<string, number>>();
@@ -134,8 +137,8 @@ export class ChildQueue {
     // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (children-load.ts).
     const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
     const nowMs = this.clock.now();
-    await this.state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, ats, shownAts, nowMs));
-    await this.state.updateSection<ChildSection>(this.section, (section = {}) => {
+    await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, ats, shownAts, nowMs));
+    await state.updateSection<ChildSection>(this.section, (section = {}) => {
       const next: Record<string, ProjectUnits> = { ...section };
       for (const [project, ids] of fresh) {
         const units = next[project] ?? { pending: {}, done: {} };
@@ -146,7 +149,7 @@ export class ChildQueue {
       return next;
     });
     // Inside a batch's commit the units exist once it is durable: wake the drains then.
-    this.state.whenCommitted(() => {
+    state.whenCommitted(() => {
       this.reportBacklog();
       this.wake();
     });
@@ -185,17 +188,22 @@ export class ChildQueue {
 
   /**
    * Mark units done (their rows are stored), or to be asked again at settle (`later`), pruning done
-   * units no later sync can enqueue again.
+   * units no later sync can enqueue again; written through `state` (the chunk's batch, or the store).
    */
-  async complete(project: string, units: readonly { readonly id: string; readonly at: number }[], later: ReadonlySet<string> = new Set()): Promise<void> {
+  async complete(
+    project: string,
+    units: readonly { readonly id: string; readonly at: number }[],
+    later: ReadonlySet<string> = new Set(),
+    state: StateWriter = this.state,
+  ): Promise<void> {
     const horizonMs = this.horizonMs();
     if (later.size > 0) {
       // A recheck is one more request for its parent: counted in the daily load like a queued one.
       const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
       const nowMs = this.clock.now();
-      await this.state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, laterAts, [], nowMs));
+      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, laterAts, [], nowMs));
     }
-    await this.state.updateSection<ChildSection>(this.section, (section = {}) => {
+    await state.updateSection<ChildSection>(this.section, (section = {}) => {
       const prev = section[project] ?? { pending: {}, done: {} };
       const pending = { ...prev.pending };
       const recheck = { ...prev.recheck };
@@ -210,7 +218,7 @@ export class ChildQueue {
       return { ...section, [project]: { pending, done, ...(Object.keys(recheck).length === 0 ? {} : { recheck }) } };
     });
     // Inside a batch's commit the units are done once it is durable: count them then.
-    this.state.whenCommitted(() => this.reportBacklog());
+    state.whenCommitted(() => this.reportBacklog());
   }
 
   /** Resolves at the next enqueue or parent end. */

@@ -222,13 +222,13 @@ class UnitReader {
     this.onStored =
       lateness === undefined && options.onStored === undefined
         ? undefined
-        : async (rows: readonly Row[]): Promise<void> => {
+        : async (rows: readonly Row[], state): Promise<void> => {
             lateness?.add(rows);
-            await options.onStored?.(rows);
+            await options.onStored?.(rows, state);
           };
     const update = (change: (s: StreamState) => StreamState): Promise<void> => deps.state.updateStream(this.key, change);
     this.book = {
-      checkpoint: (unit, nextCursor) => update((s) => withUnitCheckpoint(s, unit, nextCursor)),
+      checkpoint: (unit, nextCursor, state) => state.updateStream(this.key, (s) => withUnitCheckpoint(s, unit, nextCursor)),
       cursorRejected: (unit) => update((s) => withoutUnitCursor(s, unit)),
       replace: (unit, subs) => update((s) => withPartReplaced(s, isoWindow(unit.window), subs)),
     };
@@ -450,7 +450,7 @@ class UnitReader {
               },
         onStored: this.onStored,
         lists: this.lists,
-        checkpoint: (nextCursor) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor)),
+        checkpoint: (nextCursor, state) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor, state)),
         onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
       },
       this.deps,

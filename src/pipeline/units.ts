@@ -4,7 +4,7 @@ import { syncWindow, type TimeWindow } from '../extract/windows.js';
 import type { ConcurrencyController } from '../http/concurrency.js';
 import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
 import { isCovered, runningOf, type RunningWindow, type StreamLedger } from '../state/ledger.js';
-import type { PendingWindow, StreamState } from '../state/store.js';
+import type { PendingWindow, StateWriter, StreamState } from '../state/store.js';
 
 /**
  * Work units: every way rows are read is a producer of work units over one runner.
@@ -40,8 +40,8 @@ export type SyncUnit =
 
 /** How a producer records a unit's progress in state (applied inside the batch's commit). */
 export interface UnitBook<U> {
-  /** The unit's rows up to `nextCursor` are stored; `null`: it is done. */
-  checkpoint(unit: U, nextCursor: string | null): Promise<void>;
+  /** The unit's rows up to `nextCursor` are stored; `null`: it is done. Written through `state`, the batch's writer. */
+  checkpoint(unit: U, nextCursor: string | null, state: StateWriter): Promise<void>;
   /** The server refused the unit's cursor: it restarts from its first page. */
   cursorRejected(unit: U): Promise<void>;
   /** A unit not yet read is replaced by `subs` that cover it (a re-split). */
