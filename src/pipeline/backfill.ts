@@ -1,9 +1,8 @@
 import PQueue from 'p-queue';
-import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { failedBeforeStart } from './run.js';
-import { streamCallContext, type StreamResult } from './stream.js';
+import { StreamFrame, type StreamResult } from './frame.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
   BACKFILL_SECTION,
@@ -20,7 +19,7 @@ import {
   type Interval,
   type StreamLedger,
 } from '../state/ledger.js';
-import { streamKey, type StateWriter } from '../state/store.js';
+import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
@@ -163,9 +162,8 @@ export interface StreamBackfillOptions {
  */
 export async function backfillStream(options: StreamBackfillOptions, deps: SyncDeps): Promise<BackfillStreamResult> {
   const { resource, scope, hooks = {} } = options;
-  const started = deps.clock.now();
-  const key = streamKey(resource.name, scope.key);
-  const ctx = streamCallContext(resource, scope, options.signal);
+  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const { key, ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
   const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> =>
     state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
@@ -201,7 +199,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     failure = error instanceof Error ? error : new Error(String(error));
   }
 
-  const seconds = (deps.clock.now() - started) / 1000;
+  const seconds = frame.elapsed();
   const result = (outcome: BackfillStreamResult['outcome']): BackfillStreamResult => ({
     resource: resource.name,
     scope: scope.key,
@@ -214,29 +212,12 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     seconds,
     error: failure,
   });
-  if (failure !== undefined && failure instanceof FatalApiError && failure.status === 400 && scope.header === '*' && totals.pages === 0) {
-    return result('scope-rejected');
-  }
-  if (failure !== undefined) {
-    deps.logger.error({ resource: resource.name, project: scope.key, code: (failure as QuerySyncError).code }, failure.message);
-  }
+  if (failure !== undefined && frame.failure(failure, totals.pages).outcome === 'scope-rejected') return result('scope-rejected');
   const first = options.windows[0];
   const last = options.windows[options.windows.length - 1];
-  await ledger(deps.state, (s) => ({
-    ...s,
-    lastRun: {
-      at: new Date(started).toISOString(),
-      ...(resource.mode === 'full' || first === undefined || last === undefined
-        ? {}
-        : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() }),
-      outcome: failure === undefined ? 'ok' : 'failed',
-      rows: totals.rows,
-      windows: totals.windows,
-      skipped: totals.skipped,
-      seconds,
-      ...(failure === undefined ? {} : { error: failure.message }),
-    },
-  }));
+  const span = resource.mode === 'full' || first === undefined || last === undefined ? {} : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() };
+  const lastRun = frame.runRecord(failure === undefined ? 'ok' : 'failed', totals.rows, seconds, failure, { windows: totals.windows, skipped: totals.skipped }, span);
+  await ledger(deps.state, (s) => ({ ...s, lastRun }));
   return result(failure === undefined ? 'ok' : 'failed');
 }
 

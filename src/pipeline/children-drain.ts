@@ -1,13 +1,13 @@
-import { DataError, FatalApiError, type QuerySyncError } from '../core/errors.js';
+import { DataError, FatalApiError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 import type { Destination } from '../load/destination.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
-import { streamKey, type StateStore } from '../state/store.js';
+import type { StateStore } from '../state/store.js';
 import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './children.js';
-import { streamCallContext, type StreamResult } from './stream.js';
+import { StreamFrame, type StreamResult } from './frame.js';
 import { runUnits, type SubWalk, type UnitBook, type UnitSource } from './units.js';
 
 /**
@@ -39,10 +39,10 @@ export async function drainChildren(
   deps: { readonly client: ApiClient; readonly destination: Destination; readonly state: StateStore; readonly clock: Clock; readonly logger: Logger },
   options: ChildDrainOptions,
 ): Promise<StreamResult> {
-  const started = deps.clock.now();
+  const frame = new StreamFrame(resource, scope, deps, options.signal);
   const per = resource.perParent as NonNullable<ResourceDefinition['perParent']>;
   const project = scope.fallbackProjectId ?? scope.key;
-  const ctx = streamCallContext(resource, scope, options.signal);
+  const { ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0 };
   let outcome: StreamResult['outcome'] = 'ok';
   let failure: Error | undefined;
@@ -107,25 +107,14 @@ export async function drainChildren(
       );
     }
   } catch (error) {
+    // A drain reads per project: no all-projects read to refuse, so a failure is only that.
     failure = error instanceof Error ? error : new Error(String(error));
     outcome = 'failed';
-    deps.logger.error({ resource: resource.name, project: scope.key, code: (failure as QuerySyncError).code }, failure.message);
+    frame.logFailure(failure);
   }
-  const seconds = (deps.clock.now() - started) / 1000;
-  await deps.state
-    .updateStream(streamKey(resource.name, scope.key), (s) => ({
-      ...s,
-      lastRun: {
-        at: new Date(started).toISOString(),
-        outcome: outcome === 'ok' ? 'ok' : 'failed',
-        rows: totals.rows,
-        pages: totals.pages,
-        requests: ctx.stats.requests,
-        seconds,
-        ...(failure ? { error: failure.message } : {}),
-      },
-    }))
-    .catch(() => undefined);
+  const seconds = frame.elapsed();
+  const lastRun = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals.rows, seconds, failure, { pages: totals.pages, requests: ctx.stats.requests });
+  await deps.state.updateStream(frame.key, (s) => ({ ...s, lastRun })).catch(() => undefined);
   return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error: failure };
 }
 

@@ -6,7 +6,7 @@
  */
 
 import { StateError } from '../core/errors.js';
-import type { StateDocument } from './store.js';
+import type { RunRecord, StateDocument } from './document.js';
 // The window arithmetic is shared with every stage; windows.ts is pure and imports nothing.
 import { isCovered as isCoveredBy, mergeWindows, subtractWindows, type TimeWindow } from '../extract/windows.js';
 
@@ -34,16 +34,12 @@ export interface RunningWindow extends Interval {
   readonly since: string;
 }
 
-export interface BackfillRunRecord {
-  readonly at: string;
+/** The last backfill of a stream: the run record (`RunRecord`) with the span asked and its windows. */
+export interface BackfillRunRecord extends RunRecord {
   readonly from?: string;
   readonly to?: string;
-  readonly outcome: 'ok' | 'failed';
-  readonly rows: number;
   readonly windows: number;
   readonly skipped: number;
-  readonly seconds: number;
-  readonly error?: string;
 }
 
 export interface StreamLedger {
