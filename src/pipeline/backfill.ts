@@ -5,27 +5,24 @@ import { failedBeforeStart } from './run.js';
 import { StreamFrame, type StreamResult } from './frame.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
-  BACKFILL_SECTION,
+  changeStreamLedger,
   keepRunning,
+  ledgerBook,
+  ledgerUnits,
   readLedger,
   streamLedger,
   toIso,
-  updateStreamLedger,
-  withCheckpoint,
-  withDone,
-  withoutCursor,
   withRequested,
-  type BackfillLedger,
-  type Interval,
+  type LedgerUnit,
   type StreamLedger,
-} from '../state/ledger.js';
+} from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';
-import { ledgerUnits, runUnits, unitList, type LedgerUnit, type UnitBook } from './units.js';
+import { runUnits, unitList } from './units.js';
 
 /**
  * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
@@ -165,12 +162,9 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   const frame = new StreamFrame(resource, scope, deps, options.signal);
   const { key, ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
-  const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> =>
-    state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
-      updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
-    );
+  const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> => changeStreamLedger(state, key, change);
   let failure: Error | undefined;
-  const stream: LedgerStream = { ctx, ledger, totals };
+  const stream: LedgerStream = { key, ctx, ledger, totals };
 
   let units: LedgerUnit[];
   if (resource.mode === 'full') {
@@ -223,6 +217,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
 
 /** What the units of one backfill stream share: its counters and its ledger. */
 interface LedgerStream {
+  readonly key: string;
   readonly ctx: CallContext;
   /** Change the stream's ledger through `state` (the store, or the batch the change commits with). */
   readonly ledger: (state: StateWriter, change: (current: StreamLedger) => StreamLedger) => Promise<void>;
@@ -230,28 +225,26 @@ interface LedgerStream {
 }
 
 /** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
-async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBackfillOptions, deps: SyncDeps, { ctx, ledger, totals }: LedgerStream): Promise<void> {
+async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBackfillOptions, deps: SyncDeps, { key: frameKey, ctx, ledger, totals }: LedgerStream): Promise<void> {
   const { resource, scope, hooks = {} } = options;
   const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) => hooks.onPage?.(resource.name, scope.key, page);
   const iso = window === undefined ? undefined : toIso(window);
   const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
   const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
   let base = { rows: windowTotals.rows, pages: windowTotals.pages };
-  // The ledger's book: a running window's cursor, then the window done (with the batch that ends it).
-  const book: UnitBook<Interval | undefined> = {
-    checkpoint: async (unit, nextCursor, state) => {
-      if (unit === undefined) return;
-      const at = new Date(deps.clock.now()).toISOString();
-      const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
-      await ledger(state, (s) => (nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since })));
-    },
-    cursorRejected: async (unit) => {
+  // The ledger's book (state/books/ledger.ts): a running window's cursor, then the window done.
+  const book = ledgerBook({
+    store: deps.state,
+    key: frameKey,
+    now: () => deps.clock.now(),
+    counts: () => ({ rows: windowTotals.rows, pages: windowTotals.pages }),
+    since,
+    onRestart: () => {
       windowTotals.rows = 0;
       windowTotals.pages = 0;
       base = { rows: 0, pages: 0 };
-      if (unit !== undefined) await ledger(deps.state, (s) => withoutCursor(s, unit));
     },
-  };
+  });
   totals.windows += 1;
   try {
     await walkWindow(

@@ -8,7 +8,8 @@ import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './children.js';
 import { StreamFrame, type StreamResult } from './frame.js';
-import { runUnits, type SubWalk, type UnitBook, type UnitSource } from './units.js';
+import type { Book } from '../state/books/book.js';
+import { runUnits, type SubWalk, type UnitSource } from './units.js';
 
 /**
  * The drain of a per-parent child queue (`children.ts`): chunks of pending parents read at once,
@@ -52,7 +53,7 @@ export async function drainChildren(
   // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
   // Units answered empty while young are asked again at settle (spans can lag their event).
   const later = new WeakMap<ChildChunk, ReadonlySet<string>>();
-  const book: UnitBook<ChildChunk> = {
+  const book: Book<ChildChunk> = {
     checkpoint: (units, _cursor, state) => options.queue.complete(project, units, later.get(units), state),
     cursorRejected: async () => undefined,
   };

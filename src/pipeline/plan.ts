@@ -7,7 +7,7 @@ import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import type { RateLimits } from '../http/budget.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import { minimumSeconds } from '../http/floor.js';
-import { readLedger, streamLedger } from '../state/ledger.js';
+import { readLedger, streamLedger } from '../state/books/ledger.js';
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
@@ -16,7 +16,8 @@ import { childLoad, deficitLine, tracedSavingLine } from './children-load.js';
 import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
 import type { ReconcileMode } from './reconcile.js';
-import { ledgerUnits, resumedSettleUnit, settleWindow, splitUnits, syncWindowUnit, withUnitCheckpoint, type SyncUnit } from './units.js';
+import { ledgerUnits } from '../state/books/ledger.js';
+import { resumedSettleUnit, settleWindow, splitUnits, syncWindowUnit, withUnitCheckpoint, type SyncUnit } from '../state/books/sync.js';
 
 /**
  * `plan`: what a backfill or the next sync will cost, before any data is read. Per window it asks

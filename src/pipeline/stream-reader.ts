@@ -4,23 +4,13 @@ import type { Page } from '../extract/paginate.js';
 import type { CallContext } from '../http/client.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
-import { streamKey, type StreamState } from '../state/store.js';
+import { streamKey } from '../state/store.js';
 import { LatenessHistogram } from './lateness.js';
-import { MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitPlan } from './split.js';
+import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split.js';
 import type { StreamDeps, StreamOptions } from './stream-options.js';
-import {
-  resumedSettleUnit,
-  settleWindow,
-  splitUnits,
-  withPartCut,
-  syncWindowUnit,
-  withoutUnitCursor,
-  withUnitCheckpoint,
-  type SubWalk,
-  type SyncUnit,
-  type UnitBook,
-  type UnitSource,
-} from './units.js';
+import type { Book } from '../state/books/book.js';
+import { newSplit, resumedSettleUnit, settleWindow, splitUnits, syncBook, syncWindowUnit, withPartCut, type SyncUnit } from '../state/books/sync.js';
+import type { SubWalk, UnitSource } from './units.js';
 import { WalkBounds, walkWindow, type WalkOptions } from './walk.js';
 
 /**
@@ -45,7 +35,7 @@ export class UnitReader {
   private readonly key: string;
   private readonly maxParts: number;
   private readonly onStored: WalkOptions['onStored'];
-  private readonly book: UnitBook<SyncUnit>;
+  private readonly book: Book<SyncUnit>;
   /** The split's parts being walked now, each with its live range (tail work-stealing). */
   private readonly live = new Set<LivePart>();
   /** Units that are the far side of a cut (see `steal`), until taken. */
@@ -76,12 +66,7 @@ export class UnitReader {
             lateness?.add(rows);
             await options.onStored?.(rows, state);
           };
-    const update = (change: (s: StreamState) => StreamState): Promise<void> => deps.state.updateStream(this.key, change);
-    this.book = {
-      checkpoint: (unit, nextCursor, state) => state.updateStream(this.key, (s) => withUnitCheckpoint(s, unit, nextCursor)),
-      cursorRejected: (unit) => update((s) => withoutUnitCursor(s, unit)),
-      replace: (unit, subs) => update((s) => withPartReplaced(s, isoWindow(unit.window), subs)),
-    };
+    this.book = syncBook(deps.state, this.key);
   }
 
   /**

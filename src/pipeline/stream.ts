@@ -5,10 +5,11 @@ import { StreamFrame, type StreamResult } from './frame.js';
 import { ListNotes, listFacts, recordListFacts } from './list-facts.js';
 import type { StreamDeps, StreamOptions } from './stream-options.js';
 import { UnitReader } from './stream-reader.js';
-import { runUnits, type SubWalk, type SyncUnit } from './units.js';
+import type { SyncUnit } from '../state/books/sync.js';
+import { runUnits, type SubWalk } from './units.js';
 
 // The sync's producer functions live with the other units (`units.ts`); `plan` and tests use them here too.
-export { nextWindow, settleWindow } from './units.js';
+export { nextWindow, settleWindow } from '../state/books/sync.js';
 // The frame's result and call context, where importers have long found them.
 export { streamCallContext, type StreamResult } from './frame.js';
 export type { StreamDeps, StreamOptions } from './stream-options.js';
