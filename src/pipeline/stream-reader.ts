@@ -9,7 +9,7 @@ import { LatenessHistogram } from './lateness.js';
 import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split.js';
 import type { StreamDeps, StreamOptions } from './stream-options.js';
 import type { Book } from '../state/books/book.js';
-import { newSplit, resumedSettleUnit, settleWindow, splitUnits, syncBook, syncWindowUnit, withPartCut, type SyncUnit } from '../state/books/sync.js';
+import { newSplit, nextSyncUnits, resumedSettleUnit, settleWindow, syncBook, withPartCut, type SyncUnit } from '../state/books/sync.js';
 import type { SubWalk, UnitSource } from './units.js';
 import { WalkBounds, walkWindow, type WalkOptions } from './walk.js';
 
@@ -96,18 +96,17 @@ export class UnitReader {
         }
         if (running > 0) return undefined;
         const st = this.deps.state.stream(this.key);
-        const units = splitUnits(st);
-        if (units !== undefined) {
+        const next = nextSyncUnits(st, this.options);
+        if (next?.kind === 'split') {
           this.totals.windows += 1;
-          partCount = units.length;
+          partCount = next.parts.length;
           this.readFrom(Date.parse(st.split?.from ?? ''));
-          parts = units;
+          parts = next.parts;
           return parts.shift();
         }
-        const unit = syncWindowUnit(st, this.options);
-        if (unit === undefined || (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)) return undefined;
-        this.readFrom(unit.window.fromMs);
-        return unit;
+        if (next === undefined || (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)) return undefined;
+        this.readFrom(next.unit.window.fromMs);
+        return next.unit;
       },
       putBack: (more) => parts?.unshift(...more),
       changed: () => this.stealing ?? Promise.resolve(),

@@ -54,6 +54,22 @@ export function syncWindowUnit(st: StreamState, options: WindowOptions): SyncUni
   return next === undefined ? undefined : { kind: 'window', window: next.window, ...(next.cursor === undefined ? {} : { cursor: next.cursor }) };
 }
 
+/**
+ * What a sync reads next from the stream's state, the one order of its window units: the parts of
+ * a split under way (read at once), else the window left mid-way (`pending`), else the next window;
+ * `undefined` when caught up. The run asks it each time the units before have ended
+ * (`pipeline/stream-reader.ts`); `plan` steps through it, applying each unit as done.
+ */
+export function nextSyncUnits(
+  st: StreamState,
+  options: WindowOptions,
+): { readonly kind: 'split'; readonly parts: SyncUnit[] } | { readonly kind: 'window'; readonly unit: SyncUnit } | undefined {
+  const parts = splitUnits(st);
+  if (parts !== undefined) return { kind: 'split', parts };
+  const unit = syncWindowUnit(st, options);
+  return unit === undefined ? undefined : { kind: 'window', unit };
+}
+
 /** The settle re-read a killed run left (`settlePending`), as a unit. */
 export function resumedSettleUnit(st: StreamState): SyncUnit | undefined {
   const resumed = st.settlePending;
