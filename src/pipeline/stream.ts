@@ -8,7 +8,7 @@ import { UnitReader } from './stream-reader.js';
 import type { SyncUnit } from '../state/books/sync.js';
 import { runUnits, type SubWalk } from './units.js';
 
-// The sync's producer functions live with the other units (`units.ts`); `plan` and tests use them here too.
+// The sync's producer functions live in its book (`state/books/sync.ts`); tests import them here too.
 export { nextWindow, settleWindow } from '../state/books/sync.js';
 // The frame's result and call context, where importers have long found them.
 export { streamCallContext, type StreamResult } from './frame.js';
@@ -19,9 +19,10 @@ export type { StreamDeps, StreamOptions } from './stream-options.js';
  * page, write in batches, and checkpoint after each write: the cursor of the next page while the
  * window is open, the new mark when it is done. State never moves past rows that were not stored.
  *
- * Work units (`units.ts`): the window state says is open (a split's parts, the pending window, the
- * next window), then the settle re-reads; each produced from state when the one before has ended,
- * all read by the one runner.
+ * Work units (the sync's book, `state/books/sync.ts`): the window state says is open (a split's
+ * parts, the pending window, the next window), then the settle re-reads; each produced from state
+ * when the one before has ended, all read by the one runner (`units.ts`) in the stream's frame
+ * (`frame.ts`: its run record, the scope-rejected path, the error log).
  */
 export async function syncStream(
   resource: ResourceDefinition,
