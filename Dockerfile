@@ -8,6 +8,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts
 COPY tsconfig.json ./
 COPY src ./src
+COPY emulator ./emulator
 COPY connectors ./connectors
 COPY bench ./bench
 RUN npx tsc -p tsconfig.json && npm prune --omit=dev

@@ -35,7 +35,10 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
   'test/integration/reconcile.test.ts', // nine CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
   'test/integration/budget-carry.test.ts', // two CLI runs back to back under the documented limits
-  'test/integration/server-matrix.test.ts', // 32 CLI syncs: two against each of 15 server variants
+  // 32 CLI syncs: two against each of 15 server variants, in three files so that CI runs them side by side
+  'test/integration/server-matrix.test.ts',
+  'test/integration/server-matrix-2.test.ts',
+  'test/integration/server-matrix-3.test.ts',
   'test/integration/configured-limits.test.ts', // two CLI plans and two splits of 30,000 events, at 200 and 400 a minute
 ];
 
@@ -87,6 +90,9 @@ export default defineConfig({
           // (a checkpoint, a lease, a file), never by a clock, so a neighbour's load moves when they
           // land, not whether. Room for a loaded machine (a timeout here says nothing about behaviour).
           maxWorkers: 2,
+          // As in `fast`: a worker keeps its modules between files (no slow file mocks, fakes timers,
+          // sets env or patches http; they drive child processes and an in-process emulator).
+          isolate: false,
           testTimeout: 180_000,
           hookTimeout: 180_000,
           sequence: { groupOrder: 1 },

@@ -24,7 +24,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startEmulator } from '../src/emulator/index.js';
+import { startEmulator } from '../emulator/index.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../src/http/budget.js';
 import { minimumSeconds } from '../src/http/floor.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';

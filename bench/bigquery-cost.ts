@@ -18,7 +18,7 @@
  * docs/bigquery-cost.md). It exits 1 when the change log's bill per run is over 2× the touched bytes.
  */
 import { RESOURCES } from '../connectors/index.js';
-import { startEmulator } from '../src/emulator/index.js';
+import { startEmulator } from '../emulator/index.js';
 import type { TableSchema } from '../src/core/types.js';
 import { KEY_BUCKETS, encodeRow, keyBucket, partitionSpec } from '../src/load/bigquery-rows.js';
 import { SYNCED_AT_COLUMN, SchemaTracker } from '../src/normalize/normalize.js';

@@ -6,7 +6,7 @@
  *   npm run bench:emulator [-- EVENTS_PER_PROJECT]     (default 100000, three projects)
  */
 import { request } from 'undici';
-import { startEmulator, type Emulator } from '../src/emulator/index.js';
+import { startEmulator, type Emulator } from '../emulator/index.js';
 
 const eventsPerProject = Number(process.argv[2] ?? 100_000);
 

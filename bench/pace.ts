@@ -21,11 +21,12 @@ import { events } from '../connectors/events.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import type { ResourceDefinition } from '../src/core/types.js';
-import type { EmulatorOptions, EmulatorStats } from '../src/emulator/index.js';
-import { startEmulatorThread, type LoopDelay } from '../src/emulator/thread.js';
+import type { EmulatorOptions, EmulatorStats } from '../emulator/index.js';
+import { startEmulatorThread, type LoopDelay } from '../emulator/thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
-import { connectApi } from '../src/commands/runtime.js';
+import { SPEC_RATE_LIMITS } from '../emulator/index.js';
+import { connectApi } from '../src/app/runtime.js';
 import { minimumSeconds } from '../src/http/floor.js';
 import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
@@ -281,7 +282,7 @@ function report(run: string, latencyMs: number, m: Measured): void {
 async function run1(latencyMs: number): Promise<void> {
   process.stdout.write(`\nrun1 @ ${latencyMs} ms: 80,000 events of one project, documented limits (400/min per endpoint, 40/s)\n`);
   const m = await measure(
-    { seed: 101, projects: ['default'], eventsPerProject: 80_000, limits: { ...DEFAULT_RATE_LIMITS }, latencyMs, ...serverDifferences },
+    { seed: 101, projects: ['default'], eventsPerProject: 80_000, limits: { ...SPEC_RATE_LIMITS }, latencyMs, ...serverDifferences },
     { resources: [events], limits: DEFAULT_RATE_LIMITS },
   );
   report(`one endpoint (run1)${differs}`, latencyMs, m);
@@ -292,7 +293,7 @@ async function run1(latencyMs: number): Promise<void> {
 async function run2(latencyMs: number): Promise<void> {
   process.stdout.write(`\nrun2 @ ${latencyMs} ms: all five resources of three projects at once, documented limits\n`);
   const m = await measure(
-    { seed: 202, eventsPerProject: 12_000, limits: { ...DEFAULT_RATE_LIMITS }, latencyMs },
+    { seed: 202, eventsPerProject: 12_000, limits: { ...SPEC_RATE_LIMITS }, latencyMs },
     { project: '*', resources: RESOURCES, limits: DEFAULT_RATE_LIMITS },
   );
   report('all resources (run2)', latencyMs, m);

@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startEmulator, type Emulator } from '../src/emulator/index.js';
+import { startEmulator, type Emulator } from '../emulator/index.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 
 const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');

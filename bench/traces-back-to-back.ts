@@ -16,7 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_RATE_LIMITS } from '../src/http/budget.js';
-import { startEmulatorThread } from '../src/emulator/thread.js';
+import { SPEC_RATE_LIMITS } from '../emulator/index.js';
+import { startEmulatorThread } from '../emulator/thread.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const CLI = join(here, '..', 'src', 'cli.js');
@@ -31,7 +32,7 @@ function sync(url: string, apiKey: string, dir: string): Promise<{ code: number 
 const events = Number(process.env.BENCH_EVENTS ?? 600);
 const fresh = Number(process.env.BENCH_NEW ?? 300);
 const gapMs = Number(process.env.BENCH_GAP_MS ?? 25_000);
-const emu = await startEmulatorThread({ flavor: 'real', seed: 21, projects: ['default'], eventsPerProject: events, enrichAfterMs: 0, hideModel: true, limits: { ...DEFAULT_RATE_LIMITS } });
+const emu = await startEmulatorThread({ flavor: 'real', seed: 21, projects: ['default'], eventsPerProject: events, enrichAfterMs: 0, hideModel: true, limits: { ...SPEC_RATE_LIMITS } });
 const dir = mkdtempSync(join(tmpdir(), 'qs-b2b-'));
 try {
   const t0 = Date.now();

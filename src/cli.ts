@@ -2,9 +2,9 @@
 import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { cancelOnSignals } from './commands/stop.js';
+import { cancelOnSignals } from './app/stop.js';
 import { secretsGiven } from './commands/secrets.js';
-import { fitToTerminal } from './commands/terminal-lines.js';
+import { fitToTerminal } from './app/output/terminal-lines.js';
 import {
   ENV,
   OPTIONS,
@@ -24,7 +24,8 @@ import { EXIT_CODES, exitCodeFor } from './core/exit-codes.js';
 import { redact } from './core/log.js';
 import { envName, type CommandName, type OptionSpec } from './options.js';
 import type { ResetIo } from './commands/reset.js';
-import type { CommandIo } from './commands/io.js';
+import type { CommandIo } from './app/io.js';
+import type { EmulateFlags } from './commands/emulate.js';
 
 /** Thin: flags → config → command; error → exit code. No logic lives here. */
 
@@ -61,7 +62,7 @@ export function withOptions<T>(y: Argv<T>, command: CommandName): Argv<T & RunFl
       type: spec.kind === 'boolean' ? 'boolean' : 'string',
       ...(spec.repeatable === true ? { array: true } : {}),
       describe: `${spec.describe}${UNIT_HINT[spec.kind] ?? ''} [env ${env}]`,
-      ...(spec.defaultText === undefined ? {} : { defaultDescription: spec.defaultText }),
+      ...((spec.defaultText ?? spec.default) === undefined ? {} : { defaultDescription: spec.defaultText ?? spec.default }),
       ...(spec.choices === undefined ? {} : { choices: [...spec.choices] }),
       group: `${spec.group}:`,
     });
@@ -93,7 +94,7 @@ let warnedKeyFlag = false;
 
 const isTty = (): boolean => process.stderr.isTTY === true;
 
-/** Run a command that SIGINT/SIGTERM may cancel (see `commands/stop.ts`). */
+/** Run a command that SIGINT/SIGTERM may cancel (see `app/stop.ts`). */
 async function withSignals(run: (signal: AbortSignal) => Promise<number>): Promise<number> {
   const signals = cancelOnSignals((line) => process.stderr.write(`${line}\n`));
   try {
@@ -117,11 +118,11 @@ interface CliCommand {
  * The command's config from the flags (first: a config error needs nothing loaded), then the
  * command, imported only when it runs, given the output and, with `signals`, SIGINT/SIGTERM to stop on.
  */
-function runs<C>(
-  resolve: (flags: RunFlags, env: NodeJS.ProcessEnv, isTty: boolean) => C,
+function runs<C, F = RunFlags>(
+  resolve: (flags: F, env: NodeJS.ProcessEnv, isTty: boolean) => C,
   load: () => Promise<(config: C, io: CommandIo & ResetIo) => Promise<number>>,
   signals: 'signals' | 'no signals',
-): (argv: RunFlags) => Promise<number> {
+): (argv: F) => Promise<number> {
   return async (argv) => {
     const config = resolve(argv, process.env, isTty());
     const command = await load();
@@ -184,74 +185,71 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
   },
 };
 
+/** The emulator's own flags (not the option table's): its test server's knobs. */
+const emulateOptions = <T>(y: Argv<T>) =>
+  y
+    .option('port', { type: 'number', default: 8787 })
+    .option('seed', { type: 'number', default: 1 })
+    .option('events-per-project', { type: 'number', default: 2000 })
+    .option('faults', { type: 'number', default: 0, describe: 'fraction of requests that get a fault (5xx, HTML page, reset, slow, duplicate row, truncated body)' })
+    .option('late-rate', { type: 'number', default: 0, describe: 'fraction of new events that become visible only after a delay' })
+    .option('limits', { type: 'boolean', default: true, describe: 'enforce the documented rate limits (--no-limits to turn off)' })
+    .option('flavor', { choices: ['spec', 'real'] as const, default: 'spec' as const, describe: 'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)' })
+    .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
+    .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
+    .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" })
+    .option('list-quirks', { type: 'string', describe: 'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)' })
+    .option('lacks', { type: 'string', describe: 'optional capabilities this server lacks, answered 404: comma list of signal-groups, timeseries, facets, search' })
+    .option('timeseries-intervals', { type: 'string', describe: 'intervals the timeseries accepts (others: 400 naming interval), e.g. hour,day,week (default: all five)' })
+    .option('timeseries-shape', { choices: ['sdk', 'rows'] as const, default: 'sdk' as const, describe: "rows: the timeseries answers {data: [{bucket, events}]} instead of the SDK's shape" })
+    .option('hide-model', { type: 'boolean', default: false, describe: 'serve events with model: null (their spans stay): --traces traced then misses spans' })
+    .option('span-lag', { type: 'string', describe: "an event's spans appear this long after the event, e.g. 30s" })
+    .option('convo-enrich-after', { type: 'string', describe: 'conversations get signals this long after their last message, e.g. 10m' });
+
+/** `emulate`: through the same shell as the other commands, its flags resolved to the emulator's. */
+const EMULATE = {
+  describe: 'serve a local emulator of the Query API (for the demo and tests)',
+  options: emulateOptions,
+  run: runs(
+    (argv: EmulateArgv): EmulateFlags => ({
+      port: argv.port,
+      seed: argv.seed,
+      eventsPerProject: argv['events-per-project'],
+      faults: argv.faults,
+      lateRate: argv['late-rate'],
+      limits: argv.limits,
+      flavor: argv.flavor,
+      latency: argv.latency,
+      enrichAfter: argv['enrich-after'],
+      allProjects: argv['all-projects'],
+      listQuirks: argv['list-quirks'],
+      lacks: argv.lacks,
+      timeseriesIntervals: argv['timeseries-intervals'],
+      timeseriesShape: argv['timeseries-shape'],
+      hideModel: argv['hide-model'],
+      spanLag: argv['span-lag'],
+      convoEnrichAfter: argv['convo-enrich-after'],
+    }),
+    async () => (await import('./commands/emulate.js')).emulateCommand,
+    'no signals',
+  ),
+};
+type EmulateArgv = Awaited<ReturnType<typeof emulateOptions<object>>['argv']>;
+
+/**
+ * yargs parses and validates; the command runs after it returns. Commands are declared without a
+ * handler because yargs renders the whole help text of a command before running its handler (to
+ * serve a later `showHelp()`, which nothing here calls): that was 0.2 s of CPU in every run, a
+ * fifth of a short command's start-up. Errors (a config error, a failed run) reach `main`'s caller
+ * as they did through yargs' `fail`.
+ */
 async function main(): Promise<number> {
-  let exitCode: number = EXIT_CODES.ok;
-  const setExit = (code: number): void => {
-    exitCode = code;
-  };
   let parser = yargs(hideBin(process.argv)).scriptName('query-sync').usage('$0 <command> [options]');
   for (const [name, command] of Object.entries(COMMANDS) as [CommandName, CliCommand][]) {
-    parser = parser.command(
-      command.usage ?? name,
-      command.describe,
-      (y) => withOptions(y, name),
-      async (argv) => {
-        if (command.readsApi) refuseKeyFlag(argv);
-        setExit(await command.run(argv));
-      },
-    );
+    parser = parser.command(command.usage ?? name, command.describe, (y) => withOptions(y, name));
   }
-  await parser
-    .command(
-      'emulate',
-      'serve a local emulator of the Query API (for the demo and tests)',
-      (y) =>
-        y
-          .option('port', { type: 'number', default: 8787 })
-          .option('seed', { type: 'number', default: 1 })
-          .option('events-per-project', { type: 'number', default: 2000 })
-          .option('faults', { type: 'number', default: 0, describe: 'fraction of requests that get a fault (5xx, HTML page, reset, slow, duplicate row, truncated body)' })
-          .option('late-rate', { type: 'number', default: 0, describe: 'fraction of new events that become visible only after a delay' })
-          .option('limits', { type: 'boolean', default: true, describe: 'enforce the documented rate limits (--no-limits to turn off)' })
-          .option('flavor', { choices: ['spec', 'real'] as const, default: 'spec' as const, describe: 'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)' })
-          .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
-          .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
-          .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" })
-          .option('list-quirks', { type: 'string', describe: 'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)' })
-          .option('lacks', { type: 'string', describe: 'optional capabilities this server lacks, answered 404: comma list of signal-groups, timeseries, facets, search' })
-          .option('timeseries-intervals', { type: 'string', describe: 'intervals the timeseries accepts (others: 400 naming interval), e.g. hour,day,week (default: all five)' })
-          .option('timeseries-shape', { choices: ['sdk', 'rows'] as const, default: 'sdk' as const, describe: "rows: the timeseries answers {data: [{bucket, events}]} instead of the SDK's shape" })
-          .option('hide-model', { type: 'boolean', default: false, describe: 'serve events with model: null (their spans stay): --traces traced then misses spans' })
-          .option('span-lag', { type: 'string', describe: "an event's spans appear this long after the event, e.g. 30s" })
-          .option('convo-enrich-after', { type: 'string', describe: 'conversations get signals this long after their last message, e.g. 10m' }),
-      async (argv) => {
-        const { emulateCommand } = await import('./commands/emulate.js');
-        setExit(
-          await emulateCommand(
-            {
-              port: argv.port,
-              seed: argv.seed,
-              eventsPerProject: argv['events-per-project'],
-              faults: argv.faults,
-              lateRate: argv['late-rate'],
-              limits: argv.limits,
-              flavor: argv.flavor,
-              latency: argv.latency,
-              enrichAfter: argv['enrich-after'],
-              allProjects: argv['all-projects'],
-              listQuirks: argv['list-quirks'],
-              lacks: argv.lacks,
-              timeseriesIntervals: argv['timeseries-intervals'],
-              timeseriesShape: argv['timeseries-shape'],
-              hideModel: argv['hide-model'],
-              spanLag: argv['span-lag'],
-              convoEnrichAfter: argv['convo-enrich-after'],
-            },
-            { print },
-          ),
-        );
-      },
-    )
+  const argv = await parser
+    .command('emulate', EMULATE.describe, EMULATE.options)
     .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources, sql, publish or emulate')
     .strict()
     .help()
@@ -263,7 +261,12 @@ async function main(): Promise<number> {
       process.exit(EXIT_CODES.configuration);
     })
     .parseAsync();
-  return exitCode;
+  const name = String(argv._[0]);
+  if (name === 'emulate') return EMULATE.run(argv as unknown as EmulateArgv);
+  const command = COMMANDS[name as CommandName];
+  const flags = argv as unknown as RunFlags;
+  if (command.readsApi) refuseKeyFlag(flags);
+  return command.run(flags);
 }
 
 // A sync is a long batch job whose speed the API's limits set, not the CPU: let V8 keep its heap

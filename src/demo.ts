@@ -2,8 +2,8 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { syncCommand } from './commands/sync.js';
 import { resolveSyncConfig } from './config.js';
-import { DEFAULT_RATE_LIMITS } from './http/budget.js';
-import { startEmulatorThread } from './emulator/thread.js';
+import { SPEC_RATE_LIMITS } from '../emulator/index.js';
+import { startEmulatorThread } from '../emulator/thread.js';
 import { DuckDbDestination } from './load/duckdb.js';
 import { EXIT_CODES } from './core/exit-codes.js';
 
@@ -19,7 +19,7 @@ const DEMO_DIR = '.demo';
 async function main(): Promise<number> {
   rmSync(DEMO_DIR, { recursive: true, force: true });
   // On its own thread, like a real server: its rate windows see when requests really arrive.
-  const emulator = await startEmulatorThread({ flavor: 'real', seed: 42, eventsPerProject: 100, limits: { ...DEFAULT_RATE_LIMITS } });
+  const emulator = await startEmulatorThread({ flavor: 'real', seed: 42, eventsPerProject: 100, limits: { ...SPEC_RATE_LIMITS } });
   const print = (line: string): void => void process.stdout.write(`${line}\n`);
   const flags = {
     baseUrl: emulator.url,

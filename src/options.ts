@@ -1,14 +1,20 @@
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { ConfigError } from './core/errors.js';
+import { PROJECT_HEADERS } from '../connectors/service.js';
+import type { ChildSelection } from './core/types.js';
+import { DEFAULT_RATE_LIMITS } from './http/budget.js';
+import { DEFAULT_MEMORY_LIMIT } from './load/duckdb-memory.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS } from './http/timeouts.js';
 
 /**
  * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
  * and help group, and the commands that take it. The CLI builds its flags and `--help` from it;
  * `config.ts` reads flags, environment and config file through it (flag > environment > file >
- * default). Defaults here are for help text only: `config.ts` applies its `DEFAULT_*` constants,
- * and the help shows the same constants, so changing one changes both.
+ * default), each parsed by its kind and choices (`config/reader.ts`: one parser per kind). A
+ * choice's `default` is applied from here; the other defaults are the `DEFAULT_*` constants below,
+ * which `config/` applies and this table shows in the help, so changing one changes both.
  */
 
 export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset' | 'dbt-sources' | 'sql' | 'publish';
@@ -42,6 +48,13 @@ export interface OptionSpec {
   /** The default as help shows it (the value itself is applied by `config.ts`). */
   readonly defaultText?: string;
   readonly choices?: readonly string[];
+  /**
+   * A choice's value when none is given, applied by `config/reader.ts` (`choice`) and shown by the
+   * help (unless `defaultText` says more): held here once.
+   */
+  readonly default?: string;
+  /** How a refused choice's message lists the choices (`expected …, got "x"`); by default `a, b or c`. */
+  readonly expected?: string;
   /** Older environment names still read (after `QUERY_SYNC_<FLAG>`). */
   readonly envAliases?: readonly string[];
   /** Read only from the environment: never a flag (visible in `ps`) nor a config file. */
@@ -59,7 +72,7 @@ const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
 const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset', 'dbt-sources'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 
-/** Filled by `config.ts` with its constants, so help and behaviour share one source. */
+/** Filled with the `DEFAULT_*` constants below, so help and behaviour share one source. */
 export interface OptionDefaults {
   readonly connectTimeoutMs: number;
   readonly headersTimeoutMs: number;
@@ -111,16 +124,16 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'start', kind: 'instant', group: 'Scope', defaultText: 'all history', describe: 'the oldest data a first sync (or --full-refresh) reads, e.g. 2026-01-01T00:00:00Z', commands: RUN },
     { name: 'lookback', kind: 'duration', group: 'Scope', defaultText: d.lookback, describe: 're-read this far before the high-water mark (late-indexed events)', commands: RUN },
     { name: 'settle', kind: 'duration', group: 'Scope', defaultText: d.settle, describe: 're-read each events, users and conversations window once it is this old, for the fields the service adds later (0: off); what lands later than this is never seen', commands: RUN },
-    { name: 'traces', kind: 'choice', group: 'Scope', choices: ['traced', 'all', 'none'], defaultText: d.traces, describe: 'where traces are read one event at a time, for which events: all; traced (only those whose tool_calls, error_spans or model show a trace: fewer requests, but spans of other events are never read); none reads no traces', commands: RUN },
-    { name: 'reconcile', kind: 'choice', group: 'Scope', choices: ['off', 'check', 'repair'], defaultText: 'repair', describe: 'after its writes, compare the API\'s event counts with the warehouse per project (recent two days hourly, plus what the run read) and re-read the windows that differ; check: report only (exit 5); off: no requests', commands: ['sync', 'plan'] },
+    { name: 'traces', kind: 'choice', group: 'Scope', choices: ['traced', 'all', 'none'], default: d.traces, expected: 'all, traced (events whose tool_calls, error_spans or model show a trace) or none', describe: 'where traces are read one event at a time, for which events: all; traced (only those whose tool_calls, error_spans or model show a trace: fewer requests, but spans of other events are never read); none reads no traces', commands: RUN },
+    { name: 'reconcile', kind: 'choice', group: 'Scope', choices: ['off', 'check', 'repair'], default: 'repair', expected: 'off, check (report differences, exit 5) or repair (re-read them)', describe: 'after its writes, compare the API\'s event counts with the warehouse per project (recent two days hourly, plus what the run read) and re-read the windows that differ; check: report only (exit 5); off: no requests', commands: ['sync', 'plan'] },
     { name: 'from', kind: 'instant', group: 'Scope', describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z', commands: ['backfill', 'plan', 'verify'] },
     { name: 'to', kind: 'instant', group: 'Scope', describe: 'end of the interval (exclusive), with its offset', commands: ['backfill', 'plan', 'verify'] },
     { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },
     { name: 'search', kind: 'string', group: 'Scope', repeatable: true, describe: 'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)', commands: ['sync', 'check', 'plan'] },
     { name: 'aggregates', kind: 'boolean', group: 'Scope', defaultText: 'false', describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync', commands: ['sync', 'check', 'plan'] },
-    { name: 'aggregates-interval', kind: 'choice', group: 'Scope', choices: ['day', 'hour'], defaultText: 'day', describe: 'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)', commands: ['sync', 'check', 'plan'] },
+    { name: 'aggregates-interval', kind: 'choice', group: 'Scope', choices: ['day', 'hour'], default: 'day', describe: 'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)', commands: ['sync', 'check', 'plan'] },
     // Destination
-    { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], defaultText: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
+    { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], default: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
     { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file readers open: the published read copy (the sync writes <name>.work.duckdb beside it; docs/analysts.md). Relative to the working directory: give an absolute path in cron', commands: [...WAREHOUSE, 'sql', 'publish'] },
     { name: 'publish-every', kind: 'duration', group: 'Destination', defaultText: d.publishEvery, describe: 'DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run\'s end (0: only at the end). See docs/analysts.md', commands: ['sync', 'backfill', 'dbt-sources'] },
     { name: 'duckdb-memory-limit', kind: 'size', group: 'Destination', defaultText: d.duckdbMemoryLimit, describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp; never raised on its own: rows too large for it fail naming this flag)", commands: WAREHOUSE },
@@ -139,7 +152,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'exclude-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items never written, e.g. events.user_input,traces.input', commands: RUN },
     { name: 'hash-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from QUERY_SYNC_HASH_SALT', commands: RUN },
     { name: 'hash-salt', kind: 'string', group: 'Privacy and schema', secret: true, describe: 'salt of --hash-columns: environment only', commands: RUN },
-    { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], defaultText: 'evolve', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
+    { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], default: 'evolve', expected: 'one of evolve, freeze-columns, freeze', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
     // State and run
     { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: [...STATE, 'dbt-sources', 'sql', 'publish'] },
     { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file: a copy of the state the warehouse keeps (marks, checkpoints, ledger), read when the warehouse has none; relative to the working directory', commands: STATE },
@@ -166,6 +179,77 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'csv', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'sql: the answer as CSV (a header line, then one line a row)', commands: ['sql'] },
   ];
 }
+
+// ---- the defaults: each held once, here beside its flag ----
+
+/**
+ * A batch is also written once its rows hold this much text (`--batch-bytes`), so memory follows
+ * the settings, not the size of the records: 5,000 rows of 200 KB would otherwise be 1 GB.
+ */
+export const DEFAULT_BATCH_BYTES = '8MB';
+
+/**
+ * Rows per write + checkpoint. BigQuery batches are larger: each write is one load job and one MERGE,
+ * and a table allows 1,500 load jobs a day; DuckDB checkpoints more often for cheap.
+ */
+export const DEFAULT_BATCH_ROWS = Object.freeze({ duckdb: 5_000, bigquery: 50_000 });
+
+/** Default files: relative to the working directory (cron and containers should pass absolute paths). */
+export const DEFAULT_DUCKDB_PATH = 'warehouse.duckdb';
+export const DEFAULT_STATE_PATH = 'state/state.json';
+/** How often a long run publishes the read copy (`publish/publisher.ts`): the lag readers see is this plus one publish. */
+export const DEFAULT_PUBLISH_EVERY = '5m';
+export const DEFAULT_LOOKBACK = '15m';
+export const DEFAULT_PROGRESS_INTERVAL = '5s';
+/** Both project headers are sent unless one is named: the vendor SDK's and the spec's (connectors/service.ts). */
+export const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
+/**
+ * Re-read each events window once it is this old (late enrichment): the SDK says enriched fields
+ * "may be absent for very recent events", with no figure. Two hours covers the enrichment delays
+ * the emulator models and keeps the re-read cheap (one extra read of each window, two hours after it).
+ */
+export const DEFAULT_SETTLE = '2h';
+/**
+ * Which events get their traces read where traces are read per event: every event. `traced` reads
+ * only events whose `tool_calls`, `error_spans` or `model` show a trace, and loses the spans of any
+ * other event that has some (docs/traces.md): an opt-in saving, never the default.
+ */
+export const DEFAULT_TRACES: ChildSelection = 'all';
+export const DEFAULT_BQ_LOCATION = 'US';
+/** Default rows per stream a dry run reads: enough to show every statement, not all history. */
+export const DEFAULT_DRY_RUN_LIMIT = 100;
+/** Default window of a backfill or verify: one day. */
+export const DEFAULT_WINDOW = '1d';
+/** Default windows read at once by a backfill. */
+export const DEFAULT_CONCURRENCY = 4;
+/** Sub-walks of one large window of a sync at once, at most (`pipeline/split.ts`). */
+export const DEFAULT_SPLIT_CONCURRENCY = 16;
+
+/** Every flag with its environment name, default, unit and help group. */
+export const OPTIONS = optionTable({
+  connectTimeoutMs: DEFAULT_TIMEOUTS.connectMs,
+  headersTimeoutMs: DEFAULT_TIMEOUTS.headersMs,
+  bodyTimeoutMs: DEFAULT_TIMEOUTS.bodyMs,
+  requestTimeoutMs: DEFAULT_TIMEOUTS.requestMs,
+  maxRetryAfterMs: DEFAULT_MAX_RETRY_AFTER_MS,
+  batchBytes: DEFAULT_BATCH_BYTES,
+  ...DEFAULT_RATE_LIMITS,
+  duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+  duckdbPath: DEFAULT_DUCKDB_PATH,
+  statePath: DEFAULT_STATE_PATH,
+  lookback: DEFAULT_LOOKBACK,
+  settle: DEFAULT_SETTLE,
+  traces: DEFAULT_TRACES,
+  window: DEFAULT_WINDOW,
+  concurrency: DEFAULT_CONCURRENCY,
+  batchRows: DEFAULT_BATCH_ROWS,
+  projectHeader: DEFAULT_PROJECT_HEADER,
+  bqLocation: DEFAULT_BQ_LOCATION,
+  progressInterval: DEFAULT_PROGRESS_INTERVAL,
+  splitConcurrency: DEFAULT_SPLIT_CONCURRENCY,
+  dryRunLimit: DEFAULT_DRY_RUN_LIMIT,
+  publishEvery: DEFAULT_PUBLISH_EVERY,
+});
 
 /** `QUERY_SYNC_<FLAG>`: the environment variable of a flag. */
 export function envName(flag: string): string {
@@ -259,6 +343,14 @@ function distance(a: string, b: string): number {
 
 function stringOf(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * The YAML parser, loaded when a YAML config file is read (most runs have none: it was 60 ms of
+ * every start-up). Synchronous, as the config is: yaml ships a CommonJS build.
+ */
+function parseYaml(text: string): unknown {
+  return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse(text);
 }
 
 function readConfigFile(path: string, table: readonly OptionSpec[]): { path: string; values: Record<string, RawValue> } {

@@ -1,11 +1,9 @@
 import type { SyncConfig } from '../config.js';
 import { exitCodeFor } from '../core/exit-codes.js';
-import { Capabilities } from '../pipeline/capabilities.js';
-import { checkApi, checkExitCode } from '../pipeline/check.js';
-import { formatCheck } from './reports.js';
-import { readStateDocument } from './state-home.js';
-import { createRuntime } from './runtime.js';
-import type { CommandIo } from './io.js';
+import { checkExitCode } from '../pipeline/check.js';
+import { checkReport } from '../app/check.js';
+import { formatCheck } from '../app/reports.js';
+import type { CommandIo } from '../app/io.js';
 
 /**
  * `query-sync check`: one request per endpoint and project scope (first pages only, nothing
@@ -14,14 +12,8 @@ import type { CommandIo } from './io.js';
  */
 export async function checkCommand(config: SyncConfig, io: CommandIo): Promise<number> {
   const print = io.print;
-  const runtime = createRuntime({ ...config, progress: 'off' }, io);
   try {
-    const doc = await readStateDocument(config, runtime.logger, {}).catch(() => undefined);
-    const report = await checkApi(
-      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval,
-        recordedCapabilities: doc === undefined ? {} : Capabilities.facts({ document: doc }) },
-      runtime.client,
-    );
+    const report = await checkReport(config, io);
     const code = checkExitCode(report);
     if (config.json) print(JSON.stringify({ command: 'check', exitCode: code, ...report }));
     else for (const line of formatCheck(report, config)) print(line);
@@ -29,7 +21,5 @@ export async function checkCommand(config: SyncConfig, io: CommandIo): Promise<n
   } catch (error) {
     print(`check FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
-  } finally {
-    await runtime.close().catch(() => undefined);
   }
 }

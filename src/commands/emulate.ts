@@ -1,9 +1,8 @@
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
-import { DEFAULT_RATE_LIMITS } from '../http/budget.js';
-import { LACKS, parseListQuirks, type EmulatorOptions, type Flavor, type ListQuirks, type TimeseriesShape } from '../emulator/index.js';
-import { startEmulatorThread } from '../emulator/thread.js';
-import type { CommandIo } from './io.js';
+import { LACKS, SPEC_RATE_LIMITS, parseListQuirks, type EmulatorOptions, type Flavor, type ListQuirks, type TimeseriesShape } from '../../emulator/index.js';
+import { startEmulatorThread } from '../../emulator/thread.js';
+import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
 
 export interface EmulateFlags {
@@ -68,7 +67,7 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     port: flags.port,
     seed: flags.seed,
     eventsPerProject: flags.eventsPerProject,
-    limits: flags.limits ? { ...DEFAULT_RATE_LIMITS } : false,
+    limits: flags.limits ? { ...SPEC_RATE_LIMITS } : false,
     faults: flags.faults > 0 || flags.lateRate > 0 ? { rate: flags.faults, lateRate: flags.lateRate } : undefined,
     flavor: flags.flavor,
     latencyMs: duration('latency', flags.latency),

@@ -1,11 +1,9 @@
 import { existsSync } from 'node:fs';
 import type { PublishedConfig } from '../config.js';
-import { systemClock } from '../core/clock.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
-import { DuckDbDestination } from '../load/duckdb.js';
 import { layoutOf, workingPathForReading } from '../publish/layout.js';
-import { Publisher } from '../publish/publisher.js';
-import type { CommandIo } from './io.js';
+import { publishNow } from '../app/publish.js';
+import type { CommandIo } from '../app/io.js';
 
 /**
  * `query-sync publish`: publish the read copy and its Parquet set now from the working file, read
@@ -19,16 +17,12 @@ export async function publishCommand(config: PublishedConfig, io: CommandIo): Pr
     io.print(`publish FAILED: no working file ${layout.work}: run \`query-sync sync --duckdb-path ${config.duckdbPath}\` first (its first run takes an older warehouse file over)`);
     return EXIT_CODES.configuration;
   }
-  let db: DuckDbDestination | undefined;
   try {
-    db = await DuckDbDestination.open(working, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
-    const result = await new Publisher(config.duckdbPath, db, systemClock).publish(true);
+    const result = await publishNow(config, working);
     io.print(`published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`);
     return EXIT_CODES.ok;
   } catch (error) {
     io.print(`publish FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
-  } finally {
-    await db?.close().catch(() => undefined);
   }
 }

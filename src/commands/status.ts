@@ -1,17 +1,9 @@
-import { existsSync } from 'node:fs';
-import type { StatusCommandConfig, StatusConfig } from '../config.js';
+import type { StatusCommandConfig } from '../config.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
-import { silentLogger } from '../core/log.js';
-import { systemClock } from '../core/clock.js';
-import type { Destination } from '../load/destination.js';
-import type { StateDocument } from '../state/store.js';
-import { analystTablesOf, buildStatus, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
-import { formatStatus } from './reports.js';
-import { readStateFrom } from './state-home.js';
-import { openReadOnly } from './open-destination.js';
-import { workingPathForReading } from '../publish/layout.js';
-import { publishedLine, publishedStatus } from '../publish/status.js';
-import type { CommandIo } from './io.js';
+import { formatStatus } from '../app/reports.js';
+import { statusOf } from '../app/status.js';
+import { publishedLine } from '../publish/status.js';
+import type { CommandIo } from '../app/io.js';
 
 /**
  * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.
@@ -19,10 +11,7 @@ import type { CommandIo } from './io.js';
  */
 export async function statusCommand(config: StatusCommandConfig, io: CommandIo): Promise<number> {
   try {
-    const { document: doc, location } = await readStateFrom(config, silentLogger());
-    const warehouse = await readWarehouse(config, doc, io);
-    const report = buildStatus(location, doc, config.resources, warehouse, config.limits, (io.clock ?? systemClock).now());
-    const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
+    const { report, published } = await statusOf(config, io);
     if (config.json) io.print(JSON.stringify(published === undefined ? report : { ...report, published }, null, 2));
     else {
       for (const line of formatStatus(report)) io.print(line);
@@ -32,28 +21,5 @@ export async function statusCommand(config: StatusCommandConfig, io: CommandIo):
   } catch (error) {
     io.print(`status FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
-  }
-}
-
-async function readWarehouse(config: StatusConfig, doc: StateDocument, io: CommandIo): Promise<WarehouseStatus> {
-  const location = config.destination === 'duckdb' ? config.duckdbPath : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
-  const base = { destination: config.destination, location };
-  if (config.destination === 'duckdb' && !existsSync(workingPathForReading(config.duckdbPath))) {
-    return { ...base, available: false, reason: 'no warehouse file yet', tables: {} };
-  }
-  let destination: Destination | undefined;
-  try {
-    destination = await openReadOnly(config, io.print);
-    const tables: Record<string, TableCounts> = {};
-    for (const table of [...config.resources.map((r) => r.name), ...analystTablesOf(doc)]) {
-      const rows = await destination.count(table);
-      const byProject = destination.countByProject === undefined ? undefined : await destination.countByProject(table);
-      tables[table] = { rows, byProject };
-    }
-    return { ...base, available: true, tables };
-  } catch (error) {
-    return { ...base, available: false, reason: (error as Error).message, tables: {} };
-  } finally {
-    await destination?.close().catch(() => undefined);
   }
 }

@@ -162,10 +162,14 @@ export async function recordsOverTime(
 
 /**
  * `buckets` with the stretches around each of `targets` (records counted from the window's start,
- * as far as ± `slack` records and as one finer request can cover: a day of minutes) asked again at
- * a finer interval, one request each, at once: where a split must cut on a whole page, hour buckets
- * of ~100 records rarely end on one; minute buckets nearly always do. Stretches the coarse answer
- * cannot refine (already the finest interval) are left as they are.
+ * every bucket holding records within ± `slack` of the target, as far as one finer request can
+ * cover: a day of minutes) asked again at a finer interval, one request each, at once: where a
+ * split must cut on a whole page, hour buckets of ~100 records rarely end on one; minute buckets
+ * often do, but not always (records that share a minute, or a timestamp, hide the counts between
+ * them: several whole pages in a row can be hidden), so a stretch covers all the slack, not only
+ * the buckets that end inside it. Stretches the coarse answer cannot refine (already the finest
+ * interval) are left as they are; overlapping stretches are asked once when one request still
+ * covers them, else the later one starts where the earlier ends.
  */
 export async function refineAround(
   client: ApiClient,
@@ -181,8 +185,8 @@ export async function refineAround(
   const finerThanCoarse = (w: TimeWindow): boolean => INTERVALS.indexOf(intervalFor(w, MAX_BUCKETS, allowed)) < INTERVALS.indexOf(coarse.interval);
   const spans: TimeWindow[] = [];
   for (const target of targets) {
-    // The bucket the target falls in, then its neighbours, nearest first, while the stretch stays
-    // within `slack` records of the target and one finer request can cover it (a day of minutes).
+    // The bucket the target falls in, then its neighbours, nearest first, while they hold records
+    // within `slack` of the target and one finer request can cover the stretch (a day of minutes).
     let before = 0;
     let at = -1;
     const starts: number[] = [];
@@ -201,8 +205,9 @@ export async function refineAround(
       for (const side of [-1, 1]) {
         const next = side < 0 ? lo - 1 : hi + 1;
         if (next < 0 || next >= sorted.length) continue;
-        const edge = side < 0 ? (starts[next] as number) : (starts[next] as number) + (sorted[next] as WindowCount).count;
-        if (Math.abs(edge - target) > slack) continue;
+        // The bucket's records nearest the target: its last one on the left, its first on the right.
+        const inner = side < 0 ? (starts[next] as number) + (sorted[next] as WindowCount).count : (starts[next] as number);
+        if (Math.abs(inner - target) > slack) continue;
         const [oldLo, oldHi] = [lo, hi];
         if (side < 0) lo = next;
         else hi = next;
@@ -212,8 +217,12 @@ export async function refineAround(
     }
     const { fromMs, toMs } = span();
     const last = spans.at(-1);
-    if (last !== undefined && fromMs <= last.toMs) spans[spans.length - 1] = { fromMs: last.fromMs, toMs: Math.max(last.toMs, toMs) };
-    else spans.push({ fromMs, toMs });
+    const merged = last === undefined ? undefined : { fromMs: last.fromMs, toMs: Math.max(last.toMs, toMs) };
+    // Merged only while one finer request covers both: a stretch too long for it would refine neither.
+    if (last !== undefined && merged !== undefined && fromMs <= last.toMs && finerThanCoarse(merged)) spans[spans.length - 1] = merged;
+    else if (last !== undefined && fromMs < last.toMs) {
+      if (toMs > last.toMs) spans.push({ fromMs: last.toMs, toMs });
+    } else spans.push({ fromMs, toMs });
   }
   const finer = spans.filter(finerThanCoarse);
   const answers = await Promise.all(finer.map((w) => timeseries(client, decl, scope, w, intervalFor(w, MAX_BUCKETS, allowed), ctx)));

@@ -135,8 +135,12 @@ export function splitByCounts(window: TimeWindow, parts: number, counts: readonl
  * edge is at or below the last remainder).
  * When the total is a whole number of pages, that is none only if every cut is on a whole page,
  * which hour buckets of ~100 records rarely allow: `planSplit` asks finer buckets there.
+ *
+ * Cuts stay within a share `size / 8` of their target; `wholeWithin` (a share of a sub-window's
+ * records, at least 1/8) lets a cut that wastes nothing stray further when none that near does:
+ * where a page past a minute's budget costs a minute, a page saved is worth a less even split.
  */
-export function splitIntoPages(window: TimeWindow, parts: number, counts: readonly WindowCount[], pageSize: number): TimeWindow[] {
+export function splitIntoPages(window: TimeWindow, parts: number, counts: readonly WindowCount[], pageSize: number, wholeWithin = 1 / 8): TimeWindow[] {
   assertParts(parts);
   if (isEmptyWindow(window)) return [];
   const edges: { ms: number; before: number }[] = [];
@@ -160,12 +164,18 @@ export function splitIntoPages(window: TimeWindow, parts: number, counts: readon
     const open = edges.filter((e) => e.ms > prevMs && e.before > prevBefore && e.before < total);
     if (open.length === 0) break;
     const near = open.filter((e) => Math.abs(e.before - target) <= size / 8);
-    const pick = (near.length > 0 ? near : open).reduce((best, e) => {
-      const key = (x: typeof e): [number, number] => (near.length > 0 ? [waste(x.before - prevBefore), Math.abs(x.before - target)] : [Math.abs(x.before - target), 0]);
-      const [a1, a2] = key(e);
-      const [b1, b2] = key(best);
-      return a1 < b1 || (a1 === b1 && a2 < b2) ? e : best;
-    });
+    const nearest = (edges: readonly (typeof open)[number][], key: (x: (typeof open)[number]) => [number, number]): (typeof open)[number] =>
+      edges.reduce((best, e) => {
+        const [a1, a2] = key(e);
+        const [b1, b2] = key(best);
+        return a1 < b1 || (a1 === b1 && a2 < b2) ? e : best;
+      });
+    const distance = (x: (typeof open)[number]): [number, number] => [Math.abs(x.before - target), 0];
+    let pick = near.length > 0 ? nearest(near, (x) => [waste(x.before - prevBefore), Math.abs(x.before - target)]) : nearest(open, distance);
+    if (near.length > 0 && waste(pick.before - prevBefore) > 0) {
+      const whole = open.filter((e) => waste(e.before - prevBefore) === 0 && Math.abs(e.before - target) <= size * Math.max(1 / 8, wholeWithin));
+      if (whole.length > 0) pick = nearest(whole, distance);
+    }
     cuts.push(pick.ms);
     prevMs = pick.ms;
     prevBefore = pick.before;

@@ -36,7 +36,7 @@ const RETRIABLE_CODES = new Set([
   'UND_ERR_CLOSED',
   'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
   'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
-  // The client's own per-attempt deadline (client.ts `REQUEST_DEADLINE_CODE`).
+  // The client's own per-attempt deadline (`REQUEST_DEADLINE_CODE`, attempt.ts).
   'QS_REQUEST_DEADLINE',
 ]);
 

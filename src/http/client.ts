@@ -1,4 +1,4 @@
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import {
   AuthError,
   DataError,
@@ -7,7 +7,6 @@ import {
   trimBody,
   type ErrorContext,
 } from '../core/errors.js';
-import { formatDuration } from '../core/duration.js';
 import { parseJson } from '../core/json.js';
 import { redact, redactError, type Logger } from '../core/log.js';
 import type { Clock, JsonValue } from '../core/types.js';
@@ -15,7 +14,9 @@ import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js
 import type { RequestBudget } from './budget.js';
 import { classifyStatus, classifyTransportError, type Decision } from './classify.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './timeouts.js';
-import { bareApiKey, normalizeBaseUrl, parseRetryAfterMs, userAgent } from './conventions.js';
+import { bareApiKey, normalizeBaseUrl, userAgent } from './conventions.js';
+import { REQUEST_DEADLINE_CODE, sendAttempt, type RawResponse } from './attempt.js';
+import { authError, fatalError } from './client-errors.js';
 
 export { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions };
 
@@ -41,8 +42,9 @@ export const LONG_WAIT_MS = 5_000;
 /** At most one long-wait line per endpoint (and per kind: budget, 429) in this interval. */
 export const WAIT_LOG_INTERVAL_MS = 30_000;
 
-/** `code` of the error an attempt ends with when it passes `TimeoutOptions.requestMs`. */
-export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
+/** `code` of the error an attempt ends with when it passes `TimeoutOptions.requestMs` (`attempt.ts`). */
+export { REQUEST_DEADLINE_CODE };
+export { rejectedParameter } from './client-errors.js';
 
 export interface ApiClientOptions {
   readonly baseUrl: string;
@@ -98,14 +100,6 @@ export interface ApiRequest {
   readonly query: Readonly<Record<string, string | undefined>>;
   /** Project header value; `undefined` sends no header. */
   readonly project: string | undefined;
-}
-
-interface RawResponse {
-  readonly status: number;
-  readonly retryAfter: string | undefined;
-  /** `retry-after-ms`, read before `Retry-After` as the SDK does (conventions.ts). */
-  readonly retryAfterMs: number | undefined;
-  readonly text: string;
 }
 
 /**
@@ -325,8 +319,8 @@ export class ApiClient {
   }
 
   /**
-   * One attempt, bounded as a whole by `requestMs` (connect + headers + whole body) besides undici's
-   * idle timeouts; passing it fails the attempt with `REQUEST_DEADLINE_CODE`, retried like a timeout.
+   * One attempt (`attempt.ts`), bounded as a whole by `requestMs`; passing it fails the attempt
+   * with `REQUEST_DEADLINE_CODE`, retried like a timeout.
    */
   private async send(url: string, project: string | undefined, signal: AbortSignal | undefined, sent?: () => void): Promise<RawResponse> {
     const headers: Record<string, string> = {
@@ -335,132 +329,18 @@ export class ApiClient {
       'user-agent': this.userAgent,
     };
     if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
-    // One controller per attempt, aborted by the deadline or by the run's signal. Not
-    // `AbortSignal.any`: it leaves a listener on the run's long-lived signal per request (Node warns
-    // after 10, and the warning tears the live display); this one is removed when the attempt ends.
-    const attempt = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      attempt.abort();
-    }, this.requestMs);
-    const onRunAbort = (): void => attempt.abort(signal?.reason);
-    if (signal?.aborted === true) onRunAbort();
-    else signal?.addEventListener('abort', onRunAbort, { once: true });
-    try {
-      const dispatcher = sent === undefined ? this.dispatcher : reportingSend(this.dispatcher, sent);
-      const res = await request(url, { method: 'GET', headers, dispatcher, signal: attempt.signal });
-      const text = await res.body.text();
-      const retryAfter = res.headers['retry-after'];
-      const retryAfterMs = res.headers['retry-after-ms'];
-      return {
-        status: res.statusCode,
-        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-        retryAfterMs: parseRetryAfterMs(Array.isArray(retryAfterMs) ? retryAfterMs[0] : retryAfterMs),
-        text,
-      };
-    } catch (error) {
-      if (timedOut && signal?.aborted !== true) {
-        throw Object.assign(
-          new Error(`no complete response within ${formatDuration(this.requestMs)} (request deadline, --request-timeout)`, { cause: error }),
-          { code: REQUEST_DEADLINE_CODE },
-        );
-      }
-      throw error;
-    } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onRunAbort);
-    }
+    return sendAttempt({ url, headers, dispatcher: this.dispatcher, requestMs: this.requestMs, signal, sent });
   }
 
   private authError(response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): AuthError {
-    const status = response?.status ?? 0;
-    const said = response ? ` Server said: ${this.said(response.text, 160)}` : '';
-    if (status === 401) {
-      return new AuthError(
-        `the API key was rejected (401). Expected the Organization API Key (the write key used for ingestion is not accepted).${said}`,
-        status,
-        { context: ctx },
-      );
-    }
-    return new AuthError(
-      `project ${req.project === undefined ? '(default, no header sent)' : `"${req.project}"`} was refused (403): expected an active project slug; it is archived or unknown, or the key cannot read it.${said}`,
-      status,
-      { context: ctx },
-    );
+    return authError(response, req, ctx, (text, max) => this.said(text, max));
   }
 
   private fatalError(response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): FatalApiError {
-    const status = response?.status ?? 0;
-    const scope = req.project === undefined ? '' : ` with project ${req.project}`;
-    const rejected = rejectedParameter(response?.text, req.query);
-    if (rejected !== undefined) {
-      const allowed = rejected.allowed.length > 0 ? `; the server allows: ${rejected.allowed.join(', ')}` : '';
-      return new FatalApiError(
-        `the server refused the parameter "${rejected.field}"${rejected.sent === undefined ? ' (not sent: it is required)' : `=${trimBody(rejected.sent, 60)}`} ` +
-          `on GET ${req.path}${scope} (HTTP ${status}: ${trimBody(rejected.message, 160)})${allowed}. ` +
-          `The connector declaration in connectors/ names this parameter: fix it there, or report the server's change.`,
-        status,
-        { context: ctx, field: rejected.field },
-      );
-    }
-    return new FatalApiError(
-      `GET ${req.path}${scope} was rejected with HTTP ${status} (not retried): ${this.said(response?.text ?? '')}`,
-      status,
-      { context: ctx },
-    );
+    return fatalError(response, req, ctx, (text, max) => this.said(text, max));
   }
 }
 
 function projectHeaders(value: string | readonly string[]): readonly string[] {
   return typeof value === 'string' ? [value] : value;
-}
-
-/**
- * A 4xx body `{ "error": { "code", "message", "details": { "field", "allowed_fields" } } }` naming one
- * parameter (the SDK's error shape): which one, what we sent for it, and what the server allows.
- */
-export function rejectedParameter(
-  text: string | undefined,
-  query: Readonly<Record<string, string | undefined>>,
-): { field: string; sent: string | undefined; message: string; allowed: readonly string[] } | undefined {
-  if (text === undefined) return undefined;
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  const error = (body as { error?: unknown } | null)?.error;
-  if (error === null || typeof error !== 'object') return undefined;
-  const { message, details } = error as { message?: unknown; details?: unknown };
-  if (details === null || typeof details !== 'object') return undefined;
-  const { field, allowed_fields: allowedFields } = details as { field?: unknown; allowed_fields?: unknown };
-  if (typeof field !== 'string' || field === '') return undefined;
-  const allowed = Array.isArray(allowedFields) ? allowedFields.filter((f): f is string => typeof f === 'string') : [];
-  return { field, sent: query[field], message: typeof message === 'string' ? message : '', allowed };
-}
-
-/**
- * `inner`, calling `sent` when the request's head is written to a connected socket (undici calls a
- * handler's `onConnect` right before): the moment the server starts to see it, after any connection
- * set-up. `request()` only needs the `dispatch` of the dispatcher it is given.
- */
-function reportingSend(inner: Dispatcher, sent: () => void): Dispatcher {
-  const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => {
-    const wrapped = new Proxy(handler, {
-      get(target, prop) {
-        if (prop === 'onConnect') {
-          return (...args: unknown[]) => {
-            sent();
-            return (target.onConnect as ((...a: unknown[]) => unknown) | undefined)?.apply(target, args);
-          };
-        }
-        const value: unknown = Reflect.get(target, prop, target);
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
-    return inner.dispatch(opts, wrapped);
-  };
-  return { dispatch } as unknown as Dispatcher;
 }

@@ -3,7 +3,7 @@ import type { TableField } from '@google-cloud/bigquery';
 import type { Row, TableSchema } from '../core/types.js';
 import { PartitionDateSet, encodeRow, partitionSpec } from './bigquery-rows.js';
 import { STAGE_EXPIRATION_MS, bigQueryColumns, planLines, planWrite, type BigQueryColumn, type BigQueryTarget } from './bigquery-sql.js';
-import { tableResource, toField } from './bigquery-tables.js';
+import { tableResource, toField } from './bigquery-fields.js';
 
 /**
  * What the BigQuery destination sends that a dry run prints: the load job options and the staging

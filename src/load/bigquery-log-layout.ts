@@ -9,7 +9,8 @@ import { toQuerySyncError } from './bigquery-errors.js';
 import type { BigQueryJobs, FinishedJob } from './bigquery-jobs.js';
 import { compactedAtMs, compactionLabels, compactLogSql, latestViewSql, logCandidate, logResource, logTable, MERGE_BACKUP_SUFFIX, renameTableSql, seedLogSql } from './bigquery-log.js';
 import type { BigQueryColumn, BigQueryTarget } from './bigquery-sql.js';
-import { subjectOf, toField, type BigQueryTables } from './bigquery-tables.js';
+import { subjectOf, toField } from './bigquery-fields.js';
+import type { BigQueryTables } from './bigquery-tables.js';
 
 /**
  * Which layout a keyed table has in BigQuery, and the work of the change-log layout (SQL in
@@ -39,6 +40,11 @@ export interface LogLayoutOptions {
   readonly compactEveryMs: number;
   /** Run one query job (DDL or a CTAS) and wait for it. */
   readonly query: (operation: string, table: string, sql: string) => Promise<FinishedJob>;
+}
+
+/** Whether a table missing from the dataset is to be created in the log layout under `mode`. */
+export function wantsLogForNew(mode: UpsertLayout, table: TableSchema): boolean {
+  return mode !== 'merge' && logCandidate(table);
 }
 
 export class BigQueryLogLayout {
@@ -72,7 +78,7 @@ export class BigQueryLogLayout {
 
   /** Whether a table missing from the dataset is to be created in the log layout. */
   wantsLogForNew(table: TableSchema): boolean {
-    return this.o.mode !== 'merge' && logCandidate(table);
+    return wantsLogForNew(this.o.mode, table);
   }
 
   private async decide(table: TableSchema): Promise<'log' | 'merge'> {

@@ -1,6 +1,7 @@
 import { bigqueryType } from '../core/column-types.js';
 import { ConfigError, LoadError } from '../core/errors.js';
 import type { BridgeSchema, TableSchema } from '../core/types.js';
+import { canonicalTimestamp } from '../normalize/timestamp.js';
 import { KEY_BUCKETS, KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
 
 /**
@@ -350,4 +351,25 @@ export function replaceTablesSql(target: BigQueryTarget, plans: readonly Replace
     return [del, `INSERT INTO ${tablePath(target, p.table)} (${list})\nSELECT ${list} FROM ${tablePath(target, p.shadow)};`];
   });
   return ['BEGIN TRANSACTION;', ...statements, 'COMMIT TRANSACTION;'].join('\n');
+}
+
+/** Rows of one project whose `window.column` lies in [fromIso, toIso) (`countWindow`). */
+export function windowCountSql(target: BigQueryTarget, table: string, window: { readonly projectId: string; readonly column: string; readonly fromIso: string; readonly toIso: string }): string {
+  const column = quoteIdent(window.column);
+  return (
+    `SELECT COUNT(*) AS n FROM ${tablePath(target, table)} WHERE \`project_id\` = ${stringLiteral(window.projectId)} ` +
+    `AND ${column} >= ${timestampLiteral(window.fromIso)} AND ${column} < ${timestampLiteral(window.toIso)}`
+  );
+}
+
+/** A GoogleSQL string literal. */
+function stringLiteral(value: string): string {
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+/** A GoogleSQL TIMESTAMP literal of an ISO instant, in UTC. */
+function timestampLiteral(iso: string): string {
+  const canonical = canonicalTimestamp(iso);
+  if (canonical === undefined) throw new Error(`not an ISO-8601 instant with an offset: ${iso}`);
+  return `TIMESTAMP '${canonical.replace('T', ' ').replace('Z', '+00')}'`;
 }

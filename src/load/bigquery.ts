@@ -39,38 +39,25 @@
  * and waits on it instead of running it twice.
  */
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { BigQuery, type BigQueryOptions, type Job, type Query } from '@google-cloud/bigquery';
+import type { LeaseProvider } from '../core/lease.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
-import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql, transactionSql } from './bigquery-state.js';
-import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
-import type { LeaseProvider } from '../core/lease.js';
-import type { ColumnDef, Row, TableSchema } from '../core/types.js';
-import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { dedupeRows, type BillingTotals, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
-import { BigQueryJobs, kindOf, MAX_BACKOFF_MS, type FinishedJob } from './bigquery-jobs.js';
+import type { ColumnDef, TableSchema } from '../core/types.js';
+import type { BillingTotals, Destination, LoadBatch, LoadResult, TableSwap, ViewDialect, WindowCount } from './destination.js';
 import { BillingTally } from './bigquery-billing.js';
-import { BigQueryTables, logicalType, subjectOf } from './bigquery-tables.js';
-import { BigQueryLogLayout, DEFAULT_COMPACT_EVERY_MS, type UpsertLayout } from './bigquery-log-layout.js';
+import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bigquery-coalesce.js';
+import { toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
+import { BigQueryJobs, MAX_BACKOFF_MS } from './bigquery-jobs.js';
+import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
 import { logTable } from './bigquery-log.js';
-import { BigQueryDryRun, LOAD_OPTIONS, stageResource, type StageResource } from './bigquery-dry-run.js';
-import { errorInfo, toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
-import { bridgeScript, replaceTablesSql, type ReplacePlan } from './bigquery-sql.js';
-import { KEY_BUCKET_COLUMN, PartitionDateSet, ROW_HASH_COLUMN, derivedTimestampColumn, encodeRow, partitionSpec, rowHash, type PartitionDates } from './bigquery-rows.js';
-import {
-  assertColumnNames,
-  bigQueryColumns,
-  mergeSql,
-  quoteIdent,
-  tablePath,
-  validateTarget,
-  type BigQueryColumn,
-  type BigQueryTarget,
-} from './bigquery-sql.js';
+import { BigQueryLogLayout, DEFAULT_COMPACT_EVERY_MS, type UpsertLayout } from './bigquery-log-layout.js';
+import { KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, derivedTimestampColumn } from './bigquery-rows.js';
+import { bigQueryColumns, quoteIdent, replaceTablesSql, tablePath, validateTarget, windowCountSql, type BigQueryTarget, type ReplacePlan } from './bigquery-sql.js';
+import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql } from './bigquery-state.js';
+import { logicalType, subjectOf } from './bigquery-fields.js';
+import { BigQueryTables } from './bigquery-tables.js';
+import { BigQueryWriter } from './bigquery-write.js';
 
 export interface BigQueryDestinationOptions {
   /** Project that owns the dataset and runs the jobs (`--bq-project`). */
@@ -88,10 +75,6 @@ export interface BigQueryDestinationOptions {
   readonly keyFilename?: string;
   /** An auth client to use instead (tests inject a `PassThroughClient`). */
   readonly authClient?: BigQueryOptions['authClient'];
-  /** Print the requests each write would send, and send nothing. @default false */
-  readonly dryRun?: boolean;
-  /** Where dry-run lines go. @default a line on stdout */
-  readonly print?: (line: string) => void;
   /** @default a silent logger */
   readonly logger?: Logger;
   /** Attempts per operation for transient errors, the first included. @default 5 */
@@ -120,60 +103,27 @@ export interface BigQueryDestinationOptions {
   readonly compactEveryMs?: number;
 }
 
-const DEFAULT_LOCATION = 'US';
+export const DEFAULT_LOCATION = 'US';
 const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
 const DEFAULT_RETRY_BASE_MS = 1_000;
 const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
-/**
- * A full-refresh batch is checked against the table's hashes (one query) only up to this many rows:
- * the IN list must stay well under BigQuery's 1 MB query text limit
- * (https://cloud.google.com/bigquery/quotas#query_jobs). Larger ones go straight to the MERGE,
- * which still rewrites only changed rows.
- */
-const MAX_HASH_CHECK_ROWS = 5_000;
-
-/** Writes waiting for the table: they run as one. */
-interface WriteGroup {
-  readonly batches: LoadBatch[];
-  result?: Promise<GroupResult>;
-}
-
-interface GroupResult {
-  readonly bytesProcessed: number | undefined;
-  /** Rows each batch contributed (after dedupe inside the group). */
-  readonly rowsPerBatch: ReadonlyMap<LoadBatch, number>;
-}
-
-/** One load file: where it is, how many rows, the dates it touches. */
-interface StagedFile {
-  readonly file: string;
-  readonly rows: number;
-  readonly bytes: number;
-  readonly partitions: PartitionDates | undefined;
-}
-
 export class BigQueryDestination implements Destination {
   readonly kind = 'bigquery';
   readonly stateLocation: string;
   private readonly client: BigQuery;
   private readonly target: BigQueryTarget;
-  private readonly dryRun: boolean;
-  private readonly print: (line: string) => void;
   private readonly log: Logger;
   private readonly retry: RetryPolicy;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
-  private readonly maxBatchBytes: number;
   private readonly jobs: BigQueryJobs;
   private readonly tables: BigQueryTables;
-  /** The running write per table (never rejects). */
-  private readonly queues = new Map<string, Promise<unknown>>();
-  /** Writes waiting for the running one, per table. */
-  private readonly waiting = new Map<string, WriteGroup>();
-  private readonly dryRunPrinter: BigQueryDryRun;
+  /** Writes to one table run one after another; those that wait run as one (Coalescing, above). */
+  private readonly coalescer = new WriteCoalescer((batches) => this.writeGroup(batches));
   private readonly billed = new BillingTally();
   private readonly logLayout: BigQueryLogLayout;
+  private readonly writer: BigQueryWriter;
   /** The schema each table was last written with: a refresh recreates a view from it. */
   private readonly schemas = new Map<string, TableSchema>();
 
@@ -182,8 +132,6 @@ export class BigQueryDestination implements Destination {
     this.stateLocation = `table ${STATE_TABLE} of BigQuery dataset ${options.projectId}.${options.dataset}`;
     const location = options.location ?? DEFAULT_LOCATION;
     validateTarget(this.target, location);
-    this.dryRun = options.dryRun ?? false;
-    this.print = options.print ?? ((line: string) => void process.stdout.write(`${line}\n`));
     this.log = options.logger ?? silentLogger();
     this.retry = {
       maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
@@ -193,7 +141,6 @@ export class BigQueryDestination implements Destination {
     };
     this.sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
     this.now = options.now ?? Date.now;
-    this.maxBatchBytes = options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES;
     // Constructing the client sends nothing; credentials are looked up on the first request.
     this.client = new BigQuery({
       projectId: options.projectId,
@@ -213,7 +160,6 @@ export class BigQueryDestination implements Destination {
       onDone: (subject, metadata) => this.billed.add(subject.table, metadata),
     });
     this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
-    this.dryRunPrinter = new BigQueryDryRun(this.target, this.print, this.now);
     this.logLayout = new BigQueryLogLayout({
       client: this.client,
       target: this.target,
@@ -226,6 +172,21 @@ export class BigQueryDestination implements Destination {
       query: (operation, table, sql) =>
         this.jobs.run(this.subject(operation, table), `qs_ddl_${table}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId)),
     });
+    this.writer = new BigQueryWriter({
+      client: this.client,
+      target: this.target,
+      tables: this.tables,
+      jobs: this.jobs,
+      logLayout: this.logLayout,
+      log: this.log,
+      now: this.now,
+      maxBatchBytes: options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
+      schemas: this.schemas,
+      writeState: (commit) => this.writeState(commit),
+      ensureStateTable: () => this.ensureStateTable(),
+      select: (operation, table, sql) => this.select(operation, table, sql),
+      createQueryJob: (query, jobId, stateRows) => this.createQueryJob(query, jobId, stateRows),
+    });
   }
 
   billing(): BillingTotals {
@@ -233,7 +194,6 @@ export class BigQueryDestination implements Destination {
   }
 
   async describe(table: string): Promise<readonly ColumnDef[] | undefined> {
-    if (this.dryRun) return undefined;
     if (!(await this.tables.lookupDataset())) return undefined;
     const metadata = await this.tables.metadata(table);
     if (metadata === undefined) return undefined;
@@ -263,28 +223,7 @@ export class BigQueryDestination implements Destination {
   }
 
   write(batch: LoadBatch): Promise<LoadResult> {
-    const name = batch.table.name;
-    // A batch with state commits with its own MERGE: it is never coalesced with others.
-    let group = batch.state === undefined ? this.waiting.get(name) : undefined;
-    if (group === undefined) {
-      const created: WriteGroup = { batches: [] };
-      group = created;
-      if (batch.state === undefined) this.waiting.set(name, created);
-      const previous = this.queues.get(name) ?? Promise.resolve();
-      created.result = previous.then(() => {
-        // From here on, new writes form the next group.
-        if (this.waiting.get(name) === created) this.waiting.delete(name);
-        return this.writeGroup(created.batches);
-      });
-      // Entries in `queues` never reject, so one failed write does not fail the next.
-      this.queues.set(name, created.result.catch(() => undefined));
-    }
-    group.batches.push(batch);
-    const result = group.result as Promise<GroupResult>;
-    return result.then((r) => {
-      const rows = r.rowsPerBatch.get(batch) ?? 0;
-      return r.bytesProcessed === undefined ? { rows } : { rows, bytesProcessed: r.bytesProcessed };
-    });
+    return this.coalescer.write(batch);
   }
 
   /**
@@ -307,9 +246,9 @@ export class BigQueryDestination implements Destination {
     });
   }
 
-  /** Every row of `_query_sync_state`; none when the dataset or the table does not exist (or in a dry run). */
+  /** Every row of `_query_sync_state`; none when the dataset or the table does not exist. */
   async readState(): Promise<readonly StateRow[]> {
-    if (this.dryRun || !(await this.tableExists(STATE_TABLE))) return [];
+    if (!(await this.tableExists(STATE_TABLE))) return [];
     const rows = await this.select(`read of query-sync's state`, STATE_TABLE, stateSelectSql(this.target));
     return rows.map((r) => ({ key: String(r['key']), value: r['value'] === null || r['value'] === undefined ? null : String(r['value']) }));
   }
@@ -336,23 +275,20 @@ export class BigQueryDestination implements Destination {
   }
 
   async count(table: string): Promise<number> {
-    if (this.dryRun || !(await this.tableExists(table))) return 0;
+    if (!(await this.tableExists(table))) return 0;
     const rows = await this.select(`count of table ${table}`, table, `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`);
     return Number(rows[0]?.['n'] ?? 0);
   }
 
   async countWindow(table: string, window: WindowCount): Promise<number> {
-    if (this.dryRun || !(await this.tableExists(table))) return 0;
-    const column = quoteIdent(window.column);
-    const sql =
-      `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)} WHERE \`project_id\` = ${stringLiteral(window.projectId)} ` +
-      `AND ${column} >= ${timestampLiteral(window.fromIso)} AND ${column} < ${timestampLiteral(window.toIso)}`;
+    if (!(await this.tableExists(table))) return 0;
+    const sql = windowCountSql(this.target, table, window);
     const rows = await this.select(`window count of table ${table} for project ${window.projectId}`, table, sql);
     return Number(rows[0]?.['n'] ?? 0);
   }
 
   async countByProject(table: string): Promise<Readonly<Record<string, number>>> {
-    if (this.dryRun || !(await this.tableExists(table))) return {};
+    if (!(await this.tableExists(table))) return {};
     const sql = `SELECT \`project_id\` AS project_id, COUNT(*) AS n FROM ${tablePath(this.target, table)} GROUP BY 1 ORDER BY 1`;
     const out: Record<string, number> = {};
     for (const row of await this.select(`count per project of table ${table}`, table, sql)) out[String(row['project_id'])] = Number(row['n'] ?? 0);
@@ -360,7 +296,7 @@ export class BigQueryDestination implements Destination {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.queues.values()]);
+    await this.coalescer.drain();
   }
 
   private async tableExists(table: string): Promise<boolean> {
@@ -383,240 +319,14 @@ export class BigQueryDestination implements Destination {
   // ---- one write ---------------------------------------------------------------------------
 
   private async writeGroup(batches: readonly LoadBatch[]): Promise<GroupResult> {
-    const table = unionSchema(batches.map((b) => b.table));
-    // Checked before anything is sent: names BigQuery would refuse, cells of the wrong type.
-    quoteIdent(table.name);
-    const columns = bigQueryColumns(table);
-    assertColumnNames(table.name, columns);
-    const rowsPerBatch = new Map<LoadBatch, number>();
-    const all: Row[] = [];
-    for (const batch of batches) {
-      const own = dedupeRows(batch.rows, table.key, table.versionColumn);
-      rowsPerBatch.set(batch, own.length);
-      all.push(...own);
-    }
-    const rows = batches.length === 1 ? all : dedupeRows(all, table.key, table.versionColumn);
-    // Only a batch written alone carries state (see `write`).
-    const state = batches.length === 1 ? batches[0]?.state : undefined;
+    const group = prepareGroup(batches);
+    const { table, rows, rowsPerBatch, state } = group;
     if (rows.length === 0) {
-      if (state !== undefined && !this.dryRun) await this.writeState(state);
-      return { bytesProcessed: undefined, rowsPerBatch };
-    }
-    const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
-    // Every cell is checked (encoded once, discarded) before anything is sent; the files are
-    // written later, a line at a time.
-    const spec = partitionSpec(table);
-    for (const row of rows) encodeRow(table, row, spec);
-
-    if (this.dryRun) {
-      // A dry run looks nothing up, so it cannot tell the layout of an existing table: it says both.
-      if (this.logLayout.wantsLogForNew(table)) {
-        this.print(
-          `-- ${table.name}: in the change-log layout (a new table, or one already there) this write is instead one load job ` +
-            `appending to ${logTable(table.name)} (WRITE_APPEND) and no MERGE; below, the merge layout's (docs/bigquery-cost.md)`,
-        );
-      }
-      this.dryRunPrinter.write(table, rows, hashes, this.tables.location);
-      return { bytesProcessed: undefined, rowsPerBatch };
-    }
-
-    await this.tables.ensureDataset();
-    this.schemas.set(table.name, table);
-    if ((await this.logLayout.layout(table)) === 'log') return this.writeLog(table, columns, rows, state, rowsPerBatch);
-    const existing = await this.tables.ensureTable(table);
-    await this.tables.addMissingColumns(table, existing, columns);
-    for (const bridge of table.bridges ?? []) {
-      const bridgeColumns = bigQueryColumns(bridge.table);
-      await this.tables.addMissingColumns(bridge.table, await this.tables.ensureTable(bridge.table), bridgeColumns);
-    }
-    if (hashes !== undefined && (await this.unchanged(table, hashes))) {
-      this.log.info({ table: table.name, rows: rows.length }, 'bigquery full-refresh batch unchanged; nothing loaded or merged');
       if (state !== undefined) await this.writeState(state);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
-    if (state !== undefined) await this.ensureStateTable();
-
-    const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
-    let bytesProcessed: number | undefined;
-    try {
-      const prune = this.tables.prunesOn(table.name, spec.field);
-      const one = async (staged: StagedFile, withState: StateCommit | undefined): Promise<void> => {
-        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined }, withState);
-        if (bytes !== undefined) bytesProcessed = (bytesProcessed ?? 0) + bytes;
-        await rm(staged.file, { force: true });
-      };
-      // The state describes the whole batch: it rides with the MERGE of the last file.
-      let previous: StagedFile | undefined;
-      for await (const staged of this.stageFiles(dir, table, rows, hashes)) {
-        if (previous !== undefined) await one(previous, undefined);
-        previous = staged;
-      }
-      if (previous !== undefined) await one(previous, state);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-    return { bytesProcessed, rowsPerBatch };
-  }
-
-  /**
-   * A batch of a table in the change-log layout: the log and view made ready, each file appended by
-   * a load job (free: no query is billed), then the state. A crash between the last load and the
-   * state replays the batch: its rows are loaded again, identical, and the view shows one of them.
-   */
-  private async writeLog(table: TableSchema, columns: readonly BigQueryColumn[], rows: readonly Row[], state: StateCommit | undefined, rowsPerBatch: ReadonlyMap<LoadBatch, number>): Promise<GroupResult> {
-    await this.logLayout.prepare(table, columns);
-    const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
-    try {
-      for await (const staged of this.stageFiles(dir, table, rows, undefined)) {
-        const load = await this.logLayout.append(table, staged.file);
-        this.log.info({ table: table.name, log: logTable(table.name), rows: staged.rows, ndjsonBytes: staged.bytes, loadJob: load.jobId }, 'bigquery rows appended to the change log');
-        await rm(staged.file, { force: true });
-      }
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-    if (state !== undefined) await this.writeState(state);
-    return { bytesProcessed: undefined, rowsPerBatch };
-  }
-
-  /** Whether every row's hash is already in the table: then the batch changes nothing. */
-  private async unchanged(table: TableSchema, hashes: readonly string[]): Promise<boolean> {
-    if (hashes.length > MAX_HASH_CHECK_ROWS) return false;
-    const distinct = [...new Set(hashes)];
-    const sql =
-      `SELECT COUNT(DISTINCT ${quoteIdent(ROW_HASH_COLUMN)}) AS n FROM ${tablePath(this.target, table.name)} ` +
-      `WHERE ${quoteIdent(ROW_HASH_COLUMN)} IN (${distinct.map((h) => `'${h}'`).join(', ')})`;
-    const rows = await this.select(`unchanged-rows check of table ${table.name}`, table.name, sql);
-    return Number(rows[0]?.['n'] ?? 0) === distinct.length;
-  }
-
-  /**
-   * The rows as NDJSON files of at most `maxBatchBytes`, written through a stream (a batch is never
-   * one JS string), each with the partition dates it touches.
-   */
-  private async *stageFiles(dir: string, table: TableSchema, rows: readonly Row[], hashes: readonly string[] | undefined): AsyncGenerator<StagedFile> {
-    const spec = partitionSpec(table);
-    let index = 0;
-    let part = 0;
-    while (index < rows.length) {
-      const file = join(dir, `part-${part}.ndjson`);
-      part += 1;
-      const out = createWriteStream(file, { encoding: 'utf8' });
-      const dates = new PartitionDateSet();
-      let bytes = 0;
-      let count = 0;
-      try {
-        while (index < rows.length) {
-          const encoded = encodeRow(table, rows[index] as Row, spec, hashes?.[index]);
-          const size = Buffer.byteLength(encoded.line, 'utf8');
-          if (count > 0 && bytes + size > this.maxBatchBytes) break;
-          dates.add(encoded.date);
-          bytes += size;
-          count += 1;
-          index += 1;
-          if (!out.write(encoded.line)) await new Promise<void>((resolve) => out.once('drain', resolve));
-        }
-      } finally {
-        await new Promise<void>((resolve, reject) => {
-          out.once('error', reject);
-          out.end(resolve);
-        });
-      }
-      yield { file, rows: count, bytes, partitions: dates.value() };
-    }
-  }
-
-  /** One file: stage, load, MERGE, drop the stage. Resolves when the MERGE is DONE. */
-  private async loadAndMerge(
-    table: TableSchema,
-    columns: readonly BigQueryColumn[],
-    staged: StagedFile,
-    state?: StateCommit,
-  ): Promise<number | undefined> {
-    const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;
-    await this.createStage(table, stage, columns);
-    try {
-      const load = await this.load(table, stage, staged.file);
-      // With bridge tables the state goes last, in a job of its own: MERGE, bridge rewrite, state.
-      // Exact under a kill at any of them: until the state is written the batch is not
-      // acknowledged, and the resumed run writes all three again (each is idempotent).
-      const bridges = table.bridges ?? [];
-      const merge = await this.merge(table, stage, staged.partitions, bridges.length === 0 ? state : undefined);
-      // Bridge tables right after their parent's MERGE, from the parent rows as stored.
-      const parentColumns = new Set(columns.map((c) => c.name));
-      for (const bridge of bridges) {
-        const sql = bridgeScript({
-          target: this.target,
-          parent: table,
-          bridge,
-          stage,
-          parentHasSource: parentColumns.has(bridge.sourceColumn),
-          ...(staged.partitions === undefined ? {} : { partitions: staged.partitions }),
-        });
-        await this.jobs.run(this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name), `qs_bridge_${bridge.table.name}_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
-      }
-      if (bridges.length > 0 && state !== undefined) await this.writeState(state);
-      const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
-      const bytesProcessed = bytes === undefined || bytes === null ? undefined : Number(bytes);
-      this.log.info(
-        {
-          table: table.name,
-          rows: staged.rows,
-          ndjsonBytes: staged.bytes,
-          partitions: staged.partitions?.dates.length,
-          loadJob: load.jobId,
-          mergeJob: merge.jobId,
-          bytesProcessed,
-          bytesBilled: numberOrUndefined(merge.metadata.statistics?.query?.totalBytesBilled),
-          affectedRows: numberOrUndefined(merge.metadata.statistics?.query?.numDmlAffectedRows),
-        },
-        'bigquery merge done',
-      );
-      return bytesProcessed;
-    } finally {
-      await this.dropStage(table, stage);
-    }
-  }
-
-  private stageResource(columns: readonly BigQueryColumn[]): StageResource {
-    return stageResource(columns, this.now());
-  }
-
-  private async createStage(table: TableSchema, stage: string, columns: readonly BigQueryColumn[]): Promise<void> {
-    const subject = this.subject(`creation of staging table ${stage}`, table.name);
-    try {
-      await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset, { location: this.tables.location }).createTable(stage, this.stageResource(columns)),
-      );
-    } catch (error) {
-      if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
-    }
-  }
-
-  private async load(table: TableSchema, stage: string, file: string): Promise<FinishedJob> {
-    const subject = this.subject(`load job into ${stage}`, table.name);
-    const stageTable = this.client.dataset(this.target.dataset, { location: this.tables.location }).table(stage, { location: this.tables.location });
-    return this.jobs.run(subject, `qs_load_${stage}`, async (jobId) => {
-      const [job] = await stageTable.createLoadJob(file, { jobId, ...LOAD_OPTIONS });
-      return job;
-    });
-  }
-
-  /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE. */
-  private async merge(table: TableSchema, stage: string, partitions: PartitionDates | undefined, state?: StateCommit): Promise<FinishedJob> {
-    const sql = mergeSql({ target: this.target, table, stage, ...(partitions === undefined ? {} : { partitions }) });
-    const subject = this.subject(`MERGE into table ${table.name}`, table.name);
-    if (state === undefined) return this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(sql, jobId));
-    const rows = await state.prepare();
-    let committed = false;
-    try {
-      const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.target)]);
-      const job = await this.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows));
-      committed = true;
-      return job;
-    } finally {
-      await state.finish(committed);
-    }
+    const { hashes, spec } = checkCells(table, rows);
+    return this.writer.write(group, hashes, spec);
   }
 
   /**
@@ -627,7 +337,6 @@ export class BigQueryDestination implements Destination {
    * failure is dropped by the next refresh). Billed: a scan of each shadow.
    */
   async replaceTables(swaps: readonly TableSwap[]): Promise<void> {
-    if (this.dryRun) return;
     await this.tables.ensureDataset();
     const plans: ReplacePlan[] = [];
     // A table in the change-log layout is refreshed through its log (then its view redefined); a
@@ -661,7 +370,6 @@ export class BigQueryDestination implements Destination {
 
   /** Drop a table if it exists (a refresh's shadow). */
   async dropTable(table: string): Promise<void> {
-    if (this.dryRun) return;
     if (!(await this.tables.lookupDataset())) return;
     const subject = this.subject(`drop of table ${table}`, table);
     await this.jobs.retrying(subject, () => this.client.dataset(this.target.dataset).table(table).delete({ ignoreNotFound: true })).catch((error: unknown) => {
@@ -672,26 +380,10 @@ export class BigQueryDestination implements Destination {
 
   /** `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`). */
   async defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
-    if (this.dryRun) return;
     await this.tables.ensureDataset();
     const query = select({ table: (t) => tablePath(this.target, t), column: quoteIdent });
     const sql = `CREATE OR REPLACE VIEW ${tablePath(this.target, name)} AS ${query}`;
     await this.jobs.run(this.subject(`definition of view ${name}`, name), `qs_view_${name}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
-  }
-
-  private async dropStage(table: TableSchema, stage: string): Promise<void> {
-    const subject = this.subject(`drop of staging table ${stage}`, table.name);
-    try {
-      await this.jobs.retrying(subject, () =>
-        this.client.dataset(this.target.dataset).table(stage).delete({ ignoreNotFound: true }),
-      );
-    } catch (error) {
-      // The rows are merged (or the write already failed); the table expires on its own.
-      this.log.warn(
-        { table: table.name, stage, err: errorInfo(error).message },
-        'bigquery staging table not dropped; it expires in 24 h',
-      );
-    }
   }
 
   /** A query job; `stateRows` become the `@state_rows` parameter of `stateMergeSql`. */
@@ -704,30 +396,4 @@ export class BigQueryDestination implements Destination {
   private subject(operation: string, table?: string): ErrorSubject {
     return subjectOf(this.target, operation, table);
   }
-}
-
-/** One schema for batches of one table written together: every column any of them has. */
-function unionSchema(tables: readonly TableSchema[]): TableSchema {
-  const [first, ...rest] = tables;
-  if (first === undefined) throw new Error('unreachable: a write group has at least one batch');
-  if (rest.length === 0) return first;
-  const columns = new Map(first.columns.map((c) => [c.name, c]));
-  for (const t of rest) for (const c of t.columns) if (!columns.has(c.name)) columns.set(c.name, c);
-  return { ...first, columns: [...columns.values()] };
-}
-
-/** A GoogleSQL string literal. */
-function stringLiteral(value: string): string {
-  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-}
-
-/** A GoogleSQL TIMESTAMP literal of an ISO instant, in UTC. */
-function timestampLiteral(iso: string): string {
-  const canonical = canonicalTimestamp(iso);
-  if (canonical === undefined) throw new Error(`not an ISO-8601 instant with an offset: ${iso}`);
-  return `TIMESTAMP '${canonical.replace('T', ' ').replace('Z', '+00')}'`;
-}
-
-function numberOrUndefined(value: string | number | null | undefined): number | undefined {
-  return value === undefined || value === null ? undefined : Number(value);
 }

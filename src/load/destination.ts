@@ -1,6 +1,8 @@
-import type { LeaseProvider } from '../core/lease.js';
-import type { StateCommit, StateTable } from '../core/state-table.js';
+import type { StateCommit } from '../core/state-table.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
+import type { OptionalCapabilities } from './destination-capabilities.js';
+
+export type { BillingTotals, TableSwap, ViewDialect, WindowCount } from './destination-capabilities.js';
 
 /** One batch to upsert into one table. Rows are already unique by key (see `dedupeRows`). */
 export interface LoadBatch {
@@ -23,84 +25,22 @@ export interface LoadResult {
   readonly warnings?: readonly string[];
 }
 
-/** What a destination's queries were billed since it was opened (BigQuery on-demand bytes). */
-export interface BillingTotals {
-  /** Bytes billed, summed over query jobs (each at least 10 MB per table it references). */
-  readonly bytesBilled: number;
-  /** Bytes processed, before the per-job minimum. */
-  readonly bytesProcessed: number;
-  readonly queryJobs: number;
-  /** Bytes billed per table the jobs were run for (MERGE, checks, counts), largest first. */
-  readonly byTable: Readonly<Record<string, number>>;
-}
-
 /**
  * Where rows go. `write` must be idempotent: it merges on `table.key`, so replaying a batch after a
  * crash changes nothing. It creates the table when missing and adds columns that `table.columns`
  * names but the table lacks, before loading. It returns only after the rows are durable.
+ *
+ * What a destination may offer beyond that (state, lease, billing, counts, refresh, views) is one
+ * small interface each in `destination-capabilities.ts`, checked once with `capabilitiesOf`.
  */
-/** A table and the shadow that replaces it (`Destination.replaceTables`). */
-export interface TableSwap {
-  readonly table: string;
-  readonly shadow: string;
-}
-
-export interface Destination extends Partial<StateTable> {
+export interface Destination extends OptionalCapabilities {
   readonly kind: string;
-  /**
-   * Where this destination keeps the run lease, when not beside the state file (BigQuery: runs in
-   * pods share no file). Optional: absent, the lease is a folder beside the state file.
-   */
-  readonly leases?: LeaseProvider;
   /** Columns of an existing table (so a resumed run keeps column types), or `undefined`. */
   describe(table: string): Promise<readonly ColumnDef[] | undefined>;
   write(batch: LoadBatch): Promise<LoadResult>;
-  /**
-   * Bytes billed by this destination's queries so far (the run's, as a destination is opened per
-   * run). Optional: absent where queries cost nothing (DuckDB).
-   */
-  billing?(): BillingTotals;
   /** Rows in a table (for summaries and status); 0 when the table does not exist. */
   count(table: string): Promise<number>;
-  /**
-   * Rows of one project whose `column` lies in [fromIso, toIso), for `verify`; 0 when the table does
-   * not exist. Optional: a destination without it cannot be verified.
-   */
-  countWindow?(table: string, window: WindowCount): Promise<number>;
-  /** Rows per `project_id` (for `status`); empty when the table does not exist. Optional. */
-  countByProject?(table: string): Promise<Readonly<Record<string, number>>>;
-  /**
-   * Replace each `table` with its `shadow`, all in one transaction (`sync --full-refresh`: a table
-   * and its bridge tables): readers see the old rows or the new ones, never a half-empty table or
-   * a bridge out of step with its parent. A missing `shadow` (nothing was read) empties `table`.
-   * Optional: a destination without it cannot full-refresh.
-   */
-  replaceTables?(swaps: readonly TableSwap[]): Promise<void>;
-  /** Drop a table if it exists (a shadow table left by a refresh that did not finish). */
-  dropTable?(table: string): Promise<void>;
-  /**
-   * Create or replace a view. `select` builds its query in this destination's dialect from how it
-   * names a table and quotes a column. Optional: a destination without it has no views.
-   */
-  defineView?(name: string, select: (sql: ViewDialect) => string): Promise<void>;
   close(): Promise<void>;
-}
-
-/** How a destination writes a table reference and a column name in SQL. */
-export interface ViewDialect {
-  readonly table: (name: string) => string;
-  readonly column: (name: string) => string;
-}
-
-/** The rows `countWindow` counts. */
-export interface WindowCount {
-  readonly projectId: string;
-  /** A timestamp column, e.g. `timestamp`. */
-  readonly column: string;
-  /** Inclusive lower bound (ISO instant). */
-  readonly fromIso: string;
-  /** Exclusive upper bound (ISO instant). */
-  readonly toIso: string;
 }
 
 /**

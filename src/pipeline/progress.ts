@@ -3,7 +3,7 @@ import type { RateLimits } from '../http/budget.js';
 
 /**
  * Progress of a run per resource: rows, pages, windows done of total, rows per second and an ETA.
- * Pure counting; the display (a live TTY view or periodic log lines) lives in `commands/`.
+ * Pure counting; the display (a live TTY view or periodic log lines) lives in `app/output/`.
  *
  * The ETA comes from the plan: with a planned page count, a resource's expected total time is the
  * larger of the plan's minimum time (the floor of the rate limits) and the time so far divided by

@@ -20,9 +20,8 @@ import type { VerifyProject } from './verify.js';
  * narrowed, by hour-aligned halves, to the hours that differ.
  */
 
-/** Reconcile after each sync: `off`, `check` (report only) or `repair` (re-read what differs). */
-export type ReconcileMode = 'off' | 'check' | 'repair';
-export const RECONCILE_MODES: readonly ReconcileMode[] = ['off', 'check', 'repair'];
+/** Reconcile after each sync (`core/reconcile-mode.ts`, where the configuration reads it too). */
+export { RECONCILE_MODES, type ReconcileMode } from '../core/reconcile-mode.js';
 
 const HOUR_MS = 3_600_000;
 /** The rolling recent range checked every run, in hourly buckets (issue 21: "hourly for the last two days"). */

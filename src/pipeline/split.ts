@@ -163,6 +163,16 @@ async function countPages(
 }
 
 /**
+ * How far (a share of a sub-window's records) a cut may stray from an even split to fall on a whole
+ * page, and so how wide a stretch around each cut is asked finer. Minute buckets hide the counts
+ * between records that share a minute or a timestamp; ± 1/8 (about six whole pages each side for
+ * 16 sub-windows of 40,000 events) was sometimes all hidden (a run in a few cost page 401), while
+ * ± 1/4 is still one minute request (a day of minutes), and at a minute's budget a page saved
+ * outweighs a sub-window an eighth longer.
+ */
+const WHOLE_PAGE_REACH = 1 / 4;
+
+/**
  * A split of exact counts that costs a page more than one walk (its cuts fall inside pages: hour
  * buckets of ~100 records rarely end on a whole page), cut again on the timeseries asked finer
  * around each cut (one request each, on the timeseries endpoint). Only for walks of at least a
@@ -188,9 +198,9 @@ async function wholePages(
   const size = lie.total / subs.length;
   const targets = subs.slice(1).map((_, i) => size * (i + 1));
   try {
-    const fine = await refineAround(deps.client, decl, scope, lie, targets, size / 8, ctx, lie.allowed);
+    const fine = await refineAround(deps.client, decl, scope, lie, targets, size * WHOLE_PAGE_REACH, ctx, lie.allowed);
     if (fine.requests === 0) return { subs, buckets: lie.buckets };
-    const again = splitIntoPages(window, subs.length, fine.buckets, pageSize);
+    const again = splitIntoPages(window, subs.length, fine.buckets, pageSize, WHOLE_PAGE_REACH);
     return splitPages(again, fine.buckets, pageSize) < splitPages(subs, fine.buckets, pageSize) && again.length === subs.length
       ? { subs: again, buckets: fine.buckets }
       : { subs, buckets: fine.buckets };

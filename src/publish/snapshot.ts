@@ -18,7 +18,7 @@ import { PARTITIONED, partitionFilter, partitionSql, WHOLE, type PartitionSpec }
 /** Partitions a process saw written since its last publish, per table ('all': rewrite the table). */
 export type DirtyMarks = ReadonlyMap<string, ReadonlySet<string> | 'all'>;
 
-/** Tables a full refresh fills before swapping them in (`commands/refresh.ts` SHADOW_PREFIX): never published. */
+/** Tables a full refresh fills before swapping them in (`app/refresh.ts` SHADOW_PREFIX): never published. */
 const SHADOW_PREFIX = '_query_sync_refresh_';
 const SYNCED_AT = '_synced_at';
 

@@ -1,4 +1,5 @@
 import type { Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
+import { dropsTables, replacesTables } from '../load/destination-capabilities.js';
 import { PARTITIONED, partitionOfRow, WHOLE } from './partitions.js';
 import type { Publisher } from './publisher.js';
 
@@ -27,17 +28,15 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
     return result;
   };
   const overrides: Partial<Destination> = { write };
-  if (destination.replaceTables !== undefined) {
-    const replace = destination.replaceTables.bind(destination);
+  if (replacesTables(destination)) {
     overrides.replaceTables = async (swaps: readonly TableSwap[]) => {
-      await replace(swaps);
+      await destination.replaceTables(swaps);
       for (const s of swaps) publisher.mark(s.table, undefined);
     };
   }
-  if (destination.dropTable !== undefined) {
-    const drop = destination.dropTable.bind(destination);
+  if (dropsTables(destination)) {
     overrides.dropTable = async (table: string) => {
-      await drop(table);
+      await destination.dropTable(table);
       publisher.mark(table, undefined);
     };
   }

@@ -10,7 +10,7 @@
 import * as errors from '@raindrop-ai/query/models/errors';
 import * as operations from '@raindrop-ai/query/models/operations';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulator, type ApiRecord, type Emulator, type Flavor } from '../../src/emulator/index.js';
+import { startEmulator, type ApiRecord, type Emulator, type Flavor } from '../../emulator/index.js';
 import { sdkOperations } from './sdk-params.js';
 import { sdkClient, strictCall, type StrictClient } from './sdk-client.js';
 

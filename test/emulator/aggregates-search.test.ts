@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator } from '../../emulator/index.js';
 import { get, iso, keyOf, list, manualClock, walkAll, type ErrorBody } from './helpers.js';
 
 const DAY = 86_400_000;

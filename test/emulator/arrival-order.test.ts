@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deriveSeed, Random } from '../../src/emulator/random.js';
+import { deriveSeed, Random } from '../../emulator/random.js';
 import { emulator } from '../fakes/lifecycle.js';
 
 /**

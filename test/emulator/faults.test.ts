@@ -1,6 +1,6 @@
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator, type FaultKind } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator, type FaultKind } from '../../emulator/index.js';
 import { get, type ErrorBody, type ListBody } from './helpers.js';
 
 let em: Emulator | undefined;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ApiRecord } from '../../src/core/types.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator } from '../../emulator/index.js';
 import { get, iso, keyOf, manualClock, walkAll, type ErrorBody } from './helpers.js';
 
 const DAY = 86_400_000;

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
 // The built file: its workers are the built worker files next to it (`npx tsc -p tsconfig.json` first).
-const built: string = '../../dist/src/emulator/thread.js';
-const { startEmulatorThread } = (await import(built)) as typeof import('../../src/emulator/thread.js');
+const built: string = '../../dist/emulator/thread.js';
+const { startEmulatorThread } = (await import(built)) as typeof import('../../emulator/thread.js');
 import { onCleanup } from '../fakes/lifecycle.js';
 
 /**

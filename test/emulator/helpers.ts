@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import { request } from 'undici';
 import type { ApiRecord } from '../../src/core/types.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 
 export const HEADER = 'X-Service-Project-Id';
 

@@ -1,6 +1,6 @@
 /**
  * The emulator is the test oracle: it must share no code with what it tests. Every import of every
- * file under src/emulator/ stays inside src/emulator/ or is a Node built-in (`node:*`).
+ * file under emulator/ stays inside emulator/ or is a Node built-in (`node:*`).
  */
 
 import { readdirSync, readFileSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
-const EMULATOR = resolve('src', 'emulator');
+const EMULATOR = resolve('emulator');
 
 /** Module specifiers of a source text: static imports and re-exports, `import()`, `new URL(…, import.meta.url)`. */
 function specifiers(fileName: string, text: string): string[] {
@@ -45,7 +45,7 @@ function sourceFiles(dir: string): string[] {
 }
 
 describe('emulator independence', () => {
-  it('no file under src/emulator imports from outside it (only node: built-ins)', () => {
+  it('no file under emulator/ imports from outside it (only node: built-ins)', () => {
     const files = sourceFiles(EMULATOR);
     expect(files.length).toBeGreaterThan(10);
     const crossing = files.flatMap((file) => escapes(EMULATOR, file, readFileSync(file, 'utf8')));

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { SPEC_RATE_LIMITS, startEmulator, type Emulator } from '../../emulator/index.js';
 import { get, iso, manualClock, type ErrorBody } from './helpers.js';
 
 let em: Emulator | undefined;
@@ -11,6 +11,11 @@ afterEach(async () => {
 const WIDE = { maxRpm: 10_000, searchRpm: 10_000, maxRps: 10_000, searchGateRps: 10_000 };
 
 describe('rate limits', () => {
+  it("the emulator's own copy of the spec's limits (query-api.md, Limits), not the client's defaults", () => {
+    expect(SPEC_RATE_LIMITS).toEqual({ maxRpm: 400, searchRpm: 50, maxRps: 40, searchGateRps: 20 });
+    expect(Object.isFrozen(SPEC_RATE_LIMITS)).toBe(true);
+  });
+
   it('are off by default', async () => {
     em = await startEmulator({ eventsPerProject: 10 });
     for (let i = 0; i < 60; i++) expect((await get(em, '/v1/signals')).status).toBe(200);

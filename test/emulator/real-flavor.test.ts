@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator, type ApiRecord, type Emulator, type EmulatorOptions } from '../../src/emulator/index.js';
+import { startEmulator, type ApiRecord, type Emulator, type EmulatorOptions } from '../../emulator/index.js';
 import { get, iso, keyOf, manualClock, walkAll, type ErrorBody } from './helpers.js';
 
 const DAY = 86_400_000;

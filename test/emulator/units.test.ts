@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { decodeCursor, encodeCursor } from '../../src/emulator/cursor.js';
-import { bucketStart } from '../../src/emulator/event-handlers.js';
-import { cloneJson, toJson } from '../../src/emulator/json.js';
-import { SlidingWindow } from '../../src/emulator/limits.js';
-import { Random } from '../../src/emulator/random.js';
-import { SortedList, count, walk, type Entry } from '../../src/emulator/sorted-list.js';
+import { decodeCursor, encodeCursor } from '../../emulator/cursor.js';
+import { bucketStart } from '../../emulator/event-handlers.js';
+import { cloneJson, toJson } from '../../emulator/json.js';
+import { SlidingWindow } from '../../emulator/limits.js';
+import { Random } from '../../emulator/random.js';
+import { SortedList, count, walk, type Entry } from '../../emulator/sorted-list.js';
 
 describe('toJson', () => {
   it('writes bigints as exact digits, and leaves look-alike strings alone', () => {

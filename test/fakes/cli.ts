@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import type { Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 
 /** The built CLI (`npx tsc -p tsconfig.json` first; `npm test` does). */
 export const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');

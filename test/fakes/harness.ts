@@ -14,9 +14,11 @@ import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/pipeline/run.js';
-import { connectApi } from '../../src/commands/runtime.js';
-import { keepStateIn } from '../../src/commands/state-home.js';
-import { StateStore, type StateDocument } from '../../src/state/store.js';
+import { connectApi } from '../../src/app/runtime.js';
+import { keepStateIn } from '../../src/app/state-home.js';
+import { createRunStop } from '../../src/app/stop.js';
+import { openRunState } from '../../src/app/writing-run.js';
+import type { StateStore, StateDocument } from '../../src/state/store.js';
 
 /** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */
 export type HarnessRun = PipelineTarget & Partial<SyncPlanOptions>;
@@ -63,6 +65,14 @@ export function runOptionsOf<O extends PipelineTarget & { readonly resources?: r
 /**
  * Wire the parts the CLI wires (scheduler, client, destination, state under `purpose`'s lock), run
  * `body`, and close everything. Limits default to effectively none, retries to fast ones.
+ *
+ * State and destination are opened as the commands open them (`openStateAndDestination` in
+ * commands/writing-run.ts): the state by the same `openRunState` (lease, resource names, secrets
+ * kept out, a lost lease stopping the run), the lease before a DuckDB file and after a destination
+ * that keeps its leases itself (BigQuery: in the dataset; a test's own destination is made first, as
+ * the harness learns its kind only from it), then the state kept in the warehouse. The
+ * one difference: DuckDB is opened at `dbPathOf(dir)` itself, not through `openDestination`, whose
+ * published-copy layout would move the rows to `warehouse.work.duckdb` that the tests read here.
  */
 export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 'backfill', body: (deps: SyncDeps) => Promise<T>): Promise<T> {
   const logger = target.client?.logger ?? silentLogger();
@@ -79,16 +89,26 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
     maxRetryAfterMs: target.client?.maxRetryAfterMs,
     longWaitMs: target.client?.longWaitMs,
   });
-  const destination = target.destination ? await target.destination() : await DuckDbDestination.open(dbPathOf(target.dir));
-  const state = await StateStore.open(statePathOf(target.dir), { clock, purpose });
+  const stop = createRunStop({ logger });
+  const config = { statePath: statePathOf(target.dir), lockWaitMs: 0, dryRun: false, apiKey: target.apiKey };
+  let destination: Destination | undefined;
+  let state: StateStore | undefined;
   try {
+    destination = target.destination ? await target.destination() : undefined;
+    if (destination?.leases !== undefined) {
+      state = await openRunState(config, purpose, { clock, logger, stop }, destination);
+    } else {
+      state = await openRunState(config, purpose, { clock, logger, stop });
+      destination ??= await DuckDbDestination.open(dbPathOf(target.dir));
+    }
     // As the CLI: the state lives in the warehouse (the file is its copy).
     await keepStateIn(state, destination);
     return await body({ client, destination, state, clock, logger });
   } finally {
-    await destination.close();
+    await destination?.close();
     await client.close();
-    await state.close();
+    await state?.close();
+    stop.dispose();
   }
 }
 

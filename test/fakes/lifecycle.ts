@@ -1,5 +1,5 @@
 import { onTestFinished } from 'vitest';
-import { startEmulator, type Emulator, type EmulatorOptions } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator, type EmulatorOptions } from '../../emulator/index.js';
 import { tempDir } from './tmp.js';
 
 /**

@@ -4,7 +4,7 @@ import { RESOURCES } from '../../connectors/index.js';
 import { events } from '../../connectors/events.js';
 import { signals } from '../../connectors/signals.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
-import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { sliceWindows } from '../../src/extract/windows.js';
 import type { Plan } from '../../src/pipeline/plan.js';
@@ -122,7 +122,7 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
 describe('backfill through the real CLI (child processes)', () => {
   it('SIGKILLed mid-way and resumed: finished windows are skipped, running ones resume at their checkpoint, the table is exact', async () => {
     expect(existsSync(CLI), `build first: ${CLI}`).toBe(true);
-    const emu = await emulator({ seed: 33, eventsPerProject: 9000, projects: ['default'], limits: { ...DEFAULT_RATE_LIMITS } });
+    const emu = await emulator({ seed: 33, eventsPerProject: 9000, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
     const d = dir();
     const fromMs = dayStart(28);
     const toMs = dayStart(1);
@@ -238,7 +238,7 @@ describe('backfill through the real CLI (child processes)', () => {
   });
 
   it('a backfill and a sync on one state file and one DuckDB file: the second waits with --lock-wait, or fails at once saying what to do', async () => {
-    const emu = await emulator({ seed: 35, eventsPerProject: 4000, projects: ['default'], limits: { ...DEFAULT_RATE_LIMITS } });
+    const emu = await emulator({ seed: 35, eventsPerProject: 4000, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
     const d = dir();
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--resources', 'events', '--quiet'];
     const lockFile = `${statePathOf(d)}.sync.lock`;

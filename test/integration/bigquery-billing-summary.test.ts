@@ -5,7 +5,7 @@ import nock from 'nock';
 import { describe, expect, it } from 'vitest';
 import { resolveSyncConfig } from '../../src/config.js';
 import { syncCommand } from '../../src/commands/sync.js';
-import type { RunJson } from '../../src/commands/run-json.js';
+import type { RunJson } from '../../src/app/run-json.js';
 import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../../src/pipeline/run-history.js';
 import { isolateNock } from '../fixtures/bigquery/destination.js';
 import { billedBytes, FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';

@@ -5,7 +5,7 @@ import nock from 'nock';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 import type { BigQueryDestination } from '../../src/load/bigquery.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { StateStore } from '../../src/state/store.js';

@@ -2,21 +2,22 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { traces } from '../../connectors/traces.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import { childBacklog } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';
-import { BUDGET_SECTION } from '../../src/commands/budget-carry.js';
+import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, statePathOf } from '../fakes/harness.js';
 import { dir, onCleanup } from '../fakes/lifecycle.js';
 
 // The emulator on threads of its own, its documented limits kept by the gate (arrivals stamped as
 // a separate server stamps them, not after our own event loop's stalls).
-const built: string = '../../dist/src/emulator/thread.js';
-const { startEmulatorThread } = (await import(built)) as typeof import('../../src/emulator/thread.js');
+const built: string = '../../dist/emulator/thread.js';
+const { startEmulatorThread } = (await import(built)) as typeof import('../../emulator/thread.js');
 
 describe('budgets across runs: a run knows what the previous run spent in the current windows', () => {
   it('two --traces all runs back to back under the documented limits draw no 429', async () => {
-    const emu = await startEmulatorThread({ flavor: 'real', seed: 51, projects: ['default'], eventsPerProject: 380, enrichAfterMs: 0, limits: { ...DEFAULT_RATE_LIMITS } });
+    const emu = await startEmulatorThread({ flavor: 'real', seed: 51, projects: ['default'], eventsPerProject: 380, enrichAfterMs: 0, limits: { ...SPEC_RATE_LIMITS } });
     onCleanup(() => emu.close());
     const d = dir();
     // Half the documented per-second rate from the client: a stall of the gate's thread on this

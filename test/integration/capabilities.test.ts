@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
-import type { EmulatorOptions, RequestInfo } from '../../src/emulator/index.js';
+import type { EmulatorOptions, RequestInfo } from '../../emulator/index.js';
 import { Capabilities } from '../../src/pipeline/capabilities.js';
 import { StateStore } from '../../src/state/store.js';
 import { expectTableMatches, readTable, runOptionsOf, statePathOf, SYNC_DEFAULTS, syncOnce, withPipeline } from '../fakes/harness.js';

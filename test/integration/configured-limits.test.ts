@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { createRuntime } from '../../src/commands/runtime.js';
+import { createRuntime } from '../../src/app/runtime.js';
 import { resolveStatusConfig, resolveSyncConfig } from '../../src/config.js';
 import { systemClock } from '../../src/core/clock.js';
 import type { Clock } from '../../src/core/types.js';

@@ -3,8 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
-import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
@@ -19,7 +19,7 @@ import { dir, emulator as startEmulatorFor } from '../fakes/lifecycle.js';
 /** Scheduled runs as deployed: kill -9 then an immediate restart, SIGTERM, --max-run-time, reset, --full-refresh. */
 
 const emulator = (seed: number, eventsPerProject: number, limits = true): Promise<Emulator> =>
-  startEmulatorFor({ seed, eventsPerProject, limits: limits ? { ...DEFAULT_RATE_LIMITS } : false });
+  startEmulatorFor({ seed, eventsPerProject, limits: limits ? { ...SPEC_RATE_LIMITS } : false });
 
 const files = (d: string): string[] => ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
 

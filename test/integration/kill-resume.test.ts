@@ -3,8 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
-import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { SPEC_RATE_LIMITS, startEmulator, type Emulator } from '../../emulator/index.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
@@ -83,7 +82,7 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
   it('five SIGKILLs mid-sync, then a final sync: every table equals the API, no row lost or duplicated', async () => {
     expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
     // The documented limits make the first sync take several seconds, so the kills land mid-walk.
-    const emu = await startEmulator({ seed: 21, eventsPerProject: 3000, limits: { ...DEFAULT_RATE_LIMITS } });
+    const emu = await startEmulator({ seed: 21, eventsPerProject: 3000, limits: { ...SPEC_RATE_LIMITS } });
     cleanups.push(() => emu.close());
     const d = tempDir();
     cleanups.push(d.cleanup);

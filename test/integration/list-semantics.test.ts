@@ -4,7 +4,7 @@ import { events } from '../../connectors/events.js';
 import { RESOURCES } from '../../connectors/index.js';
 import { signals } from '../../connectors/signals.js';
 import { users } from '../../connectors/users.js';
-import type { Emulator, EmulatorOptions, RequestInfo } from '../../src/emulator/index.js';
+import type { Emulator, EmulatorOptions, RequestInfo } from '../../emulator/index.js';
 import type { ResourceDefinition } from '../../src/core/types.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { listFacts } from '../../src/pipeline/list-facts.js';

@@ -1,12 +1,8 @@
-import { DuckDBInstance } from '@duckdb/node-api';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator } from '../../src/emulator/index.js';
+import { describe, expect, it } from 'vitest';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { layoutOf } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, statePathOf } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { cliWarehouse, dayStart, iso, readPublished } from '../fakes/cli-warehouse.js';
 
 /**
  * Every command that changes the working file publishes the read copy at its end, as a sync does
@@ -14,40 +10,9 @@ import { tempDir } from '../fakes/tmp.js';
  * loopback, real DuckDB files; the published copy is read as an analyst would, read-only.
  */
 
-const DAY = 86_400_000;
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-const iso = (ms: number): string => new Date(ms).toISOString();
-function dayStart(daysAgo: number): number {
-  const now = new Date();
-  return Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - daysAgo * DAY;
-}
-
-/** The published copy's publish number and its events count, read in a fresh read-only instance. */
-async function readPublished(path: string): Promise<{ publish: number; events: number }> {
-  const instance = await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' });
-  try {
-    const c = await instance.connect();
-    const one = async (sql: string): Promise<number> => Number((await c.runAndReadAll(sql)).getRows()[0]?.[0]);
-    const result = { publish: await one('SELECT publish FROM _query_sync_published'), events: await one('SELECT count(*) FROM events') };
-    c.closeSync();
-    return result;
-  } finally {
-    instance.closeSync();
-  }
-}
-
 describe('commands that change the working file publish at their end', () => {
   it('backfill publishes; verify --repair publishes the repaired row; reset publishes', async () => {
-    const emu = await startEmulator({ seed: 41, eventsPerProject: 400 });
-    cleanups.push(() => emu.close());
-    const d = tempDir();
-    cleanups.push(d.cleanup);
-    const path = dbPathOf(d.dir);
-    const layout = layoutOf(path);
-    const files = ['--duckdb-path', path, '--state', statePathOf(d.dir)];
+    const { emu, path, layout, files } = await cliWarehouse({ seed: 41, eventsPerProject: 400 });
     const range = ['--from', iso(dayStart(8)), '--to', iso(dayStart(2)), '--project', '*'];
 
     const loaded = await runCli(emu, ['backfill', ...range, ...files, '--resources', 'events', '--quiet']);

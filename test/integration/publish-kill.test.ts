@@ -2,14 +2,12 @@ import { spawn } from 'node:child_process';
 import { readdirSync, rmSync, watch } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator } from '../../src/emulator/index.js';
+import { describe, expect, it } from 'vitest';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { layoutOf, type WarehouseLayout } from '../../src/publish/layout.js';
+import type { WarehouseLayout } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';
 import { CLI, runCli } from '../fakes/cli.js';
-import { dbPathOf, statePathOf } from '../fakes/harness.js';
-import { tempDir } from '../fakes/tmp.js';
+import { cliWarehouse, readPublished } from '../fakes/cli-warehouse.js';
 
 /**
  * A publish killed with SIGKILL (a real `query-sync publish` process) at the two points where the
@@ -19,29 +17,6 @@ import { tempDir } from '../fakes/tmp.js';
  * a clock). Each time the copy must open and read one publish's rows, and the next publish repairs
  * the set: catalog, manifest and the current files for globs agree again.
  */
-
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-interface Read {
-  readonly publish: number;
-  readonly events: number;
-}
-
-async function readPublished(path: string): Promise<Read> {
-  const instance = await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' });
-  try {
-    const c = await instance.connect();
-    const one = async (sql: string): Promise<number> => Number((await c.runAndReadAll(sql)).getRows()[0]?.[0]);
-    const read = { publish: await one('SELECT publish FROM _query_sync_published'), events: await one('SELECT count(*) FROM events') };
-    c.closeSync();
-    return read;
-  } finally {
-    instance.closeSync();
-  }
-}
 
 /** Rows in the current files readers glob (`events/*\/data.parquet`), read without the catalog. */
 async function globbed(layout: WarehouseLayout): Promise<number> {
@@ -74,13 +49,7 @@ async function publishKilledAt(emuEnv: NodeJS.ProcessEnv, path: string, folder: 
 
 describe('a publish killed -9 mid-way leaves a readable copy, and the next publish repairs it', () => {
   it('killed before the catalog rename, then after it (before the manifest): each time readable, then repaired', async () => {
-    const emu = await startEmulator({ seed: 7, eventsPerProject: 300 });
-    cleanups.push(() => emu.close());
-    const d = tempDir();
-    cleanups.push(d.cleanup);
-    const path = dbPathOf(d.dir);
-    const layout = layoutOf(path);
-    const files = ['--duckdb-path', path, '--state', statePathOf(d.dir)];
+    const { emu, path, layout, files } = await cliWarehouse({ seed: 7, eventsPerProject: 300 });
     const synced = await runCli(emu, ['sync', ...files, '--resources', 'events', '--quiet']);
     expect(synced.code, synced.stdout + synced.stderr).toBe(0);
     const first = await readPublished(path);

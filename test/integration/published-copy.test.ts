@@ -3,8 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
-import { startEmulator } from '../../src/emulator/index.js';
+import { SPEC_RATE_LIMITS, startEmulator } from '../../emulator/index.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';
 import { CLI, runCli } from '../fakes/cli.js';
@@ -102,7 +101,7 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
   it('a reader opening the copy every 200 ms through a sync killed -9 and resumed: every open succeeds, every answer is one commit, the Parquet set equals the tables', async () => {
     expect(existsSync(CLI), `build first: ${CLI}`).toBe(true);
     // The documented limits make the sync take several seconds: several publishes land during it.
-    const emu = await startEmulator({ seed: 31, eventsPerProject: 3000, limits: { ...DEFAULT_RATE_LIMITS } });
+    const emu = await startEmulator({ seed: 31, eventsPerProject: 3000, limits: { ...SPEC_RATE_LIMITS } });
     cleanups.push(() => emu.close());
     const d = tempDir();
     cleanups.push(d.cleanup);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { childBacklog, readsByParent } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator, type EmulatorOptions, type RequestInfo } from '../../src/emulator/index.js';
+import { startEmulator, type Emulator, type EmulatorOptions, type RequestInfo } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { RECONCILE_TABLE } from '../../src/pipeline/reconcile-run.js';

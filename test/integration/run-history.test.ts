@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import type { RunJson } from '../../src/commands/run-json.js';
+import type { RunJson } from '../../src/app/run-json.js';
 import { silentLogger } from '../../src/core/log.js';
 import { newCallStats } from '../../src/http/client.js';
 import { recordRun, schemaChanges } from '../../src/pipeline/run-history.js';

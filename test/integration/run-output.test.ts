@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { RunJson } from '../../src/commands/run-json.js';
+import type { RunJson } from '../../src/app/run-json.js';
 import { resolveSyncConfig } from '../../src/config.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf, syncOnce } from '../fakes/harness.js';

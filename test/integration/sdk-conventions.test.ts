@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { resolveSyncConfig } from '../../src/config.js';
-import type { RequestInfo } from '../../src/emulator/index.js';
+import type { RequestInfo } from '../../emulator/index.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { readTable, syncOnce } from '../fakes/harness.js';
 import { dir, emulator, onCleanup } from '../fakes/lifecycle.js';

@@ -14,11 +14,30 @@ import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
  * emulator's hour buckets (~55 events each) rarely end on a whole page, so the cuts need the finer
  * timeseries `planSplit` asks around them.
  */
+/**
+ * The emulator places its events relative to its clock at start, so with `Date.now()` the minute
+ * edges fell differently each run and the split differed too. This start is one where the cuts
+ * once missed whole pages in 1 run in 3: around 22,500 records every multiple of 100 within
+ * ± 1/8 of a sub-window (an eighth of 2,500) was hidden inside a minute (records sharing a
+ * minute or a timestamp), so 16 parts read page 401; whole pages lay a little further. Fixed,
+ * so the case is the same every run; the clock still moves (the emulator's limits count time).
+ */
+const START_MS = Date.parse('2026-11-26T11:34:08.857Z');
+
+function startedClock(): () => number {
+  let anchor: number | undefined;
+  return () => {
+    anchor ??= Date.now();
+    return START_MS + (Date.now() - anchor);
+  };
+}
+
 describe('planSplit cuts on whole pages', () => {
-  // Two parts: one cut with ± 2,500 records of slack, more than a day of hour buckets (what one
-  // finer request can cover); sixteen: many cuts, each with a narrower stretch.
+  // Two parts: one cut with ± 5,000 records of slack, more than a day of hour buckets (what one
+  // finer request can cover); sixteen: many cuts, each with a narrower stretch (± 625 records, about eleven hours).
   it.each([2, 16])('sub-windows of an exact count hold whole pages, cover the window, and the timeseries were asked at most once per cut more (at most %i parts)', async (maxParts) => {
-    const emu = await emulator({ seed: 101, projects: ['default'], eventsPerProject: 40_000, latencyMs: 100 });
+    const now = startedClock();
+    const emu = await emulator({ seed: 101, projects: ['default'], eventsPerProject: 40_000, latencyMs: 100, now });
     const client = new ApiClient({
       baseUrl: emu.url,
       apiKey: emu.apiKey,
@@ -29,12 +48,18 @@ describe('planSplit cuts on whole pages', () => {
     });
     onCleanup(() => client.close());
     const ctx = { resource: 'events', project: 'default', lane: 'events|default', stats: newCallStats() };
-    const window = { fromMs: 0, toMs: Date.now() };
+    // The parts a split may use also follow the timeseries' answer time (`partsForLatency`): a
+    // per-second budget that never binds makes them `maxParts` on a loaded machine or not, so the
+    // layout above is cut in the same number of parts every run. The minute's budget is the default
+    // (a 400-page walk is the one whole pages matter for).
+    const limits = { ...DEFAULT_RATE_LIMITS, maxRps: 1_000 };
+    const window = { fromMs: 0, toMs: now() };
     const before = ctx.stats.requests;
-    const plan = await planSplit(events, { key: 'default', header: 'default', fallbackProjectId: 'default' }, window, undefined, maxParts, { client, logger: silentLogger(), clock: systemClock, limits: DEFAULT_RATE_LIMITS }, ctx);
+    const plan = await planSplit(events, { key: 'default', header: 'default', fallbackProjectId: 'default' }, window, undefined, maxParts, { client, logger: silentLogger(), clock: systemClock, limits }, ctx);
     expect(plan, 'a 400-page window is split').toBeDefined();
     const parts = plan?.parts ?? [];
     expect(parts.length).toBeGreaterThanOrEqual(maxParts === 2 ? 2 : 4);
+    expect(parts.length, 'as many parts as asked (the per-second budget does not bind)').toBe(maxParts);
     expect(parts[0]?.fromMs).toBe(window.fromMs);
     expect(parts.at(-1)?.toMs).toBe(window.toMs);
     for (let i = 1; i < parts.length; i += 1) expect(parts[i]?.fromMs).toBe(parts[i - 1]?.toMs);

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { RESOURCES } from '../../connectors/index.js';

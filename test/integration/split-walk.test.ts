@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce, writeSplitLeft } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';

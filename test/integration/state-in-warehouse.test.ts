@@ -3,7 +3,7 @@ import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'n
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
-import type { Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { StateDocument } from '../../src/state/store.js';

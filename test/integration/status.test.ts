@@ -10,7 +10,7 @@ import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { keepStateIn } from '../../src/commands/state-home.js';
+import { keepStateIn } from '../../src/app/state-home.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { runCli } from '../fakes/cli.js';
 

@@ -1,32 +1,18 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import type { Emulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
+import { dbPathOf, expectTableMatches, readTable } from '../fakes/harness.js';
 // The rows the sync wrote: its working file (`--duckdb-path` is the published read copy: docs/analysts.md).
 import { workingPathForReading } from '../../src/publish/layout.js';
-import { tempDir } from '../fakes/tmp.js';
+import { cliWarehouse, DAY, dayStart, iso } from '../fakes/cli-warehouse.js';
 
-const DAY = 86_400_000;
-const cleanups: Array<() => unknown> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-const iso = (ms: number): string => new Date(ms).toISOString();
-function dayStart(daysAgo: number): number {
-  const now = new Date();
-  return Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - daysAgo * DAY;
-}
-
-async function setup(): Promise<{ emu: Emulator; dir: string; files: string[]; fromMs: number; toMs: number }> {
-  const emu = await startEmulator({ seed: 41, eventsPerProject: 1200 });
-  cleanups.push(() => emu.close());
-  const d = tempDir();
-  cleanups.push(d.cleanup);
-  return { emu, dir: d.dir, files: ['--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir)], fromMs: dayStart(8), toMs: dayStart(2) };
+async function setup(): Promise<{ emu: Emulator; dir: string; files: readonly string[]; fromMs: number; toMs: number }> {
+  const { emu, dir, files } = await cliWarehouse({ seed: 41, eventsPerProject: 1200 });
+  return { emu, dir, files, fromMs: dayStart(8), toMs: dayStart(2) };
 }
 
 describe('verify (the real CLI against the emulator)', () => {
@@ -103,11 +89,7 @@ describe('verify (the real CLI against the emulator)', () => {
 
   it('reconciles a whole range in one timeseries request per project when the windows fall on its buckets, else one count per window', async () => {
     const sent: string[] = [];
-    const emu = await startEmulator({ seed: 43, eventsPerProject: 600, onRequest: (info) => sent.push(info.path) });
-    cleanups.push(() => emu.close());
-    const d = tempDir();
-    cleanups.push(d.cleanup);
-    const files = ['--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir)];
+    const { emu, dir, files } = await cliWarehouse({ seed: 43, eventsPerProject: 600, onRequest: (info) => sent.push(info.path) });
     const range = ['--from', iso(dayStart(8)), '--to', iso(dayStart(2)), '--project', 'alpha', '--resources', 'events'];
     expect((await runCli(emu, ['backfill', ...range, ...files, '--quiet'])).code).toBe(0);
 
@@ -129,7 +111,7 @@ describe('verify (the real CLI against the emulator)', () => {
     expect(sent).toEqual(Array(6).fill('/v1/events/count'));
 
     // A missing row is found the same way.
-    const db = await DuckDbDestination.open(workingPathForReading(dbPathOf(d.dir)));
+    const db = await DuckDbDestination.open(workingPathForReading(dbPathOf(dir)));
     await db.query(`DELETE FROM events WHERE id = (SELECT id FROM events WHERE project_id = 'alpha' AND timestamp >= '${iso(dayStart(4))}' AND timestamp < '${iso(dayStart(3))}' ORDER BY id LIMIT 1)`);
     await db.close();
     const missing = await runCli(emu, ['verify', ...range, ...files]);

@@ -8,7 +8,7 @@ import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import type { BigQueryDestination } from '../../src/load/bigquery.js';
 import { recordRun, RUNS_TABLE, type RunRecord } from '../../src/pipeline/run-history.js';
-import { billingJson, billingLine, formatBytes } from '../../src/commands/billing.js';
+import { billingJson, billingLine, formatBytes } from '../../src/app/billing.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { billedBytes, FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRows, eventsTable, traceRows, tracesTable } from '../fixtures/bigquery/tables.js';

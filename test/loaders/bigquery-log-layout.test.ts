@@ -4,8 +4,9 @@ import { users } from '../../connectors/users.js';
 import { LoadError } from '../../src/core/errors.js';
 import type { ApiRecord, Row, TableSchema } from '../../src/core/types.js';
 import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery.js';
+import type { Destination } from '../../src/load/destination.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
-import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
+import { capturedLogger, isolateNock, testBigQueryDestination, testBigQueryDryRun } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, type StoredRow } from '../fixtures/bigquery/fake-bigquery.js';
 
 /**
@@ -17,7 +18,7 @@ import { FakeBigQuery, type StoredRow } from '../fixtures/bigquery/fake-bigquery
 
 isolateNock();
 
-const open: BigQueryDestination[] = [];
+const open: Destination[] = [];
 afterEach(async () => {
   await Promise.all(open.splice(0).map((d) => d.close()));
 });
@@ -156,7 +157,8 @@ describe('the change-log layout (users, conversations)', () => {
   it('--dry-run says what the change-log layout would send instead of the MERGE, and sends nothing', async () => {
     const fake = fresh();
     const lines: string[] = [];
-    const { dest } = make({ dryRun: true, print: (line) => void lines.push(line) });
+    const dest = testBigQueryDryRun({ print: (line) => void lines.push(line) });
+    open.push(dest);
     await dest.write(usersBatch([user('u1', '2026-11-20T09:00:00Z', 1)], T1));
     expect(lines[0]).toMatch(/^-- users: in the change-log layout .* one load job appending to users_changes \(WRITE_APPEND\) and no MERGE/);
     expect(fake.requests).toEqual([]);

@@ -3,7 +3,7 @@ import nock from 'nock';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/commands/refresh.js';
+import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/app/refresh.js';
 import type { ApiRecord } from '../../src/core/types.js';
 import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
@@ -16,7 +16,7 @@ function open(): { fake: FakeBigQuery; dest: BigQueryDestination } {
   nock.disableNetConnect();
   const fake = new FakeBigQuery('proj');
   fake.install();
-  const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined, print: () => undefined });
+  const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined });
   return { fake, dest };
 }
 

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AuthError, ConfigError, LoadError, RetriesExhaustedError } from '../../src/core/errors.js';
 import type { LogicalType, TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination, type BigQueryDestinationOptions } from '../../src/load/bigquery.js';
-import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
+import { capturedLogger, isolateNock, testBigQueryDestination, testBigQueryDryRun } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, errorReply, type RecordedRequest, type TableResource } from '../fixtures/bigquery/fake-bigquery.js';
 import { BEYOND_2_53, LAST_NS_OF_MAY_1, eventRows, eventsTable, traceRows, tracesTable } from '../fixtures/bigquery/tables.js';
 
@@ -47,7 +47,6 @@ function setup(options: Partial<BigQueryDestinationOptions> = {}): Harness {
     },
     now: () => NOW,
     retryBaseMs: 100,
-    print: (line) => void printed.push(line),
     ...options,
   });
   harness = { fake, dest, sleeps, logs, printed };
@@ -536,13 +535,15 @@ describe('BigQueryDestination describe and count', () => {
 
 describe('BigQueryDestination dry run', () => {
   it('prints the DDL, the load target and the MERGE, and sends no request', async () => {
-    const { fake, dest, printed } = setup({ dryRun: true });
+    const { fake, printed } = setup();
+    const dest = testBigQueryDryRun({ now: () => NOW, print: (line) => void printed.push(line) });
     const result = await dest.write({ table: eventsTable, rows: eventRows });
     const withNew: TableSchema = { ...eventsTable, columns: [...eventsTable.columns, { name: 'country', type: 'string' }] };
     await dest.write({ table: withNew, rows: eventRows });
     await dest.write({ table: tracesTable, rows: traceRows });
     expect(await dest.describe('events')).toBeUndefined();
     expect(await dest.count('events')).toBe(0);
+    await dest.close();
 
     expect(fake.requests).toHaveLength(0);
     expect(result).toEqual({ rows: 3 });

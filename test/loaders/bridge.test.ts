@@ -109,7 +109,7 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
   it('holds the unnested arrays; a re-read event with fewer or no signals keeps exactly its new ones, in one script after the MERGE', async () => {
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const dest = testBigQueryDestination({ print: () => undefined });
+    const dest = testBigQueryDestination();
     const bridgeRows = (): unknown[] =>
       fake
         .rows('sync', 'event_signals')
@@ -151,7 +151,7 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
   it('reads the stored events only in the batch\'s partitions (as the MERGE does), and still rewrites exactly their signals', async () => {
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const dest = testBigQueryDestination({ print: () => undefined });
+    const dest = testBigQueryDestination();
     const t = new SchemaTracker(events, undefined, 'run-1');
     // 30 days of events with signals, then one event of the last day re-read with other signals.
     const days = Array.from({ length: 30 }, (_, i) => new Date(Date.parse('2026-10-01T12:00:00Z') + i * 86_400_000).toISOString());

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/commands/refresh.js';
+import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/app/refresh.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { ConfigError } from '../../src/core/errors.js';
 import type { ApiRecord, TableSchema } from '../../src/core/types.js';

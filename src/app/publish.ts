@@ -1,0 +1,18 @@
+import type { PublishedConfig } from '../config.js';
+import { systemClock } from '../core/clock.js';
+import { DuckDbDestination } from '../load/duckdb.js';
+import { Publisher, type PublishResult } from '../publish/publisher.js';
+
+/**
+ * Publish the read copy and its Parquet set now from the working file `working`, opened read only
+ * (a sync publishes at its end and every --publish-every): for `query-sync publish`.
+ */
+export async function publishNow(config: PublishedConfig, working: string): Promise<PublishResult> {
+  let db: DuckDbDestination | undefined;
+  try {
+    db = await DuckDbDestination.open(working, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
+    return await new Publisher(config.duckdbPath, db, systemClock).publish(true);
+  } finally {
+    await db?.close().catch(() => undefined);
+  }
+}

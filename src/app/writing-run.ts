@@ -1,0 +1,177 @@
+import { RESOURCE_NAMES } from '../../connectors/index.js';
+import type { SyncConfig } from '../config.js';
+import { RunStoppedError } from '../core/errors.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
+import type { Logger } from '../core/log.js';
+import type { Clock } from '../core/types.js';
+import { toProgressPlan, type Plan } from '../pipeline/plan.js';
+import type { StreamResult } from '../pipeline/stream.js';
+import type { Destination } from '../load/destination.js';
+import { StateStore, type StateStoreOptions } from '../state/store.js';
+import { keepStateIn } from './state-home.js';
+import { budgetOwner, saveBudget, seedBudget } from './budget-carry.js';
+import { openDestination, type DestinationConfig } from './open-destination.js';
+import type { CommandIo } from './io.js';
+import { failedRunJson } from './run-json.js';
+import { createRuntime, type Runtime } from './runtime.js';
+import { createRunStop, type RunStop } from './stop.js';
+import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
+
+/**
+ * The shell of a command that writes (sync, backfill, verify --repair): its runtime, stop, state
+ * under the run's lease and destination opened in order, its plan for the progress display, its exit
+ * code. The commands themselves only say what they read.
+ */
+
+/** The exit code and the lines printed last (the summary). */
+export interface RunOutcome {
+  readonly code: number;
+  readonly output: readonly string[];
+}
+
+/** A writing run, opened: what `withWritingRun` hands its body. */
+export interface OpenRun {
+  readonly runtime: Runtime;
+  readonly stop: RunStop;
+  readonly state: StateStore;
+  readonly destination: Destination;
+}
+
+/**
+ * A run that writes (sync, backfill): the runtime, the run's stop (signals, `--max-run-time`, a
+ * lost lease), the state under the run's lease and the destination are opened, `body` runs, and a
+ * failure before or in it becomes the command's FAILED line (or JSON). The outcome is returned
+ * once every file is closed, for the command to print last (`printOutcome`): the live display's
+ * last frame, the per-stream log lines and the repeated errors' counts come before it.
+ */
+export async function runWriting(
+  command: 'sync' | 'backfill',
+  config: SyncConfig,
+  io: CommandIo,
+  body: (run: OpenRun) => Promise<RunOutcome>,
+): Promise<RunOutcome> {
+  const runtime = createRuntime(config, io);
+  const { clock, logger } = runtime;
+  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
+  const owner = budgetOwner(config.baseUrl, config.apiKey);
+  let state: StateStore | undefined;
+  let destination: Destination | undefined;
+  let publishing: RunPublishing | undefined;
+  let outcome: RunOutcome;
+  try {
+    ({ state, destination } = await openStateAndDestination(config, command, { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+    // The previous run's requests still in the rate-limit windows count against this run's.
+    seedBudget(state.document, runtime.budget, owner, logger);
+    // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
+    publishing = config.dryRun ? undefined : publishDuringRun(destination, { path: config.duckdbPath, everyMs: config.publishEveryMs ?? 0, clock, logger });
+    outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination });
+  } catch (error) {
+    const code = exitCodeFor(error);
+    outcome = { code, output: config.json ? [JSON.stringify(failedRunJson(command, error, code))] : [`${command} FAILED: ${(error as Error).message}`] };
+  } finally {
+    stop.dispose();
+    runtime.tracker.finish();
+    runtime.display.stop();
+    await publishing?.finish();
+    runtime.repeats.flush(logger);
+    if (state !== undefined) {
+      await saveBudget(state, runtime.budget, owner, clock.now()).catch((error: unknown) => logger.warn({ err: (error as Error).message }, 'could not keep this run\'s rate-limit spend in state: a run starting within a minute may draw 429s'));
+    }
+    await destination?.close().catch(() => undefined);
+    await runtime.close().catch(() => undefined);
+    await state?.close().catch(() => undefined);
+  }
+  return outcome;
+}
+
+/** The shell's last step: print the summary (after every file is closed) and give the exit code. */
+export function printOutcome(io: Pick<CommandIo, 'print'>, outcome: RunOutcome): number {
+  for (const line of outcome.output) io.print(line);
+  return outcome.code;
+}
+
+/**
+ * When progress is shown, its ETA comes from a plan (count requests): a spinner shows meanwhile (a
+ * long history takes a while to count); a plan that fails leaves the progress without an ETA.
+ */
+export async function planForProgress(runtime: Runtime, what: string, plan: () => Promise<Plan>): Promise<Plan | undefined> {
+  if (!runtime.showsProgress) return undefined;
+  runtime.tracker.markPlanning();
+  runtime.display.start();
+  const made = await plan().catch((error: unknown) => {
+    runtime.logger.warn({ err: (error as Error).message }, `could not plan ${what}: progress shows no ETA`);
+    return undefined;
+  });
+  if (made !== undefined) runtime.tracker.setPlan(toProgressPlan(made));
+  return made;
+}
+
+/** One line per stream for log readers (JSON); on a terminal the summary says the same, so these stay at debug. */
+export function logStreams(config: Pick<SyncConfig, 'logFormat'>, logger: Logger, message: string, streams: readonly Record<string, unknown>[]): void {
+  const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
+  for (const s of streams) perStream(s, message);
+}
+
+/** A stopped run exits with its stop's code; otherwise ok (0), or the code of the first stream that failed. */
+export function runExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[]): number {
+  const failed = streams.find((s) => s.outcome !== 'ok');
+  return reason !== undefined ? exitCodeFor(reason) : failed === undefined ? EXIT_CODES.ok : exitCodeFor(failed.error);
+}
+
+
+/**
+ * The state of a run that writes (sync, backfill, verify --repair), under its lease: a take-over is
+ * logged; a lost lease stops the run (another run writes now). A dry run keeps changes in memory.
+ */
+export function openRunState(
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'>,
+  purpose: StateStoreOptions['purpose'],
+  { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  destination?: Destination,
+): Promise<StateStore> {
+  return StateStore.open(config.statePath, {
+    clock,
+    purpose,
+    // BigQuery keeps the lease in the dataset; a dry run sends nothing, so it keeps it in a file.
+    ...(destination?.leases === undefined || config.dryRun ? {} : { leases: destination.leases }),
+    lockWaitMs: config.lockWaitMs,
+    inMemory: config.dryRun,
+    resources: RESOURCE_NAMES,
+    secrets: [config.apiKey],
+    onLockTakeOver: (message) => logger.warn(message),
+    onNote: (message) => logger.info(message),
+    onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
+  });
+}
+
+/**
+ * The run's state under its lease, and the destination, the state then kept in the warehouse. The
+ * lease comes first where it lives beside the state file (DuckDB: a second run is told about the
+ * lease, not about a busy DuckDB file); BigQuery's lease is in the dataset, so the destination
+ * (which sends nothing when made) comes first there.
+ */
+export async function openStateAndDestination(
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'> & DestinationConfig,
+  purpose: StateStoreOptions['purpose'],
+  deps: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  print: (line: string) => void,
+): Promise<{ state: StateStore; destination: Destination }> {
+  let state: StateStore | undefined;
+  let destination: Destination | undefined;
+  try {
+    if (config.destination === 'bigquery') {
+      destination = await openDestination(config, deps.logger, print);
+      state = await openRunState(config, purpose, deps, destination);
+    } else {
+      state = await openRunState(config, purpose, deps);
+      destination = await openDestination(config, deps.logger, print, { takeOver: true });
+    }
+    await keepStateIn(state, destination);
+    return { state, destination };
+  } catch (error) {
+    await destination?.close().catch(() => undefined);
+    await state?.close().catch(() => undefined);
+    throw error;
+  }
+}
+

@@ -1,0 +1,151 @@
+import type { LeaseProvider } from '../core/lease.js';
+import type { StateTable } from '../core/state-table.js';
+
+/**
+ * What a destination may offer beyond reading and writing rows, one small interface each, and the
+ * guard that tells whether a destination offers it. A caller asks once, where it opens the
+ * destination (`capabilitiesOf`), and holds the typed capability from then on; `Destination`
+ * itself carries each of them as optional members.
+ */
+
+/** What a destination's queries were billed since it was opened (BigQuery on-demand bytes). */
+export interface BillingTotals {
+  /** Bytes billed, summed over query jobs (each at least 10 MB per table it references). */
+  readonly bytesBilled: number;
+  /** Bytes processed, before the per-job minimum. */
+  readonly bytesProcessed: number;
+  readonly queryJobs: number;
+  /** Bytes billed per table the jobs were run for (MERGE, checks, counts), largest first. */
+  readonly byTable: Readonly<Record<string, number>>;
+}
+
+/** A table and the shadow that replaces it (`Destination.replaceTables`). */
+export interface TableSwap {
+  readonly table: string;
+  readonly shadow: string;
+}
+
+/** How a destination writes a table reference and a column name in SQL. */
+export interface ViewDialect {
+  readonly table: (name: string) => string;
+  readonly column: (name: string) => string;
+}
+
+/** The rows `countWindow` counts. */
+export interface WindowCount {
+  readonly projectId: string;
+  /** A timestamp column, e.g. `timestamp`. */
+  readonly column: string;
+  /** Inclusive lower bound (ISO instant). */
+  readonly fromIso: string;
+  /** Exclusive upper bound (ISO instant). */
+  readonly toIso: string;
+}
+
+/** Where the run lease lives when not beside the state file (BigQuery: runs in pods share no file). */
+export interface KeepsLeases {
+  readonly leases: LeaseProvider;
+}
+
+/** What the destination's queries were billed (absent where queries cost nothing: DuckDB). */
+export interface Billed {
+  /** Bytes billed by this destination's queries so far (the run's, as a destination is opened per run). */
+  billing(): BillingTotals;
+}
+
+/** Rows of one project in a time window, for `verify` and reconciliation. */
+export interface CountsWindows {
+  /** Rows of one project whose `column` lies in [fromIso, toIso); 0 when the table does not exist. */
+  countWindow(table: string, window: WindowCount): Promise<number>;
+}
+
+/** Rows per project, for `status`. */
+export interface CountsByProject {
+  /** Rows per `project_id`; empty when the table does not exist. */
+  countByProject(table: string): Promise<Readonly<Record<string, number>>>;
+}
+
+/** Drop a table (a shadow a refresh that did not finish left behind). */
+export interface DropsTables {
+  /** Drop a table if it exists. */
+  dropTable(table: string): Promise<void>;
+}
+
+/** `sync --full-refresh`: tables replaced by their shadows at once. */
+export interface ReplacesTables {
+  /**
+   * Replace each `table` with its `shadow`, all in one transaction (a table and its bridge tables):
+   * readers see the old rows or the new ones, never a half-empty table or a bridge out of step with
+   * its parent. A missing `shadow` (nothing was read) empties `table`.
+   */
+  replaceTables(swaps: readonly TableSwap[]): Promise<void>;
+}
+
+/** A destination that can full-refresh: replace tables and drop the shadows. */
+export type Refreshes = ReplacesTables & DropsTables;
+
+/** Views over the tables (the conversation-events view). */
+export interface DefinesViews {
+  /**
+   * Create or replace a view. `select` builds its query in this destination's dialect from how it
+   * names a table and quotes a column.
+   */
+  defineView(name: string, select: (sql: ViewDialect) => string): Promise<void>;
+}
+
+/** The optional members, as a destination declares them (each may be absent). */
+export type OptionalCapabilities = Partial<StateTable & KeepsLeases & Billed & CountsWindows & CountsByProject & Refreshes & DefinesViews>;
+
+export function keepsState<D extends OptionalCapabilities>(d: D): d is D & StateTable {
+  return d.readState !== undefined && d.writeState !== undefined && d.stateLocation !== undefined;
+}
+export function keepsLeases<D extends OptionalCapabilities>(d: D): d is D & KeepsLeases {
+  return d.leases !== undefined;
+}
+export function isBilled<D extends OptionalCapabilities>(d: D): d is D & Billed {
+  return d.billing !== undefined;
+}
+export function countsWindows<D extends OptionalCapabilities>(d: D): d is D & CountsWindows {
+  return d.countWindow !== undefined;
+}
+export function countsByProject<D extends OptionalCapabilities>(d: D): d is D & CountsByProject {
+  return d.countByProject !== undefined;
+}
+export function dropsTables<D extends OptionalCapabilities>(d: D): d is D & DropsTables {
+  return d.dropTable !== undefined;
+}
+export function replacesTables<D extends OptionalCapabilities>(d: D): d is D & ReplacesTables {
+  return d.replaceTables !== undefined;
+}
+export function refreshes<D extends OptionalCapabilities>(d: D): d is D & Refreshes {
+  return d.replaceTables !== undefined && d.dropTable !== undefined;
+}
+export function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
+  return d.defineView !== undefined;
+}
+
+/** What one destination offers, each capability checked once; absent ones are `undefined`. */
+export interface Capabilities {
+  readonly state?: StateTable;
+  readonly leases?: LeaseProvider;
+  readonly billing?: Billed;
+  readonly windows?: CountsWindows;
+  readonly byProject?: CountsByProject;
+  readonly drop?: DropsTables;
+  readonly refresh?: Refreshes;
+  readonly views?: DefinesViews;
+}
+
+/** Check every capability of `d` once (where it is opened). Methods stay bound to `d`. */
+export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
+  return {
+    ...(keepsState(d) ? { state: { stateLocation: d.stateLocation, readState: () => d.readState(), writeState: (commit) => d.writeState(commit) } } : {}),
+    ...(keepsLeases(d) ? { leases: d.leases } : {}),
+    ...(isBilled(d) ? { billing: { billing: () => d.billing() } } : {}),
+    ...(countsWindows(d) ? { windows: { countWindow: (table, window) => d.countWindow(table, window) } } : {}),
+    ...(countsByProject(d) ? { byProject: { countByProject: (table) => d.countByProject(table) } } : {}),
+    ...(dropsTables(d) ? { drop: { dropTable: (table) => d.dropTable(table) } } : {}),
+    ...(refreshes(d) ? { refresh: { replaceTables: (swaps) => d.replaceTables(swaps), dropTable: (table) => d.dropTable(table) } } : {}),
+    ...(definesViews(d) ? { views: { defineView: (name, select) => d.defineView(name, select) } } : {}),
+  };
+}

@@ -1,0 +1,90 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { systemClock } from '../../../src/core/clock.js';
+import { DuckDbDestination } from '../../../src/load/duckdb.js';
+import { StateStore, type StateWriter } from '../../../src/state/store.js';
+import { keepStateIn, stateTableOf } from '../../../src/app/state-home.js';
+import { keyedTable } from '../../fixtures/bigquery/tables.js';
+import { tempDir } from '../../fakes/tmp.js';
+
+/**
+ * Batches and their state in one DuckDB transaction (a real file): writers of one key that run at
+ * once (a split walk's sub-windows) each see the others' commits, so none regresses another's
+ * checkpoint; a batch whose write fails leaves its state unwritten.
+ */
+
+const cleanups: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function open(): Promise<{ dir: string; state: StateStore; db: DuckDbDestination }> {
+  const d = tempDir();
+  cleanups.push(d.cleanup);
+  const db = await DuckDbDestination.open(join(d.dir, 'w.duckdb'));
+  const state = await StateStore.open(join(d.dir, 'state.json'), { clock: systemClock, purpose: 'sync' });
+  cleanups.push(async () => {
+    await state.close();
+    await db.close().catch(() => undefined);
+  });
+  await keepStateIn(state, db);
+  return { dir: d.dir, state, db };
+}
+
+const table = keyedTable('parts');
+
+describe('state committed with its batch', () => {
+  it('twenty concurrent batches changing one section all land, each with its rows', async () => {
+    const { dir, state, db } = await open();
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        state.withBatch(
+          (batch) => batch.updateSection<Record<string, number>>('parts', (current = {}) => ({ ...current, [`p${i}`]: i })),
+          (commit) => db.write({ table, rows: [{ project_id: 'a', id: String(i) }], ...(commit === undefined ? {} : { state: commit }) }),
+        ),
+      ),
+    );
+    expect(Object.keys(state.document.sections['parts'] as object)).toHaveLength(20);
+    const restored = await StateStore.readWith(join(dir, 'nowhere.json'), stateTableOf(db));
+    expect(Object.keys(restored.sections['parts'] as object).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `p${i}`).sort());
+    expect(await db.count('parts')).toBe(20);
+  });
+
+  it('a batch whose write fails leaves its state as it was, in memory and in the warehouse', async () => {
+    const { dir, state, db } = await open();
+    await state.updateStream('events:*', () => ({ mark: '2026-01-01T00:00:00.000Z' }));
+    const typed = keyedTable('typed', [{ name: 'n', type: 'int64' }]);
+    await db.write({ table: typed, rows: [{ project_id: 'a', id: '0', n: '1' }] });
+    // The MERGE itself fails (text that is no BIGINT), after the state rows were prepared.
+    const failed = await state
+      .withBatch(
+        (batch) => batch.updateStream('events:*', () => ({ mark: '2026-02-01T00:00:00.000Z' })),
+        (commit) => db.write({ table: typed, rows: [{ project_id: 'a', id: '1', n: '2' }, { project_id: 'a', id: '2', n: 'abc' }], ...(commit === undefined ? {} : { state: commit }) }),
+      )
+      .catch((e: unknown) => e);
+    expect((failed as Error).message).toMatch(/DuckDB write to table typed failed/);
+    expect(await db.count('typed')).toBe(1);
+    expect(state.stream('events:*').mark).toBe('2026-01-01T00:00:00.000Z');
+    const restored = await StateStore.readWith(join(dir, 'nowhere.json'), stateTableOf(db));
+    expect(restored.streams['events:*']?.mark).toBe('2026-01-01T00:00:00.000Z');
+  });
+
+  it('in order: the rows and their state commit, then the callbacks the changes left run; the batch then takes no more', async () => {
+    const { state, db } = await open();
+    const seen: string[] = [];
+    let kept: StateWriter | undefined;
+    await state.withBatch(
+      async (batch) => {
+        kept = batch;
+        await batch.updateStream('events:*', () => ({ mark: '2026-03-01T00:00:00.000Z' }));
+        batch.whenCommitted(() => seen.push(`hook sees mark ${state.stream('events:*').mark ?? 'none'}`));
+      },
+      async (commit) => {
+        seen.push(`write sees mark ${state.stream('events:*').mark ?? 'none'}`);
+        return db.write({ table, rows: [{ project_id: 'a', id: 'x' }], ...(commit === undefined ? {} : { state: commit }) });
+      },
+    );
+    expect(seen).toEqual(['write sees mark none', 'hook sees mark 2026-03-01T00:00:00.000Z']);
+    await expect(kept?.updateStream('events:*', () => ({}))).rejects.toThrow(/batch already committed/);
+  });
+});
