@@ -9,7 +9,7 @@ import type { Destination } from '../load/destination.js';
 import type { StateStore } from '../state/store.js';
 import { searchScopes } from './searches.js';
 import type { RunHooks } from './run.js';
-import type { StreamResult } from './stream.js';
+import { StreamFrame, type StreamResult } from './frame.js';
 
 /**
  * Aggregates the API computes, kept beside the rows (`--aggregates`): `event_counts` from
@@ -125,7 +125,7 @@ export function countsRange(lastRefresh: string | undefined, runStartMs: number,
 async function refreshCounts(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
   const interval = options.interval ?? 'day';
   const project = scope.fallbackProjectId ?? 'default';
-  return measured(EVENT_COUNTS_TABLE, project, options, deps, async (ctx, pageDone) => {
+  return measured(EVENT_COUNTS_TABLE, scope, project, options, deps, async (ctx, pageDone) => {
     const section = (deps.state.document.sections[AGGREGATES_SECTION] ?? {}) as AggregatesSection;
     const range = countsRange(section[aggregatesKey(project, interval)], options.runStartMs, options.startMs, interval);
     const { buckets } = await readTimeseries(deps.client, scope, range, interval, ctx);
@@ -144,16 +144,19 @@ async function refreshCounts(scope: ProjectScope, options: AggregateOptions, dep
       _synced_at: asOf,
       _run_id: options.runId,
     }));
-    const written = rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_COUNTS_SCHEMA, rows })).rows;
+    // The counts and how far they reach: one commit.
+    const written = await deps.state.withBatch(
+      (state) => state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({ ...(current ?? {}), [aggregatesKey(project, interval)]: asOf })),
+      async (state) => (rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_COUNTS_SCHEMA, rows, ...(state === undefined ? {} : { state }) })).rows),
+    );
     pageDone(buckets.length, written);
-    await deps.state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({ ...(current ?? {}), [aggregatesKey(project, interval)]: asOf }));
     return written;
   });
 }
 
 async function refreshFacets(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
   const project = scope.fallbackProjectId ?? 'default';
-  return measured(EVENT_FACETS_TABLE, project, options, deps, async (ctx, pageDone) => {
+  return measured(EVENT_FACETS_TABLE, scope, project, options, deps, async (ctx, pageDone) => {
     const window = { fromMs: options.runStartMs - AGGREGATE_HORIZON_MS, toMs: options.runStartMs };
     const asOf = new Date(options.runStartMs).toISOString();
     const snapshotDate = new Date(bucketStart(options.runStartMs, 'day')).toISOString();
@@ -186,21 +189,24 @@ async function refreshFacets(scope: ProjectScope, options: AggregateOptions, dep
 }
 
 /** Run one refresh as a stream of the run summary (failures reported, not thrown). */
-async function measured(table: string, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
-  const result = await refresh(table, project, options, deps, work);
+async function measured(table: string, scope: ProjectScope, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
+  const result = await refresh(table, scope, project, options, deps, work);
   deps.hooks?.onStreamDone?.(result);
   return result;
 }
 
-async function refresh(table: string, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
-  const started = deps.clock.now();
-  const ctx: CallContext = { resource: table, project, lane: `${table}|${project}`, stats: newCallStats(), signal: options.signal };
+async function refresh(table: string, scope: ProjectScope, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
+  const frame = new StreamFrame({ name: table }, scope, deps, options.signal, {
+    ctx: { resource: table, project, lane: `${table}|${project}`, stats: newCallStats(), signal: options.signal },
+    failureLog: (error) => ({ fields: { table, project, err: error.message }, message: `${table} (${project}) failed: ${error.message}` }),
+  });
+  const { ctx } = frame;
   deps.hooks?.onStreamStart?.(table, project);
   try {
     const rows = await work(ctx, (records, rowsStored) => deps.hooks?.onPage?.(table, project, { records, rowsStored }));
-    return { resource: table, scope: project, outcome: 'ok', rows, pages: ctx.stats.requests, windows: 1, stats: ctx.stats, seconds: (deps.clock.now() - started) / 1000 };
+    return { resource: table, scope: project, outcome: 'ok', rows, pages: ctx.stats.requests, windows: 1, stats: ctx.stats, seconds: frame.elapsed() };
   } catch (error) {
-    deps.logger.error({ table, project, err: (error as Error).message }, `${table} (${project}) failed: ${(error as Error).message}`);
-    return { resource: table, scope: project, outcome: 'failed', rows: 0, pages: 0, windows: 0, stats: ctx.stats, seconds: (deps.clock.now() - started) / 1000, error: error as Error };
+    const { error: err } = frame.failure(error);
+    return { resource: table, scope: project, outcome: 'failed', rows: 0, pages: 0, windows: 0, stats: ctx.stats, seconds: frame.elapsed(), error: err };
   }
 }

@@ -1,32 +1,28 @@
 import PQueue from 'p-queue';
-import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { failedBeforeStart } from './run.js';
-import { streamCallContext, type StreamResult } from './stream.js';
+import { StreamFrame, type StreamResult } from './frame.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
-  BACKFILL_SECTION,
+  changeStreamLedger,
   keepRunning,
+  ledgerBook,
+  ledgerUnits,
   readLedger,
   streamLedger,
   toIso,
-  updateStreamLedger,
-  withCheckpoint,
-  withDone,
-  withoutCursor,
   withRequested,
-  type BackfillLedger,
-  type Interval,
+  type LedgerUnit,
   type StreamLedger,
-} from '../state/ledger.js';
-import { streamKey } from '../state/store.js';
+} from '../state/books/ledger.js';
+import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';
-import { ledgerUnits, runUnits, unitList, type LedgerUnit, type UnitBook } from './units.js';
+import { runUnits, unitList } from './units.js';
 
 /**
  * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
@@ -163,16 +159,12 @@ export interface StreamBackfillOptions {
  */
 export async function backfillStream(options: StreamBackfillOptions, deps: SyncDeps): Promise<BackfillStreamResult> {
   const { resource, scope, hooks = {} } = options;
-  const started = deps.clock.now();
-  const key = streamKey(resource.name, scope.key);
-  const ctx = streamCallContext(resource, scope, options.signal);
+  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const { key, ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
-  const ledger = (change: (current: StreamLedger) => StreamLedger): Promise<void> =>
-    deps.state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
-      updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
-    );
+  const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> => changeStreamLedger(state, key, change);
   let failure: Error | undefined;
-  const stream: LedgerStream = { ctx, ledger, totals };
+  const stream: LedgerStream = { key, ctx, ledger, totals };
 
   let units: LedgerUnit[];
   if (resource.mode === 'full') {
@@ -181,7 +173,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     units = [{ window: undefined }];
   } else {
     const requested = options.windows;
-    await ledger((s) => {
+    await ledger(deps.state, (s) => {
       const asked = withRequested(s, requested);
       // A crashed run's windows this run will not resume (sliced differently): restart cleanly.
       return options.force ? asked : keepRunning(asked, requested);
@@ -201,7 +193,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     failure = error instanceof Error ? error : new Error(String(error));
   }
 
-  const seconds = (deps.clock.now() - started) / 1000;
+  const seconds = frame.elapsed();
   const result = (outcome: BackfillStreamResult['outcome']): BackfillStreamResult => ({
     resource: resource.name,
     scope: scope.key,
@@ -214,62 +206,45 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     seconds,
     error: failure,
   });
-  if (failure !== undefined && failure instanceof FatalApiError && failure.status === 400 && scope.header === '*' && totals.pages === 0) {
-    return result('scope-rejected');
-  }
-  if (failure !== undefined) {
-    deps.logger.error({ resource: resource.name, project: scope.key, code: (failure as QuerySyncError).code }, failure.message);
-  }
+  if (failure !== undefined && frame.failure(failure, totals.pages).outcome === 'scope-rejected') return result('scope-rejected');
   const first = options.windows[0];
   const last = options.windows[options.windows.length - 1];
-  await ledger((s) => ({
-    ...s,
-    lastRun: {
-      at: new Date(started).toISOString(),
-      ...(resource.mode === 'full' || first === undefined || last === undefined
-        ? {}
-        : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() }),
-      outcome: failure === undefined ? 'ok' : 'failed',
-      rows: totals.rows,
-      windows: totals.windows,
-      skipped: totals.skipped,
-      seconds,
-      ...(failure === undefined ? {} : { error: failure.message }),
-    },
-  }));
+  const span = resource.mode === 'full' || first === undefined || last === undefined ? {} : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() };
+  const lastRun = frame.runRecord(failure === undefined ? 'ok' : 'failed', totals.rows, seconds, failure, { windows: totals.windows, skipped: totals.skipped }, span);
+  await ledger(deps.state, (s) => ({ ...s, lastRun }));
   return result(failure === undefined ? 'ok' : 'failed');
 }
 
 /** What the units of one backfill stream share: its counters and its ledger. */
 interface LedgerStream {
+  readonly key: string;
   readonly ctx: CallContext;
-  readonly ledger: (change: (current: StreamLedger) => StreamLedger) => Promise<void>;
+  /** Change the stream's ledger through `state` (the store, or the batch the change commits with). */
+  readonly ledger: (state: StateWriter, change: (current: StreamLedger) => StreamLedger) => Promise<void>;
   readonly totals: { rows: number; pages: number; windows: number };
 }
 
 /** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
-async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBackfillOptions, deps: SyncDeps, { ctx, ledger, totals }: LedgerStream): Promise<void> {
+async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBackfillOptions, deps: SyncDeps, { key: frameKey, ctx, ledger, totals }: LedgerStream): Promise<void> {
   const { resource, scope, hooks = {} } = options;
   const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) => hooks.onPage?.(resource.name, scope.key, page);
   const iso = window === undefined ? undefined : toIso(window);
   const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
   const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
   let base = { rows: windowTotals.rows, pages: windowTotals.pages };
-  // The ledger's book: a running window's cursor, then the window done (with the batch that ends it).
-  const book: UnitBook<Interval | undefined> = {
-    checkpoint: async (unit, nextCursor) => {
-      if (unit === undefined) return;
-      const at = new Date(deps.clock.now()).toISOString();
-      const counts = { rows: windowTotals.rows, pages: windowTotals.pages };
-      await ledger((s) => (nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since })));
-    },
-    cursorRejected: async (unit) => {
+  // The ledger's book (state/books/ledger.ts): a running window's cursor, then the window done.
+  const book = ledgerBook({
+    store: deps.state,
+    key: frameKey,
+    now: () => deps.clock.now(),
+    counts: () => ({ rows: windowTotals.rows, pages: windowTotals.pages }),
+    since,
+    onRestart: () => {
       windowTotals.rows = 0;
       windowTotals.pages = 0;
       base = { rows: 0, pages: 0 };
-      if (unit !== undefined) await ledger((s) => withoutCursor(s, unit));
     },
-  };
+  });
   totals.windows += 1;
   try {
     await walkWindow(
@@ -285,7 +260,7 @@ async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBa
         ctx,
         onProjects: options.onProjects,
         onPage,
-        checkpoint: (nextCursor) => book.checkpoint(iso, nextCursor),
+        checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
         onCursorRejected: () => book.cursorRejected(iso),
       },
       deps,
@@ -293,7 +268,7 @@ async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBa
     );
     if (iso === undefined) {
       const at = new Date(deps.clock.now()).toISOString();
-      await ledger((s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
+      await ledger(deps.state, (s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
     }
     hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
   } finally {

@@ -1,14 +1,15 @@
-import { DataError, FatalApiError, type QuerySyncError } from '../core/errors.js';
+import { DataError, FatalApiError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import { ConcurrencyController } from '../http/concurrency.js';
 import type { Destination } from '../load/destination.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
-import { streamKey, type StateStore } from '../state/store.js';
+import type { StateStore } from '../state/store.js';
 import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './children.js';
-import { streamCallContext, type StreamResult } from './stream.js';
-import { runUnits, type SubWalk, type UnitBook, type UnitSource } from './units.js';
+import { StreamFrame, type StreamResult } from './frame.js';
+import type { Book } from '../state/books/book.js';
+import { runUnits, type SubWalk, type UnitSource } from './units.js';
 
 /**
  * The drain of a per-parent child queue (`children.ts`): chunks of pending parents read at once,
@@ -39,10 +40,10 @@ export async function drainChildren(
   deps: { readonly client: ApiClient; readonly destination: Destination; readonly state: StateStore; readonly clock: Clock; readonly logger: Logger },
   options: ChildDrainOptions,
 ): Promise<StreamResult> {
-  const started = deps.clock.now();
+  const frame = new StreamFrame(resource, scope, deps, options.signal);
   const per = resource.perParent as NonNullable<ResourceDefinition['perParent']>;
   const project = scope.fallbackProjectId ?? scope.key;
-  const ctx = streamCallContext(resource, scope, options.signal);
+  const { ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0 };
   let outcome: StreamResult['outcome'] = 'ok';
   let failure: Error | undefined;
@@ -52,7 +53,10 @@ export async function drainChildren(
   // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
   // Units answered empty while young are asked again at settle (spans can lag their event).
   const later = new WeakMap<ChildChunk, ReadonlySet<string>>();
-  const book: UnitBook<ChildChunk> = { checkpoint: (units) => options.queue.complete(project, units, later.get(units)), cursorRejected: async () => undefined };
+  const book: Book<ChildChunk> = {
+    checkpoint: (units, _cursor, state) => options.queue.complete(project, units, later.get(units), state),
+    cursorRejected: async () => undefined,
+  };
   const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<void> => {
     const chunkCtx = sub.ctx;
     const startedAt = deps.clock.now();
@@ -81,14 +85,14 @@ export async function drainChildren(
     if (rows.length > 0) {
       // The chunk's rows and its move to done are one commit where the warehouse keeps state.
       const written = await deps.state.withBatch(
-        () => book.checkpoint(units, null),
+        (state) => book.checkpoint(units, null, state),
         (state) => deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key), ...(state === undefined ? {} : { state }) }),
       );
       for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
       stored = written.rows;
       totals.rows += written.rows;
     } else {
-      await book.checkpoint(units, null);
+      await book.checkpoint(units, null, deps.state);
     }
     options.onPage?.({ records: rows.length, rowsStored: stored });
     deps.logger.debug({ resource: resource.name, project: scope.key, parents: units.length, rows: rows.length }, 'children chunk');
@@ -104,25 +108,14 @@ export async function drainChildren(
       );
     }
   } catch (error) {
+    // A drain reads per project: no all-projects read to refuse, so a failure is only that.
     failure = error instanceof Error ? error : new Error(String(error));
     outcome = 'failed';
-    deps.logger.error({ resource: resource.name, project: scope.key, code: (failure as QuerySyncError).code }, failure.message);
+    frame.logFailure(failure);
   }
-  const seconds = (deps.clock.now() - started) / 1000;
-  await deps.state
-    .updateStream(streamKey(resource.name, scope.key), (s) => ({
-      ...s,
-      lastRun: {
-        at: new Date(started).toISOString(),
-        outcome: outcome === 'ok' ? 'ok' : 'failed',
-        rows: totals.rows,
-        pages: totals.pages,
-        requests: ctx.stats.requests,
-        seconds,
-        ...(failure ? { error: failure.message } : {}),
-      },
-    }))
-    .catch(() => undefined);
+  const seconds = frame.elapsed();
+  const lastRun = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals.rows, seconds, failure, { pages: totals.pages, requests: ctx.stats.requests });
+  await deps.state.updateStream(frame.key, (s) => ({ ...s, lastRun })).catch(() => undefined);
   return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error: failure };
 }
 

@@ -1,6 +1,7 @@
 import type { ChildSelection, Clock, ResourceDefinition, Row } from '../core/types.js';
 import { PROJECT_COLUMN } from '../normalize/normalize.js';
-import type { StateDocument, StateStore } from '../state/store.js';
+import type { StateDocument, StateStore, StateWriter } from '../state/store.js';
+import { childSection, childSectionName, withCompleted, withQueued, type ChildSection } from '../state/books/children.js';
 import { addToLoad, childLoadSection, type LoadSection } from './children-load.js';
 
 /**
@@ -23,23 +24,14 @@ import { addToLoad, childLoadSection, type LoadSection } from './children-load.j
 export type { ChildSelection };
 export { learnChildMode, readsByParent, serverFacts, SERVER_SECTION, type ServerFacts } from './children-probe.js';
 
-interface ProjectUnits {
-  readonly pending: Readonly<Record<string, number>>;
-  readonly done: Readonly<Record<string, number>>;
-  /** Answered empty while young: asked again once `at + settle` has passed. */
-  readonly recheck?: Readonly<Record<string, number>>;
-}
-
-type ChildSection = Readonly<Record<string, ProjectUnits>>;
-
-export const childSectionName = (resource: ResourceDefinition): string => `children:${resource.name}`;
+export { childSectionName };
 
 /** The backlog of one child resource as read from a state document (for `status` and `plan`). */
 export function childBacklog(
   doc: StateDocument,
   resource: ResourceDefinition,
 ): { readonly pending: Readonly<Record<string, number>>; readonly done: number; readonly recheck: number } {
-  const section = (doc.sections[childSectionName(resource)] ?? {}) as ChildSection;
+  const section = childSection(doc, childSectionName(resource));
   const pending: Record<string, number> = {};
   let done = 0;
   let recheck = 0;
@@ -110,8 +102,11 @@ export class ChildQueue {
     return this.parentsRunning > 0 ? undefined : this.parentsDoneAtMs;
   }
 
-  /** Enqueue the children of a stored batch of parent rows (those selected and not yet queued or done). */
-  async enqueue(rows: readonly Row[]): Promise<void> {
+  /**
+   * Enqueue the children of a stored batch of parent rows (those selected and not yet queued or
+   * done), written through `state`: the batch the rows commit with, or the store.
+   */
+  async enqueue(rows: readonly Row[], state: StateWriter = this.state): Promise<void> {
     const parent = this.options.parent;
     if (parent === undefined) return;
     const fresh = new Map<string, Map<string, number>>();
@@ -134,19 +129,10 @@ export class ChildQueue {
     // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (children-load.ts).
     const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
     const nowMs = this.clock.now();
-    await this.state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, ats, shownAts, nowMs));
-    await this.state.updateSection<ChildSection>(this.section, (section = {}) => {
-      const next: Record<string, ProjectUnits> = { ...section };
-      for (const [project, ids] of fresh) {
-        const units = next[project] ?? { pending: {}, done: {} };
-        const pending = { ...units.pending };
-        for (const [id, at] of ids) if (!(id in units.done) && !(id in (units.recheck ?? {}))) pending[id] = at;
-        next[project] = { ...units, pending };
-      }
-      return next;
-    });
+    await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, ats, shownAts, nowMs));
+    await state.updateSection<ChildSection>(this.section, (section = {}) => withQueued(section, fresh));
     // Inside a batch's commit the units exist once it is durable: wake the drains then.
-    this.state.whenCommitted(() => {
+    state.whenCommitted(() => {
       this.reportBacklog();
       this.wake();
     });
@@ -185,32 +171,24 @@ export class ChildQueue {
 
   /**
    * Mark units done (their rows are stored), or to be asked again at settle (`later`), pruning done
-   * units no later sync can enqueue again.
+   * units no later sync can enqueue again; written through `state` (the chunk's batch, or the store).
    */
-  async complete(project: string, units: readonly { readonly id: string; readonly at: number }[], later: ReadonlySet<string> = new Set()): Promise<void> {
+  async complete(
+    project: string,
+    units: readonly { readonly id: string; readonly at: number }[],
+    later: ReadonlySet<string> = new Set(),
+    state: StateWriter = this.state,
+  ): Promise<void> {
     const horizonMs = this.horizonMs();
     if (later.size > 0) {
       // A recheck is one more request for its parent: counted in the daily load like a queued one.
       const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
       const nowMs = this.clock.now();
-      await this.state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, laterAts, [], nowMs));
+      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, laterAts, [], nowMs));
     }
-    await this.state.updateSection<ChildSection>(this.section, (section = {}) => {
-      const prev = section[project] ?? { pending: {}, done: {} };
-      const pending = { ...prev.pending };
-      const recheck = { ...prev.recheck };
-      const done: Record<string, number> = {};
-      for (const [id, at] of Object.entries(prev.done)) if (at >= horizonMs) done[id] = at;
-      for (const u of units) {
-        delete pending[u.id];
-        delete recheck[u.id];
-        if (later.has(u.id)) recheck[u.id] = u.at;
-        else if (u.at >= horizonMs) done[u.id] = u.at;
-      }
-      return { ...section, [project]: { pending, done, ...(Object.keys(recheck).length === 0 ? {} : { recheck }) } };
-    });
+    await state.updateSection<ChildSection>(this.section, (section = {}) => withCompleted(section, project, units, later, horizonMs));
     // Inside a batch's commit the units are done once it is durable: count them then.
-    this.state.whenCommitted(() => this.reportBacklog());
+    state.whenCommitted(() => this.reportBacklog());
   }
 
   /** Resolves at the next enqueue or parent end. */
@@ -225,7 +203,7 @@ export class ChildQueue {
   }
 
   private units(): ChildSection {
-    return (this.state.document.sections[this.section] ?? {}) as ChildSection;
+    return childSection(this.state.document, this.section);
   }
 
   /** The oldest parent instant any parent stream re-reads: its settle mark, or its mark − lookback. */

@@ -7,7 +7,7 @@ import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import type { RateLimits } from '../http/budget.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import { minimumSeconds } from '../http/floor.js';
-import { readLedger, streamLedger } from '../state/ledger.js';
+import { readLedger, streamLedger } from '../state/books/ledger.js';
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
@@ -16,7 +16,8 @@ import { childLoad, deficitLine, tracedSavingLine } from './children-load.js';
 import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
 import type { ReconcileMode } from './reconcile.js';
-import { ledgerUnits, resumedSettleUnit, settleWindow, splitUnits, syncWindowUnit, withUnitCheckpoint, type SyncUnit } from './units.js';
+import { ledgerUnits } from '../state/books/ledger.js';
+import { nextSyncUnits, resumedSettleUnit, settleWindow, withUnitCheckpoint, type SyncUnit } from '../state/books/sync.js';
 
 /**
  * `plan`: what a backfill or the next sync will cost, before any data is read. Per window it asks
@@ -149,20 +150,18 @@ export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<
     const before = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
     let st = before;
     let readFromMs: number | undefined;
-    const split = splitUnits(st);
-    if (split !== undefined) {
-      // A split under way is read first: its parts not yet stored, at once; then the windows after it.
-      for (const part of split) out.push({ window: part.window, status: part.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
-      readFromMs = (split[0] as SyncUnit & { kind: 'part' }).split.fromMs;
-      st = split.reduce((s, part) => withUnitCheckpoint(s, part, null), st);
-    }
-    // A window left mid-way (pending), then the next one: at most two window units.
-    for (let i = 0; i < 2; i++) {
-      const unit = syncWindowUnit(st, windowOptions);
-      if (unit === undefined) break;
-      out.push({ window: unit.window, status: unit.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
-      readFromMs = Math.min(readFromMs ?? unit.window.fromMs, unit.window.fromMs);
-      st = withUnitCheckpoint(st, unit, null);
+    // The sync's own order (`nextSyncUnits`), each unit applied as done: a split under way (its
+    // parts at once), then a window left mid-way (pending) and the next one: at most two windows.
+    let windows = 0;
+    for (let next = nextSyncUnits(st, windowOptions); next !== undefined && windows < 2; next = nextSyncUnits(st, windowOptions)) {
+      const units = next.kind === 'split' ? next.parts : [next.unit];
+      for (const unit of units) out.push({ window: unit.window, status: unit.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
+      if (next.kind === 'split') readFromMs = (units[0] as SyncUnit & { kind: 'part' }).split.fromMs;
+      else {
+        windows += 1;
+        readFromMs = Math.min(readFromMs ?? next.unit.window.fromMs, next.unit.window.fromMs);
+      }
+      st = units.reduce((s, unit) => withUnitCheckpoint(s, unit, null), st);
     }
     const settleMs = options.settleMs;
     if (resource.settles === true && settleMs > 0) {

@@ -177,8 +177,8 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
       // child's probe said it is read per parent.
       const queues = queuesOfParent(resource);
       for (const q of queues) q.queue.parentStarted();
-      const enqueue = async (rows: Parameters<NonNullable<StreamOptions['onStored']>>[0]): Promise<void> => {
-        await Promise.all(queues.map(async (q) => ((await q.byParent.catch(() => false)) ? q.queue.enqueue(rows) : undefined)));
+      const enqueue: NonNullable<StreamOptions['onStored']> = async (rows, state) => {
+        await Promise.all(queues.map(async (q) => ((await q.byParent.catch(() => false)) ? q.queue.enqueue(rows, state) : undefined)));
       };
       try {
         const walk = (): Promise<StreamResult> =>

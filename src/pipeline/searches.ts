@@ -4,14 +4,14 @@ import type { ApiRecord, Clock, ProjectScope, ResourceDefinition, Row, SavedSear
 import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
 import { paginate } from '../extract/paginate.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
-import type { Destination } from '../load/destination.js';
+import type { Destination, LoadBatch } from '../load/destination.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import type { StateStore } from '../state/store.js';
+import type { StateStore, StateWriter } from '../state/store.js';
 import { Capabilities, routeCapability } from './capabilities.js';
 import { optionalRoute } from './optional.js';
 import { singleProjectScope } from './scopes.js';
 import type { RunHooks } from './run.js';
-import type { StreamResult } from './stream.js';
+import { StreamFrame, type StreamResult } from './frame.js';
 
 /**
  * Saved searches (`--search name=query,…`): each is read from `/v1/events/search` per project into
@@ -167,10 +167,13 @@ async function searchOne(search: SavedSearch, scope: ProjectScope, options: Sear
 }
 
 async function readSearch(search: SavedSearch, scope: ProjectScope, options: SearchOptions, deps: SearchDeps): Promise<StreamResult> {
-  const started = deps.clock.now();
   const project = scope.fallbackProjectId ?? 'default';
   const label = `${search.name}@${project}`;
-  const ctx: CallContext = { resource: SEARCH_RESULTS_TABLE, project, lane: `${SEARCH_RESULTS_TABLE}|${label}`, stats: newCallStats(), signal: options.signal };
+  const frame = new StreamFrame({ name: SEARCH_RESULTS_TABLE }, scope, deps, options.signal, {
+    ctx: { resource: SEARCH_RESULTS_TABLE, project, lane: `${SEARCH_RESULTS_TABLE}|${label}`, stats: newCallStats(), signal: options.signal },
+    failureLog: (error) => ({ fields: { search: search.name, project, err: error.message }, message: `search "${search.name}" (${project}) failed: ${error.message}` }),
+  });
+  const { ctx } = frame;
   const key = `${search.name}|${project}`;
   const definition = searchDefinition(search);
   const section = (deps.state.document.sections[SEARCH_SECTION] ?? {}) as SearchSection;
@@ -184,6 +187,12 @@ async function readSearch(search: SavedSearch, scope: ProjectScope, options: Sea
   const syncedAt = new Date(options.runStartMs).toISOString();
   let rows = 0;
   let pages = 0;
+  // The search's mark: committed with the last page's rows (alone when the pages ended otherwise).
+  let marked = false;
+  const mark = (state: StateWriter): Promise<void> => {
+    marked = true;
+    return state.updateSection<SearchSection>(SEARCH_SECTION, (current) => ({ ...(current ?? {}), [key]: { mark: syncedAt, definition } }));
+  };
   deps.hooks?.onStreamStart?.(SEARCH_RESULTS_TABLE, label);
   try {
     const resource = searchResource(search);
@@ -195,25 +204,17 @@ async function readSearch(search: SavedSearch, scope: ProjectScope, options: Sea
         const ms = Date.parse(String(row.event_timestamp));
         if (ms >= window.fromMs && ms < window.toMs) batch.push(row);
       }
-      const stored = batch.length === 0 ? 0 : (await deps.destination.write({ table: SEARCH_RESULTS_SCHEMA, rows: batch })).rows;
+      const write = async (state: LoadBatch['state']): Promise<number> =>
+        batch.length === 0 ? 0 : (await deps.destination.write({ table: SEARCH_RESULTS_SCHEMA, rows: batch, ...(state === undefined ? {} : { state }) })).rows;
+      const stored = page.hasMore ? await write(undefined) : await deps.state.withBatch(mark, write);
       rows += stored;
       deps.hooks?.onPage?.(SEARCH_RESULTS_TABLE, label, { records: page.records.length, rowsStored: stored });
     }
-    await deps.state.updateSection<SearchSection>(SEARCH_SECTION, (current) => ({ ...(current ?? {}), [key]: { mark: syncedAt, definition } }));
-    return { resource: SEARCH_RESULTS_TABLE, scope: label, outcome: 'ok', rows, pages, windows: 1, stats: ctx.stats, seconds: (deps.clock.now() - started) / 1000 };
+    if (!marked) await mark(deps.state);
+    return { resource: SEARCH_RESULTS_TABLE, scope: label, outcome: 'ok', rows, pages, windows: 1, stats: ctx.stats, seconds: frame.elapsed() };
   } catch (error) {
-    deps.logger.error({ search: search.name, project, err: (error as Error).message }, `search "${search.name}" (${project}) failed: ${(error as Error).message}`);
-    return {
-      resource: SEARCH_RESULTS_TABLE,
-      scope: label,
-      outcome: 'failed',
-      rows,
-      pages,
-      windows: 0,
-      stats: ctx.stats,
-      seconds: (deps.clock.now() - started) / 1000,
-      error: error as Error,
-    };
+    const { error: err } = frame.failure(error);
+    return { resource: SEARCH_RESULTS_TABLE, scope: label, outcome: 'failed', rows, pages, windows: 0, stats: ctx.stats, seconds: frame.elapsed(), error: err };
   }
 }
 

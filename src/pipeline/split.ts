@@ -12,7 +12,6 @@ import type { RateLimits } from '../http/budget.js';
 import type { ConcurrencyController } from '../http/concurrency.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import { runUnits, unitList, type SubWalk } from './units.js';
-import type { PendingWindow, SplitWindow, StreamState } from '../state/store.js';
 
 /**
  * Split walks: one large window of a stream read as sub-windows at once.
@@ -279,24 +278,6 @@ function massWithin(buckets: readonly WindowCount[], w: TimeWindow): number {
     if (to > from) n += (b.count * (to - from)) / (b.window.toMs - b.window.fromMs);
   }
   return n;
-}
-
-/** The split state of a window about to be read in `parts`. */
-export function newSplit(window: TimeWindow, parts: readonly TimeWindow[]): SplitWindow {
-  const iso = (ms: number): string => new Date(ms).toISOString();
-  return { from: iso(window.fromMs), to: iso(window.toMs), parts: parts.map((p) => ({ from: iso(p.fromMs), to: iso(p.toMs) })) };
-}
-
-// A sub-window's checkpoint and a refused cursor are its unit's book (`units.ts`).
-export { withoutPartCursor, withPartCheckpoint, type SubWalk } from './units.js';
-
-/** A sub-window not yet read replaced by the sub-windows that cover it (one state write: a kill keeps one or the other). */
-export function withPartReplaced(s: StreamState, part: PendingWindow, subs: readonly TimeWindow[]): StreamState {
-  const split = s.split;
-  if (split === undefined) return s;
-  const iso = (ms: number): string => new Date(ms).toISOString();
-  const parts = split.parts.flatMap((p) => (p.from === part.from && p.to === part.to ? subs.map((w) => ({ from: iso(w.fromMs), to: iso(w.toMs) })) : [p]));
-  return { ...s, split: { ...split, parts } };
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { ResourceDefinition } from '../core/types.js';
-import { ledgerGaps, readLedger, streamLedger, type BackfillRunRecord, type Interval, type StreamLedger } from '../state/ledger.js';
+import { ledgerGaps, readLedger, streamLedger, type BackfillRunRecord, type Interval, type StreamLedger } from '../state/books/ledger.js';
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import type { RateLimits } from '../http/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';

@@ -1,105 +1,28 @@
-import { FatalApiError, PaginationError, type QuerySyncError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { Clock, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import type { TimeWindow } from '../extract/windows.js';
-import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
-import type { Destination } from '../load/destination.js';
+import { PaginationError } from '../core/errors.js';
+import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
-import { WalkBounds, walkWindow, type WalkOptions } from './walk.js';
-import { ListNotes, listFacts, recordListFacts, type ListSummary } from './list-facts.js';
-import { streamKey, type Lateness, type StateStore, type StreamState } from '../state/store.js';
-import type { Capabilities } from './capabilities.js';
-import { MIN_STEAL_PAGES, newSplit, planSplit, resplit, stealCut, withPartReplaced, type FirstPage, type SplitLimits, type SplitPlan } from './split.js';
-import type { Page } from '../extract/paginate.js';
-import { ConcurrencyController } from '../http/concurrency.js';
-import {
-  resumedSettleUnit,
-  runUnits,
-  settleWindow,
-  splitUnits,
-  withPartCut,
-  syncWindowUnit,
-  withoutUnitCursor,
-  withUnitCheckpoint,
-  type SubWalk,
-  type SyncUnit,
-  type UnitBook,
-  type UnitSource,
-} from './units.js';
+import { StreamFrame, type StreamResult } from './frame.js';
+import { ListNotes, listFacts, recordListFacts } from './list-facts.js';
+import type { StreamDeps, StreamOptions } from './stream-options.js';
+import { UnitReader } from './stream-reader.js';
+import type { SyncUnit } from '../state/books/sync.js';
+import { runUnits, type SubWalk } from './units.js';
 
-// The sync's producer functions live with the other units (`units.ts`); `plan` and tests use them here too.
-export { nextWindow, settleWindow } from './units.js';
-
-export interface StreamDeps {
-  readonly client: ApiClient;
-  readonly destination: Destination;
-  readonly state: StateStore;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  /** What this server offers (one book per run, shared by its streams); a new one over `state` when absent. */
-  readonly capabilities?: Capabilities;
-}
-
-export interface StreamOptions {
-  /** End of every window this run reads (exclusive): the run's start. */
-  readonly runStartMs: number;
-  /** How far before the mark each sync re-reads, for late-indexed records. */
-  readonly lookbackMs: number;
-  /** Oldest instant a first sync reads. @default 0 (all history) */
-  readonly startMs?: number;
-  /** Rows buffered before a write + checkpoint. */
-  readonly batchRows: number;
-  /** Text buffered before a write (see `WalkOptions.batchBytes`). */
-  readonly batchBytes: number;
-  /** Stop once this many rows are written (a dry run's sample). */
-  readonly sampleRows?: number;
-  /** `_synced_at` of this run. */
-  readonly syncedAt: string;
-  readonly signal?: AbortSignal;
-  /** Called with project slugs found in `project_id` of all-projects reads. */
-  readonly onProjects?: (slugs: ReadonlySet<string>) => void;
-  /** Called after each page (progress display). */
-  readonly onPage?: WalkOptions['onPage'];
-  /**
-   * Re-read each window of a resource that `settles` once it is this old (late enrichment); 0 turns
-   * the settle pass off. @default 0
-   */
-  readonly settleMs?: number;
-  /** Called with each stored batch before its checkpoint (per-parent children enqueue from it). */
-  readonly onStored?: WalkOptions['onStored'];
-  /**
-   * Most sub-windows of one large window walked at once (split walks, `split.ts`); the controller
-   * finds how many help at the latency seen. 1 reads every window in one walk.
-   */
-  readonly concurrency: number;
-  /** The configured rate limits (`--max-rps`, `--max-rpm`): a split is sized by them. */
-  readonly limits: SplitLimits;
-}
-
-export interface StreamResult {
-  readonly resource: string;
-  readonly scope: string;
-  readonly outcome: 'ok' | 'failed' | 'scope-rejected';
-  readonly rows: number;
-  readonly pages: number;
-  readonly windows: number;
-  readonly stats: CallStats;
-  readonly seconds: number;
-  readonly error?: QuerySyncError | Error;
-  /** What the stream noticed of its list: rows of projects not asked for (dropped), a page cap (docs/list-semantics.md). */
-  readonly lists?: ListSummary;
-  /** Skipped, not failed: what this server lacks (an optional resource's route, `optional.ts`). */
-  readonly lacking?: string;
-}
+// The sync's producer functions live in its book (`state/books/sync.ts`); tests import them here too.
+export { nextWindow, settleWindow } from '../state/books/sync.js';
+// The frame's result and call context, where importers have long found them.
+export { streamCallContext, type StreamResult } from './frame.js';
+export type { StreamDeps, StreamOptions } from './stream-options.js';
 
 /**
  * Sync one (resource, project scope): read each window [mark − lookback, run start), walk every
  * page, write in batches, and checkpoint after each write: the cursor of the next page while the
  * window is open, the new mark when it is done. State never moves past rows that were not stored.
  *
- * Work units (`units.ts`): the window state says is open (a split's parts, the pending window, the
- * next window), then the settle re-reads; each produced from state when the one before has ended,
- * all read by the one runner.
+ * Work units (the sync's book, `state/books/sync.ts`): the window state says is open (a split's
+ * parts, the pending window, the next window), then the settle re-reads; each produced from state
+ * when the one before has ended, all read by the one runner (`units.ts`) in the stream's frame
+ * (`frame.ts`: its run record, the scope-rejected path, the error log).
  */
 export async function syncStream(
   resource: ResourceDefinition,
@@ -108,15 +31,14 @@ export async function syncStream(
   deps: StreamDeps,
   options: StreamOptions,
 ): Promise<StreamResult> {
-  const started = deps.clock.now();
-  const key = streamKey(resource.name, scope.key);
-  const ctx = streamCallContext(resource, scope, options.signal);
+  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const { key, ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0 };
   const notes = new ListNotes(resource.name);
   const finish = async (outcomeIn: StreamResult['outcome'], errorIn?: Error): Promise<StreamResult> => {
     let outcome = outcomeIn;
     let error = errorIn;
-    const seconds = (deps.clock.now() - started) / 1000;
+    const seconds = frame.elapsed();
     await recordListFacts(resource.name, notes, deps.state, deps.logger, deps.clock.now()).catch(() => undefined);
     if (notes.foreignTotal > 0) {
       deps.logger.warn(
@@ -131,19 +53,8 @@ export async function syncStream(
       error = new PaginationError(`${resource.name} may be incomplete: ${notes.inexact.join('; ')}`);
     }
     if (outcome !== 'scope-rejected') {
-      await deps.state.updateStream(key, (s) => ({
-        ...s,
-        lastRun: {
-          at: new Date(started).toISOString(),
-          outcome,
-          rows: totals.rows,
-          pages: totals.pages,
-          requests: ctx.stats.requests,
-          seconds,
-          // The state store takes secrets out of whatever it writes (the key echoed in a message).
-          ...(error ? { error: error.message } : {}),
-        },
-      }));
+      const lastRun = frame.runRecord(outcome, totals.rows, seconds, error, { pages: totals.pages, requests: ctx.stats.requests });
+      await deps.state.updateStream(key, (s) => ({ ...s, lastRun }));
     }
     return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error, ...(Object.keys(lists).length > 0 ? { lists } : {}) };
   };
@@ -168,389 +79,10 @@ export async function syncStream(
     if (measured !== undefined) await deps.state.updateStream(key, (s) => ({ ...s, lateness: measured }));
     return await finish('ok');
   } catch (error) {
-    const scopeRejected = error instanceof FatalApiError && error.status === 400 && scope.header === '*' && totals.pages === 0;
-    if (scopeRejected) return finish('scope-rejected', error);
-    const err = error instanceof Error ? error : new Error(String(error));
-    deps.logger.error({ resource: resource.name, project: scope.key, code: (err as QuerySyncError).code }, err.message);
-    return finish('failed', err);
+    const ended = frame.failure(error, totals.pages);
+    return finish(ended.outcome, ended.error);
   }
 }
-
-/** A split's part being walked, and its live range. */
-interface LivePart {
-  readonly unit: SyncUnit & { kind: 'part' };
-  readonly bounds: WalkBounds;
-}
-
-/**
- * The units of one sync stream: produced from its state, recorded in it (the book), read by walks.
- */
-class UnitReader {
-  readonly controller: ConcurrencyController;
-  readonly lateness: LatenessHistogram | undefined;
-  /** The split this run planned (a resumed one has none: its sub-windows are not cut again). */
-  private planned: SplitPlan | undefined;
-  /** Where this run's windows started reading (the settle re-read stops there). */
-  private readFromMs: number | undefined;
-  private readonly key: string;
-  private readonly maxParts: number;
-  private readonly onStored: WalkOptions['onStored'];
-  private readonly book: UnitBook<SyncUnit>;
-  /** The split's parts being walked now, each with its live range (tail work-stealing). */
-  private readonly live = new Set<LivePart>();
-  /** Units that are the far side of a cut (see `steal`), until taken. */
-  private readonly farSides = new WeakSet<SyncUnit>();
-  /** A cut being written to state: no other starts meanwhile. */
-  private stealing: Promise<void> | undefined;
-  private stealFailure: { readonly error: unknown } | undefined;
-
-  constructor(
-    private readonly resource: ResourceDefinition,
-    private readonly scope: ProjectScope,
-    private readonly tracker: SchemaTracker,
-    private readonly deps: StreamDeps,
-    private readonly options: StreamOptions,
-    private readonly ctx: CallContext,
-    private readonly totals: { rows: number; pages: number; windows: number },
-    private readonly lists?: WalkOptions['lists'],
-  ) {
-    this.key = streamKey(resource.name, scope.key);
-    this.maxParts = options.concurrency;
-    this.controller = new ConcurrencyController({ max: this.maxParts, now: () => deps.clock.now() });
-    const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
-    this.lateness = lateness;
-    this.onStored =
-      lateness === undefined && options.onStored === undefined
-        ? undefined
-        : async (rows: readonly Row[]): Promise<void> => {
-            lateness?.add(rows);
-            await options.onStored?.(rows);
-          };
-    const update = (change: (s: StreamState) => StreamState): Promise<void> => deps.state.updateStream(this.key, change);
-    this.book = {
-      checkpoint: (unit, nextCursor) => update((s) => withUnitCheckpoint(s, unit, nextCursor)),
-      cursorRejected: (unit) => update((s) => withoutUnitCursor(s, unit)),
-      replace: (unit, subs) => update((s) => withPartReplaced(s, isoWindow(unit.window), subs)),
-    };
-  }
-
-  /**
-   * The window units, from state: the parts of a split in state (at once, as many as the controller
-   * allows; a re-split hands its sub-windows back to the list), else the next window (alone). A
-   * window's unit may end by planning a split: the split's parts come next.
-   */
-  windowUnits(): UnitSource<SyncUnit> {
-    /** The split's parts not yet started (units handed back are taken first); `undefined`: no split under way. */
-    let parts: SyncUnit[] | undefined;
-    let partCount = 0;
-    return {
-      take: (running) => {
-        if (parts !== undefined) {
-          const part = parts.shift();
-          if (part !== undefined) return part;
-          // No part left to start while slots are free: the far half of a long running walk.
-          const list = parts;
-          const stolen = this.steal((far) => list.unshift(far));
-          if (stolen !== undefined) return stolen;
-          if (running > 0) return undefined;
-          this.deps.logger.debug(
-            { resource: this.resource.name, project: this.scope.key, parts: partCount, peak: this.controller.peak, limit: this.controller.limit },
-            'split walked',
-          );
-          parts = undefined; // walked: state says what is left
-        }
-        if (running > 0) return undefined;
-        const st = this.deps.state.stream(this.key);
-        const units = splitUnits(st);
-        if (units !== undefined) {
-          this.totals.windows += 1;
-          partCount = units.length;
-          this.readFrom(Date.parse(st.split?.from ?? ''));
-          parts = units;
-          return parts.shift();
-        }
-        const unit = syncWindowUnit(st, this.options);
-        if (unit === undefined || (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)) return undefined;
-        this.readFrom(unit.window.fromMs);
-        return unit;
-      },
-      putBack: (more) => parts?.unshift(...more),
-      changed: () => this.stealing ?? Promise.resolve(),
-      // The tail (every planned part started; what is queued is far sides of cuts) while the walks
-      // wait on the network, not the budget: room up to --concurrency, so a running walk can be cut
-      // and its far side walked at once, whatever the limit shrank to while the budget bound (it
-      // follows by one walk a second).
-      room: () =>
-        parts !== undefined && this.live.size > 0 && this.controller.networkBound && parts.every((p) => this.farSides.has(p)) ? this.controller.max : 0,
-    };
-  }
-
-  /**
-   * Tail work-stealing: when the split has no part left to start but a running walk has many pages
-   * left, cut what it has left in two (`stealCut`): the walk keeps the near side, the far side
-   * becomes a part (`withPartCut`, one state write) handed to `start` once durable. `'wait'` while
-   * a cut is being written; `undefined` when none is worth it: no walk with `MIN_STEAL_PAGES` left,
-   * or the endpoint's per-minute budget has no room for the request a cut costs (past a multiple
-   * of 400 a page can cost a whole minute window). A failed write fails the stream (thrown at the
-   * next take).
-   */
-  private steal(start: (far: SyncUnit) => void): 'wait' | undefined {
-    if (this.stealFailure !== undefined) throw this.stealFailure.error;
-    if (this.stealing !== undefined) return 'wait';
-    let best: { walk: LivePart; left: NonNullable<ReturnType<WalkBounds['left']>> } | undefined;
-    let pagesLeft = 0;
-    for (const walk of this.live) {
-      const left = walk.bounds.left();
-      if (left === undefined) continue;
-      pagesLeft += left.pages;
-      if (best === undefined || left.pages > best.left.pages) best = { walk, left };
-    }
-    if (best === undefined || best.left.pages < MIN_STEAL_PAGES) return undefined;
-    // A request more can cost a whole minute window where the endpoint's minute budget binds: never
-    // in a split of a minute's budget or more (its cuts were placed on whole pages for that), and
-    // elsewhere only with room for twice the pages the walks seem to have left (a guess from density).
-    const plan = this.planned;
-    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= this.options.limits.maxRpm) return undefined;
-    if (this.deps.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
-    const at = stealCut(best.left.range, this.planned?.buckets);
-    if (at === undefined) return undefined;
-    const { walk, left } = best;
-    // The walk's checkpoints find its part by the edge it keeps from now on, before and after the cut lands.
-    const anchor = left.direction === 'desc' ? 'to' : 'from';
-    walk.bounds.anchor = anchor;
-    const ref = { part: isoWindow(walk.unit.window), anchor } as const;
-    const far: TimeWindow = left.direction === 'desc' ? { fromMs: walk.bounds.window.fromMs, toMs: at } : { fromMs: at, toMs: walk.bounds.window.toMs };
-    this.stealing = this.deps.state
-      .updateStream(this.key, (s) => withPartCut(s, ref, at))
-      .then(() => {
-        // Not in state: the walk was stored to its end before the cut landed (it read the far side too).
-        const farIso = isoWindow(far);
-        if (!(this.deps.state.stream(this.key).split?.parts.some((p) => p.from === farIso.from && p.to === farIso.to && p.cursor === undefined) ?? false)) return;
-        walk.bounds.cut(at, left.direction);
-        this.deps.logger.debug(
-          { resource: this.resource.name, project: this.scope.key, pagesLeft: Math.round(left.pages), at: new Date(at).toISOString() },
-          'running sub-window cut: its far side is read by another walk',
-        );
-        const unit: SyncUnit = { kind: 'part', window: far, split: walk.unit.split };
-        this.farSides.add(unit);
-        start(unit);
-      })
-      .catch((error: unknown) => {
-        this.stealFailure = { error };
-      })
-      .finally(() => {
-        this.stealing = undefined;
-      });
-    return 'wait';
-  }
-
-  /** The settle units: a re-read a killed run left, then this run's own (or only the settle mark's move: `settledTo`). */
-  settleUnits(markBefore: string | undefined, settleMs: number): UnitSource<SyncUnit> & { settledTo(): number | undefined } {
-    let step = 0;
-    let settledTo: number | undefined;
-    return {
-      take: (running) => {
-        if (running > 0) return undefined;
-        if (step === 0) {
-          step = 1;
-          const resumed = resumedSettleUnit(this.deps.state.stream(this.key));
-          if (resumed !== undefined) return resumed;
-        }
-        if (step === 1) {
-          step = 2;
-          const next = settleWindow(this.deps.state.stream(this.key), { ...this.options, settleMs }, markBefore, this.readFromMs);
-          if (next.window !== undefined) return { kind: 'settle', window: next.window, settledTo: next.settledTo };
-          settledTo = next.settledTo;
-        }
-        return undefined;
-      },
-      settledTo: () => settledTo,
-    };
-  }
-
-  /** Read one unit: a window (which may turn into a split), a settle re-read, or a split's part. */
-  async read(unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | void> {
-    if (unit.kind === 'part') return this.readPart(unit, sub);
-    if (unit.kind === 'settle') {
-      await this.walk(unit);
-      return;
-    }
-    const { resource, scope, deps, options, maxParts } = this;
-    const st = deps.state.stream(this.key);
-    // A fresh window's first page says whether it is large enough to read split (then the walk is
-    // abandoned before storing anything, and the split planned). A dry run reads a sample: one
-    // walk, never a split.
-    const fresh = unit.cursor === undefined && st.pending === undefined && options.sampleRows === undefined;
-    const splits = fresh && resource.split !== undefined && maxParts >= 2;
-    // A first sync is large but for the smallest accounts: its plan needs no first page (which
-    // would be read twice), where counts exist.
-    const direct = splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
-    if (direct) {
-      const plan = await planSplit(resource, scope, unit.window, undefined, maxParts, { ...deps, limits: options.limits }, this.ctx);
-      this.logSplit(plan, undefined);
-      if (plan !== undefined) {
-        await this.recordSplit(unit.window, plan);
-        return;
-      }
-    }
-    const sized =
-      splits && !direct
-        ? this.firstPageHook(this.ctx, async (first) => {
-            const plan = await planSplit(resource, scope, unit.window, first, maxParts, { ...deps, limits: options.limits }, this.ctx);
-            this.logSplit(plan, first);
-            if (plan === undefined) return false;
-            await this.recordSplit(unit.window, plan);
-            return true;
-          })
-        : undefined;
-    await this.walk(unit, sized);
-  }
-
-  /** The sub-windows are durable before any is read: a kill resumes the same split. */
-  private async recordSplit(window: TimeWindow, plan: SplitPlan): Promise<void> {
-    await this.deps.state.updateStream(this.key, (s) => ({ ...s, split: newSplit(window, plan.parts) }));
-    this.planned = plan;
-    // The plan cut twice the walks that fill the budget at the latency it saw: start with that many.
-    this.controller.atLeast(Math.ceil(plan.parts.length / 2));
-  }
-
-  /**
-   * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
-   * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
-   */
-  walk(unit: SyncUnit | undefined, onFirstPage?: (page: Page) => Promise<boolean>, sub?: SubWalk, bounds?: WalkBounds): Promise<'done' | 'abandoned'> {
-    const { options, resource } = this;
-    // A part: rows held by all sub-walks together stay about `batchRows`, as in a backfill. A part
-    // on another field than the cursor's filters the whole split window on that field.
-    const share = sub === undefined ? 1 : this.maxParts;
-    const onField = unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
-    if (sub === undefined) this.totals.windows += 1;
-    return walkWindow(
-      {
-        resource,
-        scope: this.scope,
-        tracker: this.tracker,
-        window: onField ? unit.split : unit?.window,
-        partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: unit.window } : undefined,
-        startCursor: unit?.cursor,
-        onFirstPage,
-        bounds,
-        batchRows: sub === undefined ? options.batchRows : Math.max(1, Math.ceil(options.batchRows / share)),
-        batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil(options.batchBytes / share)),
-        sampleRows: options.sampleRows,
-        syncedAt: options.syncedAt,
-        ctx: sub?.ctx ?? this.ctx,
-        onProjects: options.onProjects,
-        onPage:
-          sub === undefined
-            ? options.onPage
-            : (page) => {
-                sub.onPage();
-                options.onPage?.(page);
-              },
-        onStored: this.onStored,
-        lists: this.lists,
-        checkpoint: (nextCursor) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor)),
-        onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
-      },
-      this.deps,
-      this.totals,
-    );
-  }
-
-  /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */
-  private async readPart(part: SyncUnit & { kind: 'part' }, sub: SubWalk): Promise<SyncUnit[] | void> {
-    const { resource } = this;
-    let replaced: TimeWindow[] | undefined;
-    const plan = this.planned;
-    const onField = resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
-    const onFirstPage =
-      part.cursor !== undefined || onField || plan === undefined || resource.split?.exact !== false
-        ? undefined
-        : this.firstPageHook(sub.ctx, async (first) => {
-            replaced = resplit(resource, part.window, first, plan, this.maxParts);
-            if (replaced === undefined) return false;
-            await this.book.replace?.(part, replaced);
-            return true;
-          });
-    // A part on the cursor field may be cut while it runs (its far side handed to a free slot).
-    const live: LivePart | undefined = onField ? undefined : { unit: part, bounds: new WalkBounds(part.window, resource) };
-    if (live !== undefined) this.live.add(live);
-    let ended: 'done' | 'abandoned';
-    try {
-      // A part that may be cut: its checkpoints find it by the edge it keeps, as it is when each change is applied.
-      const walked = live === undefined ? part : { ...part, anchor: () => live.bounds.anchor };
-      ended = await this.walk(walked, onFirstPage, sub, live?.bounds);
-    } finally {
-      if (live !== undefined) this.live.delete(live);
-    }
-    return ended === 'abandoned' && replaced !== undefined ? replaced.map((window) => ({ kind: 'part', window, split: part.split })) : undefined;
-  }
-
-  private readFrom(ms: number): void {
-    this.readFromMs = Math.min(this.readFromMs ?? ms, ms);
-  }
-
-  private logSplit(plan: SplitPlan | undefined, first: FirstPage | undefined): void {
-    this.deps.logger.debug(
-      { resource: this.resource.name, project: this.scope.key, latencyMs: first?.latencyMs, parts: plan?.parts.length ?? 1, pagesPerPart: plan?.pagesPerPart },
-      plan === undefined ? 'window read in one walk' : 'window read split',
-    );
-  }
-
-  /** The first-page hook of a walk: measures the page's answer time (budget queueing excluded). */
-  private firstPageHook(walkCtx: CallContext, decide: (first: FirstPage) => Promise<boolean>): (page: Page) => Promise<boolean> {
-    const startedAt = this.deps.clock.now();
-    const waitedBefore = walkCtx.stats.waitedMs;
-    return (page) => decide({ ...page, latencyMs: Math.max(0, this.deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)) });
-  }
-}
-
-/**
- * Receipt delay of the records a run stored (`arrivalField` − cursor field), in log-spaced buckets
- * (10 % wide): bounded memory whatever the run's size, quantiles within a bucket's width.
- */
-class LatenessHistogram {
-  private readonly buckets = new Map<number, number>();
-  private count = 0;
-  private maxMs = 0;
-
-  constructor(private readonly resource: ResourceDefinition) {}
-
-  add(rows: readonly Row[]): void {
-    for (const row of rows) {
-      const received = Date.parse(String(row[this.resource.arrivalField ?? '']));
-      const at = Date.parse(String(row[this.resource.cursorField ?? '']));
-      if (Number.isNaN(received) || Number.isNaN(at)) continue;
-      const ms = Math.max(0, received - at);
-      const bucket = ms < 1 ? 0 : Math.ceil(Math.log(ms) / Math.log(1.1));
-      this.buckets.set(bucket, (this.buckets.get(bucket) ?? 0) + 1);
-      this.count += 1;
-      this.maxMs = Math.max(this.maxMs, ms);
-    }
-  }
-
-  summary(nowMs: number): Lateness | undefined {
-    if (this.count === 0) return undefined;
-    const sorted = [...this.buckets.entries()].sort((a, b) => a[0] - b[0]);
-    const quantile = (q: number): number => {
-      let seen = 0;
-      for (const [bucket, n] of sorted) {
-        seen += n;
-        if (seen >= q * this.count) return bucket === 0 ? 0 : Math.min(this.maxMs, Math.round(1.1 ** bucket));
-      }
-      return this.maxMs;
-    };
-    return { at: new Date(nowMs).toISOString(), records: this.count, p50Ms: quantile(0.5), p99Ms: quantile(0.99), maxMs: this.maxMs };
-  }
-}
-
-/** The call context of one (resource, scope) walk: its fairness lane and its own counters. */
-export function streamCallContext(resource: ResourceDefinition, scope: ProjectScope, signal: AbortSignal | undefined): CallContext {
-  return { resource: resource.name, project: scope.key, lane: `${resource.name}|${scope.key}`, stats: newCallStats(), signal };
-}
-
-const isoWindow = (w: TimeWindow): { from: string; to: string } => ({ from: new Date(w.fromMs).toISOString(), to: new Date(w.toMs).toISOString() });
 
 function maxIso(a: string | undefined, b: string): string {
   return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;

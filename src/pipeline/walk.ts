@@ -5,7 +5,7 @@ import { paginate, type Page, type PartFilter, type TimeWindow } from '../extrac
 import type { ApiClient, CallContext } from '../http/client.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
-import type { StateStore } from '../state/store.js';
+import type { StateStore, StateWriter } from '../state/store.js';
 import type { ListFact, ListNotes } from './list-facts.js';
 import { OrderWatch } from './order-watch.js';
 
@@ -14,11 +14,10 @@ export interface WalkDeps {
   readonly destination: Destination;
   readonly logger: Logger;
   /**
-   * The run's state: each batch is written with its state changes (`onStored`, `checkpoint`) in
-   * one transaction where the warehouse keeps the state. Without it, the batch is written first
-   * and the callbacks run after.
+   * The run's state: each batch is written with its state changes (`onStored`, `checkpoint`, handed
+   * the batch's writer) in one transaction where the warehouse keeps the state (`withBatch`).
    */
-  readonly state?: Pick<StateStore, 'withBatch'>;
+  readonly state: StateStore;
 }
 
 export interface WalkOptions {
@@ -56,9 +55,10 @@ export interface WalkOptions {
   readonly ctx: CallContext;
   /**
    * Called after each batch is durable in the destination, with the cursor of the next page to read
-   * (`null` when the window is done). Whoever owns the window stores it (state mark, backfill ledger).
+   * (`null` when the window is done). Whoever owns the window stores it (state mark, backfill ledger)
+   * through `state`, the writer of the batch it commits with.
    */
-  readonly checkpoint: (nextCursor: string | null) => Promise<void>;
+  readonly checkpoint: (nextCursor: string | null, state: StateWriter) => Promise<void>;
   /** Called when the server no longer accepts `startCursor`, before re-reading the window. */
   readonly onCursorRejected?: () => Promise<void>;
   /** Called with project slugs found in `project_id` of all-projects reads. */
@@ -67,9 +67,10 @@ export interface WalkOptions {
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
   /**
    * Called with each batch once it is durable, before its checkpoint (per-parent children enqueue
-   * from it, so a crash between the two re-reads the batch rather than losing its children).
+   * from it, so a crash between the two re-reads the batch rather than losing its children); what
+   * it records goes through `state`, the batch's writer.
    */
-  readonly onStored?: (rows: readonly Row[]) => Promise<void>;
+  readonly onStored?: (rows: readonly Row[], state: StateWriter) => Promise<void>;
   /** What the run learned of this list so far and collects of it (docs/list-semantics.md). */
   readonly lists?: { readonly notes: ListNotes; readonly fact: ListFact };
 }
@@ -113,12 +114,12 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
     // Deduped here (as the destination does), so the rows this batch stores are known before the
     // write: the checkpoint that commits with it counts them (a backfill ledger's window rows).
     const rows = dedupeRows(buffer, schema.key, schema.versionColumn);
-    const changes = async (): Promise<void> => {
-      if (rows.length > 0) await options.onStored?.(buffer);
-      if (cursor !== undefined) await options.checkpoint(cursor);
+    const changes = async (state: StateWriter): Promise<void> => {
+      if (rows.length > 0) await options.onStored?.(buffer, state);
+      if (cursor !== undefined) await options.checkpoint(cursor, state);
     };
     if (rows.length === 0) {
-      await changes();
+      await changes(deps.state);
       return 0;
     }
     const write = (state: LoadBatch['state']): Promise<LoadResult> =>
@@ -126,7 +127,7 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
     totals.rows += rows.length;
     let written: LoadResult;
     try {
-      written = deps.state === undefined ? await write(undefined).then(async (r) => (await changes(), r)) : await deps.state.withBatch(changes, write);
+      written = await deps.state.withBatch(changes, write);
     } catch (error) {
       totals.rows -= rows.length;
       throw error;

@@ -23,14 +23,23 @@ export interface SplitWindow {
   readonly parts: readonly PendingWindow[];
 }
 
-export interface LastRun {
+/**
+ * What one run of a stream did: the one shape every book keeps (`pipeline/frame.ts` writes it). A
+ * sync, repair or children stream adds its pages and requests (`LastRun`); a backfill its windows
+ * (`BackfillRunRecord`, in the ledger). The persisted fields and their order are as they always were.
+ */
+export interface RunRecord {
   readonly at: string;
   readonly outcome: 'ok' | 'failed';
   readonly rows: number;
-  readonly pages: number;
-  readonly requests: number;
   readonly seconds: number;
   readonly error?: string;
+}
+
+/** `lastRun` of a stream in the state document. */
+export interface LastRun extends RunRecord {
+  readonly pages: number;
+  readonly requests: number;
 }
 
 /** State of one (resource, project scope) stream. */

@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { existsSync, mkdirSync } from 'node:fs';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
@@ -6,12 +5,14 @@ import { StateError } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
+import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
 import { acquireLock, fileLeases, type LeaseProvider, type Lock } from './lock.js';
 import type { StateDocument, StreamState } from './document.js';
 import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
 
-export type { LastRun, Lateness, PendingWindow, SplitWindow, StateDocument, StreamState } from './document.js';
+export type { StateWriter } from './batch.js';
+export type { LastRun, RunRecord, Lateness, PendingWindow, SplitWindow, StateDocument, StreamState } from './document.js';
 
 const EMPTY: StateDocument = { version: STATE_VERSION, streams: {}, projects: [], sections: {} };
 
@@ -50,9 +51,6 @@ export interface StateStoreOptions {
   readonly onNote?: (message: string) => void;
 }
 
-/** A change to the state document. */
-type Change = (doc: StateDocument) => StateDocument;
-
 /**
  * The run's state: in the warehouse once `attach`ed (the `_query_sync_state` table, committed with
  * the batches it describes: see `core/state-table.ts`), and in the state file, which is then a cache
@@ -64,7 +62,7 @@ type Change = (doc: StateDocument) => StateDocument;
  * changes only its own streams, so runs of different purposes (a sync and a backfill) can share it.
  * Warehouse rows are keyed per stream and per section, so they can share the table the same way.
  */
-export class StateStore {
+export class StateStore implements StateWriter {
   readonly path: string;
   private doc: StateDocument;
   private readonly options: StateStoreOptions;
@@ -74,10 +72,6 @@ export class StateStore {
   private warehouse: StateTable | undefined;
   /** Held from a commit's `prepare` to its `finish`: commits apply one at a time, in order. */
   private commitTail: Promise<void> = Promise.resolve();
-  /** Inside `record`: changes are collected for the batch's commit instead of written. */
-  private readonly recording = new AsyncLocalStorage<Change[]>();
-  /** Callbacks waiting for the commit of the changes recorded with them. */
-  private readonly afterCommit = new AsyncLocalStorage<(() => void)[]>();
 
   private constructor(path: string, doc: StateDocument, options: StateStoreOptions, runLock: Lock) {
     this.path = path;
@@ -177,63 +171,62 @@ export class StateStore {
   }
 
   /**
-   * Run `changes` (state updates describing a batch), then `write` the batch with those changes
-   * as its `StateCommit`, so a warehouse writes both in one transaction. Without a warehouse the
-   * batch is written first and the changes after, as a file write (state never ahead of rows).
+   * The commit path of a batch, in order: `changes` record the state that describes the batch
+   * through the writer they are handed; then the rows are written with that state as their
+   * `StateCommit` (a warehouse writes both in one transaction; a destination that took no state,
+   * having no rows to write, gets it committed alone right after); then the callbacks the changes
+   * left (`whenCommitted`) run. Without a warehouse the writer is the store itself, and runs after
+   * the rows are written: each change a file write, so state is never ahead of rows.
    */
-  async withBatch<T>(changes: () => Promise<void>, write: (state: StateCommit | undefined) => Promise<T>): Promise<T> {
+  async withBatch<T>(changes: (state: StateWriter) => Promise<void>, write: (state: StateCommit | undefined) => Promise<T>): Promise<T> {
     if (this.warehouse === undefined || this.options.inMemory === true) {
       const result = await write(undefined);
-      await changes();
+      await changes(this);
       return result;
     }
-    const recorded: Change[] = [];
-    const callbacks: (() => void)[] = [];
-    await this.afterCommit.run(callbacks, () => this.recording.run(recorded, changes));
+    // 1. The state of the batch, collected.
+    const batch = new StateBatch(() => this.doc);
+    await changes(batch);
+    const { changes: recorded, callbacks } = batch.take();
+    // 2. The rows, with that state.
+    let result: T;
     if (recorded.length === 0) {
-      const result = await write(undefined);
-      for (const callback of callbacks) callback();
-      return result;
+      result = await write(undefined);
+    } else {
+      let used = false;
+      const commit = this.commitOf(recorded);
+      const tracked: StateCommit = {
+        prepare: () => {
+          used = true;
+          return commit.prepare();
+        },
+        finish: (ok) => commit.finish(ok),
+      };
+      result = await write(tracked);
+      if (!used) await this.commitAlone(recorded);
     }
-    let used = false;
-    const commit = this.commitOf(recorded);
-    const tracked: StateCommit = {
-      prepare: () => {
-        used = true;
-        return commit.prepare();
-      },
-      finish: (ok) => commit.finish(ok),
-    };
-    const result = await write(tracked);
-    // A destination that did not take the state with the batch (nothing to write): commit it now.
-    if (!used) await this.commitAlone(recorded);
+    // 3. What waited for the commit.
     for (const callback of callbacks) callback();
     return result;
   }
 
-  /**
-   * Run `callback` once the changes made so far in this `withBatch` are committed (at once outside
-   * one), e.g. to wake a reader of what they added.
-   */
+  /** The store's writes are durable when they resolve: `callback` runs at once. */
   whenCommitted(callback: () => void): void {
-    const waiting = this.afterCommit.getStore();
-    if (waiting === undefined) callback();
-    else waiting.push(callback);
+    callback();
   }
 
   /** Change one stream and write the file. Resolves once the new state is durable. */
   updateStream(key: string, change: (current: StreamState) => StreamState): Promise<void> {
-    return this.write((doc) => ({ ...doc, streams: { ...doc.streams, [key]: change(doc.streams[key] ?? {}) } }));
+    return this.write(streamChange(key, change));
   }
 
   addProjects(slugs: Iterable<string>): Promise<void> {
-    const add = [...slugs].filter((s) => !this.doc.projects.includes(s));
-    if (add.length === 0) return Promise.resolve();
-    return this.write((doc) => ({ ...doc, projects: [...new Set([...doc.projects, ...add])].sort() }));
+    const change = projectsChange(this.doc, slugs);
+    return change === undefined ? Promise.resolve() : this.write(change);
   }
 
   updateSection<T>(name: string, change: (current: T | undefined) => T): Promise<void> {
-    return this.write((doc) => ({ ...doc, sections: { ...doc.sections, [name]: change(doc.sections[name] as T | undefined) } }));
+    return this.write(sectionChange(name, change));
   }
 
   async close(): Promise<void> {
@@ -249,11 +242,6 @@ export class StateStore {
   private write(change: Change): Promise<void> {
     if (this.options.inMemory === true) {
       this.doc = change(this.doc);
-      return Promise.resolve();
-    }
-    const recording = this.recording.getStore();
-    if (recording !== undefined) {
-      recording.push(change);
       return Promise.resolve();
     }
     if (this.warehouse !== undefined) return this.commitAlone([change]);

@@ -8,7 +8,7 @@ import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { sliceWindows } from '../../src/extract/windows.js';
 import type { Plan } from '../../src/pipeline/plan.js';
-import { ledgerGaps, readLedger, streamLedger } from '../../src/state/ledger.js';
+import { ledgerGaps, readLedger, streamLedger } from '../../src/state/books/ledger.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';

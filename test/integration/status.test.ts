@@ -5,7 +5,7 @@ import { statusCommand } from '../../src/commands/status.js';
 import { resolveStatusConfig } from '../../src/config.js';
 import type { StatusReport } from '../../src/pipeline/status.js';
 import { systemClock } from '../../src/core/clock.js';
-import { BACKFILL_SECTION, readLedger, updateStreamLedger, type BackfillLedger } from '../../src/state/ledger.js';
+import { BACKFILL_SECTION, readLedger, updateStreamLedger, type BackfillLedger } from '../../src/state/books/ledger.js';
 import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';

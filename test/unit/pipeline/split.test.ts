@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ConcurrencyController } from '../../../src/http/concurrency.js';
 import { newCallStats, type CallContext } from '../../../src/http/client.js';
 import { events } from '../../../connectors/events.js';
-import { MIN_STEAL_PAGES, newSplit, partsForLatency, stealCut, walkParts, withoutPartCursor, withPartCheckpoint } from '../../../src/pipeline/split.js';
-import { withPartCut } from '../../../src/pipeline/units.js';
+import { MIN_STEAL_PAGES, partsForLatency, stealCut, walkParts } from '../../../src/pipeline/split.js';
+import { newSplit, withoutPartCursor, withPartCheckpoint, withPartCut } from '../../../src/state/books/sync.js';
 import { WalkBounds } from '../../../src/pipeline/walk.js';
 import type { StreamState } from '../../../src/state/store.js';
 

@@ -1,18 +1,9 @@
 import PQueue from 'p-queue';
 import { describe, expect, it } from 'vitest';
 import { newCallStats, type CallContext } from '../../../src/http/client.js';
-import {
-  ledgerUnits,
-  resumedSettleUnit,
-  runUnits,
-  splitUnits,
-  syncWindowUnit,
-  unitList,
-  withoutUnitCursor,
-  withUnitCheckpoint,
-  type UnitSource,
-} from '../../../src/pipeline/units.js';
-import type { StreamLedger } from '../../../src/state/ledger.js';
+import { runUnits, unitList, type UnitSource } from '../../../src/pipeline/units.js';
+import { ledgerUnits, type StreamLedger } from '../../../src/state/books/ledger.js';
+import { resumedSettleUnit, splitUnits, syncWindowUnit, withoutUnitCursor, withUnitCheckpoint } from '../../../src/state/books/sync.js';
 import type { StreamState } from '../../../src/state/store.js';
 
 const T = Date.parse('2026-03-01T00:00:00.000Z');

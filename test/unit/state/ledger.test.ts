@@ -13,7 +13,7 @@ import {
   withRequested,
   withoutCursor,
   type StreamLedger,
-} from '../../../src/state/ledger.js';
+} from '../../../src/state/books/ledger.js';
 
 const D = 86_400_000;
 const T0 = Date.parse('2026-10-01T00:00:00Z');

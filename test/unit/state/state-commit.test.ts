@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { systemClock } from '../../../src/core/clock.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
-import { StateStore } from '../../../src/state/store.js';
+import { StateStore, type StateWriter } from '../../../src/state/store.js';
 import { keepStateIn, stateTableOf } from '../../../src/app/state-home.js';
 import { keyedTable } from '../../fixtures/bigquery/tables.js';
 import { tempDir } from '../../fakes/tmp.js';
@@ -39,7 +39,7 @@ describe('state committed with its batch', () => {
     await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         state.withBatch(
-          () => state.updateSection<Record<string, number>>('parts', (current = {}) => ({ ...current, [`p${i}`]: i })),
+          (batch) => batch.updateSection<Record<string, number>>('parts', (current = {}) => ({ ...current, [`p${i}`]: i })),
           (commit) => db.write({ table, rows: [{ project_id: 'a', id: String(i) }], ...(commit === undefined ? {} : { state: commit }) }),
         ),
       ),
@@ -58,7 +58,7 @@ describe('state committed with its batch', () => {
     // The MERGE itself fails (text that is no BIGINT), after the state rows were prepared.
     const failed = await state
       .withBatch(
-        () => state.updateStream('events:*', () => ({ mark: '2026-02-01T00:00:00.000Z' })),
+        (batch) => batch.updateStream('events:*', () => ({ mark: '2026-02-01T00:00:00.000Z' })),
         (commit) => db.write({ table: typed, rows: [{ project_id: 'a', id: '1', n: '2' }, { project_id: 'a', id: '2', n: 'abc' }], ...(commit === undefined ? {} : { state: commit }) }),
       )
       .catch((e: unknown) => e);
@@ -67,5 +67,24 @@ describe('state committed with its batch', () => {
     expect(state.stream('events:*').mark).toBe('2026-01-01T00:00:00.000Z');
     const restored = await StateStore.readWith(join(dir, 'nowhere.json'), stateTableOf(db));
     expect(restored.streams['events:*']?.mark).toBe('2026-01-01T00:00:00.000Z');
+  });
+
+  it('in order: the rows and their state commit, then the callbacks the changes left run; the batch then takes no more', async () => {
+    const { state, db } = await open();
+    const seen: string[] = [];
+    let kept: StateWriter | undefined;
+    await state.withBatch(
+      async (batch) => {
+        kept = batch;
+        await batch.updateStream('events:*', () => ({ mark: '2026-03-01T00:00:00.000Z' }));
+        batch.whenCommitted(() => seen.push(`hook sees mark ${state.stream('events:*').mark ?? 'none'}`));
+      },
+      async (commit) => {
+        seen.push(`write sees mark ${state.stream('events:*').mark ?? 'none'}`);
+        return db.write({ table, rows: [{ project_id: 'a', id: 'x' }], ...(commit === undefined ? {} : { state: commit }) });
+      },
+    );
+    expect(seen).toEqual(['write sees mark none', 'hook sees mark 2026-03-01T00:00:00.000Z']);
+    await expect(kept?.updateStream('events:*', () => ({}))).rejects.toThrow(/batch already committed/);
   });
 });

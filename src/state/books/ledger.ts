@@ -5,10 +5,12 @@
  * Pure functions over a plain document; the store writes it under its write lock.
  */
 
-import { StateError } from '../core/errors.js';
-import type { StateDocument } from './store.js';
+import { StateError } from '../../core/errors.js';
+import type { StateWriter } from '../batch.js';
+import type { RunRecord, StateDocument } from '../document.js';
+import type { Book } from './book.js';
 // The window arithmetic is shared with every stage; windows.ts is pure and imports nothing.
-import { isCovered as isCoveredBy, mergeWindows, subtractWindows, type TimeWindow } from '../extract/windows.js';
+import { isCovered as isCoveredBy, mergeWindows, subtractWindows, type TimeWindow } from '../../extract/windows.js';
 
 /** Name of the state section that holds the ledger. */
 export const BACKFILL_SECTION = 'backfills';
@@ -34,16 +36,12 @@ export interface RunningWindow extends Interval {
   readonly since: string;
 }
 
-export interface BackfillRunRecord {
-  readonly at: string;
+/** The last backfill of a stream: the run record (`RunRecord`) with the span asked and its windows. */
+export interface BackfillRunRecord extends RunRecord {
   readonly from?: string;
   readonly to?: string;
-  readonly outcome: 'ok' | 'failed';
-  readonly rows: number;
   readonly windows: number;
   readonly skipped: number;
-  readonly seconds: number;
-  readonly error?: string;
 }
 
 export interface StreamLedger {
@@ -154,4 +152,65 @@ export function keepRunning(stream: StreamLedger, windows: readonly MsInterval[]
 export function runningOf(stream: StreamLedger, window: MsInterval): RunningWindow | undefined {
   const iso = toIso(window);
   return stream.running.find((r) => sameWindow(r, iso));
+}
+
+// ---- the ledger's units (backfill, `verify --repair`, and the plan of a backfill) ----
+
+/** A backfill unit: a window of the ledger (none: the whole resource, read once), with what a crashed run left of it. */
+export interface LedgerUnit {
+  readonly window: TimeWindow | undefined;
+  /** The ledger has it done (skipped). */
+  readonly done?: boolean;
+  /** Its running entry: the cursor to resume from, the rows and pages stored so far, since when. */
+  readonly resumed?: RunningWindow;
+}
+
+/** The units of `windows` as the ledger has them: done, resumed, or to read; `force` reads every one afresh (repair). */
+export function ledgerUnits(stream: StreamLedger, windows: readonly TimeWindow[], force: boolean): LedgerUnit[] {
+  return windows.map((window) => {
+    if (force) return { window };
+    if (isCovered(window, stream.done)) return { window, done: true };
+    const resumed = runningOf(stream, window);
+    return resumed === undefined ? { window } : { window, resumed };
+  });
+}
+
+/** Change one stream's ledger through `state` (the store, or the batch the change commits with). */
+export function changeStreamLedger(state: StateWriter, key: string, change: (current: StreamLedger) => StreamLedger): Promise<void> {
+  return state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
+    updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
+  );
+}
+
+/**
+ * The ledger's book for one stream (`key`): where a backfill's windows move. A checkpoint is the
+ * window running with its cursor and the rows and pages stored so far (`counts`), then done with
+ * the batch that ends it; a refused cursor restarts the window (`onRestart` first, then through
+ * `store`). A unit of `undefined` (a full read of the whole resource) keeps no checkpoint.
+ */
+export function ledgerBook(options: {
+  readonly store: StateWriter;
+  readonly key: string;
+  readonly now: () => number;
+  /** Rows and pages of the window stored so far. */
+  readonly counts: () => { readonly rows: number; readonly pages: number };
+  /** When the window's first run started (a resumed one keeps its own). */
+  readonly since: string;
+  readonly onRestart: () => void;
+}): Book<Interval | undefined> {
+  const { store, key } = options;
+  return {
+    checkpoint: async (unit, nextCursor, state) => {
+      if (unit === undefined) return;
+      const at = new Date(options.now()).toISOString();
+      const counts = options.counts();
+      await changeStreamLedger(state, key, (s) =>
+        nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since: options.since }),
+      );
+    },
+    cursorRejected: async (unit) => {
+      options.onRestart();
+      if (unit !== undefined) await changeStreamLedger(store, key, (s) => withoutCursor(s, unit));
+    },
+  };
 }
