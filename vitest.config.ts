@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
  * Two groups. `npm test` (project `fast`, tests tagged `slow` left out) must stay under 90 s on a
@@ -13,32 +14,36 @@ import { defineConfig } from 'vitest/config';
  *
  * Slow: kill -9 and resume, long backfills, deploy and the docs' recipes, data sizes that are the point
  * of the test (memory bounds), and files that spawn the built CLI many times.
+ *
+ * Listed longest first (as measured on an idle 2-core machine), and run in this order
+ * (`LongestFirst` below): a clean clone has no timing cache, and vitest would then start the largest
+ * files first, leaving a long file that happens to be small for the end, alone on one worker.
  */
 export const SLOW_FILES: readonly string[] = [
-  'test/integration/published-copy.test.ts',
-  'test/integration/publish-commands.test.ts', // backfill, publish, verify --repair, sync, reset through the CLI
-  'test/integration/publish-kill.test.ts', // publish processes killed -9 mid-publish
-  'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
-  'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
-  'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
-  'test/integration/recipes.test.ts', // docs/scheduling.md's crontab, Kubernetes and GitHub Actions recipes
-  'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
-  'test/integration/state-in-warehouse.test.ts', // kill -9, fresh containers and restores through the CLI
   'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations (20,000 events)
-  'test/integration/traces-per-event.test.ts', // killed mid-drain, then resumed
-  'test/integration/real-service.test.ts', // the real-service flavor through the CLI, settle re-read
-  'test/integration/verify.test.ts', // verify --repair through the CLI
-  'test/integration/big-rows.test.ts', // memory bounds: the data size is the point
-  'test/integration/run-history.test.ts', // eight CLI runs into one warehouse
-  'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
-  'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
-  'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
-  'test/integration/reconcile.test.ts', // nine CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
-  'test/integration/budget-carry.test.ts', // two CLI runs back to back under the documented limits
   // 32 CLI syncs: two against each of 15 server variants, in three files so that CI runs them side by side
   'test/integration/server-matrix.test.ts',
   'test/integration/server-matrix-2.test.ts',
   'test/integration/server-matrix-3.test.ts',
+  'test/integration/state-in-warehouse.test.ts', // kill -9, fresh containers and restores through the CLI
+  'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
+  'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
+  'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
+  'test/integration/budget-carry.test.ts', // two CLI runs back to back under the documented limits
+  'test/integration/published-copy.test.ts',
+  'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
+  'test/integration/real-service.test.ts', // the real-service flavor through the CLI, settle re-read
+  'test/integration/run-history.test.ts', // eight CLI runs into one warehouse
+  'test/integration/traces-per-event.test.ts', // killed mid-drain, then resumed
+  'test/integration/verify.test.ts', // verify --repair through the CLI
+  'test/integration/reconcile.test.ts', // nine CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
+  'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through five CLI runs
+  'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
+  'test/integration/recipes.test.ts', // docs/scheduling.md's crontab, Kubernetes and GitHub Actions recipes
+  'test/integration/big-rows.test.ts', // memory bounds: the data size is the point
+  'test/integration/publish-commands.test.ts', // backfill, publish, verify --repair, sync, reset through the CLI
+  'test/integration/publish-kill.test.ts', // publish processes killed -9 mid-publish
+  'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
   'test/integration/configured-limits.test.ts', // two CLI plans and two splits of 30,000 events, at 200 and 400 a minute
 ];
 
@@ -55,11 +60,25 @@ const NOCK_FILES: readonly string[] = readdirSync(`${ROOT}test`, { recursive: tr
   .filter((f) => /from 'nock'|fixtures\/bigquery\//.test(readFileSync(`${ROOT}${f}`, 'utf8')))
   .sort();
 
+
+/** The slow files in their listed order (longest first); every other file as vitest orders it. */
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (spec: TestSpecification): number => {
+      const at = SLOW_FILES.indexOf(spec.moduleId.slice(ROOT.length).replaceAll('\\', '/'));
+      return at < 0 ? SLOW_FILES.length : at;
+    };
+    const group = (spec: TestSpecification): number => spec.project.config.sequence.groupOrder;
+    return (await super.sort(files)).sort((a, b) => group(a) - group(b) || rank(a) - rank(b));
+  }
+}
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    sequence: { sequencer: LongestFirst },
     tags: [{ name: 'slow', description: 'a slow test in a fast file: npm run test:slow runs it, npm test does not' }],
     projects: [
       {
