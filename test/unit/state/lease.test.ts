@@ -50,12 +50,14 @@ describe('the run lease', () => {
   });
 
   it('a holder that is a zombie (killed, not yet reaped) counts as dead: the next run starts at once', async () => {
-    // `sleep 0` is a child of the shell, which then becomes `sleep 10` and never reaps it.
-    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 10'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // `sleep 0` is a child of the shell, which then becomes `sleep 120` and never reaps it.
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 120'], { stdio: ['ignore', 'pipe', 'ignore'] });
     cleanups.push(() => parent.kill('SIGKILL'));
     const zombiePid = await new Promise<number>((resolve) => parent.stdout.once('data', (b: Buffer) => resolve(Number(b.toString().trim()))));
     let state = '';
-    for (let i = 0; i < 100 && state !== 'Z'; i++) {
+    // Until the child has run and exited: on a loaded machine that took more than the 2 s this
+    // once allowed. The deadline is a net for a hang, not a bound on the time.
+    for (const deadline = Date.now() + 60_000; Date.now() < deadline && state !== 'Z'; ) {
       state = readFileSync(`/proc/${zombiePid}/stat`, 'utf8').split(') ')[1]?.[0] ?? '';
       if (state !== 'Z') await new Promise((r) => setTimeout(r, 20));
     }
