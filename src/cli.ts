@@ -237,17 +237,16 @@ const EMULATE = {
 type EmulateArgv = Awaited<ReturnType<typeof emulateOptions<object>>['argv']>;
 
 /**
- * yargs parses and validates; the command runs after it returns. Commands are declared without a
- * handler because yargs renders the whole help text of a command before running its handler (to
- * serve a later `showHelp()`, which nothing here calls): that was 0.2 s of CPU in every run, a
- * fifth of a short command's start-up. Errors (a config error, a failed run) reach `main`'s caller
- * as they did through yargs' `fail`.
+ * yargs parses and validates; the command runs after it returns (commands are declared without a
+ * handler). Errors (a config error, a failed run) reach `main`'s caller as they did through yargs'
+ * `fail`.
  */
 async function main(): Promise<number> {
   let parser = yargs(hideBin(process.argv)).scriptName('query-sync').usage('$0 <command> [options]');
   for (const [name, command] of Object.entries(COMMANDS) as [CommandName, CliCommand][]) {
     parser = parser.command(command.usage ?? name, command.describe, (y) => withOptions(y, name));
   }
+  skipEagerHelp(parser);
   const argv = await parser
     .command('emulate', EMULATE.describe, EMULATE.options)
     .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources, sql, publish or emulate')
@@ -267,6 +266,20 @@ async function main(): Promise<number> {
   const flags = argv as unknown as RunFlags;
   if (command.readsApi) refuseKeyFlag(flags);
   return command.run(flags);
+}
+
+/**
+ * yargs renders a command's whole help text each time the command runs (yargs gives a handler-less
+ * command an empty one), to serve a later `showHelp()` that nothing here calls: 0.14 s of CPU at
+ * every start, a tenth of a short sync's, string-width and wrap-ansi measuring ~60 option lines.
+ * Help is still rendered when asked for (`--help`, and a failure's `showHelp`, which renders it
+ * afresh when none is cached). The hook is yargs' internal API (yargs 18): where it is missing, the
+ * text is rendered as before.
+ */
+function skipEagerHelp(parser: Argv): void {
+  type Internals = { getInternalMethods?: () => { getUsageInstance?: () => { cacheHelpMessage?: () => void } } };
+  const usage = (parser as unknown as Internals).getInternalMethods?.().getUsageInstance?.();
+  if (typeof usage?.cacheHelpMessage === 'function') usage.cacheHelpMessage = () => undefined;
 }
 
 // A sync is a long batch job whose speed the API's limits set, not the CPU: let V8 keep its heap
