@@ -21,6 +21,8 @@ export interface BigQueryConfig {
   readonly upsert?: 'auto' | 'log' | 'merge';
   /** `--bq-compact-every`, in ms. */
   readonly compactEveryMs?: number;
+  /** First wait between a BigQuery job's status polls, in ms; no flag sets it (tests shorten it). */
+  readonly pollMs?: number;
 }
 
 /** Project slugs per the spec: a malformed slug is refused with 400 by the service. */

@@ -20,8 +20,7 @@ import {
 
 /** Cap of one backoff wait: Google's truncated exponential backoff guidance caps at 32 s. */
 export const MAX_BACKOFF_MS = 32_000;
-/** First and longest wait between jobs.get polls. */
-const POLL_INITIAL_MS = 500;
+/** Longest wait between jobs.get polls (the first is `pollMs`, and each grows by half). */
 const POLL_MAX_MS = 5_000;
 /** Give up waiting on one job after this long (it may still finish; replaying the batch is safe). */
 const JOB_WAIT_LIMIT_MS = 60 * 60 * 1000;
@@ -39,6 +38,8 @@ export interface BigQueryJobsOptions {
   readonly location: () => string;
   readonly retry: RetryPolicy;
   readonly sleep: (ms: number) => Promise<void>;
+  /** First wait between jobs.get polls. */
+  readonly pollMs: number;
   readonly log: Logger;
   /** Called with every job that reached DONE without errors (bytes billed are tallied there). */
   readonly onDone?: (subject: ErrorSubject, metadata: JobMetadata) => void;
@@ -109,7 +110,7 @@ export class BigQueryJobs {
   private async waitForJob(job: Job, subject: ErrorSubject): Promise<JobMetadata> {
     let metadata = job.metadata as JobMetadata | undefined;
     let waitedMs = 0;
-    let intervalMs = POLL_INITIAL_MS;
+    let intervalMs = this.options.pollMs;
     while (metadata?.status?.state !== 'DONE') {
       if (waitedMs >= JOB_WAIT_LIMIT_MS) {
         throw new LoadError(

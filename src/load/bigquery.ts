@@ -90,6 +90,11 @@ export interface BigQueryDestinationOptions {
   readonly maxBatchBytes?: number;
   /** Used for backoff and for polling jobs; tests pass one that does not wait. @default setTimeout */
   readonly sleep?: (ms: number) => Promise<void>;
+  /**
+   * First wait between a job's status polls (jobs.get); each next wait is half as long again, up to
+   * 5 s. Tests whose double answers at once pass a few ms. @default 500
+   */
+  readonly pollMs?: number;
   /** Clock for the staging table's expiration. @default Date.now */
   readonly now?: () => number;
   /**
@@ -107,6 +112,7 @@ export const DEFAULT_LOCATION = 'US';
 const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
 const DEFAULT_RETRY_BASE_MS = 1_000;
+const DEFAULT_POLL_MS = 500;
 const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
 export class BigQueryDestination implements Destination {
   readonly kind = 'bigquery';
@@ -156,6 +162,7 @@ export class BigQueryDestination implements Destination {
       location: () => this.tables.location,
       retry: this.retry,
       sleep: this.sleep,
+      pollMs: options.pollMs ?? DEFAULT_POLL_MS,
       log: this.log,
       onDone: (subject, metadata) => this.billed.add(subject.table, metadata),
     });

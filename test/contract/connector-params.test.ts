@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
-import { runCli } from '../fakes/cli.js';
+import { syncCommand } from '../../src/commands/sync.js';
+import { resolveSyncConfig } from '../../src/config.js';
 import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { findSdkOperation, unknownSdkParams } from './sdk-params.js';
@@ -38,12 +39,17 @@ describe('saved searches and aggregates use only what the SDK knows', () => {
     const sent: { path: string; query: URLSearchParams }[] = [];
     const emu = await emulator({ flavor: 'real', seed: 42, eventsPerProject: 60, enrichAfterMs: 0, onRequest: (info) => sent.push({ path: info.path, query: info.query }) });
     const d = dir();
-    const run = await runCli(emu, [
-      'sync', '--project', '*', '--resources', 'events', '--aggregates',
-      '--search', 'refunds=refund', '--search', 'denied=access denied,mode=semantic,search_in=user_input,assistant_output,threshold=0.2',
-      '--duckdb-path', dbPathOf(d), '--state', statePathOf(d),
-    ]);
-    expect(run.code, run.stderr).toBe(0);
+    // The CLI's config and sync command, in-process: the requests are under test, not the process.
+    const config = resolveSyncConfig(
+      {
+        baseUrl: emu.url, apiKey: emu.apiKey, project: '*', resources: 'events', aggregates: true,
+        search: ['refunds=refund', 'denied=access denied,mode=semantic,search_in=user_input,assistant_output,threshold=0.2'],
+        duckdbPath: dbPathOf(d), state: statePathOf(d), quiet: true,
+      },
+      {},
+    );
+    const printed: string[] = [];
+    expect(await syncCommand(config, { print: (line) => void printed.push(line) }), printed.join('\n')).toBe(0);
     const operations = new Set(sent.map((r) => findSdkOperation(r.path)?.path ?? r.path));
     for (const path of ['/v1/events/search', '/v1/events/timeseries', '/v1/events/facets']) expect(operations).toContain(path);
     const unknown = sent.map((r) => ({ path: r.path, unknown: unknownSdkParams(r.path, r.query) })).filter((r) => r.unknown.length > 0);

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nock from 'nock';
 import { describe, expect, it } from 'vitest';
-import { resolveSyncConfig } from '../../src/config.js';
+import { resolveSyncConfig, type SyncConfig, type SyncFlags } from '../../src/config.js';
 import { syncCommand } from '../../src/commands/sync.js';
 import type { RunJson } from '../../src/app/run-json.js';
 import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../../src/pipeline/run-history.js';
@@ -29,6 +29,16 @@ function keyFile(folder: string): string {
   return file;
 }
 
+/**
+ * The CLI's config for these flags, its BigQuery jobs polled after 1 ms instead of 500 ms: the double
+ * answers DONE at the first poll, and the run's jobs (about 90) would otherwise wait 45 s in all.
+ */
+function config(flags: SyncFlags): SyncConfig {
+  const resolved = resolveSyncConfig(flags, {});
+  if (resolved.bigquery === undefined) throw new Error('expected a BigQuery config');
+  return { ...resolved, bigquery: { ...resolved.bigquery, pollMs: 1 } };
+}
+
 describe('bytes billed in the sync summary (BigQuery)', () => {
   it('--json carries bytesBilled (and per table); the text summary prints it; _query_sync_runs.bytes_billed holds the same figure', async () => {
     const emu = await emulator({ seed: 12, eventsPerProject: 30 });
@@ -39,7 +49,7 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
     const flags = { baseUrl: emu.url, apiKey: emu.apiKey, project: 'alpha', resources: 'events,users', destination: 'bigquery', bqProject: 'proj', bqDataset: 'sync', bqKeyFile: sa, state: statePathOf(d), traces: 'none' };
 
     const lines: string[] = [];
-    const code = await syncCommand(resolveSyncConfig({ ...flags, json: true }, {}), { print: (line) => void lines.push(line) });
+    const code = await syncCommand(config({ ...flags, json: true }), { print: (line) => void lines.push(line) });
     expect(code, lines.join('\n')).toBe(0);
     const json = JSON.parse(lines.join('\n')) as RunJson & { bytesBilled: number; bytesBilledByTable: Record<string, number>; runId: string };
 
@@ -57,7 +67,7 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
 
     // The text summary, of a first sync into another dataset (a second one into `sync` merges nothing).
     const text: string[] = [];
-    expect(await syncCommand(resolveSyncConfig({ ...flags, bqDataset: 'other', state: join(d, 'other.json') }, {}), { print: (line) => void text.push(line) })).toBe(0);
+    expect(await syncCommand(config({ ...flags, bqDataset: 'other', state: join(d, 'other.json') }), { print: (line) => void text.push(line) })).toBe(0);
     expect(text.find((l) => l.startsWith('BigQuery: '))).toMatch(/^BigQuery: [\d.]+ MB billed by \d+ query job\(s\) \(.*(events|users) [\d.]+ MB/);
     expect(text.at(-1)).toMatch(/^sync ok in /);
   });
@@ -69,13 +79,13 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
     fake.install();
     const flags = { baseUrl: emu.url, apiKey: emu.apiKey, project: 'alpha', resources: 'users', destination: 'bigquery', bqProject: 'proj', bqDataset: 'sync', bqKeyFile: keyFile(d), state: statePathOf(d), traces: 'none' };
     const print = (): void => undefined;
-    expect(await syncCommand(resolveSyncConfig({ ...flags, bqUpsert: 'merge' }, {}), { print })).toBe(0);
+    expect(await syncCommand(config({ ...flags, bqUpsert: 'merge' }), { print })).toBe(0);
     expect(fake.tables.get('sync.users')?.rangePartitioning?.field).toBe('key_bucket');
     const rows = fake.rows('sync', 'users').length;
     expect(rows).toBeGreaterThan(0);
 
     emu.addEvents('alpha', 5);
-    expect(await syncCommand(resolveSyncConfig({ ...flags, bqUpsert: 'log' }, {}), { print })).toBe(0);
+    expect(await syncCommand(config({ ...flags, bqUpsert: 'log' }), { print })).toBe(0);
     expect(fake.tables.get('sync.users')?.type).toBe('VIEW');
     expect(fake.rows('sync', 'users_merge_layout')).toHaveLength(rows);
     const ids = fake.rows('sync', 'users').map((r) => String(r['id']));

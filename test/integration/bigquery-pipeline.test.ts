@@ -131,7 +131,7 @@ describe('verify and status on BigQuery', () => {
         destination: 'bigquery',
         duckdbPath: join(dir, 'unused.duckdb'),
         duckdbMemoryLimit: '32MB',
-        bigquery: { projectId: 'proj', dataset: 'sync', location: 'US', apiEndpoint: undefined, keyFile },
+        bigquery: { projectId: 'proj', dataset: 'sync', location: 'US', apiEndpoint: undefined, keyFile, pollMs: 1 },
         dryRun: false,
         lockWaitMs: 0,
         json: true,

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { signals } from '../../connectors/signals.js';
 import { statusCommand } from '../../src/commands/status.js';
-import { resolveStatusConfig } from '../../src/config.js';
+import { resolveStatusConfig, resolveSyncConfig } from '../../src/config.js';
+import { syncCommand } from '../../src/commands/sync.js';
 import type { StatusReport } from '../../src/pipeline/status.js';
 import { systemClock } from '../../src/core/clock.js';
 import { BACKFILL_SECTION, readLedger, updateStreamLedger, type BackfillLedger } from '../../src/state/books/ledger.js';
@@ -12,7 +13,6 @@ import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { keepStateIn } from '../../src/app/state-home.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
-import { runCli } from '../fakes/cli.js';
 
 const DAY = 86_400_000;
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -87,9 +87,15 @@ describe('status', () => {
   it('saved searches and aggregates: how far each search was read and with what query, when counts were refreshed, their tables\' rows', { tags: ['slow'] }, async () => {
     const emu = await emulator({ seed: 52, eventsPerProject: 200, projects: ['alpha', 'beta'] });
     const d = dir();
-    const run = await runCli(emu, ['sync', '--project', '*', '--resources', 'events', '--search', 'err=error', '--search', 'orders=order #\\d+,mode=regex', '--aggregates', '--quiet', '--json', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
-    expect(run.code, run.stderr).toBe(0);
-    const startedAt = (JSON.parse(run.stdout) as { startedAt: string }).startedAt;
+    // The sync that writes what status reads, in-process through the CLI's own config and command.
+    const lines: string[] = [];
+    const config = resolveSyncConfig(
+      { baseUrl: emu.url, apiKey: emu.apiKey, project: '*', resources: 'events', search: ['err=error', 'orders=order #\\d+,mode=regex'], aggregates: true, quiet: true, json: true, duckdbPath: dbPathOf(d), state: statePathOf(d) },
+      {},
+    );
+    const code = await syncCommand(config, { print: (line) => void lines.push(line) });
+    expect(code, lines.join('\n')).toBe(0);
+    const startedAt = (JSON.parse(lines.join('\n')) as { startedAt: string }).startedAt;
     const report = JSON.parse((await status(d, true)).out) as StatusReport;
     expect(report.analysts?.searches).toEqual([
       { search: 'err', project: 'alpha', mark: startedAt, query: 'error', mode: 'text' },

@@ -531,6 +531,17 @@ describe('BigQueryDestination describe and count', () => {
     expect(await dest.count('missing')).toBe(0);
     expect(fake.queries).toHaveLength(1);
   });
+
+  it('polls a job first after `pollMs`, then half as long again each time (500 ms when not given: see the MERGE test)', async () => {
+    const { fake, dest, sleeps } = setup({ pollMs: 20 });
+    fake.addDataset('sync');
+    fake.addTable('sync', 'events', [{ name: 'id', type: 'STRING' }]);
+    fake.countResult = '7';
+    // jobs.insert answers RUNNING, then jobs.get twice more RUNNING, then DONE: three waits.
+    fake.pollsBeforeDone = () => 2;
+    expect(await dest.count('events')).toBe(7);
+    expect(sleeps).toEqual([20, 30, 45]);
+  });
 });
 
 describe('BigQueryDestination dry run', () => {
