@@ -12,11 +12,11 @@ import { dir, emulator } from './lifecycle.js';
 
 /**
  * Issue 21's "Done means", for the merged whole: against each server the emulator plays, a default
- * `query-sync sync` (the built CLI, no option but where to write and `--max-rps`: UNPACED) and a second one after new events
- * leave every table exact — in the published copy analysts read AND in the sync's working file — or
- * exit non-zero naming what could not be made exact. Each run's `_query_sync_runs` row and reconcile
- * outcome are read too. Small data (2 projects × 150 events over 3 days), no rate limits: the point
- * is which server differences interact badly, not throughput.
+ * `query-sync sync` (the built CLI, no option but where to write, and `--max-rps`: see UNPACED) and a
+ * second one after new events leave every table exact — in the published copy analysts read AND in
+ * the sync's working file — or exit non-zero naming what could not be made exact. Each run's
+ * `_query_sync_runs` row and reconcile outcome are read too. Small data (2 projects × 150 events over
+ * 3 days), no rate limits: the point is which server differences interact badly, not throughput.
  */
 
 const LONG_MS = 10 * 60_000;
