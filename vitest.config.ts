@@ -20,7 +20,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * files first, leaving a long file that happens to be small for the end, alone on one worker.
  */
 export const SLOW_FILES: readonly string[] = [
-  'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations (20,000 events)
+  'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations
   // 32 CLI syncs: two against each of 15 server variants, in three files so that CI runs them side by side
   'test/integration/server-matrix.test.ts',
   'test/integration/server-matrix-2.test.ts',

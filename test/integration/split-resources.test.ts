@@ -71,14 +71,21 @@ function partValueMs(resource: ResourceDefinition, record: ApiRecord): number {
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
+/**
+ * Events per test, each enough for a sub-window of two pages or more (a checkpoint mid-walk, where
+ * the kill lands): users are one per 40 events and mostly seen in the last day (20,000 events put
+ * 178 in the newest sub-window, two pages of 100); 3,000 events give each sub-window 1,000-1,300
+ * spans (pages of 1,000) and 800-950 conversations (pages of 100). More only cost reading time.
+ */
+const EVENTS = { users: 20_000, traces: 3000, conversations: 3000 } as const;
+
 describe('split walks of users, traces and conversations', () => {
   for (const name of ['users', 'traces', 'conversations'] as const) {
     for (const order of ['desc', 'asc'] as const) {
       it(`${name}: kill -9 mid-split resumes each sub-window; rows sharing the instant at an edge are read once (${order})`, async () => {
         expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
         const resource = byName(name);
-        // Latency keeps the walks mid-way long enough for the kill to land in the split.
-        const emu = await emulator({ seed: 41, eventsPerProject: 20_000, projects: ['default'], order, latencyMs: 15 });
+        const emu = await emulator({ seed: 41, eventsPerProject: EVENTS[name], projects: ['default'], order, latencyMs: 15 });
         const d = dir();
         const now = Date.now();
         const edge = now - 10 * DAY;
@@ -98,7 +105,13 @@ describe('split walks of users, traces and conversations', () => {
         const state: StateDocument = { version: 1, streams: { [`${name}:default`]: { split: { from: iso(0), to: iso(to), parts } } }, projects: [], sections: {} };
         writeFileSync(statePathOf(d), JSON.stringify(state));
 
+        // The run to be killed is answered slowly: a walk asks its next page as soon as one arrives, so
+        // with 15 ms the last pages of the split were often stored within 30-100 ms of the first
+        // sub-window checkpoint (users' sub-windows are two pages), and the kill could miss the split.
+        // At 400 ms the split is open for about that long after the checkpoint the kill waits for.
+        emu.configure({ latencyMs: 400 });
         const killed = await syncInChild(emu, d, name, 1);
+        emu.configure({ latencyMs: 15 });
         const mid = await StateStore.read(statePathOf(d));
         // State never moves past data not stored: the mark waits for every sub-window.
         expect(mid.streams[`${name}:default`]?.split, killed.out).toBeDefined();
@@ -121,7 +134,7 @@ describe('split walks of users, traces and conversations', () => {
   }
 
   it('a first sync of conversations is planned from one count and the events timeseries, read split, exact; the next small sync asks neither', async () => {
-    const emu = await emulator({ seed: 42, eventsPerProject: 8000, projects: ['default'], latencyMs: 5 });
+    const emu = await emulator({ seed: 42, eventsPerProject: 4000, projects: ['default'], latencyMs: 5 });
     const d = dir();
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations, events], settleMs: 0 });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);

@@ -21,7 +21,12 @@ function partsWithCursor(doc: StateDocument): number {
   return Object.values(doc.streams).reduce((n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0), 0);
 }
 
-/** Run `sync` of events in a child process; SIGKILL it once the state shows `parts` sub-windows mid-walk (plus `thenMs`), or `when` says so. */
+/**
+ * Run `sync` of events in a child process; SIGKILL it once the state shows `parts` sub-windows
+ * mid-walk (plus `thenMs`), or `when` says so. A run to be killed writes 200-row batches, so its
+ * sub-windows checkpoint every page or two; a run that finishes writes at the default size (the
+ * size of a resumed run's batches is not what these tests are about).
+ */
 function syncInChild(
   emu: Emulator,
   d: string,
@@ -31,7 +36,7 @@ function syncInChild(
   const statePath = statePathOf(d);
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePath, '--log-level', 'warn', '--batch-rows', '200', ...extra],
+    [CLI, 'sync', '--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePath, '--log-level', 'warn', ...(kill === undefined ? [] : ['--batch-rows', '200']), ...extra],
     { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';
@@ -61,9 +66,10 @@ describe('split walks', () => {
   for (const order of ['desc', 'asc'] as const) {
     it(`kill -9 while sub-windows are mid-walk, resumed each where it was: exact (${order === 'desc' ? 'newest' : 'oldest'} first)`, async () => {
       expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
-      // 3 × 2500 events: 75 pages under `*`, split into at least 2 sub-windows; each kill waits for
-      // sub-windows with checkpoints, so it lands mid-split however slow the machine is.
-      const emu = await emulator({ seed: 31, eventsPerProject: 2500, order });
+      // 3 × 1500 events: 45 pages under `*`, split into 4-6 sub-windows; each kill waits for
+      // sub-windows with checkpoints, so it lands mid-split however slow the machine is (the second
+      // run's split stays open 2 s or more after its second sub-window checkpoint).
+      const emu = await emulator({ seed: 31, eventsPerProject: 1500, order });
       const d = dir();
       let killedMidSplit = 0;
       for (const kill of [
