@@ -101,15 +101,15 @@ async function difference(sqlA: string, sqlB: string, connectionOf: () => Promis
 describe('the published read copy (real CLI, real reader processes, real DuckDB files)', () => {
   it('a reader opening the copy every 200 ms through a sync killed -9 and resumed: every open succeeds, every answer is one commit, the Parquet set equals the tables', async () => {
     expect(existsSync(CLI), `build first: ${CLI}`).toBe(true);
-    // Paced at 10 requests a second (below the documented limits, which the emulator enforces), the
-    // sync's ~80 requests take several seconds: several publishes land during it. The pace, not the
-    // data, makes the run long: the reader opens the copy every 200 ms for as long as the runs last.
-    const emu = await startEmulator({ seed: 31, eventsPerProject: 1000, limits: { ...SPEC_RATE_LIMITS } });
+    // Paced at 8 requests a second (below the documented limits, which the emulator enforces), the
+    // sync's ~50 requests take several seconds: several publishes land during it. The pace, not the
+    // data, makes the run long.
+    const emu = await startEmulator({ seed: 31, eventsPerProject: 500, limits: { ...SPEC_RATE_LIMITS } });
     cleanups.push(() => emu.close());
     const d = tempDir();
     cleanups.push(d.cleanup);
     const layout = layoutOf(dbPathOf(d.dir));
-    const args = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--log-level', 'info', '--log-format', 'json', '--batch-rows', '200', '--publish-every', '1s', '--max-rps', '10'];
+    const args = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--log-level', 'info', '--log-format', 'json', '--batch-rows', '200', '--publish-every', '1s', '--max-rps', '8'];
     const reader = startReader(layout.published);
     cleanups.push(() => reader.stop());
 
