@@ -15,7 +15,7 @@ import { asTheCliLaysItOut, cliWarehouse, DAY, dayStart, iso } from '../fakes/cl
 const seedOf = (emu: Emulator, dir: string): PipelineTarget => ({ baseUrl: emu.url, apiKey: emu.apiKey, dir, destination: asTheCliLaysItOut(dir) });
 
 async function setup(): Promise<{ emu: Emulator; dir: string; files: readonly string[]; fromMs: number; toMs: number }> {
-  const { emu, dir, files } = await cliWarehouse({ seed: 41, eventsPerProject: 1200 });
+  const { emu, dir, files } = await cliWarehouse({ seed: 41, eventsPerProject: 400 });
   return { emu, dir, files, fromMs: dayStart(8), toMs: dayStart(2) };
 }
 
@@ -94,7 +94,7 @@ describe('verify (the real CLI against the emulator)', () => {
 
   it('reconciles a whole range in one timeseries request per project when the windows fall on its buckets, else one count per window', async () => {
     const sent: string[] = [];
-    const { emu, dir, files } = await cliWarehouse({ seed: 43, eventsPerProject: 600, onRequest: (info) => sent.push(info.path) });
+    const { emu, dir, files } = await cliWarehouse({ seed: 43, eventsPerProject: 300, onRequest: (info) => sent.push(info.path) });
     const range = ['--from', iso(dayStart(8)), '--to', iso(dayStart(2)), '--project', 'alpha', '--resources', 'events'];
     expect((await backfillOnce({ ...seedOf(emu, dir), project: 'alpha', fromMs: dayStart(8), toMs: dayStart(2), windowMs: DAY, resources: [events] })).ok).toBe(true);
 
