@@ -45,7 +45,7 @@ async function ledgerInWarehouse(d: string): Promise<ReturnType<typeof streamLed
 }
 describe('backfill (in-process, into a real DuckDB file)', () => {
   it('loads exactly [from, to) of every resource, records every window in the ledger, reads signals once', async () => {
-    const emu = await emulator({ seed: 31, eventsPerProject: 400 });
+    const emu = await emulator({ seed: 31, eventsPerProject: 200 });
     const d = dir();
     const fromMs = dayStart(12);
     const toMs = dayStart(2);
@@ -87,7 +87,7 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
   });
 
   it('never moves the sync marks; a second run skips every finished window', async () => {
-    const emu = await emulator({ seed: 32, eventsPerProject: 400 });
+    const emu = await emulator({ seed: 32, eventsPerProject: 200 });
     const d = dir();
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*' });
     expect(first.ok).toBe(true);
@@ -122,9 +122,7 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
 describe('backfill through the real CLI (child processes)', () => {
   it('SIGKILLed mid-way and resumed: finished windows are skipped, running ones resume at their checkpoint, the table is exact', async () => {
     expect(existsSync(CLI), `build first: ${CLI}`).toBe(true);
-    // 6,000 events: six pages in each 3-day window, so the second wave of windows holds more checkpointed
-    // pages than can be in flight (the kill condition below) well before it ends.
-    const emu = await emulator({ seed: 33, eventsPerProject: 6000, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
+    const emu = await emulator({ seed: 33, eventsPerProject: 9000, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
     const d = dir();
     const fromMs = dayStart(28);
     const toMs = dayStart(1);
