@@ -1,5 +1,10 @@
 import { DuckDBInstance } from '@duckdb/node-api';
 import type { Emulator, EmulatorOptions } from '../../emulator/index.js';
+import { systemClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/log.js';
+import type { Destination } from '../../src/load/destination.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { publishDuringRun } from '../../src/publish/during-run.js';
 import { layoutOf, type WarehouseLayout } from '../../src/publish/layout.js';
 import { dbPathOf, statePathOf } from './harness.js';
 import { dir, emulator } from './lifecycle.js';
@@ -51,4 +56,30 @@ export async function readPublished(path: string): Promise<{ readonly publish: n
   } finally {
     instance.closeSync();
   }
+}
+
+/**
+ * A harness run's destination laid out as the CLI lays out `--duckdb-path dbPathOf(dir)`: rows and
+ * state in the working file, and the published copy written when the run closes (as a CLI run
+ * publishes at its end). For a step before the thing under test (seeding a warehouse that CLI runs
+ * then read or write): in-process, it costs no CLI start-up, and the CLI then finds the layout it
+ * wrote itself (no take-over of an old-layout file). The harness opens the state as the CLI does.
+ */
+export function asTheCliLaysItOut(folder: string): () => Promise<Destination> {
+  return async () => {
+    const path = dbPathOf(folder);
+    const work = await DuckDbDestination.open(layoutOf(path).work);
+    const publishing = publishDuringRun(work, { path, everyMs: 0, clock: systemClock, logger: silentLogger() });
+    const close = async (): Promise<void> => {
+      try {
+        if ((await publishing.finish()) === undefined) throw new Error(`the harness run could not publish ${path}: expected the published copy a CLI run writes at its end`);
+      } finally {
+        await work.close();
+      }
+    };
+    // Everything but `close` is the tracked destination (it tells the publisher what each write touched).
+    return new Proxy(publishing.destination, {
+      get: (target, prop, receiver) => (prop === 'close' ? close : Reflect.get(target, prop, receiver) as unknown),
+    });
+  };
 }

@@ -45,7 +45,7 @@ const SEARCHES: readonly { name: string; args: string; params: Record<string, st
 
 describe('for analysts: saved searches, aggregates, the signals bridge, views and dbt sources (the real CLI, the real-service emulator, a DuckDB file)', () => {
   it('search_results equal the emulator search, event_counts the events table per day, event_signals the unnested arrays; the view and sources.yml cover every table', async () => {
-    const emu = await emulator({ flavor: 'real', seed: 13, eventsPerProject: 400, enrichAfterMs: 0 });
+    const emu = await emulator({ flavor: 'real', seed: 13, eventsPerProject: 200, enrichAfterMs: 0 });
     const d = dir();
     const sources = join(d, 'dbt', 'sources.yml');
     const args = [
@@ -161,7 +161,7 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
   });
 
   it('--aggregates-interval hour: event_counts per hour equal the events table per hour, beside the daily rows, each interval refreshed on its own', async () => {
-    const emu = await emulator({ seed: 14, eventsPerProject: 300, projects: ['alpha'] });
+    const emu = await emulator({ seed: 14, eventsPerProject: 150, projects: ['alpha'] });
     const d = dir();
     const args = ['sync', '--project', 'alpha', '--resources', 'events', '--aggregates', '--quiet', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
     expect((await runCli(emu, args)).code).toBe(0);

@@ -45,7 +45,7 @@ async function ledgerInWarehouse(d: string): Promise<ReturnType<typeof streamLed
 }
 describe('backfill (in-process, into a real DuckDB file)', () => {
   it('loads exactly [from, to) of every resource, records every window in the ledger, reads signals once', async () => {
-    const emu = await emulator({ seed: 31, eventsPerProject: 900 });
+    const emu = await emulator({ seed: 31, eventsPerProject: 200 });
     const d = dir();
     const fromMs = dayStart(12);
     const toMs = dayStart(2);
@@ -87,7 +87,7 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
   });
 
   it('never moves the sync marks; a second run skips every finished window', async () => {
-    const emu = await emulator({ seed: 32, eventsPerProject: 400 });
+    const emu = await emulator({ seed: 32, eventsPerProject: 200 });
     const d = dir();
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*' });
     expect(first.ok).toBe(true);
@@ -186,7 +186,7 @@ describe('backfill through the real CLI (child processes)', () => {
   }, 180_000);
 
   it('plan: its request estimate equals what the backfill then sends; done windows drop out of a later plan', async () => {
-    const emu = await emulator({ seed: 34, eventsPerProject: 2500, projects: ['default', 'alpha'] });
+    const emu = await emulator({ seed: 34, eventsPerProject: 1000, projects: ['default', 'alpha'] });
     const d = dir();
     const fromMs = dayStart(15);
     const toMs = dayStart(3);
@@ -238,11 +238,13 @@ describe('backfill through the real CLI (child processes)', () => {
   });
 
   it('a backfill and a sync on one state file and one DuckDB file: the second waits with --lock-wait, or fails at once saying what to do', async () => {
-    const emu = await emulator({ seed: 35, eventsPerProject: 4000, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
+    const emu = await emulator({ seed: 35, eventsPerProject: 1500, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
     const d = dir();
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--resources', 'events', '--quiet'];
     const lockFile = `${statePathOf(d)}.sync.lock`;
-    const sync = runCli(emu, ['sync', ...files, '--max-rps', '8']);
+    // The pace, not the data, keeps the sync running while the two backfills start: its 17 requests
+    // at 3 a second take over five seconds.
+    const sync = runCli(emu, ['sync', ...files, '--max-rps', '3']);
     // Wait until the sync holds its state lock and has opened its working file (DuckDB creates the
     // file as it opens it, under its lock), however long a loaded machine takes to get there.
     for (let i = 0; i < 1200 && !(existsSync(lockFile) && existsSync(layoutOf(dbPathOf(d)).work)); i++) await new Promise((r) => setTimeout(r, 25));
@@ -276,7 +278,7 @@ describe('backfill through the real CLI (child processes)', () => {
 
 describe('progress when not on a TTY (child processes)', () => {
   it('backfill: a JSON progress line per resource every interval, with windows, rows and an ETA from the plan', async () => {
-    const emu = await emulator({ seed: 36, eventsPerProject: 3000, projects: ['default'] });
+    const emu = await emulator({ seed: 36, eventsPerProject: 1000, projects: ['default'] });
     const d = dir();
     const args = [
       'backfill', '--from', iso(dayStart(29)), '--to', iso(dayStart(0)), '--resources', 'events,signals',
@@ -306,7 +308,7 @@ describe('progress when not on a TTY (child processes)', () => {
   });
 
   it('--quiet keeps only the summary; --log-format pretty writes readable lines; sync shows progress too', async () => {
-    const emu = await emulator({ seed: 37, eventsPerProject: 2500, projects: ['default'] });
+    const emu = await emulator({ seed: 37, eventsPerProject: 800, projects: ['default'] });
     const d = dir();
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--max-rps', '25', '--progress-interval', '300ms'];
     const range = ['--from', iso(dayStart(29)), '--to', iso(dayStart(0)), '--resources', 'events'];
@@ -328,7 +330,8 @@ describe('progress when not on a TTY (child processes)', () => {
     expect(pretty.stderr).toMatch(/INFO.*progress/);
     expect(pretty.stderr).toMatch(/resource: "events"/);
 
-    const sync = await runCli(emu, ['sync', ...files, '--resources', 'events', '--start', iso(dayStart(29))]);
+    // A progress line every 50 ms: the sync reads its 800 events in under a second.
+    const sync = await runCli(emu, ['sync', ...files.filter((f) => f !== '300ms' && f !== '--progress-interval'), '--progress-interval', '50ms', '--resources', 'events', '--start', iso(dayStart(29))]);
     expect(sync.code, sync.stderr).toBe(0);
     const progress = jsonLines(sync.stderr).filter((l) => l.msg === 'progress');
     expect(progress.length).toBeGreaterThanOrEqual(1);

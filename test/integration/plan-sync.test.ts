@@ -11,7 +11,7 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 describe('plan (next sync)', () => {
   it('its request estimate equals what the sync then sends to /v1/events, first sync and incremental', async () => {
-    const emu = await emulator({ seed: 71, eventsPerProject: 450, projects: ['default', 'alpha'] });
+    const emu = await emulator({ seed: 71, eventsPerProject: 200, projects: ['default', 'alpha'] });
     const d = dir();
     const common = ['--project', '*', '--project-ids', 'alpha,default', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
     const first = JSON.parse((await runCli(emu, ['plan', ...common, '--json'])).stdout) as Plan;

@@ -5,13 +5,17 @@ import type { Emulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, expectTableMatches, readTable } from '../fakes/harness.js';
+import { backfillOnce } from '../fakes/backfill-harness.js';
+import { dbPathOf, expectTableMatches, readTable, type PipelineTarget } from '../fakes/harness.js';
 // The rows the sync wrote: its working file (`--duckdb-path` is the published read copy: docs/analysts.md).
 import { workingPathForReading } from '../../src/publish/layout.js';
-import { cliWarehouse, DAY, dayStart, iso } from '../fakes/cli-warehouse.js';
+import { asTheCliLaysItOut, cliWarehouse, DAY, dayStart, iso } from '../fakes/cli-warehouse.js';
+
+/** A harness run into the warehouse the CLI runs of the test then read: its working file, published at the end. */
+const seedOf = (emu: Emulator, dir: string): PipelineTarget => ({ baseUrl: emu.url, apiKey: emu.apiKey, dir, destination: asTheCliLaysItOut(dir) });
 
 async function setup(): Promise<{ emu: Emulator; dir: string; files: readonly string[]; fromMs: number; toMs: number }> {
-  const { emu, dir, files } = await cliWarehouse({ seed: 41, eventsPerProject: 1200 });
+  const { emu, dir, files } = await cliWarehouse({ seed: 41, eventsPerProject: 400 });
   return { emu, dir, files, fromMs: dayStart(8), toMs: dayStart(2) };
 }
 
@@ -19,8 +23,9 @@ describe('verify (the real CLI against the emulator)', () => {
   it('finds a row deleted from the warehouse, exits non-zero, and --repair restores it', async () => {
     const { emu, dir, files, fromMs, toMs } = await setup();
     const range = ['--from', iso(fromMs), '--to', iso(toMs), '--project', '*'];
-    const loaded = await runCli(emu, ['backfill', ...range, ...files, '--resources', 'events', '--quiet']);
-    expect(loaded.code, loaded.stdout).toBe(0);
+    // The warehouse verify reads: loaded in-process (the backfill is a means here, not under test).
+    const loaded = await backfillOnce({ ...seedOf(emu, dir), project: '*', fromMs, toMs, windowMs: DAY, resources: [events] });
+    expect(loaded.ok, JSON.stringify(loaded.streams.map((s) => s.error?.message))).toBe(true);
 
     const clean = await runCli(emu, ['verify', ...range, ...files, '--resources', 'events,users,conversations']);
     expect(clean.code, clean.stdout + clean.stderr).toBe(0);
@@ -89,9 +94,9 @@ describe('verify (the real CLI against the emulator)', () => {
 
   it('reconciles a whole range in one timeseries request per project when the windows fall on its buckets, else one count per window', async () => {
     const sent: string[] = [];
-    const { emu, dir, files } = await cliWarehouse({ seed: 43, eventsPerProject: 600, onRequest: (info) => sent.push(info.path) });
+    const { emu, dir, files } = await cliWarehouse({ seed: 43, eventsPerProject: 300, onRequest: (info) => sent.push(info.path) });
     const range = ['--from', iso(dayStart(8)), '--to', iso(dayStart(2)), '--project', 'alpha', '--resources', 'events'];
-    expect((await runCli(emu, ['backfill', ...range, ...files, '--quiet'])).code).toBe(0);
+    expect((await backfillOnce({ ...seedOf(emu, dir), project: 'alpha', fromMs: dayStart(8), toMs: dayStart(2), windowMs: DAY, resources: [events] })).ok).toBe(true);
 
     sent.length = 0;
     const daily = await runCli(emu, ['verify', ...range, ...files]);
