@@ -79,6 +79,9 @@ const iso = (ms: number): string => new Date(ms).toISOString();
  */
 const EVENTS = { users: 20_000, traces: 3000, conversations: 3000 } as const;
 
+/** The latency the run to be killed is answered with (see the test). */
+const KILLED_RUN_LATENCY_MS = { users: 400, traces: 100, conversations: 400 } as const;
+
 describe('split walks of users, traces and conversations', () => {
   for (const name of ['users', 'traces', 'conversations'] as const) {
     for (const order of ['desc', 'asc'] as const) {
@@ -109,7 +112,9 @@ describe('split walks of users, traces and conversations', () => {
         // with 15 ms the last pages of the split were often stored within 30-100 ms of the first
         // sub-window checkpoint (users' sub-windows are two pages), and the kill could miss the split.
         // At 400 ms the split is open for about that long after the checkpoint the kill waits for.
-        emu.configure({ latencyMs: 400 });
+        // Traces' pages are 1,000 spans, written in 50 batches each: a page's own writes keep the
+        // split open, and 400 ms a request made the killed run 35 s long.
+        emu.configure({ latencyMs: KILLED_RUN_LATENCY_MS[name] });
         const killed = await syncInChild(emu, d, name, 1);
         emu.configure({ latencyMs: 15 });
         const mid = await StateStore.read(statePathOf(d));
