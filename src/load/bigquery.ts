@@ -83,25 +83,18 @@ export interface BigQueryDestinationOptions {
   readonly maxConflictAttempts?: number;
   /** Base of the exponential backoff between attempts. @default 1000 */
   readonly retryBaseMs?: number;
-  /**
-   * Largest NDJSON file of one load job (and so one MERGE); a larger write is split. Keeps memory
-   * and a failed load's re-send bounded. @default 134217728 (128 MiB)
-   */
+  /** Largest NDJSON file of one load job (one MERGE); a larger write is split. @default 134217728 (128 MiB) */
   readonly maxBatchBytes?: number;
   /** Used for backoff and for polling jobs; tests pass one that does not wait. @default setTimeout */
   readonly sleep?: (ms: number) => Promise<void>;
-  /**
-   * First wait between a job's status polls (jobs.get); each next wait is half as long again, up to
-   * 5 s. Tests whose double answers at once pass a few ms. @default 500
-   */
+  /** First wait between a job's status polls (then ×1.5, up to 5 s); tests pass a few ms. @default 500 */
   readonly pollMs?: number;
   /** Clock for the staging table's expiration. @default Date.now */
   readonly now?: () => number;
   /**
-   * Layout of keyed tables whose rows change (users, conversations; `--bq-upsert`): `auto` gives
-   * new tables the change-log layout and leaves existing ones as they are, `log` also migrates an
-   * existing table, `merge` gives new tables the MERGE layout. See `bigquery-log-layout.ts`.
-   * @default 'auto'
+   * Layout of keyed tables whose rows change (users, conversations; `--bq-upsert`): `auto` gives new
+   * tables the change-log layout and leaves existing ones, `log` also migrates an existing table,
+   * `merge` gives new tables the MERGE layout. See `bigquery-log-layout.ts`. @default 'auto'
    */
   readonly upsert?: UpsertLayout;
   /** Time between compactions of a change log (`--bq-compact-every`). @default 86400000 (a day) */

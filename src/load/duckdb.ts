@@ -380,7 +380,6 @@ function rowBytes(row: Row): number {
 
 /** A batch's text, roughly. */
 const textBytes = (rows: readonly Row[]): number => rows.reduce((n, row) => n + rowBytes(row), 0);
-
 /** The largest row's text, roughly, for a message. */
 const largestRowBytes = (rows: readonly Row[]): number => rows.reduce((max, row) => Math.max(max, rowBytes(row)), 0);
 
