@@ -165,6 +165,10 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
     const d = dir();
     const args = ['sync', '--project', 'alpha', '--resources', 'events', '--aggregates', '--quiet', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
     expect((await runCli(emu, args)).code).toBe(0);
+    // A progress line is written at each interval's tick, and an aggregate shows once it has started:
+    // answered at once, the second run's few requests could all be over between two ticks (it failed
+    // so, once in ten CI runs). Each answer now outlasts several 50 ms ticks.
+    emu.configure({ latencyMs: 300 });
     const hourly = await runCli(emu, [...args.filter((a) => a !== '--quiet'), '--aggregates-interval', 'hour', '--progress-interval', '50ms']);
     expect(hourly.code, hourly.stderr).toBe(0);
     // The aggregates are in the progress display too, from the start of the run, with their planned requests.
