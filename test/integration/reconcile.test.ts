@@ -101,14 +101,18 @@ describe('sync reconciles itself', () => {
     const { emu, dir, args } = await setup({ unlistedEvents: { fromMs: hour, toMs: hour + HOUR } });
     const hidden = emu.snapshot('events', 'beta').filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR).length;
     expect(hidden).toBeGreaterThan(0);
+    // The projects with events in that hour (about four an hour each: now and then a project has none,
+    // and its hour then agrees; which hour it is depends on the time of day the test runs).
+    const inHour = emu.snapshot('events').filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR);
+    const busy = new Set(inHour.map((r) => String(r.project_id))).size;
     const run = await runCli(emu, args);
     expect(run.code, run.stdout + run.stderr).toBe(5);
-    // Every project's hour differs; each is read again, still differs, and is named.
+    // Every busy project's hour differs; each is read again, still differs, and is named.
     expect(run.stdout).toMatch(new RegExp(`reconcile: events beta \\[${iso(hour).replace(/\./g, '\\.')}, .*\\) expected ${hidden}, found 0: STILL DIFFERS after the re-read`));
-    expect(run.stdout).toMatch(new RegExp(`reconcile: 3 windows still differ: .*events beta \\[${iso(hour).replace(/\./g, '\\.')}`));
-    expect(run.stdout).toMatch(/^sync ok in [\d.]+ s, but 3 windows still differ from the API \(reconcile above\)$/m);
+    expect(run.stdout).toMatch(new RegExp(`reconcile: ${busy} windows? still differs?: .*events beta \\[${iso(hour).replace(/\./g, '\\.')}`));
+    expect(run.stdout).toMatch(new RegExp(`^sync ok in [\\d.]+ s, but ${busy} windows? still differs? from the API \\(reconcile above\\)$`, 'm'));
     const recorded = await readTable(dir, RECONCILE_TABLE);
-    expect(recorded.map((r) => r.outcome)).toEqual(['differs', 'differs', 'differs']);
+    expect(recorded.map((r) => r.outcome)).toEqual(Array.from({ length: busy }, () => 'differs'));
   });
 
   it('--reconcile off sends no reconcile request; the default sends one per project', async () => {
