@@ -11,7 +11,9 @@ COPY src ./src
 COPY emulator ./emulator
 COPY connectors ./connectors
 COPY bench ./bench
-RUN npx tsc -p tsconfig.json && npm prune --omit=dev
+COPY scripts/bundle.mjs ./scripts/
+# The CLI runs as one bundle (dist/bin/cli.js: scripts/bundle.mjs says why).
+RUN npx tsc -p tsconfig.json && node scripts/bundle.mjs && npm prune --omit=dev
 
 # Runtime stage: only production dependencies and the compiled output, as a non-root user.
 FROM node:22.20.0-bookworm-slim
@@ -29,8 +31,8 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-RUN ln -s /app/dist/src/cli.js /usr/local/bin/query-sync \
-    && chmod +x /app/dist/src/cli.js \
+RUN ln -s /app/dist/bin/cli.js /usr/local/bin/query-sync \
+    && chmod +x /app/dist/bin/cli.js \
     && mkdir -p /data/state \
     && chown -R node:node /data
 USER node

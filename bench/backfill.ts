@@ -32,7 +32,7 @@ import type { Plan } from '../src/pipeline/plan.js';
 
 const DAY = 86_400_000;
 const here = fileURLToPath(new URL('.', import.meta.url));
-const CLI = join(here, '..', 'src', 'cli.js');
+const CLI = join(here, '..', 'bin', 'cli.js');
 const PROBE = join(here, 'rss-probe.js');
 
 interface Mode {

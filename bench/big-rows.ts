@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
+const CLI = join(process.cwd(), 'dist', 'bin', 'cli.js');
 const PROBE = join(process.cwd(), 'dist', 'bench', 'rss-probe.js');
 const PAGES = Number(process.env.BENCH_PAGES ?? 100);
 const PER_PAGE = 100;

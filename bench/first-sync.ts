@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
+const CLI = join(process.cwd(), 'dist', 'bin', 'cli.js');
 const events = Number(process.argv[2] ?? 100_000);
 const port = 18_000 + Math.floor(Math.random() * 2000);
 

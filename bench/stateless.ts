@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/index.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 
-const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
+const CLI = join(process.cwd(), 'dist', 'bin', 'cli.js');
 const events = Number(process.argv[2] ?? 5_000);
 const added = Number(process.argv[3] ?? 100);
 const PROJECTS = ['default', 'alpha', 'beta'];

@@ -20,7 +20,7 @@ import { SPEC_RATE_LIMITS } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
-const CLI = join(here, '..', 'src', 'cli.js');
+const CLI = join(here, '..', 'bin', 'cli.js');
 
 function sync(url: string, apiKey: string, dir: string): Promise<{ code: number | null; seconds: number }> {
   const started = Date.now();

@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { Emulator } from '../../emulator/index.js';
 
-/** The built CLI (`npx tsc -p tsconfig.json` first; `npm test` does). */
-export const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
+/** The built CLI as users run it, the package's `bin` (`npm run build` first; `npm test` does). */
+export const CLI = join(process.cwd(), 'dist', 'bin', 'cli.js');
 
 export interface ChildRun {
   readonly code: number | null;

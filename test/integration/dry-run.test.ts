@@ -1,11 +1,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { statePathOf } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
+import { CLI } from '../fakes/cli.js';
 
-const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
 
 describe('--destination bigquery --dry-run (the real CLI)', () => {
   it('prints the DDL, the exact requests and the MERGE for a small sample, sends nothing to BigQuery, and moves no state', async () => {

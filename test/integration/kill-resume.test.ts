@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { SPEC_RATE_LIMITS, startEmulator, type Emulator } from '../../emulator/index.js';
@@ -9,8 +8,8 @@ import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
 import { tempDir } from '../fakes/tmp.js';
+import { CLI } from '../fakes/cli.js';
 
-const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {

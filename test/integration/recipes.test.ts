@@ -132,7 +132,7 @@ describe('the docs\' recipes', () => {
     const env = Object.fromEntries(
       Object.entries(step.env ?? {}).map(([k, v]) => [k, v.replace('${{ vars.QUERY_API_BASE_URL }}', emu.url).replace('${{ secrets.QUERY_API_KEY }}', emu.apiKey)]),
     );
-    const command = (step.run ?? '').replace('node dist/src/cli.js', `"${process.execPath}" "${CLI}"`);
+    const command = (step.run ?? '').replace('node dist/bin/cli.js', `"${process.execPath}" "${CLI}"`);
     const result = await run('sh', ['-c', command], { cwd: root, env: bareEnv(env) });
     expect(result.status, result.stdout + result.stderr).toBe(0);
     expect(existsSync(join(root, 'data', 'warehouse.duckdb'))).toBe(true);

@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
@@ -11,6 +10,7 @@ import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { RESOURCES } from '../../connectors/index.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
+import { CLI } from '../fakes/cli.js';
 
 /**
  * Split walks of the resources besides events (`src/pipeline/split.ts`): users on `last_seen`,
@@ -19,7 +19,6 @@ import { dir, emulator } from '../fakes/lifecycle.js';
  * it was, records sharing the instant where two sub-windows meet are read once, in either order.
  */
 
-const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
 const DAY = 86_400_000;
 
 const byName = (name: string): ResourceDefinition => RESOURCES.find((r) => r.name === name) as ResourceDefinition;

@@ -1,19 +1,18 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { Emulator } from '../../emulator/index.js';
 import { StateStore, type StateDocument } from '../../src/state/store.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce, writeSplitLeft } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
+import { CLI } from '../fakes/cli.js';
 
 /**
  * Split walks (`src/pipeline/split.ts`): a large window read as sub-windows at once, each with its
  * own checkpoint; the mark moves only when all are stored. Correctness only, not speed.
  */
 
-const CLI = join(process.cwd(), 'dist', 'src', 'cli.js');
 const DAY = 86_400_000;
 
 /** Sub-windows with a stored checkpoint cursor, in a state document. */
