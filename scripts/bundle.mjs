@@ -8,7 +8,9 @@
 // - Commands stay lazy: each is a chunk loaded when it runs (`splitting`), so `status` does not
 //   parse `sync`, and nobody loads the BigQuery client who does not write to BigQuery.
 // - Packages with native code, worker threads or files found by path at run time stay outside,
-//   loaded from node_modules as before: DuckDB, the BigQuery client, pino and pino-pretty, yaml.
+//   loaded from node_modules as before: DuckDB's native binding (its JavaScript API, ~180 small
+//   CommonJS files, is bundled: src/load/duckdb-instance.ts), the BigQuery client, pino and
+//   pino-pretty, yaml.
 // - The emulator (`query-sync emulate`) starts its worker threads from files next to its own
 //   modules, so it is not bundled either: the bundle imports it from dist/emulator/.
 // - The package's version is read from package.json found by walking up from the module
@@ -45,7 +47,7 @@ await build({
   target: 'node20',
   sourcemap: true,
   chunkNames: '[name]-[hash]',
-  external: ['@duckdb/*', '@google-cloud/*', 'google-auth-library', 'pino', 'pino-pretty', 'yaml'],
+  external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino', 'pino-pretty', 'yaml'],
   // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
   banner: { js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);" },
   plugins: [emulatorOutside],
