@@ -11,9 +11,9 @@ COPY src ./src
 COPY emulator ./emulator
 COPY connectors ./connectors
 COPY bench ./bench
-COPY scripts/bundle.mjs ./scripts/
-# The CLI runs as one bundle (dist/bin/cli.js: scripts/bundle.mjs says why).
-RUN npx tsc -p tsconfig.json && node scripts/bundle.mjs && npm prune --omit=dev
+COPY scripts/build.mjs scripts/bundle.mjs ./scripts/
+# TypeScript, then the CLI as one bundle (dist/bin/cli.js: scripts/bundle.mjs says why).
+RUN node scripts/build.mjs && npm prune --omit=dev
 
 # Runtime stage: only production dependencies and the compiled output, as a non-root user.
 FROM node:22.20.0-bookworm-slim
