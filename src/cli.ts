@@ -294,6 +294,14 @@ if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FO
 let secrets: readonly string[] | undefined;
 const secretsOfProcess = (): readonly string[] => (secrets ??= secretsGiven(hideBin(process.argv), process.env));
 
+// A reader that goes away (`query-sync status | head`) closes stdout: what is left to print has no
+// one to read it, so it is dropped, as a Unix tool does on SIGPIPE (which Node ignores), instead of
+// an unhandled 'error' event's stack trace. The command itself goes on (a sync still finishes its
+// writes and state) and its exit code stays its own. Any other write error is still thrown.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+});
+
 main().then(
   (code) => {
     process.exitCode = code;

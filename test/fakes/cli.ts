@@ -22,6 +22,8 @@ export interface CliOptions {
   readonly timeoutMs?: number;
   /** Called with every stderr chunk as it arrives. */
   readonly onStderr?: (text: string) => void;
+  /** Close the reading end of stdout at once, as `query-sync … | head` does once it has its lines. */
+  readonly closeStdout?: boolean;
 }
 
 /** Run the real CLI in a child process against an emulator (stdout and stderr are pipes: no TTY). */
@@ -32,7 +34,8 @@ export function runCli(emu: Pick<Emulator, 'url' | 'apiKey'>, args: readonly str
   });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+  if (options.closeStdout === true) child.stdout.destroy();
+  else child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
   child.stderr.on('data', (b: Buffer) => {
     stderr += b.toString();
     options.onStderr?.(b.toString());

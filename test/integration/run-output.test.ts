@@ -59,6 +59,15 @@ describe('run output (the real CLI against the emulator)', () => {
 });
 
 describe('privacy columns (config → pipeline → a real DuckDB file)', () => {
+  it('stdout closed by its reader (| head): the run finishes, every row stored, exit 0, no stack trace', async () => {
+    const emu = await emulator({ seed: 7, eventsPerProject: 40 });
+    const d = dir();
+    const run = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)], { closeStdout: true });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).not.toMatch(/EPIPE|Unhandled/);
+    expect((await readTable(d, 'events')).length).toBe(emu.snapshot('events').filter((e) => e.project_id === 'alpha').length);
+  });
+
   it('excluded fields never reach the warehouse; hashed ones arrive as HMAC-SHA256 of the value; without a salt the CLI refuses with exit 2', async () => {
     const emu = await emulator({ seed: 6, eventsPerProject: 60 });
     const d = dir();
