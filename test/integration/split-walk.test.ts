@@ -76,7 +76,14 @@ describe('split walks', () => {
         { parts: 2, thenMs: 30 },
       ]) {
         for (const p of ['default', 'alpha', 'beta']) emu.addEvents(p, 7);
+        // The runs to be killed are answered slowly: answered at once, a walk asks its next page as
+        // soon as one arrives, and a fast run could store the split's last pages within the 30 ms
+        // (plus a poll) between the checkpoint the kill waits for and the kill: the kill then missed
+        // the split (once in CI-like runs, after the CLI's start got cheaper). At 100 ms a page the
+        // split stays open for several pages after that checkpoint.
+        emu.configure({ latencyMs: 100 });
         const run = await syncInChild(emu, d, kill);
+        emu.configure({ latencyMs: 0 });
         const doc = await StateStore.read(statePathOf(d));
         if (run.signal === 'SIGKILL' && doc.streams['events:*']?.split !== undefined) {
           killedMidSplit += 1;
