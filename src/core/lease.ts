@@ -10,6 +10,15 @@ import type { Clock } from './types.js';
 export const LEASE_MS = 30_000;
 /** Heartbeat interval: three renewals fit in one lease, so one late timer never loses it. */
 export const HEARTBEAT_MS = LEASE_MS / 3;
+/**
+ * The state file's write lease (`<state>.write.lock`), held for the milliseconds of one rewrite of
+ * the file. Its owner record is written just after the lease's folder is made and removed just
+ * before the folder: a run killed in between (a checkpoint a page, so a kill -9 lands there now and
+ * then) leaves a lease no one can tell is dead, which only expiry frees. At `LEASE_MS` that stalled
+ * the next run's first state write for 30 s; a holder renews it every 1.7 s (a third), far more often
+ * than its rewrite lasts.
+ */
+export const WRITE_LEASE_MS = 5_000;
 
 export interface LeaseOwner {
   /** Unique per acquisition: tells two holders with the same pid apart. */
@@ -44,7 +53,10 @@ export interface LockOptions {
    * run took it over): the caller should stop writing.
    */
   readonly onLost?: (error: Error) => void;
-  /** The lease's length, for tests of its renewal (every party must use the same). @default LEASE_MS */
+  /**
+   * The lease's length: every party to one lease must use the same (`WRITE_LEASE_MS` for the state
+   * file's write lease). A lease whose owner record says its length is judged by that. @default LEASE_MS
+   */
   readonly leaseMs?: number;
 }
 

@@ -22,9 +22,9 @@ import { StateError } from '../core/errors.js';
  * `expires_at` < now): the callers only see this interface.
  */
 
-import { HEARTBEAT_MS, LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions } from '../core/lease.js';
+import { HEARTBEAT_MS, LEASE_MS, WRITE_LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions } from '../core/lease.js';
 
-export { HEARTBEAT_MS, LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions };
+export { HEARTBEAT_MS, LEASE_MS, WRITE_LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions };
 
 /** Leases as folders beside files (`<name>` is the folder, `<name>.owner.json` says who holds it). */
 export const fileLeases: LeaseProvider = { acquire: (name, options) => acquireLock(name, options) };
@@ -32,11 +32,12 @@ export const fileLeases: LeaseProvider = { acquire: (name, options) => acquireLo
 /** Take the lease at `path` (a folder), waiting up to `waitMs` for its holder. */
 export async function acquireLock(path: string, options: LockOptions): Promise<Lock> {
   const deadline = options.clock.now() + (options.waitMs ?? 0);
+  const leaseMs = options.leaseMs ?? LEASE_MS;
   for (;;) {
-    const seen = await inspect(path);
+    const seen = await inspect(path, leaseMs);
     if (seen !== undefined && seen.takeOver !== undefined) {
       // Stale: remove it, unless it changed hands since we looked (then look again).
-      const again = await inspect(path);
+      const again = await inspect(path, leaseMs);
       if (again?.inode === seen.inode && again.takeOver !== undefined) {
         await rm(path, { recursive: true, force: true });
         options.onTakeOver?.(takeOverMessage(path, seen), seen.owner);
@@ -53,9 +54,9 @@ export async function acquireLock(path: string, options: LockOptions): Promise<L
       const who = o === undefined ? 'another run' : `${o.purpose} (pid ${o.pid} on ${o.host}, since ${o.since})`;
       throw new StateError(
         `${path} is held by ${who}; its lease was renewed ${Math.round(seen.ageMs / 1000)} s ago and expires in ` +
-          `${Math.max(0, Math.ceil((LEASE_MS - seen.ageMs) / 1000))} s unless renewed. Another run uses this state: ` +
+          `${Math.max(0, Math.ceil((seen.leaseMs - seen.ageMs) / 1000))} s unless renewed. Another run uses this state: ` +
           `wait for it to finish (or pass --lock-wait, e.g. --lock-wait 10m). A run that was killed leaves a lease that ` +
-          `is taken over automatically ${LEASE_MS / 1000} s after its last renewal.`,
+          `is taken over automatically ${seen.leaseMs / 1000} s after its last renewal.`,
       );
     }
     await options.clock.sleep(Math.min(options.pollMs ?? 200, Math.max(1, deadline - options.clock.now())));
@@ -65,12 +66,14 @@ export async function acquireLock(path: string, options: LockOptions): Promise<L
 interface Seen {
   readonly inode: number;
   readonly ageMs: number;
+  /** Its length: its owner record's, or (no record) the one the caller uses for this lease. */
+  readonly leaseMs: number;
   readonly owner: LeaseOwner | undefined;
   /** Why it may be taken over now, or `undefined` while it is live. */
   readonly takeOver: 'expired' | 'holder-dead' | undefined;
 }
 
-async function inspect(path: string): Promise<Seen | undefined> {
+async function inspect(path: string, callerLeaseMs: number): Promise<Seen | undefined> {
   let info;
   try {
     info = await stat(path);
@@ -83,8 +86,9 @@ async function inspect(path: string): Promise<Seen | undefined> {
   // An owner record written for an earlier lease of the same name says nothing about this one.
   if (info.isDirectory() && owner !== undefined && (owner.inode !== info.ino || (owner.born !== undefined && owner.born !== info.birthtimeMs))) owner = undefined;
   // A file (not a folder) is a lock left by query-sync before leases: judged by its age alone.
-  const takeOver = ageMs > LEASE_MS ? 'expired' : owner !== undefined && holderIsDead(owner) ? 'holder-dead' : undefined;
-  return { inode: info.ino, ageMs, owner, takeOver };
+  const leaseMs = owner?.leaseMs ?? callerLeaseMs;
+  const takeOver = ageMs > leaseMs ? 'expired' : owner !== undefined && holderIsDead(owner) ? 'holder-dead' : undefined;
+  return { inode: info.ino, ageMs, leaseMs, owner, takeOver };
 }
 
 function takeOverMessage(path: string, seen: Seen): string {
@@ -92,7 +96,7 @@ function takeOverMessage(path: string, seen: Seen): string {
   const who = o === undefined ? 'a run that left no owner record' : `${o.purpose} (pid ${o.pid} on ${o.host}, since ${o.since})`;
   const why =
     seen.takeOver === 'expired'
-      ? `its lease expired (last renewed ${Math.round(seen.ageMs / 1000)} s ago, lease ${LEASE_MS / 1000} s)`
+      ? `its lease expired (last renewed ${Math.round(seen.ageMs / 1000)} s ago, lease ${seen.leaseMs / 1000} s)`
       : 'its process on this host no longer runs (gone, a zombie, or its pid reused)';
   return `took over the lease ${path} from ${who}: ${why}`;
 }

@@ -6,7 +6,7 @@ import { redact } from '../core/log.js';
 import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
-import { acquireLock, fileLeases, type LeaseProvider, type Lock } from './lock.js';
+import { acquireLock, fileLeases, WRITE_LEASE_MS, type LeaseProvider, type Lock } from './lock.js';
 import type { StateDocument, StreamState } from './document.js';
 import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
@@ -298,6 +298,7 @@ export class StateStore implements StateWriter {
     const next = this.chain.then(async () => {
       const lock = await acquireLock(`${this.path}.write.lock`, {
         purpose: 'state write',
+        leaseMs: WRITE_LEASE_MS,
         waitMs: 30_000,
         pollMs: 10,
         clock: this.options.clock,

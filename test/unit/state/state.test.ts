@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../../src/core/clock.js';
 import { StateError } from '../../../src/core/errors.js';
 import { keepStateIn } from '../../../src/app/state-home.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
+import { acquireLock, WRITE_LEASE_MS } from '../../../src/state/lock.js';
 import { StateStore } from '../../../src/state/store.js';
 import { leaveLease } from '../../fakes/lease.js';
 import { tempDir } from '../../fakes/tmp.js';
@@ -68,6 +69,28 @@ describe('StateStore', () => {
     await store.close();
     expect(takeOvers).toEqual([expect.stringMatching(/took over the lease .*sync\.lock from sync \(pid \d+ .*no longer runs/)]);
     expect(existsSync(`${path}.sync.lock`)).toBe(false);
+  });
+
+  it('a write lease a killed run left without its owner record is taken over after the short write lease, not the run lease', async () => {
+    const path = statePath();
+    const takeOvers: string[] = [];
+    const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync', onLockTakeOver: (m) => takeOvers.push(m) });
+    // What a run killed between making the write lease's folder and writing its owner record leaves.
+    const writeLock = `${path}.write.lock`;
+    mkdirSync(writeLock);
+    const backdate = (ms: number): void => utimesSync(writeLock, new Date(Date.now() - ms), new Date(Date.now() - ms));
+    // Younger than the write lease: it may be a live writer's, so it is waited for, not taken.
+    backdate(WRITE_LEASE_MS - 3_000);
+    const young = await acquireLock(writeLock, { purpose: 'state write', clock: systemClock, leaseMs: WRITE_LEASE_MS }).catch((e: unknown) => e);
+    expect(young).toBeInstanceOf(StateError);
+    expect((young as Error).message).toMatch(/held by another run; its lease was renewed 2 s ago and expires in 3 s .*taken over automatically 5 s after/);
+    // Older than the write lease (still far younger than a run's 30 s): the next write takes it over.
+    backdate(WRITE_LEASE_MS + 1_000);
+    await store.updateStream('events:*', (s) => ({ ...s, mark: '2026-11-21T00:00:00.000Z' }));
+    await store.close();
+    expect(takeOvers).toEqual([expect.stringMatching(/took over the lease .*state\.json\.write\.lock from a run that left no owner record: its lease expired \(last renewed 6 s ago, lease 5 s\)/)]);
+    expect((await StateStore.read(path)).streams['events:*']?.mark).toBe('2026-11-21T00:00:00.000Z');
+    expect(existsSync(writeLock)).toBe(false);
   });
 
   it('lets runs of different purposes share the file without losing each other\'s writes', async () => {
