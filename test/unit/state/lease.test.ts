@@ -50,8 +50,10 @@ describe('the run lease', () => {
   });
 
   it('a holder that is a zombie (killed, not yet reaped) counts as dead: the next run starts at once', async () => {
-    // `sleep 0` is a child of the shell, which then becomes `sleep 120` and never reaps it.
-    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 120'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // `sleep 2` is a child of the shell, which then becomes `sleep 120` and never reaps it. The child
+    // must outlive the shell's exec: a `sleep 0` that had already exited was now and then reaped by
+    // the shell before it exec'd (once in a CI run: its /proc entry was gone).
+    const parent = spawn('sh', ['-c', 'sleep 2 & echo $!; exec sleep 120'], { stdio: ['ignore', 'pipe', 'ignore'] });
     cleanups.push(() => parent.kill('SIGKILL'));
     const zombiePid = await new Promise<number>((resolve) => parent.stdout.once('data', (b: Buffer) => resolve(Number(b.toString().trim()))));
     let state = '';
