@@ -172,7 +172,9 @@ async function readOwner(path: string): Promise<LeaseOwner | undefined> {
       pid: parsed.pid,
       startTicks: parsed.startTicks,
       since: String(parsed.since),
-      leaseMs: Number(parsed.leaseMs ?? LEASE_MS),
+      // A lease is judged by the length its record states: one that is not a positive number (a
+      // damaged record) falls back to the run lease, never to a lease that cannot expire.
+      leaseMs: typeof parsed.leaseMs === 'number' && Number.isFinite(parsed.leaseMs) && parsed.leaseMs > 0 ? parsed.leaseMs : LEASE_MS,
       inode: parsed.inode,
       born: parsed.born,
     };

@@ -40,6 +40,15 @@ describe('the run lease', () => {
     expect(existsSync(`${path}.owner.json`)).toBe(false);
   });
 
+  it('a lease whose owner record states no usable length is judged by the run lease: it still expires', async () => {
+    const path = leasePath();
+    leaveLease(path, { host: 'pod-7f9c', pid: 1, renewedMsAgo: LEASE_MS + 1_000, leaseMs: 'forever' as unknown as number });
+    const logged: string[] = [];
+    const lock = await acquireLock(path, { purpose: 'sync', clock: systemClock, onTakeOver: (m) => logged.push(m) });
+    expect(logged).toEqual([expect.stringMatching(/its lease expired \(last renewed 31 s ago, lease 30 s\)/)]);
+    await lock.release();
+  });
+
   it('a second run waits with --lock-wait and gets the lease once the first releases it', async () => {
     const path = leasePath();
     const first = await acquireLock(path, { purpose: 'sync', clock: systemClock });
