@@ -11,7 +11,7 @@ COPY src ./src
 COPY emulator ./emulator
 COPY connectors ./connectors
 COPY bench ./bench
-COPY scripts/build.mjs scripts/bundle.mjs ./scripts/
+COPY scripts/build.mjs scripts/bundle.mjs scripts/undici-lean.cjs ./scripts/
 # TypeScript, then the CLI as one bundle (dist/bin/cli.js: scripts/bundle.mjs says why).
 RUN node scripts/build.mjs && npm prune --omit=dev
 
