@@ -20,7 +20,7 @@
 // - The package's version is read from package.json found by walking up from the module
 //   (src/http/conventions.ts), which dist/bin/ reaches as dist/src/ does.
 import { build } from 'esbuild';
-import { chmodSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -48,21 +48,48 @@ const undiciLean = {
   },
 };
 
-rmSync(outdir, { recursive: true, force: true });
-await build({
-  entryPoints: { cli: join(root, 'src', 'cli.ts') },
-  outdir,
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  sourcemap: true,
-  chunkNames: '[name]-[hash]',
-  external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino', 'pino-pretty', 'yaml'],
-  // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
-  banner: { js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);" },
-  plugins: [emulatorOutside, undiciLean],
-  logLevel: 'warning',
-});
-chmodSync(join(outdir, 'cli.js'), 0o755);
+/**
+ * The files the last bundle was built from and when that build started (dist/bin/inputs.json): a
+ * bundle none of whose inputs changed since is kept as it is, as `tsc -b` keeps what is up to
+ * date. So `npm test` and `npm run test:slow` can start side by side (.ci/run) without one
+ * replacing the bundle under the other's running CLI processes.
+ */
+const stamp = join(outdir, 'inputs.json');
+const self = [fileURLToPath(import.meta.url), join(root, 'scripts', 'undici-lean.cjs'), join(root, 'package-lock.json')];
+
+function upToDate() {
+  if (!existsSync(join(outdir, 'cli.js')) || !existsSync(stamp)) return false;
+  try {
+    const { startedMs, inputs } = JSON.parse(readFileSync(stamp, 'utf8'));
+    return [...self, ...inputs.map((f) => join(root, f))].every((f) => statSync(f).mtimeMs < startedMs);
+  } catch {
+    return false;
+  }
+}
+
+if (!upToDate()) {
+  const startedMs = Date.now();
+  rmSync(outdir, { recursive: true, force: true });
+  const { metafile } = await build({
+    absWorkingDir: root,
+    entryPoints: { cli: join(root, 'src', 'cli.ts') },
+    outdir,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    sourcemap: true,
+    metafile: true,
+    chunkNames: '[name]-[hash]',
+    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino', 'pino-pretty', 'yaml'],
+    // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
+    banner: { js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);" },
+    plugins: [emulatorOutside, undiciLean],
+    logLevel: 'warning',
+  });
+  chmodSync(join(outdir, 'cli.js'), 0o755);
+  // Relative to `absWorkingDir`, the root.
+  const inputs = Object.keys(metafile.inputs);
+  writeFileSync(stamp, `${JSON.stringify({ startedMs, inputs })}\n`);
+}
