@@ -12,7 +12,7 @@
 //   loaded from node_modules as before: DuckDB's native binding (its JavaScript API, ~180 small
 //   CommonJS files, is bundled: src/load/duckdb-instance.ts), the BigQuery client, pino and
 //   pino-pretty, yaml.
-// - undici is bundled through scripts/undici-lean.cjs: its Agent and `request`, not the ~100 files
+// - undici is bundled through scripts/undici-lean.cjs: its Agent and `request`, not the 72 other files
 //   of fetch, WebSocket, caches and mocks its index loads (65 ms of CPU less per start, 1.00 against
 //   1.07 CPU-s for a sync with nothing to do, a mean of 24 runs alternating).
 // - The emulator (`query-sync emulate`) starts its worker threads from files next to its own

@@ -1,6 +1,6 @@
 'use strict'
 // What the bundle (scripts/bundle.mjs) gets for `import { Agent, request } from 'undici'`: the two
-// parts of undici query-sync uses (src/http/client.ts, src/http/attempt.ts), without the ~100 other
+// parts of undici query-sync uses (src/http/client.ts, src/http/attempt.ts), without the 72 other
 // files undici's index loads at every start (fetch, WebSocket, caches, mocks, proxies, SQLite): 65 ms
 // of CPU per start (see bundle.mjs).
 //
