@@ -56,9 +56,7 @@ describe('run output (the real CLI against the emulator)', () => {
     ]);
     expect(bad.stdout).not.toContain(BAD_KEY);
   });
-});
 
-describe('privacy columns (config → pipeline → a real DuckDB file)', () => {
   it('stdout closed by its reader (| head): the run finishes, every row stored, exit 0, no stack trace', async () => {
     const emu = await emulator({ seed: 7, eventsPerProject: 40 });
     const d = dir();
@@ -67,7 +65,9 @@ describe('privacy columns (config → pipeline → a real DuckDB file)', () => {
     expect(run.stderr).not.toMatch(/EPIPE|Unhandled/);
     expect((await readTable(d, 'events')).length).toBe(emu.snapshot('events').filter((e) => e.project_id === 'alpha').length);
   });
+});
 
+describe('privacy columns (config → pipeline → a real DuckDB file)', () => {
   it('excluded fields never reach the warehouse; hashed ones arrive as HMAC-SHA256 of the value; without a salt the CLI refuses with exit 2', async () => {
     const emu = await emulator({ seed: 6, eventsPerProject: 60 });
     const d = dir();
