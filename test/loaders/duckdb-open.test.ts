@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WarehouseBusyError } from '../../src/core/errors.js';
+import { availableParallelism } from 'node:os';
+import { WRITER_THREADS } from '../../src/load/duckdb-connection.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { tempDir } from '../fakes/tmp.js';
 
@@ -78,5 +80,17 @@ describe('DuckDbDestination.open while another process holds the file', () => {
     expect(await db.countWindow('events', { ...window, projectId: 'a' })).toBe(2);
     expect(await db.countWindow('events', { ...window, projectId: 'b' })).toBe(1);
     expect(await db.countByProject('events')).toEqual({ a: 3, b: 1 });
+  });
+
+  it('a writer runs DuckDB on WRITER_THREADS threads; a reader on one per core, as DuckDB does', async () => {
+    const d = tempDir();
+    cleanups.push(d.cleanup);
+    const path = join(d.dir, 'w.duckdb');
+    const writer = await DuckDbDestination.open(path);
+    expect(await writer.query("SELECT current_setting('threads') AS n")).toEqual([{ n: BigInt(WRITER_THREADS) }]);
+    await writer.close();
+    const reader = await DuckDbDestination.open(path, { readOnly: true });
+    cleanups.push(() => reader.close());
+    expect(await reader.query("SELECT current_setting('threads') AS n")).toEqual([{ n: BigInt(availableParallelism()) }]);
   });
 });
