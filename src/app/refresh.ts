@@ -1,7 +1,8 @@
 import { ConfigError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ResourceDefinition, TableSchema } from '../core/types.js';
-import type { Destination, LoadBatch } from '../load/destination.js';
+import type { Capabilities, Destination, LoadBatch } from '../load/destination.js';
+import type { Refreshes } from '../load/destination-capabilities.js';
 import { StateStore, type StateDocument } from '../state/store.js';
 
 /**
@@ -19,14 +20,16 @@ export function shadowTable(table: string): string {
   return `${SHADOW_PREFIX}${table}`;
 }
 
-/** Refuse early, before reading anything, when the destination cannot swap tables. */
-export function assertCanRefresh(destination: Destination): void {
-  if (destination.replaceTables === undefined || destination.dropTable === undefined) {
+/** How the destination swaps tables; refused early, before reading anything, when it cannot. */
+export function assertCanRefresh(destination: Destination): Refreshes {
+  const refresh = destination.can.refresh;
+  if (refresh === undefined) {
     throw new ConfigError(
       `--full-refresh replaces tables atomically, which the ${destination.kind} destination cannot do (DuckDB and BigQuery can). ` +
         `Instead: query-sync reset --resources <names> --yes, then sync (the re-read merges on the key; rows deleted at the source stay).`,
     );
   }
+  return refresh;
 }
 
 /** A table as its refresh writes it: into its shadow, and its bridges into theirs. */
@@ -43,6 +46,8 @@ export function refreshedTables(resource: ResourceDefinition): { readonly table:
 /** Writes of the refreshed resources go to their shadow tables (bridge tables included). */
 export class ShadowDestination implements Destination {
   readonly kind: string;
+  /** None: it takes a refresh's writes; the command uses the real destination for the rest. */
+  readonly can: Capabilities = {};
   private readonly inner: Destination;
 
   constructor(inner: Destination) {
@@ -81,8 +86,8 @@ export async function beginRefresh(
   resources: readonly ResourceDefinition[],
   real: { readonly state: StateStore; readonly destination: Destination; readonly clock: Clock },
 ): Promise<{ readonly state: StateStore; readonly destination: Destination }> {
-  assertCanRefresh(real.destination);
-  for (const r of resources) for (const { shadow } of refreshedTables(r)) await real.destination.dropTable?.(shadow);
+  const refresh = assertCanRefresh(real.destination);
+  for (const r of resources) for (const { shadow } of refreshedTables(r)) await refresh.dropTable(shadow);
   return { state: refreshState(real.state.document, real.clock), destination: new ShadowDestination(real.destination) };
 }
 
@@ -100,18 +105,19 @@ export async function finishRefresh(
   finished: (resource: string) => boolean,
   deps: { readonly destination: Destination; readonly memory: StateStore; readonly state: StateStore; readonly logger: Logger },
 ): Promise<RefreshOutcome> {
-  const { destination, memory, state, logger } = deps;
+  const { memory, state, logger } = deps;
+  const refresh = assertCanRefresh(deps.destination);
   const replaced: string[] = [];
   const keptAsWas: string[] = [];
   await state.addProjects(memory.document.projects);
   for (const resource of resources) {
     const swaps = refreshedTables(resource);
     if (!finished(resource.name)) {
-      for (const { shadow } of swaps) await destination.dropTable?.(shadow);
+      for (const { shadow } of swaps) await refresh.dropTable(shadow);
       keptAsWas.push(resource.name);
       continue;
     }
-    await destination.replaceTables?.(swaps);
+    await refresh.replaceTables(swaps);
     const prefix = `${resource.name}:`;
     const fresh = Object.entries(memory.document.streams).filter(([key]) => key.startsWith(prefix));
     const stale = Object.keys(state.document.streams).filter((key) => key.startsWith(prefix) && !fresh.some(([k]) => k === key));

@@ -35,7 +35,8 @@ export async function resetStreams(config: ResetConfig, keys: readonly string[])
   try {
     if (config.destination === 'bigquery') {
       destination = await openDestination(config, silentLogger(), () => undefined);
-      state = await StateStore.open(config.statePath, { ...lease, ...(destination.leases === undefined ? {} : { leases: destination.leases }) });
+      const { leases } = destination.can;
+      state = await StateStore.open(config.statePath, { ...lease, ...(leases === undefined ? {} : { leases }) });
     } else {
       state = await StateStore.open(config.statePath, lease);
       // No warehouse file yet: the state file is all there is (reset never creates a warehouse).

@@ -61,7 +61,7 @@ export function endRun<S extends StreamResult>(runtime: Runtime, stop: RunStop, 
 
 /** Read once, before the run's own history row is written, so the row and the summary agree. */
 export function billingOf(config: Pick<SyncConfig, 'dryRun'>, destination: Destination): BillingTotals | undefined {
-  return config.dryRun ? undefined : destination.billing?.();
+  return config.dryRun ? undefined : destination.can.billing?.billing();
 }
 
 /**

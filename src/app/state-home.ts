@@ -17,9 +17,7 @@ import { workingPathForReading } from '../publish/layout.js';
 
 /** The destination as a state table, when it keeps state. */
 export function stateTableOf(destination: Destination): StateTable | undefined {
-  const { readState, writeState, stateLocation } = destination;
-  if (readState === undefined || writeState === undefined || stateLocation === undefined) return undefined;
-  return { stateLocation, readState: () => readState.call(destination), writeState: (commit) => writeState.call(destination, commit) };
+  return destination.can.state;
 }
 
 /** A run's state from now on lives in the warehouse (restored from it, or the file migrated into it). */

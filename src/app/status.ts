@@ -36,7 +36,7 @@ async function readWarehouse(config: StatusConfig, doc: StateDocument, io: Comma
     const tables: Record<string, TableCounts> = {};
     for (const table of [...config.resources.map((r) => r.name), ...analystTablesOf(doc)]) {
       const rows = await destination.count(table);
-      const byProject = destination.countByProject === undefined ? undefined : await destination.countByProject(table);
+      const byProject = await destination.can.byProject?.countByProject(table);
       tables[table] = { rows, byProject };
     }
     return { ...base, available: true, tables };

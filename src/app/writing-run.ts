@@ -133,7 +133,7 @@ export function openRunState(
     clock,
     purpose,
     // BigQuery keeps the lease in the dataset; a dry run sends nothing, so it keeps it in a file.
-    ...(destination?.leases === undefined || config.dryRun ? {} : { leases: destination.leases }),
+    ...(destination?.can.leases === undefined || config.dryRun ? {} : { leases: destination.can.leases }),
     lockWaitMs: config.lockWaitMs,
     inMemory: config.dryRun,
     resources: RESOURCE_NAMES,

@@ -6,7 +6,7 @@ import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bi
 import { BigQueryDryRun } from './bigquery-dry-run.js';
 import { logTable } from './bigquery-log.js';
 import { wantsLogForNew, type UpsertLayout } from './bigquery-log-layout.js';
-import type { BillingTotals, Destination, LoadBatch, LoadResult, TableSwap, ViewDialect, WindowCount } from './destination.js';
+import { capabilitiesOf, type BillingTotals, type Capabilities, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 
 /**
  * `--dry-run` as a decorator of the BigQuery destination: each write prints what it would send
@@ -30,6 +30,8 @@ export function openBigQuery(options: BigQueryOpenOptions): Destination {
 
 export class BigQueryDryRunDestination implements Destination {
   readonly kind = 'bigquery';
+  /** What the real destination offers, answered without sending anything (counts 0, state none). */
+  readonly can: Capabilities;
   private readonly inner: BigQueryDestination;
   private readonly print: (line: string) => void;
   private readonly printer: BigQueryDryRun;
@@ -45,6 +47,7 @@ export class BigQueryDryRunDestination implements Destination {
     this.location = options.location ?? DEFAULT_LOCATION;
     this.upsert = options.upsert ?? 'auto';
     this.printer = new BigQueryDryRun({ projectId: options.projectId, dataset: options.dataset }, this.print, options.now ?? Date.now);
+    this.can = capabilitiesOf(this);
   }
 
   get stateLocation(): string {

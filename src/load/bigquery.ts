@@ -44,7 +44,7 @@ import type { LeaseProvider } from '../core/lease.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, TableSchema } from '../core/types.js';
-import type { BillingTotals, Destination, LoadBatch, LoadResult, TableSwap, ViewDialect, WindowCount } from './destination.js';
+import { capabilitiesOf, type BillingTotals, type Capabilities, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 import { BillingTally } from './bigquery-billing.js';
 import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bigquery-coalesce.js';
 import { toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
@@ -110,6 +110,7 @@ const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
 export class BigQueryDestination implements Destination {
   readonly kind = 'bigquery';
   readonly stateLocation: string;
+  readonly can: Capabilities;
   private readonly client: BigQuery;
   private readonly target: BigQueryTarget;
   private readonly log: Logger;
@@ -135,8 +136,7 @@ export class BigQueryDestination implements Destination {
     this.retry = {
       maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
       maxConflictAttempts: Math.max(1, options.maxConflictAttempts ?? DEFAULT_MAX_CONFLICT_ATTEMPTS),
-      baseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
-      maxMs: MAX_BACKOFF_MS,
+      baseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, maxMs: MAX_BACKOFF_MS,
     };
     this.sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
     this.now = options.now ?? Date.now;
@@ -187,6 +187,7 @@ export class BigQueryDestination implements Destination {
       select: (operation, table, sql) => this.select(operation, table, sql),
       createQueryJob: (query, jobId, stateRows) => this.createQueryJob(query, jobId, stateRows),
     });
+    this.can = capabilitiesOf(this);
   }
 
   billing(): BillingTotals {

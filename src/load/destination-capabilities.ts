@@ -3,9 +3,10 @@ import type { StateTable } from '../core/state-table.js';
 
 /**
  * What a destination may offer beyond reading and writing rows, one small interface each, and the
- * guard that tells whether a destination offers it. A caller asks once, where it opens the
- * destination (`capabilitiesOf`), and holds the typed capability from then on; `Destination`
- * itself carries each of them as optional members.
+ * guard that tells whether a destination offers it. A destination class declares them as optional
+ * members (`OptionalCapabilities`) and checks them once, when it is made: `capabilitiesOf(this)`
+ * becomes its `can`. Callers read `destination.can.<capability>` (typed, or `undefined`), never the
+ * optional members, which `Destination` does not expose.
  */
 
 /** What a destination's queries were billed since it was opened (BigQuery on-demand bytes). */

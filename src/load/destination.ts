@@ -1,8 +1,9 @@
 import type { StateCommit } from '../core/state-table.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
-import type { OptionalCapabilities } from './destination-capabilities.js';
+import type { Capabilities } from './destination-capabilities.js';
 
-export type { BillingTotals, TableSwap, ViewDialect, WindowCount } from './destination-capabilities.js';
+export type { BillingTotals, Capabilities, TableSwap, ViewDialect, WindowCount } from './destination-capabilities.js';
+export { capabilitiesOf } from './destination-capabilities.js';
 
 /** One batch to upsert into one table. Rows are already unique by key (see `dedupeRows`). */
 export interface LoadBatch {
@@ -31,10 +32,13 @@ export interface LoadResult {
  * names but the table lacks, before loading. It returns only after the rows are durable.
  *
  * What a destination may offer beyond that (state, lease, billing, counts, refresh, views) is one
- * small interface each in `destination-capabilities.ts`, checked once with `capabilitiesOf`.
+ * small interface each in `destination-capabilities.ts`, in `can`: checked once where the
+ * destination is made (`capabilitiesOf`), and read from there, never as optional members.
  */
-export interface Destination extends OptionalCapabilities {
+export interface Destination {
   readonly kind: string;
+  /** What it offers beyond rows; an absent capability is `undefined`. */
+  readonly can: Capabilities;
   /** Columns of an existing table (so a resumed run keeps column types), or `undefined`. */
   describe(table: string): Promise<readonly ColumnDef[] | undefined>;
   write(batch: LoadBatch): Promise<LoadResult>;

@@ -7,7 +7,7 @@ import { DuckDbFile, type DuckDbOpenOptions } from './duckdb-connection.js';
 import { DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './duckdb-sql.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, writeStateRows } from './duckdb-state.js';
-import { assertRowsFitSchema, dedupeRows, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
+import { assertRowsFitSchema, capabilitiesOf, dedupeRows, type Capabilities, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
 
 export { ROW_GROUP_SIZE, type DuckDbOpenOptions } from './duckdb-connection.js';
 
@@ -31,13 +31,14 @@ export class DuckDbDestination implements Destination {
   /** Warnings of a state-only write (which returns none), handed on with the next batch's result. */
   private pendingWarnings: string[] = [];
   private readonly memory: DuckDbMemory;
-
   /** Where state lives, for messages. */
   readonly stateLocation: string;
+  readonly can: Capabilities;
 
   private constructor(private readonly file: DuckDbFile) {
     this.stateLocation = `table ${STATE_TABLE} of DuckDB file ${file.path}`;
     this.memory = new DuckDbMemory(file);
+    this.can = capabilitiesOf(this);
   }
 
   /** How many batches were written in halves because DuckDB ran out of memory. */
@@ -282,10 +283,7 @@ export class DuckDbDestination implements Destination {
             `then merged) until the next checkpoint, and strings this large cannot spill to disk. ` +
             `Set --duckdb-memory-limit higher (at least several times the largest row); the batches written before are stored)`
           : '';
-      throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, {
-        cause: error,
-        context: { resource: table.name },
-      });
+      throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, { cause: error, context: { resource: table.name } });
     } finally {
       if (stateRows !== undefined) await batch.state?.finish(committed);
     }

@@ -105,7 +105,7 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
     notChecked.push({ resource: '*', reason: 'no project is known yet (a `*` sync records them as it reads)' });
   }
   const jobs: Promise<void>[] = [];
-  if (deps.destination.countWindow === undefined) {
+  if (deps.destination.can.windows === undefined) {
     notChecked.push({ resource: '*', reason: `the ${deps.destination.kind} destination cannot count rows per window` });
     projects = [];
   }
@@ -226,7 +226,7 @@ async function countAgain(
   stats.push(ctx.stats);
   const [expected, found] = await Promise.all([
     countRecords(deps.client, resource, singleProjectScope(project.header), window, ctx),
-    deps.destination.countWindow?.(resource.name, { projectId: project.slug, column: resource.cursorField as string, fromIso: iso(window.fromMs), toIso: iso(window.toMs) }) ?? Promise.resolve(0),
+    deps.destination.can.windows?.countWindow(resource.name, { projectId: project.slug, column: resource.cursorField as string, fromIso: iso(window.fromMs), toIso: iso(window.toMs) }) ?? Promise.resolve(0),
   ]);
   return { expected, found };
 }

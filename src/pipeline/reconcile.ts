@@ -99,13 +99,13 @@ export async function findDifferences(
   range: { readonly recent?: TimeWindow; readonly older?: TimeWindow },
   deps: FindDeps,
 ): Promise<ScopeCheck> {
-  const countWindow = deps.destination.countWindow?.bind(deps.destination);
+  const windows = deps.destination.can.windows;
   const column = resource.cursorField;
-  if (countWindow === undefined || column === undefined) return { differences: [], stats: newCallStats(), by: 'count' };
+  if (windows === undefined || column === undefined) return { differences: [], stats: newCallStats(), by: 'count' };
   const scope = singleProjectScope(project.header);
   const ctx: CallContext = { resource: resource.name, project: project.slug, lane: `reconcile|${resource.name}|${project.slug}`, stats: newCallStats(), signal: deps.signal };
   const warehouse = (w: TimeWindow): Promise<number> =>
-    countWindow(resource.name, { projectId: project.slug, column, fromIso: new Date(w.fromMs).toISOString(), toIso: new Date(w.toMs).toISOString() });
+    windows.countWindow(resource.name, { projectId: project.slug, column, fromIso: new Date(w.fromMs).toISOString(), toIso: new Date(w.toMs).toISOString() });
   let counts = MAX_NARROWING_COUNTS;
   const byCount = async (w: TimeWindow): Promise<number | undefined> => {
     if (counts <= 0) return undefined;

@@ -97,7 +97,7 @@ export interface RunRecord {
   readonly settings: Readonly<Record<string, unknown>>;
   /** Literal secrets scrubbed from every error message. */
   readonly secrets: readonly string[];
-  /** What the run's queries were billed (`Destination.billing`), absent where they are free. */
+  /** What the run's queries were billed (`Destination.can.billing`), absent where they are free. */
   readonly billing?: BillingTotals;
   /** The reconcile step's outcome in brief (`reconcileBrief`), absent when it did not run. */
   readonly reconcile?: Readonly<Record<string, unknown>>;

@@ -97,8 +97,8 @@ export async function verifyWindows(
   windowsOf: (resource: string, project: string) => readonly TimeWindow[],
   deps: VerifyDeps,
 ): Promise<VerifyReport> {
-  const countWindow = deps.destination.countWindow?.bind(deps.destination);
-  if (countWindow === undefined) {
+  const counts = deps.destination.can.windows;
+  if (counts === undefined) {
     throw new ConfigError(
       `verify compares API counts with warehouse counts per window, which the ${deps.destination.kind} destination cannot give: ` +
         'use a destination that counts windows (duckdb, bigquery)',
@@ -127,7 +127,7 @@ export async function verifyWindows(
           queue.add(async (): Promise<VerifyWindow> => {
             const [api, warehouse] = await Promise.all([
               series.then((counts) => counts?.get(window) ?? countRecords(deps.client, resource, scope, window, ctx)),
-              countWindow(resource.name, { projectId: project.slug, column, fromIso: from, toIso: to }),
+              counts.countWindow(resource.name, { projectId: project.slug, column, fromIso: from, toIso: to }),
             ]);
             return { resource: resource.name, project: project.slug, header: project.header, from, to, api, warehouse, match: api === warehouse };
           }),

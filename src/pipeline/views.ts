@@ -37,14 +37,15 @@ export function conversationEventsQuery(
  * warning, never a failed run (the data and the marks are stored).
  */
 export async function defineViews(destination: Destination, logger: Logger): Promise<string[]> {
-  if (destination.defineView === undefined) return [];
+  const views = destination.can.views;
+  if (views === undefined) return [];
   const made: string[] = [];
   try {
     const events = (await destination.describe('events'))?.map((c) => c.name);
     const conversations = (await destination.describe('conversations'))?.map((c) => c.name);
     const query = conversationEventsQuery(events, conversations);
     if (query !== undefined) {
-      await destination.defineView(CONVERSATION_EVENTS_VIEW, query);
+      await views.defineView(CONVERSATION_EVENTS_VIEW, query);
       made.push(CONVERSATION_EVENTS_VIEW);
     }
   } catch (error) {

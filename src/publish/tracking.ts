@@ -1,5 +1,4 @@
-import type { Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
-import { dropsTables, replacesTables } from '../load/destination-capabilities.js';
+import type { Capabilities, Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
 import { PARTITIONED, partitionOfRow, WHOLE } from './partitions.js';
 import type { Publisher } from './publisher.js';
 
@@ -27,19 +26,29 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
     for (const bridge of batch.table.bridges ?? []) publisher.mark(bridge.table.name, [WHOLE]);
     return result;
   };
-  const overrides: Partial<Destination> = { write };
-  if (replacesTables(destination)) {
-    overrides.replaceTables = async (swaps: readonly TableSwap[]) => {
-      await destination.replaceTables(swaps);
-      for (const s of swaps) publisher.mark(s.table, undefined);
-    };
-  }
-  if (dropsTables(destination)) {
-    overrides.dropTable = async (table: string) => {
-      await destination.dropTable(table);
-      publisher.mark(table, undefined);
-    };
-  }
+  // Tables its capabilities replace or drop are marked too (rewritten whole); the rest of what it
+  // offers is its own.
+  const { refresh, drop } = destination.can;
+  const marking = (dropTable: (table: string) => Promise<void>) => async (table: string): Promise<void> => {
+    await dropTable(table);
+    publisher.mark(table, undefined);
+  };
+  const can: Capabilities = {
+    ...destination.can,
+    ...(drop === undefined ? {} : { drop: { dropTable: marking((table) => drop.dropTable(table)) } }),
+    ...(refresh === undefined
+      ? {}
+      : {
+          refresh: {
+            dropTable: marking((table) => refresh.dropTable(table)),
+            replaceTables: async (swaps: readonly TableSwap[]): Promise<void> => {
+              await refresh.replaceTables(swaps);
+              for (const s of swaps) publisher.mark(s.table, undefined);
+            },
+          },
+        }),
+  };
+  const overrides: Partial<Destination> = { write, can };
   // Everything else goes to the destination itself, bound to it (its queue and connection are its own).
   return new Proxy(destination, {
     get(target, prop, receiver) {

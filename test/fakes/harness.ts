@@ -95,7 +95,7 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
   let state: StateStore | undefined;
   try {
     destination = target.destination ? await target.destination() : undefined;
-    if (destination?.leases !== undefined) {
+    if (destination?.can.leases !== undefined) {
       state = await openRunState(config, purpose, { clock, logger, stop }, destination);
     } else {
       state = await openRunState(config, purpose, { clock, logger, stop });

@@ -21,6 +21,7 @@ const ts = (i: number): string => new Date(Date.now() - 600_000 + i).toISOString
 function recording(inner: DuckDbDestination, writes: number[]): Destination {
   return {
     kind: inner.kind,
+    can: {}, // as before: rows only (no state table, counts or views)
     describe: (t) => inner.describe(t),
     count: (t) => inner.count(t),
     close: () => inner.close(),

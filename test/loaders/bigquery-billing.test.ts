@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/core/log.js';
 import { newCallStats } from '../../src/http/client.js';
-import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import type { BigQueryDestination } from '../../src/load/bigquery.js';
 import { recordRun, RUNS_TABLE, type RunRecord } from '../../src/pipeline/run-history.js';
@@ -85,7 +84,7 @@ describe('bytes billed where queries are free (DuckDB)', () => {
     try {
       const dest = await DuckDbDestination.open(join(dir, 'warehouse.duckdb'));
       try {
-        expect((dest as Destination).billing).toBeUndefined();
+        expect(dest.can.billing).toBeUndefined();
         // A runs table as an earlier version wrote it: no bytes_billed column.
         await dest.write({ table: { name: RUNS_TABLE, key: ['run_id'], columns: [{ name: 'run_id', type: 'string' }, { name: 'command', type: 'string' }] }, rows: [{ run_id: 'old', command: 'sync' }] });
         await recordRun(dest, run(), [], silentLogger(), 'new');

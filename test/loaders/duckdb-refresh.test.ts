@@ -80,7 +80,7 @@ describe('full refresh in DuckDB', () => {
   });
 
   it('a destination that cannot swap tables is refused before anything is read, saying what to do instead', () => {
-    const withoutSwaps = { kind: 'custom' } as unknown as Destination;
+    const withoutSwaps = { kind: 'custom', can: {} } as unknown as Destination;
     expect(() => assertCanRefresh(withoutSwaps)).toThrow(ConfigError);
     expect(() => assertCanRefresh(withoutSwaps)).toThrow(/custom destination cannot do \(DuckDB and BigQuery can\).*query-sync reset --resources <names> --yes, then sync/);
   });
