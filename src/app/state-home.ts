@@ -3,7 +3,6 @@ import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { StatusConfig } from '../config.js';
 import { WarehouseBusyError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { StateTable } from '../core/state-table.js';
 import type { Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { StateStore, type StateDocument } from '../state/store.js';
@@ -15,14 +14,9 @@ import { workingPathForReading } from '../publish/layout.js';
  * keeps one, else (or while it holds none) the state file. See `StateStore.attach` for which wins.
  */
 
-/** The destination as a state table, when it keeps state. */
-export function stateTableOf(destination: Destination): StateTable | undefined {
-  return destination.can.state;
-}
-
 /** A run's state from now on lives in the warehouse (restored from it, or the file migrated into it). */
 export async function keepStateIn(state: StateStore, destination: Destination): Promise<void> {
-  const table = stateTableOf(destination);
+  const table = destination.can.state;
   if (table !== undefined) await state.attach(table);
 }
 
@@ -69,7 +63,7 @@ export async function readStateFrom(
     return fromFile();
   }
   try {
-    const table = stateTableOf(destination);
+    const table = destination.can.state;
     const rows = table === undefined ? [] : await table.readState();
     if (table === undefined || rows.length === 0) return await fromFile();
     return { document: await StateStore.readWith(config.statePath, table, options), location: table.stateLocation };

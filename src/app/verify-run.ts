@@ -7,7 +7,7 @@ import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type Verify
 import { formatBackfillStreams, formatVerify } from './reports.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
-import { keepStateIn, stateTableOf } from './state-home.js';
+import { keepStateIn } from './state-home.js';
 import { backfillProgressHooks, createRuntime } from './runtime.js';
 import { createRunStop, stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
@@ -30,7 +30,7 @@ export async function verifyRun(config: VerifyConfig, io: CommandIo): Promise<nu
   let publishing: RunPublishing | undefined;
   try {
     destination = await openDestination(config, logger, io.print);
-    const doc = await StateStore.readWith(config.statePath, stateTableOf(destination), { resources: RESOURCE_NAMES });
+    const doc = await StateStore.readWith(config.statePath, destination.can.state, { resources: RESOURCE_NAMES });
     const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: doc.projects });
     const deps = { client, destination, logger };
     const report = await verifyCounts(

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { systemClock } from '../../../src/core/clock.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
 import { StateStore, type StateWriter } from '../../../src/state/store.js';
-import { keepStateIn, stateTableOf } from '../../../src/app/state-home.js';
+import { keepStateIn } from '../../../src/app/state-home.js';
 import { keyedTable } from '../../fixtures/bigquery/tables.js';
 import { tempDir } from '../../fakes/tmp.js';
 
@@ -45,7 +45,7 @@ describe('state committed with its batch', () => {
       ),
     );
     expect(Object.keys(state.document.sections['parts'] as object)).toHaveLength(20);
-    const restored = await StateStore.readWith(join(dir, 'nowhere.json'), stateTableOf(db));
+    const restored = await StateStore.readWith(join(dir, 'nowhere.json'), db.can.state);
     expect(Object.keys(restored.sections['parts'] as object).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `p${i}`).sort());
     expect(await db.count('parts')).toBe(20);
   });
@@ -65,7 +65,7 @@ describe('state committed with its batch', () => {
     expect((failed as Error).message).toMatch(/DuckDB write to table typed failed/);
     expect(await db.count('typed')).toBe(1);
     expect(state.stream('events:*').mark).toBe('2026-01-01T00:00:00.000Z');
-    const restored = await StateStore.readWith(join(dir, 'nowhere.json'), stateTableOf(db));
+    const restored = await StateStore.readWith(join(dir, 'nowhere.json'), db.can.state);
     expect(restored.streams['events:*']?.mark).toBe('2026-01-01T00:00:00.000Z');
   });
 
