@@ -210,7 +210,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   const first = options.windows[0];
   const last = options.windows[options.windows.length - 1];
   const span = resource.mode === 'full' || first === undefined || last === undefined ? {} : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() };
-  const lastRun = frame.runRecord(failure === undefined ? 'ok' : 'failed', totals.rows, seconds, failure, { windows: totals.windows, skipped: totals.skipped }, span);
+  const lastRun = frame.runRecord(failure === undefined ? 'ok' : 'failed', totals, seconds, failure, { ...span, windows: totals.windows, skipped: totals.skipped });
   await ledger(deps.state, (s) => ({ ...s, lastRun }));
   return result(failure === undefined ? 'ok' : 'failed');
 }

@@ -114,7 +114,7 @@ export async function drainChildren(
     frame.logFailure(failure);
   }
   const seconds = frame.elapsed();
-  const lastRun = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals.rows, seconds, failure, { pages: totals.pages, requests: ctx.stats.requests });
+  const lastRun = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals, seconds, failure);
   await deps.state.updateStream(frame.key, (s) => ({ ...s, lastRun })).catch(() => undefined);
   return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error: failure };
 }

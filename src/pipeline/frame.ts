@@ -2,7 +2,7 @@ import { FatalApiError, type QuerySyncError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
-import { streamKey, type RunRecord } from '../state/store.js';
+import { streamKey, type LastRun } from '../state/store.js';
 import type { ListSummary } from './list-facts.js';
 
 /**
@@ -86,25 +86,26 @@ export class StreamFrame {
   }
 
   /**
-   * The stream's run record, the one shape of `lastRun`: `counts` are the stream's own (pages and
-   * requests; a backfill's windows), `span` what it was asked (a backfill's from and to). Field
-   * order is the persisted one. The state store takes secrets out of whatever it writes (the key
-   * echoed in an error message).
+   * The stream's run record, the one shape of `lastRun` (`state/document.ts`): its rows and pages,
+   * the requests its calls sent, and for a backfill the span asked and its windows. Field order is
+   * the persisted one. The state store takes secrets out of whatever it writes (the key echoed in an
+   * error message).
    */
-  runRecord<C extends object, S extends object = Record<never, never>>(
+  runRecord(
     outcome: 'ok' | 'failed',
-    rows: number,
+    totals: { readonly rows: number; readonly pages: number },
     seconds: number,
     error: Error | undefined,
-    counts: C,
-    span?: S,
-  ): RunRecord & C & Partial<S> {
+    backfill?: { readonly from?: string; readonly to?: string; readonly windows: number; readonly skipped: number },
+  ): LastRun {
     return {
       at: new Date(this.started).toISOString(),
-      ...(span ?? ({} as S)),
+      ...(backfill?.from === undefined ? {} : { from: backfill.from, to: backfill.to }),
       outcome,
-      rows,
-      ...counts,
+      rows: totals.rows,
+      pages: totals.pages,
+      requests: this.ctx.stats.requests,
+      ...(backfill === undefined ? {} : { windows: backfill.windows, skipped: backfill.skipped }),
       seconds,
       ...(error ? { error: error.message } : {}),
     };

@@ -1,5 +1,5 @@
 import type { ResourceDefinition } from '../core/types.js';
-import { ledgerGaps, readLedger, streamLedger, type BackfillRunRecord, type Interval, type StreamLedger } from '../state/books/ledger.js';
+import { ledgerGaps, readLedger, streamLedger, type Interval, type StreamLedger } from '../state/books/ledger.js';
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import type { RateLimits } from '../http/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
@@ -47,7 +47,7 @@ export interface BackfillStreamStatus {
   readonly gaps: readonly Interval[];
   readonly running: readonly { readonly from: string; readonly to: string; readonly rows: number; readonly checkpoint: boolean }[];
   readonly fullRead?: StreamLedger['fullRead'];
-  readonly lastRun?: BackfillRunRecord;
+  readonly lastRun?: LastRun;
 }
 
 export interface ScopeStatus {

@@ -53,7 +53,7 @@ export async function syncStream(
       error = new PaginationError(`${resource.name} may be incomplete: ${notes.inexact.join('; ')}`);
     }
     if (outcome !== 'scope-rejected') {
-      const lastRun = frame.runRecord(outcome, totals.rows, seconds, error, { pages: totals.pages, requests: ctx.stats.requests });
+      const lastRun = frame.runRecord(outcome, totals, seconds, error);
       await deps.state.updateStream(key, (s) => ({ ...s, lastRun }));
     }
     return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error, ...(Object.keys(lists).length > 0 ? { lists } : {}) };

@@ -24,22 +24,26 @@ export interface SplitWindow {
 }
 
 /**
- * What one run of a stream did: the one shape every book keeps (`pipeline/frame.ts` writes it). A
- * sync, repair or children stream adds its pages and requests (`LastRun`); a backfill its windows
- * (`BackfillRunRecord`, in the ledger). The persisted fields and their order are as they always were.
+ * What one run of a stream did (`lastRun`): the one shape every book keeps, written by one function
+ * (`StreamFrame.runRecord`, `pipeline/frame.ts`). A sync's, repair's or children's sits in its
+ * stream (`streams[key].lastRun`); a backfill's in the ledger, with the span it was asked and its
+ * windows. Fields are in their persisted order. A record written before backfills counted pages
+ * and requests lacks those two; only `at` and `outcome` were ever required (`validate.ts`).
  */
-export interface RunRecord {
+export interface LastRun {
   readonly at: string;
+  /** A backfill's span: its first window's start and its last window's end (none for a full read). */
+  readonly from?: string;
+  readonly to?: string;
   readonly outcome: 'ok' | 'failed';
   readonly rows: number;
-  readonly seconds: number;
-  readonly error?: string;
-}
-
-/** `lastRun` of a stream in the state document. */
-export interface LastRun extends RunRecord {
   readonly pages: number;
   readonly requests: number;
+  /** A backfill's windows read in this run, and those skipped as done by an earlier one. */
+  readonly windows?: number;
+  readonly skipped?: number;
+  readonly seconds: number;
+  readonly error?: string;
 }
 
 /** State of one (resource, project scope) stream. */

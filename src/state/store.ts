@@ -12,7 +12,7 @@ import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
 
 export type { StateWriter } from './batch.js';
-export type { LastRun, RunRecord, Lateness, PendingWindow, SplitWindow, StateDocument, StreamState } from './document.js';
+export type { LastRun, Lateness, PendingWindow, SplitWindow, StateDocument, StreamState } from './document.js';
 
 const EMPTY: StateDocument = { version: STATE_VERSION, streams: {}, projects: [], sections: {} };
 

@@ -96,9 +96,9 @@ const INTERVAL: Shape = { fields: { from: instant, to: instant }, required: ['fr
 /** `pending`: the window a sync was reading and the cursor of its next page. */
 export const PENDING_FIELDS: Shape = { fields: { from: instant, to: instant, cursor }, required: ['from', 'to'], whole: ordered };
 
-/** `lastRun` of a sync stream. */
+/** `lastRun`, of a sync stream and of a backfill's (its span, windows and skipped too). */
 export const LAST_RUN_FIELDS: Shape = {
-  fields: { at: instant, outcome, rows: count, pages: count, requests: count, seconds, error: text },
+  fields: { at: instant, from: instant, to: instant, outcome, rows: count, pages: count, requests: count, windows: count, skipped: count, seconds, error: text },
   required: ['at', 'outcome'],
 };
 
@@ -151,10 +151,7 @@ export const LEDGER_STREAM_FIELDS: Shape = {
     done: list(nested({ fields: { ...INTERVAL.fields, rows: count, pages: count, at: instant }, required: ['from', 'to', 'at'], whole: ordered })),
     running: list(nested({ fields: { ...INTERVAL.fields, cursor, rows: count, pages: count, since: instant }, required: ['from', 'to'], whole: ordered })),
     fullRead: nested({ fields: { at: instant, rows: count, pages: count }, required: ['at'] }),
-    lastRun: nested({
-      fields: { at: instant, from: instant, to: instant, outcome, rows: count, windows: count, skipped: count, seconds, error: text },
-      required: ['at', 'outcome'],
-    }),
+    lastRun: nested(LAST_RUN_FIELDS),
   },
 };
 

@@ -72,6 +72,12 @@ describe('status', () => {
       running: [],
       lastRun: { outcome: 'ok', windows: 6 },
     });
+    // One shape of lastRun (state/document.ts): a backfill's counts its pages and requests as a sync's does, and adds its span and windows.
+    const backfillRun = star?.backfill?.lastRun;
+    expect(Object.keys(backfillRun ?? {})).toEqual(expect.arrayContaining(Object.keys(alpha?.sync?.lastRun ?? { missing: true })));
+    expect(backfillRun).toMatchObject({ from: iso(fromMs), to: iso(toMs), skipped: 0 });
+    expect(backfillRun?.pages).toBeGreaterThan(0);
+    expect(backfillRun?.requests).toBeGreaterThanOrEqual(backfillRun?.pages ?? Infinity);
     expect(star?.tableRows).toBe(ev?.tableRows);
     const sig = report.resources.find((r) => r.resource === 'signals');
     expect(sig?.scopes.map((s) => s.project)).toEqual(['alpha', 'beta', 'default']);

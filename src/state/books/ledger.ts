@@ -7,7 +7,7 @@
 
 import { StateError } from '../../core/errors.js';
 import type { StateWriter } from '../batch.js';
-import type { RunRecord, StateDocument } from '../document.js';
+import type { LastRun, StateDocument } from '../document.js';
 import type { Book } from './book.js';
 // The window arithmetic is shared with every stage; windows.ts is pure and imports nothing.
 import { isCovered as isCoveredBy, mergeWindows, subtractWindows, type TimeWindow } from '../../extract/windows.js';
@@ -36,14 +36,6 @@ export interface RunningWindow extends Interval {
   readonly since: string;
 }
 
-/** The last backfill of a stream: the run record (`RunRecord`) with the span asked and its windows. */
-export interface BackfillRunRecord extends RunRecord {
-  readonly from?: string;
-  readonly to?: string;
-  readonly windows: number;
-  readonly skipped: number;
-}
-
 export interface StreamLedger {
   /** Every interval a backfill was asked to load, merged. */
   readonly requested: readonly Interval[];
@@ -52,7 +44,8 @@ export interface StreamLedger {
   readonly running: readonly RunningWindow[];
   /** Full-refresh resources (no windows): the last complete read. */
   readonly fullRead?: { readonly at: string; readonly rows: number; readonly pages: number };
-  readonly lastRun?: BackfillRunRecord;
+  /** The last backfill of the stream (with its span and windows). */
+  readonly lastRun?: LastRun;
 }
 
 export interface BackfillLedger {
