@@ -13,9 +13,11 @@ import type { StateDocument, StateStore } from '../state/store.js';
  * the minute window when it ends, per endpoint, under a hash of the base URL and key (never the
  * key), and the next run seeds its scheduler with them before its first request.
  *
- * Bound: only writing runs (sync, backfill) sharing one state carry it; a `plan`, a `check`, or a
- * run with another state file and the same key are not seen (they spend little, or are the user's
- * own setup to keep apart). A run killed with SIGKILL saves nothing; the adaptive rate handles that.
+ * Bound: only writing runs (sync, backfill, verify --repair) sharing one state save it; a plain
+ * `verify` counts what they saved but, holding no lease, saves nothing of its own. A `plan`, a
+ * `check`, or a run with another state file and the same key are not seen (they spend little, or
+ * are the user's own setup to keep apart). A run killed with SIGKILL saves nothing; the adaptive
+ * rate handles that.
  */
 
 export const BUDGET_SECTION = 'budget';

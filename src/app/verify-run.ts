@@ -3,87 +3,89 @@ import type { VerifyConfig } from '../config.js';
 import { EXIT_CODES, exitCode, exitCodeFor } from '../core/exit-codes.js';
 import type { Destination } from '../load/destination.js';
 
-import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyWindow } from '../pipeline/verify.js';
+import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyReport, type VerifyWindow } from '../pipeline/verify.js';
 import { formatBackfillStreams, formatVerify } from './reports.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
-import { keepStateIn } from './state-home.js';
-import { backfillProgressHooks, createRuntime } from './runtime.js';
-import { createRunStop, stoppedLine } from './stop.js';
+import { backfillProgressHooks, createRuntime, type Runtime } from './runtime.js';
+import { stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
-import { openRunState } from './writing-run.js';
-import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
+import { budgetOwner, seedBudget } from './budget-carry.js';
+import { printOutcome, runWriting, type OpenRun, type RunOutcome } from './writing-run.js';
 
 /**
  * A verify run (`query-sync verify --from --to [--repair]`): compare API counts with warehouse
- * counts per window and project, printing as it goes; exit 5 on any mismatch. `--repair` re-reads
- * the mismatched windows (the backfill's window walk, under the `backfill` run lock, in the state
- * and stop of a writing run: `openRunState`, `createRunStop`) and checks them again.
+ * counts per window and project, printing as it goes; exit 5 on any mismatch. Without `--repair`
+ * it only reads (no lease). `--repair` is a writing run (`runWriting`: the `backfill` lease, the
+ * run's stop, the rate-limit spend carried between runs, the read copy published at its end): it
+ * re-reads the mismatched windows with the backfill's window walk and checks them again.
  */
 export async function verifyRun(config: VerifyConfig, io: CommandIo): Promise<number> {
-  const print = io.print;
-  const runtime = createRuntime({ ...config, progress: config.repair ? config.progress : 'off' }, io);
-  const { clock, logger, client } = runtime;
-  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
+  // The repaired rows reach the published read copy at the repair's end, not during it (docs/analysts.md).
+  if (config.repair) return printOutcome(io, await runWriting('verify', { ...config, publishEveryMs: 0 }, io, (run) => verifyAndRepair(config, io, run)));
+  const runtime = createRuntime({ ...config, progress: 'off' }, io);
   let destination: Destination | undefined;
-  let state: StateStore | undefined;
-  let publishing: RunPublishing | undefined;
   try {
-    destination = await openDestination(config, logger, io.print);
+    destination = await openDestination(config, runtime.logger, io.print);
     const doc = await StateStore.readWith(config.statePath, destination.can.state, { resources: RESOURCE_NAMES });
-    const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: doc.projects });
-    const deps = { client, destination, logger };
-    const report = await verifyCounts(
-      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc.projects, ...config.range },
-      deps,
-    );
-    for (const line of formatVerify(report)) print(line);
-    if (report.mismatches === 0 || !config.repair) return exitCode(report.mismatches === 0 ? 'ok' : 'mismatch');
-
-    const mismatched = report.windows.filter((w) => !w.match);
-    print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-    state = await openRunState(config, 'backfill', { clock, logger, stop }, destination);
-    await keepStateIn(state, destination);
-    // The repaired rows reach the published read copy at the repair's end, as a sync's do (docs/analysts.md).
-    publishing = config.dryRun ? undefined : publishDuringRun(destination, { path: config.duckdbPath, everyMs: 0, clock, logger });
-    runtime.tracker.markStart();
-    runtime.display.start();
-    const streams = await repairWindows(
-      mismatched,
-      { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
-      { client, destination: publishing?.destination ?? destination, state, clock, logger },
-    );
-    runtime.display.stop();
-    await publishing?.finish();
-    publishing = undefined;
-    for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
-    if (stop.reason !== undefined) {
-      print(stoppedLine('verify --repair', stop.reason, streams.reduce((n, s) => n + s.rows, 0)));
-      return exitCodeFor(stop.reason);
-    }
-    const repaired = config.resources.filter((r) => mismatched.some((w) => w.resource === r.name));
-    const again = await verifyWindows(repaired, projects, windowsOf(mismatched), deps);
-    print('after repair:');
-    for (const line of formatVerify(again)) print(line);
-    const failed = streams.find((s) => s.outcome !== 'ok');
-    if (again.mismatches > 0) {
-      if (again.windows.some((w) => w.warehouse > w.api)) {
-        print('note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)');
-      }
-      return EXIT_CODES.mismatch;
-    }
-    return failed === undefined ? EXIT_CODES.ok : exitCodeFor(failed.error);
+    // The last writing run's requests still in the rate-limit windows count against this one's.
+    seedBudget(doc, runtime.budget, budgetOwner(config.baseUrl, config.apiKey), runtime.logger);
+    const report = await countAndPrint(config, io, runtime, destination, doc.projects);
+    return exitCode(report.mismatches === 0 ? 'ok' : 'mismatch');
   } catch (error) {
-    print(`verify FAILED: ${(error as Error).message}`);
+    io.print(`verify FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
   } finally {
-    stop.dispose();
-    // A repair that failed or was stopped: publish what it committed.
-    await publishing?.finish();
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
-    await state?.close().catch(() => undefined);
   }
+}
+
+/** Count every window in the API and the warehouse, and print the report. */
+async function countAndPrint(config: VerifyConfig, io: CommandIo, runtime: Runtime, destination: Destination, knownProjects: readonly string[]): Promise<VerifyReport> {
+  const report = await verifyCounts(
+    { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects, ...config.range },
+    { client: runtime.client, destination, logger: runtime.logger },
+  );
+  for (const line of formatVerify(report)) io.print(line);
+  return report;
+}
+
+/** `verify --repair` inside the writing run: count, re-read the mismatched windows, count them again. */
+async function verifyAndRepair(config: VerifyConfig, io: CommandIo, { runtime, stop, state, destination }: OpenRun): Promise<RunOutcome> {
+  const print = io.print;
+  const { client, clock, logger } = runtime;
+  const report = await countAndPrint(config, io, runtime, destination, state.document.projects);
+  const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: state.document.projects });
+  if (report.mismatches === 0) return { code: EXIT_CODES.ok, output: [] };
+
+  const mismatched = report.windows.filter((w) => !w.match);
+  print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
+  runtime.tracker.markStart();
+  runtime.display.start();
+  const streams = await repairWindows(
+    mismatched,
+    { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
+    { client, destination, state, clock, logger },
+  );
+  runtime.display.stop();
+  for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
+  if (stop.reason !== undefined) {
+    print(stoppedLine('verify --repair', stop.reason, streams.reduce((n, s) => n + s.rows, 0)));
+    return { code: exitCodeFor(stop.reason), output: [] };
+  }
+  const repaired = config.resources.filter((r) => mismatched.some((w) => w.resource === r.name));
+  const again = await verifyWindows(repaired, projects, windowsOf(mismatched), { client, destination, logger });
+  print('after repair:');
+  for (const line of formatVerify(again)) print(line);
+  const failed = streams.find((s) => s.outcome !== 'ok');
+  if (again.mismatches > 0) {
+    if (again.windows.some((w) => w.warehouse > w.api)) {
+      print('note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)');
+    }
+    return { code: EXIT_CODES.mismatch, output: [] };
+  }
+  return { code: failed === undefined ? EXIT_CODES.ok : exitCodeFor(failed.error), output: [] };
 }
 
 function windowsOf(mismatched: readonly VerifyWindow[]): (resource: string, project: string) => { fromMs: number; toMs: number }[] {

@@ -29,7 +29,7 @@ export interface RunOutcome {
   readonly output: readonly string[];
 }
 
-/** A writing run, opened: what `withWritingRun` hands its body. */
+/** A writing run, opened: what `runWriting` hands its body. */
 export interface OpenRun {
   readonly runtime: Runtime;
   readonly stop: RunStop;
@@ -38,14 +38,14 @@ export interface OpenRun {
 }
 
 /**
- * A run that writes (sync, backfill): the runtime, the run's stop (signals, `--max-run-time`, a
+ * A run that writes (sync, backfill, verify --repair: under the `backfill` lease): the runtime, the run's stop (signals, `--max-run-time`, a
  * lost lease), the state under the run's lease and the destination are opened, `body` runs, and a
  * failure before or in it becomes the command's FAILED line (or JSON). The outcome is returned
  * once every file is closed, for the command to print last (`printOutcome`): the live display's
  * last frame, the per-stream log lines and the repeated errors' counts come before it.
  */
 export async function runWriting(
-  command: 'sync' | 'backfill',
+  command: 'sync' | 'backfill' | 'verify',
   config: SyncConfig,
   io: CommandIo,
   body: (run: OpenRun) => Promise<RunOutcome>,
@@ -59,7 +59,7 @@ export async function runWriting(
   let publishing: RunPublishing | undefined;
   let outcome: RunOutcome;
   try {
-    ({ state, destination } = await openStateAndDestination(config, command, { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+    ({ state, destination } = await openStateAndDestination(config, command === 'sync' ? 'sync' : 'backfill', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
     // The previous run's requests still in the rate-limit windows count against this run's.
     seedBudget(state.document, runtime.budget, owner, logger);
     // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).

@@ -6,7 +6,9 @@ import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { runCli } from '../fakes/cli.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
-import { dbPathOf, expectTableMatches, readTable, type PipelineTarget } from '../fakes/harness.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, type PipelineTarget } from '../fakes/harness.js';
+import { StateStore } from '../../src/state/store.js';
+import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
 // The rows the sync wrote: its working file (`--duckdb-path` is the published read copy: docs/analysts.md).
 import { workingPathForReading } from '../../src/publish/layout.js';
 import { asTheCliLaysItOut, cliWarehouse, DAY, dayStart, iso } from '../fakes/cli-warehouse.js';
@@ -17,6 +19,13 @@ const seedOf = (emu: Emulator, dir: string): PipelineTarget => ({ baseUrl: emu.u
 async function setup(): Promise<{ emu: Emulator; dir: string; files: readonly string[]; fromMs: number; toMs: number }> {
   const { emu, dir, files } = await cliWarehouse({ seed: 41, eventsPerProject: 400 });
   return { emu, dir, files, fromMs: dayStart(8), toMs: dayStart(2) };
+}
+
+/** The request starts the last writing run left in state for the next run's budget (`app/budget-carry.ts`). */
+async function carriedSpend(folder: string): Promise<number> {
+  const doc = await StateStore.read(statePathOf(folder));
+  const owners = Object.values((doc.sections[BUDGET_SECTION] ?? {}) as Record<string, { starts: Record<string, number[]> }>);
+  return owners.reduce((n, o) => n + Object.values(o.starts).reduce((m, s) => m + s.length, 0), 0);
 }
 
 describe('verify (the real CLI against the emulator)', () => {
@@ -52,8 +61,11 @@ describe('verify (the real CLI against the emulator)', () => {
     expect(found.stdout).toMatch(/verify: 18 windows checked, 17 match, 1 mismatch$/m);
 
     emu.resetStats();
+    const spentBefore = await carriedSpend(dir);
     const repaired = await runCli(emu, ['verify', ...range, ...files, '--resources', 'events', '--repair', '--quiet']);
     expect(repaired.code, repaired.stdout + repaired.stderr).toBe(0);
+    // A repair is a writing run (runWriting): it leaves its rate-limit spend for the next run, as a sync does.
+    expect({ before: spentBefore, after: await carriedSpend(dir) }).toEqual({ before: 0, after: emu.stats().requests });
     expect(repaired.stdout).toMatch(/repair: re-reading 1 window/);
     expect(repaired.stdout).toMatch(/repair: events\s+beta\s+windows=1 skipped=0 rows=\d+ .* ok/);
     expect(repaired.stdout).toMatch(/after repair:\n.*events\s+beta .* ok\nverify: 1 windows checked, 1 match, 0 mismatches/);
