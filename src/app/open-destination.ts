@@ -14,7 +14,7 @@ export type DestinationConfig = Pick<SyncConfig, 'destination' | 'duckdbPath' | 
 export async function openDestination(config: DestinationConfig, logger: Logger, print: (line: string) => void, options: { readonly takeOver?: boolean } = {}): Promise<Destination> {
   if (config.destination === 'duckdb') {
     // The sync writes its working file; `--duckdb-path` is the published read copy (publish/layout.ts).
-    // Only a run that publishes at its end (sync, backfill) takes an old-layout file over.
+    // Only a run that publishes at its end (sync, backfill, verify --repair, reset) takes an old-layout file over.
     const { work, note } = config.dryRun || options.takeOver !== true ? { work: workingPathForReading(config.duckdbPath), note: undefined } : takeOverOldLayout(config.duckdbPath);
     if (note !== undefined) logger.info(note);
     return DuckDbDestination.open(work, { waitMs: config.lockWaitMs, memoryLimit: config.duckdbMemoryLimit });

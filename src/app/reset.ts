@@ -1,14 +1,13 @@
-import { existsSync } from 'node:fs';
 import type { ResetConfig } from '../config.js';
 import { systemClock } from '../core/clock.js';
 import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
-import { StateStore, type StreamState } from '../state/store.js';
-import { openDestination } from './open-destination.js';
-import { workingPathForReading } from '../publish/layout.js';
+import type { StateStore, StreamState } from '../state/store.js';
+import { createRunStop } from './stop.js';
+import { openStateAndDestination } from './writing-run.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { Publisher } from '../publish/publisher.js';
-import { keepStateIn, readStateDocument } from './state-home.js';
+import { readStateDocument } from './state-home.js';
 
 /**
  * `query-sync reset`'s work, without its questions: which streams of the state match
@@ -24,32 +23,28 @@ export async function streamsToReset(config: ResetConfig): Promise<string[]> {
 /**
  * Forget the marks and checkpoints of `keys`, where the state lives (the warehouse, and the file,
  * its copy), under the `sync` lease, then publish the DuckDB read copy: returns the publish's line.
+ * State and destination are opened as a writing run opens them (`openStateAndDestination`), except
+ * that reset never creates a warehouse.
  */
 export async function resetStreams(config: ResetConfig, keys: readonly string[]): Promise<string | undefined> {
-  // The state lives in the warehouse: forget there (and in the file, its copy), under the sync
-  // lease (in the dataset for BigQuery, beside the state file otherwise: taken first there).
-  const lease = { clock: systemClock, purpose: 'sync', lockWaitMs: config.lockWaitMs };
-  let state: StateStore | undefined;
-  let destination: Destination | undefined;
-  let publishedLine: string | undefined;
+  const logger = silentLogger();
+  const stop = createRunStop({ logger });
+  let opened: { readonly state: StateStore; readonly destination: Destination | undefined } | undefined;
   try {
-    if (config.destination === 'bigquery') {
-      destination = await openDestination(config, silentLogger(), () => undefined);
-      const { leases } = destination.can;
-      state = await StateStore.open(config.statePath, { ...lease, ...(leases === undefined ? {} : { leases }) });
-    } else {
-      state = await StateStore.open(config.statePath, lease);
-      // No warehouse file yet: the state file is all there is (reset never creates a warehouse).
-      if (existsSync(workingPathForReading(config.duckdbPath))) destination = await openDestination(config, silentLogger(), () => undefined);
+    opened = await openStateAndDestination(config, 'sync', { clock: systemClock, logger, stop }, () => undefined, { existingOnly: true });
+    const { state, destination } = opened;
+    for (const key of keys) {
+      // The lease lost (another run writes now): stop before forgetting more.
+      if (stop.reason !== undefined) throw stop.reason;
+      await state.updateStream(key, forget);
     }
-    if (destination !== undefined) await keepStateIn(state, destination);
-    for (const key of keys) await state.updateStream(key, forget);
-    if (destination instanceof DuckDbDestination && !config.dryRun && config.duckdbPath !== ':memory:') publishedLine = await publishAfterReset(config.duckdbPath, destination);
+    if (destination instanceof DuckDbDestination && !config.dryRun && config.duckdbPath !== ':memory:') return await publishAfterReset(config.duckdbPath, destination);
+    return undefined;
   } finally {
-    await destination?.close().catch(() => undefined);
-    await state?.close();
+    stop.dispose();
+    await opened?.destination?.close().catch(() => undefined);
+    await opened?.state.close();
   }
-  return publishedLine;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
 import { RunStoppedError } from '../core/errors.js';
@@ -8,6 +9,7 @@ import { toProgressPlan, type Plan } from '../pipeline/plan.js';
 import type { StreamResult } from '../pipeline/stream.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StateStoreOptions } from '../state/store.js';
+import { workingPathForReading } from '../publish/layout.js';
 import { keepStateIn } from './state-home.js';
 import { budgetOwner, saveBudget, seedBudget } from './budget-carry.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
@@ -120,11 +122,12 @@ export function runExitCode(reason: RunStoppedError | undefined, streams: readon
 
 
 /**
- * The state of a run that writes (sync, backfill, verify --repair), under its lease: a take-over is
- * logged; a lost lease stops the run (another run writes now). A dry run keeps changes in memory.
+ * The state of a run that writes (sync, backfill, verify --repair, reset), under its lease: a
+ * take-over is logged; a lost lease stops the run (another run writes now). A dry run keeps
+ * changes in memory. The key (when the command has one) is taken out of whatever state holds.
  */
 export function openRunState(
-  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'>,
+  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & { readonly apiKey?: string },
   purpose: StateStoreOptions['purpose'],
   { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
   destination?: Destination,
@@ -137,25 +140,46 @@ export function openRunState(
     lockWaitMs: config.lockWaitMs,
     inMemory: config.dryRun,
     resources: RESOURCE_NAMES,
-    secrets: [config.apiKey],
+    secrets: config.apiKey === undefined ? [] : [config.apiKey],
     onLockTakeOver: (message) => logger.warn(message),
     onNote: (message) => logger.info(message),
     onLockLost: (error) => stop.stop(new RunStoppedError(error.message, 'lease-lost', { cause: error })),
   });
 }
 
+/** The state and destination of a writing run; `destination` is absent only for `existingOnly`, when there is no warehouse yet. */
+export interface OpenedStateAndDestination<D extends Destination | undefined = Destination> {
+  readonly state: StateStore;
+  readonly destination: D;
+}
+
 /**
  * The run's state under its lease, and the destination, the state then kept in the warehouse. The
  * lease comes first where it lives beside the state file (DuckDB: a second run is told about the
  * lease, not about a busy DuckDB file); BigQuery's lease is in the dataset, so the destination
- * (which sends nothing when made) comes first there.
+ * (which sends nothing when made) comes first there. `existingOnly` (reset, which never creates a
+ * warehouse): no DuckDB working file yet means no destination, and the state file is all there is.
  */
 export async function openStateAndDestination(
-  config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun' | 'apiKey'> & DestinationConfig,
+  config: OpenConfig,
   purpose: StateStoreOptions['purpose'],
-  deps: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
+  deps: OpenDeps,
   print: (line: string) => void,
-): Promise<{ state: StateStore; destination: Destination }> {
+): Promise<OpenedStateAndDestination>;
+export async function openStateAndDestination(
+  config: OpenConfig,
+  purpose: StateStoreOptions['purpose'],
+  deps: OpenDeps,
+  print: (line: string) => void,
+  options: { readonly existingOnly: true },
+): Promise<OpenedStateAndDestination<Destination | undefined>>;
+export async function openStateAndDestination(
+  config: OpenConfig,
+  purpose: StateStoreOptions['purpose'],
+  deps: OpenDeps,
+  print: (line: string) => void,
+  options: { readonly existingOnly?: boolean } = {},
+): Promise<OpenedStateAndDestination<Destination | undefined>> {
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   try {
@@ -164,9 +188,11 @@ export async function openStateAndDestination(
       state = await openRunState(config, purpose, deps, destination);
     } else {
       state = await openRunState(config, purpose, deps);
-      destination = await openDestination(config, deps.logger, print, { takeOver: true });
+      if (options.existingOnly !== true || existsSync(workingPathForReading(config.duckdbPath))) {
+        destination = await openDestination(config, deps.logger, print, { takeOver: true });
+      }
     }
-    await keepStateIn(state, destination);
+    if (destination !== undefined) await keepStateIn(state, destination);
     return { state, destination };
   } catch (error) {
     await destination?.close().catch(() => undefined);
@@ -175,3 +201,5 @@ export async function openStateAndDestination(
   }
 }
 
+type OpenConfig = Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & { readonly apiKey?: string } & DestinationConfig;
+type OpenDeps = { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop };

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { resetCommand } from '../../../src/commands/reset.js';
 import { resolveResetConfig } from '../../../src/config.js';
 import { systemClock } from '../../../src/core/clock.js';
+import { EXIT_CODES } from '../../../src/core/exit-codes.js';
 import { StateStore } from '../../../src/state/store.js';
 import { tempDir } from '../../fakes/tmp.js';
 
@@ -42,6 +43,17 @@ describe('reset', () => {
     expect(after.streams['users:*[alpha,beta]']).toEqual({ lastRun });
     expect(after.streams['users:alpha']?.mark).toBe(MARK);
     expect(after.streams['events:*']?.mark).toBe(MARK);
+  });
+
+  it('waits for no running sync: while one holds the sync lease, reset fails with the state exit code and forgets nothing', async () => {
+    const path = await stateWithMarks();
+    const before = await StateStore.read(path);
+    const running = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
+    cleanups.push(() => void running.close());
+    const lines: string[] = [];
+    const code = await resetCommand(resolveResetConfig({ state: path, resources: 'users', yes: true }, {}), { print: (l) => lines.push(l), interactive: false });
+    expect({ code, line: lines.at(-1) }).toEqual({ code: EXIT_CODES.state, line: expect.stringMatching(/^reset FAILED: .*(sync|lock|lease)/i) as unknown });
+    expect(await StateStore.read(path)).toEqual(before);
   });
 
   it('refuses to run without --resources, and without --yes off a terminal (exit 2)', async () => {
