@@ -7,7 +7,7 @@ import { runJson, runSettings } from './run-json.js';
 import { planBackfill } from '../pipeline/plan.js';
 import { backfillProgressHooks } from './runtime.js';
 import type { CommandIo } from './io.js';
-import { logStreams, planForProgress, runExitCode, runWriting, type RunOutcome } from './writing-run.js';
+import { logStreams, planForProgress, runWriting, streamsExitCode, type RunOutcome } from './writing-run.js';
 import { billingOf, endRun, recordWritingRun, startRun, stoppedLines } from './run-envelope.js';
 
 /**
@@ -61,7 +61,7 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
       { clock, logger },
     );
     logStreams(config, logger, 'backfill stream done', summary.streams.map((s) => ({ resource: s.resource, project: s.scope, windows: s.windows, skipped: s.skipped, rows: s.rows, pages: s.pages, requests: s.stats.requests, seconds: s.seconds, outcome: s.outcome })));
-    const code = runExitCode(reason, streams);
+    const code = streamsExitCode(reason, streams);
     if (config.json) {
       const run = runJson('backfill', { ...summary, streams }, code);
       const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));

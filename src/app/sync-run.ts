@@ -16,11 +16,10 @@ import { billingJson, billingLine } from './billing.js';
 import type { CommandIo } from './io.js';
 import { runJson, runSettings } from './run-json.js';
 import { syncProgressHooks } from './runtime.js';
-import { logStreams, planForProgress, runExitCode, runWriting, type RunOutcome } from './writing-run.js';
+import { logStreams, planForProgress, runWriting, streamsExitCode, type RunOutcome } from './writing-run.js';
 import { billingOf, defineWarehouseExtras, endRun, recordWritingRun, startRun, stoppedLines } from './run-envelope.js';
 import { formatReconcile } from './reconcile-lines.js';
 import { reconcileBrief, reconcileRun, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../pipeline/reconcile-run.js';
-import { EXIT_CODES } from '../core/exit-codes.js';
 
 /**
  * A sync run (`query-sync sync`) inside the writing-run envelope: its exit code (0 only when every
@@ -137,8 +136,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     const deficits = config.resources.flatMap((r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? []);
     for (const line of deficits) logger.warn(line);
     const differing = reconciled?.remaining ?? 0;
-    const streamsCode = runExitCode(reason, streams);
-    const code = streamsCode === 0 && reconciled !== undefined && reconciled.remaining > 0 ? EXIT_CODES.mismatch : streamsCode;
+    const code = streamsExitCode(reason, streams, differing > 0);
     const stopped = stoppedLines('sync', reason, streams);
     const output = config.json
       ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...billingJson(billing), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length + deficits.length === 0 ? {} : { warnings: [...warnings, ...deficits] }) })]

@@ -1,6 +1,6 @@
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { VerifyConfig } from '../config.js';
-import { EXIT_CODES, exitCode, exitCodeFor } from '../core/exit-codes.js';
+import { exitCodeFor, runExitCode } from '../core/exit-codes.js';
 import type { Destination } from '../load/destination.js';
 
 import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyReport, type VerifyWindow } from '../pipeline/verify.js';
@@ -31,7 +31,7 @@ export async function verifyRun(config: VerifyConfig, io: CommandIo): Promise<nu
     // The last writing run's requests still in the rate-limit windows count against this one's.
     seedBudget(doc, runtime.budget, budgetOwner(config.baseUrl, config.apiKey), runtime.logger);
     const report = await countAndPrint(config, io, runtime, destination, doc.projects);
-    return exitCode(report.mismatches === 0 ? 'ok' : 'mismatch');
+    return runExitCode({ mismatch: report.mismatches > 0 });
   } catch (error) {
     io.print(`verify FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
@@ -57,7 +57,7 @@ async function verifyAndRepair(config: VerifyConfig, io: CommandIo, { runtime, s
   const { client, clock, logger } = runtime;
   const report = await countAndPrint(config, io, runtime, destination, state.document.projects);
   const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: state.document.projects });
-  if (report.mismatches === 0) return { code: EXIT_CODES.ok, output: [] };
+  if (report.mismatches === 0) return { code: runExitCode({}), output: [] };
 
   const mismatched = report.windows.filter((w) => !w.match);
   print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
@@ -72,20 +72,16 @@ async function verifyAndRepair(config: VerifyConfig, io: CommandIo, { runtime, s
   for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
   if (stop.reason !== undefined) {
     print(stoppedLine('verify --repair', stop.reason, streams.reduce((n, s) => n + s.rows, 0)));
-    return { code: exitCodeFor(stop.reason), output: [] };
+    return { code: runExitCode({ stop: stop.reason }), output: [] };
   }
   const repaired = config.resources.filter((r) => mismatched.some((w) => w.resource === r.name));
   const again = await verifyWindows(repaired, projects, windowsOf(mismatched), { client, destination, logger });
   print('after repair:');
   for (const line of formatVerify(again)) print(line);
-  const failed = streams.find((s) => s.outcome !== 'ok');
-  if (again.mismatches > 0) {
-    if (again.windows.some((w) => w.warehouse > w.api)) {
-      print('note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)');
-    }
-    return { code: EXIT_CODES.mismatch, output: [] };
+  if (again.windows.some((w) => !w.match && w.warehouse > w.api)) {
+    print('note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)');
   }
-  return { code: failed === undefined ? EXIT_CODES.ok : exitCodeFor(failed.error), output: [] };
+  return { code: runExitCode({ failed: streams.find((s) => s.outcome !== 'ok'), mismatch: again.mismatches > 0 }, 'mismatch-first'), output: [] };
 }
 
 function windowsOf(mismatched: readonly VerifyWindow[]): (resource: string, project: string) => { fromMs: number; toMs: number }[] {

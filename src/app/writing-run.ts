@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
 import { RunStoppedError } from '../core/errors.js';
-import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
+import { exitCodeFor, runExitCode } from '../core/exit-codes.js';
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { toProgressPlan, type Plan } from '../pipeline/plan.js';
@@ -114,10 +114,9 @@ export function logStreams(config: Pick<SyncConfig, 'logFormat'>, logger: Logger
   for (const s of streams) perStream(s, message);
 }
 
-/** A stopped run exits with its stop's code; otherwise ok (0), or the code of the first stream that failed. */
-export function runExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[]): number {
-  const failed = streams.find((s) => s.outcome !== 'ok');
-  return reason !== undefined ? exitCodeFor(reason) : failed === undefined ? EXIT_CODES.ok : exitCodeFor(failed.error);
+/** The exit code of a walk's streams (`runExitCode` in `core/exit-codes.ts`: stopped, else the first failed stream, else ok). */
+export function streamsExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[], mismatch = false): number {
+  return runExitCode({ stop: reason, failed: streams.find((s) => s.outcome !== 'ok'), mismatch });
 }
 
 

@@ -56,3 +56,26 @@ export function outcomeOf(error: unknown): ExitOutcome {
 export function exitCodeFor(error: unknown): number {
   return EXIT_CODES[outcomeOf(error)];
 }
+
+/** How a run that read streams ended, as its exit code sees it. */
+export interface RunEnd {
+  /** Why the run was stopped before its end, if it was. */
+  readonly stop?: unknown;
+  /** The first stream that did not end ok (its error's group gives the code). */
+  readonly failed?: { readonly error?: unknown };
+  /** The API and the warehouse still disagree (a sync's reconcile, a verify). */
+  readonly mismatch?: boolean;
+}
+
+/**
+ * The exit code of a run that read streams (sync, backfill, verify --repair), one precedence for
+ * all: stopped (the stop's code) over a failed stream (its error's group) over a difference left
+ * between the API and the warehouse (5) over ok. `verify` names the difference before a failure
+ * (`mismatch-first`): comparing is what it was asked, and a repair that failed leaves it unchanged.
+ */
+export function runExitCode(end: RunEnd, order: 'failure-first' | 'mismatch-first' = 'failure-first'): number {
+  if (end.stop !== undefined) return exitCodeFor(end.stop);
+  const failed = end.failed === undefined ? undefined : exitCodeFor(end.failed.error);
+  const mismatch = end.mismatch === true ? EXIT_CODES.mismatch : undefined;
+  return (order === 'failure-first' ? (failed ?? mismatch) : (mismatch ?? failed)) ?? EXIT_CODES.ok;
+}

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AuthError, ConfigError, DataError, FatalApiError, LoadError, RunStoppedError, StateError, WarehouseBusyError, type StopCause } from '../../src/core/errors.js';
-import { EXIT_CODES, exitCode, exitCodeFor, outcomeOf, stopExitCode, type ExitOutcome } from '../../src/core/exit-codes.js';
+import { EXIT_CODES, exitCode, exitCodeFor, outcomeOf, runExitCode, stopExitCode, type ExitOutcome } from '../../src/core/exit-codes.js';
 
 /** The table as the README and `--help` promise it to schedulers: changing a code breaks their scripts. */
 const PROMISED: Readonly<Record<ExitOutcome, number>> = {
@@ -51,6 +51,19 @@ describe('the exit-code table', () => {
       expect(stopExitCode(cause)).toBe(code);
       expect(exitCodeFor(new RunStoppedError(`${cause} received`, cause))).toBe(code);
     }
+  });
+
+  it('a run that read streams: stopped over a failed stream over a difference left over ok; verify names the difference first', () => {
+    const stop = new RunStoppedError('--max-run-time 1m reached', 'max-run-time');
+    const failed = { error: new AuthError('401: the key was refused') };
+    expect(runExitCode({})).toBe(0);
+    expect(runExitCode({ mismatch: true })).toBe(5);
+    expect(runExitCode({ failed: {} })).toBe(1);
+    expect(runExitCode({ failed, mismatch: true })).toBe(3);
+    expect(runExitCode({ stop, failed, mismatch: true })).toBe(6);
+    expect(runExitCode({ failed, mismatch: true }, 'mismatch-first')).toBe(5);
+    expect(runExitCode({ failed }, 'mismatch-first')).toBe(3);
+    expect(runExitCode({ stop, failed, mismatch: true }, 'mismatch-first')).toBe(6);
   });
 });
 
