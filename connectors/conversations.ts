@@ -8,6 +8,7 @@ import { defineResource } from '../src/core/resource.js';
  */
 export const conversations = defineResource({
   name: 'conversations',
+  description: 'One row per conversation (key: project_id, id), from /v1/conversations; the newest copy (last_message_at) wins.',
   path: '/v1/conversations',
   key: 'id',
   mode: 'incremental',

@@ -9,6 +9,7 @@ const EVENT_TEXT = { user_input: 'string', assistant_output: 'string', model: 's
 /** Events: the bulk of the data. Newest first on the real service; keyed by (project_id, id). */
 export const events = defineResource({
   name: 'events',
+  description: 'One row per event (key: project_id, id), from /v1/events. Re-read once settled, so late enrichment (signals, topics, tool_calls) is kept.',
   path: '/v1/events',
   key: 'id',
   mode: 'incremental',

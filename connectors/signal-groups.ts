@@ -8,6 +8,7 @@ import { defineResource } from '../src/core/resource.js';
  */
 export const signalGroups = defineResource({
   name: 'signal_groups',
+  description: 'One row per signal group (key: project_id, id), from /v1/signal-groups.',
   path: '/v1/signal-groups',
   key: 'id',
   mode: 'full',

@@ -3,6 +3,7 @@ import { defineResource } from '../src/core/resource.js';
 /** Signal definitions: no time filter, so re-read in full every sync (a few rows). */
 export const signals = defineResource({
   name: 'signals',
+  description: 'One row per signal definition (key: project_id, id), from /v1/signals; group_id and group_name give its signal group.',
   path: '/v1/signals',
   key: 'id',
   mode: 'full',

@@ -8,6 +8,7 @@ import { defineResource } from '../src/core/resource.js';
  */
 export const traces = defineResource({
   name: 'traces',
+  description: 'One row per trace span (key: project_id, span_id), from /v1/traces.',
   path: '/v1/traces',
   key: 'span_id',
   mode: 'incremental',

@@ -3,6 +3,7 @@ import { defineResource } from '../src/core/resource.js';
 /** Users change as events arrive: synced on `last_seen`, and a newer copy replaces the row. */
 export const users = defineResource({
   name: 'users',
+  description: 'One row per user (key: project_id, id), from /v1/users; the newest copy (last_seen) wins.',
   path: '/v1/users',
   key: 'id',
   mode: 'incremental',

@@ -6,6 +6,9 @@ import { SPEC_RATE_LIMITS } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
 import { DuckDbDestination } from './load/duckdb.js';
 import { EXIT_CODES } from './core/exit-codes.js';
+import { RESOURCE_NAMES } from '../connectors/index.js';
+import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './pipeline/aggregates.js';
+import { SEARCH_RESULTS_TABLE } from './pipeline/searches.js';
 
 /**
  * `npm run demo`: the whole thing with no account. Starts the emulator in its real-service flavor
@@ -48,7 +51,7 @@ async function main(): Promise<number> {
     const db = await DuckDbDestination.open(flags.duckdbPath, { readOnly: true });
     try {
       print('\n== Rows per table ==');
-      for (const table of ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations', 'event_signals', 'search_results', 'event_counts', 'event_facets']) {
+      for (const table of [...RESOURCE_NAMES, 'event_signals', SEARCH_RESULTS_TABLE, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE]) {
         print(`${table.padEnd(14)} ${await db.count(table)}`);
       }
       const sql = `SELECT project_id, event_name, COUNT(*) AS events, COUNT(DISTINCT user_id) AS users

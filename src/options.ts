@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { ConfigError } from './core/errors.js';
 import { PROJECT_HEADERS } from '../connectors/service.js';
+import { RESOURCE_NAMES } from '../connectors/index.js';
 import type { ChildSelection } from './core/types.js';
 import { DEFAULT_RATE_LIMITS } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT } from './load/duckdb-memory.js';
@@ -119,7 +120,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
     { name: 'request-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.requestTimeoutMs), describe: 'longest time for one request, connect to last byte of the body', commands: RUN },
     { name: 'max-retry-after', kind: 'duration', group: 'Pacing', defaultText: ms(d.maxRetryAfterMs), describe: 'longest Retry-After honoured; a longer one fails the stream, naming the wait', commands: RUN },
     // Scope
-    { name: 'resources', kind: 'string', group: 'Scope', defaultText: 'all', describe: 'comma-separated: events,traces,signals,signal_groups,users,conversations', commands: STATE },
+    { name: 'resources', kind: 'string', group: 'Scope', defaultText: 'all', describe: `comma-separated: ${RESOURCE_NAMES.join(',')}`, commands: STATE },
     { name: 'project-ids', kind: 'string', group: 'Scope', describe: 'comma-separated slugs narrowing "*" (sent as project_ids)', commands: RUN },
     { name: 'start', kind: 'instant', group: 'Scope', defaultText: 'all history', describe: 'the oldest data a first sync (or --full-refresh) reads, e.g. 2026-01-01T00:00:00Z', commands: RUN },
     { name: 'lookback', kind: 'duration', group: 'Scope', defaultText: d.lookback, describe: 're-read this far before the high-water mark (late-indexed events)', commands: RUN },

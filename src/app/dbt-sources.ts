@@ -27,13 +27,9 @@ import { layoutOf } from '../publish/layout.js';
 /** Source name in dbt (`{{ source('query_sync', 'events') }}`). */
 export const DBT_SOURCE_NAME = 'query_sync';
 
+/** Every table's description: a resource's from its connector (`description`), query-sync's own here. */
 const TABLE_DOCS: Readonly<Record<string, string>> = {
-  events: 'One row per event (key: project_id, id), from /v1/events. Re-read once settled, so late enrichment (signals, topics, tool_calls) is kept.',
-  traces: 'One row per trace span (key: project_id, span_id), from /v1/traces.',
-  signals: 'One row per signal definition (key: project_id, id), from /v1/signals; group_id and group_name give its signal group.',
-  signal_groups: 'One row per signal group (key: project_id, id), from /v1/signal-groups.',
-  users: 'One row per user (key: project_id, id), from /v1/users; the newest copy (last_seen) wins.',
-  conversations: 'One row per conversation (key: project_id, id), from /v1/conversations; the newest copy (last_message_at) wins.',
+  ...Object.fromEntries(RESOURCES.flatMap((r) => (r.description === undefined ? [] : [[r.name, r.description]]))),
   event_signals: 'Bridge: one row per element of events.signals (key: project_id, event_id, ordinal), rewritten with its event in the same write.',
   [SEARCH_RESULTS_TABLE]: 'Saved searches (--search): one row per search, project and matching event (key: project_id, search_name, event_id), from /v1/events/search within its 14-day range.',
   [EVENT_COUNTS_TABLE]: 'Events per project and UTC bucket from /v1/events/timeseries (key: project_id, interval, bucket_start); the last 7 days are refreshed each sync.',

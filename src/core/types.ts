@@ -49,6 +49,8 @@ export type CursorFormat = 'iso' | 'epoch_ns';
 export interface ResourceDefinition {
   /** Resource and table name, e.g. `events`. */
   readonly name: string;
+  /** What one row of the table is, its key and where it comes from: for readers (dbt's `sources.yml`). */
+  readonly description?: string;
   /** List path, e.g. `/v1/events`. */
   readonly path: string;
   /** The record's key field (`id`, or `span_id` for traces). Rows are keyed by (`project_id`, key). */

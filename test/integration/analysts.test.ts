@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { RESOURCES } from '../../connectors/index.js';
 import { SEARCH_RANGE_MS } from '../../src/pipeline/searches.js';
 import type { Emulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
@@ -136,6 +137,8 @@ describe('for analysts: saved searches, aggregates, the signals bridge, views an
       expect(t.description.length).toBeGreaterThan(10);
       for (const c of t.columns) expect(c.description, `${t.name}.${c.name}`).toMatch(/\w/);
     }
+    // A resource's table is described by its connector (one file to add a resource: docs/development.md).
+    for (const r of RESOURCES.filter((r) => expectedTables.includes(r.name))) expect(listed.find((t) => t.name === r.name)?.description, r.name).toBe(r.description);
     // The command writes the same file from the warehouse alone.
     const out = join(d, 'again.yml');
     const cmd = await runCli(emu, ['dbt-sources', '--duckdb-path', dbPathOf(d), '--out', out]);

@@ -55,7 +55,7 @@ describe('the exit-code table', () => {
 
   it('a run that read streams: stopped over a failed stream over a difference left over ok; verify names the difference first', () => {
     const stop = new RunStoppedError('--max-run-time 1m reached', 'max-run-time');
-    const failed = { error: new AuthError('401: the key was refused') };
+    const failed = { error: new AuthError('401: the key was refused', 401) };
     expect(runExitCode({})).toBe(0);
     expect(runExitCode({ mismatch: true })).toBe(5);
     expect(runExitCode({ failed: {} })).toBe(1);
