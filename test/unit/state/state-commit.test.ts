@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { systemClock } from '../../../src/core/clock.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
+import type { StateCommit } from '../../../src/core/state-table.js';
+import type { Row } from '../../../src/core/types.js';
 import { StateStore, type StateWriter } from '../../../src/state/store.js';
 import { keepStateIn } from '../../../src/app/state-home.js';
 import { keyedTable } from '../../fixtures/bigquery/tables.js';
@@ -32,6 +34,7 @@ async function open(): Promise<{ dir: string; state: StateStore; db: DuckDbDesti
 }
 
 const table = keyedTable('parts');
+const typedTable = keyedTable('typed', [{ name: 'n', type: 'int64' }]);
 
 describe('state committed with its batch', () => {
   it('twenty concurrent batches changing one section all land, each with its rows', async () => {
@@ -48,6 +51,32 @@ describe('state committed with its batch', () => {
     const restored = await StateStore.readWith(join(dir, 'nowhere.json'), db.can.state);
     expect(Object.keys(restored.sections['parts'] as object).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `p${i}`).sort());
     expect(await db.count('parts')).toBe(20);
+  });
+
+  it('state values of any text (quotes, SQL, 100 KB) commit with their batch and read back exactly; a failed batch leaves them as they were', async () => {
+    const { dir, state, db } = await open();
+    const tricky = `it's a cursor with 'quotes', a backslash \\, a semicolon; COMMIT; -- and ${'é'.repeat(3)} \u2028 $1`;
+    const big = `${'x'.repeat(100_000)}'`;
+    const write = (rows: Row[]) => (commit: StateCommit | undefined) => db.write({ table: typedTable, rows, ...(commit === undefined ? {} : { state: commit }) });
+    await state.withBatch(async (batch) => {
+      await batch.updateSection('small', () => ({ tricky }));
+      await batch.updateSection('large', () => ({ big }));
+    }, write([{ project_id: 'a', id: '1', n: '1' }]));
+    const restored = async (): Promise<readonly unknown[]> => {
+      const doc = await StateStore.readWith(join(dir, 'nowhere.json'), db.can.state);
+      return [doc.sections['small'], doc.sections['large']];
+    };
+    expect(await restored()).toEqual([{ tricky }, { big }]);
+    // A batch that fails (text that is no BIGINT) with a bound value in its state leaves both as they were.
+    const failed = await state
+      .withBatch(async (batch) => {
+        await batch.updateSection('small', () => ({ tricky: 'changed' }));
+        await batch.updateSection('large', () => ({ big: 'y'.repeat(100_000) }));
+      }, write([{ project_id: 'a', id: '2', n: 'abc' }]))
+      .catch((e: unknown) => e);
+    expect((failed as Error).message).toMatch(/DuckDB write to table typed failed/);
+    expect(await restored()).toEqual([{ tricky }, { big }]);
+    expect(await db.count('typed')).toBe(1);
   });
 
   it('a batch whose write fails leaves its state as it was, in memory and in the warehouse', async () => {
