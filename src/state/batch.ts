@@ -1,5 +1,10 @@
 import type { StateDocument, StreamState } from './document.js';
 
+/**
+ * The changes a batch collects: how state is written, not where it is committed. A checkpoint is
+ * committed, with the rows it describes, in `StateStore.withBatch` (`store.ts`).
+ */
+
 /** A change to the state document. */
 export type Change = (doc: StateDocument) => StateDocument;
 
