@@ -40,8 +40,9 @@ export interface OpenRun {
 }
 
 /**
- * A run that writes (sync, backfill, verify --repair: under the `backfill` lease): the runtime, the run's stop (signals, `--max-run-time`, a
- * lost lease), the state under the run's lease and the destination are opened, `body` runs, and a
+ * A run that writes (sync, backfill, verify --repair: under the `backfill` lease): the runtime, the
+ * run's stop (signals, `--max-run-time`, a lost lease), the state under the run's lease and the
+ * destination are opened, `body` runs, and a
  * failure before or in it becomes the command's FAILED line (or JSON). The outcome is returned
  * once every file is closed, for the command to print last (`printOutcome`): the live display's
  * last frame, the per-stream log lines and the repeated errors' counts come before it.
@@ -114,7 +115,7 @@ export function logStreams(config: Pick<SyncConfig, 'logFormat'>, logger: Logger
   for (const s of streams) perStream(s, message);
 }
 
-/** The exit code of a walk's streams (`runExitCode` in `core/exit-codes.ts`: stopped, else the first failed stream, else ok). */
+/** The exit code of a walk's streams (`runExitCode` in `core/exit-codes.ts`: stopped, else the first failed stream, else a difference left, else ok). */
 export function streamsExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[], mismatch = false): number {
   return runExitCode({ stop: reason, failed: streams.find((s) => s.outcome !== 'ok'), mismatch });
 }
