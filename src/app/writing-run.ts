@@ -42,10 +42,10 @@ export interface OpenRun {
 /**
  * A run that writes (sync, backfill, verify --repair: under the `backfill` lease): the runtime, the
  * run's stop (signals, `--max-run-time`, a lost lease), the state under the run's lease and the
- * destination are opened, `body` runs, and a
- * failure before or in it becomes the command's FAILED line (or JSON). The outcome is returned
- * once every file is closed, for the command to print last (`printOutcome`): the live display's
- * last frame, the per-stream log lines and the repeated errors' counts come before it.
+ * destination are opened, `body` runs, and a failure before or in it becomes the command's FAILED
+ * line (or JSON). The outcome is returned once every file is closed, for the command to print last
+ * (`printOutcome`): the live display's last frame, the per-stream log lines and the repeated
+ * errors' counts come before it.
  */
 export async function runWriting(
   command: 'sync' | 'backfill' | 'verify',
