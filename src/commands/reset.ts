@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import type { ResetConfig } from '../config.js';
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import { ConfigError } from '../core/errors.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { resetStreams, streamsToReset } from '../app/reset.js';
@@ -22,7 +23,7 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
   try {
     if (!config.resourcesGiven) {
       throw new ConfigError(
-        'reset: name the streams to forget with --resources (e.g. --resources users; every resource: --resources events,traces,signals,users,conversations)',
+        `reset: name the streams to forget with --resources (e.g. --resources users; every resource: --resources ${RESOURCE_NAMES.join(',')})`,
       );
     }
     if (!config.yes && !io.interactive) {

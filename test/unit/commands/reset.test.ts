@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { RESOURCE_NAMES } from '../../../connectors/index.js';
 import { resetCommand } from '../../../src/commands/reset.js';
 import { resolveResetConfig } from '../../../src/config.js';
 import { systemClock } from '../../../src/core/clock.js';
@@ -60,7 +61,7 @@ describe('reset', () => {
     const path = await stateWithMarks();
     const lines: string[] = [];
     expect(await resetCommand(resolveResetConfig({ state: path, yes: true }, {}), { print: (l) => lines.push(l), interactive: false })).toBe(2);
-    expect(lines.pop()).toMatch(/name the streams to forget with --resources/);
+    expect(lines.pop()).toMatch(new RegExp(`name the streams to forget with --resources .*every resource: --resources ${RESOURCE_NAMES.join(',')}\\)$`));
     expect(await resetCommand(resolveResetConfig({ state: path, resources: 'users' }, {}), { print: (l) => lines.push(l), interactive: false })).toBe(2);
     expect(lines.pop()).toMatch(/pass --yes/);
   });
