@@ -3,7 +3,7 @@ import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { cancelOnSignals } from './app/stop.js';
-import { secretsGiven } from './commands/secrets.js';
+import { secretsGiven } from './config/secrets.js';
 import { fitToTerminal } from './app/output/terminal-lines.js';
 import {
   ENV,

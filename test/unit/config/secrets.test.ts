@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { secretsGiven } from '../../../src/commands/secrets.js';
+import { secretsGiven } from '../../../src/config/secrets.js';
 import { redact } from '../../../src/core/log.js';
 import { dir } from '../../fakes/lifecycle.js';
 
