@@ -20,6 +20,19 @@ import {
 
 /** Cap of one backoff wait: Google's truncated exponential backoff guidance caps at 32 s. */
 export const MAX_BACKOFF_MS = 32_000;
+const DEFAULT_MAX_ATTEMPTS = 5;
+const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
+const DEFAULT_RETRY_BASE_MS = 1_000;
+
+/** The retry policy of the destination's options (at least one attempt each), the defaults filled in. */
+export function retryPolicy(options: { readonly maxAttempts?: number; readonly maxConflictAttempts?: number; readonly retryBaseMs?: number }): RetryPolicy {
+  return {
+    maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
+    maxConflictAttempts: Math.max(1, options.maxConflictAttempts ?? DEFAULT_MAX_CONFLICT_ATTEMPTS),
+    baseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
+    maxMs: MAX_BACKOFF_MS,
+  };
+}
 /** Longest wait between jobs.get polls (the first is `pollMs`, and each grows by half). */
 const POLL_MAX_MS = 5_000;
 /** Give up waiting on one job after this long (it may still finish; replaying the batch is safe). */

@@ -48,7 +48,7 @@ import { capabilitiesOf, type BillingTotals, type Capabilities, type Destination
 import { BillingTally } from './bigquery-billing.js';
 import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bigquery-coalesce.js';
 import { toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
-import { BigQueryJobs, MAX_BACKOFF_MS } from './bigquery-jobs.js';
+import { BigQueryJobs, retryPolicy } from './bigquery-jobs.js';
 import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
 import { logTable } from './bigquery-log.js';
 import { BigQueryLogLayout, DEFAULT_COMPACT_EVERY_MS, type UpsertLayout } from './bigquery-log-layout.js';
@@ -102,9 +102,6 @@ export interface BigQueryDestinationOptions {
 }
 
 export const DEFAULT_LOCATION = 'US';
-const DEFAULT_MAX_ATTEMPTS = 5;
-const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
-const DEFAULT_RETRY_BASE_MS = 1_000;
 const DEFAULT_POLL_MS = 500;
 const DEFAULT_MAX_BATCH_BYTES = 128 * 1024 * 1024;
 export class BigQueryDestination implements Destination {
@@ -133,11 +130,7 @@ export class BigQueryDestination implements Destination {
     const location = options.location ?? DEFAULT_LOCATION;
     validateTarget(this.target, location);
     this.log = options.logger ?? silentLogger();
-    this.retry = {
-      maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
-      maxConflictAttempts: Math.max(1, options.maxConflictAttempts ?? DEFAULT_MAX_CONFLICT_ATTEMPTS),
-      baseMs: options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, maxMs: MAX_BACKOFF_MS,
-    };
+    this.retry = retryPolicy(options);
     this.sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
     this.now = options.now ?? Date.now;
     // Constructing the client sends nothing; credentials are looked up on the first request.
