@@ -3,6 +3,7 @@ import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
 import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
+import { rowBytes } from '../core/row-bytes.js';
 import { DuckDbFile, type DuckDbOpenOptions } from './duckdb-connection.js';
 import { DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './duckdb-sql.js';
@@ -31,6 +32,7 @@ export class DuckDbDestination implements Destination {
   /** Warnings of a state-only write (which returns none), handed on with the next batch's result. */
   private pendingWarnings: string[] = [];
   private readonly memory: DuckDbMemory;
+
   /** Where state lives, for messages. */
   readonly stateLocation: string;
   readonly can: Capabilities;
@@ -283,7 +285,10 @@ export class DuckDbDestination implements Destination {
             `then merged) until the next checkpoint, and strings this large cannot spill to disk. ` +
             `Set --duckdb-memory-limit higher (at least several times the largest row); the batches written before are stored)`
           : '';
-      throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, { cause: error, context: { resource: table.name } });
+      throw new LoadError(`DuckDB write to table ${table.name} failed: ${message}${hint}`, false, {
+        cause: error,
+        context: { resource: table.name },
+      });
     } finally {
       if (stateRows !== undefined) await batch.state?.finish(committed);
     }
@@ -367,13 +372,6 @@ export class DuckDbDestination implements Destination {
       await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
     }
   }
-}
-
-/** A row's text, roughly, as `--batch-bytes` counts it (strings by length, other cells as 8 bytes). */
-function rowBytes(row: Row): number {
-  let n = 0;
-  for (const value of Object.values(row)) n += typeof value === 'string' ? value.length : 8;
-  return n;
 }
 
 /** A batch's text, roughly. */

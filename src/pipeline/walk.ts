@@ -1,6 +1,7 @@
 import { CursorRejectedError, DataError, PaginationError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
+import { rowBytes } from '../core/row-bytes.js';
 import { paginate, type Page, type PartFilter, type TimeWindow } from '../extract/paginate.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
@@ -82,13 +83,6 @@ export interface WalkOptions {
  */
 export const MAX_WINDOW_RESTARTS = 3;
 
-
-/** A row's size in memory, roughly: strings by length, other cells as 8 bytes. Cheap, for the byte cap. */
-export function rowBytes(row: Row): number {
-  let n = 0;
-  for (const value of Object.values(row)) n += typeof value === 'string' ? value.length : 8;
-  return n;
-}
 
 export interface WalkTotals {
   rows: number;

@@ -1,0 +1,12 @@
+import type { Row } from './types.js';
+
+/**
+ * A row's text, roughly: strings by length, other cells as 8 bytes. Cheap; what `--batch-bytes`
+ * caps while a walk buffers rows (`pipeline/walk.ts`) and what DuckDB's memory policy counts as
+ * written since its last checkpoint (`load/duckdb.ts`).
+ */
+export function rowBytes(row: Row): number {
+  let n = 0;
+  for (const value of Object.values(row)) n += typeof value === 'string' ? value.length : 8;
+  return n;
+}
