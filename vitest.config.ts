@@ -64,7 +64,6 @@ const NOCK_FILES: readonly string[] = readdirSync(`${ROOT}test`, { recursive: tr
   .filter((f) => /from 'nock'|fixtures\/bigquery\//.test(readFileSync(`${ROOT}${f}`, 'utf8')))
   .sort();
 
-
 /** The slow files in their listed order (longest first); every other file as vitest orders it. */
 class LongestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {

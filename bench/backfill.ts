@@ -49,7 +49,13 @@ interface Mode {
 const MODES: Readonly<Record<string, Mode>> = {
   '100k': { name: '100k events, documented limits', events: 100_000, limits: { ...DEFAULT_RATE_LIMITS } },
   '1m': { name: '1M events, limits off', events: 1_000_000, limits: undefined },
-  '2y': { name: '4,000 events over two years (731 daily windows), every resource, limits off', events: 4_000, limits: undefined, days: 731, resources: undefined },
+  '2y': {
+    name: '4,000 events over two years (731 daily windows), every resource, limits off',
+    events: 4_000,
+    limits: undefined,
+    days: 731,
+    resources: undefined,
+  },
 };
 
 interface ChildResult {
@@ -85,8 +91,16 @@ async function main(): Promise<number> {
   out(`== backfill benchmark: ${mode.name} ==`);
   const seedStarted = performance.now();
   const days = mode.days ?? 30;
-  const emu = await startEmulator({ seed: 5, eventsPerProject: mode.events, projects: ['default'], historyDays: days, limits: mode.limits ?? false });
-  out(`emulator: ${mode.events} events of project "default" over ${days} days, seeded in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`);
+  const emu = await startEmulator({
+    seed: 5,
+    eventsPerProject: mode.events,
+    projects: ['default'],
+    historyDays: days,
+    limits: mode.limits ?? false,
+  });
+  out(
+    `emulator: ${mode.events} events of project "default" over ${days} days, seeded in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'qs-bench-backfill-'));
   try {
     const now = new Date();
@@ -96,21 +110,57 @@ async function main(): Promise<number> {
     const limitFlags = mode.limits === undefined ? ['--max-rpm', '1000000', '--max-rps', '1000000'] : [];
     const clientLimits: RateLimits = mode.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 1_000_000, maxRps: 1_000_000 };
     const resources = 'resources' in mode ? mode.resources : 'events';
-    const common = ['--from', from, '--to', to, ...(resources === undefined ? [] : ['--resources', resources]), '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), ...limitFlags];
+    const common = [
+      '--from',
+      from,
+      '--to',
+      to,
+      ...(resources === undefined ? [] : ['--resources', resources]),
+      '--duckdb-path',
+      join(dir, 'w.duckdb'),
+      '--state',
+      join(dir, 'state.json'),
+      ...limitFlags,
+    ];
     const env = { QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey };
 
     const planned = await run([CLI, 'plan', ...common, '--json'], env);
     if (planned.code !== 0) throw new Error(`plan failed: ${planned.stdout}${planned.stderr}`);
     const plan = JSON.parse(planned.stdout) as Plan;
     const planRows = plan.rows.find((r) => r.resource === 'events')?.rows ?? 0;
-    out(`plan: [${from}, ${to}) in 1d windows: ${planRows} rows, ${plan.requestsByEndpoint['/v1/events'] ?? 0} requests, ETA (floor of the limits) ${fmt(plan.minimumSeconds)}; took ${planned.seconds.toFixed(1)} s, ${plan.countRequests} count requests`);
+    out(
+      `plan: [${from}, ${to}) in 1d windows: ${planRows} rows, ${plan.requestsByEndpoint['/v1/events'] ?? 0} requests, ETA (floor of the limits) ${fmt(plan.minimumSeconds)}; took ${planned.seconds.toFixed(1)} s, ${plan.countRequests} count requests`,
+    );
 
     emu.resetStats();
     const nodeFlags = (process.env.BENCH_CHILD_NODE_FLAGS ?? '').split(' ').filter(Boolean);
-    const backfill = await run([...nodeFlags, '--import', PROBE, CLI, 'backfill', ...common, '--concurrency', '4', '--quiet', ...(process.env.BENCH_BACKFILL_ARGS ?? '').split(' ').filter(Boolean)], env);
-    if (backfill.code !== 0) throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
+    const backfill = await run(
+      [
+        ...nodeFlags,
+        '--import',
+        PROBE,
+        CLI,
+        'backfill',
+        ...common,
+        '--concurrency',
+        '4',
+        '--quiet',
+        ...(process.env.BENCH_BACKFILL_ARGS ?? '').split(' ').filter(Boolean),
+      ],
+      env,
+    );
+    if (backfill.code !== 0)
+      throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
     const probeLine = backfill.stderr.split('\n').find((l) => l.startsWith('rss-probe '));
-    const probe = probeLine === undefined ? undefined : (JSON.parse(probeLine.slice('rss-probe '.length)) as { maxRssMb: number; samplesMb: number[]; heapMb?: number[]; peakSample?: { rssMb: number; heapMb: number; externalMb: number; second: number } });
+    const probe =
+      probeLine === undefined
+        ? undefined
+        : (JSON.parse(probeLine.slice('rss-probe '.length)) as {
+            maxRssMb: number;
+            samplesMb: number[];
+            heapMb?: number[];
+            peakSample?: { rssMb: number; heapMb: number; externalMb: number; second: number };
+          });
     const stats = emu.stats();
     const requests = stats.byEndpoint['/v1/events'] ?? 0;
     const floor = minimumSeconds(stats.byEndpoint, clientLimits);
@@ -121,19 +171,38 @@ async function main(): Promise<number> {
     await db.close();
 
     const samples = probe?.samplesMb ?? [];
-    const at = (q: number, of: readonly number[] = samples): number | undefined => of[Math.min(of.length - 1, Math.floor(q * (of.length - 1)))];
-    out(`backfill --concurrency 4: ${fmt(backfill.seconds)} wall (process start to exit; the run itself ${inner ?? '?'} s)`);
-    out(`  rows in the warehouse: ${rows} (plan said ${planRows}); requests ${requests} (plan said ${plan.requestsByEndpoint['/v1/events'] ?? 0}); 429s ${stats.rateLimited}`);
+    const at = (q: number, of: readonly number[] = samples): number | undefined =>
+      of[Math.min(of.length - 1, Math.floor(q * (of.length - 1)))];
+    out(
+      `backfill --concurrency 4: ${fmt(backfill.seconds)} wall (process start to exit; the run itself ${inner ?? '?'} s)`,
+    );
+    out(
+      `  rows in the warehouse: ${rows} (plan said ${planRows}); requests ${requests} (plan said ${plan.requestsByEndpoint['/v1/events'] ?? 0}); 429s ${stats.rateLimited}`,
+    );
     if (mode.limits !== undefined) {
-      out(`  floor of the limits for ${requests} requests: ${fmt(floor)}; elapsed / floor = ${(backfill.seconds / Math.max(floor, 1e-9)).toFixed(3)} (wall), ${(Number(inner) / Math.max(floor, 1e-9)).toFixed(3)} (run)`);
-      out(`  plan's ETA ${fmt(plan.minimumSeconds)} vs real ${fmt(Number(inner))}: off by ${(Number(inner) - plan.minimumSeconds).toFixed(1)} s (${((Number(inner) / plan.minimumSeconds - 1) * 100).toFixed(1)} %)`);
+      out(
+        `  floor of the limits for ${requests} requests: ${fmt(floor)}; elapsed / floor = ${(backfill.seconds / Math.max(floor, 1e-9)).toFixed(3)} (wall), ${(Number(inner) / Math.max(floor, 1e-9)).toFixed(3)} (run)`,
+      );
+      out(
+        `  plan's ETA ${fmt(plan.minimumSeconds)} vs real ${fmt(Number(inner))}: off by ${(Number(inner) - plan.minimumSeconds).toFixed(1)} s (${((Number(inner) / plan.minimumSeconds - 1) * 100).toFixed(1)} %)`,
+      );
     } else {
-      out(`  throughput: ${Math.round(rows / Number(inner))} rows/s, ${Math.round(requests / Number(inner))} requests/s`);
+      out(
+        `  throughput: ${Math.round(rows / Number(inner))} rows/s, ${Math.round(requests / Number(inner))} requests/s`,
+      );
     }
-    out(`  peak RSS of the backfill process: ${probe?.maxRssMb ?? '?'} MB (samples at 25/50/75/100 % of the run: ${[0.25, 0.5, 0.75, 1].map((q) => at(q)).join(' / ')} MB; of which V8 heap ${[0.25, 0.5, 0.75, 1].map((q) => at(q, probe?.heapMb ?? [])).join(' / ')} MB)`);
+    out(
+      `  peak RSS of the backfill process: ${probe?.maxRssMb ?? '?'} MB (samples at 25/50/75/100 % of the run: ${[0.25, 0.5, 0.75, 1].map((q) => at(q)).join(' / ')} MB; of which V8 heap ${[0.25, 0.5, 0.75, 1].map((q) => at(q, probe?.heapMb ?? [])).join(' / ')} MB)`,
+    );
     const peak = probe?.peakSample;
-    if (process.env.BENCH_SAMPLES !== undefined) out(`  samples (MB, every 0.5 s): ${(probe?.samplesMb ?? []).join(' ')}\n  V8 heap: ${(probe?.heapMb ?? []).join(' ')}`);
-    if (peak !== undefined) out(`  largest 100 ms sample: ${peak.rssMb} MB at ${peak.second.toFixed(1)} s (V8 heap ${peak.heapMb} MB, external ${peak.externalMb} MB then)`);
+    if (process.env.BENCH_SAMPLES !== undefined)
+      out(
+        `  samples (MB, every 0.5 s): ${(probe?.samplesMb ?? []).join(' ')}\n  V8 heap: ${(probe?.heapMb ?? []).join(' ')}`,
+      );
+    if (peak !== undefined)
+      out(
+        `  largest 100 ms sample: ${peak.rssMb} MB at ${peak.second.toFixed(1)} s (V8 heap ${peak.heapMb} MB, external ${peak.externalMb} MB then)`,
+      );
     return rows === planRows ? 0 : 1;
   } finally {
     await emu.close();

@@ -30,7 +30,11 @@ if (process.argv[2] === 'serve') {
   // Child mode: the API. `big` serves the pages; `dead` accepts connections and never answers.
   const mode = process.argv[3];
   const base = Date.now() - 3_600_000;
-  const filler = `😀 ${'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(ROW_CHARS / 55))}`.slice(0, ROW_CHARS);
+  const filler =
+    `😀 ${'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(ROW_CHARS / 55))}`.slice(
+      0,
+      ROW_CHARS,
+    );
   const server = createServer((req, res) => {
     if (mode === 'dead') return; // never a byte
     const url = new URL(req.url ?? '/', 'http://x');
@@ -41,7 +45,13 @@ if (process.argv[2] === 'serve') {
     const page = Number(url.searchParams.get('cursor') ?? '0');
     const data = Array.from({ length: PER_PAGE }, (_, i) => {
       const n = page * PER_PAGE + i;
-      return { id: `e${n}`, timestamp: new Date(base + n).toISOString(), event_name: 'big', span_id: String(7831528000000000 + n), user_input: filler };
+      return {
+        id: `e${n}`,
+        timestamp: new Date(base + n).toISOString(),
+        event_name: 'big',
+        span_id: String(7831528000000000 + n),
+        user_input: filler,
+      };
     });
     const more = page + 1 < PAGES;
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -67,7 +77,9 @@ if (process.argv[2] === 'serve') {
   }
   if (parts.includes('dead')) {
     const r = await run('dead', ['--resources', 'events']);
-    process.stdout.write(`a server that never answers (events only, defaults): gave up after ${r.seconds.toFixed(1)} s, exit ${r.code}\n  ${r.failure}\n`);
+    process.stdout.write(
+      `a server that never answers (events only, defaults): gave up after ${r.seconds.toFixed(1)} s, exit ${r.code}\n  ${r.failure}\n`,
+    );
   }
 }
 
@@ -82,16 +94,35 @@ interface RunResult {
 }
 
 async function run(mode: 'big' | 'dead', extra: readonly string[]): Promise<RunResult> {
-  const server = spawn(process.execPath, [fileURLToPath(import.meta.url), 'serve', mode], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server = spawn(process.execPath, [fileURLToPath(import.meta.url), 'serve', mode], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   try {
     const port = await portOf(server);
     const dir = mkdtempSync(join(tmpdir(), 'qs-big-'));
     const started = Date.now();
     const sync = spawn(
       process.execPath,
-      ['--import', PROBE, CLI, 'sync', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), '--log-level', 'warn', '--log-format', 'json',
-        ...extra, ...(process.env.BENCH_SYNC_ARGS ?? '').split(' ').filter(Boolean)],
-      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, QUERY_API_BASE_URL: `http://127.0.0.1:${port}`, QUERY_API_KEY: 'bench-key' } },
+      [
+        '--import',
+        PROBE,
+        CLI,
+        'sync',
+        '--duckdb-path',
+        join(dir, 'w.duckdb'),
+        '--state',
+        join(dir, 'state.json'),
+        '--log-level',
+        'warn',
+        '--log-format',
+        'json',
+        ...extra,
+        ...(process.env.BENCH_SYNC_ARGS ?? '').split(' ').filter(Boolean),
+      ],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, QUERY_API_BASE_URL: `http://127.0.0.1:${port}`, QUERY_API_KEY: 'bench-key' },
+      },
     );
     let out = '';
     let err = '';
@@ -101,7 +132,14 @@ async function run(mode: 'big' | 'dead', extra: readonly string[]): Promise<RunR
     rmSync(dir, { recursive: true, force: true });
     const failure = /FAILED: (.*)/.exec(out)?.[1] ?? '';
     const line = err.split('\n').find((l) => l.startsWith('rss-probe '));
-    const probe = line === undefined ? undefined : (JSON.parse(line.slice('rss-probe '.length)) as { maxRssMb: number; cpuSeconds: number; peakSample: { heapMb: number } });
+    const probe =
+      line === undefined
+        ? undefined
+        : (JSON.parse(line.slice('rss-probe '.length)) as {
+            maxRssMb: number;
+            cpuSeconds: number;
+            peakSample: { heapMb: number };
+          });
     return {
       code,
       seconds: (Date.now() - started) / 1000,

@@ -54,7 +54,9 @@ try {
   for (const resource of RESOURCES) {
     const records = emu.snapshot(resource.name);
     const tracker = new SchemaTracker(resource);
-    const rows = records.map((r) => tracker.normalize(r, typeof r['project_id'] === 'string' ? undefined : 'default', syncedAt));
+    const rows = records.map((r) =>
+      tracker.normalize(r, typeof r['project_id'] === 'string' ? undefined : 'default', syncedAt),
+    );
     const table: TableSchema = tracker.schema;
     const spec = partitionSpec(table);
     const tuple = [...table.key, ...(table.versionColumn === undefined ? [] : [table.versionColumn]), SYNCED_AT_COLUMN];
@@ -66,7 +68,11 @@ try {
       const parsed = JSON.parse(line) as Record<string, unknown>;
       narrow += Buffer.byteLength(JSON.stringify(Object.fromEntries(tuple.map((c) => [c, parsed[c] ?? null]))));
     }
-    measured.set(resource.name, { bytesPerRow: rows.length === 0 ? 0 : bytes / rows.length, rows: rows.length, compactionBytesPerRow: rows.length === 0 ? 0 : narrow / rows.length });
+    measured.set(resource.name, {
+      bytesPerRow: rows.length === 0 ? 0 : bytes / rows.length,
+      rows: rows.length,
+      compactionBytesPerRow: rows.length === 0 ? 0 : narrow / rows.length,
+    });
   }
 } finally {
   await emu.close();
@@ -106,48 +112,127 @@ interface Line {
   readonly queriesPerDay: number;
 }
 
-const avgEventMerge = (eventDayBytes / 2) + eventsPerRun * size('events'); // today's partition averages half a day
-const avgSpanMerge = (spanDayBytes / 2) + eventsPerRun * spansPerEvent * size('traces');
-const twoDay = (merge: number, day: number): number => (RUNS_PER_DAY - TWO_DAY_RUNS) * Math.max(BILL_MIN, merge) + TWO_DAY_RUNS * Math.max(BILL_MIN, merge + day);
+const avgEventMerge = eventDayBytes / 2 + eventsPerRun * size('events'); // today's partition averages half a day
+const avgSpanMerge = spanDayBytes / 2 + eventsPerRun * spansPerEvent * size('traces');
+const twoDay = (merge: number, day: number): number =>
+  (RUNS_PER_DAY - TWO_DAY_RUNS) * Math.max(BILL_MIN, merge) + TWO_DAY_RUNS * Math.max(BILL_MIN, merge + day);
 
 const now: Line[] = [
-  { table: 'events', perMerge: avgEventMerge, mergesPerDay: RUNS_PER_DAY, perDay: twoDay(avgEventMerge, eventDayBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  {
+    table: 'events',
+    perMerge: avgEventMerge,
+    mergesPerDay: RUNS_PER_DAY,
+    perDay: twoDay(avgEventMerge, eventDayBytes),
+    loadsPerDay: RUNS_PER_DAY,
+    queriesPerDay: 0,
+  },
   // One MERGE across projects (coalesced), today's partition.
-  { table: 'traces', perMerge: avgSpanMerge, mergesPerDay: RUNS_PER_DAY, perDay: twoDay(avgSpanMerge, spanDayBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  {
+    table: 'traces',
+    perMerge: avgSpanMerge,
+    mergesPerDay: RUNS_PER_DAY,
+    perDay: twoDay(avgSpanMerge, spanDayBytes),
+    loadsPerDay: RUNS_PER_DAY,
+    queriesPerDay: 0,
+  },
   (() => {
     const perMerge = usersTableBytes * (userBuckets / KEY_BUCKETS) + USERS_TOUCHED_PER_RUN * size('users');
-    return { table: 'users', perMerge, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, perMerge), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 };
+    return {
+      table: 'users',
+      perMerge,
+      mergesPerDay: RUNS_PER_DAY,
+      perDay: RUNS_PER_DAY * Math.max(BILL_MIN, perMerge),
+      loadsPerDay: RUNS_PER_DAY,
+      queriesPerDay: 0,
+    };
   })(),
   (() => {
-    const perMerge = conversationsTableBytes * (convoBuckets / KEY_BUCKETS) + CONVERSATIONS_TOUCHED_PER_RUN * size('conversations');
-    return { table: 'conversations', perMerge, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, perMerge), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 };
+    const perMerge =
+      conversationsTableBytes * (convoBuckets / KEY_BUCKETS) + CONVERSATIONS_TOUCHED_PER_RUN * size('conversations');
+    return {
+      table: 'conversations',
+      perMerge,
+      mergesPerDay: RUNS_PER_DAY,
+      perDay: RUNS_PER_DAY * Math.max(BILL_MIN, perMerge),
+      loadsPerDay: RUNS_PER_DAY,
+      queriesPerDay: 0,
+    };
   })(),
   // Unchanged definitions: one hash check (reads the row_hash column only), no load, no MERGE.
-  { table: 'signals', perMerge: 0, mergesPerDay: 0, perDay: RUNS_PER_DAY * BILL_MIN, loadsPerDay: 0, queriesPerDay: RUNS_PER_DAY },
+  {
+    table: 'signals',
+    perMerge: 0,
+    mergesPerDay: 0,
+    perDay: RUNS_PER_DAY * BILL_MIN,
+    loadsPerDay: 0,
+    queriesPerDay: RUNS_PER_DAY,
+  },
 ];
 
 const before: Line[] = [
-  { table: 'events', perMerge: avgEventMerge, mergesPerDay: RUNS_PER_DAY, perDay: twoDay(avgEventMerge, eventDayBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
+  {
+    table: 'events',
+    perMerge: avgEventMerge,
+    mergesPerDay: RUNS_PER_DAY,
+    perDay: twoDay(avgEventMerge, eventDayBytes),
+    loadsPerDay: RUNS_PER_DAY,
+    queriesPerDay: 0,
+  },
   // One MERGE per project, each scanning the day's partition (all projects' spans).
-  { table: 'traces', perMerge: avgSpanMerge, mergesPerDay: RUNS_PER_DAY * PROJECTS, perDay: PROJECTS * twoDay(avgSpanMerge, spanDayBytes), loadsPerDay: RUNS_PER_DAY * PROJECTS, queriesPerDay: 0 },
-  { table: 'users', perMerge: usersTableBytes, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, usersTableBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
-  { table: 'conversations', perMerge: conversationsTableBytes, mergesPerDay: RUNS_PER_DAY, perDay: RUNS_PER_DAY * Math.max(BILL_MIN, conversationsTableBytes), loadsPerDay: RUNS_PER_DAY, queriesPerDay: 0 },
-  { table: 'signals', perMerge: signalsTableBytes, mergesPerDay: RUNS_PER_DAY * PROJECTS, perDay: RUNS_PER_DAY * PROJECTS * BILL_MIN, loadsPerDay: RUNS_PER_DAY * PROJECTS, queriesPerDay: 0 },
+  {
+    table: 'traces',
+    perMerge: avgSpanMerge,
+    mergesPerDay: RUNS_PER_DAY * PROJECTS,
+    perDay: PROJECTS * twoDay(avgSpanMerge, spanDayBytes),
+    loadsPerDay: RUNS_PER_DAY * PROJECTS,
+    queriesPerDay: 0,
+  },
+  {
+    table: 'users',
+    perMerge: usersTableBytes,
+    mergesPerDay: RUNS_PER_DAY,
+    perDay: RUNS_PER_DAY * Math.max(BILL_MIN, usersTableBytes),
+    loadsPerDay: RUNS_PER_DAY,
+    queriesPerDay: 0,
+  },
+  {
+    table: 'conversations',
+    perMerge: conversationsTableBytes,
+    mergesPerDay: RUNS_PER_DAY,
+    perDay: RUNS_PER_DAY * Math.max(BILL_MIN, conversationsTableBytes),
+    loadsPerDay: RUNS_PER_DAY,
+    queriesPerDay: 0,
+  },
+  {
+    table: 'signals',
+    perMerge: signalsTableBytes,
+    mergesPerDay: RUNS_PER_DAY * PROJECTS,
+    perDay: RUNS_PER_DAY * PROJECTS * BILL_MIN,
+    loadsPerDay: RUNS_PER_DAY * PROJECTS,
+    queriesPerDay: 0,
+  },
 ];
 
-const fmt = (bytes: number): string => (bytes >= GB ? `${(bytes / GB).toFixed(2)} GB` : `${(bytes / MB).toFixed(1)} MB`);
+const fmt = (bytes: number): string =>
+  bytes >= GB ? `${(bytes / GB).toFixed(2)} GB` : `${(bytes / MB).toFixed(1)} MB`;
 const out = (line: string): void => void process.stdout.write(`${line}\n`);
 
-out(`measured row sizes (NDJSON bytes): ${[...measured].map(([t, m]) => `${t} ${Math.round(m.bytesPerRow)} B`).join(', ')}; spans per event ${spansPerEvent.toFixed(2)}`);
+out(
+  `measured row sizes (NDJSON bytes): ${[...measured].map(([t, m]) => `${t} ${Math.round(m.bytesPerRow)} B`).join(', ')}; spans per event ${spansPerEvent.toFixed(2)}`,
+);
 out(
   `model: ${EVENTS_PER_DAY.toLocaleString('en')} events/day for ${DAYS} days, ${RUNS_PER_DAY} runs/day (15 min), ${PROJECTS} projects; ` +
     `users ${USERS_IN_TABLE.toLocaleString('en')} in the table, ${USERS_TOUCHED_PER_RUN.toLocaleString('en')} touched a run (${userBuckets} of ${KEY_BUCKETS} key buckets); ` +
     `conversations ${(CONVERSATIONS_PER_DAY * DAYS).toLocaleString('en')} in the table, ${CONVERSATIONS_TOUCHED_PER_RUN.toLocaleString('en')} touched a run (${convoBuckets} buckets); ` +
     `${SIGNALS_PER_PROJECT} signals per project, unchanged`,
 );
-out(`table sizes: events ${fmt(eventDayBytes * DAYS)} (${fmt(eventDayBytes)}/day), traces ${fmt(spanDayBytes * DAYS)}, users ${fmt(usersTableBytes)}, conversations ${fmt(conversationsTableBytes)}, signals ${fmt(signalsTableBytes)}`);
+out(
+  `table sizes: events ${fmt(eventDayBytes * DAYS)} (${fmt(eventDayBytes)}/day), traces ${fmt(spanDayBytes * DAYS)}, users ${fmt(usersTableBytes)}, conversations ${fmt(conversationsTableBytes)}, signals ${fmt(signalsTableBytes)}`,
+);
 out('');
-out('table          | bytes per MERGE: before → now | MERGEs/day: before → now | scanned/day (≥10 MB billed per job): before → now | load jobs/day: before → now');
+out(
+  'table          | bytes per MERGE: before → now | MERGEs/day: before → now | scanned/day (≥10 MB billed per job): before → now | load jobs/day: before → now',
+);
 let totalBefore = 0;
 let totalNow = 0;
 for (const n of now) {
@@ -159,21 +244,31 @@ for (const n of now) {
       `${fmt(b.perDay).padStart(10)} → ${fmt(n.perDay).padStart(10)} | ${String(b.loadsPerDay).padStart(4)} → ${String(n.loadsPerDay).padStart(3)}`,
   );
 }
-out(`total scanned/day: before ${fmt(totalBefore)}, now ${fmt(totalNow)}; per 30 days: before ${fmt(totalBefore * 30)}, now ${fmt(totalNow * 30)}`);
+out(
+  `total scanned/day: before ${fmt(totalBefore)}, now ${fmt(totalNow)}; per 30 days: before ${fmt(totalBefore * 30)}, now ${fmt(totalNow * 30)}`,
+);
 const loads = now.reduce((n, l) => n + l.loadsPerDay, 0);
 const dml = now.reduce((n, l) => n + l.mergesPerDay, 0);
 const queries = now.reduce((n, l) => n + l.queriesPerDay, 0);
 out('');
 out('daily jobs against BigQuery quotas (https://cloud.google.com/bigquery/quotas):');
-out(`  load jobs: ${loads}/day for the project (quota 100,000 per project per day); each goes into a fresh staging table, so the 1,500 per-table limit is used once per stage`);
-out(`  MERGE (mutating DML): ${dml}/day, at most one per table at a time from one process (limit: 2 running + 20 queued per table; DML does not count toward table-modification quotas)`);
+out(
+  `  load jobs: ${loads}/day for the project (quota 100,000 per project per day); each goes into a fresh staging table, so the 1,500 per-table limit is used once per stage`,
+);
+out(
+  `  MERGE (mutating DML): ${dml}/day, at most one per table at a time from one process (limit: 2 running + 20 queued per table; DML does not count toward table-modification quotas)`,
+);
 out(`  other query jobs: ${queries}/day (unchanged-rows checks); counts for status/verify on demand`);
-out(`  partition modifications by load/query jobs on targets: 0 (only MERGE writes targets; quota 30,000 per partitioned table per day)`);
+out(
+  `  partition modifications by load/query jobs on targets: 0 (only MERGE writes targets; quota 30,000 per partitioned table per day)`,
+);
 out('');
 out('key-bucket pruning vs keys touched per run (users table as above):');
 for (const k of [100, 500, 1_000, 5_000, 20_000]) {
   const b = bucketsTouched(k);
-  out(`  ${String(k).padStart(6)} keys → ${String(b).padStart(4)} of ${KEY_BUCKETS} buckets → ${fmt(usersTableBytes * (b / KEY_BUCKETS) + k * size('users'))} per MERGE (unpartitioned: ${fmt(usersTableBytes)})`);
+  out(
+    `  ${String(k).padStart(6)} keys → ${String(b).padStart(4)} of ${KEY_BUCKETS} buckets → ${fmt(usersTableBytes * (b / KEY_BUCKETS) + k * size('users'))} per MERGE (unpartitioned: ${fmt(usersTableBytes)})`,
+  );
 }
 
 // ---- users and conversations: bytes per MERGE against the bytes the batch touches -----------------
@@ -201,15 +296,31 @@ interface Keyed {
   /** Share of a row's bytes in the columns the compaction DELETE references. */
   readonly narrowShare: number;
 }
-const narrowShare = (name: string): number => (measured.get(name)?.compactionBytesPerRow ?? 0) / Math.max(1, size(name));
+const narrowShare = (name: string): number =>
+  (measured.get(name)?.compactionBytesPerRow ?? 0) / Math.max(1, size(name));
 const keyed: Keyed[] = [
-  { table: 'users', tableBytes: usersTableBytes, rows: USERS_IN_TABLE, touched: USERS_TOUCHED_PER_RUN, rowBytes: size('users'), narrowShare: narrowShare('users') },
-  { table: 'conversations', tableBytes: conversationsTableBytes, rows: CONVERSATIONS_PER_DAY * DAYS, touched: CONVERSATIONS_TOUCHED_PER_RUN, rowBytes: size('conversations'), narrowShare: narrowShare('conversations') },
+  {
+    table: 'users',
+    tableBytes: usersTableBytes,
+    rows: USERS_IN_TABLE,
+    touched: USERS_TOUCHED_PER_RUN,
+    rowBytes: size('users'),
+    narrowShare: narrowShare('users'),
+  },
+  {
+    table: 'conversations',
+    tableBytes: conversationsTableBytes,
+    rows: CONVERSATIONS_PER_DAY * DAYS,
+    touched: CONVERSATIONS_TOUCHED_PER_RUN,
+    rowBytes: size('conversations'),
+    narrowShare: narrowShare('conversations'),
+  },
 ];
 const failures: string[] = [];
-const ratio = (bytes: number, touched: number): string => `${(bytes / touched).toFixed(bytes / touched >= 10 ? 0 : 1)}×`;
+const ratio = (bytes: number, touched: number): string =>
+  `${(bytes / touched).toFixed(bytes / touched >= 10 ? 0 : 1)}×`;
 out('');
-out('users and conversations: one run\'s MERGE against the bytes of the rows it touches (target: within 2×)');
+out("users and conversations: one run's MERGE against the bytes of the rows it touches (target: within 2×)");
 for (const t of keyed) {
   const touchedBytes = t.touched * t.rowBytes;
   const stage = touchedBytes;
@@ -220,13 +331,19 @@ for (const t of keyed) {
   const rowsPerPartitionFor2x = 2;
   const partitionsFor2x = Math.ceil(t.rows / rowsPerPartitionFor2x);
   out(`  ${t.table}: ${t.touched.toLocaleString('en')} rows touched = ${fmt(touchedBytes)} (of ${fmt(t.tableBytes)})`);
-  out(`    merge layout, ${KEY_BUCKETS.toLocaleString('en')} key-bucket partitions:   ${fmt(nowBytes).padStart(10)} per MERGE = ${ratio(nowBytes, touchedBytes)}`);
+  out(
+    `    merge layout, ${KEY_BUCKETS.toLocaleString('en')} key-bucket partitions:   ${fmt(nowBytes).padStart(10)} per MERGE = ${ratio(nowBytes, touchedBytes)}`,
+  );
   out(
     `    best in-place MERGE, ${MAX_PARTITIONS_PER_TABLE.toLocaleString('en')} partitions (table max): ${fmt(floorBytes).padStart(10)} per MERGE = ${ratio(floorBytes, touchedBytes)}` +
       `${hitAtMax > MAX_PARTITIONS_PER_JOB ? ` — and refused: ${Math.round(hitAtMax).toLocaleString('en')} partitions modified > ${MAX_PARTITIONS_PER_JOB.toLocaleString('en')} per job` : ''}`,
   );
-  out(`    clustering on the key, unpartitioned:           ${fmt(t.tableBytes + stage).padStart(10)} per MERGE = ${ratio(t.tableBytes + stage, touchedBytes)} (t is the whole table)`);
-  out(`    within 2× in place needs ≤ ${rowsPerPartitionFor2x} rows a partition: ${partitionsFor2x.toLocaleString('en')} partitions, ${Math.round(partitionsFor2x / MAX_PARTITIONS_PER_TABLE)}× BigQuery's limit`);
+  out(
+    `    clustering on the key, unpartitioned:           ${fmt(t.tableBytes + stage).padStart(10)} per MERGE = ${ratio(t.tableBytes + stage, touchedBytes)} (t is the whole table)`,
+  );
+  out(
+    `    within 2× in place needs ≤ ${rowsPerPartitionFor2x} rows a partition: ${partitionsFor2x.toLocaleString('en')} partitions, ${Math.round(partitionsFor2x / MAX_PARTITIONS_PER_TABLE)}× BigQuery's limit`,
+  );
   // The change-log layout (built: src/load/bigquery-log.ts): a run appends the batch to
   // <table>_changes with a load job (free: no query, nothing billed); <table> is a view of the latest
   // row per key. The compaction, once per --bq-compact-every, is a DELETE of the superseded rows
@@ -262,7 +379,8 @@ for (const t of keyed) {
         `a reader scans up to ${fmt(days * logDayBytes)} more`,
     );
   }
-  if (perRun > 2 * touchedBytes) failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
+  if (perRun > 2 * touchedBytes)
+    failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
 }
 if (failures.length > 0) {
   out(`FAIL: ${failures.join('; ')}`);

@@ -26,7 +26,13 @@ async function run(resource: ResourceDefinition): Promise<number> {
         id: `e${i}`,
         timestamp: new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString(),
         user_input: 'x'.repeat(200),
-        signals: i % 3 === 0 ? [{ id: 's1', name: 'one', score: 0.5 }, { id: 's2', name: 'two', score: 0.25 }] : [],
+        signals:
+          i % 3 === 0
+            ? [
+                { id: 's1', name: 'one', score: 0.5 },
+                { id: 's2', name: 'two', score: 0.25 },
+              ]
+            : [],
       });
     }
     const rows = records.map((r) => tracker.normalize(r, 'default', '2026-01-01T00:00:00.000Z'));
@@ -39,6 +45,9 @@ async function run(resource: ResourceDefinition): Promise<number> {
 }
 
 const { bridges: _unused, ...withoutBridge } = events;
-for (const [label, resource] of [['with event_signals', events], ['without', withoutBridge as ResourceDefinition]] as const) {
+for (const [label, resource] of [
+  ['with event_signals', events],
+  ['without', withoutBridge as ResourceDefinition],
+] as const) {
   console.log(`${label.padEnd(20)} ${(await run(resource)).toFixed(2)} s for ${ROWS} events in ${ROWS / BATCH} writes`);
 }

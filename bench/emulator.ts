@@ -50,7 +50,9 @@ async function main(): Promise<void> {
     ];
     await timed(emu, '/v1/events?limit=100', undefined, 50); // warm up
     for (const [path, project] of paths) {
-      console.log(`${(project ?? 'default').padEnd(8)} ${path}: median ${(await timed(emu, path, project, 40)).toFixed(2)} ms`);
+      console.log(
+        `${(project ?? 'default').padEnd(8)} ${path}: median ${(await timed(emu, path, project, 40)).toFixed(2)} ms`,
+      );
     }
     let cursor: string | null = null;
     for (let page = 0; page < 300; page++) {
@@ -59,7 +61,9 @@ async function main(): Promise<void> {
       if (cursor === null) break;
     }
     if (cursor !== null) {
-      console.log(`page 301 of a cursor walk: median ${(await timed(emu, `/v1/events?limit=100&cursor=${cursor}`, undefined, 20)).toFixed(2)} ms`);
+      console.log(
+        `page 301 of a cursor walk: median ${(await timed(emu, `/v1/events?limit=100&cursor=${cursor}`, undefined, 20)).toFixed(2)} ms`,
+      );
     }
   } finally {
     await emu.close();

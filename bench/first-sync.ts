@@ -36,20 +36,44 @@ function peakRssMb(pid: number): number {
   }
 }
 
-const emulator = spawn(process.execPath, [CLI, 'emulate', '--port', String(port), '--events-per-project', String(events), '--no-limits'], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
+const emulator = spawn(
+  process.execPath,
+  [CLI, 'emulate', '--port', String(port), '--events-per-project', String(events), '--no-limits'],
+  {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  },
+);
 try {
   const seedStarted = Date.now();
   await waitForLine(emulator, /emulator .*\bon http/);
-  process.stdout.write(`emulator: ${events} events per project × 3 projects, seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s\n`);
+  process.stdout.write(
+    `emulator: ${events} events per project × 3 projects, seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s\n`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'qs-first-'));
   const started = Date.now();
   const sync = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', 'default', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'),
-      '--max-rpm', '1000000', '--max-rps', '1000000', '--log-level', 'warn', ...(process.env.BENCH_SYNC_ARGS ?? '').split(' ').filter(Boolean)],
-    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, QUERY_API_BASE_URL: `http://127.0.0.1:${port}`, QUERY_API_KEY: 'qs_org_emulator_key' } },
+    [
+      CLI,
+      'sync',
+      '--project',
+      'default',
+      '--duckdb-path',
+      join(dir, 'w.duckdb'),
+      '--state',
+      join(dir, 'state.json'),
+      '--max-rpm',
+      '1000000',
+      '--max-rps',
+      '1000000',
+      '--log-level',
+      'warn',
+      ...(process.env.BENCH_SYNC_ARGS ?? '').split(' ').filter(Boolean),
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, QUERY_API_BASE_URL: `http://127.0.0.1:${port}`, QUERY_API_KEY: 'qs_org_emulator_key' },
+    },
   );
   let out = '';
   sync.stdout.on('data', (b: Buffer) => (out += b.toString()));

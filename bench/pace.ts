@@ -34,7 +34,6 @@ import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
 import { PIPELINE_DEFAULTS } from '../src/config.js';
 
-
 interface Measured {
   readonly summary: RunSummary;
   readonly seconds: number;
@@ -65,7 +64,9 @@ async function measure(
 ): Promise<Measured> {
   const seedStarted = Date.now();
   const emu = await startEmulatorThread(emulatorOptions);
-  process.stdout.write(`  (emulator seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s, on its own thread)\n`);
+  process.stdout.write(
+    `  (emulator seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s, on its own thread)\n`,
+  );
   const dir = mkdtempSync(join(tmpdir(), 'qs-pace-'));
   const logger = silentLogger();
   const rateLimitedAt: number[] = [];
@@ -118,17 +119,37 @@ async function measure(
     clientDelay.enable();
     started = Date.now();
     const summary = await runSync(
-      { ...PIPELINE_DEFAULTS.sync, resources: sync.resources, project: sync.project, lookbackMs: 15 * 60_000, limits: sync.limits },
+      {
+        ...PIPELINE_DEFAULTS.sync,
+        resources: sync.resources,
+        project: sync.project,
+        lookbackMs: 15 * 60_000,
+        limits: sync.limits,
+      },
       { client, destination, state, clock: systemClock, logger },
     );
     const seconds = (Date.now() - started) / 1000;
     const api = await emu.counts(Date.parse(summary.startedAt));
     const counts: Measured['counts'] = {};
-    for (const r of sync.resources) counts[r.name] = { warehouse: await destination.count(r.name), api: api[r.name] ?? -1 };
+    for (const r of sync.resources)
+      counts[r.name] = { warehouse: await destination.count(r.name), api: api[r.name] ?? -1 };
     clientDelay.disable();
     const emulatorDelay = await emu.loopDelay();
-    const ours: LoopDelay = { p50Ms: clientDelay.percentile(50) / 1e6, p99Ms: clientDelay.percentile(99) / 1e6, maxMs: clientDelay.max / 1e6 };
-    return { summary, seconds, startedAt: started, emulator: await emu.stats(), counts, rateLimitedAt, timeline, loopDelay: { ...emulatorDelay, client: ours } };
+    const ours: LoopDelay = {
+      p50Ms: clientDelay.percentile(50) / 1e6,
+      p99Ms: clientDelay.percentile(99) / 1e6,
+      maxMs: clientDelay.max / 1e6,
+    };
+    return {
+      summary,
+      seconds,
+      startedAt: started,
+      emulator: await emu.stats(),
+      counts,
+      rateLimitedAt,
+      timeline,
+      loopDelay: { ...emulatorDelay, client: ours },
+    };
   } finally {
     await destination.close();
     await client.close();
@@ -175,13 +196,17 @@ function printBreakdown(m: Measured): void {
     `  time: start-up ${s(first)}, queued for budget ${s(spent.budget)}, network only ${s(spent.network)}, ` +
       `client only ${s(spent.client)}, after the last answer ${s(m.seconds * 1000 - end)}; mean latency ${latency.toFixed(0)} ms\n`,
   );
-  const d = (l: LoopDelay): string => `p50 ${l.p50Ms.toFixed(0)} / p99 ${l.p99Ms.toFixed(0)} / max ${l.maxMs.toFixed(0)} ms`;
+  const d = (l: LoopDelay): string =>
+    `p50 ${l.p50Ms.toFixed(0)} / p99 ${l.p99Ms.toFixed(0)} / max ${l.maxMs.toFixed(0)} ms`;
   process.stdout.write(
     `  event-loop delay: the emulator's rate gate ${m.loopDelay.gate === undefined ? '-' : d(m.loopDelay.gate)}; its pages ${d(m.loopDelay.server)}; ours ${d(m.loopDelay.client)}\n`,
   );
   // The busiest 1-s window as the server stamped arrivals, and our sends in that same window: more
   // arrivals than sends means the server's stamps bunched (its loop lagged, or the network did).
-  const sends = t.map((r) => r.sentAt).filter((v): v is number => v !== undefined).sort((a, b) => a - b);
+  const sends = t
+    .map((r) => r.sentAt)
+    .filter((v): v is number => v !== undefined)
+    .sort((a, b) => a - b);
   const arrivals = [...m.emulator.requestTimes].sort((a, b) => a - b);
   const busiest = (times: readonly number[]): { count: number; at: number } => {
     let best = { count: 0, at: 0 };
@@ -195,11 +220,16 @@ function printBreakdown(m: Measured): void {
   // can only follow a minute after each of those, so a slow first minute makes the run that much longer.
   for (const [endpoint, n] of Object.entries(m.emulator.byEndpoint)) {
     if (n <= DEFAULT_RATE_LIMITS.maxRpm) continue;
-    const own = t.filter((r) => r.endpoint === endpoint && r.sentAt !== undefined).map((r) => r.sentAt as number).sort((a, b) => a - b);
+    const own = t
+      .filter((r) => r.endpoint === endpoint && r.sentAt !== undefined)
+      .map((r) => r.sentAt as number)
+      .sort((a, b) => a - b);
     const first = own[0];
     const last = own[DEFAULT_RATE_LIMITS.maxRpm - 1];
     if (first !== undefined && last !== undefined) {
-      process.stdout.write(`  ${endpoint}: its first ${DEFAULT_RATE_LIMITS.maxRpm} requests went out over ${((last - first) / 1000).toFixed(1)} s (${(DEFAULT_RATE_LIMITS.maxRpm / DEFAULT_RATE_LIMITS.maxRps).toFixed(0)} s at ${DEFAULT_RATE_LIMITS.maxRps}/s)\n`);
+      process.stdout.write(
+        `  ${endpoint}: its first ${DEFAULT_RATE_LIMITS.maxRpm} requests went out over ${((last - first) / 1000).toFixed(1)} s (${(DEFAULT_RATE_LIMITS.maxRpm / DEFAULT_RATE_LIMITS.maxRps).toFixed(0)} s at ${DEFAULT_RATE_LIMITS.maxRps}/s)\n`,
+      );
     }
   }
   // Requests sent in each second of the run: a second under the limit at the start or the end is
@@ -213,10 +243,20 @@ function printBreakdown(m: Measured): void {
     process.stdout.write(`  sends per second: ${Array.from(perSecond, (n) => n ?? 0).join(' ')}\n`);
     // The start: what goes out before the walks fill the budget (one round trip after another is the loss).
     const firstAt = (sends[0] as number) - m.startedAt;
-    const early = [...t].filter((r) => r.sentAt !== undefined).sort((a, b) => (a.sentAt as number) - (b.sentAt as number)).slice(0, 12);
-    process.stdout.write(`  first requests (ms from the start): ${early.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')} (first at ${firstAt} ms)\n`);
-    const late = [...t].filter((r) => r.sentAt !== undefined).sort((a, b) => (a.sentAt as number) - (b.sentAt as number)).slice(-12);
-    process.stdout.write(`  last requests (ms from the start): ${late.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')}\n`);
+    const early = [...t]
+      .filter((r) => r.sentAt !== undefined)
+      .sort((a, b) => (a.sentAt as number) - (b.sentAt as number))
+      .slice(0, 12);
+    process.stdout.write(
+      `  first requests (ms from the start): ${early.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')} (first at ${firstAt} ms)\n`,
+    );
+    const late = [...t]
+      .filter((r) => r.sentAt !== undefined)
+      .sort((a, b) => (a.sentAt as number) - (b.sentAt as number))
+      .slice(-12);
+    process.stdout.write(
+      `  last requests (ms from the start): ${late.map((r) => `${r.endpoint.replace('/v1/', '')}@${(r.sentAt as number) - m.startedAt}`).join(' ')}\n`,
+    );
   }
   const within = (times: readonly number[], to: number): number => times.filter((v) => v > to - 1000 && v <= to).length;
   const server = busiest(arrivals);
@@ -238,7 +278,9 @@ function allRowsArrived(m: Measured): boolean {
 
 function printCounts(m: Measured): void {
   for (const [table, c] of Object.entries(m.counts)) {
-    process.stdout.write(`  ${table.padEnd(14)} warehouse ${String(c.warehouse).padStart(7)}  api ${String(c.api).padStart(7)}\n`);
+    process.stdout.write(
+      `  ${table.padEnd(14)} warehouse ${String(c.warehouse).padStart(7)}  api ${String(c.api).padStart(7)}\n`,
+    );
   }
 }
 
@@ -280,9 +322,18 @@ function report(run: string, latencyMs: number, m: Measured): void {
 }
 
 async function run1(latencyMs: number): Promise<void> {
-  process.stdout.write(`\nrun1 @ ${latencyMs} ms: 80,000 events of one project, documented limits (400/min per endpoint, 40/s)\n`);
+  process.stdout.write(
+    `\nrun1 @ ${latencyMs} ms: 80,000 events of one project, documented limits (400/min per endpoint, 40/s)\n`,
+  );
   const m = await measure(
-    { seed: 101, projects: ['default'], eventsPerProject: 80_000, limits: { ...SPEC_RATE_LIMITS }, latencyMs, ...serverDifferences },
+    {
+      seed: 101,
+      projects: ['default'],
+      eventsPerProject: 80_000,
+      limits: { ...SPEC_RATE_LIMITS },
+      latencyMs,
+      ...serverDifferences,
+    },
     { resources: [events], limits: DEFAULT_RATE_LIMITS },
   );
   report(`one endpoint (run1)${differs}`, latencyMs, m);
@@ -299,7 +350,9 @@ async function run2(latencyMs: number): Promise<void> {
   report('all resources (run2)', latencyMs, m);
   // The longest stream bounds the run: a walk that cannot be split reads its pages one after another.
   const streams = [...m.summary.streams].sort((a, b) => b.seconds - a.seconds).slice(0, 3);
-  process.stdout.write(`  longest streams: ${streams.map((st) => `${st.resource} ${st.scope} ${st.pages} pages in ${st.seconds.toFixed(1)} s`).join('; ')}\n`);
+  process.stdout.write(
+    `  longest streams: ${streams.map((st) => `${st.resource} ${st.scope} ${st.pages} pages in ${st.seconds.toFixed(1)} s`).join('; ')}\n`,
+  );
   for (const [endpoint, n] of Object.entries(m.emulator.byEndpoint)) {
     const perMinute = m.emulator.maxPerMinuteByEndpoint[endpoint] ?? 0;
     process.stdout.write(
@@ -311,7 +364,9 @@ async function run2(latencyMs: number): Promise<void> {
 }
 
 async function run3(): Promise<void> {
-  process.stdout.write('\nrun3: the server allows half of what we are configured for (200/min, 20/s, search 25/min, gate 10/s)\n');
+  process.stdout.write(
+    '\nrun3: the server allows half of what we are configured for (200/min, 20/s, search 25/min, gate 10/s)\n',
+  );
   const half: RateLimits = { maxRpm: 200, searchRpm: 25, maxRps: 20, searchGateRps: 10 };
   const m = await measure(
     { seed: 303, eventsPerProject: 5_000, limits: half },
@@ -332,27 +387,42 @@ const args = process.argv.slice(2);
 const latencyArg = args[args.indexOf('--latency') + 1];
 // `--margins 250,50`: the scheduler's safety margins (minute, second windows) in ms, to measure others than the defaults.
 const marginsArg = args.includes('--margins') ? args[args.indexOf('--margins') + 1] : undefined;
-const [minuteMs, secondMs] = (marginsArg ?? `${DEFAULT_SAFETY_MARGINS.minuteMs},${DEFAULT_SAFETY_MARGINS.secondMs}`).split(',').map((v) => Number(v));
-if (!Number.isFinite(minuteMs) || !Number.isFinite(secondMs)) throw new Error(`--margins: expected minute,second ms like 250,50, got ${String(marginsArg)}`);
+const [minuteMs, secondMs] = (marginsArg ?? `${DEFAULT_SAFETY_MARGINS.minuteMs},${DEFAULT_SAFETY_MARGINS.secondMs}`)
+  .split(',')
+  .map((v) => Number(v));
+if (!Number.isFinite(minuteMs) || !Number.isFinite(secondMs))
+  throw new Error(`--margins: expected minute,second ms like 250,50, got ${String(marginsArg)}`);
 const margins = { minuteMs: minuteMs as number, secondMs: secondMs as number };
-process.stdout.write(`safety margins: ${margins.minuteMs} ms on minute windows, ${margins.secondMs} ms on second windows\n`);
-const latencies = (args.includes('--latency') && latencyArg !== undefined ? latencyArg : '0,100,300').split(',').map((v) => Number(v));
-if (latencies.some((v) => !Number.isFinite(v) || v < 0)) throw new Error(`--latency: expected ms values like 0,100,300, got ${String(latencyArg)}`);
+process.stdout.write(
+  `safety margins: ${margins.minuteMs} ms on minute windows, ${margins.secondMs} ms on second windows\n`,
+);
+const latencies = (args.includes('--latency') && latencyArg !== undefined ? latencyArg : '0,100,300')
+  .split(',')
+  .map((v) => Number(v));
+if (latencies.some((v) => !Number.isFinite(v) || v < 0))
+  throw new Error(`--latency: expected ms values like 0,100,300, got ${String(latencyArg)}`);
 // `--lacks timeseries`, `--timeseries-intervals hour,day`, `--timeseries-shape rows`: the server run1 plays.
 const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
 const serverDifferences: Pick<EmulatorOptions, 'lacks' | 'timeseriesIntervals' | 'timeseriesShape'> = {
-  ...(valueOf('--lacks') === undefined ? {} : { lacks: (valueOf('--lacks') ?? '').split(',') as EmulatorOptions['lacks'] }),
-  ...(valueOf('--timeseries-intervals') === undefined ? {} : { timeseriesIntervals: (valueOf('--timeseries-intervals') ?? '').split(',') }),
+  ...(valueOf('--lacks') === undefined
+    ? {}
+    : { lacks: (valueOf('--lacks') ?? '').split(',') as EmulatorOptions['lacks'] }),
+  ...(valueOf('--timeseries-intervals') === undefined
+    ? {}
+    : { timeseriesIntervals: (valueOf('--timeseries-intervals') ?? '').split(',') }),
   ...(valueOf('--timeseries-shape') === 'rows' ? { timeseriesShape: 'rows' as const } : {}),
 };
 const differs = Object.keys(serverDifferences).length === 0 ? '' : ` ${JSON.stringify(serverDifferences)}`;
 const runs: Record<string, (latencyMs: number) => Promise<void>> = { run1, run2, run3: () => run3() };
 const chosen = args.filter((a) => a in runs);
 for (const name of chosen.length > 0 ? chosen : Object.keys(runs)) {
-  for (const latencyMs of name === 'run3' ? [0] : latencies) await (runs[name] as (latencyMs: number) => Promise<void>)(latencyMs);
+  for (const latencyMs of name === 'run3' ? [0] : latencies)
+    await (runs[name] as (latencyMs: number) => Promise<void>)(latencyMs);
 }
 if (table.length > 0) {
-  process.stdout.write('\nrun                    latency  requests  seconds   floor  efficiency  429s  every row  floor with margins\n');
+  process.stdout.write(
+    '\nrun                    latency  requests  seconds   floor  efficiency  429s  every row  floor with margins\n',
+  );
   for (const r of table) {
     process.stdout.write(
       `${r.run.padEnd(22)} ${`${r.latencyMs} ms`.padStart(7)}  ${String(r.requests).padStart(8)}  ${r.seconds.toFixed(1).padStart(7)}  ` +

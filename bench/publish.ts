@@ -74,7 +74,9 @@ async function bench(label: string, events: number): Promise<void> {
     const layout = layoutOf(join(dir, 'warehouse.duckdb'));
     const [, makeMs] = await timed(() => makeWorkingFile(layout.work, events));
     const workBytes = bytesUnder(layout.work);
-    console.log(`\n== ${label}: ${events.toLocaleString('en')} events (working file ${mb(workBytes)}, made in ${sec(makeMs)}) ==`);
+    console.log(
+      `\n== ${label}: ${events.toLocaleString('en')} events (working file ${mb(workBytes)}, made in ${sec(makeMs)}) ==`,
+    );
 
     // 1. A copy of the quiescent file, renamed into place (the writer waits for the whole copy).
     const cpu: Record<string, number> = {};
@@ -122,10 +124,19 @@ async function bench(label: string, events: number): Promise<void> {
       ['file copy + rename', sec(copyMs), sec(cpu.copy ?? 0), sec(copyMs), mb(copyBytes)],
       ['COPY FROM DATABASE', sec(copyDbMs), sec(cpu.copyDb ?? 0), sec(copyDbMs), mb(copyDbBytes)],
       ['publish, first (all partitions)', sec(full.totalMs), sec(cpu.full ?? 0), sec(full.heldMs), mb(fullBytes)],
-      [`publish after ${NEW_EVENTS} new events (1 day)`, sec(incremental.totalMs), sec(cpu.incremental ?? 0), sec(incremental.heldMs), `+${mb(afterBytes - fullBytes)} (old day kept 1 h)`],
+      [
+        `publish after ${NEW_EVENTS} new events (1 day)`,
+        sec(incremental.totalMs),
+        sec(cpu.incremental ?? 0),
+        sec(incremental.heldMs),
+        `+${mb(afterBytes - fullBytes)} (old day kept 1 h)`,
+      ],
     ];
-    console.log(`${'mechanism'.padEnd(44)} ${'wall'.padStart(9)} ${'cpu'.padStart(9)} ${'writer waits'.padStart(13)} ${'extra disk'.padStart(12)}`);
-    for (const [name, t, c, held, disk] of rows) console.log(`${name.padEnd(44)} ${t.padStart(9)} ${c.padStart(9)} ${held.padStart(13)} ${disk.padStart(12)}`);
+    console.log(
+      `${'mechanism'.padEnd(44)} ${'wall'.padStart(9)} ${'cpu'.padStart(9)} ${'writer waits'.padStart(13)} ${'extra disk'.padStart(12)}`,
+    );
+    for (const [name, t, c, held, disk] of rows)
+      console.log(`${name.padEnd(44)} ${t.padStart(9)} ${c.padStart(9)} ${held.padStart(13)} ${disk.padStart(12)}`);
     console.log(`partitions rewritten: first ${full.rewritten}, then ${incremental.rewritten}`);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -25,18 +25,41 @@ const EVENTS = Number(process.argv[2] ?? 20_000);
 const HISTORY_DAYS = 2;
 const MIN = 60_000;
 
-const emu = await startEmulator({ flavor: 'real', seed: 8, eventsPerProject: EVENTS, historyDays: HISTORY_DAYS, projects: ['default'], enrichAfterMs: 0 });
+const emu = await startEmulator({
+  flavor: 'real',
+  seed: 8,
+  eventsPerProject: EVENTS,
+  historyDays: HISTORY_DAYS,
+  projects: ['default'],
+  enrichAfterMs: 0,
+});
 const dir = mkdtempSync(join(tmpdir(), 'qs-real-'));
 const statePath = join(dir, 'state.json');
 
 async function sync(): Promise<RunSummary> {
   const logger = silentLogger();
   const limits = { maxRpm: 1e9, maxRps: 1e9, searchRpm: 1e9, searchGateRps: 1e9 };
-  const { client } = connectApi({ baseUrl: emu.url, apiKey: emu.apiKey, projectHeader: PROJECT_HEADERS, limits, clock: systemClock, logger });
+  const { client } = connectApi({
+    baseUrl: emu.url,
+    apiKey: emu.apiKey,
+    projectHeader: PROJECT_HEADERS,
+    limits,
+    clock: systemClock,
+    logger,
+  });
   const destination = await DuckDbDestination.open(join(dir, 'w.duckdb'));
   const state = await StateStore.open(statePath, { clock: systemClock, purpose: 'sync' });
   try {
-    return await runSync({ ...PIPELINE_DEFAULTS.sync, resources: RESOURCES, project: undefined, lookbackMs: 15 * MIN, limits: DEFAULT_RATE_LIMITS }, { client, destination, state, clock: systemClock, logger });
+    return await runSync(
+      {
+        ...PIPELINE_DEFAULTS.sync,
+        resources: RESOURCES,
+        project: undefined,
+        lookbackMs: 15 * MIN,
+        limits: DEFAULT_RATE_LIMITS,
+      },
+      { client, destination, state, clock: systemClock, logger },
+    );
   } finally {
     await destination.close();
     await client.close();
@@ -47,9 +70,13 @@ async function sync(): Promise<RunSummary> {
 function report(label: string, events: number, run: RunSummary): void {
   const byEndpoint = emu.stats().byEndpoint;
   const total = Object.values(byEndpoint).reduce((a, b) => a + b, 0);
-  process.stdout.write(`${label}: ${events} events in scope, ${total} requests (${((total / events) * 1000).toFixed(1)} per 1,000 events), ok=${run.ok}\n`);
+  process.stdout.write(
+    `${label}: ${events} events in scope, ${total} requests (${((total / events) * 1000).toFixed(1)} per 1,000 events), ok=${run.ok}\n`,
+  );
   for (const [endpoint, n] of Object.entries(byEndpoint).sort()) {
-    process.stdout.write(`  ${endpoint.padEnd(22)} ${String(n).padStart(6)}  ${((n / events) * 1000).toFixed(1).padStart(7)} per 1,000 events\n`);
+    process.stdout.write(
+      `  ${endpoint.padEnd(22)} ${String(n).padStart(6)}  ${((n / events) * 1000).toFixed(1).padStart(7)} per 1,000 events\n`,
+    );
   }
 }
 
@@ -67,13 +94,18 @@ try {
 
   // The settle pass of a 15-minute interval: the settle mark 15 minutes behind where this run puts it.
   const state = await StateStore.open(statePath, { clock: systemClock, purpose: 'bench' });
-  await state.updateStream('events:default', (s) => ({ ...s, settled: new Date(Date.parse(s.settled ?? new Date().toISOString()) - 15 * MIN).toISOString() }));
+  await state.updateStream('events:default', (s) => ({
+    ...s,
+    settled: new Date(Date.parse(s.settled ?? new Date().toISOString()) - 15 * MIN).toISOString(),
+  }));
   await state.close();
   emu.resetStats();
   const third = await sync();
   const settleEvents = emu.snapshot('events').filter((e) => {
     const at = Date.parse(String(e.timestamp));
-    return at >= Date.parse(third.startedAt) - 2 * 60 * MIN - 15 * MIN && at < Date.parse(third.startedAt) - 2 * 60 * MIN;
+    return (
+      at >= Date.parse(third.startedAt) - 2 * 60 * MIN - 15 * MIN && at < Date.parse(third.startedAt) - 2 * 60 * MIN
+    );
   }).length;
   const events = emu.stats().byEndpoint['/v1/events'] ?? 0;
   process.stdout.write(

@@ -12,7 +12,8 @@ let tick = 0;
 let peak = { rss: 0, heap: 0, external: 0, second: 0 };
 const timer = setInterval(() => {
   const m = process.memoryUsage();
-  if (m.rss > peak.rss) peak = { rss: m.rss, heap: m.heapTotal, external: m.external, second: (Date.now() - started) / 1000 };
+  if (m.rss > peak.rss)
+    peak = { rss: m.rss, heap: m.heapTotal, external: m.external, second: (Date.now() - started) / 1000 };
   if (tick++ % 5 !== 0) return;
   samples.push(m.rss);
   heap.push(m.heapTotal);

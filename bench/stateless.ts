@@ -31,8 +31,23 @@ function sync(emu: Emulator, dir: string): Promise<Run> {
   const started = Date.now();
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', '*', '--duckdb-path', join(dir, 'w.duckdb'), '--state', join(dir, 'state.json'), '--json', '--log-level', 'warn'],
-    { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'inherit'] },
+    [
+      CLI,
+      'sync',
+      '--project',
+      '*',
+      '--duckdb-path',
+      join(dir, 'w.duckdb'),
+      '--state',
+      join(dir, 'state.json'),
+      '--json',
+      '--log-level',
+      'warn',
+    ],
+    {
+      env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
   );
   let out = '';
   child.stdout.on('data', (b: Buffer) => (out += b.toString()));
@@ -50,7 +65,9 @@ const base = mkdtempSync(join(tmpdir(), 'qs-stateless-'));
 try {
   const first = join(base, 'first');
   const firstRun = await sync(emu, first);
-  process.stdout.write(`first sync: ${events} events × ${PROJECTS.length} projects (and their traces, users, …): ${firstRun.requests} requests, ${firstRun.rows} rows, ${firstRun.seconds.toFixed(1)} s\n`);
+  process.stdout.write(
+    `first sync: ${events} events × ${PROJECTS.length} projects (and their traces, users, …): ${firstRun.requests} requests, ${firstRun.rows} rows, ${firstRun.seconds.toFixed(1)} s\n`,
+  );
   const dirs = { stateful: join(base, 'stateful'), stateless: join(base, 'stateless'), none: join(base, 'none') };
   for (const d of Object.values(dirs)) copyRun(first, d);
   rmSync(join(dirs.stateless, 'state.json'));
@@ -65,7 +82,9 @@ try {
   for (const [name, d] of Object.entries(dirs)) {
     results[name] = await sync(emu, d);
     const r = results[name] as Run;
-    process.stdout.write(`  ${name.padEnd(10)} ${String(r.requests).padStart(6)} requests  ${String(r.rows).padStart(7)} rows  ${r.seconds.toFixed(1).padStart(5)} s\n`);
+    process.stdout.write(
+      `  ${name.padEnd(10)} ${String(r.requests).padStart(6)} requests  ${String(r.rows).padStart(7)} rows  ${r.seconds.toFixed(1).padStart(5)} s\n`,
+    );
   }
   const ratio = (results['stateless'] as Run).requests / (results['stateful'] as Run).requests;
   process.stdout.write(`stateless / stateful requests: ${ratio.toFixed(2)}\n`);

@@ -8,7 +8,8 @@ import { defineResource } from '../src/core/resource.js';
  */
 export const conversations = defineResource({
   name: 'conversations',
-  description: 'One row per conversation (key: project_id, id), from /v1/conversations; the newest copy (last_message_at) wins.',
+  description:
+    'One row per conversation (key: project_id, id), from /v1/conversations; the newest copy (last_message_at) wins.',
   path: '/v1/conversations',
   key: 'id',
   mode: 'incremental',
@@ -34,6 +35,12 @@ export const conversations = defineResource({
     partLt: 'started_at[lt]',
   },
   maxPageSize: 100,
-  columns: { id: 'string', user_id: 'string', started_at: 'timestamp', last_message_at: 'timestamp', message_count: 'int64' },
+  columns: {
+    id: 'string',
+    user_id: 'string',
+    started_at: 'timestamp',
+    last_message_at: 'timestamp',
+    message_count: 'int64',
+  },
   settles: true, // SDK rows carry signals [{id,name,count}]: computed after the messages, like events' enrichment
 });

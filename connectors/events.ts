@@ -9,7 +9,8 @@ const EVENT_TEXT = { user_input: 'string', assistant_output: 'string', model: 's
 /** Events: the bulk of the data. Newest first on the real service; keyed by (project_id, id). */
 export const events = defineResource({
   name: 'events',
-  description: 'One row per event (key: project_id, id), from /v1/events. Re-read once settled, so late enrichment (signals, topics, tool_calls) is kept.',
+  description:
+    'One row per event (key: project_id, id), from /v1/events. Re-read once settled, so late enrichment (signals, topics, tool_calls) is kept.',
   path: '/v1/events',
   key: 'id',
   mode: 'incremental',
@@ -21,9 +22,23 @@ export const events = defineResource({
   allProjects: true,
   timeseriesPath: '/v1/events/timeseries', // SDK: { data: { buckets: [{ timestamp, count }], total } }, interval minute…month
   countPath: '/v1/events/count', // field notes: returns { data: { total } }; unfiltered by signal (signal counts under-count)
-  split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', countPath: '/v1/events/count', exact: true },
+  split: {
+    timeseriesPath: '/v1/events/timeseries',
+    timeseriesGte: 'timestamp[gte]',
+    timeseriesLt: 'timestamp[lt]',
+    countPath: '/v1/events/count',
+    exact: true,
+  },
   maxPageSize: 100, // field notes: "maximum 100 on most lists"
-  columns: { id: 'string', timestamp: 'timestamp', user_id: 'string', convo_id: 'string', event_name: 'string', received_at: 'timestamp', ...EVENT_TEXT },
+  columns: {
+    id: 'string',
+    timestamp: 'timestamp',
+    user_id: 'string',
+    convo_id: 'string',
+    event_name: 'string',
+    received_at: 'timestamp',
+    ...EVENT_TEXT,
+  },
   partitionColumn: 'timestamp',
   settles: true, // SDK: signals, topics, attachments, error_spans, tool_calls "may be absent for very recent events"
   arrivalField: 'received_at',

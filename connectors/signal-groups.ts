@@ -18,5 +18,13 @@ export const signalGroups = defineResource({
   optional: true, // a server built from the spec has no /v1/signal-groups: skipped there, not failed
   maxPageSize: 100,
   // Names and descriptions are free text (SDK strings): declared, so type inference never applies to them.
-  columns: { id: 'string', created_at: 'timestamp', updated_at: 'timestamp', signal_count: 'int64', name: 'string', description: 'string', org_id: 'string' },
+  columns: {
+    id: 'string',
+    created_at: 'timestamp',
+    updated_at: 'timestamp',
+    signal_count: 'int64',
+    name: 'string',
+    description: 'string',
+    org_id: 'string',
+  },
 });

@@ -19,7 +19,13 @@ export const traces = defineResource({
   sortOrder: 'unknown',
   allProjects: false, // field notes: traces reject `*` with 400
   // Where the server lists spans by time: a span starts with its event, so events over time say where spans lie.
-  split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', countPath: '/v1/events/count', exact: false },
+  split: {
+    timeseriesPath: '/v1/events/timeseries',
+    timeseriesGte: 'timestamp[gte]',
+    timeseriesLt: 'timestamp[lt]',
+    countPath: '/v1/events/count',
+    exact: false,
+  },
   maxPageSize: 1000, // field notes: clients ask traces for 500 and 1000
   perParent: { parent: 'events', param: 'event_id', shownBy: ['tool_calls', 'error_spans', 'model'] },
   columns: {

@@ -14,7 +14,14 @@ export const users = defineResource({
   sortOrder: 'desc',
   allProjects: true,
   // A user's last_seen is one of its events' timestamps: events over time say where users lie.
-  split: { timeseriesPath: '/v1/events/timeseries', timeseriesGte: 'timestamp[gte]', timeseriesLt: 'timestamp[lt]', countPath: '/v1/events/count', exact: false, count: { path: '/v1/events/count', param: 'count_by', value: 'user_id' } },
+  split: {
+    timeseriesPath: '/v1/events/timeseries',
+    timeseriesGte: 'timestamp[gte]',
+    timeseriesLt: 'timestamp[lt]',
+    countPath: '/v1/events/count',
+    exact: false,
+    count: { path: '/v1/events/count', param: 'count_by', value: 'user_id' },
+  },
   maxPageSize: 100,
   columns: { id: 'string', first_seen: 'timestamp', last_seen: 'timestamp', event_count: 'int64' },
   settles: true, // traits and event_count can be updated after last_seen: re-read once settled

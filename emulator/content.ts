@@ -90,7 +90,15 @@ export const REGIONS: readonly string[] = ['us-east-1', 'eu-west-1', 'ap-northea
 export const APP_VERSIONS: readonly string[] = ['1.8.2', '1.9.0', '2.0.0-beta.3'];
 export const PLATFORMS: readonly string[] = ['web', 'ios', 'android'];
 export const TAGS: readonly string[] = ['onboarding', 'billing', 'support', 'search', 'beta', 'vip', 'éxito', '中文'];
-export const TOPICS: readonly string[] = ['billing', 'account', 'translation', 'coding', 'weather', 'refunds', 'poetry'];
+export const TOPICS: readonly string[] = [
+  'billing',
+  'account',
+  'translation',
+  'coding',
+  'weather',
+  'refunds',
+  'poetry',
+];
 export const LOCALES: readonly string[] = ['en-US', 'fr-FR', 'ja-JP', 'zh-CN', 'es-ES', 'ko-KR', 'de-CH'];
 export const USER_NAMES: readonly string[] = [
   'Ada Lovelace',
@@ -133,12 +141,48 @@ export const SIGNAL_DEFINITIONS: readonly {
   readonly sentiment: string;
   readonly group: number | null;
 }[] = [
-  { type: 'topic', name: 'Billing questions', description: 'Conversations about invoices, refunds and plans', sentiment: 'NEUTRAL', group: 1 },
-  { type: 'regex', name: 'Email address shared', description: 'Matches /[\\w.+-]+@[\\w-]+\\.[\\w.]+/ in user input', sentiment: 'NEUTRAL', group: 2 },
-  { type: 'instrumented', name: 'Thumbs down', description: 'User pressed 👎 on an answer', sentiment: 'NEGATIVE', group: 0 },
-  { type: 'metric', name: 'Slow response', description: 'Latency above the 95th percentile', sentiment: 'NEGATIVE', group: 0 },
-  { type: 'code', name: 'Refusal detector', description: 'Custom code: assistant declined to answer', sentiment: 'NEGATIVE', group: 2 },
+  {
+    type: 'topic',
+    name: 'Billing questions',
+    description: 'Conversations about invoices, refunds and plans',
+    sentiment: 'NEUTRAL',
+    group: 1,
+  },
+  {
+    type: 'regex',
+    name: 'Email address shared',
+    description: 'Matches /[\\w.+-]+@[\\w-]+\\.[\\w.]+/ in user input',
+    sentiment: 'NEUTRAL',
+    group: 2,
+  },
+  {
+    type: 'instrumented',
+    name: 'Thumbs down',
+    description: 'User pressed 👎 on an answer',
+    sentiment: 'NEGATIVE',
+    group: 0,
+  },
+  {
+    type: 'metric',
+    name: 'Slow response',
+    description: 'Latency above the 95th percentile',
+    sentiment: 'NEGATIVE',
+    group: 0,
+  },
+  {
+    type: 'code',
+    name: 'Refusal detector',
+    description: 'Custom code: assistant declined to answer',
+    sentiment: 'NEGATIVE',
+    group: 2,
+  },
   { type: 'topic', name: '翻訳リクエスト', description: null, sentiment: 'NEUTRAL', group: null },
-  { type: 'instrumented', name: 'Copied answer', description: 'User copied the assistant "output"', sentiment: 'POSITIVE', group: 0 },
+  {
+    type: 'instrumented',
+    name: 'Copied answer',
+    description: 'User copied the assistant "output"',
+    sentiment: 'POSITIVE',
+    group: 0,
+  },
   { type: 'regex', name: 'Order number', description: 'Matches #\\d{4}', sentiment: 'NEUTRAL', group: 1 },
 ];

@@ -25,7 +25,14 @@ import {
   USER_INPUTS,
   USER_NAMES,
 } from './content.js';
-import { iso, type EventEntry, type JsonObject, type SignalEntry, type SignalGroupEntry, type SpanEntry } from './entries.js';
+import {
+  iso,
+  type EventEntry,
+  type JsonObject,
+  type SignalEntry,
+  type SignalGroupEntry,
+  type SpanEntry,
+} from './entries.js';
 import { deriveSeed, Random } from './random.js';
 
 const DAY_MS = 86_400_000;
@@ -64,7 +71,9 @@ const APPS: readonly JsonObject[] = APP_VERSIONS.flatMap((version) =>
 );
 /** Flag values are strings: the SDK types `feature_flags` as a map of flag name to string. */
 const FEATURE_FLAGS: readonly JsonObject[] = ['false', 'true'].flatMap((newUi) =>
-  ['false', 'true'].flatMap((ranking) => ['control', 'treatment'].map((variant) => ({ new_ui: newUi, ranking_v2: ranking, variant }))),
+  ['false', 'true'].flatMap((ranking) =>
+    ['control', 'treatment'].map((variant) => ({ new_ui: newUi, ranking_v2: ranking, variant })),
+  ),
 );
 const EXPERIMENTS: readonly JsonObject[] = ['a', 'b'].flatMap((arm) =>
   [1, 3, 7].flatMap((x) => [2, 5, 9].map((y) => ({ name: 'ranking_v2', arm, exposures: [x, y] }))),
@@ -121,7 +130,9 @@ export class ProjectGenerator {
     const orgId = `org_${groupRng.hex(12)}`;
     this.signals = SIGNAL_DEFINITIONS.map((definition, i) => {
       const createdMs =
-        i < 6 ? startMs - historyMs - this.rng.int(1, 60) * DAY_MS - this.rng.int(0, DAY_MS) : startMs - this.rng.int(1, historyMs);
+        i < 6
+          ? startMs - historyMs - this.rng.int(1, 60) * DAY_MS - this.rng.int(0, DAY_MS)
+          : startMs - this.rng.int(1, historyMs);
       const id = this.rng.token('sig_', 12);
       const groupId = definition.group === null ? null : (groupIds[definition.group] ?? null);
       const groupName = definition.group === null ? null : (SIGNAL_GROUP_DEFINITIONS[definition.group]?.name ?? null);
@@ -147,7 +158,13 @@ export class ProjectGenerator {
       const members = this.signals.filter((signal) => signal.groupId === id);
       const created = Math.min(startMs - historyMs, ...members.map((m) => m.sortKey)) - groupRng.int(1, DAY_MS);
       const updated = Math.max(created, ...members.map((m) => m.sortKey));
-      const record: JsonObject = { id, name: definition.name, description: definition.description, org_id: orgId, created_at: iso(created) };
+      const record: JsonObject = {
+        id,
+        name: definition.name,
+        description: definition.description,
+        org_id: orgId,
+        created_at: iso(created),
+      };
       if (members.length > 0) record['updated_at'] = iso(updated);
       record['signal_count'] = members.length;
       return { project, id, sortKey: created, record };
@@ -203,7 +220,13 @@ export class ProjectGenerator {
       const spanId = rng.hex(16);
       const durationMs = 5 + rng.int(0, 12) * 37;
       enrichment['tool_calls'] = [
-        { tool_name: 'search_docs', status: rng.chance(0.2) ? 'ERROR' : 'OK', duration_ms: durationMs, started_at: iso(ms), span_id: spanId },
+        {
+          tool_name: 'search_docs',
+          status: rng.chance(0.2) ? 'ERROR' : 'OK',
+          duration_ms: durationMs,
+          started_at: iso(ms),
+          span_id: spanId,
+        },
       ];
     }
     const event: EventEntry = {
@@ -236,7 +259,10 @@ export class ProjectGenerator {
       plan: rng.pick(PLANS),
       locale: rng.pick(LOCALES),
       beta: rng.chance(0.2),
-      signup: { source: rng.pick(['ads', 'organic', 'referral']), campaign: rng.chance(0.5) ? null : `spring-${rng.int(1, 9)}` },
+      signup: {
+        source: rng.pick(['ads', 'organic', 'referral']),
+        campaign: rng.chance(0.5) ? null : `spring-${rng.int(1, 9)}`,
+      },
     };
     const profile = { id, traits };
     this.users.push(profile);

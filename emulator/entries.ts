@@ -113,7 +113,12 @@ export function eventRecord(event: EventEntry, enriched = true): ApiRecord {
     if (event.enrichment) Object.assign(record, event.enrichment);
     if (event.userInput.includes('(see attached)')) {
       record['input_attachments'] = [
-        { attachment_id: `att_${event.id}`, attachment_type: 'image', name: 'screenshot.png', value: `https://files.example.com/${event.id}/screenshot.png` },
+        {
+          attachment_id: `att_${event.id}`,
+          attachment_type: 'image',
+          name: 'screenshot.png',
+          value: `https://files.example.com/${event.id}/screenshot.png`,
+        },
       ];
     }
     record['signals'] = event.signals;

@@ -118,7 +118,9 @@ export const listEvents: Handler = (context) => {
   const filter = eventPredicate(context);
   const unlisted = context.unlistedEvents;
   const predicate: Predicate | undefined =
-    unlisted === undefined ? filter : (e) => !(e.sortKey >= unlisted.fromMs && e.sortKey < unlisted.toMs) && (filter === undefined || filter(e));
+    unlisted === undefined
+      ? filter
+      : (e) => !(e.sortKey >= unlisted.fromMs && e.sortKey < unlisted.toMs) && (filter === undefined || filter(e));
   const page = walk({
     lists: context.projects.map((p) => p.events),
     direction,
@@ -131,7 +133,13 @@ export const listEvents: Handler = (context) => {
   return listBody(context, 'events', direction, page, (e) => context.store.eventAt(e, context.now));
 };
 
-export const getEvent: Handler = (context) => getById(context, (p) => p.eventsById, 'event', (e) => context.store.eventAt(e, context.now));
+export const getEvent: Handler = (context) =>
+  getById(
+    context,
+    (p) => p.eventsById,
+    'event',
+    (e) => context.store.eventAt(e, context.now),
+  );
 
 export const searchEvents: Handler = (context) => {
   const { params, now } = context;
@@ -139,14 +147,19 @@ export const searchEvents: Handler = (context) => {
   if (query === undefined) throw badRequest('query is required', 'query');
   const mode = params.get('mode') ?? 'text';
   if (mode !== 'text' && mode !== 'semantic' && mode !== 'regex') {
-    throw badRequest(`mode must be text, semantic or regex, got "${mode}"`, 'mode', { allowed: ['text', 'semantic', 'regex'] });
+    throw badRequest(`mode must be text, semantic or regex, got "${mode}"`, 'mode', {
+      allowed: ['text', 'semantic', 'regex'],
+    });
   }
   const fields = parseSearchIn(params.get('search_in'));
   const window = parseTimeWindow(params);
-  if (!window.hasGte || window.lower === undefined) throw badRequest('timestamp[gte] is required for search', 'timestamp[gte]');
+  if (!window.hasGte || window.lower === undefined)
+    throw badRequest('timestamp[gte] is required for search', 'timestamp[gte]');
   const upper = window.upper ?? now;
   if (upper - window.lower > SEARCH_MAX_WINDOW_MS) {
-    throw badRequest('The search window is wider than 14 days; narrow timestamp[gte]/timestamp[lt]', 'timestamp[gte]', { code: 'window_too_wide' });
+    throw badRequest('The search window is wider than 14 days; narrow timestamp[gte]/timestamp[lt]', 'timestamp[gte]', {
+      code: 'window_too_wide',
+    });
   }
   const lower = mode === 'semantic' ? Math.max(window.lower, now - SEARCH_MAX_WINDOW_MS) : window.lower;
   const occurrences = matcher(mode, query, context);
@@ -170,7 +183,10 @@ export const searchEvents: Handler = (context) => {
     predicate: filters ? (e) => filters(e) && matches(e) : matches,
     limit: parseLimit(params, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE),
   });
-  return listBody(context, 'events', direction, page, (e) => ({ ...context.store.eventAt(e, context.now), relevance_score: scores.get(e) ?? 0 }));
+  return listBody(context, 'events', direction, page, (e) => ({
+    ...context.store.eventAt(e, context.now),
+    relevance_score: scores.get(e) ?? 0,
+  }));
 };
 
 function parseSearchIn(raw: string | null): readonly SearchField[] {
@@ -178,14 +194,20 @@ function parseSearchIn(raw: string | null): readonly SearchField[] {
   const fields = raw.split(',').map((f) => f.trim());
   for (const field of fields) {
     if (!(SEARCH_FIELDS as readonly string[]).includes(field)) {
-      throw badRequest(`search_in accepts ${SEARCH_FIELDS.join(', ')}; got "${field}"`, 'search_in', { allowed: SEARCH_FIELDS });
+      throw badRequest(`search_in accepts ${SEARCH_FIELDS.join(', ')}; got "${field}"`, 'search_in', {
+        allowed: SEARCH_FIELDS,
+      });
     }
   }
   return fields as SearchField[];
 }
 
 /** Counts occurrences of the query in a text: case-insensitive substring, or a RegExp. */
-function matcher(mode: 'text' | 'semantic' | 'regex', query: string, context: RequestContext): (text: string) => number {
+function matcher(
+  mode: 'text' | 'semantic' | 'regex',
+  query: string,
+  context: RequestContext,
+): (text: string) => number {
   if (mode === 'regex') {
     let pattern: RegExp;
     try {
@@ -220,7 +242,10 @@ function counter(countBy: CountBy): { add: (e: EventEntry) => void; total: () =>
     return { add: () => void n++, total: () => n };
   }
   const seen = new Set<string>();
-  return { add: (e) => void seen.add(`${e.project}|${countBy === 'user_id' ? e.userId : e.convoId}`), total: () => seen.size };
+  return {
+    add: (e) => void seen.add(`${e.project}|${countBy === 'user_id' ? e.userId : e.convoId}`),
+    total: () => seen.size,
+  };
 }
 
 export const countEvents: Handler = (context) => {
@@ -240,11 +265,15 @@ export const countEvents: Handler = (context) => {
 export const eventTimeseries: Handler = (context) => {
   const raw = context.params.get('interval') ?? 'day';
   if (!(INTERVALS as readonly string[]).includes(raw)) {
-    throw badRequest(`interval must be one of ${INTERVALS.join(', ')}; got "${raw}"`, 'interval', { allowed: INTERVALS });
+    throw badRequest(`interval must be one of ${INTERVALS.join(', ')}; got "${raw}"`, 'interval', {
+      allowed: INTERVALS,
+    });
   }
   const served = context.variant?.timeseriesIntervals;
   if (served !== undefined && !served.has(raw)) {
-    throw badRequest(`interval "${raw}" is not supported; use one of ${[...served].join(', ')}`, 'interval', { allowed: [...served] });
+    throw badRequest(`interval "${raw}" is not supported; use one of ${[...served].join(', ')}`, 'interval', {
+      allowed: [...served],
+    });
   }
   const interval = raw as Interval;
   const window = parseTimeWindow(context.params);
@@ -332,9 +361,16 @@ function bucketEndHint(start: number, interval: Interval): number {
  */
 export const eventFacets: Handler = (context) => {
   const raw = context.params.get('field') ?? '';
-  const field: FacetField | undefined = raw === 'signal_id' && context.flavor === 'spec' ? 'signal' : (FACET_FIELDS as readonly string[]).includes(raw) ? (raw as FacetField) : undefined;
+  const field: FacetField | undefined =
+    raw === 'signal_id' && context.flavor === 'spec'
+      ? 'signal'
+      : (FACET_FIELDS as readonly string[]).includes(raw)
+        ? (raw as FacetField)
+        : undefined;
   if (field === undefined) {
-    throw badRequest(`field must be one of ${FACET_FIELDS.join(', ')}; got "${raw}"`, 'field', { allowed: FACET_FIELDS });
+    throw badRequest(`field must be one of ${FACET_FIELDS.join(', ')}; got "${raw}"`, 'field', {
+      allowed: FACET_FIELDS,
+    });
   }
   const limit = parseLimit(context.params, DEFAULT_FACET_LIMIT, MAX_PAGE_SIZE);
   const dotted = parseTimeWindow(context.params, 'timestamp', '.');

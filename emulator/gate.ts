@@ -54,7 +54,9 @@ export async function startGate(options: GateOptions): Promise<Gate> {
       const decision = limiter.admit(key, template, arrival);
       if (!decision.allowed) {
         stats.rateLimited();
-        sendError(res, 429, 'rate_limited', `Rate limit exceeded: ${decision.reason}`, { 'retry-after': String(decision.retryAfterSeconds) });
+        sendError(res, 429, 'rate_limited', `Rate limit exceeded: ${decision.reason}`, {
+          'retry-after': String(decision.retryAfterSeconds),
+        });
         return;
       }
       stats.accepted(arrival, template);

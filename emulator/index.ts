@@ -37,7 +37,10 @@ export { parseListQuirks, type ListQuirks } from './quirks.js';
 export type { ApiRecord, JsonValue } from './types.js';
 
 /** The project header of each flavor. */
-export const PROJECT_HEADERS: Readonly<Record<Flavor, string>> = { spec: 'X-Service-Project-Id', real: 'X-Raindrop-Project-Id' };
+export const PROJECT_HEADERS: Readonly<Record<Flavor, string>> = {
+  spec: 'X-Service-Project-Id',
+  real: 'X-Raindrop-Project-Id',
+};
 /** How long after it becomes visible an event of the real flavor gets its enriched fields, by default. */
 export const DEFAULT_ENRICH_AFTER_MS = 60_000;
 
@@ -166,7 +169,11 @@ export interface Emulator {
   stats(): EmulatorStats;
   resetStats(): void;
   /** Changes limits, faults, order, latency or `*` acceptance at run time; new limits start with empty windows. */
-  configure(patch: Partial<Pick<EmulatorOptions, 'limits' | 'faults' | 'order' | 'latencyMs' | 'latencyJitterMs' | 'allProjects'>>): void;
+  configure(
+    patch: Partial<
+      Pick<EmulatorOptions, 'limits' | 'faults' | 'order' | 'latencyMs' | 'latencyJitterMs' | 'allProjects'>
+    >,
+  ): void;
   close(): Promise<void>;
 }
 
@@ -192,7 +199,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     if (archived.has(slug)) throw new Error(`Emulator: "${slug}" is both active and archived`);
   }
   const flavor: Flavor = options.flavor ?? 'spec';
-  if (flavor !== 'spec' && flavor !== 'real') throw new Error(`Emulator: flavor must be "spec" or "real", got "${String(flavor)}"`);
+  if (flavor !== 'spec' && flavor !== 'real')
+    throw new Error(`Emulator: flavor must be "spec" or "real", got "${String(flavor)}"`);
   const apiKey = options.apiKey ?? DEFAULTS.apiKey;
   const writeKey = options.writeKey ?? DEFAULTS.writeKey;
   const latencyMs = Math.max(0, options.latencyMs ?? 0);
@@ -271,7 +279,9 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
         lateMs: faults?.lateMs ?? DEFAULT_LATE_MS,
       });
       // As served once enriched (an instant no event is enriched after).
-      return added.map((event) => cloneJson({ ...store.eventAt(event, Number.POSITIVE_INFINITY), project_id: event.project }));
+      return added.map((event) =>
+        cloneJson({ ...store.eventAt(event, Number.POSITIVE_INFINITY), project_id: event.project }),
+      );
     },
     snapshot(resource, project, snapshotOptions) {
       return store.snapshot(resource, now(), project, snapshotOptions?.spanEventId);

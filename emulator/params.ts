@@ -27,9 +27,17 @@ export class ApiError extends Error {
 }
 
 /** A 400 naming the parameter at fault (`details.field`) and, when known, the values it allows. */
-export function badRequest(message: string, field?: string, options: { code?: string; allowed?: readonly string[] } = {}): ApiError {
+export function badRequest(
+  message: string,
+  field?: string,
+  options: { code?: string; allowed?: readonly string[] } = {},
+): ApiError {
   const details: ErrorDetails | undefined =
-    field === undefined ? undefined : options.allowed === undefined ? { field } : { field, allowed_fields: options.allowed };
+    field === undefined
+      ? undefined
+      : options.allowed === undefined
+        ? { field }
+        : { field, allowed_fields: options.allowed };
   return new ApiError(400, options.code ?? 'invalid_parameter', message, details);
 }
 
@@ -47,7 +55,8 @@ const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?
 
 export function parseIsoTime(name: string, raw: string): number {
   const ms = ISO_DATE_TIME.test(raw) ? Date.parse(raw) : Number.NaN;
-  if (!Number.isFinite(ms)) throw badRequest(`${name} must be an ISO-8601 date-time such as 2026-11-20T10:00:00Z, got "${raw}"`, name);
+  if (!Number.isFinite(ms))
+    throw badRequest(`${name} must be an ISO-8601 date-time such as 2026-11-20T10:00:00Z, got "${raw}"`, name);
   return ms;
 }
 
@@ -63,7 +72,11 @@ export interface TimeWindow {
  * `<field>[gte|gt|lte|lt]` (default `timestamp`), folded into [lower, upper) over whole
  * milliseconds. `separator: '.'` reads `<field>.gte` and `<field>.lt` instead (the facets endpoint).
  */
-export function parseTimeWindow(params: URLSearchParams, field = 'timestamp', separator: '[]' | '.' = '[]'): TimeWindow {
+export function parseTimeWindow(
+  params: URLSearchParams,
+  field = 'timestamp',
+  separator: '[]' | '.' = '[]',
+): TimeWindow {
   let lower: number | undefined;
   let upper: number | undefined;
   const tighten = (bound: 'lower' | 'upper', value: number): void => {
@@ -90,7 +103,10 @@ export function parseCursor(params: URLSearchParams, resource: string): CursorSt
   const raw = params.get('cursor');
   if (raw === null || raw === '') return undefined;
   const state = decodeCursor(raw, resource);
-  if (!state) throw badRequest(`cursor is malformed or belongs to another list: "${raw.slice(0, 80)}"`, 'cursor', { code: 'invalid_cursor' });
+  if (!state)
+    throw badRequest(`cursor is malformed or belongs to another list: "${raw.slice(0, 80)}"`, 'cursor', {
+      code: 'invalid_cursor',
+    });
   return state;
 }
 
@@ -108,7 +124,9 @@ export function parseOrderBy(params: URLSearchParams, fallback: Direction, field
     if (raw === `-${name}`) return 'desc';
   }
   const allowed = fields.flatMap((name) => [name, `-${name}`]);
-  throw badRequest(`order_by must be one of ${allowed.map((a) => `"${a}"`).join(', ')}, got "${raw}"`, 'order_by', { allowed });
+  throw badRequest(`order_by must be one of ${allowed.map((a) => `"${a}"`).join(', ')}, got "${raw}"`, 'order_by', {
+    allowed,
+  });
 }
 
 /** `order_direction=asc|desc` (users). */
@@ -116,7 +134,9 @@ export function parseOrderDirection(params: URLSearchParams, fallback: Direction
   const raw = params.get('order_direction');
   if (raw === null || raw === '') return fallback;
   if (raw === 'asc' || raw === 'desc') return raw;
-  throw badRequest(`order_direction must be "asc" or "desc", got "${raw}"`, 'order_direction', { allowed: ['asc', 'desc'] });
+  throw badRequest(`order_direction must be "asc" or "desc", got "${raw}"`, 'order_direction', {
+    allowed: ['asc', 'desc'],
+  });
 }
 
 export const COMPARE_OPS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte'] as const;
@@ -141,7 +161,9 @@ export function parseKeyedFilters(params: URLSearchParams, group: 'properties' |
     if (match?.[1] === undefined) continue;
     const op = match[2] ?? 'eq';
     if (!(COMPARE_OPS as readonly string[]).includes(op)) {
-      throw badRequest(`${name}: the operator must be one of ${COMPARE_OPS.join(', ')}`, name, { allowed: COMPARE_OPS });
+      throw badRequest(`${name}: the operator must be one of ${COMPARE_OPS.join(', ')}`, name, {
+        allowed: COMPARE_OPS,
+      });
     }
     filters.push({ key: match[1], op: op as CompareOp, value });
   }

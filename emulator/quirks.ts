@@ -31,12 +31,22 @@ export interface ListQuirks {
 }
 
 /** The names `--list-quirks` takes, comma-separated (`page-cap=N` takes a number). */
-export const LIST_QUIRK_NAMES = ['conversations-by-started-at', 'ignore-order-by', 'page-cap=N', 'offset-cursors', 'ignore-project-ids', 'instant-texts'] as const;
+export const LIST_QUIRK_NAMES = [
+  'conversations-by-started-at',
+  'ignore-order-by',
+  'page-cap=N',
+  'offset-cursors',
+  'ignore-project-ids',
+  'instant-texts',
+] as const;
 
 /** Parse `--list-quirks` (e.g. `page-cap=50,offset-cursors`). */
 export function parseListQuirks(text: string): ListQuirks {
   const quirks: { -readonly [K in keyof ListQuirks]: ListQuirks[K] } = {};
-  for (const raw of text.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+  for (const raw of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')) {
     const [name, value] = raw.split('=', 2) as [string, string | undefined];
     if (name === 'page-cap' && value !== undefined && /^[1-9]\d*$/.test(value)) quirks.pageCap = Number(value);
     else if (name === 'conversations-by-started-at') quirks.conversationsByStartedAt = true;
@@ -50,14 +60,26 @@ export function parseListQuirks(text: string): ListQuirks {
 }
 
 /** Lists with cursors (the per-event spans answer has no `meta`). */
-const CURSOR_LISTS: ReadonlySet<string> = new Set(['/v1/events', '/v1/traces', '/v1/signals', '/v1/signal-groups', '/v1/users', '/v1/conversations']);
+const CURSOR_LISTS: ReadonlySet<string> = new Set([
+  '/v1/events',
+  '/v1/traces',
+  '/v1/signals',
+  '/v1/signal-groups',
+  '/v1/users',
+  '/v1/conversations',
+]);
 /** The handlers' own page maximum (event-handlers.ts `MAX_PAGE_SIZE`): the inner reads ask for it. */
 const INNER_PAGE = 100;
 /** The handlers' default page size when `limit` is absent. */
 const DEFAULT_PAGE = 25;
 
 /** The answer to one request with `quirks` applied around `handle` (the route's handler with these parameters). */
-export function withListQuirks(quirks: ListQuirks, template: string, params: URLSearchParams, handle: (params: URLSearchParams) => JsonValue): JsonValue {
+export function withListQuirks(
+  quirks: ListQuirks,
+  template: string,
+  params: URLSearchParams,
+  handle: (params: URLSearchParams) => JsonValue,
+): JsonValue {
   const p = new URLSearchParams(params);
   if (quirks.ignoreOrderBy === true) p.delete('order_by');
   const reorder = quirks.conversationsByStartedAt === true && template === '/v1/conversations';
@@ -69,16 +91,28 @@ export function withListQuirks(quirks: ListQuirks, template: string, params: URL
 }
 
 /** One page of the whole list (read through the handler's keyset pages), by offset. */
-function offsetPage(quirks: ListQuirks, params: URLSearchParams, byStartedAt: boolean, handle: (params: URLSearchParams) => JsonValue): JsonValue {
+function offsetPage(
+  quirks: ListQuirks,
+  params: URLSearchParams,
+  byStartedAt: boolean,
+  handle: (params: URLSearchParams) => JsonValue,
+): JsonValue {
   const offset = readOffset(params.get('cursor'), quirks.offsetCursors === true);
   const asked = Number(params.get('limit') ?? DEFAULT_PAGE);
-  const limit = Math.min(Number.isInteger(asked) && asked > 0 ? asked : DEFAULT_PAGE, INNER_PAGE, quirks.pageCap ?? Number.POSITIVE_INFINITY);
+  const limit = Math.min(
+    Number.isInteger(asked) && asked > 0 ? asked : DEFAULT_PAGE,
+    INNER_PAGE,
+    quirks.pageCap ?? Number.POSITIVE_INFINITY,
+  );
   const all: JsonValue[] = [];
   const inner = new URLSearchParams(params);
   inner.delete('cursor');
   inner.set('limit', String(INNER_PAGE));
   for (;;) {
-    const body = handle(inner) as { readonly data: readonly JsonValue[]; readonly meta: { readonly cursor: string | null; readonly has_more: boolean } };
+    const body = handle(inner) as {
+      readonly data: readonly JsonValue[];
+      readonly meta: { readonly cursor: string | null; readonly has_more: boolean };
+    };
     all.push(...body.data);
     if (!body.meta.has_more || body.meta.cursor === null) break;
     inner.set('cursor', body.meta.cursor);
@@ -89,7 +123,10 @@ function offsetPage(quirks: ListQuirks, params: URLSearchParams, byStartedAt: bo
   }
   const data = all.slice(offset, offset + limit);
   const hasMore = offset + limit < all.length;
-  return { data, meta: { cursor: hasMore ? writeOffset(offset + limit, quirks.offsetCursors === true) : null, has_more: hasMore } };
+  return {
+    data,
+    meta: { cursor: hasMore ? writeOffset(offset + limit, quirks.offsetCursors === true) : null, has_more: hasMore },
+  };
 }
 
 /**
@@ -102,7 +139,12 @@ function writeOffset(offset: number, plain: boolean): string {
 
 function readOffset(cursor: string | null, plain: boolean): number {
   if (cursor === null) return 0;
-  const text = plain ? cursor : Buffer.from(cursor, 'base64url').toString('utf8').replace(/^offset:/, '');
-  if (!/^\d+$/.test(text)) throw badRequest(`cursor is not one this list handed out: "${cursor.slice(0, 40)}"`, 'cursor');
+  const text = plain
+    ? cursor
+    : Buffer.from(cursor, 'base64url')
+        .toString('utf8')
+        .replace(/^offset:/, '');
+  if (!/^\d+$/.test(text))
+    throw badRequest(`cursor is not one this list handed out: "${cursor.slice(0, 40)}"`, 'cursor');
   return Number(text);
 }

@@ -70,15 +70,22 @@ export const listTraces: Handler = (context) => {
     // Only visible events are indexed, so spans of a late event stay hidden with it.
     const event = project.eventsById.get(eventId);
     const limit = parseLimit(params, DEFAULT_EVENT_SPANS, MAX_TRACE_PAGE_SIZE);
-    const spans = (event === undefined ? [] : context.store.spansAt(event, context.now)).filter((s) => !predicate || predicate(s)).slice(0, limit);
+    const spans = (event === undefined ? [] : context.store.spansAt(event, context.now))
+      .filter((s) => !predicate || predicate(s))
+      .slice(0, limit);
     return { data: spans.map((s) => spanRecord(s, options)) };
   }
   if (context.flavor === 'real') {
     // Servers the SDK allows that answer otherwise: an empty page, or 422 in the SDK's error shape
     // whose message does not name the parameter (only `details.field` does).
     if (context.store.tracesWithoutEvent === 'empty') return { data: [] };
-    if (context.store.tracesWithoutEvent === 'unprocessable') throw new ApiError(422, 'unprocessable', 'a required parameter is missing', { field: 'event_id' });
-    throw badRequest('event_id is required: traces are read per event (GET /v1/traces?event_id=<event id>)', 'event_id', { code: 'missing_parameter' });
+    if (context.store.tracesWithoutEvent === 'unprocessable')
+      throw new ApiError(422, 'unprocessable', 'a required parameter is missing', { field: 'event_id' });
+    throw badRequest(
+      'event_id is required: traces are read per event (GET /v1/traces?event_id=<event id>)',
+      'event_id',
+      { code: 'missing_parameter' },
+    );
   }
   const cursor = parseCursor(params, 'traces');
   const direction = cursor?.direction ?? context.order;
@@ -105,7 +112,11 @@ function parseTruncLen(params: URLSearchParams): number | undefined {
   return Number(raw);
 }
 
-function listSignalsOf(context: RequestContext, lists: readonly SortedList<SignalEntry>[], predicate?: (s: SignalEntry) => boolean) {
+function listSignalsOf(
+  context: RequestContext,
+  lists: readonly SortedList<SignalEntry>[],
+  predicate?: (s: SignalEntry) => boolean,
+) {
   const { params } = context;
   const cursor = parseCursor(params, 'signals');
   const direction = cursor?.direction ?? parseOrderBy(params, context.order, 'created_at');
@@ -136,13 +147,15 @@ export const listSignalGroups: Handler = (context) => {
   return listBody(context, 'signal_groups', direction, page, signalGroupRecord);
 };
 
-export const getSignalGroup: Handler = (context) => getById(context, (p) => p.signalGroupsById, 'signal group', signalGroupRecord);
+export const getSignalGroup: Handler = (context) =>
+  getById(context, (p) => p.signalGroupsById, 'signal group', signalGroupRecord);
 
 /** `/v1/signal-groups/{id}/signals`: the group's signals, paged like `/v1/signals`. */
 export const listSignalGroupSignals: Handler = (context) => {
   const id = context.id ?? '';
   const project = singleProject(context);
-  if (!project.signalGroupsById.has(id)) throw new ApiError(404, 'not_found', `No signal group with id "${id}" in this project`);
+  if (!project.signalGroupsById.has(id))
+    throw new ApiError(404, 'not_found', `No signal group with id "${id}" in this project`);
   return listSignalsOf(context, [project.signals], (s) => s.groupId === id);
 };
 
@@ -156,8 +169,18 @@ function sortWindow(context: RequestContext, field: string): TimeWindow {
   if (context.flavor === 'real') return own;
   const legacy = parseTimeWindow(context.params);
   return {
-    lower: own.lower === undefined ? legacy.lower : legacy.lower === undefined ? own.lower : Math.max(own.lower, legacy.lower),
-    upper: own.upper === undefined ? legacy.upper : legacy.upper === undefined ? own.upper : Math.min(own.upper, legacy.upper),
+    lower:
+      own.lower === undefined
+        ? legacy.lower
+        : legacy.lower === undefined
+          ? own.lower
+          : Math.max(own.lower, legacy.lower),
+    upper:
+      own.upper === undefined
+        ? legacy.upper
+        : legacy.upper === undefined
+          ? own.upper
+          : Math.min(own.upper, legacy.upper),
     hasGte: own.hasGte || legacy.hasGte,
   };
 }
@@ -167,7 +190,12 @@ function windowPage<E extends Entry & { readonly sortKey: number }>(
   context: RequestContext,
   resource: string,
   listOf: (project: ProjectData) => SortedList<E>,
-  walked: { readonly direction: Direction; readonly window: TimeWindow; readonly after: Position | undefined; readonly checks: readonly ((entry: E) => boolean)[] },
+  walked: {
+    readonly direction: Direction;
+    readonly window: TimeWindow;
+    readonly after: Position | undefined;
+    readonly checks: readonly ((entry: E) => boolean)[];
+  },
   toRecord: (entry: E) => ApiRecord,
 ): JsonValue {
   const page = walk<E>({
@@ -191,16 +219,26 @@ export const listUsers: Handler = (context) => {
   const { params } = context;
   const cursor = parseCursor(params, 'users');
   const direction: Direction =
-    cursor?.direction ?? (params.get('order_by') !== null ? parseOrderBy(params, context.order, 'last_seen') : parseOrderDirection(params, context.order));
+    cursor?.direction ??
+    (params.get('order_by') !== null
+      ? parseOrderBy(params, context.order, 'last_seen')
+      : parseOrderDirection(params, context.order));
   const window = sortWindow(context, 'last_seen');
   const firstSeen = parseTimeWindow(params, 'first_seen');
   const userId = parseStringFilter(params, 'user_id');
   const traits = parseKeyedFilters(params, 'traits');
   const checks: ((u: UserEntry) => boolean)[] = [];
   if (userId) checks.push((u) => userId(u.id));
-  if (firstSeen.lower !== undefined || firstSeen.upper !== undefined) checks.push((u) => inWindow(firstSeen, u.firstSeen));
+  if (firstSeen.lower !== undefined || firstSeen.upper !== undefined)
+    checks.push((u) => inWindow(firstSeen, u.firstSeen));
   for (const filter of traits) checks.push((u) => valueMatches(u.traits, filter));
-  return windowPage(context, 'users', (p) => p.users, { direction, window, after: cursor?.position, checks }, userRecord);
+  return windowPage(
+    context,
+    'users',
+    (p) => p.users,
+    { direction, window, after: cursor?.position, checks },
+    userRecord,
+  );
 };
 
 export const getUser: Handler = (context) => getById(context, (p) => p.usersById, 'user', userRecord);
@@ -215,13 +253,27 @@ export const listConversations: Handler = (context) => {
   const cursor = parseCursor(params, 'conversations');
   const direction = cursor?.direction ?? parseOrderBy(params, context.order, 'last_message_at');
   // The real service has no filter on `last_message_at`; the spec flavor keeps `timestamp[...]` on it.
-  const window: TimeWindow = context.flavor === 'real' ? { lower: undefined, upper: undefined, hasGte: false } : parseTimeWindow(params);
+  const window: TimeWindow =
+    context.flavor === 'real' ? { lower: undefined, upper: undefined, hasGte: false } : parseTimeWindow(params);
   const startedAt = parseTimeWindow(params, 'started_at');
   const userId = parseStringFilter(params, 'user_id');
   const checks: ((c: ConvoEntry) => boolean)[] = [];
   if (userId) checks.push((c) => userId(c.userId));
-  if (startedAt.lower !== undefined || startedAt.upper !== undefined) checks.push((c) => inWindow(startedAt, c.startedAt));
-  return windowPage(context, 'conversations', (p) => p.convos, { direction, window, after: cursor?.position, checks }, (c) => context.store.convoAt(c, context.now));
+  if (startedAt.lower !== undefined || startedAt.upper !== undefined)
+    checks.push((c) => inWindow(startedAt, c.startedAt));
+  return windowPage(
+    context,
+    'conversations',
+    (p) => p.convos,
+    { direction, window, after: cursor?.position, checks },
+    (c) => context.store.convoAt(c, context.now),
+  );
 };
 
-export const getConversation: Handler = (context) => getById(context, (p) => p.convosById, 'conversation', (c) => context.store.convoAt(c, context.now));
+export const getConversation: Handler = (context) =>
+  getById(
+    context,
+    (p) => p.convosById,
+    'conversation',
+    (c) => context.store.convoAt(c, context.now),
+  );

@@ -4,14 +4,7 @@
  * scope column: field notes, "All-projects scope" (signal groups: not listed there, so refused).
  */
 
-import {
-  countEvents,
-  eventFacets,
-  eventTimeseries,
-  getEvent,
-  listEvents,
-  searchEvents,
-} from './event-handlers.js';
+import { countEvents, eventFacets, eventTimeseries, getEvent, listEvents, searchEvents } from './event-handlers.js';
 import type { Handler } from './handler-context.js';
 import {
   getConversation,

@@ -43,7 +43,14 @@ export function resolveScope(
       );
     }
     if (projectIds === null || projectIds.trim() === '') return { projects: [...rules.active], all: true };
-    const listed = [...new Set(projectIds.split(',').map((s) => s.trim()).filter((s) => s !== ''))];
+    const listed = [
+      ...new Set(
+        projectIds
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== ''),
+      ),
+    ];
     if (listed.length === 0) return { projects: [...rules.active], all: true };
     return { projects: listed.map((slug) => checkSlug(slug, rules, 'project_ids')), all: true };
   }
@@ -53,11 +60,17 @@ export function resolveScope(
 function checkSlug(slug: string, rules: ScopeRules, source?: string): string {
   const where = source ?? rules.headerName;
   if (!isSlug(slug)) {
-    throw new ApiError(400, 'invalid_project', `Malformed project slug in ${where}: "${slug.slice(0, 80)}"`, { field: where });
+    throw new ApiError(400, 'invalid_project', `Malformed project slug in ${where}: "${slug.slice(0, 80)}"`, {
+      field: where,
+    });
   }
   if (rules.active.includes(slug)) return slug;
   if (rules.archived.has(slug)) {
     throw new ApiError(403, 'project_archived', `Project "${slug}" (${where}) is archived`);
   }
-  throw new ApiError(403, 'project_not_found', `Project "${slug}" (${where}) does not exist or is not accessible with this key`);
+  throw new ApiError(
+    403,
+    'project_not_found',
+    `Project "${slug}" (${where}) does not exist or is not accessible with this key`,
+  );
 }

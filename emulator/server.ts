@@ -82,7 +82,13 @@ async function handle(server: ServerContext, req: IncomingMessage, res: ServerRe
   const url = new URL(req.url ?? '/', 'http://127.0.0.1');
   const match = matchRoute(url.pathname);
   server.stats.received(arrival, match?.route.template);
-  server.onRequest?.({ method: req.method ?? 'GET', path: url.pathname, template: match?.route.template, query: url.searchParams, headers: req.headers });
+  server.onRequest?.({
+    method: req.method ?? 'GET',
+    path: url.pathname,
+    template: match?.route.template,
+    query: url.searchParams,
+    headers: req.headers,
+  });
   // Refusals (route, method, key, rate limits) are decided at arrival, in arrival order, as a real
   // server's rate limiter counts a request when it arrives; only the answer waits for the latency.
   // (Deciding after the latency, with jitter, admitted requests out of arrival order: a window's log
@@ -155,15 +161,26 @@ function refuse(
   const { route } = match;
   // A capability this server lacks: its routes are unknown paths, as on a server without them.
   const lacked = capabilityOf(route.template);
-  if (lacked !== undefined && server.variant.lacks.has(lacked)) return (res) => sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
+  if (lacked !== undefined && server.variant.lacks.has(lacked))
+    return (res) => sendError(res, 404, 'not_found', `No endpoint at ${url.pathname}`);
   if (req.method !== 'GET') {
     const method = req.method ?? '?';
-    return (res) => sendError(res, 405, 'method_not_allowed', `${method} is not allowed; the Query API is read-only (GET)`, { allow: 'GET' });
+    return (res) =>
+      sendError(res, 405, 'method_not_allowed', `${method} is not allowed; the Query API is read-only (GET)`, {
+        allow: 'GET',
+      });
   }
   const key = bearerToken(req.headers.authorization);
-  if (key === undefined) return (res) => sendError(res, 401, 'missing_api_key', 'Send "Authorization: Bearer <Organization API Key>"');
+  if (key === undefined)
+    return (res) => sendError(res, 401, 'missing_api_key', 'Send "Authorization: Bearer <Organization API Key>"');
   if (key === server.writeKey) {
-    return (res) => sendError(res, 401, 'invalid_api_key', 'The write key is not accepted by the Query API; use the Organization API Key');
+    return (res) =>
+      sendError(
+        res,
+        401,
+        'invalid_api_key',
+        'The write key is not accepted by the Query API; use the Organization API Key',
+      );
   }
   if (key !== server.apiKey) return (res) => sendError(res, 401, 'invalid_api_key', 'The API key is not valid');
   const limiter = server.settings.limiter;
@@ -181,7 +198,13 @@ function refuse(
   return undefined;
 }
 
-function run(server: ServerContext, req: IncomingMessage, route: Route, id: string | undefined, params: URLSearchParams): JsonValue {
+function run(
+  server: ServerContext,
+  req: IncomingMessage,
+  route: Route,
+  id: string | undefined,
+  params: URLSearchParams,
+): JsonValue {
   const rawHeader = req.headers[server.scopeRules.headerName.toLowerCase()];
   const header = Array.isArray(rawHeader) ? rawHeader.join(',') : rawHeader;
   const projectIds = server.lists?.ignoreProjectIds === true ? null : params.get('project_ids');
@@ -206,7 +229,9 @@ function run(server: ServerContext, req: IncomingMessage, route: Route, id: stri
     variant: server.variant,
   };
   if (server.lists === undefined) return route.handler(context);
-  return withListQuirks(server.lists, route.template, params, (quirked) => route.handler({ ...context, params: quirked }));
+  return withListQuirks(server.lists, route.template, params, (quirked) =>
+    route.handler({ ...context, params: quirked }),
+  );
 }
 
 function bearerToken(header: string | undefined): string | undefined {
@@ -229,7 +254,13 @@ function duplicateRow(body: JsonValue): JsonValue | undefined {
   return { ...envelope, data: [...rows.slice(0, index + 1), row, ...rows.slice(index + 1)] };
 }
 
-function send(res: ServerResponse, status: number, text: string, contentType: string, headers: Record<string, string> = {}): void {
+function send(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  contentType: string,
+  headers: Record<string, string> = {},
+): void {
   const buffer = Buffer.from(text, 'utf8');
   res.writeHead(status, { 'content-type': contentType, 'content-length': buffer.length, ...headers });
   res.end(buffer);

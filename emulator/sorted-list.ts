@@ -143,7 +143,7 @@ export function walk<E extends Entry>(options: WalkOptions<E>): Page<E> {
     for (const cursor of cursors) {
       if (cursor.next === cursor.stop) continue;
       const entry = cursor.list.at(cursor.next)!;
-      if (bestEntry === undefined || (comparePositions(entry, bestEntry) < 0) === asc) {
+      if (bestEntry === undefined || comparePositions(entry, bestEntry) < 0 === asc) {
         best = cursor;
         bestEntry = entry;
       }

@@ -28,7 +28,15 @@ export class StatsRecorder {
   private perMinute = new Map<string, SlidingWindow>();
 
   private static empty(): EmulatorStats {
-    return { requests: 0, byEndpoint: {}, rateLimited: 0, faults: {}, maxPerSecond: 0, maxPerMinuteByEndpoint: {}, requestTimes: [] };
+    return {
+      requests: 0,
+      byEndpoint: {},
+      rateLimited: 0,
+      faults: {},
+      maxPerSecond: 0,
+      maxPerMinuteByEndpoint: {},
+      requestTimes: [],
+    };
   }
 
   received(time: number, template: string | undefined): void {

@@ -108,13 +108,17 @@ export class Store {
   constructor(options: StoreOptions) {
     this.enrichAfterMs = Math.max(0, options.enrichAfterMs);
     const chars = Math.floor(options.userInputChars ?? 0);
-    this.filler = chars > 0 ? 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(chars / 55)).slice(0, chars) : undefined;
+    this.filler =
+      chars > 0
+        ? 'the quick brown fox jumps over the lazy dog 0123456789 '.repeat(Math.ceil(chars / 55)).slice(0, chars)
+        : undefined;
     this.spanEventId = options.spanEventId;
     this.instantTexts = options.instantTexts === true;
     this.hideModel = options.hideModel === true;
     this.spanLagMs = Math.max(0, options.spanLagMs ?? 0);
     this.tracesWithoutEvent = options.tracesWithoutEvent ?? 'refuse';
-    this.convoEnrichAfterMs = options.convoEnrichAfterMs === undefined ? undefined : Math.max(0, options.convoEnrichAfterMs);
+    this.convoEnrichAfterMs =
+      options.convoEnrichAfterMs === undefined ? undefined : Math.max(0, options.convoEnrichAfterMs);
     this.lateRng = new Random(deriveSeed(options.seed, 'late'));
     for (const slug of options.projects) this.projects.set(slug, this.seedProject(slug, options));
   }
@@ -159,7 +163,10 @@ export class Store {
   convoAt(convo: ConvoEntry, now: number): ApiRecord {
     const record = convoRecord(convo);
     if (this.convoEnrichAfterMs === undefined || now < convo.sortKey + this.convoEnrichAfterMs) return record;
-    return { ...record, signals: [{ id: 'sig_long_conversation', name: 'long_conversation', count: convo.messageCount }] };
+    return {
+      ...record,
+      signals: [{ id: 'sig_long_conversation', name: 'long_conversation', count: convo.messageCount }],
+    };
   }
 
   /** Makes every pending event whose time has come visible. */
@@ -180,7 +187,8 @@ export class Store {
     const added: EventEntry[] = [];
     for (let i = 0; i < count; i++) {
       let lateBy = options.lateByMs ?? 0;
-      if (options.lateByMs === undefined && options.lateRate > 0 && this.lateRng.chance(options.lateRate)) lateBy = options.lateMs;
+      if (options.lateByMs === undefined && options.lateRate > 0 && this.lateRng.chance(options.lateRate))
+        lateBy = options.lateMs;
       const event = project.generator.event(ms, ms + lateBy, { recent: true, toolCalls: true }, NEW_USER_RATE);
       if (event.visibleFrom <= now) this.makeVisible(project, event);
       else insertPending(project.pending, event);
@@ -199,13 +207,17 @@ export class Store {
     // What each resource serves of a project, as of `now`.
     const served: Readonly<Record<ResourceName, (p: ProjectData) => ApiRecord[]>> = {
       events: (p) => [...p.events.values()].map((e) => this.eventAt(e, now)),
-      traces: (p) => [...p.traces.values()].filter((s) => now >= s.event.visibleFrom + this.spanLagMs).map((s) => spanRecord(s, { eventId: spanEventId })),
+      traces: (p) =>
+        [...p.traces.values()]
+          .filter((s) => now >= s.event.visibleFrom + this.spanLagMs)
+          .map((s) => spanRecord(s, { eventId: spanEventId })),
       signals: (p) => [...p.signals.values()].map((s) => signalRecord(s)),
       signal_groups: (p) => [...p.signalGroups.values()].map((g) => signalGroupRecord(g)),
       users: (p) => [...p.users.values()].map((u) => userRecord(u)),
       conversations: (p) => [...p.convos.values()].map((c) => this.convoAt(c, now)),
     };
-    if (!Object.hasOwn(served, resource)) throw new Error(`snapshot: unknown resource "${resource}"; expected one of ${RESOURCES.join(', ')}`);
+    if (!Object.hasOwn(served, resource))
+      throw new Error(`snapshot: unknown resource "${resource}"; expected one of ${RESOURCES.join(', ')}`);
     const out: ApiRecord[] = [];
     for (const p of projects) {
       for (const record of served[resource as ResourceName](p)) out.push(cloneJson({ ...record, project_id: p.slug }));
@@ -215,7 +227,8 @@ export class Store {
 
   private requireProject(slug: string): ProjectData {
     const project = this.projects.get(slug);
-    if (!project) throw new Error(`Emulator: "${slug}" is not an active project (active: ${[...this.projects.keys()].join(', ')})`);
+    if (!project)
+      throw new Error(`Emulator: "${slug}" is not an active project (active: ${[...this.projects.keys()].join(', ')})`);
     return project;
   }
 
@@ -231,7 +244,10 @@ export class Store {
     for (let i = 0; i < n; i++) {
       const ms = times[i]!;
       const late = ms > startMs - lateMs && lateRate > 0 && this.lateRng.chance(lateRate);
-      const event = generator.event(ms, late ? ms + lateMs : ms, { recent: ms >= recentFrom, toolCalls: i >= toolCallsFrom });
+      const event = generator.event(ms, late ? ms + lateMs : ms, {
+        recent: ms >= recentFrom,
+        toolCalls: i >= toolCallsFrom,
+      });
       (event.visibleFrom <= startMs ? visible : pending).push(event);
     }
     pending.sort((a, b) => a.visibleFrom - b.visibleFrom);
@@ -255,7 +271,10 @@ export class Store {
       signalGroups: new SortedList([...generator.signalGroups]),
       signalGroupsById: new Map(generator.signalGroups.map((g) => [g.id, g])),
       signalIdsByGroup: new Map(
-        generator.signalGroups.map((g) => [g.id, new Set(generator.signals.filter((s) => s.groupId === g.id).map((s) => s.id))]),
+        generator.signalGroups.map((g) => [
+          g.id,
+          new Set(generator.signals.filter((s) => s.groupId === g.id).map((s) => s.id)),
+        ]),
       ),
       users: new SortedList([...usersById.values()]),
       usersById,
@@ -304,7 +323,11 @@ function applyToUser(
 }
 
 /** Moves `entry` to a later sort key, keeping `list` (sorted by sort key) in order. */
-function advanceSortKey<T extends Entry & { sortKey: number }>(list: SortedList<T> | undefined, entry: T, sortKey: number): void {
+function advanceSortKey<T extends Entry & { sortKey: number }>(
+  list: SortedList<T> | undefined,
+  entry: T,
+  sortKey: number,
+): void {
   if (sortKey <= entry.sortKey) return;
   list?.remove(entry);
   entry.sortKey = sortKey;
@@ -312,7 +335,11 @@ function advanceSortKey<T extends Entry & { sortKey: number }>(list: SortedList<
 }
 
 /** Folds a newly visible event into its conversation; `list` is kept sorted by `last_message_at`. */
-function applyToConvo(byId: Map<string, ConvoEntry>, event: EventEntry, list: SortedList<ConvoEntry> | undefined): void {
+function applyToConvo(
+  byId: Map<string, ConvoEntry>,
+  event: EventEntry,
+  list: SortedList<ConvoEntry> | undefined,
+): void {
   foldEvent(byId, list, event.convoId, event.sortKey, {
     create: () => ({
       project: event.project,

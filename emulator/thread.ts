@@ -38,12 +38,20 @@ export async function startEmulatorThread(options: EmulatorOptions): Promise<Emu
   const limits = options.limits;
   const gated = limits !== undefined && limits !== false;
   // With a gate, the gate listens on the port asked for and the emulator on an ephemeral one.
-  const server = await startWorker<{ url: string; apiKey: string; writeKey: string; flavor: Flavor; projectHeader: string }>(
-    new URL('./worker.js', import.meta.url),
-    { ...options, limits: false, port: gated ? 0 : options.port },
-  );
+  const server = await startWorker<{
+    url: string;
+    apiKey: string;
+    writeKey: string;
+    flavor: Flavor;
+    projectHeader: string;
+  }>(new URL('./worker.js', import.meta.url), { ...options, limits: false, port: gated ? 0 : options.port });
   const gate = gated
-    ? await startWorker<{ url: string }>(new URL('./gate-worker.js', import.meta.url), { target: server.ready.url, apiKey: server.ready.apiKey, limits, port: options.port })
+    ? await startWorker<{ url: string }>(new URL('./gate-worker.js', import.meta.url), {
+        target: server.ready.url,
+        apiKey: server.ready.apiKey,
+        limits,
+        port: options.port,
+      })
     : undefined;
   return {
     url: gate?.ready.url ?? server.ready.url,
@@ -51,14 +59,18 @@ export async function startEmulatorThread(options: EmulatorOptions): Promise<Emu
     writeKey: server.ready.writeKey,
     flavor: server.ready.flavor,
     projectHeader: server.ready.projectHeader,
-    addEvents: (project, count) => server.call<ApiRecord[]>('addEvents', { project, count }).then((added) => added.length),
+    addEvents: (project, count) =>
+      server.call<ApiRecord[]>('addEvents', { project, count }).then((added) => added.length),
     counts: (beforeMs) => server.call<Record<string, number>>('counts', { beforeMs }),
     stats: async () => {
       const served = await server.call<EmulatorStats>('stats');
       // Arrivals, 429s and the busiest windows are the gate's; faults are drawn by the emulator.
       return gate === undefined ? served : { ...(await gate.call<EmulatorStats>('stats')), faults: served.faults };
     },
-    loopDelay: async () => ({ gate: await gate?.call<LoopDelay>('loopDelay'), server: await server.call<LoopDelay>('loopDelay') }),
+    loopDelay: async () => ({
+      gate: await gate?.call<LoopDelay>('loopDelay'),
+      server: await server.call<LoopDelay>('loopDelay'),
+    }),
     resetStats: async () => {
       await server.call<void>('resetStats');
       await gate?.call<void>('resetStats');

@@ -21,14 +21,20 @@ export interface ServerVariant {
 
 export const NO_VARIANT: ServerVariant = { lacks: new Set(), timeseriesIntervals: undefined, timeseriesShape: 'sdk' };
 
-export function serverVariant(options: { lacks?: readonly string[]; timeseriesIntervals?: readonly string[]; timeseriesShape?: string }): ServerVariant {
+export function serverVariant(options: {
+  lacks?: readonly string[];
+  timeseriesIntervals?: readonly string[];
+  timeseriesShape?: string;
+}): ServerVariant {
   const lacks = new Set<Lack>();
   for (const lack of options.lacks ?? []) {
-    if (!(LACKS as readonly string[]).includes(lack)) throw new Error(`Emulator: lacks must name ${LACKS.join(', ')}; got "${lack}"`);
+    if (!(LACKS as readonly string[]).includes(lack))
+      throw new Error(`Emulator: lacks must name ${LACKS.join(', ')}; got "${lack}"`);
     lacks.add(lack as Lack);
   }
   const shape = options.timeseriesShape ?? 'sdk';
-  if (!(TIMESERIES_SHAPES as readonly string[]).includes(shape)) throw new Error(`Emulator: timeseriesShape must be ${TIMESERIES_SHAPES.join(' or ')}; got "${shape}"`);
+  if (!(TIMESERIES_SHAPES as readonly string[]).includes(shape))
+    throw new Error(`Emulator: timeseriesShape must be ${TIMESERIES_SHAPES.join(' or ')}; got "${shape}"`);
   return {
     lacks,
     timeseriesIntervals: options.timeseriesIntervals === undefined ? undefined : new Set(options.timeseriesIntervals),

@@ -33,7 +33,11 @@ export function serveOnPort(name: string, hello: unknown, server: PortServer): v
         loopDelay.reset();
         return null;
       case 'loopDelay':
-        return { p50Ms: loopDelay.percentile(50) / 1e6, p99Ms: loopDelay.percentile(99) / 1e6, maxMs: loopDelay.max / 1e6 };
+        return {
+          p50Ms: loopDelay.percentile(50) / 1e6,
+          p99Ms: loopDelay.percentile(99) / 1e6,
+          maxMs: loopDelay.max / 1e6,
+        };
       case 'close':
         loopDelay.disable();
         await server.close();

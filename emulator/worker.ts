@@ -19,18 +19,22 @@ const COUNTED_BY: Readonly<Record<string, (record: ApiRecord) => number | undefi
 };
 
 const emu = await startEmulator(workerData as EmulatorOptions);
-serveOnPort('worker.js', { url: emu.url, apiKey: emu.apiKey, writeKey: emu.writeKey, flavor: emu.flavor, projectHeader: emu.projectHeader }, {
-  stats: () => emu.stats(),
-  resetStats: () => emu.resetStats(),
-  close: () => emu.close(),
-  other: (req) => {
-    // Records carry bigints, which cross threads fine (structured clone).
-    if (req.op === 'addEvents') return Promise.resolve(emu.addEvents(String(req.project), Number(req.count)));
-    if (req.op !== 'counts') return undefined;
-    const counts: Record<string, number> = {};
-    for (const [name, timeOf] of Object.entries(COUNTED_BY)) {
-      counts[name] = emu.snapshot(name).filter((rec) => (timeOf(rec) ?? 0) < Number(req.beforeMs)).length;
-    }
-    return Promise.resolve(counts);
+serveOnPort(
+  'worker.js',
+  { url: emu.url, apiKey: emu.apiKey, writeKey: emu.writeKey, flavor: emu.flavor, projectHeader: emu.projectHeader },
+  {
+    stats: () => emu.stats(),
+    resetStats: () => emu.resetStats(),
+    close: () => emu.close(),
+    other: (req) => {
+      // Records carry bigints, which cross threads fine (structured clone).
+      if (req.op === 'addEvents') return Promise.resolve(emu.addEvents(String(req.project), Number(req.count)));
+      if (req.op !== 'counts') return undefined;
+      const counts: Record<string, number> = {};
+      for (const [name, timeOf] of Object.entries(COUNTED_BY)) {
+        counts[name] = emu.snapshot(name).filter((rec) => (timeOf(rec) ?? 0) < Number(req.beforeMs)).length;
+      }
+      return Promise.resolve(counts);
+    },
   },
-});
+);

@@ -55,7 +55,11 @@ const undiciLean = {
  * replacing the bundle under the other's running CLI processes.
  */
 const stamp = join(outdir, 'inputs.json');
-const self = [fileURLToPath(import.meta.url), join(root, 'scripts', 'undici-lean.cjs'), join(root, 'package-lock.json')];
+const self = [
+  fileURLToPath(import.meta.url),
+  join(root, 'scripts', 'undici-lean.cjs'),
+  join(root, 'package-lock.json'),
+];
 
 function upToDate() {
   if (!existsSync(join(outdir, 'cli.js')) || !existsSync(stamp)) return false;
@@ -84,7 +88,9 @@ if (!upToDate()) {
     chunkNames: '[name]-[hash]',
     external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino', 'pino-pretty', 'yaml'],
     // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
-    banner: { js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);",
+    },
     plugins: [emulatorOutside, undiciLean],
     logLevel: 'warning',
   });

@@ -10,9 +10,16 @@ for (const file of process.argv.slice(2)) {
   const sf = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
   const visit = (node, owner) => {
     let name;
-    if (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isGetAccessor(node) || ts.isSetAccessor(node)) name = node.name?.getText(sf) ?? '(anonymous)';
+    if (
+      ts.isFunctionDeclaration(node) ||
+      ts.isMethodDeclaration(node) ||
+      ts.isGetAccessor(node) ||
+      ts.isSetAccessor(node)
+    )
+      name = node.name?.getText(sf) ?? '(anonymous)';
     else if (ts.isConstructorDeclaration(node)) name = 'constructor';
-    else if ((ts.isArrowFunction(node) || ts.isFunctionExpression(node)) && ts.isVariableDeclaration(node.parent)) name = node.parent.name.getText(sf);
+    else if ((ts.isArrowFunction(node) || ts.isFunctionExpression(node)) && ts.isVariableDeclaration(node.parent))
+      name = node.parent.name.getText(sf);
     if (name !== undefined && node.body) {
       const a = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1;
       const b = sf.getLineAndCharacterOfPosition(node.end).line + 1;
@@ -24,4 +31,5 @@ for (const file of process.argv.slice(2)) {
   visit(sf, undefined);
 }
 out.sort((x, y) => y.lines - x.lines);
-for (const f of out.slice(0, Number(process.env.TOP ?? 12))) console.log(`${String(f.lines).padStart(4)}  ${f.file}:${f.at}  ${f.name}`);
+for (const f of out.slice(0, Number(process.env.TOP ?? 12)))
+  console.log(`${String(f.lines).padStart(4)}  ${f.file}:${f.at}  ${f.name}`);

@@ -19,5 +19,7 @@ try {
   process.exit(0);
 }
 const project = existsSync('tsconfig.test.json') && existsSync('test') ? 'tsconfig.test.json' : 'tsconfig.json';
-const result = spawnSync(process.execPath, [new URL('./build.mjs', import.meta.url).pathname, project], { stdio: 'inherit' });
+const result = spawnSync(process.execPath, [new URL('./build.mjs', import.meta.url).pathname, project], {
+  stdio: 'inherit',
+});
 process.exit(result.status ?? 1);

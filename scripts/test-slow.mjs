@@ -27,7 +27,10 @@ const results = await Promise.all(
   runs.map(
     (args) =>
       new Promise((resolve) => {
-        const child = spawn(process.execPath, [vitest, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: process.stdout.isTTY ? '1' : '0' } });
+        const child = spawn(process.execPath, [vitest, ...args], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: { ...process.env, FORCE_COLOR: process.stdout.isTTY ? '1' : '0' },
+        });
         const out = [];
         child.stdout.on('data', (b) => out.push(b));
         child.stderr.on('data', (b) => out.push(b));

@@ -62,7 +62,9 @@ export function withOptions<T>(y: Argv<T>, command: CommandName): Argv<T & RunFl
       type: spec.kind === 'boolean' ? 'boolean' : 'string',
       ...(spec.repeatable === true ? { array: true } : {}),
       describe: `${spec.describe}${UNIT_HINT[spec.kind] ?? ''} [env ${env}]`,
-      ...((spec.defaultText ?? spec.default) === undefined ? {} : { defaultDescription: spec.defaultText ?? spec.default }),
+      ...((spec.defaultText ?? spec.default) === undefined
+        ? {}
+        : { defaultDescription: spec.defaultText ?? spec.default }),
       ...(spec.choices === undefined ? {} : { choices: [...spec.choices] }),
       group: `${spec.group}:`,
     });
@@ -88,7 +90,10 @@ function refuseKeyFlag(argv: { readonly apiKey?: unknown; readonly hashSalt?: un
       `query-sync: warning: --api-key shows in the process list and shell history; for schedules set ${envName('api-key')} (or ${ENV.apiKey}), or pass --api-key-file\n`,
     );
   }
-  if (argv.hashSalt !== undefined) throw new ConfigError(`--hash-salt is not accepted on the command line (it would show in the process list): set ${envName('hash-salt')}`);
+  if (argv.hashSalt !== undefined)
+    throw new ConfigError(
+      `--hash-salt is not accepted on the command line (it would show in the process list): set ${envName('hash-salt')}`,
+    );
 }
 let warnedKeyFlag = false;
 
@@ -138,7 +143,8 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
     run: runs(resolveSyncConfig, async () => (await import('./commands/sync.js')).syncCommand, 'signals'),
   },
   check: {
-    describe: 'one request per endpoint and project scope: is the key accepted, which endpoints take "*", what the records look like',
+    describe:
+      'one request per endpoint and project scope: is the key accepted, which endpoints take "*", what the records look like',
     readsApi: true,
     run: runs(resolveSyncConfig, async () => (await import('./commands/check.js')).checkCommand, 'no signals'),
   },
@@ -165,10 +171,15 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
   'dbt-sources': {
     describe: 'write a dbt sources.yml describing every table and column in the warehouse (reads it only)',
     readsApi: false,
-    run: runs(resolveDbtSourcesConfig, async () => (await import('./commands/dbt-sources.js')).dbtSourcesCommand, 'no signals'),
+    run: runs(
+      resolveDbtSourcesConfig,
+      async () => (await import('./commands/dbt-sources.js')).dbtSourcesCommand,
+      'no signals',
+    ),
   },
   reset: {
-    describe: 'forget the marks and checkpoints of --resources (optionally of one --project), so the next sync re-reads them from their start',
+    describe:
+      'forget the marks and checkpoints of --resources (optionally of one --project), so the next sync re-reads them from their start',
     readsApi: false,
     run: runs(resolveResetConfig, async () => (await import('./commands/reset.js')).resetCommand, 'no signals'),
   },
@@ -179,7 +190,8 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
     run: runs(resolveSqlConfig, async () => (await import('./commands/sql.js')).sqlCommand, 'no signals'),
   },
   publish: {
-    describe: 'publish the read copy (--duckdb-path) and its Parquet set now, from the working file (a sync does it at its end and every --publish-every)',
+    describe:
+      'publish the read copy (--duckdb-path) and its Parquet set now, from the working file (a sync does it at its end and every --publish-every)',
     readsApi: false,
     run: runs(resolvePublishConfig, async () => (await import('./commands/publish.js')).publishCommand, 'no signals'),
   },
@@ -191,20 +203,72 @@ const emulateOptions = <T>(y: Argv<T>) =>
     .option('port', { type: 'number', default: 8787 })
     .option('seed', { type: 'number', default: 1 })
     .option('events-per-project', { type: 'number', default: 2000 })
-    .option('faults', { type: 'number', default: 0, describe: 'fraction of requests that get a fault (5xx, HTML page, reset, slow, duplicate row, truncated body)' })
-    .option('late-rate', { type: 'number', default: 0, describe: 'fraction of new events that become visible only after a delay' })
-    .option('limits', { type: 'boolean', default: true, describe: 'enforce the documented rate limits (--no-limits to turn off)' })
-    .option('flavor', { choices: ['spec', 'real'] as const, default: 'spec' as const, describe: 'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)' })
-    .option('latency', { type: 'string', default: '0ms', describe: 'answer every request after this long (±20 % jitter), e.g. 250ms' })
-    .option('enrich-after', { type: 'string', describe: "events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)" })
-    .option('all-projects', { type: 'boolean', default: true, describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)" })
-    .option('list-quirks', { type: 'string', describe: 'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)' })
-    .option('lacks', { type: 'string', describe: 'optional capabilities this server lacks, answered 404: comma list of signal-groups, timeseries, facets, search' })
-    .option('timeseries-intervals', { type: 'string', describe: 'intervals the timeseries accepts (others: 400 naming interval), e.g. hour,day,week (default: all five)' })
-    .option('timeseries-shape', { choices: ['sdk', 'rows'] as const, default: 'sdk' as const, describe: "rows: the timeseries answers {data: [{bucket, events}]} instead of the SDK's shape" })
-    .option('hide-model', { type: 'boolean', default: false, describe: 'serve events with model: null (their spans stay): --traces traced then misses spans' })
+    .option('faults', {
+      type: 'number',
+      default: 0,
+      describe: 'fraction of requests that get a fault (5xx, HTML page, reset, slow, duplicate row, truncated body)',
+    })
+    .option('late-rate', {
+      type: 'number',
+      default: 0,
+      describe: 'fraction of new events that become visible only after a delay',
+    })
+    .option('limits', {
+      type: 'boolean',
+      default: true,
+      describe: 'enforce the documented rate limits (--no-limits to turn off)',
+    })
+    .option('flavor', {
+      choices: ['spec', 'real'] as const,
+      default: 'spec' as const,
+      describe:
+        'spec: the specification (X-Service-Project-Id, traces by time); real: the service the vendor SDK describes (X-Raindrop-Project-Id, traces by event_id, late enrichment)',
+    })
+    .option('latency', {
+      type: 'string',
+      default: '0ms',
+      describe: 'answer every request after this long (±20 % jitter), e.g. 250ms',
+    })
+    .option('enrich-after', {
+      type: 'string',
+      describe:
+        'events get signals/topics/tool_calls this long after they appear (default 60s on --flavor real, 0 on spec)',
+    })
+    .option('all-projects', {
+      type: 'boolean',
+      default: true,
+      describe: "accept the all-projects scope '*' where the service does (--no-all-projects refuses it everywhere)",
+    })
+    .option('list-quirks', {
+      type: 'string',
+      describe:
+        'list behaviours of other servers, comma-separated: conversations-by-started-at, ignore-order-by, page-cap=N, offset-cursors, ignore-project-ids, instant-texts (docs/list-semantics.md)',
+    })
+    .option('lacks', {
+      type: 'string',
+      describe:
+        'optional capabilities this server lacks, answered 404: comma list of signal-groups, timeseries, facets, search',
+    })
+    .option('timeseries-intervals', {
+      type: 'string',
+      describe:
+        'intervals the timeseries accepts (others: 400 naming interval), e.g. hour,day,week (default: all five)',
+    })
+    .option('timeseries-shape', {
+      choices: ['sdk', 'rows'] as const,
+      default: 'sdk' as const,
+      describe: "rows: the timeseries answers {data: [{bucket, events}]} instead of the SDK's shape",
+    })
+    .option('hide-model', {
+      type: 'boolean',
+      default: false,
+      describe: 'serve events with model: null (their spans stay): --traces traced then misses spans',
+    })
     .option('span-lag', { type: 'string', describe: "an event's spans appear this long after the event, e.g. 30s" })
-    .option('convo-enrich-after', { type: 'string', describe: 'conversations get signals this long after their last message, e.g. 10m' });
+    .option('convo-enrich-after', {
+      type: 'string',
+      describe: 'conversations get signals this long after their last message, e.g. 10m',
+    });
 
 /** `emulate`: through the same shell as the other commands, its flags resolved to the emulator's. */
 const EMULATE = {
@@ -249,7 +313,10 @@ async function main(): Promise<number> {
   skipEagerHelp(parser);
   const argv = await parser
     .command('emulate', EMULATE.describe, EMULATE.options)
-    .demandCommand(1, 'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources, sql, publish or emulate')
+    .demandCommand(
+      1,
+      'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources, sql, publish or emulate',
+    )
     .strict()
     .help()
     .alias('help', 'h')
@@ -289,7 +356,8 @@ function skipEagerHelp(parser: Argv): void {
 // V8 reads this flag as it goes, so setting it here works; heap size flags such as
 // --max-semi-space-size only work on the command line or in NODE_OPTIONS (the Docker image sets
 // one). Not for the emulator, a test server that should be fast.
-if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FOR !== 'speed') setFlagsFromString('--optimize-for-size');
+if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FOR !== 'speed')
+  setFlagsFromString('--optimize-for-size');
 
 let secrets: readonly string[] | undefined;
 const secretsOfProcess = (): readonly string[] => (secrets ??= secretsGiven(hideBin(process.argv), process.env));
@@ -307,7 +375,8 @@ main().then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    const message = error instanceof QuerySyncError ? `${error.name}: ${error.message}` : String((error as Error)?.stack ?? error);
+    const message =
+      error instanceof QuerySyncError ? `${error.name}: ${error.message}` : String((error as Error)?.stack ?? error);
     process.stderr.write(`query-sync: ${redact(message, secretsOfProcess())}\n`);
     process.exitCode = exitCodeFor(error);
   },

@@ -12,7 +12,9 @@ import { megabytes } from './load/duckdb-memory.js';
 export function parseNumber(label: string, text: string, integer: boolean): number {
   const n = /^\s*\d+(\.\d+)?\s*$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n))) {
-    throw new ConfigError(`${label}: expected a ${integer ? 'whole number of at least 1' : 'positive number'}, got "${text}"`);
+    throw new ConfigError(
+      `${label}: expected a ${integer ? 'whole number of at least 1' : 'positive number'}, got "${text}"`,
+    );
   }
   return n;
 }
@@ -25,7 +27,9 @@ export function parseStrictDuration(label: string, text: string): number {
   const t = text.trim();
   if (/^0+(\.0+)?$/.test(t)) return 0;
   if (/^\d+(\.\d+)?$/.test(t)) {
-    throw new ConfigError(`${label}: "${text}" has no unit; write it with one, e.g. ${t}s, ${t}m, ${t}h or ${t}d (units: ms, s, m, h, d, w)`);
+    throw new ConfigError(
+      `${label}: "${text}" has no unit; write it with one, e.g. ${t}s, ${t}m, ${t}h or ${t}d (units: ms, s, m, h, d, w)`,
+    );
   }
   if (!/^\d+(\.\d+)?\s*(ms|s|m|h|d|w)$/.test(t)) {
     throw new ConfigError(`${label}: expected a duration with a unit such as 500ms, 30s, 15m, 1h or 1d, got "${text}"`);
@@ -36,8 +40,12 @@ export function parseStrictDuration(label: string, text: string): number {
 /** A size with its unit, as DuckDB reads it (`32MB`, `1GB`, `512MiB`). */
 export function parseSize(label: string, text: string): string {
   const t = text.trim();
-  if (/^\d+(\.\d+)?$/.test(t)) throw new ConfigError(`${label}: "${text}" has no unit; write it with one, e.g. ${t}MB or ${t}GB (units: KB, MB, GB, TB, KiB, MiB, GiB)`);
-  if (megabytes(t) === undefined) throw new ConfigError(`${label}: expected a size with a unit such as 32MB or 1GB, got "${text}"`);
+  if (/^\d+(\.\d+)?$/.test(t))
+    throw new ConfigError(
+      `${label}: "${text}" has no unit; write it with one, e.g. ${t}MB or ${t}GB (units: KB, MB, GB, TB, KiB, MiB, GiB)`,
+    );
+  if (megabytes(t) === undefined)
+    throw new ConfigError(`${label}: expected a size with a unit such as 32MB or 1GB, got "${text}"`);
   return t;
 }
 
@@ -52,13 +60,33 @@ export function parseInstant(label: string, text: string): number {
   const m = INSTANT.exec(text.trim());
   const example = '2026-01-01T00:00:00Z or 2026-01-01T09:00:00+09:00';
   if (m === null) {
-    const hint = /^\d{4}-\d{2}-\d{2}(T[\d:.]+)?$/.test(text.trim()) ? ' (it has no offset: add Z for UTC, or +hh:mm)' : '';
-    throw new ConfigError(`${label}: expected an ISO-8601 instant with its offset, such as ${example}, got "${text}"${hint}`);
+    const hint = /^\d{4}-\d{2}-\d{2}(T[\d:.]+)?$/.test(text.trim())
+      ? ' (it has no offset: add Z for UTC, or +hh:mm)'
+      : '';
+    throw new ConfigError(
+      `${label}: expected an ISO-8601 instant with its offset, such as ${example}, got "${text}"${hint}`,
+    );
   }
-  const [y, mo, d, h, mi, s] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? '0'].map(Number) as [number, number, number, number, number, number];
+  const [y, mo, d, h, mi, s] = [m[1], m[2], m[3], m[4], m[5], m[6] ?? '0'].map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const real = new Date(Date.UTC(y, mo - 1, d, h, mi, s));
-  if (real.getUTCFullYear() !== y || real.getUTCMonth() !== mo - 1 || real.getUTCDate() !== d || real.getUTCHours() !== h || real.getUTCMinutes() !== mi || real.getUTCSeconds() !== s) {
-    throw new ConfigError(`${label}: "${text}" is not a real date and time (no such day or hour); expected e.g. ${example}`);
+  if (
+    real.getUTCFullYear() !== y ||
+    real.getUTCMonth() !== mo - 1 ||
+    real.getUTCDate() !== d ||
+    real.getUTCHours() !== h ||
+    real.getUTCMinutes() !== mi ||
+    real.getUTCSeconds() !== s
+  ) {
+    throw new ConfigError(
+      `${label}: "${text}" is not a real date and time (no such day or hour); expected e.g. ${example}`,
+    );
   }
   return Date.parse(text.trim());
 }
@@ -89,11 +117,16 @@ const SEARCH_OPTION = /,(mode|search_in|threshold)=([^=]*)$/;
 export function parseSearches(label: string, text: string | undefined): SavedSearch[] | undefined {
   if (text === undefined) return undefined;
   const out: SavedSearch[] = [];
-  for (const line of text.split('\n').map((l) => l.trim()).filter((l) => l !== '')) {
+  for (const line of text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '')) {
     const eq = line.indexOf('=');
     const name = eq < 0 ? '' : line.slice(0, eq).trim();
     if (!/^[A-Za-z0-9][A-Za-z0-9_-]*$/.test(name)) {
-      throw new ConfigError(`${label}: expected name=query[,mode=text|semantic|regex][,search_in=user_input,assistant_output] with a name of letters, digits, - and _, got "${line}"`);
+      throw new ConfigError(
+        `${label}: expected name=query[,mode=text|semantic|regex][,search_in=user_input,assistant_output] with a name of letters, digits, - and _, got "${line}"`,
+      );
     }
     let rest = line.slice(eq + 1);
     const options: Record<string, string> = {};
@@ -104,18 +137,32 @@ export function parseSearches(label: string, text: string | undefined): SavedSea
     const query = rest.trim();
     if (query === '') throw new ConfigError(`${label}: search "${name}" has an empty query (expected name=query)`);
     const mode = options.mode ?? 'text';
-    if (!(SEARCH_MODES as readonly string[]).includes(mode)) throw new ConfigError(`${label}: search "${name}": mode must be one of ${SEARCH_MODES.join(', ')}, got "${mode}"`);
+    if (!(SEARCH_MODES as readonly string[]).includes(mode))
+      throw new ConfigError(
+        `${label}: search "${name}": mode must be one of ${SEARCH_MODES.join(', ')}, got "${mode}"`,
+      );
     const searchIn = options.search_in === undefined ? undefined : splitList(options.search_in);
     const badField = searchIn?.find((f) => !(SEARCH_FIELDS as readonly string[]).includes(f));
     if (searchIn !== undefined && (badField !== undefined || searchIn.length === 0)) {
-      throw new ConfigError(`${label}: search "${name}": search_in takes ${SEARCH_FIELDS.join(', ')} (comma-separated), got "${options.search_in ?? ''}"`);
+      throw new ConfigError(
+        `${label}: search "${name}": search_in takes ${SEARCH_FIELDS.join(', ')} (comma-separated), got "${options.search_in ?? ''}"`,
+      );
     }
     const threshold = options.threshold === undefined ? undefined : Number(options.threshold);
     if (threshold !== undefined && !(Number.isFinite(threshold) && threshold >= 0 && threshold <= 1)) {
-      throw new ConfigError(`${label}: search "${name}": threshold must be a number from 0 to 1, got "${options.threshold ?? ''}"`);
+      throw new ConfigError(
+        `${label}: search "${name}": threshold must be a number from 0 to 1, got "${options.threshold ?? ''}"`,
+      );
     }
-    if (out.some((s) => s.name === name)) throw new ConfigError(`${label}: two searches are named "${name}"; each name is one search in search_results`);
-    out.push({ name, query, mode: mode as SavedSearch['mode'], ...(searchIn === undefined ? {} : { searchIn }), ...(threshold === undefined ? {} : { threshold }) });
+    if (out.some((s) => s.name === name))
+      throw new ConfigError(`${label}: two searches are named "${name}"; each name is one search in search_results`);
+    out.push({
+      name,
+      query,
+      mode: mode as SavedSearch['mode'],
+      ...(searchIn === undefined ? {} : { searchIn }),
+      ...(threshold === undefined ? {} : { threshold }),
+    });
   }
   return out;
 }

@@ -18,7 +18,17 @@ import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS } from './http/timeouts.js
  * which `config/` applies and this table shows in the help, so changing one changes both.
  */
 
-export type CommandName = 'sync' | 'check' | 'backfill' | 'plan' | 'verify' | 'status' | 'reset' | 'dbt-sources' | 'sql' | 'publish';
+export type CommandName =
+  | 'sync'
+  | 'check'
+  | 'backfill'
+  | 'plan'
+  | 'verify'
+  | 'status'
+  | 'reset'
+  | 'dbt-sources'
+  | 'sql'
+  | 'publish';
 
 export type OptionKind =
   /** Free text. */
@@ -38,7 +48,14 @@ export type OptionKind =
   | 'instant'
   | 'choice';
 
-export type OptionGroup = 'Connection' | 'Scope' | 'Destination' | 'Privacy and schema' | 'State and run' | 'Pacing' | 'Logging and output';
+export type OptionGroup =
+  | 'Connection'
+  | 'Scope'
+  | 'Destination'
+  | 'Privacy and schema'
+  | 'State and run'
+  | 'Pacing'
+  | 'Logging and output';
 
 export interface OptionSpec {
   /** Flag name (kebab-case); its key in a config file. */
@@ -104,80 +121,538 @@ export interface OptionDefaults {
 
 export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
   const ms = (n: number): string => {
-    for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (n % size === 0) return `${n / size}${unit}`;
+    for (const [unit, size] of [
+      ['d', 86_400_000],
+      ['h', 3_600_000],
+      ['m', 60_000],
+      ['s', 1000],
+    ] as const)
+      if (n % size === 0) return `${n / size}${unit}`;
     return `${n}ms`;
   };
   return [
     // Connection
-    { name: 'base-url', kind: 'string', group: 'Connection', describe: 'Query API base URL (a trailing /v1 is accepted)', defaultText: 'https://query.raindrop.ai (as the SDK)', envAliases: ['QUERY_API_BASE_URL'], commands: RUN },
-    { name: 'api-key', kind: 'string', group: 'Connection', secret: true, describe: 'Organization API Key: best from the environment (QUERY_SYNC_API_KEY or QUERY_API_KEY) or --api-key-file', envAliases: ['QUERY_API_KEY'], commands: RUN },
-    { name: 'api-key-file', kind: 'path', group: 'Connection', describe: 'file holding the API key (a mounted Kubernetes secret); trailing newline ignored', commands: RUN },
-    { name: 'project', kind: 'string', group: 'Connection', describe: 'project slug, or "*" for all projects; absent: no header (the service reads "default")', envAliases: ['QUERY_API_PROJECT'], commands: [...RUN, 'reset'] },
-    { name: 'project-header', kind: 'string', group: 'Connection', defaultText: d.projectHeader, describe: 'project header name; by default both X-Raindrop-Project-Id (the vendor SDK) and X-Service-Project-Id (the spec) are sent, so either server reads the scope', commands: RUN },
-    { name: 'connect-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.connectTimeoutMs), describe: 'TCP/TLS connect timeout', commands: RUN },
-    { name: 'headers-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.headersTimeoutMs), describe: 'time to wait for response headers', commands: RUN },
-    { name: 'body-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.bodyTimeoutMs), describe: 'longest pause while reading a response body', commands: RUN },
-    { name: 'request-timeout', kind: 'duration', group: 'Connection', defaultText: ms(d.requestTimeoutMs), describe: 'longest time for one request, connect to last byte of the body', commands: RUN },
-    { name: 'max-retry-after', kind: 'duration', group: 'Pacing', defaultText: ms(d.maxRetryAfterMs), describe: 'longest Retry-After honoured; a longer one fails the stream, naming the wait', commands: RUN },
+    {
+      name: 'base-url',
+      kind: 'string',
+      group: 'Connection',
+      describe: 'Query API base URL (a trailing /v1 is accepted)',
+      defaultText: 'https://query.raindrop.ai (as the SDK)',
+      envAliases: ['QUERY_API_BASE_URL'],
+      commands: RUN,
+    },
+    {
+      name: 'api-key',
+      kind: 'string',
+      group: 'Connection',
+      secret: true,
+      describe:
+        'Organization API Key: best from the environment (QUERY_SYNC_API_KEY or QUERY_API_KEY) or --api-key-file',
+      envAliases: ['QUERY_API_KEY'],
+      commands: RUN,
+    },
+    {
+      name: 'api-key-file',
+      kind: 'path',
+      group: 'Connection',
+      describe: 'file holding the API key (a mounted Kubernetes secret); trailing newline ignored',
+      commands: RUN,
+    },
+    {
+      name: 'project',
+      kind: 'string',
+      group: 'Connection',
+      describe: 'project slug, or "*" for all projects; absent: no header (the service reads "default")',
+      envAliases: ['QUERY_API_PROJECT'],
+      commands: [...RUN, 'reset'],
+    },
+    {
+      name: 'project-header',
+      kind: 'string',
+      group: 'Connection',
+      defaultText: d.projectHeader,
+      describe:
+        'project header name; by default both X-Raindrop-Project-Id (the vendor SDK) and X-Service-Project-Id (the spec) are sent, so either server reads the scope',
+      commands: RUN,
+    },
+    {
+      name: 'connect-timeout',
+      kind: 'duration',
+      group: 'Connection',
+      defaultText: ms(d.connectTimeoutMs),
+      describe: 'TCP/TLS connect timeout',
+      commands: RUN,
+    },
+    {
+      name: 'headers-timeout',
+      kind: 'duration',
+      group: 'Connection',
+      defaultText: ms(d.headersTimeoutMs),
+      describe: 'time to wait for response headers',
+      commands: RUN,
+    },
+    {
+      name: 'body-timeout',
+      kind: 'duration',
+      group: 'Connection',
+      defaultText: ms(d.bodyTimeoutMs),
+      describe: 'longest pause while reading a response body',
+      commands: RUN,
+    },
+    {
+      name: 'request-timeout',
+      kind: 'duration',
+      group: 'Connection',
+      defaultText: ms(d.requestTimeoutMs),
+      describe: 'longest time for one request, connect to last byte of the body',
+      commands: RUN,
+    },
+    {
+      name: 'max-retry-after',
+      kind: 'duration',
+      group: 'Pacing',
+      defaultText: ms(d.maxRetryAfterMs),
+      describe: 'longest Retry-After honoured; a longer one fails the stream, naming the wait',
+      commands: RUN,
+    },
     // Scope
-    { name: 'resources', kind: 'string', group: 'Scope', defaultText: 'all', describe: `comma-separated: ${RESOURCE_NAMES.join(',')}`, commands: STATE },
-    { name: 'project-ids', kind: 'string', group: 'Scope', describe: 'comma-separated slugs narrowing "*" (sent as project_ids)', commands: RUN },
-    { name: 'start', kind: 'instant', group: 'Scope', defaultText: 'all history', describe: 'the oldest data a first sync (or --full-refresh) reads, e.g. 2026-01-01T00:00:00Z', commands: RUN },
-    { name: 'lookback', kind: 'duration', group: 'Scope', defaultText: d.lookback, describe: 're-read this far before the high-water mark (late-indexed events)', commands: RUN },
-    { name: 'settle', kind: 'duration', group: 'Scope', defaultText: d.settle, describe: 're-read each events, users and conversations window once it is this old, for the fields the service adds later (0: off); what lands later than this is never seen', commands: RUN },
-    { name: 'traces', kind: 'choice', group: 'Scope', choices: ['traced', 'all', 'none'], default: d.traces, expected: 'all, traced (events whose tool_calls, error_spans or model show a trace) or none', describe: 'where traces are read one event at a time, for which events: all; traced (only those whose tool_calls, error_spans or model show a trace: fewer requests, but spans of other events are never read); none reads no traces', commands: RUN },
-    { name: 'reconcile', kind: 'choice', group: 'Scope', choices: ['off', 'check', 'repair'], default: 'repair', expected: 'off, check (report differences, exit 5) or repair (re-read them)', describe: 'after its writes, compare the API\'s event counts with the warehouse per project (recent two days hourly, plus what the run read) and re-read the windows that differ; check: report only (exit 5); off: no requests', commands: ['sync', 'plan'] },
-    { name: 'from', kind: 'instant', group: 'Scope', describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z', commands: ['backfill', 'plan', 'verify'] },
-    { name: 'to', kind: 'instant', group: 'Scope', describe: 'end of the interval (exclusive), with its offset', commands: ['backfill', 'plan', 'verify'] },
-    { name: 'window', kind: 'duration', group: 'Scope', defaultText: d.window, describe: 'window length the interval is sliced into', commands: ['backfill', 'plan', 'verify'] },
-    { name: 'search', kind: 'string', group: 'Scope', repeatable: true, describe: 'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)', commands: ['sync', 'check', 'plan'] },
-    { name: 'aggregates', kind: 'boolean', group: 'Scope', defaultText: 'false', describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync', commands: ['sync', 'check', 'plan'] },
-    { name: 'aggregates-interval', kind: 'choice', group: 'Scope', choices: ['day', 'hour'], default: 'day', describe: 'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)', commands: ['sync', 'check', 'plan'] },
+    {
+      name: 'resources',
+      kind: 'string',
+      group: 'Scope',
+      defaultText: 'all',
+      describe: `comma-separated: ${RESOURCE_NAMES.join(',')}`,
+      commands: STATE,
+    },
+    {
+      name: 'project-ids',
+      kind: 'string',
+      group: 'Scope',
+      describe: 'comma-separated slugs narrowing "*" (sent as project_ids)',
+      commands: RUN,
+    },
+    {
+      name: 'start',
+      kind: 'instant',
+      group: 'Scope',
+      defaultText: 'all history',
+      describe: 'the oldest data a first sync (or --full-refresh) reads, e.g. 2026-01-01T00:00:00Z',
+      commands: RUN,
+    },
+    {
+      name: 'lookback',
+      kind: 'duration',
+      group: 'Scope',
+      defaultText: d.lookback,
+      describe: 're-read this far before the high-water mark (late-indexed events)',
+      commands: RUN,
+    },
+    {
+      name: 'settle',
+      kind: 'duration',
+      group: 'Scope',
+      defaultText: d.settle,
+      describe:
+        're-read each events, users and conversations window once it is this old, for the fields the service adds later (0: off); what lands later than this is never seen',
+      commands: RUN,
+    },
+    {
+      name: 'traces',
+      kind: 'choice',
+      group: 'Scope',
+      choices: ['traced', 'all', 'none'],
+      default: d.traces,
+      expected: 'all, traced (events whose tool_calls, error_spans or model show a trace) or none',
+      describe:
+        'where traces are read one event at a time, for which events: all; traced (only those whose tool_calls, error_spans or model show a trace: fewer requests, but spans of other events are never read); none reads no traces',
+      commands: RUN,
+    },
+    {
+      name: 'reconcile',
+      kind: 'choice',
+      group: 'Scope',
+      choices: ['off', 'check', 'repair'],
+      default: 'repair',
+      expected: 'off, check (report differences, exit 5) or repair (re-read them)',
+      describe:
+        "after its writes, compare the API's event counts with the warehouse per project (recent two days hourly, plus what the run read) and re-read the windows that differ; check: report only (exit 5); off: no requests",
+      commands: ['sync', 'plan'],
+    },
+    {
+      name: 'from',
+      kind: 'instant',
+      group: 'Scope',
+      describe: 'start of the interval (inclusive), with its offset, e.g. 2026-01-01T00:00:00Z',
+      commands: ['backfill', 'plan', 'verify'],
+    },
+    {
+      name: 'to',
+      kind: 'instant',
+      group: 'Scope',
+      describe: 'end of the interval (exclusive), with its offset',
+      commands: ['backfill', 'plan', 'verify'],
+    },
+    {
+      name: 'window',
+      kind: 'duration',
+      group: 'Scope',
+      defaultText: d.window,
+      describe: 'window length the interval is sliced into',
+      commands: ['backfill', 'plan', 'verify'],
+    },
+    {
+      name: 'search',
+      kind: 'string',
+      group: 'Scope',
+      repeatable: true,
+      describe:
+        'a saved search kept in search_results: name=query[,mode=text|semantic|regex][,search_in=user_input|assistant_output] (repeat the flag; one a line in the environment; a list in a config file)',
+      commands: ['sync', 'check', 'plan'],
+    },
+    {
+      name: 'aggregates',
+      kind: 'boolean',
+      group: 'Scope',
+      defaultText: 'false',
+      describe: 'refresh event_counts (from /v1/events/timeseries) and event_facets (from /v1/events/facets) each sync',
+      commands: ['sync', 'check', 'plan'],
+    },
+    {
+      name: 'aggregates-interval',
+      kind: 'choice',
+      group: 'Scope',
+      choices: ['day', 'hour'],
+      default: 'day',
+      describe:
+        'the buckets of event_counts: day or hour (each kept under its own interval value; a change starts that interval from --start)',
+      commands: ['sync', 'check', 'plan'],
+    },
     // Destination
-    { name: 'destination', kind: 'choice', group: 'Destination', choices: ['duckdb', 'bigquery'], default: 'duckdb', describe: 'where rows go', commands: WAREHOUSE },
-    { name: 'duckdb-path', kind: 'path', group: 'Destination', defaultText: d.duckdbPath, describe: 'DuckDB file readers open: the published read copy (the sync writes <name>.work.duckdb beside it; docs/analysts.md). Relative to the working directory: give an absolute path in cron', commands: [...WAREHOUSE, 'sql', 'publish'] },
-    { name: 'publish-every', kind: 'duration', group: 'Destination', defaultText: d.publishEvery, describe: 'DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run\'s end (0: only at the end). See docs/analysts.md', commands: ['sync', 'backfill', 'dbt-sources'] },
-    { name: 'duckdb-memory-limit', kind: 'size', group: 'Destination', defaultText: d.duckdbMemoryLimit, describe: "DuckDB's memory limit in this process (larger operations spill to <file>.tmp; never raised on its own: rows too large for it fail naming this flag)", commands: WAREHOUSE },
-    { name: 'bq-project', kind: 'string', group: 'Destination', describe: 'BigQuery project (with --destination bigquery)', commands: WAREHOUSE },
+    {
+      name: 'destination',
+      kind: 'choice',
+      group: 'Destination',
+      choices: ['duckdb', 'bigquery'],
+      default: 'duckdb',
+      describe: 'where rows go',
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'duckdb-path',
+      kind: 'path',
+      group: 'Destination',
+      defaultText: d.duckdbPath,
+      describe:
+        'DuckDB file readers open: the published read copy (the sync writes <name>.work.duckdb beside it; docs/analysts.md). Relative to the working directory: give an absolute path in cron',
+      commands: [...WAREHOUSE, 'sql', 'publish'],
+    },
+    {
+      name: 'publish-every',
+      kind: 'duration',
+      group: 'Destination',
+      defaultText: d.publishEvery,
+      describe:
+        "DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run's end (0: only at the end). See docs/analysts.md",
+      commands: ['sync', 'backfill', 'dbt-sources'],
+    },
+    {
+      name: 'duckdb-memory-limit',
+      kind: 'size',
+      group: 'Destination',
+      defaultText: d.duckdbMemoryLimit,
+      describe:
+        "DuckDB's memory limit in this process (larger operations spill to <file>.tmp; never raised on its own: rows too large for it fail naming this flag)",
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'bq-project',
+      kind: 'string',
+      group: 'Destination',
+      describe: 'BigQuery project (with --destination bigquery)',
+      commands: WAREHOUSE,
+    },
     { name: 'bq-dataset', kind: 'string', group: 'Destination', describe: 'BigQuery dataset', commands: WAREHOUSE },
-    { name: 'bq-location', kind: 'string', group: 'Destination', defaultText: d.bqLocation, describe: 'BigQuery location for a new dataset', commands: WAREHOUSE },
-    { name: 'bq-api-endpoint', kind: 'string', group: 'Destination', describe: 'another BigQuery endpoint (local emulator or test double)', commands: WAREHOUSE },
-    { name: 'bq-key-file', kind: 'path', group: 'Destination', defaultText: 'Application Default Credentials', describe: 'service-account key file', commands: WAREHOUSE },
-    { name: 'bq-upsert', kind: 'choice', group: 'Destination', choices: ['auto', 'log', 'merge'], defaultText: 'auto', describe: 'users and conversations in BigQuery: auto gives new tables the change-log layout (a free load job a run, read through a view) and keeps existing ones; log also migrates an existing table; merge keeps one MERGE a run (docs/bigquery-cost.md)', commands: WAREHOUSE },
-    { name: 'bq-compact-every', kind: 'duration', group: 'Destination', defaultText: '24h', describe: 'how often a change log (users_changes, conversations_changes) is compacted to its latest rows, before a run appends to it', commands: WAREHOUSE },
-    { name: 'dry-run', kind: 'boolean', group: 'Destination', defaultText: 'false', describe: 'BigQuery: print the requests each write would send (DDL, load job, MERGE), send nothing', commands: RUN },
-    { name: 'dry-run-limit', kind: 'integer', group: 'Destination', defaultText: String(d.dryRunLimit), describe: 'with --dry-run: rows each stream reads before it stops', commands: RUN },
-    { name: 'batch-bytes', kind: 'size', group: 'Destination', defaultText: d.batchBytes, describe: 'also write a batch once its rows hold this much text', commands: RUN },
-    { name: 'batch-rows', kind: 'integer', group: 'Destination', defaultText: `${d.batchRows.duckdb} (DuckDB), ${d.batchRows.bigquery} (BigQuery)`, describe: 'rows per write + checkpoint', commands: RUN },
+    {
+      name: 'bq-location',
+      kind: 'string',
+      group: 'Destination',
+      defaultText: d.bqLocation,
+      describe: 'BigQuery location for a new dataset',
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'bq-api-endpoint',
+      kind: 'string',
+      group: 'Destination',
+      describe: 'another BigQuery endpoint (local emulator or test double)',
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'bq-key-file',
+      kind: 'path',
+      group: 'Destination',
+      defaultText: 'Application Default Credentials',
+      describe: 'service-account key file',
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'bq-upsert',
+      kind: 'choice',
+      group: 'Destination',
+      choices: ['auto', 'log', 'merge'],
+      defaultText: 'auto',
+      describe:
+        'users and conversations in BigQuery: auto gives new tables the change-log layout (a free load job a run, read through a view) and keeps existing ones; log also migrates an existing table; merge keeps one MERGE a run (docs/bigquery-cost.md)',
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'bq-compact-every',
+      kind: 'duration',
+      group: 'Destination',
+      defaultText: '24h',
+      describe:
+        'how often a change log (users_changes, conversations_changes) is compacted to its latest rows, before a run appends to it',
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'dry-run',
+      kind: 'boolean',
+      group: 'Destination',
+      defaultText: 'false',
+      describe: 'BigQuery: print the requests each write would send (DDL, load job, MERGE), send nothing',
+      commands: RUN,
+    },
+    {
+      name: 'dry-run-limit',
+      kind: 'integer',
+      group: 'Destination',
+      defaultText: String(d.dryRunLimit),
+      describe: 'with --dry-run: rows each stream reads before it stops',
+      commands: RUN,
+    },
+    {
+      name: 'batch-bytes',
+      kind: 'size',
+      group: 'Destination',
+      defaultText: d.batchBytes,
+      describe: 'also write a batch once its rows hold this much text',
+      commands: RUN,
+    },
+    {
+      name: 'batch-rows',
+      kind: 'integer',
+      group: 'Destination',
+      defaultText: `${d.batchRows.duckdb} (DuckDB), ${d.batchRows.bigquery} (BigQuery)`,
+      describe: 'rows per write + checkpoint',
+      commands: RUN,
+    },
     // Privacy and schema
-    { name: 'exclude-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items never written, e.g. events.user_input,traces.input', commands: RUN },
-    { name: 'hash-columns', kind: 'string', group: 'Privacy and schema', describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from QUERY_SYNC_HASH_SALT', commands: RUN },
-    { name: 'hash-salt', kind: 'string', group: 'Privacy and schema', secret: true, describe: 'salt of --hash-columns: environment only', commands: RUN },
-    { name: 'schema-contract', kind: 'choice', group: 'Privacy and schema', choices: ['evolve', 'freeze-columns', 'freeze'], default: 'evolve', expected: 'one of evolve, freeze-columns, freeze', describe: 'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created', commands: RUN },
+    {
+      name: 'exclude-columns',
+      kind: 'string',
+      group: 'Privacy and schema',
+      describe: 'resource.field items never written, e.g. events.user_input,traces.input',
+      commands: RUN,
+    },
+    {
+      name: 'hash-columns',
+      kind: 'string',
+      group: 'Privacy and schema',
+      describe: 'resource.field items written as a salted SHA-256 (HMAC) hex string; salt from QUERY_SYNC_HASH_SALT',
+      commands: RUN,
+    },
+    {
+      name: 'hash-salt',
+      kind: 'string',
+      group: 'Privacy and schema',
+      secret: true,
+      describe: 'salt of --hash-columns: environment only',
+      commands: RUN,
+    },
+    {
+      name: 'schema-contract',
+      kind: 'choice',
+      group: 'Privacy and schema',
+      choices: ['evolve', 'freeze-columns', 'freeze'],
+      default: 'evolve',
+      expected: 'one of evolve, freeze-columns, freeze',
+      describe:
+        'evolve: new fields become columns; freeze-columns: a new field or a type change fails the stream; freeze: nor may a table be created',
+      commands: RUN,
+    },
     // State and run
-    { name: 'config', kind: 'path', group: 'State and run', describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it', commands: [...STATE, 'dbt-sources', 'sql', 'publish'] },
-    { name: 'state', kind: 'path', group: 'State and run', defaultText: d.statePath, describe: 'state file: a copy of the state the warehouse keeps (marks, checkpoints, ledger), read when the warehouse has none; relative to the working directory', commands: STATE },
-    { name: 'lock-wait', kind: 'duration', group: 'State and run', defaultText: '0 (fail at once)', describe: 'wait this long for another run holding the state lease or the DuckDB file', commands: WAREHOUSE },
-    { name: 'max-run-time', kind: 'duration', group: 'State and run', defaultText: 'none', describe: 'stop gracefully after this long (state consistent; exit 6; the next run continues)', commands: WRITES },
-    { name: 'full-refresh', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the --resources from their start and replace their tables at the end, atomically', commands: ['sync'] },
-    { name: 'concurrency', kind: 'integer', group: 'Pacing', defaultText: `${d.concurrency} (backfill, verify --repair), ${d.splitConcurrency} (sync)`, describe: 'backfill and verify --repair: windows read at once; sync: most sub-windows of one large window walked at once (1: one walk per window)', commands: ['sync', 'backfill', 'verify'] },
-    { name: 'repair', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 're-read the mismatched windows, then check again', commands: ['verify'] },
-    { name: 'yes', kind: 'boolean', group: 'State and run', defaultText: 'false', describe: 'do not ask for confirmation (required when not on a terminal)', commands: ['reset'] },
+    {
+      name: 'config',
+      kind: 'path',
+      group: 'State and run',
+      describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it',
+      commands: [...STATE, 'dbt-sources', 'sql', 'publish'],
+    },
+    {
+      name: 'state',
+      kind: 'path',
+      group: 'State and run',
+      defaultText: d.statePath,
+      describe:
+        'state file: a copy of the state the warehouse keeps (marks, checkpoints, ledger), read when the warehouse has none; relative to the working directory',
+      commands: STATE,
+    },
+    {
+      name: 'lock-wait',
+      kind: 'duration',
+      group: 'State and run',
+      defaultText: '0 (fail at once)',
+      describe: 'wait this long for another run holding the state lease or the DuckDB file',
+      commands: WAREHOUSE,
+    },
+    {
+      name: 'max-run-time',
+      kind: 'duration',
+      group: 'State and run',
+      defaultText: 'none',
+      describe: 'stop gracefully after this long (state consistent; exit 6; the next run continues)',
+      commands: WRITES,
+    },
+    {
+      name: 'full-refresh',
+      kind: 'boolean',
+      group: 'State and run',
+      defaultText: 'false',
+      describe: 're-read the --resources from their start and replace their tables at the end, atomically',
+      commands: ['sync'],
+    },
+    {
+      name: 'concurrency',
+      kind: 'integer',
+      group: 'Pacing',
+      defaultText: `${d.concurrency} (backfill, verify --repair), ${d.splitConcurrency} (sync)`,
+      describe:
+        'backfill and verify --repair: windows read at once; sync: most sub-windows of one large window walked at once (1: one walk per window)',
+      commands: ['sync', 'backfill', 'verify'],
+    },
+    {
+      name: 'repair',
+      kind: 'boolean',
+      group: 'State and run',
+      defaultText: 'false',
+      describe: 're-read the mismatched windows, then check again',
+      commands: ['verify'],
+    },
+    {
+      name: 'yes',
+      kind: 'boolean',
+      group: 'State and run',
+      defaultText: 'false',
+      describe: 'do not ask for confirmation (required when not on a terminal)',
+      commands: ['reset'],
+    },
     // Pacing
-    { name: 'max-rpm', kind: 'number', group: 'Pacing', defaultText: String(d.maxRpm), describe: 'requests per minute per endpoint (status: the rate its backlog ETA assumes)', commands: [...RUN, 'status'] },
-    { name: 'search-rpm', kind: 'number', group: 'Pacing', defaultText: String(d.searchRpm), describe: 'requests per minute to /v1/events/search', commands: RUN },
-    { name: 'max-rps', kind: 'number', group: 'Pacing', defaultText: String(d.maxRps), describe: 'requests per second, all endpoints', commands: RUN },
-    { name: 'search-gate-rps', kind: 'number', group: 'Pacing', defaultText: String(d.searchGateRps), describe: 'search only while combined usage of the last second is under this', commands: RUN },
+    {
+      name: 'max-rpm',
+      kind: 'number',
+      group: 'Pacing',
+      defaultText: String(d.maxRpm),
+      describe: 'requests per minute per endpoint (status: the rate its backlog ETA assumes)',
+      commands: [...RUN, 'status'],
+    },
+    {
+      name: 'search-rpm',
+      kind: 'number',
+      group: 'Pacing',
+      defaultText: String(d.searchRpm),
+      describe: 'requests per minute to /v1/events/search',
+      commands: RUN,
+    },
+    {
+      name: 'max-rps',
+      kind: 'number',
+      group: 'Pacing',
+      defaultText: String(d.maxRps),
+      describe: 'requests per second, all endpoints',
+      commands: RUN,
+    },
+    {
+      name: 'search-gate-rps',
+      kind: 'number',
+      group: 'Pacing',
+      defaultText: String(d.searchGateRps),
+      describe: 'search only while combined usage of the last second is under this',
+      commands: RUN,
+    },
     // Logging and output
-    { name: 'log-level', kind: 'choice', group: 'Logging and output', choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], defaultText: 'info (--verbose: debug)', describe: 'log level', commands: RUN },
-    { name: 'log-format', kind: 'choice', group: 'Logging and output', choices: ['json', 'pretty'], defaultText: 'pretty on a TTY, JSON otherwise', describe: 'log format', commands: RUN },
-    { name: 'verbose', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'debug logs', commands: RUN },
-    { name: 'quiet', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'only the summary', commands: RUN },
-    { name: 'progress-interval', kind: 'duration', group: 'Logging and output', defaultText: d.progressInterval, describe: 'not on a TTY: a progress log line this often', commands: RUN },
-    { name: 'dbt-sources', kind: 'path', group: 'Logging and output', describe: 'after the sync, write a dbt sources.yml describing every table and column here', commands: ['sync'] },
-    { name: 'out', kind: 'path', group: 'Logging and output', defaultText: 'sources.yml', describe: 'the dbt sources.yml to write', commands: ['dbt-sources'] },
-    { name: 'json', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'output as JSON (sync, backfill: the run summary as one object, for schedulers)', commands: ['sync', 'backfill', 'check', 'plan', 'status', 'sql'] },
-    { name: 'csv', kind: 'boolean', group: 'Logging and output', defaultText: 'false', describe: 'sql: the answer as CSV (a header line, then one line a row)', commands: ['sql'] },
+    {
+      name: 'log-level',
+      kind: 'choice',
+      group: 'Logging and output',
+      choices: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'],
+      defaultText: 'info (--verbose: debug)',
+      describe: 'log level',
+      commands: RUN,
+    },
+    {
+      name: 'log-format',
+      kind: 'choice',
+      group: 'Logging and output',
+      choices: ['json', 'pretty'],
+      defaultText: 'pretty on a TTY, JSON otherwise',
+      describe: 'log format',
+      commands: RUN,
+    },
+    {
+      name: 'verbose',
+      kind: 'boolean',
+      group: 'Logging and output',
+      defaultText: 'false',
+      describe: 'debug logs',
+      commands: RUN,
+    },
+    {
+      name: 'quiet',
+      kind: 'boolean',
+      group: 'Logging and output',
+      defaultText: 'false',
+      describe: 'only the summary',
+      commands: RUN,
+    },
+    {
+      name: 'progress-interval',
+      kind: 'duration',
+      group: 'Logging and output',
+      defaultText: d.progressInterval,
+      describe: 'not on a TTY: a progress log line this often',
+      commands: RUN,
+    },
+    {
+      name: 'dbt-sources',
+      kind: 'path',
+      group: 'Logging and output',
+      describe: 'after the sync, write a dbt sources.yml describing every table and column here',
+      commands: ['sync'],
+    },
+    {
+      name: 'out',
+      kind: 'path',
+      group: 'Logging and output',
+      defaultText: 'sources.yml',
+      describe: 'the dbt sources.yml to write',
+      commands: ['dbt-sources'],
+    },
+    {
+      name: 'json',
+      kind: 'boolean',
+      group: 'Logging and output',
+      defaultText: 'false',
+      describe: 'output as JSON (sync, backfill: the run summary as one object, for schedulers)',
+      commands: ['sync', 'backfill', 'check', 'plan', 'status', 'sql'],
+    },
+    {
+      name: 'csv',
+      kind: 'boolean',
+      group: 'Logging and output',
+      defaultText: 'false',
+      describe: 'sql: the answer as CSV (a header line, then one line a row)',
+      commands: ['sql'],
+    },
   ];
 }
 
@@ -286,12 +761,19 @@ export function collect(
   const values: Record<string, RawValue | undefined> = {};
   const sources: Record<string, string> = {};
   const configPath = stringOf(flags.config) ?? env[envName('config')];
-  const file = configPath === undefined || configPath === '' ? { path: '', values: {} as Record<string, RawValue> } : readConfigFile(configPath, table);
+  const file =
+    configPath === undefined || configPath === ''
+      ? { path: '', values: {} as Record<string, RawValue> }
+      : readConfigFile(configPath, table);
   for (const spec of specs) {
     const key = camel(spec.name);
     const given = flags[key];
     // A repeated flag arrives as a list: one item a line, as in the environment.
-    const flagValue = Array.isArray(given) ? (spec.repeatable === true ? given.map(String).join('\n') : given[given.length - 1]) : given;
+    const flagValue = Array.isArray(given)
+      ? spec.repeatable === true
+        ? given.map(String).join('\n')
+        : given[given.length - 1]
+      : given;
     if (!spec.secret && flagValue !== undefined && flagValue !== null) {
       values[key] = flagValue as RawValue;
       sources[key] = `--${spec.name}`;
@@ -311,7 +793,10 @@ export function collect(
     }
     const fromFile = file.values[spec.name];
     if (fromFile !== undefined) {
-      values[key] = spec.kind === 'path' && typeof fromFile === 'string' && !isAbsolute(fromFile) ? resolve(dirname(file.path), fromFile) : fromFile;
+      values[key] =
+        spec.kind === 'path' && typeof fromFile === 'string' && !isAbsolute(fromFile)
+          ? resolve(dirname(file.path), fromFile)
+          : fromFile;
       sources[key] = `${spec.name} in ${file.path}`;
     }
   }
@@ -327,7 +812,9 @@ function refuseUnknownEnv(table: readonly OptionSpec[], env: NodeJS.ProcessEnv):
   for (const name of Object.keys(env)) {
     if (!name.startsWith('QUERY_SYNC_') || known.has(name)) continue;
     const closest = [...known].sort((a, b) => distance(name, a) - distance(name, b))[0];
-    throw new ConfigError(`${name} is not a query-sync setting${closest === undefined ? '' : `: did you mean ${closest}?`} (every setting: query-sync <command> --help)`);
+    throw new ConfigError(
+      `${name} is not a query-sync setting${closest === undefined ? '' : `: did you mean ${closest}?`} (every setting: query-sync <command> --help)`,
+    );
   }
 }
 
@@ -336,7 +823,12 @@ function distance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
   for (let i = 1; i <= a.length; i++) {
     const row = [i];
-    for (let j = 1; j <= b.length; j++) row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
+    for (let j = 1; j <= b.length; j++)
+      row[j] = Math.min(
+        (prev[j] ?? 0) + 1,
+        (row[j - 1] ?? 0) + 1,
+        (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
     prev = row;
   }
   return prev[b.length] ?? 0;
@@ -354,7 +846,10 @@ function parseYaml(text: string): unknown {
   return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).parse(text);
 }
 
-function readConfigFile(path: string, table: readonly OptionSpec[]): { path: string; values: Record<string, RawValue> } {
+function readConfigFile(
+  path: string,
+  table: readonly OptionSpec[],
+): { path: string; values: Record<string, RawValue> } {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -365,28 +860,39 @@ function readConfigFile(path: string, table: readonly OptionSpec[]): { path: str
   try {
     parsed = path.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
   } catch (error) {
-    throw new ConfigError(`--config: ${path} is not valid ${path.endsWith('.json') ? 'JSON' : 'YAML'}: ${(error as Error).message}`, { cause: error });
+    throw new ConfigError(
+      `--config: ${path} is not valid ${path.endsWith('.json') ? 'JSON' : 'YAML'}: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
   if (parsed === null || parsed === undefined) return { path, values: {} };
   if (typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new ConfigError(`--config: expected ${path} to hold a mapping of flag names to values (e.g. "duckdb-path: /data/warehouse.duckdb"), got ${Array.isArray(parsed) ? 'a list' : typeof parsed}`);
+    throw new ConfigError(
+      `--config: expected ${path} to hold a mapping of flag names to values (e.g. "duckdb-path: /data/warehouse.duckdb"), got ${Array.isArray(parsed) ? 'a list' : typeof parsed}`,
+    );
   }
   const byName = new Map(table.flatMap((o) => [[o.name, o] as const, [camel(o.name), o] as const]));
   const values: Record<string, RawValue> = {};
   for (const [key, value] of Object.entries(parsed as Record<string, unknown>)) {
     const spec = byName.get(key);
     if (spec === undefined || spec.name === 'config') {
-      throw new ConfigError(`--config: ${path} has an unknown setting "${key}"; settings are flag names such as duckdb-path, lookback, max-rpm (see query-sync <command> --help)`);
+      throw new ConfigError(
+        `--config: ${path} has an unknown setting "${key}"; settings are flag names such as duckdb-path, lookback, max-rpm (see query-sync <command> --help)`,
+      );
     }
     if (spec.secret) {
-      throw new ConfigError(`--config: ${path} holds "${key}", a secret: secrets are read only from the environment (${envName(spec.name)}) or a file (api-key-file)`);
+      throw new ConfigError(
+        `--config: ${path} holds "${key}", a secret: secrets are read only from the environment (${envName(spec.name)}) or a file (api-key-file)`,
+      );
     }
     if (spec.repeatable === true && Array.isArray(value) && value.every((v) => typeof v === 'string')) {
       values[spec.name] = value.join('\n');
       continue;
     }
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') {
-      throw new ConfigError(`--config: "${key}" in ${path} must be a single value, got ${Array.isArray(value) ? 'a list' : typeof value}${spec.name === 'resources' ? ' (write a comma-separated string: events,users)' : ''}`);
+      throw new ConfigError(
+        `--config: "${key}" in ${path} must be a single value, got ${Array.isArray(value) ? 'a list' : typeof value}${spec.name === 'resources' ? ' (write a comma-separated string: events,users)' : ''}`,
+      );
     }
     values[spec.name] = value;
   }

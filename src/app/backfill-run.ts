@@ -28,8 +28,11 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
       windowMs: config.range.windowMs,
     };
     // One count request per window of the resources that have one.
-    const plan = await planForProgress(runtime, 'the backfill', () => planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }));
-    if (plan !== undefined) logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
+    const plan = await planForProgress(runtime, 'the backfill', () =>
+      planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }),
+    );
+    if (plan !== undefined)
+      logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
     const started = await startRun(runtime, destination, config);
     const summary = await runBackfill(
       {
@@ -60,7 +63,22 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
       },
       { clock, logger },
     );
-    logStreams(config, logger, 'backfill stream done', summary.streams.map((s) => ({ resource: s.resource, project: s.scope, windows: s.windows, skipped: s.skipped, rows: s.rows, pages: s.pages, requests: s.stats.requests, seconds: s.seconds, outcome: s.outcome })));
+    logStreams(
+      config,
+      logger,
+      'backfill stream done',
+      summary.streams.map((s) => ({
+        resource: s.resource,
+        project: s.scope,
+        windows: s.windows,
+        skipped: s.skipped,
+        rows: s.rows,
+        pages: s.pages,
+        requests: s.stats.requests,
+        seconds: s.seconds,
+        outcome: s.outcome,
+      })),
+    );
     const code = streamsExitCode(reason, streams);
     if (config.json) {
       const run = runJson('backfill', { ...summary, streams }, code);
@@ -76,7 +94,14 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
       return { code, output: [JSON.stringify(json)] };
     }
     const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
-    const output = [...billingLine(billing), ...summaryLines(streams, verdict, (s, columns) => formatBackfillStreams([s as BackfillStreamResult], columns)[0] ?? '')];
+    const output = [
+      ...billingLine(billing),
+      ...summaryLines(
+        streams,
+        verdict,
+        (s, columns) => formatBackfillStreams([s as BackfillStreamResult], columns)[0] ?? '',
+      ),
+    ];
     output.push(...stoppedLines('backfill', reason, streams));
     return { code, output };
   });

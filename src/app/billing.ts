@@ -11,11 +11,16 @@ export function billingLine(billing: BillingTotals | undefined): string[] {
   const tables = Object.entries(billing.byTable).filter(([, bytes]) => bytes > 0);
   const shown = tables.slice(0, 6).map(([table, bytes]) => `${table} ${formatBytes(bytes)}`);
   if (tables.length > shown.length) shown.push(`${tables.length - shown.length} more`);
-  return [`BigQuery: ${formatBytes(billing.bytesBilled)} billed by ${billing.queryJobs} query job(s)${shown.length === 0 ? '' : ` (${shown.join(', ')})`}`];
+  return [
+    `BigQuery: ${formatBytes(billing.bytesBilled)} billed by ${billing.queryJobs} query job(s)${shown.length === 0 ? '' : ` (${shown.join(', ')})`}`,
+  ];
 }
 
 /** The `--json` summary's fields. */
-export function billingJson(billing: BillingTotals | undefined): { readonly bytesBilled?: number; readonly bytesBilledByTable?: Readonly<Record<string, number>> } {
+export function billingJson(billing: BillingTotals | undefined): {
+  readonly bytesBilled?: number;
+  readonly bytesBilledByTable?: Readonly<Record<string, number>>;
+} {
   return billing === undefined ? {} : { bytesBilled: billing.bytesBilled, bytesBilledByTable: billing.byTable };
 }
 

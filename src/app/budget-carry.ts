@@ -51,15 +51,24 @@ export function seedBudget(doc: StateDocument, budget: RequestBudget, owner: str
   const total = Object.values(starts).reduce((n, s) => n + s.length, 0);
   if (total === 0) return;
   budget.seedStarts?.(starts);
-  logger.debug({ requests: total, endpoints: Object.keys(starts) }, 'budget: counting the previous run\'s requests still inside the rate-limit windows');
+  logger.debug(
+    { requests: total, endpoints: Object.keys(starts) },
+    "budget: counting the previous run's requests still inside the rate-limit windows",
+  );
 }
 
 /** Save what this run spent in the windows still open (and drop other owners' stale entries). */
-export async function saveBudget(state: StateStore, budget: RequestBudget, owner: string, nowMs: number): Promise<void> {
+export async function saveBudget(
+  state: StateStore,
+  budget: RequestBudget,
+  owner: string,
+  nowMs: number,
+): Promise<void> {
   const starts = budget.recentStarts?.() ?? {};
   await state.updateSection<BudgetSection>(BUDGET_SECTION, (section = {}) => {
     const next: Record<string, CarriedSpend> = {};
-    for (const [key, spend] of Object.entries(section)) if (key !== owner && nowMs - Date.parse(spend.savedAt) < KEEP_MS) next[key] = spend;
+    for (const [key, spend] of Object.entries(section))
+      if (key !== owner && nowMs - Date.parse(spend.savedAt) < KEEP_MS) next[key] = spend;
     if (Object.keys(starts).length > 0) next[owner] = { savedAt: new Date(nowMs).toISOString(), starts };
     return next;
   });

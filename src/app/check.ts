@@ -14,8 +14,17 @@ export async function checkReport(config: SyncConfig, io: CommandIo): Promise<Ch
   try {
     const doc = await readStateDocument(config, runtime.logger, {}).catch(() => undefined);
     return await checkApi(
-      { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects: doc?.projects ?? [], signal: io.signal, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval,
-        recordedCapabilities: doc === undefined ? {} : Capabilities.facts({ document: doc }) },
+      {
+        resources: config.resources,
+        project: config.project,
+        projectIds: config.projectIds,
+        knownProjects: doc?.projects ?? [],
+        signal: io.signal,
+        searches: config.searches,
+        aggregates: config.aggregates,
+        aggregatesInterval: config.aggregatesInterval,
+        recordedCapabilities: doc === undefined ? {} : Capabilities.facts({ document: doc }),
+      },
       runtime.client,
     );
   } finally {

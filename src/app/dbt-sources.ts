@@ -30,13 +30,20 @@ export const DBT_SOURCE_NAME = 'query_sync';
 /** Every table's description: a resource's from its connector (`description`), query-sync's own here. */
 const TABLE_DOCS: Readonly<Record<string, string>> = {
   ...Object.fromEntries(RESOURCES.flatMap((r) => (r.description === undefined ? [] : [[r.name, r.description]]))),
-  event_signals: 'Bridge: one row per element of events.signals (key: project_id, event_id, ordinal), rewritten with its event in the same write.',
-  [SEARCH_RESULTS_TABLE]: 'Saved searches (--search): one row per search, project and matching event (key: project_id, search_name, event_id), from /v1/events/search within its 14-day range.',
-  [EVENT_COUNTS_TABLE]: 'Events per project and UTC bucket from /v1/events/timeseries (key: project_id, interval, bucket_start); the last 7 days are refreshed each sync.',
-  [EVENT_FACETS_TABLE]: 'Top values of event_name, user_id and signal over the 7 days before each sync, from /v1/events/facets (key: project_id, snapshot_date, field, value); the greatest as_of of a day is its snapshot.',
-  [CONVERSATION_EVENTS_VIEW]: 'View: the events that name a conversation, with their turn in it and the conversation\'s start, last message and message count.',
-  [RUNS_TABLE]: 'One row per sync or backfill run (key: run_id): outcome, totals, per-stream results, errors (redacted), settings.',
-  [SCHEMA_CHANGES_TABLE]: 'One row per column a run added (key: run_id, table_name, column_name): new table, new column or variant column.',
+  event_signals:
+    'Bridge: one row per element of events.signals (key: project_id, event_id, ordinal), rewritten with its event in the same write.',
+  [SEARCH_RESULTS_TABLE]:
+    'Saved searches (--search): one row per search, project and matching event (key: project_id, search_name, event_id), from /v1/events/search within its 14-day range.',
+  [EVENT_COUNTS_TABLE]:
+    'Events per project and UTC bucket from /v1/events/timeseries (key: project_id, interval, bucket_start); the last 7 days are refreshed each sync.',
+  [EVENT_FACETS_TABLE]:
+    'Top values of event_name, user_id and signal over the 7 days before each sync, from /v1/events/facets (key: project_id, snapshot_date, field, value); the greatest as_of of a day is its snapshot.',
+  [CONVERSATION_EVENTS_VIEW]:
+    "View: the events that name a conversation, with their turn in it and the conversation's start, last message and message count.",
+  [RUNS_TABLE]:
+    'One row per sync or backfill run (key: run_id): outcome, totals, per-stream results, errors (redacted), settings.',
+  [SCHEMA_CHANGES_TABLE]:
+    'One row per column a run added (key: run_id, table_name, column_name): new table, new column or variant column.',
 };
 
 const COMMON_COLUMNS: Readonly<Record<string, string>> = {
@@ -50,7 +57,7 @@ const COLUMN_DOCS: Readonly<Record<string, Readonly<Record<string, string>>>> = 
     event_id: 'The event (events.id).',
     ordinal: "Position of the signal in the event's signals array, from 0.",
     signal_id: 'The signal (signals.id).',
-    signal_name: 'The signal\'s name as the event carries it.',
+    signal_name: "The signal's name as the event carries it.",
     score: 'The score of the match.',
     signal: 'The whole array element as JSON (whatever else it carries).',
   },
@@ -114,18 +121,32 @@ const COLUMN_DOCS: Readonly<Record<string, Readonly<Record<string, string>>>> = 
 /** Every table query-sync may write, in the order the file lists them. */
 export function knownTables(): string[] {
   const bridges = RESOURCES.flatMap((r) => (r.bridges ?? []).map((b) => b.table));
-  return [...RESOURCES.map((r) => r.name), ...bridges, CONVERSATION_EVENTS_VIEW, SEARCH_RESULTS_TABLE, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, RUNS_TABLE, SCHEMA_CHANGES_TABLE];
+  return [
+    ...RESOURCES.map((r) => r.name),
+    ...bridges,
+    CONVERSATION_EVENTS_VIEW,
+    SEARCH_RESULTS_TABLE,
+    EVENT_COUNTS_TABLE,
+    EVENT_FACETS_TABLE,
+    RUNS_TABLE,
+    SCHEMA_CHANGES_TABLE,
+  ];
 }
 
 /** What a column holds, for the docs. */
 export function describeColumn(table: string, column: string): string {
   const own = COLUMN_DOCS[table]?.[column] ?? COMMON_COLUMNS[column];
   if (own !== undefined) return own;
-  const resource = RESOURCES.find((r) => r.name === table || (table === CONVERSATION_EVENTS_VIEW && r.name === 'events'));
+  const resource = RESOURCES.find(
+    (r) => r.name === table || (table === CONVERSATION_EVENTS_VIEW && r.name === 'events'),
+  );
   const variant = /^(.*)__v_([a-z0-9]+)$/.exec(column);
-  if (variant !== null) return `Values of field ${variant[1] ?? ''} that did not fit its column's type, as ${variant[2] ?? ''}.`;
-  if (resource !== undefined && column === resource.key) return `The ${resource.name} record's key (${column}), as text.`;
-  if (resource !== undefined) return `Field ${column} of ${resource.path}, as the API returned it (nested values as JSON).`;
+  if (variant !== null)
+    return `Values of field ${variant[1] ?? ''} that did not fit its column's type, as ${variant[2] ?? ''}.`;
+  if (resource !== undefined && column === resource.key)
+    return `The ${resource.name} record's key (${column}), as text.`;
+  if (resource !== undefined)
+    return `Field ${column} of ${resource.path}, as the API returned it (nested values as JSON).`;
   return `Column ${column}.`;
 }
 
@@ -139,8 +160,15 @@ export interface DbtTarget {
 }
 
 /** The sources.yml text for the tables of `destination` as they are now, and how many it lists. */
-async function dbtSources(destination: Destination, target: DbtTarget): Promise<{ readonly text: string; readonly tables: number }> {
-  const tables: { name: string; description: string; columns: { name: string; description: string; data_type: string }[] }[] = [];
+async function dbtSources(
+  destination: Destination,
+  target: DbtTarget,
+): Promise<{ readonly text: string; readonly tables: number }> {
+  const tables: {
+    name: string;
+    description: string;
+    columns: { name: string; description: string; data_type: string }[];
+  }[] = [];
   for (const name of knownTables()) {
     const columns = await destination.describe(name);
     if (columns === undefined) continue;
@@ -148,20 +176,33 @@ async function dbtSources(destination: Destination, target: DbtTarget): Promise<
       name,
       description: TABLE_DOCS[name] ?? `Table ${name}.`,
       // `dbt source freshness` tells when the sync stopped: `_synced_at` is the start of the run that wrote the row.
-      ...(columns.some((c) => c.name === SYNCED_AT_COLUMN) ? { loaded_at_field: SYNCED_AT_COLUMN, freshness: freshnessOf(target.publishEveryMs) } : {}),
-      columns: columns.map((c: ColumnDef) => ({ name: c.name, description: describeColumn(name, c.name), data_type: sqlType(c, target) })),
+      ...(columns.some((c) => c.name === SYNCED_AT_COLUMN)
+        ? { loaded_at_field: SYNCED_AT_COLUMN, freshness: freshnessOf(target.publishEveryMs) }
+        : {}),
+      columns: columns.map((c: ColumnDef) => ({
+        name: c.name,
+        description: describeColumn(name, c.name),
+        data_type: sqlType(c, target),
+      })),
     });
   }
   const source = {
     name: DBT_SOURCE_NAME,
-    description: 'The Query API, synced by query-sync (https://github.com/…/query-sync): exact, incremental, one row per key.',
+    description:
+      'The Query API, synced by query-sync (https://github.com/…/query-sync): exact, incremental, one row per key.',
     ...(target.destination === 'bigquery' && target.bigquery !== undefined
       ? { database: target.bigquery.projectId, schema: target.bigquery.dataset }
       : {
           schema: 'main',
           ...(target.duckdbPath === undefined
             ? {}
-            : { meta: { published_copy: layoutOf(target.duckdbPath).published, parquet: layoutOf(target.duckdbPath).files, profile_hint: 'dbt-duckdb: path: <published_copy>, read-only' } }),
+            : {
+                meta: {
+                  published_copy: layoutOf(target.duckdbPath).published,
+                  parquet: layoutOf(target.duckdbPath).files,
+                  profile_hint: 'dbt-duckdb: path: <published_copy>, read-only',
+                },
+              }),
         }),
     tables,
   };
@@ -179,15 +220,25 @@ function sqlType(column: ColumnDef, target: DbtTarget): string {
  * more frequent) runs the newest row is under an hour and an interval old while syncs run. Warn at
  * twice that, error at six times (a run missed, then several).
  */
-export function freshnessOf(publishEveryMs = parseDuration(DEFAULT_PUBLISH_EVERY)): { warn_after: { count: number; period: 'minute' }; error_after: { count: number; period: 'minute' } } {
+export function freshnessOf(publishEveryMs = parseDuration(DEFAULT_PUBLISH_EVERY)): {
+  warn_after: { count: number; period: 'minute' };
+  error_after: { count: number; period: 'minute' };
+} {
   const basisMinutes = Math.ceil((HOUR_MS + Math.max(0, publishEveryMs)) / 60_000);
-  return { warn_after: { count: 2 * basisMinutes, period: 'minute' }, error_after: { count: 6 * basisMinutes, period: 'minute' } };
+  return {
+    warn_after: { count: 2 * basisMinutes, period: 'minute' },
+    error_after: { count: 6 * basisMinutes, period: 'minute' },
+  };
 }
 
 const HOUR_MS = 3_600_000;
 
 /** Write the sources file (its folder made if missing); returns its absolute path and the tables it lists. */
-export async function writeDbtSources(destination: Destination, path: string, target: DbtTarget): Promise<{ readonly path: string; readonly tables: number }> {
+export async function writeDbtSources(
+  destination: Destination,
+  path: string,
+  target: DbtTarget,
+): Promise<{ readonly path: string; readonly tables: number }> {
   const { text, tables } = await dbtSources(destination, target);
   const absolute = resolve(path);
   await mkdir(dirname(absolute), { recursive: true });

@@ -5,17 +5,28 @@ import { DuckDbDestination } from '../load/duckdb.js';
 import { takeOverOldLayout, workingPathForReading } from '../publish/layout.js';
 
 /** What `openDestination` needs of a command's config. */
-export type DestinationConfig = Pick<SyncConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'>;
+export type DestinationConfig = Pick<
+  SyncConfig,
+  'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'
+>;
 
 /**
  * The configured destination. BigQuery's client is loaded only when it is used. A DuckDB file held
  * by another process (a sync and a backfill at the same time) is waited for up to `--lock-wait`.
  */
-export async function openDestination(config: DestinationConfig, logger: Logger, print: (line: string) => void, options: { readonly takeOver?: boolean } = {}): Promise<Destination> {
+export async function openDestination(
+  config: DestinationConfig,
+  logger: Logger,
+  print: (line: string) => void,
+  options: { readonly takeOver?: boolean } = {},
+): Promise<Destination> {
   if (config.destination === 'duckdb') {
     // The sync writes its working file; `--duckdb-path` is the published read copy (publish/layout.ts).
     // Only a run that publishes at its end (sync, backfill, verify --repair, reset) takes an old-layout file over.
-    const { work, note } = config.dryRun || options.takeOver !== true ? { work: workingPathForReading(config.duckdbPath), note: undefined } : takeOverOldLayout(config.duckdbPath);
+    const { work, note } =
+      config.dryRun || options.takeOver !== true
+        ? { work: workingPathForReading(config.duckdbPath), note: undefined }
+        : takeOverOldLayout(config.duckdbPath);
     if (note !== undefined) logger.info(note);
     return DuckDbDestination.open(work, { waitMs: config.lockWaitMs, memoryLimit: config.duckdbMemoryLimit });
   }
@@ -42,6 +53,10 @@ export async function openDestination(config: DestinationConfig, logger: Logger,
  * (the rows and the state as the sync wrote them; readers of the data open the published copy).
  */
 export async function openReadOnly(config: DestinationConfig, print: (line: string) => void): Promise<Destination> {
-  if (config.destination === 'duckdb') return DuckDbDestination.open(workingPathForReading(config.duckdbPath), { waitMs: config.lockWaitMs, readOnly: true });
+  if (config.destination === 'duckdb')
+    return DuckDbDestination.open(workingPathForReading(config.duckdbPath), {
+      waitMs: config.lockWaitMs,
+      readOnly: true,
+    });
   return openDestination(config, silentLogger(), print);
 }

@@ -18,7 +18,19 @@ export async function planOf(config: PlanConfig, io: CommandIo): Promise<Plan> {
     const deps = { client, state, clock, logger, limits: config.limits };
     const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
     return config.range === undefined
-      ? await planSync({ ...scope, lookbackMs: config.lookbackMs, startMs: config.startMs, settleMs: config.settleMs, searches: config.searches, aggregates: config.aggregates, aggregatesInterval: config.aggregatesInterval, reconcile: config.reconcile ?? 'repair' }, deps)
+      ? await planSync(
+          {
+            ...scope,
+            lookbackMs: config.lookbackMs,
+            startMs: config.startMs,
+            settleMs: config.settleMs,
+            searches: config.searches,
+            aggregates: config.aggregates,
+            aggregatesInterval: config.aggregatesInterval,
+            reconcile: config.reconcile ?? 'repair',
+          },
+          deps,
+        )
       : await planBackfill({ ...scope, ...config.range }, deps);
   } finally {
     await runtime.close().catch(() => undefined);

@@ -12,20 +12,33 @@ export function formatReconcile(report: ReconcileReport): string[] {
   const differed = report.windows.length;
   lines.push(
     `reconcile (${report.mode}): ${scopes.size} resource-project range${scopes.size === 1 ? '' : 's'} checked with ${report.requests} request${report.requests === 1 ? '' : 's'}; ` +
-      (differed === 0 ? 'API and warehouse agree' : `${differed} window${differed === 1 ? '' : 's'} differed, ${differed - report.remaining} repaired`),
+      (differed === 0
+        ? 'API and warehouse agree'
+        : `${differed} window${differed === 1 ? '' : 's'} differed, ${differed - report.remaining} repaired`),
   );
   for (const w of report.windows) {
     const head = `reconcile: ${w.resource} ${w.project} [${w.from}, ${w.to}) expected ${w.expected}, found ${w.found}`;
     if (w.outcome === 'repaired') lines.push(`${head}: repaired (${w.after?.found ?? w.expected} after the re-read)`);
-    else if (w.outcome === 'differs') lines.push(`${head}: STILL DIFFERS after the re-read (expected ${w.after?.expected ?? '?'}, found ${w.after?.found ?? '?'}): ${w.reason ?? ''}`);
+    else if (w.outcome === 'differs')
+      lines.push(
+        `${head}: STILL DIFFERS after the re-read (expected ${w.after?.expected ?? '?'}, found ${w.after?.found ?? '?'}): ${w.reason ?? ''}`,
+      );
     else lines.push(`${head}: NOT repaired (${w.reason ?? ''})`);
   }
   const skipped = [...new Set(report.notChecked.filter((n) => n.project === undefined).map((n) => n.resource))];
-  if (skipped.length > 0) lines.push(`reconcile: not checked: ${skipped.join(', ')} (no count of their rows: see docs/reconcile.md; --json gives the reasons)`);
-  for (const n of report.notChecked.filter((x) => x.project !== undefined)) lines.push(`reconcile: ${n.resource} ${n.project ?? ''} not checked: ${n.reason}`);
+  if (skipped.length > 0)
+    lines.push(
+      `reconcile: not checked: ${skipped.join(', ')} (no count of their rows: see docs/reconcile.md; --json gives the reasons)`,
+    );
+  for (const n of report.notChecked.filter((x) => x.project !== undefined))
+    lines.push(`reconcile: ${n.resource} ${n.project ?? ''} not checked: ${n.reason}`);
   if (report.remaining > 0) {
-    const names = report.windows.filter((w) => w.outcome !== 'repaired').map((w) => `${w.resource} ${w.project} [${w.from}, ${w.to})`);
-    lines.push(`reconcile: ${report.remaining} window${report.remaining === 1 ? '' : 's'} still differ${report.remaining === 1 ? 's' : ''}: ${names.join('; ')} (exit ${EXIT_CODES.mismatch})`);
+    const names = report.windows
+      .filter((w) => w.outcome !== 'repaired')
+      .map((w) => `${w.resource} ${w.project} [${w.from}, ${w.to})`);
+    lines.push(
+      `reconcile: ${report.remaining} window${report.remaining === 1 ? '' : 's'} still differ${report.remaining === 1 ? 's' : ''}: ${names.join('; ')} (exit ${EXIT_CODES.mismatch})`,
+    );
   }
   return lines;
 }

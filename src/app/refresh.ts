@@ -40,7 +40,10 @@ function shadowSchema(table: TableSchema): TableSchema {
 
 /** The tables a refresh of `resource` replaces: its own and its bridge tables (`event_signals`), swapped together. */
 export function refreshedTables(resource: ResourceDefinition): { readonly table: string; readonly shadow: string }[] {
-  return [resource.name, ...(resource.bridges ?? []).map((b) => b.table)].map((table) => ({ table, shadow: shadowTable(table) }));
+  return [resource.name, ...(resource.bridges ?? []).map((b) => b.table)].map((table) => ({
+    table,
+    shadow: shadowTable(table),
+  }));
 }
 
 /** Writes of the refreshed resources go to their shadow tables (bridge tables included). */
@@ -103,7 +106,12 @@ export interface RefreshOutcome {
 export async function finishRefresh(
   resources: readonly ResourceDefinition[],
   finished: (resource: string) => boolean,
-  deps: { readonly destination: Destination; readonly memory: StateStore; readonly state: StateStore; readonly logger: Logger },
+  deps: {
+    readonly destination: Destination;
+    readonly memory: StateStore;
+    readonly state: StateStore;
+    readonly logger: Logger;
+  },
 ): Promise<RefreshOutcome> {
   const { memory, state, logger } = deps;
   const refresh = assertCanRefresh(deps.destination);
@@ -120,10 +128,16 @@ export async function finishRefresh(
     await refresh.replaceTables(swaps);
     const prefix = `${resource.name}:`;
     const fresh = Object.entries(memory.document.streams).filter(([key]) => key.startsWith(prefix));
-    const stale = Object.keys(state.document.streams).filter((key) => key.startsWith(prefix) && !fresh.some(([k]) => k === key));
+    const stale = Object.keys(state.document.streams).filter(
+      (key) => key.startsWith(prefix) && !fresh.some(([k]) => k === key),
+    );
     for (const [key, stream] of fresh) await state.updateStream(key, () => stream);
-    for (const key of stale) await state.updateStream(key, (s) => (s.lastRun === undefined ? {} : { lastRun: s.lastRun }));
-    logger.info({ resource: resource.name }, `full refresh: table${swaps.length > 1 ? 's' : ''} ${swaps.map((t) => t.table).join(', ')} replaced`);
+    for (const key of stale)
+      await state.updateStream(key, (s) => (s.lastRun === undefined ? {} : { lastRun: s.lastRun }));
+    logger.info(
+      { resource: resource.name },
+      `full refresh: table${swaps.length > 1 ? 's' : ''} ${swaps.map((t) => t.table).join(', ')} replaced`,
+    );
     replaced.push(resource.name);
   }
   return { replaced, keptAsWas };

@@ -28,7 +28,8 @@ export class RepeatedLogs {
     const where = [fields.resource, fields.project].filter((v): v is string => typeof v === 'string').join(' ');
     entry.count += 1;
     // Names kept are bounded: a warning repeated all night must not grow memory.
-    if (entry.where.length < MAX_NAMES && !entry.where.includes(where)) entry.where.push(where === '' ? '(no stream)' : where);
+    if (entry.where.length < MAX_NAMES && !entry.where.includes(where))
+      entry.where.push(where === '' ? '(no stream)' : where);
     return false;
   };
 
@@ -70,9 +71,14 @@ export function withoutContext(message: string): string {
  * same error but for the stream named in it) is printed once, as a note `[E1]` that those streams'
  * lines refer to; a failure of one stream stays on its line.
  */
-export function summaryLines(streams: readonly StreamResult[], verdict: string, format?: (s: StreamResult, columns: StreamColumns) => string): string[] {
+export function summaryLines(
+  streams: readonly StreamResult[],
+  verdict: string,
+  format?: (s: StreamResult, columns: StreamColumns) => string,
+): string[] {
   const columns = streamColumns(streams);
-  const line = (s: StreamResult): string => (format === undefined ? formatStreamLine(s, [], columns) : format(s, columns));
+  const line = (s: StreamResult): string =>
+    format === undefined ? formatStreamLine(s, [], columns) : format(s, columns);
   const groups = new Map<string, { name: string; message: string; count: number; label?: string }>();
   const keyOf = (s: StreamResult): string | undefined =>
     s.outcome === 'ok' || s.error === undefined ? undefined : `${s.error.name}|${withoutContext(s.error.message)}`;

@@ -14,9 +14,14 @@ import type { VerifyReport } from '../pipeline/verify.js';
  */
 
 /** The report as text: one line per request, then what was learned. */
-export function formatCheck(report: CheckReport, target: { baseUrl: string; project: string | undefined; projectHeader: string | readonly string[] }): string[] {
+export function formatCheck(
+  report: CheckReport,
+  target: { baseUrl: string; project: string | undefined; projectHeader: string | readonly string[] },
+): string[] {
   const header = typeof target.projectHeader === 'string' ? target.projectHeader : target.projectHeader.join(' and ');
-  const lines = [`check ${target.baseUrl} (project ${target.project ?? '(none: the service reads "default")'}, header ${header})`];
+  const lines = [
+    `check ${target.baseUrl} (project ${target.project ?? '(none: the service reads "default")'}, header ${header})`,
+  ];
   const width = Math.max(...report.results.map((r) => r.endpoint.length), 10);
   const scopeWidth = Math.max(...report.results.map((r) => r.scope.length), 7);
   for (const r of report.results) {
@@ -24,21 +29,30 @@ export function formatCheck(report: CheckReport, target: { baseUrl: string; proj
     lines.push(head + describe(r));
   }
   if (report.results.some((r) => r.outcome === 'key-rejected')) {
-    lines.push('key: REJECTED (401): use the Organization API Key (the write key used for ingestion is not accepted); nothing else was checked');
+    lines.push(
+      'key: REJECTED (401): use the Organization API Key (the write key used for ingestion is not accepted); nothing else was checked',
+    );
   } else if (report.keyAccepted) {
     lines.push('key: accepted');
   } else {
     lines.push('key: not checked: the first request failed (see above); nothing else was checked');
   }
   if (report.allProjects.accepted.length + report.allProjects.refused.length > 0) {
-    lines.push(`accept "*": ${report.allProjects.accepted.join(', ') || 'none'}; refuse "*" (read one project at a time): ${report.allProjects.refused.join(', ') || 'none'}`);
+    lines.push(
+      `accept "*": ${report.allProjects.accepted.join(', ') || 'none'}; refuse "*" (read one project at a time): ${report.allProjects.refused.join(', ') || 'none'}`,
+    );
   }
   if (report.projects.length > 0) lines.push(`projects: ${report.projects.join(', ')}`);
   if (report.capabilities.length > 0) {
-    lines.push('this server offers (optional parts of the API; sync skips or replaces what it lacks, see docs/server-differences.md):');
+    lines.push(
+      'this server offers (optional parts of the API; sync skips or replaces what it lacks, see docs/server-differences.md):',
+    );
     for (const c of report.capabilities) {
       const said = c.offered === true ? 'yes' : c.offered === false ? 'NO ' : '?  ';
-      const recorded = c.recorded === undefined ? '' : `  [state: ${c.recorded.offered ? 'offered' : 'absent'} since ${c.recorded.learnedAt}]`;
+      const recorded =
+        c.recorded === undefined
+          ? ''
+          : `  [state: ${c.recorded.offered ? 'offered' : 'absent'} since ${c.recorded.learnedAt}]`;
       lines.push(`  ${said} ${c.capability}${c.offered === true ? '' : `: ${c.evidence}`}${recorded}`);
     }
   }
@@ -87,7 +101,10 @@ export function formatStatus(report: StatusReport): string[] {
     if (r.readBy === 'time') lines.push('  this server lists them by time (window walk)');
     if (r.backlog !== undefined) {
       const b = r.backlog;
-      const per = Object.entries(b.pending).filter(([, n]) => n > 0).map(([p, n]) => `${p} ${n}`).join(', ');
+      const per = Object.entries(b.pending)
+        .filter(([, n]) => n > 0)
+        .map(([p, n]) => `${p} ${n}`)
+        .join(', ');
       lines.push(
         `  read one parent record at a time on this server; backlog ${b.total}${per === '' ? '' : ` (${per})`}` +
           `, drains in ${formatSeconds(b.etaSeconds)} at ${b.ratePerMinute}/min; ${b.remembered} done records remembered` +
@@ -104,9 +121,15 @@ export function formatStatus(report: StatusReport): string[] {
           run === undefined
             ? 'no run recorded'
             : `last run ${run.at} ${run.outcome} rows=${run.rows} ${run.seconds.toFixed(1)}s${run.error === undefined ? '' : ` (${run.error})`}`;
-        const pending = s.sync.pending === undefined ? '' : `  resumes [${s.sync.pending.from}, ${s.sync.pending.to})${s.sync.pending.checkpoint ? ' at a checkpoint' : ''}`;
-        lines.push(`  sync     ${s.project.padEnd(12)} mark ${s.sync.highWaterMark ?? 'none'}  ${last}${pending}${rows}`);
-        if (s.sync.settled !== undefined) lines.push(`           ${''.padEnd(12)} settled (re-read after enrichment) up to ${s.sync.settled}`);
+        const pending =
+          s.sync.pending === undefined
+            ? ''
+            : `  resumes [${s.sync.pending.from}, ${s.sync.pending.to})${s.sync.pending.checkpoint ? ' at a checkpoint' : ''}`;
+        lines.push(
+          `  sync     ${s.project.padEnd(12)} mark ${s.sync.highWaterMark ?? 'none'}  ${last}${pending}${rows}`,
+        );
+        if (s.sync.settled !== undefined)
+          lines.push(`           ${''.padEnd(12)} settled (re-read after enrichment) up to ${s.sync.settled}`);
         const late = s.sync.lateness;
         if (late !== undefined) {
           lines.push(
@@ -119,10 +142,17 @@ export function formatStatus(report: StatusReport): string[] {
         const b = s.backfill;
         const requested = b.requested.map((i) => `[${i.from}, ${i.to})`).join(' ');
         const gaps = b.gaps.length === 0 ? 'none' : b.gaps.map((i) => `[${i.from}, ${i.to})`).join(' ');
-        const running = b.running.length === 0 ? '' : `  running ${b.running.map((x) => `[${x.from}, ${x.to}) rows=${x.rows}`).join(' ')}`;
-        const run = b.lastRun === undefined ? '' : `  last run ${b.lastRun.at} ${b.lastRun.outcome} rows=${b.lastRun.rows}`;
+        const running =
+          b.running.length === 0
+            ? ''
+            : `  running ${b.running.map((x) => `[${x.from}, ${x.to}) rows=${x.rows}`).join(' ')}`;
+        const run =
+          b.lastRun === undefined ? '' : `  last run ${b.lastRun.at} ${b.lastRun.outcome} rows=${b.lastRun.rows}`;
         const full = b.fullRead === undefined ? '' : `full read ${b.fullRead.at} rows=${b.fullRead.rows}`;
-        const windows = requested === '' ? '' : `requested ${requested}  done ${b.windowsDone} windows (${b.rowsDone} rows)  gaps ${gaps}`;
+        const windows =
+          requested === ''
+            ? ''
+            : `requested ${requested}  done ${b.windowsDone} windows (${b.rowsDone} rows)  gaps ${gaps}`;
         lines.push(`  backfill ${s.project.padEnd(12)} ${windows}${running}${full}${run}`.trimEnd());
       }
     }
@@ -136,20 +166,29 @@ function formatAnalystStatus(a: AnalystStatus): string[] {
   const lines: string[] = [];
   const table = (name: string): string => {
     const t = a.tables[name];
-    const byProject = t?.byProject === undefined || Object.keys(t.byProject).length === 0 ? '' : ` (${Object.entries(t.byProject).map(([p, n]) => `${p} ${n}`).join(', ')})`;
+    const byProject =
+      t?.byProject === undefined || Object.keys(t.byProject).length === 0
+        ? ''
+        : ` (${Object.entries(t.byProject)
+            .map(([p, n]) => `${p} ${n}`)
+            .join(', ')})`;
     return `${name}: table ${t?.rows ?? '?'} rows${byProject}`;
   };
   if (a.searches.length > 0) {
     lines.push('', table('search_results'));
     const width = Math.max(12, ...a.searches.map((s) => s.search.length + 1 + s.project.length));
     for (const s of a.searches) {
-      const what = s.query === undefined ? '' : `  query ${JSON.stringify(s.query)}${s.mode === undefined ? '' : ` (${s.mode})`}`;
+      const what =
+        s.query === undefined ? '' : `  query ${JSON.stringify(s.query)}${s.mode === undefined ? '' : ` (${s.mode})`}`;
       lines.push(`  search   ${`${s.search}@${s.project}`.padEnd(width)} read up to ${s.mark}${what}`);
     }
   }
   if (a.aggregates.length > 0) {
     lines.push('', `${table('event_counts')}; ${table('event_facets')}`);
-    for (const g of a.aggregates) lines.push(`  counts   ${g.project.padEnd(12)} ${g.interval === 'day' ? 'daily' : 'hourly'} counts refreshed ${g.refreshed} (the last 7 days are counted again each sync)`);
+    for (const g of a.aggregates)
+      lines.push(
+        `  counts   ${g.project.padEnd(12)} ${g.interval === 'day' ? 'daily' : 'hourly'} counts refreshed ${g.refreshed} (the last 7 days are counted again each sync)`,
+      );
   }
   return lines;
 }
@@ -161,11 +200,15 @@ export function formatVerify(report: VerifyReport, options: { readonly onlyMisma
     if (options.onlyMismatches === true && w.match) continue;
     const diff = w.warehouse - w.api;
     const verdict = w.match ? 'ok' : `MISMATCH (warehouse ${diff > 0 ? '+' : ''}${diff})`;
-    lines.push(`${w.resource.padEnd(13)} ${w.project.padEnd(12)} ${w.from} → ${w.to}  api=${w.api} warehouse=${w.warehouse}  ${verdict}`);
+    lines.push(
+      `${w.resource.padEnd(13)} ${w.project.padEnd(12)} ${w.from} → ${w.to}  api=${w.api} warehouse=${w.warehouse}  ${verdict}`,
+    );
   }
   for (const n of report.notVerifiable) lines.push(`${n.resource.padEnd(13)} ${'-'.padEnd(12)} ${n.reason}`);
   const matches = report.windows.length - report.mismatches;
-  lines.push(`verify: ${report.windows.length} windows checked, ${matches} match, ${report.mismatches} mismatch${report.mismatches === 1 ? '' : 'es'}`);
+  lines.push(
+    `verify: ${report.windows.length} windows checked, ${matches} match, ${report.mismatches} mismatch${report.mismatches === 1 ? '' : 'es'}`,
+  );
   return lines;
 }
 
@@ -177,11 +220,18 @@ export interface StreamColumns {
 
 /** Columns wide enough for every stream's names (a search's `name@project` is often longer than a resource). */
 export function streamColumns(streams: readonly Pick<StreamResult, 'resource' | 'scope'>[]): StreamColumns {
-  return { resource: Math.max(13, ...streams.map((s) => s.resource.length)), scope: Math.max(12, ...streams.map((s) => s.scope.length)) };
+  return {
+    resource: Math.max(13, ...streams.map((s) => s.resource.length)),
+    scope: Math.max(12, ...streams.map((s) => s.scope.length)),
+  };
 }
 
 /** One summary line of a stream; `extra` fields (e.g. a backfill's windows) come after the scope. */
-export function formatStreamLine(s: StreamResult, extra: readonly string[] = [], columns: StreamColumns = { resource: 13, scope: 12 }): string {
+export function formatStreamLine(
+  s: StreamResult,
+  extra: readonly string[] = [],
+  columns: StreamColumns = { resource: 13, scope: 12 },
+): string {
   return [
     `${s.resource.padEnd(columns.resource)} ${s.scope.padEnd(columns.scope)}`,
     ...extra,
@@ -194,19 +244,28 @@ export function formatStreamLine(s: StreamResult, extra: readonly string[] = [],
     `backoff=${(s.stats.backoffMs / 1000).toFixed(1)}s`,
     `seconds=${s.seconds.toFixed(1)}`,
     ...(s.lists?.foreignRowsDropped === undefined ? [] : [`foreign_rows_dropped=${s.lists.foreignRowsDropped}`]),
-    s.outcome === 'ok' ? (s.lacking === undefined ? 'ok' : `skipped: ${s.lacking}`) : `FAILED: ${s.error?.message ?? 'unknown error'}`,
+    s.outcome === 'ok'
+      ? s.lacking === undefined
+        ? 'ok'
+        : `skipped: ${s.lacking}`
+      : `FAILED: ${s.error?.message ?? 'unknown error'}`,
   ].join(' ');
 }
 
 /** One line per resource and project scope, and a last line for the run. */
 export function formatBackfillSummary(summary: BackfillSummary): string[] {
   const lines = formatBackfillStreams(summary.streams);
-  lines.push(`backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`);
+  lines.push(
+    `backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`,
+  );
   return lines;
 }
 
 /** One line per resource and project scope. */
-export function formatBackfillStreams(streams: readonly BackfillStreamResult[], columns = streamColumns(streams)): string[] {
+export function formatBackfillStreams(
+  streams: readonly BackfillStreamResult[],
+  columns = streamColumns(streams),
+): string[] {
   return streams.map((s) => formatStreamLine(s, [`windows=${s.windows}`, `skipped=${s.skipped}`], columns));
 }
 
@@ -219,7 +278,9 @@ export function formatPlan(plan: Plan): string[] {
   const limits = `limits ${plan.limits.maxRpm}/min per endpoint, ${plan.limits.maxRps}/s combined`;
   if (plan.kind === 'backfill') {
     const windowCount = plan.rows.reduce((n, r) => Math.max(n, r.windows.length), 0);
-    lines.push(`plan: backfill [${plan.from}, ${plan.to}) in ${formatWindowLength(plan.windowMs ?? 0)} windows (${windowCount}); ${limits}`);
+    lines.push(
+      `plan: backfill [${plan.from}, ${plan.to}) in ${formatWindowLength(plan.windowMs ?? 0)} windows (${windowCount}); ${limits}`,
+    );
   } else {
     lines.push(`plan: next sync (from state); ${limits}`);
   }
@@ -257,12 +318,14 @@ export function formatPlan(plan: Plan): string[] {
     if (row.unknown !== undefined || row.windows.length === 0) continue;
     lines.push('', `windows of ${row.resource} ${row.scope}:`);
     for (const w of row.windows.slice(0, MAX_WINDOW_LINES)) {
-      const tag = w.status === 'resume' ? '  (resume)' : w.status === 'settle' ? '  (settle re-read: late enrichment)' : '';
+      const tag =
+        w.status === 'resume' ? '  (resume)' : w.status === 'settle' ? '  (settle re-read: late enrichment)' : '';
       const rows = `${w.rowsUpperBound === true ? '≤' : ''}${w.rows ?? '?'}`;
       const what = w.status === 'done' ? 'done (in the ledger)' : `rows ${rows}  pages ${w.pages ?? '?'}${tag}`;
       lines.push(`  ${w.from} → ${w.to}  ${what}`);
     }
-    if (row.windows.length > MAX_WINDOW_LINES) lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);
+    if (row.windows.length > MAX_WINDOW_LINES)
+      lines.push(`  … ${row.windows.length - MAX_WINDOW_LINES} more windows (--json lists them all)`);
   }
   return lines;
 }
@@ -275,14 +338,21 @@ function alignTable(rows: readonly string[][]): string[] {
       if (i < row.length - 1 || row.length === rows[0]?.length) widths[i] = Math.max(widths[i] ?? 0, cell.length);
     });
   }
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
+  return rows.map((row) =>
+    row
+      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd(),
+  );
 }
-
-
 
 /** `1d`, `6h`, `15m`, else the general format. */
 function formatWindowLength(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+  ] as const) {
     if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
   }
   return formatDuration(ms);

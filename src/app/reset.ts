@@ -31,14 +31,17 @@ export async function resetStreams(config: ResetConfig, keys: readonly string[])
   const stop = createRunStop({ logger });
   let opened: { readonly state: StateStore; readonly destination: Destination | undefined } | undefined;
   try {
-    opened = await openStateAndDestination(config, 'sync', { clock: systemClock, logger, stop }, () => undefined, { existingOnly: true });
+    opened = await openStateAndDestination(config, 'sync', { clock: systemClock, logger, stop }, () => undefined, {
+      existingOnly: true,
+    });
     const { state, destination } = opened;
     for (const key of keys) {
       // The lease lost (another run writes now): stop before forgetting more.
       if (stop.reason !== undefined) throw stop.reason;
       await state.updateStream(key, forget);
     }
-    if (destination instanceof DuckDbDestination && !config.dryRun && config.duckdbPath !== ':memory:') return await publishAfterReset(config.duckdbPath, destination);
+    if (destination instanceof DuckDbDestination && !config.dryRun && config.duckdbPath !== ':memory:')
+      return await publishAfterReset(config.duckdbPath, destination);
     return undefined;
   } finally {
     stop.dispose();

@@ -52,11 +52,21 @@ export async function startRun(
  * The walk is over: the display stops (its last frame stays), and a stream that failed only because
  * the run was stopped (an aborted request) carries the stop as its error, so it reports as stopped.
  */
-export function endRun<S extends StreamResult>(runtime: Runtime, stop: RunStop, streams: readonly S[]): { readonly reason: RunStoppedError | undefined; readonly streams: S[] } {
+export function endRun<S extends StreamResult>(
+  runtime: Runtime,
+  stop: RunStop,
+  streams: readonly S[],
+): { readonly reason: RunStoppedError | undefined; readonly streams: S[] } {
   runtime.tracker.finish();
   runtime.display.stop();
   const reason = stop.reason;
-  return { reason, streams: reason === undefined ? [...streams] : streams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s)) };
+  return {
+    reason,
+    streams:
+      reason === undefined
+        ? [...streams]
+        : streams.map((s) => (isStopConsequence(s.error, stop) ? { ...s, error: reason } : s)),
+  };
 }
 
 /** Read once, before the run's own history row is written, so the row and the summary agree. */
@@ -86,8 +96,20 @@ export async function recordWritingRun(
 }
 
 /** The closing line of a stopped run (none when it was not stopped), with the rows it wrote. */
-export function stoppedLines(command: string, reason: RunStoppedError | undefined, streams: readonly StreamResult[]): string[] {
-  return reason === undefined ? [] : [stoppedLine(command, reason, streams.reduce((n, s) => n + s.rows, 0))];
+export function stoppedLines(
+  command: string,
+  reason: RunStoppedError | undefined,
+  streams: readonly StreamResult[],
+): string[] {
+  return reason === undefined
+    ? []
+    : [
+        stoppedLine(
+          command,
+          reason,
+          streams.reduce((n, s) => n + s.rows, 0),
+        ),
+      ];
 }
 
 /**
@@ -103,8 +125,16 @@ export async function defineWarehouseExtras(
   if (!config.dryRun) {
     await defineViews(destination, logger);
     if (config.dbtSourcesPath !== undefined) {
-      const written = await writeDbtSources(destination, config.dbtSourcesPath, { destination: config.destination, bigquery: config.bigquery, duckdbPath: config.duckdbPath, publishEveryMs: config.publishEveryMs }).catch((error: unknown) => {
-        logger.warn({ err: (error as Error).message }, `could not write the dbt sources to ${config.dbtSourcesPath ?? ''}`);
+      const written = await writeDbtSources(destination, config.dbtSourcesPath, {
+        destination: config.destination,
+        bigquery: config.bigquery,
+        duckdbPath: config.duckdbPath,
+        publishEveryMs: config.publishEveryMs,
+      }).catch((error: unknown) => {
+        logger.warn(
+          { err: (error as Error).message },
+          `could not write the dbt sources to ${config.dbtSourcesPath ?? ''}`,
+        );
         return undefined;
       });
       if (written !== undefined) logger.info({ path: written.path }, `dbt sources written to ${written.path}`);

@@ -41,30 +41,38 @@ export interface RunJson {
   readonly exitCode: number;
   readonly startedAt?: string;
   readonly seconds?: number;
-  readonly totals?: { readonly rows: number; readonly pages: number; readonly requests: number; readonly retries: number; readonly rateLimited: number };
+  readonly totals?: {
+    readonly rows: number;
+    readonly pages: number;
+    readonly requests: number;
+    readonly retries: number;
+    readonly rateLimited: number;
+  };
   readonly streams: readonly StreamJson[];
   /** Distinct errors, each with the streams it failed (a bad key fails them all with one error). */
   readonly errors: readonly (ErrorJson & { readonly streams: readonly string[] })[];
 }
 
 export function runJson(command: string, summary: RunSummary, exitCode: number): RunJson {
-  const streams = summary.streams.map((s): StreamJson => ({
-    resource: s.resource,
-    scope: s.scope,
-    outcome: s.outcome,
-    rows: s.rows,
-    pages: s.pages,
-    windows: s.windows,
-    requests: s.stats.requests,
-    retries: s.stats.retries,
-    rateLimited: s.stats.rateLimited,
-    waitedSeconds: round1(s.stats.waitedMs / 1000),
-    backoffSeconds: round1(s.stats.backoffMs / 1000),
-    seconds: round1(s.seconds),
-    ...(s.lists === undefined ? {} : { lists: s.lists }),
-    ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
-    ...(s.lacking === undefined ? {} : { lacking: s.lacking }),
-  }));
+  const streams = summary.streams.map(
+    (s): StreamJson => ({
+      resource: s.resource,
+      scope: s.scope,
+      outcome: s.outcome,
+      rows: s.rows,
+      pages: s.pages,
+      windows: s.windows,
+      requests: s.stats.requests,
+      retries: s.stats.retries,
+      rateLimited: s.stats.rateLimited,
+      waitedSeconds: round1(s.stats.waitedMs / 1000),
+      backoffSeconds: round1(s.stats.backoffMs / 1000),
+      seconds: round1(s.seconds),
+      ...(s.lists === undefined ? {} : { lists: s.lists }),
+      ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
+      ...(s.lacking === undefined ? {} : { lacking: s.lacking }),
+    }),
+  );
   const errors = new Map<string, ErrorJson & { streams: string[] }>();
   for (const s of streams) {
     if (s.error === undefined) continue;
@@ -80,7 +88,13 @@ export function runJson(command: string, summary: RunSummary, exitCode: number):
     exitCode,
     startedAt: summary.startedAt,
     seconds: round1(summary.seconds),
-    totals: { rows: sum((s) => s.rows), pages: sum((s) => s.pages), requests: sum((s) => s.requests), retries: sum((s) => s.retries), rateLimited: sum((s) => s.rateLimited) },
+    totals: {
+      rows: sum((s) => s.rows),
+      pages: sum((s) => s.pages),
+      requests: sum((s) => s.requests),
+      retries: sum((s) => s.retries),
+      rateLimited: sum((s) => s.rateLimited),
+    },
     streams,
     errors: [...errors.values()],
   };
@@ -93,7 +107,11 @@ export function failedRunJson(command: string, error: unknown, exitCode: number)
 }
 
 function errorJson(error: Error): ErrorJson {
-  return { code: (error as Partial<QuerySyncError>).code ?? 'E_UNKNOWN', name: error.name, message: withoutContext(error.message) };
+  return {
+    code: (error as Partial<QuerySyncError>).code ?? 'E_UNKNOWN',
+    name: error.name,
+    message: withoutContext(error.message),
+  };
 }
 
 const round1 = (n: number): number => Math.round(n * 10) / 10;

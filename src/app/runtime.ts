@@ -9,7 +9,12 @@ import { createScheduler, type SchedulerOptions } from '../http/scheduler.js';
 import type { BackfillHooks } from '../pipeline/backfill.js';
 import { ProgressTracker } from '../pipeline/progress.js';
 import type { RunHooks } from '../pipeline/run.js';
-import { LogProgressDisplay, NO_PROGRESS, TtyProgressDisplay, type ProgressDisplay } from './output/progress-display.js';
+import {
+  LogProgressDisplay,
+  NO_PROGRESS,
+  TtyProgressDisplay,
+  type ProgressDisplay,
+} from './output/progress-display.js';
 import { RepeatedLogs } from './repeats.js';
 import type { CommandIo } from './io.js';
 
@@ -47,7 +52,8 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
   });
   let display: ProgressDisplay = NO_PROGRESS;
   if (tty !== undefined) display = tty;
-  else if (config.progress === 'log' && logger.isLevelEnabled('info')) display = new LogProgressDisplay(tracker, logger, config.progressIntervalMs);
+  else if (config.progress === 'log' && logger.isLevelEnabled('info'))
+    display = new LogProgressDisplay(tracker, logger, config.progressIntervalMs);
   const { budget, client } = connectApi({
     baseUrl: config.baseUrl,
     apiKey: config.apiKey,
@@ -94,9 +100,16 @@ export interface ApiConnectionOptions extends Omit<ApiClientOptions, 'budget'> {
  * The API side of a run, wired one way for the commands, the test harness and the benchmarks: the
  * run's one scheduler (every request of every stream goes through it) and the client over it.
  */
-export function connectApi(options: ApiConnectionOptions): { readonly budget: RequestBudget; readonly client: ApiClient } {
+export function connectApi(options: ApiConnectionOptions): {
+  readonly budget: RequestBudget;
+  readonly client: ApiClient;
+} {
   const { limits, observe, safetyMarginMs, ...clientOptions } = options;
-  const scheduler = createScheduler({ limits, logger: options.logger, ...(safetyMarginMs === undefined ? {} : { safetyMarginMs }) });
+  const scheduler = createScheduler({
+    limits,
+    logger: options.logger,
+    ...(safetyMarginMs === undefined ? {} : { safetyMarginMs }),
+  });
   const budget = observe === undefined ? scheduler : observe(scheduler);
   return { budget, client: new ApiClient({ ...clientOptions, budget }) };
 }
@@ -108,7 +121,8 @@ export function syncProgressHooks(tracker: ProgressTracker): RunHooks {
     onStreamDone: (result) => {
       if (result.outcome === 'scope-rejected') return tracker.removeWindow(result.resource);
       tracker.windowDone(result.resource);
-      if (result.outcome === 'failed') tracker.streamFailed(result.resource, result.scope, result.error?.message ?? 'unknown error');
+      if (result.outcome === 'failed')
+        tracker.streamFailed(result.resource, result.scope, result.error?.message ?? 'unknown error');
     },
     onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored, page.records),
     onBacklog: (resource, pending) => tracker.backlog(resource, pending),
@@ -122,7 +136,8 @@ export function backfillProgressHooks(tracker: ProgressTracker): BackfillHooks {
     onWindowDone: (resource) => tracker.windowDone(resource),
     onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored, page.records),
     onStreamDone: (result) => {
-      if (result.outcome === 'failed') tracker.streamFailed(result.resource, result.scope, result.error?.message ?? 'unknown error');
+      if (result.outcome === 'failed')
+        tracker.streamFailed(result.resource, result.scope, result.error?.message ?? 'unknown error');
     },
   };
 }

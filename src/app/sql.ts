@@ -36,7 +36,9 @@ function cell(value: unknown): string {
 
 export function render(answer: Answer, format: SqlFormat): string[] {
   if (format === 'json') {
-    return [JSON.stringify(answer.rows.map((row) => Object.fromEntries(answer.columns.map((c, i) => [c, row[i] ?? null]))))];
+    return [
+      JSON.stringify(answer.rows.map((row) => Object.fromEntries(answer.columns.map((c, i) => [c, row[i] ?? null])))),
+    ];
   }
   if (format === 'csv') {
     const quote = (v: unknown): string => {
@@ -47,7 +49,17 @@ export function render(answer: Answer, format: SqlFormat): string[] {
     return [answer.columns.map(quote).join(','), ...answer.rows.map((row) => row.map(quote).join(','))];
   }
   const texts = answer.rows.map((row) => row.map(cell));
-  const widths = answer.columns.map((c, i) => Math.min(60, Math.max(c.length, ...texts.map((r) => (r[i] ?? '').length))));
-  const line = (values: readonly string[]): string => values.map((v, i) => (v.length > (widths[i] ?? 0) ? `${v.slice(0, (widths[i] ?? 1) - 1)}…` : v.padEnd(widths[i] ?? 0))).join(' │ ');
-  return [line(answer.columns), widths.map((w) => '─'.repeat(w)).join('─┼─'), ...texts.map(line), `(${answer.rows.length} row${answer.rows.length === 1 ? '' : 's'})`];
+  const widths = answer.columns.map((c, i) =>
+    Math.min(60, Math.max(c.length, ...texts.map((r) => (r[i] ?? '').length))),
+  );
+  const line = (values: readonly string[]): string =>
+    values
+      .map((v, i) => (v.length > (widths[i] ?? 0) ? `${v.slice(0, (widths[i] ?? 1) - 1)}…` : v.padEnd(widths[i] ?? 0)))
+      .join(' │ ');
+  return [
+    line(answer.columns),
+    widths.map((w) => '─'.repeat(w)).join('─┼─'),
+    ...texts.map(line),
+    `(${answer.rows.length} row${answer.rows.length === 1 ? '' : 's'})`,
+  ];
 }

@@ -34,7 +34,10 @@ export async function readStateDocument(
   return (await readStateFrom(config, logger, options)).document;
 }
 
-type StateHomeConfig = Pick<StatusConfig, 'statePath' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'lockWaitMs'> & {
+type StateHomeConfig = Pick<
+  StatusConfig,
+  'statePath' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'lockWaitMs'
+> & {
   readonly dryRun?: boolean;
 };
 
@@ -59,7 +62,9 @@ export async function readStateFrom(
     }
   } catch (error) {
     if (!(error instanceof WarehouseBusyError)) throw error;
-    logger.info(`the warehouse is open in another run; reading the state file ${config.statePath}, which that run keeps as a copy of its state`);
+    logger.info(
+      `the warehouse is open in another run; reading the state file ${config.statePath}, which that run keeps as a copy of its state`,
+    );
     return fromFile();
   }
   try {

@@ -4,7 +4,13 @@ import { silentLogger } from '../core/log.js';
 import { systemClock } from '../core/clock.js';
 import type { Destination } from '../load/destination.js';
 import type { StateDocument } from '../state/store.js';
-import { analystTablesOf, buildStatus, type StatusReport, type TableCounts, type WarehouseStatus } from '../pipeline/status.js';
+import {
+  analystTablesOf,
+  buildStatus,
+  type StatusReport,
+  type TableCounts,
+  type WarehouseStatus,
+} from '../pipeline/status.js';
 import { readStateFrom } from './state-home.js';
 import { openReadOnly } from './open-destination.js';
 import { workingPathForReading } from '../publish/layout.js';
@@ -16,16 +22,30 @@ import type { CommandIo } from './io.js';
  * for DuckDB, the published read copy. A warehouse another process holds open (a running sync) is
  * reported as unavailable, not an error.
  */
-export async function statusOf(config: StatusCommandConfig, io: CommandIo): Promise<{ readonly report: StatusReport; readonly published: PublishedStatus | undefined }> {
+export async function statusOf(
+  config: StatusCommandConfig,
+  io: CommandIo,
+): Promise<{ readonly report: StatusReport; readonly published: PublishedStatus | undefined }> {
   const { document: doc, location } = await readStateFrom(config, silentLogger());
   const warehouse = await readWarehouse(config, doc, io);
-  const report = buildStatus(location, doc, config.resources, warehouse, config.limits, (io.clock ?? systemClock).now());
-  const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
+  const report = buildStatus(
+    location,
+    doc,
+    config.resources,
+    warehouse,
+    config.limits,
+    (io.clock ?? systemClock).now(),
+  );
+  const published =
+    config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
   return { report, published };
 }
 
 async function readWarehouse(config: StatusConfig, doc: StateDocument, io: CommandIo): Promise<WarehouseStatus> {
-  const location = config.destination === 'duckdb' ? config.duckdbPath : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
+  const location =
+    config.destination === 'duckdb'
+      ? config.duckdbPath
+      : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
   const base = { destination: config.destination, location };
   if (config.destination === 'duckdb' && !existsSync(workingPathForReading(config.duckdbPath))) {
     return { ...base, available: false, reason: 'no warehouse file yet', tables: {} };

@@ -36,12 +36,17 @@ export function createRunStop(options: RunStopOptions): RunStop {
   const stop = (why: RunStoppedError): void => {
     if (reason !== undefined) return;
     reason = why;
-    options.logger.warn({ cause: why.stopCause }, `${why.message}: stopping (requests in flight are aborted, the batch being written is finished)`);
+    options.logger.warn(
+      { cause: why.stopCause },
+      `${why.message}: stopping (requests in flight are aborted, the batch being written is finished)`,
+    );
     controller.abort(why);
   };
   const onOuter = (): void => {
     const outerReason = options.outer?.reason;
-    stop(outerReason instanceof RunStoppedError ? outerReason : new RunStoppedError('the run was cancelled', 'SIGTERM'));
+    stop(
+      outerReason instanceof RunStoppedError ? outerReason : new RunStoppedError('the run was cancelled', 'SIGTERM'),
+    );
   };
   if (options.outer?.aborted === true) onOuter();
   else options.outer?.addEventListener('abort', onOuter, { once: true });
@@ -49,7 +54,13 @@ export function createRunStop(options: RunStopOptions): RunStop {
     options.maxRunTimeMs === undefined
       ? undefined
       : setTimeout(
-          () => stop(new RunStoppedError(`--max-run-time ${formatDuration(options.maxRunTimeMs ?? 0)} reached`, 'max-run-time')),
+          () =>
+            stop(
+              new RunStoppedError(
+                `--max-run-time ${formatDuration(options.maxRunTimeMs ?? 0)} reached`,
+                'max-run-time',
+              ),
+            ),
           options.maxRunTimeMs,
         );
   timer?.unref();
@@ -71,7 +82,13 @@ export function isStopConsequence(error: unknown, stop: RunStop): boolean {
   if (stop.reason === undefined || error === undefined) return false;
   if (error === stop.reason) return true;
   const e = error as { name?: string; code?: string; message?: string; cause?: unknown };
-  return e.name === 'AbortError' || e.code === 'UND_ERR_ABORTED' || e.code === 'ABORT_ERR' || e.message === 'aborted' || e.cause === stop.reason;
+  return (
+    e.name === 'AbortError' ||
+    e.code === 'UND_ERR_ABORTED' ||
+    e.code === 'ABORT_ERR' ||
+    e.message === 'aborted' ||
+    e.cause === stop.reason
+  );
 }
 
 /** The closing line of a stopped run, for the summary. */
@@ -91,7 +108,10 @@ export const STOP_GRACE_MS = 9_000;
  * takes longer than `STOP_GRACE_MS`, exits at once with the signal's code (every write is atomic,
  * so this is no worse than a kill).
  */
-export function cancelOnSignals(write: (line: string) => void, exit: (code: number) => void = (code) => process.exit(code)): { signal: AbortSignal; dispose(): void } {
+export function cancelOnSignals(
+  write: (line: string) => void,
+  exit: (code: number) => void = (code) => process.exit(code),
+): { signal: AbortSignal; dispose(): void } {
   const controller = new AbortController();
   const onSignal = (name: 'SIGINT' | 'SIGTERM'): void => {
     const code = stopExitCode(name);

@@ -19,7 +19,13 @@ import { syncProgressHooks } from './runtime.js';
 import { logStreams, planForProgress, runWriting, streamsExitCode, type RunOutcome } from './writing-run.js';
 import { billingOf, defineWarehouseExtras, endRun, recordWritingRun, startRun, stoppedLines } from './run-envelope.js';
 import { formatReconcile } from './reconcile-lines.js';
-import { reconcileBrief, reconcileRun, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../pipeline/reconcile-run.js';
+import {
+  reconcileBrief,
+  reconcileRun,
+  RECONCILE_SCHEMA,
+  reconcileRows,
+  type ReconcileReport,
+} from '../pipeline/reconcile-run.js';
 
 /**
  * A sync run (`query-sync sync`) inside the writing-run envelope: its exit code (0 only when every
@@ -27,16 +33,27 @@ import { reconcileBrief, reconcileRun, RECONCILE_SCHEMA, reconcileRows, type Rec
  */
 export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOutcome> {
   // Before the run creates them: a new warehouse or state file beside an old one is worth a warning.
-  const before = { warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)), state: existsSync(config.statePath) };
+  const before = {
+    warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)),
+    state: existsSync(config.statePath),
+  };
   return runWriting('sync', config, io, async ({ runtime, stop, state, destination }) => {
     const { clock, logger, client } = runtime;
     const secrets = [config.apiKey];
-    const warnings = mismatchWarnings(config, { ...before, state: before.state || !isEmpty(state.document) }, state.document);
+    const warnings = mismatchWarnings(
+      config,
+      { ...before, state: before.state || !isEmpty(state.document) },
+      state.document,
+    );
     for (const warning of warnings) logger.warn(warning);
     const { state: runState, destination: runDestination } =
-      config.fullRefresh === true ? await beginRefresh(config.resources, { state, destination, clock }) : { state, destination };
+      config.fullRefresh === true
+        ? await beginRefresh(config.resources, { state, destination, clock })
+        : { state, destination };
     // One count request per stream that has a count endpoint.
-    await planForProgress(runtime, 'the run', () => planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }));
+    await planForProgress(runtime, 'the run', () =>
+      planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }),
+    );
     // Where each stream's windows start this run: the range the reconcile step checks.
     const stateBefore = runState.document;
     const started = await startRun(runtime, destination, config, analystTables(config));
@@ -68,7 +85,15 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
     // shown in the same display.
     const extra =
-      config.dryRun || stop.reason !== undefined ? [] : await analystStreams(config, runId, Date.parse(summary.startedAt), { client, destination, state, clock, logger, hooks, capabilities }, stop.signal);
+      config.dryRun || stop.reason !== undefined
+        ? []
+        : await analystStreams(
+            config,
+            runId,
+            Date.parse(summary.startedAt),
+            { client, destination, state, clock, logger, hooks, capabilities },
+            stop.signal,
+          );
     // Reconcile after every write of the run, in the same budget; not for a dry run (nothing
     // written), a stopped run (its windows are unfinished) or a full refresh (its rows are in
     // shadow tables until the end).
@@ -104,10 +129,18 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     const refreshLines: string[] = [];
     if (config.fullRefresh === true) {
       const finished = (resource: string): boolean =>
-        reason === undefined && streams.some((s) => s.resource === resource) && streams.every((s) => s.resource !== resource || s.outcome === 'ok');
+        reason === undefined &&
+        streams.some((s) => s.resource === resource) &&
+        streams.every((s) => s.resource !== resource || s.outcome === 'ok');
       const outcome = await finishRefresh(config.resources, finished, { destination, memory: runState, state, logger });
-      if (outcome.replaced.length > 0) refreshLines.push(`full refresh: replaced ${outcome.replaced.join(', ')} (each in one transaction) and their marks`);
-      if (outcome.keptAsWas.length > 0) refreshLines.push(`full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`);
+      if (outcome.replaced.length > 0)
+        refreshLines.push(
+          `full refresh: replaced ${outcome.replaced.join(', ')} (each in one transaction) and their marks`,
+        );
+      if (outcome.keptAsWas.length > 0)
+        refreshLines.push(
+          `full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`,
+        );
     }
     const billing = billingOf(config, destination);
     const recordedRunId = await recordWritingRun(
@@ -126,20 +159,53 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
       { clock, logger },
     );
     if (recordedRunId !== undefined && reconciled !== undefined && reconciled.windows.length > 0) {
-      await destination.write({ table: RECONCILE_SCHEMA, rows: reconcileRows(recordedRunId, new Date(clock.now()).toISOString(), reconciled) }).catch((error: unknown) => {
-        logger.warn({ err: (error as Error).message }, `could not write ${RECONCILE_SCHEMA.name}; the run's data and state are stored`);
-      });
+      await destination
+        .write({
+          table: RECONCILE_SCHEMA,
+          rows: reconcileRows(recordedRunId, new Date(clock.now()).toISOString(), reconciled),
+        })
+        .catch((error: unknown) => {
+          logger.warn(
+            { err: (error as Error).message },
+            `could not write ${RECONCILE_SCHEMA.name}; the run's data and state are stored`,
+          );
+        });
     }
     await defineWarehouseExtras(config, destination, logger);
-    logStreams(config, logger, 'stream done', streams.map((s) => ({ resource: s.resource, project: s.scope, rows: s.rows, pages: s.pages, requests: s.stats.requests, retries: s.stats.retries, seconds: s.seconds, outcome: s.outcome })));
+    logStreams(
+      config,
+      logger,
+      'stream done',
+      streams.map((s) => ({
+        resource: s.resource,
+        project: s.scope,
+        rows: s.rows,
+        pages: s.pages,
+        requests: s.stats.requests,
+        retries: s.stats.retries,
+        seconds: s.seconds,
+        outcome: s.outcome,
+      })),
+    );
     // Where per-event reads cannot keep up with the events a day, the backlog only grows: say so.
-    const deficits = config.resources.flatMap((r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? []);
+    const deficits = config.resources.flatMap(
+      (r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
+    );
     for (const line of deficits) logger.warn(line);
     const differing = reconciled?.remaining ?? 0;
     const code = streamsExitCode(reason, streams, differing > 0);
     const stopped = stoppedLines('sync', reason, streams);
     const output = config.json
-      ? [JSON.stringify({ ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code), ...billingJson(billing), ...(recordedRunId === undefined ? {} : { runId: recordedRunId }), ...(reconciled === undefined ? {} : { reconcile: reconciled }), ...(reason === undefined ? {} : { stopped: reason.stopCause }), ...(warnings.length + deficits.length === 0 ? {} : { warnings: [...warnings, ...deficits] }) })]
+      ? [
+          JSON.stringify({
+            ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code),
+            ...billingJson(billing),
+            ...(recordedRunId === undefined ? {} : { runId: recordedRunId }),
+            ...(reconciled === undefined ? {} : { reconcile: reconciled }),
+            ...(reason === undefined ? {} : { stopped: reason.stopCause }),
+            ...(warnings.length + deficits.length === 0 ? {} : { warnings: [...warnings, ...deficits] }),
+          }),
+        ]
       : [
           ...[...warnings, ...deficits].map((w) => `WARNING: ${w}`),
           ...refreshLines,
@@ -148,14 +214,15 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
           ...summaryLines(
             streams,
             `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s` +
-              (differing === 0 ? '' : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),
+              (differing === 0
+                ? ''
+                : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),
           ),
           ...stopped,
         ];
     return { code, output };
   });
 }
-
 
 /** Tables the analyst features write this run (their schema changes are recorded like the others'). */
 function analystTables(config: SyncConfig): string[] {
@@ -167,14 +234,46 @@ function analystTables(config: SyncConfig): string[] {
 }
 
 /** Saved searches (`--search`) and aggregates (`--aggregates`), as streams of the run summary. */
-async function analystStreams(config: SyncConfig, runId: string, runStartMs: number, deps: SearchDeps, signal: AbortSignal): Promise<StreamResult[]> {
+async function analystStreams(
+  config: SyncConfig,
+  runId: string,
+  runStartMs: number,
+  deps: SearchDeps,
+  signal: AbortSignal,
+): Promise<StreamResult[]> {
   const jobs: Promise<StreamResult[]>[] = [];
   const searches = config.searches ?? [];
   if (searches.length > 0) {
-    jobs.push(runSearches({ searches, project: config.project, projectIds: config.projectIds, runStartMs, lookbackMs: config.lookbackMs, runId, signal }, deps));
+    jobs.push(
+      runSearches(
+        {
+          searches,
+          project: config.project,
+          projectIds: config.projectIds,
+          runStartMs,
+          lookbackMs: config.lookbackMs,
+          runId,
+          signal,
+        },
+        deps,
+      ),
+    );
   }
   if (config.aggregates === true) {
-    jobs.push(refreshAggregates({ project: config.project, projectIds: config.projectIds, runStartMs, startMs: config.startMs, runId, interval: config.aggregatesInterval, signal }, deps));
+    jobs.push(
+      refreshAggregates(
+        {
+          project: config.project,
+          projectIds: config.projectIds,
+          runStartMs,
+          startMs: config.startMs,
+          runId,
+          interval: config.aggregatesInterval,
+          signal,
+        },
+        deps,
+      ),
+    );
   }
   return (await Promise.all(jobs)).flat();
 }
@@ -184,8 +283,14 @@ async function analystStreams(config: SyncConfig, runId: string, runStartMs: num
  * or a new state beside a warehouse that has data (all history is read again): usually a relative
  * path read from another working directory (cron), so say it loudly, with absolute paths.
  */
-function mismatchWarnings(config: SyncConfig, before: { warehouse: boolean; state: boolean }, doc: StateDocument): string[] {
-  const marked = Object.entries(doc.streams).filter(([, s]) => s.mark !== undefined || s.pending !== undefined).map(([k]) => k);
+function mismatchWarnings(
+  config: SyncConfig,
+  before: { warehouse: boolean; state: boolean },
+  doc: StateDocument,
+): string[] {
+  const marked = Object.entries(doc.streams)
+    .filter(([, s]) => s.mark !== undefined || s.pending !== undefined)
+    .map(([k]) => k);
   const out: string[] = [];
   if (!before.warehouse && marked.length > 0 && config.fullRefresh !== true) {
     out.push(

@@ -3,7 +3,14 @@ import type { VerifyConfig } from '../config.js';
 import { exitCodeFor, runExitCode } from '../core/exit-codes.js';
 import type { Destination } from '../load/destination.js';
 
-import { repairWindows, verifyCounts, verifyProjects, verifyWindows, type VerifyReport, type VerifyWindow } from '../pipeline/verify.js';
+import {
+  repairWindows,
+  verifyCounts,
+  verifyProjects,
+  verifyWindows,
+  type VerifyReport,
+  type VerifyWindow,
+} from '../pipeline/verify.js';
 import { formatBackfillStreams, formatVerify } from './reports.js';
 import { StateStore } from '../state/store.js';
 import { openDestination } from './open-destination.js';
@@ -22,7 +29,11 @@ import { printOutcome, runWriting, type OpenRun, type RunOutcome } from './writi
  */
 export async function verifyRun(config: VerifyConfig, io: CommandIo): Promise<number> {
   // The repaired rows reach the published read copy at the repair's end, not during it (docs/analysts.md).
-  if (config.repair) return printOutcome(io, await runWriting('verify', { ...config, publishEveryMs: 0 }, io, (run) => verifyAndRepair(config, io, run)));
+  if (config.repair)
+    return printOutcome(
+      io,
+      await runWriting('verify', { ...config, publishEveryMs: 0 }, io, (run) => verifyAndRepair(config, io, run)),
+    );
   const runtime = createRuntime({ ...config, progress: 'off' }, io);
   let destination: Destination | undefined;
   try {
@@ -42,9 +53,21 @@ export async function verifyRun(config: VerifyConfig, io: CommandIo): Promise<nu
 }
 
 /** Count every window in the API and the warehouse, and print the report. */
-async function countAndPrint(config: VerifyConfig, io: CommandIo, runtime: Runtime, destination: Destination, knownProjects: readonly string[]): Promise<VerifyReport> {
+async function countAndPrint(
+  config: VerifyConfig,
+  io: CommandIo,
+  runtime: Runtime,
+  destination: Destination,
+  knownProjects: readonly string[],
+): Promise<VerifyReport> {
   const report = await verifyCounts(
-    { resources: config.resources, project: config.project, projectIds: config.projectIds, knownProjects, ...config.range },
+    {
+      resources: config.resources,
+      project: config.project,
+      projectIds: config.projectIds,
+      knownProjects,
+      ...config.range,
+    },
     { client: runtime.client, destination, logger: runtime.logger },
   );
   for (const line of formatVerify(report)) io.print(line);
@@ -52,11 +75,19 @@ async function countAndPrint(config: VerifyConfig, io: CommandIo, runtime: Runti
 }
 
 /** `verify --repair` inside the writing run: count, re-read the mismatched windows, count them again. */
-async function verifyAndRepair(config: VerifyConfig, io: CommandIo, { runtime, stop, state, destination }: OpenRun): Promise<RunOutcome> {
+async function verifyAndRepair(
+  config: VerifyConfig,
+  io: CommandIo,
+  { runtime, stop, state, destination }: OpenRun,
+): Promise<RunOutcome> {
   const print = io.print;
   const { client, clock, logger } = runtime;
   const report = await countAndPrint(config, io, runtime, destination, state.document.projects);
-  const projects = verifyProjects({ project: config.project, projectIds: config.projectIds, knownProjects: state.document.projects });
+  const projects = verifyProjects({
+    project: config.project,
+    projectIds: config.projectIds,
+    knownProjects: state.document.projects,
+  });
   if (report.mismatches === 0) return { code: runExitCode({}), output: [] };
 
   const mismatched = report.windows.filter((w) => !w.match);
@@ -65,13 +96,26 @@ async function verifyAndRepair(config: VerifyConfig, io: CommandIo, { runtime, s
   runtime.display.start();
   const streams = await repairWindows(
     mismatched,
-    { resources: config.resources, concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes, signal: stop.signal, hooks: backfillProgressHooks(runtime.tracker) },
+    {
+      resources: config.resources,
+      concurrency: config.concurrency,
+      batchRows: config.batchRows,
+      batchBytes: config.batchBytes,
+      signal: stop.signal,
+      hooks: backfillProgressHooks(runtime.tracker),
+    },
     { client, destination, state, clock, logger },
   );
   runtime.display.stop();
   for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
   if (stop.reason !== undefined) {
-    print(stoppedLine('verify --repair', stop.reason, streams.reduce((n, s) => n + s.rows, 0)));
+    print(
+      stoppedLine(
+        'verify --repair',
+        stop.reason,
+        streams.reduce((n, s) => n + s.rows, 0),
+      ),
+    );
     return { code: runExitCode({ stop: stop.reason }), output: [] };
   }
   const repaired = config.resources.filter((r) => mismatched.some((w) => w.resource === r.name));
@@ -79,12 +123,24 @@ async function verifyAndRepair(config: VerifyConfig, io: CommandIo, { runtime, s
   print('after repair:');
   for (const line of formatVerify(again)) print(line);
   if (again.windows.some((w) => !w.match && w.warehouse > w.api)) {
-    print('note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)');
+    print(
+      'note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)',
+    );
   }
-  return { code: runExitCode({ failed: streams.find((s) => s.outcome !== 'ok'), mismatch: again.mismatches > 0 }, 'mismatch-first'), output: [] };
+  return {
+    code: runExitCode(
+      { failed: streams.find((s) => s.outcome !== 'ok'), mismatch: again.mismatches > 0 },
+      'mismatch-first',
+    ),
+    output: [],
+  };
 }
 
-function windowsOf(mismatched: readonly VerifyWindow[]): (resource: string, project: string) => { fromMs: number; toMs: number }[] {
+function windowsOf(
+  mismatched: readonly VerifyWindow[],
+): (resource: string, project: string) => { fromMs: number; toMs: number }[] {
   return (resource, project) =>
-    mismatched.filter((w) => w.resource === resource && w.project === project).map((w) => ({ fromMs: Date.parse(w.from), toMs: Date.parse(w.to) }));
+    mismatched
+      .filter((w) => w.resource === resource && w.project === project)
+      .map((w) => ({ fromMs: Date.parse(w.from), toMs: Date.parse(w.to) }));
 }

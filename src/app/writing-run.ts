@@ -62,15 +62,27 @@ export async function runWriting(
   let publishing: RunPublishing | undefined;
   let outcome: RunOutcome;
   try {
-    ({ state, destination } = await openStateAndDestination(config, command === 'sync' ? 'sync' : 'backfill', { clock, logger, stop }, config.json ? (line) => logger.info(line) : io.print));
+    ({ state, destination } = await openStateAndDestination(
+      config,
+      command === 'sync' ? 'sync' : 'backfill',
+      { clock, logger, stop },
+      config.json ? (line) => logger.info(line) : io.print,
+    ));
     // The previous run's requests still in the rate-limit windows count against this run's.
     seedBudget(state.document, runtime.budget, owner, logger);
     // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
-    publishing = config.dryRun ? undefined : publishDuringRun(destination, { path: config.duckdbPath, everyMs: config.publishEveryMs ?? 0, clock, logger });
+    publishing = config.dryRun
+      ? undefined
+      : publishDuringRun(destination, { path: config.duckdbPath, everyMs: config.publishEveryMs ?? 0, clock, logger });
     outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination });
   } catch (error) {
     const code = exitCodeFor(error);
-    outcome = { code, output: config.json ? [JSON.stringify(failedRunJson(command, error, code))] : [`${command} FAILED: ${(error as Error).message}`] };
+    outcome = {
+      code,
+      output: config.json
+        ? [JSON.stringify(failedRunJson(command, error, code))]
+        : [`${command} FAILED: ${(error as Error).message}`],
+    };
   } finally {
     stop.dispose();
     runtime.tracker.finish();
@@ -78,7 +90,12 @@ export async function runWriting(
     await publishing?.finish();
     runtime.repeats.flush(logger);
     if (state !== undefined) {
-      await saveBudget(state, runtime.budget, owner, clock.now()).catch((error: unknown) => logger.warn({ err: (error as Error).message }, 'could not keep this run\'s rate-limit spend in state: a run starting within a minute may draw 429s'));
+      await saveBudget(state, runtime.budget, owner, clock.now()).catch((error: unknown) =>
+        logger.warn(
+          { err: (error as Error).message },
+          "could not keep this run's rate-limit spend in state: a run starting within a minute may draw 429s",
+        ),
+      );
     }
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
@@ -97,7 +114,11 @@ export function printOutcome(io: Pick<CommandIo, 'print'>, outcome: RunOutcome):
  * When progress is shown, its ETA comes from a plan (count requests): a spinner shows meanwhile (a
  * long history takes a while to count); a plan that fails leaves the progress without an ETA.
  */
-export async function planForProgress(runtime: Runtime, what: string, plan: () => Promise<Plan>): Promise<Plan | undefined> {
+export async function planForProgress(
+  runtime: Runtime,
+  what: string,
+  plan: () => Promise<Plan>,
+): Promise<Plan | undefined> {
   if (!runtime.showsProgress) return undefined;
   runtime.tracker.markPlanning();
   runtime.display.start();
@@ -110,16 +131,24 @@ export async function planForProgress(runtime: Runtime, what: string, plan: () =
 }
 
 /** One line per stream for log readers (JSON); on a terminal the summary says the same, so these stay at debug. */
-export function logStreams(config: Pick<SyncConfig, 'logFormat'>, logger: Logger, message: string, streams: readonly Record<string, unknown>[]): void {
+export function logStreams(
+  config: Pick<SyncConfig, 'logFormat'>,
+  logger: Logger,
+  message: string,
+  streams: readonly Record<string, unknown>[],
+): void {
   const perStream = config.logFormat === 'json' ? logger.info.bind(logger) : logger.debug.bind(logger);
   for (const s of streams) perStream(s, message);
 }
 
 /** The exit code of a walk's streams (`runExitCode` in `core/exit-codes.ts`: stopped, else the first failed stream, else a difference left, else ok). */
-export function streamsExitCode(reason: RunStoppedError | undefined, streams: readonly StreamResult[], mismatch = false): number {
+export function streamsExitCode(
+  reason: RunStoppedError | undefined,
+  streams: readonly StreamResult[],
+  mismatch = false,
+): number {
   return runExitCode({ stop: reason, failed: streams.find((s) => s.outcome !== 'ok'), mismatch });
 }
-
 
 /**
  * The state of a run that writes (sync, backfill, verify --repair, reset), under its lease: a
@@ -201,5 +230,7 @@ export async function openStateAndDestination(
   }
 }
 
-type OpenConfig = Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & { readonly apiKey?: string } & DestinationConfig;
+type OpenConfig = Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & {
+  readonly apiKey?: string;
+} & DestinationConfig;
 type OpenDeps = { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop };

@@ -1,6 +1,14 @@
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
-import { LACKS, SPEC_RATE_LIMITS, parseListQuirks, type EmulatorOptions, type Flavor, type ListQuirks, type TimeseriesShape } from '../../emulator/index.js';
+import {
+  LACKS,
+  SPEC_RATE_LIMITS,
+  parseListQuirks,
+  type EmulatorOptions,
+  type Flavor,
+  type ListQuirks,
+  type TimeseriesShape,
+} from '../../emulator/index.js';
 import { startEmulatorThread } from '../../emulator/thread.js';
 import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
@@ -35,9 +43,13 @@ export interface EmulateFlags {
 
 function list(flag: string, text: string | undefined, allowed: readonly string[]): string[] | undefined {
   if (text === undefined) return undefined;
-  const items = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   const unknown = items.filter((i) => !allowed.includes(i));
-  if (unknown.length > 0) throw new ConfigError(`--${flag}: expected a comma list of ${allowed.join(', ')}; got "${unknown.join(', ')}"`);
+  if (unknown.length > 0)
+    throw new ConfigError(`--${flag}: expected a comma list of ${allowed.join(', ')}; got "${unknown.join(', ')}"`);
   return items;
 }
 
@@ -75,13 +87,23 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     allProjects: flags.allProjects,
     lists: flags.listQuirks === undefined ? undefined : listQuirks(flags.listQuirks),
     lacks: list('lacks', flags.lacks, LACKS) as EmulatorOptions['lacks'],
-    timeseriesIntervals: list('timeseries-intervals', flags.timeseriesIntervals, ['minute', 'hour', 'day', 'week', 'month']),
+    timeseriesIntervals: list('timeseries-intervals', flags.timeseriesIntervals, [
+      'minute',
+      'hour',
+      'day',
+      'week',
+      'month',
+    ]),
     timeseriesShape: flags.timeseriesShape,
     hideModel: flags.hideModel === true,
     ...(flags.spanLag === undefined ? {} : { spanLagMs: duration('span-lag', flags.spanLag) }),
-    ...(flags.convoEnrichAfter === undefined ? {} : { convoEnrichAfterMs: duration('convo-enrich-after', flags.convoEnrichAfter) }),
+    ...(flags.convoEnrichAfter === undefined
+      ? {}
+      : { convoEnrichAfterMs: duration('convo-enrich-after', flags.convoEnrichAfter) }),
   });
-  io.print(`Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`);
+  io.print(
+    `Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`,
+  );
   io.print(`  org API key:  ${emulator.apiKey}   (write key ${emulator.writeKey} is refused with 401)`);
   const differs = [
     ...(flags.lacks === undefined ? [] : [`lacks ${flags.lacks}`]),
@@ -89,7 +111,9 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     ...(flags.timeseriesShape === 'rows' ? ['timeseries in another shape (rows)'] : []),
   ];
   if (differs.length > 0) io.print(`  differs: ${differs.join('; ')} (docs/server-differences.md)`);
-  io.print(`  try: QUERY_API_BASE_URL=${emulator.url} QUERY_API_KEY=${emulator.apiKey} npx query-sync sync --project '*'`);
+  io.print(
+    `  try: QUERY_API_BASE_URL=${emulator.url} QUERY_API_KEY=${emulator.apiKey} npx query-sync sync --project '*'`,
+  );
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

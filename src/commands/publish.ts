@@ -14,12 +14,16 @@ export async function publishCommand(config: PublishedConfig, io: CommandIo): Pr
   const layout = layoutOf(config.duckdbPath);
   const working = workingPathForReading(config.duckdbPath);
   if (working !== layout.work || !existsSync(working)) {
-    io.print(`publish FAILED: no working file ${layout.work}: run \`query-sync sync --duckdb-path ${config.duckdbPath}\` first (its first run takes an older warehouse file over)`);
+    io.print(
+      `publish FAILED: no working file ${layout.work}: run \`query-sync sync --duckdb-path ${config.duckdbPath}\` first (its first run takes an older warehouse file over)`,
+    );
     return EXIT_CODES.configuration;
   }
   try {
     const result = await publishNow(config, working);
-    io.print(`published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`);
+    io.print(
+      `published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`,
+    );
     return EXIT_CODES.ok;
   } catch (error) {
     io.print(`publish FAILED: ${(error as Error).message}`);

@@ -27,13 +27,17 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
       );
     }
     if (!config.yes && !io.interactive) {
-      throw new ConfigError('reset changes the state and cannot ask for confirmation here (not a terminal): pass --yes');
+      throw new ConfigError(
+        'reset changes the state and cannot ask for confirmation here (not a terminal): pass --yes',
+      );
     }
     const keys = await streamsToReset(config);
     const names = config.resources.map((r) => r.name).join(',');
     const scope = config.project === undefined ? 'every project scope' : `project scope ${config.project}`;
     if (keys.length === 0) {
-      io.print(`reset: nothing to forget: the state (the warehouse's, or ${config.statePath} without one) has no stream of ${names} in ${scope}`);
+      io.print(
+        `reset: nothing to forget: the state (the warehouse's, or ${config.statePath} without one) has no stream of ${names} in ${scope}`,
+      );
       return EXIT_CODES.ok;
     }
     if (!config.yes) {
@@ -45,7 +49,9 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
       }
     }
     const publishedLine = await resetStreams(config, keys);
-    io.print(`reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`);
+    io.print(
+      `reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`,
+    );
     if (publishedLine !== undefined) io.print(publishedLine);
     return EXIT_CODES.ok;
   } catch (error) {

@@ -11,10 +11,15 @@ import { shell } from '../app/output/sql-shell.js';
  * runs while a sync does and never makes one wait). With no query, a small shell: each statement
  * opens the newest published copy, so a long session sees each publish as it lands.
  */
-export async function sqlCommand(config: PublishedConfig & { readonly query?: string; readonly format: SqlFormat }, io: CommandIo & { readonly interactive?: boolean }): Promise<number> {
+export async function sqlCommand(
+  config: PublishedConfig & { readonly query?: string; readonly format: SqlFormat },
+  io: CommandIo & { readonly interactive?: boolean },
+): Promise<number> {
   const path = layoutOf(config.duckdbPath).published;
   if (!existsSync(path)) {
-    io.print(`sql FAILED: there is no published copy at ${path} yet: run \`query-sync sync\` (it publishes at its end and every --publish-every), or \`query-sync publish\` after a run, or pass --duckdb-path`);
+    io.print(
+      `sql FAILED: there is no published copy at ${path} yet: run \`query-sync sync\` (it publishes at its end and every --publish-every), or \`query-sync publish\` after a run, or pass --duckdb-path`,
+    );
     return EXIT_CODES.configuration;
   }
   if (config.query !== undefined) {

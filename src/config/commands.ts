@@ -4,7 +4,13 @@ import { emptyToUndefined } from '../config-values.js';
 import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/budget.js';
 import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb-memory.js';
-import { DEFAULT_CONCURRENCY, DEFAULT_DUCKDB_PATH, DEFAULT_PUBLISH_EVERY, DEFAULT_STATE_PATH, DEFAULT_WINDOW } from './defaults.js';
+import {
+  DEFAULT_CONCURRENCY,
+  DEFAULT_DUCKDB_PATH,
+  DEFAULT_PUBLISH_EVERY,
+  DEFAULT_STATE_PATH,
+  DEFAULT_WINDOW,
+} from './defaults.js';
 import { reader, type Reader } from './reader.js';
 import { resolveResources, resolveWarehouse, SLUG } from './parts.js';
 import { resolveRun, type SyncConfig, type SyncFlags } from './run.js';
@@ -51,7 +57,17 @@ export interface VerifyConfig extends SyncConfig {
 
 /** What `status` needs: state and warehouse, no API URL or key. */
 export interface StatusConfig
-  extends Pick<SyncConfig, 'statePath' | 'resources' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
+  extends Pick<
+    SyncConfig,
+    | 'statePath'
+    | 'resources'
+    | 'destination'
+    | 'duckdbPath'
+    | 'duckdbMemoryLimit'
+    | 'bigquery'
+    | 'dryRun'
+    | 'lockWaitMs'
+  > {
   readonly json: boolean;
 }
 
@@ -62,7 +78,17 @@ export interface StatusCommandConfig extends StatusConfig {
 
 /** What `reset` needs: the state file and which streams to forget. */
 export interface ResetConfig
-  extends Pick<SyncConfig, 'statePath' | 'resources' | 'lockWaitMs' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun'> {
+  extends Pick<
+    SyncConfig,
+    | 'statePath'
+    | 'resources'
+    | 'lockWaitMs'
+    | 'destination'
+    | 'duckdbPath'
+    | 'duckdbMemoryLimit'
+    | 'bigquery'
+    | 'dryRun'
+  > {
   /** Only the streams of this project scope (`*` also covers `*[a,b]` scopes); all scopes when absent. */
   readonly project: string | undefined;
   /** Whether `--resources` was given (reset refuses to forget every stream by default). */
@@ -70,27 +96,53 @@ export interface ResetConfig
   readonly yes: boolean;
 }
 
-export function resolveBackfillConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<BackfillConfig> {
+export function resolveBackfillConfig(
+  flags: RunFlags,
+  env: NodeJS.ProcessEnv = process.env,
+  isTty = false,
+): Readonly<BackfillConfig> {
   const { config, read } = resolveRun('backfill', flags, env, isTty);
   const range = resolveRange(read, 'backfill');
-  if (range === undefined) throw new ConfigError('backfill needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)');
+  if (range === undefined)
+    throw new ConfigError(
+      'backfill needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)',
+    );
   return Object.freeze({ ...config, range, concurrency: read.integer('concurrency') ?? DEFAULT_CONCURRENCY });
 }
 
-export function resolvePlanConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<PlanConfig> {
+export function resolvePlanConfig(
+  flags: RunFlags,
+  env: NodeJS.ProcessEnv = process.env,
+  isTty = false,
+): Readonly<PlanConfig> {
   const { config, read } = resolveRun('plan', flags, env, isTty);
   return Object.freeze({ ...config, range: resolveRange(read, 'plan'), json: read.bool('json') ?? false });
 }
 
-export function resolveVerifyConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<VerifyConfig> {
+export function resolveVerifyConfig(
+  flags: RunFlags,
+  env: NodeJS.ProcessEnv = process.env,
+  isTty = false,
+): Readonly<VerifyConfig> {
   const { config, read } = resolveRun('verify', flags, env, isTty);
   const range = resolveRange(read, 'verify');
-  if (range === undefined) throw new ConfigError('verify needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)');
-  return Object.freeze({ ...config, range, repair: read.bool('repair') ?? false, concurrency: read.integer('concurrency') ?? DEFAULT_CONCURRENCY });
+  if (range === undefined)
+    throw new ConfigError(
+      'verify needs --from and --to (ISO instants, e.g. --from 2026-01-01T00:00:00Z --to 2026-02-01T00:00:00Z)',
+    );
+  return Object.freeze({
+    ...config,
+    range,
+    repair: read.bool('repair') ?? false,
+    concurrency: read.integer('concurrency') ?? DEFAULT_CONCURRENCY,
+  });
 }
 
 /** `status` reads state and the warehouse only: no API URL or key needed. */
-export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusCommandConfig> {
+export function resolveStatusConfig(
+  flags: RunFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): Readonly<StatusCommandConfig> {
   const read = reader('status', flags, env);
   return Object.freeze({
     ...readWarehouse(read),
@@ -102,7 +154,9 @@ export function resolveStatusConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
 }
 
 /** The warehouse settings of a command that reads it or changes only state (status, dbt-sources, reset). */
-export function readWarehouse(read: Reader): Pick<StatusConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
+export function readWarehouse(
+  read: Reader,
+): Pick<StatusConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   const { destination, bigquery } = resolveWarehouse(read);
   return {
     destination,
@@ -115,7 +169,10 @@ export function readWarehouse(read: Reader): Pick<StatusConfig, 'destination' | 
 }
 
 /** `dbt-sources` reads the warehouse only, like `status`, and writes `--out`. */
-export function resolveDbtSourcesConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<StatusConfig & { readonly out: string; readonly publishEveryMs: number }> {
+export function resolveDbtSourcesConfig(
+  flags: RunFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): Readonly<StatusConfig & { readonly out: string; readonly publishEveryMs: number }> {
   const read = reader('dbt-sources', flags, env);
   return Object.freeze({
     ...readWarehouse(read),
@@ -148,11 +205,13 @@ export function resolveRange(read: Reader, command: string): RangeConfig | undef
   const from = read.instant('from');
   const to = read.instant('to');
   if (from === undefined && to === undefined) {
-    if (read.text('window') !== undefined && command === 'plan') throw new ConfigError('plan --window applies to a backfill plan: add --from and --to');
+    if (read.text('window') !== undefined && command === 'plan')
+      throw new ConfigError('plan --window applies to a backfill plan: add --from and --to');
     return undefined;
   }
   if (from === undefined || to === undefined) throw new ConfigError(`${command}: pass both --from and --to`);
-  if (from >= to) throw new ConfigError(`${command}: expected --from before --to, got [${read.text('from')}, ${read.text('to')})`);
+  if (from >= to)
+    throw new ConfigError(`${command}: expected --from before --to, got [${read.text('from')}, ${read.text('to')})`);
   const windowMs = read.duration('window') ?? parseDuration(DEFAULT_WINDOW);
   if (windowMs <= 0) throw new ConfigError(`${read.label('window')}: expected a positive duration such as 1d or 6h`);
   return { fromMs: from, toMs: to, windowMs };
@@ -165,7 +224,10 @@ export interface PublishedConfig {
 }
 
 /** `sql [query]`: reads the published copy; output as a table, `--json` or `--csv`. */
-export function resolveSqlConfig(flags: RunFlags & { readonly query?: string }, env: NodeJS.ProcessEnv = process.env): Readonly<PublishedConfig & { readonly query?: string; readonly format: 'table' | 'json' | 'csv' }> {
+export function resolveSqlConfig(
+  flags: RunFlags & { readonly query?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): Readonly<PublishedConfig & { readonly query?: string; readonly format: 'table' | 'json' | 'csv' }> {
   const read = reader('sql', flags, env);
   const json = read.bool('json') ?? false;
   const csv = read.bool('csv') ?? false;
@@ -181,5 +243,8 @@ export function resolveSqlConfig(flags: RunFlags & { readonly query?: string }, 
 /** `publish`: publish the read copy now from the working file (no sync running). */
 export function resolvePublishConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<PublishedConfig> {
   const read = reader('publish', flags, env);
-  return Object.freeze({ duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH, duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT });
+  return Object.freeze({
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+  });
 }

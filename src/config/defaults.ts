@@ -1,6 +1,23 @@
 import { parseDuration } from '../core/duration.js';
 import { megabytes } from '../load/duckdb-memory.js';
-import { DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, DEFAULT_DUCKDB_PATH, DEFAULT_STATE_PATH, DEFAULT_PUBLISH_EVERY, DEFAULT_LOOKBACK, DEFAULT_PROGRESS_INTERVAL, DEFAULT_PROJECT_HEADER, DEFAULT_SETTLE, DEFAULT_TRACES, DEFAULT_BQ_LOCATION, DEFAULT_DRY_RUN_LIMIT, DEFAULT_WINDOW, DEFAULT_CONCURRENCY, DEFAULT_SPLIT_CONCURRENCY, OPTIONS } from '../options.js';
+import {
+  DEFAULT_BATCH_BYTES,
+  DEFAULT_BATCH_ROWS,
+  DEFAULT_DUCKDB_PATH,
+  DEFAULT_STATE_PATH,
+  DEFAULT_PUBLISH_EVERY,
+  DEFAULT_LOOKBACK,
+  DEFAULT_PROGRESS_INTERVAL,
+  DEFAULT_PROJECT_HEADER,
+  DEFAULT_SETTLE,
+  DEFAULT_TRACES,
+  DEFAULT_BQ_LOCATION,
+  DEFAULT_DRY_RUN_LIMIT,
+  DEFAULT_WINDOW,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_SPLIT_CONCURRENCY,
+  OPTIONS,
+} from '../options.js';
 
 /** The environment names of the API settings, and the pipeline's settings at their defaults (held in options.ts). */
 export const ENV = Object.freeze({
@@ -16,9 +33,35 @@ export const ENV = Object.freeze({
  * restates no default.
  */
 export const PIPELINE_DEFAULTS = Object.freeze({
-  sync: Object.freeze({ batchRows: DEFAULT_BATCH_ROWS.duckdb, batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6), settleMs: parseDuration(DEFAULT_SETTLE), concurrency: DEFAULT_SPLIT_CONCURRENCY }),
-  backfill: Object.freeze({ batchRows: DEFAULT_BATCH_ROWS.duckdb, batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6), concurrency: DEFAULT_CONCURRENCY }),
+  sync: Object.freeze({
+    batchRows: DEFAULT_BATCH_ROWS.duckdb,
+    batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6),
+    settleMs: parseDuration(DEFAULT_SETTLE),
+    concurrency: DEFAULT_SPLIT_CONCURRENCY,
+  }),
+  backfill: Object.freeze({
+    batchRows: DEFAULT_BATCH_ROWS.duckdb,
+    batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6),
+    concurrency: DEFAULT_CONCURRENCY,
+  }),
 });
 
 // Each default is held once, in options.ts beside its flag; re-exported for importers of config.ts.
-export { DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, DEFAULT_DUCKDB_PATH, DEFAULT_STATE_PATH, DEFAULT_PUBLISH_EVERY, DEFAULT_LOOKBACK, DEFAULT_PROGRESS_INTERVAL, DEFAULT_PROJECT_HEADER, DEFAULT_SETTLE, DEFAULT_TRACES, DEFAULT_BQ_LOCATION, DEFAULT_DRY_RUN_LIMIT, DEFAULT_WINDOW, DEFAULT_CONCURRENCY, DEFAULT_SPLIT_CONCURRENCY, OPTIONS };
+export {
+  DEFAULT_BATCH_BYTES,
+  DEFAULT_BATCH_ROWS,
+  DEFAULT_DUCKDB_PATH,
+  DEFAULT_STATE_PATH,
+  DEFAULT_PUBLISH_EVERY,
+  DEFAULT_LOOKBACK,
+  DEFAULT_PROGRESS_INTERVAL,
+  DEFAULT_PROJECT_HEADER,
+  DEFAULT_SETTLE,
+  DEFAULT_TRACES,
+  DEFAULT_BQ_LOCATION,
+  DEFAULT_DRY_RUN_LIMIT,
+  DEFAULT_WINDOW,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_SPLIT_CONCURRENCY,
+  OPTIONS,
+};

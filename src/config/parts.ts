@@ -40,9 +40,12 @@ export function resolveApiKey(read: Reader): string {
     try {
       key = readFileSync(file, 'utf8').trim();
     } catch (error) {
-      throw new ConfigError(`${read.label('api-key-file')}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+      throw new ConfigError(
+        `${read.label('api-key-file')}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+      );
     }
-    if (key === '') throw new ConfigError(`${read.label('api-key-file')}: ${file} is empty; expected the Organization API Key`);
+    if (key === '')
+      throw new ConfigError(`${read.label('api-key-file')}: ${file} is empty; expected the Organization API Key`);
     return bareApiKey(key);
   }
   if (!direct) {
@@ -68,13 +71,18 @@ export function resolveResources(read: Reader): readonly ResourceDefinition[] {
   const names = text === undefined ? [...RESOURCE_NAMES] : splitList(text);
   const unknown = names.filter((n) => !RESOURCE_NAMES.includes(n));
   if (unknown.length > 0 || names.length === 0) {
-    throw new ConfigError(`${read.label('resources')}: expected a comma-separated subset of ${RESOURCE_NAMES.join(',')}, got "${text}"`);
+    throw new ConfigError(
+      `${read.label('resources')}: expected a comma-separated subset of ${RESOURCE_NAMES.join(',')}, got "${text}"`,
+    );
   }
   return RESOURCES.filter((r) => names.includes(r.name));
 }
 
 /** `--destination` and the BigQuery flags. */
-export function resolveWarehouse(read: Reader): { destination: 'duckdb' | 'bigquery'; bigquery: BigQueryConfig | undefined } {
+export function resolveWarehouse(read: Reader): {
+  destination: 'duckdb' | 'bigquery';
+  bigquery: BigQueryConfig | undefined;
+} {
   const destination = read.choice('destination') as 'duckdb' | 'bigquery';
   let bigquery: BigQueryConfig | undefined;
   if (destination === 'bigquery') {

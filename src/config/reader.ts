@@ -55,14 +55,17 @@ const PARSERS: { readonly [K in OptionKind]: (label: string, value: RawValue, sp
   choice: (label, value, spec) => {
     const text = String(value);
     const choices = spec.choices ?? [];
-    if (!choices.includes(text)) throw new ConfigError(`${label}: expected ${spec.expected ?? listed(choices)}, got "${text}"`);
+    if (!choices.includes(text))
+      throw new ConfigError(`${label}: expected ${spec.expected ?? listed(choices)}, got "${text}"`);
     return text;
   },
 };
 
 /** `a, b or c`. */
 function listed(choices: readonly string[]): string {
-  return choices.length < 2 ? choices.join('') : `${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1] ?? ''}`;
+  return choices.length < 2
+    ? choices.join('')
+    : `${choices.slice(0, -1).join(', ')} or ${choices[choices.length - 1] ?? ''}`;
 }
 
 const SPECS = new Map(OPTIONS.map((spec) => [spec.name, spec]));
@@ -74,7 +77,8 @@ export function reader(command: CommandName, flags: object, env: NodeJS.ProcessE
   /** The value of `flag` parsed by the parser of its kind; asking for another kind is a mistake in our code. */
   const parsed = <K extends OptionKind>(flag: string, kind: K): Parsed[K] | undefined => {
     const spec = SPECS.get(flag);
-    if (spec?.kind !== kind) throw new Error(`config: --${flag} is read as ${kind}, but options.ts declares it ${spec?.kind ?? 'not at all'}`);
+    if (spec?.kind !== kind)
+      throw new Error(`config: --${flag} is read as ${kind}, but options.ts declares it ${spec?.kind ?? 'not at all'}`);
     const value = raw(flag);
     return value === undefined ? undefined : PARSERS[kind](label(flag), value, spec);
   };

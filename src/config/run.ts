@@ -13,7 +13,19 @@ import { type SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
 import { type ReconcileMode } from '../core/reconcile-mode.js';
 import type { CommandName } from '../options.js';
-import { ENV, DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ROWS, DEFAULT_DUCKDB_PATH, DEFAULT_STATE_PATH, DEFAULT_PUBLISH_EVERY, DEFAULT_LOOKBACK, DEFAULT_PROGRESS_INTERVAL, DEFAULT_SETTLE, DEFAULT_DRY_RUN_LIMIT, DEFAULT_SPLIT_CONCURRENCY } from './defaults.js';
+import {
+  ENV,
+  DEFAULT_BATCH_BYTES,
+  DEFAULT_BATCH_ROWS,
+  DEFAULT_DUCKDB_PATH,
+  DEFAULT_STATE_PATH,
+  DEFAULT_PUBLISH_EVERY,
+  DEFAULT_LOOKBACK,
+  DEFAULT_PROGRESS_INTERVAL,
+  DEFAULT_SETTLE,
+  DEFAULT_DRY_RUN_LIMIT,
+  DEFAULT_SPLIT_CONCURRENCY,
+} from './defaults.js';
 import { reader, type Reader } from './reader.js';
 import { resolveApiKey, resolveResources, resolveWarehouse, SLUG, type BigQueryConfig } from './parts.js';
 
@@ -144,12 +156,21 @@ export interface SyncFlags {
   readonly dbtSources?: string;
 }
 
-export function resolveSyncConfig(flags: SyncFlags, env: NodeJS.ProcessEnv = process.env, isTty = false): Readonly<SyncConfig> {
+export function resolveSyncConfig(
+  flags: SyncFlags,
+  env: NodeJS.ProcessEnv = process.env,
+  isTty = false,
+): Readonly<SyncConfig> {
   return resolveRun('sync', flags, env, isTty).config;
 }
 
 /** What every command that reads the API resolves the same way, plus the collected raw values. */
-export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.ProcessEnv, isTty: boolean): { config: Readonly<SyncConfig>; read: Reader } {
+export function resolveRun(
+  command: CommandName,
+  flags: SyncFlags,
+  env: NodeJS.ProcessEnv,
+  isTty: boolean,
+): { config: Readonly<SyncConfig>; read: Reader } {
   const read = reader(command, flags, env);
   // The SDK's default server when none is given (conventions.ts).
   const baseUrl = emptyToUndefined(read.text('base-url')) ?? DEFAULT_BASE_URL;
@@ -157,7 +178,9 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
   try {
     url = new URL(baseUrl);
   } catch {
-    throw new ConfigError(`${read.label('base-url')}: expected an http(s) URL such as https://query.example.com, got "${baseUrl}"`);
+    throw new ConfigError(
+      `${read.label('base-url')}: expected an http(s) URL such as https://query.example.com, got "${baseUrl}"`,
+    );
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new ConfigError(`${read.label('base-url')}: expected http or https, got "${url.protocol}"`);
@@ -166,7 +189,9 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
 
   const project = emptyToUndefined(read.text('project'));
   if (project !== undefined && project !== '*' && !SLUG.test(project)) {
-    throw new ConfigError(`${read.label('project')}: expected a project slug (lowercase letters, digits, - and _) or "*", got "${project}"`);
+    throw new ConfigError(
+      `${read.label('project')}: expected a project slug (lowercase letters, digits, - and _) or "*", got "${project}"`,
+    );
   }
   const projectIdsText = read.text('project-ids');
   const projectIds = projectIdsText === undefined ? undefined : splitList(projectIdsText);
@@ -174,12 +199,19 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
     if (project !== '*') throw new ConfigError(`--project-ids narrows an all-projects read: add --project '*'`);
     const bad = projectIds.filter((s) => !SLUG.test(s));
     if (bad.length > 0 || projectIds.length === 0) {
-      throw new ConfigError(`${read.label('project-ids')}: expected comma-separated project slugs, got "${projectIdsText}"`);
+      throw new ConfigError(
+        `${read.label('project-ids')}: expected comma-separated project slugs, got "${projectIdsText}"`,
+      );
     }
   }
 
   const salt = read.text('hash-salt');
-  const privacy = resolvePrivacy({ excludeColumns: read.text('exclude-columns'), hashColumns: read.text('hash-columns') }, RESOURCES, salt, ENV.hashSalt);
+  const privacy = resolvePrivacy(
+    { excludeColumns: read.text('exclude-columns'), hashColumns: read.text('hash-columns') },
+    RESOURCES,
+    salt,
+    ENV.hashSalt,
+  );
   const resources = resolveResources(read).map((r) => withPrivacy(r, privacy, salt));
   const { destination, bigquery } = resolveWarehouse(read);
   const dryRun = read.bool('dry-run') ?? false;
@@ -203,19 +235,25 @@ export function resolveRun(command: CommandName, flags: SyncFlags, env: NodeJS.P
     bodyMs: read.duration('body-timeout') ?? DEFAULT_TIMEOUTS.bodyMs,
     requestMs: read.duration('request-timeout') ?? DEFAULT_TIMEOUTS.requestMs,
   };
-  if (timeouts.requestMs <= 0) throw new ConfigError(`${read.label('request-timeout')}: expected a positive duration such as 2m`);
+  if (timeouts.requestMs <= 0)
+    throw new ConfigError(`${read.label('request-timeout')}: expected a positive duration such as 2m`);
   const schemaContract = read.choice('schema-contract') as SchemaContract;
   const batchBytesText = read.size('batch-bytes') ?? DEFAULT_BATCH_BYTES;
   const batchMb = megabytes(batchBytesText) ?? 0;
-  if (batchMb <= 0) throw new ConfigError(`${read.label('batch-bytes')}: expected a size such as 8MB or 512KB, got "${batchBytesText}"`);
+  if (batchMb <= 0)
+    throw new ConfigError(
+      `${read.label('batch-bytes')}: expected a size such as 8MB or 512KB, got "${batchBytesText}"`,
+    );
 
   const logFormat = (read.choice('log-format') ?? (isTty ? 'pretty' : 'json')) as LogFormat;
   const quiet = read.bool('quiet') ?? false;
   const verbose = read.bool('verbose') ?? false;
   const maxRunTimeMs = read.duration('max-run-time');
-  if (maxRunTimeMs !== undefined && maxRunTimeMs <= 0) throw new ConfigError(`${read.label('max-run-time')}: expected a positive duration such as 50m or 2h`);
+  if (maxRunTimeMs !== undefined && maxRunTimeMs <= 0)
+    throw new ConfigError(`${read.label('max-run-time')}: expected a positive duration such as 50m or 2h`);
   const progressIntervalMs = read.duration('progress-interval') ?? parseDuration(DEFAULT_PROGRESS_INTERVAL);
-  if (progressIntervalMs <= 0) throw new ConfigError(`${read.label('progress-interval')}: expected a positive duration such as 5s`);
+  if (progressIntervalMs <= 0)
+    throw new ConfigError(`${read.label('progress-interval')}: expected a positive duration such as 5s`);
 
   const config: SyncConfig = {
     baseUrl: normalizeBaseUrl(url.toString()),
@@ -269,8 +307,10 @@ function aggregatesInterval(read: Reader): 'day' | 'hour' {
 function dryRunLimit(read: Reader, dryRun: boolean): number {
   const text = read.text('dry-run-limit');
   if (text === undefined) return DEFAULT_DRY_RUN_LIMIT;
-  if (!dryRun) throw new ConfigError('--dry-run-limit sets how many rows a dry run reads per stream: use it with --dry-run');
+  if (!dryRun)
+    throw new ConfigError('--dry-run-limit sets how many rows a dry run reads per stream: use it with --dry-run');
   const value = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN;
-  if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${read.label('dry-run-limit')}: expected a whole number of rows ≥ 1, got "${text}"`);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new ConfigError(`${read.label('dry-run-limit')}: expected a whole number of rows ≥ 1, got "${text}"`);
   return value;
 }

@@ -1,4 +1,11 @@
-const UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+const UNITS_MS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
 
 /** Parse `15m`, `1h`, `30s`, `1d`, `500ms` (or a bare number of ms) into milliseconds. */
 export function parseDuration(text: string): number {

@@ -36,7 +36,12 @@ export function exitCode(outcome: ExitOutcome): number {
 }
 
 /** The outcome of a run stopped for `cause`: a lost lease is the state's (another run holds it now). */
-const STOP_OUTCOMES: Readonly<Record<StopCause, ExitOutcome>> = Object.freeze({ SIGINT: 'SIGINT', SIGTERM: 'SIGTERM', 'max-run-time': 'maxRunTime', 'lease-lost': 'state' });
+const STOP_OUTCOMES: Readonly<Record<StopCause, ExitOutcome>> = Object.freeze({
+  SIGINT: 'SIGINT',
+  SIGTERM: 'SIGTERM',
+  'max-run-time': 'maxRunTime',
+  'lease-lost': 'state',
+});
 
 /** The exit code of a run stopped for `cause`. */
 export function stopExitCode(cause: StopCause): number {

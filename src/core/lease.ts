@@ -69,4 +69,3 @@ export interface Lock {
 export interface LeaseProvider {
   acquire(name: string, options: LockOptions): Promise<Lock>;
 }
-

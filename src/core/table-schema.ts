@@ -14,7 +14,10 @@ export function tableSchema(
 }
 
 /** The columns query-sync adds to every row it writes: when, and by which run (`_query_sync_runs`). */
-export const SYNC_METADATA_COLUMNS: Readonly<Record<string, LogicalType>> = Object.freeze({ _synced_at: 'timestamp', _run_id: 'string' });
+export const SYNC_METADATA_COLUMNS: Readonly<Record<string, LogicalType>> = Object.freeze({
+  _synced_at: 'timestamp',
+  _run_id: 'string',
+});
 
 /** Metadata column: when this run wrote the row (ISO instant); the loaders partition and order on it. */
 export const SYNCED_AT_COLUMN = '_synced_at';

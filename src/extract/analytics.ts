@@ -45,7 +45,10 @@ export async function readTimeseries(
   };
   const body = await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx);
   const fail = (what: string): never => {
-    throw new DataError(`expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, ${what}: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
+    throw new DataError(
+      `expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, ${what}: ${trimBody(stringifyJson(body), 160)}`,
+      { context: ctx },
+    );
   };
   const data = field(body, 'data');
   const raw = field(data, 'buckets');
@@ -55,8 +58,10 @@ export async function readTimeseries(
     const ts = field(b, 'timestamp');
     const count = whole(field(b, 'count'));
     const startMs = typeof ts === 'string' ? Date.parse(ts) : Number.NaN;
-    if (Number.isNaN(startMs) || count === undefined) return fail('a bucket without an ISO "timestamp" and a whole "count"');
-    if (startMs !== bucketStart(startMs, interval)) return fail(`a bucket that does not start on a UTC ${interval} (${String(ts)})`);
+    if (Number.isNaN(startMs) || count === undefined)
+      return fail('a bucket without an ISO "timestamp" and a whole "count"');
+    if (startMs !== bucketStart(startMs, interval))
+      return fail(`a bucket that does not start on a UTC ${interval} (${String(ts)})`);
     buckets.push({ startMs, count });
   }
   const total = whole(field(data, 'total')) ?? buckets.reduce((n, b) => n + b.count, 0);
@@ -80,20 +85,28 @@ export async function readFacets(
   const body = await client.getJson({ endpoint: FACETS_PATH, path: FACETS_PATH, query, project: scope.header }, ctx);
   const data = field(body, 'data');
   if (!Array.isArray(data)) {
-    throw new DataError(`expected {"data": [{"value", "count"}]} from GET ${FACETS_PATH}, got: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
+    throw new DataError(
+      `expected {"data": [{"value", "count"}]} from GET ${FACETS_PATH}, got: ${trimBody(stringifyJson(body), 160)}`,
+      { context: ctx },
+    );
   }
   return (data as readonly JsonValue[]).map((entry) => {
     const value = field(entry, 'value');
     const count = whole(field(entry, 'count'));
     if (value === undefined || value === null || typeof value === 'object' || count === undefined) {
-      throw new DataError(`expected each facet of ${fieldName} to be {"value", "count"}, got ${trimBody(stringifyJson(entry), 160)}`, { context: ctx });
+      throw new DataError(
+        `expected each facet of ${fieldName} to be {"value", "count"}, got ${trimBody(stringifyJson(entry), 160)}`,
+        { context: ctx },
+      );
     }
     return { value: String(value), count };
   });
 }
 
 function field(value: JsonValue | undefined, name: string): JsonValue | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as { readonly [k: string]: JsonValue })[name] : undefined;
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? (value as { readonly [k: string]: JsonValue })[name]
+    : undefined;
 }
 
 function whole(value: JsonValue | undefined): number | undefined {

@@ -58,34 +58,54 @@ export async function countsOverTime(
   const cumulative = await Promise.all(widths.map((w) => count({ fromMs: window.toMs - w, toMs: window.toMs })));
   let requests = widths.length;
   // Records that arrived between two answers can make a longer range count fewer: never less than a shorter one.
-  for (let i = 1; i < cumulative.length; i += 1) cumulative[i] = Math.max(cumulative[i] as number, cumulative[i - 1] as number);
+  for (let i = 1; i < cumulative.length; i += 1)
+    cumulative[i] = Math.max(cumulative[i] as number, cumulative[i - 1] as number);
   const ranges: WindowCount[] = widths.map((w, i) => ({
     window: { fromMs: window.toMs - w, toMs: i === 0 ? window.toMs : window.toMs - (widths[i - 1] as number) },
     count: (cumulative[i] as number) - (i === 0 ? 0 : (cumulative[i - 1] as number)),
   }));
   const total = cumulative.at(-1) ?? 0;
   const half = total / Math.max(1, parts) / 2;
-  if (parts < 2 || total === 0) return { buckets: ranges.filter((r) => r.count > 0).reverse(), total, requests, rounds: 1 };
+  if (parts < 2 || total === 0)
+    return { buckets: ranges.filter((r) => r.count > 0).reverse(), total, requests, rounds: 1 };
 
   const refined = await Promise.all(
     ranges.map(async (range): Promise<WindowCount[]> => {
       const span = range.window.toMs - range.window.fromMs;
       const stretches = Math.min(MAX_STRETCHES, Math.ceil(range.count / half), Math.floor(span / 1000));
       if (range.count <= half || stretches < 2) return range.count > 0 ? [range] : [];
-      const edges = Array.from({ length: stretches + 1 }, (_, i) => (i === stretches ? range.window.toMs : range.window.fromMs + Math.floor((span * i) / stretches)));
+      const edges = Array.from({ length: stretches + 1 }, (_, i) =>
+        i === stretches ? range.window.toMs : range.window.fromMs + Math.floor((span * i) / stretches),
+      );
       const cuts = edges.slice(0, -1).map((fromMs, i) => ({ fromMs, toMs: edges[i + 1] as number }));
       // The last stretch is the range less the others: one request fewer.
       const counted = await Promise.all(cuts.slice(0, -1).map((w) => count(w)));
       requests += counted.length;
       const rest = Math.max(0, range.count - counted.reduce((a, b) => a + b, 0));
-      return cuts.map((w, i) => ({ window: w, count: i < counted.length ? (counted[i] as number) : rest })).filter((b) => b.count > 0);
+      return cuts
+        .map((w, i) => ({ window: w, count: i < counted.length ? (counted[i] as number) : rest }))
+        .filter((b) => b.count > 0);
     }),
   );
   const buckets = refined.flat().sort((a, b) => a.window.fromMs - b.window.fromMs);
-  return { buckets, total: Math.max(total, buckets.reduce((n, b) => n + b.count, 0)), requests, rounds: requests > widths.length ? 2 : 1 };
+  return {
+    buckets,
+    total: Math.max(
+      total,
+      buckets.reduce((n, b) => n + b.count, 0),
+    ),
+    requests,
+    rounds: requests > widths.length ? 2 : 1,
+  };
 }
 
-async function countIn(client: ApiClient, filters: CountFilters, scope: ProjectScope, window: TimeWindow, ctx: CallContext): Promise<number> {
+async function countIn(
+  client: ApiClient,
+  filters: CountFilters,
+  scope: ProjectScope,
+  window: TimeWindow,
+  ctx: CallContext,
+): Promise<number> {
   const query: Record<string, string | undefined> = {
     [filters.gte]: new Date(window.fromMs).toISOString(),
     [filters.lt]: new Date(window.toMs).toISOString(),

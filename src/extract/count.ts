@@ -29,10 +29,22 @@ export async function countRecords(
 
 /** `{ "data": { "total": N } }` → N. */
 export function readTotal(body: JsonValue, path: string, ctx: CallContext): number {
-  const data = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as { readonly [k: string]: JsonValue }).data : undefined;
-  const total = data !== null && typeof data === 'object' && !Array.isArray(data) ? (data as { readonly [k: string]: JsonValue }).total : undefined;
-  if ((typeof total === 'number' && Number.isInteger(total) && total >= 0) || (typeof total === 'bigint' && total >= 0n)) {
+  const data =
+    body !== null && typeof body === 'object' && !Array.isArray(body)
+      ? (body as { readonly [k: string]: JsonValue }).data
+      : undefined;
+  const total =
+    data !== null && typeof data === 'object' && !Array.isArray(data)
+      ? (data as { readonly [k: string]: JsonValue }).total
+      : undefined;
+  if (
+    (typeof total === 'number' && Number.isInteger(total) && total >= 0) ||
+    (typeof total === 'bigint' && total >= 0n)
+  ) {
     return Number(total);
   }
-  throw new DataError(`expected {"data": {"total": <count>}} from GET ${path}, got: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
+  throw new DataError(
+    `expected {"data": {"total": <count>}} from GET ${path}, got: ${trimBody(stringifyJson(body), 160)}`,
+    { context: ctx },
+  );
 }

@@ -79,7 +79,10 @@ export class OrderLearner {
 
   observation(): ListObservation {
     if (this.proven) {
-      return { order: `-${this.cursor.field}`, evidence: `records came newest first by ${this.cursor.field} and not by ${this.others.map((o) => o.field).join(' or ') || 'anything else'}` };
+      return {
+        order: `-${this.cursor.field}`,
+        evidence: `records came newest first by ${this.cursor.field} and not by ${this.others.map((o) => o.field).join(' or ') || 'anything else'}`,
+      };
     }
     if (!this.broken) return {};
     const follows = this.others.find((o) => o.desc && o.distinct);

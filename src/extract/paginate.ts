@@ -45,7 +45,9 @@ export interface PartFilter {
 export function walkQuery(req: WalkRequest): Record<string, string | undefined> {
   const { resource, scope, window } = req;
   const query: Record<string, string | undefined> = { ...resource.params };
-  query[resource.pageSizeParam ?? 'limit'] = String(Math.min(req.pageSize ?? resource.maxPageSize, resource.maxPageSize));
+  query[resource.pageSizeParam ?? 'limit'] = String(
+    Math.min(req.pageSize ?? resource.maxPageSize, resource.maxPageSize),
+  );
   if (window !== undefined && resource.filterGte !== undefined) {
     query[resource.filterGte] = new Date(window.fromMs).toISOString();
     if (resource.filterLt !== undefined) query[resource.filterLt] = new Date(window.toMs).toISOString();
@@ -86,17 +88,28 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
   const fetchPage = async (at: string | undefined): Promise<Page> => {
     let body: JsonValue;
     try {
-      body = await client.getJson({ endpoint: req.resource.path, path: req.resource.path, query: { ...base, cursor: at }, project: req.scope.header }, ctx);
+      body = await client.getJson(
+        {
+          endpoint: req.resource.path,
+          path: req.resource.path,
+          query: { ...base, cursor: at },
+          project: req.scope.header,
+        },
+        ctx,
+      );
     } catch (error) {
       if (at !== undefined && isCursorRefusal(error)) {
-        throw new CursorRejectedError(`the server refused cursor ${trimBody(at, 60)}: ${error.message}`, error.status, { cause: error });
+        throw new CursorRejectedError(`the server refused cursor ${trimBody(at, 60)}: ${error.message}`, error.status, {
+          cause: error,
+        });
       }
       throw error;
     }
     return readEnvelope(body, ctx);
   };
   for (;;) {
-    const asking = offsets && anchor !== undefined && cursor !== undefined ? String(Math.max(0, Number(cursor) - 1)) : cursor;
+    const asking =
+      offsets && anchor !== undefined && cursor !== undefined ? String(Math.max(0, Number(cursor) - 1)) : cursor;
     let page = await fetchPage(asking);
     const raw = page.records;
     if (page.hasMore && raw.length > 0 && raw.length < asked) {
@@ -104,7 +117,10 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
       // may be a server's own cut). Harmless with a cursor; asking for what it gives keeps every
       // later estimate (pages per window) true.
       if (short === raw.length) {
-        req.watch?.({ pageCap: raw.length, evidence: `pages of ${raw.length} records with has_more = true where ${asked} were asked` });
+        req.watch?.({
+          pageCap: raw.length,
+          evidence: `pages of ${raw.length} records with has_more = true where ${asked} were asked`,
+        });
         asked = raw.length;
         base[sizeParam] = String(asked);
       }
@@ -116,12 +132,17 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
         // Pages of one record: the anchor takes the whole page and the walk would not move. Follow
         // the cursor as given; a shift can then go unseen, which the run says.
         page = await fetchPage(cursor);
-        req.watch?.({ inexact: `offset cursors with pages of ${raw.length} record: rows that moved during the walk may have been skipped` });
+        req.watch?.({
+          inexact: `offset cursors with pages of ${raw.length} record: rows that moved during the walk may have been skipped`,
+        });
       }
     }
     if (!offsets && req.startCursor === undefined && offsetOf(page.nextCursor) === read + raw.length && page.hasMore) {
       offsets = true;
-      req.watch?.({ offsetCursor: true, evidence: `cursor "${page.nextCursor ?? ''}" after ${read + raw.length} records` });
+      req.watch?.({
+        offsetCursor: true,
+        evidence: `cursor "${page.nextCursor ?? ''}" after ${read + raw.length} records`,
+      });
     }
     read += raw.length;
     const last = page.records[page.records.length - 1];
@@ -129,13 +150,18 @@ export async function* paginate(client: ApiClient, req: WalkRequest, ctx: CallCo
     yield page;
     if (!page.hasMore) return;
     if (page.nextCursor === null) {
-      throw new PaginationError(`expected meta.cursor with meta.has_more = true, got cursor ${stringifyJson(page.nextCursor)}`, {
-        context: ctx,
-      });
+      throw new PaginationError(
+        `expected meta.cursor with meta.has_more = true, got cursor ${stringifyJson(page.nextCursor)}`,
+        {
+          context: ctx,
+        },
+      );
     }
     // An offset walk may be handed an offset again after looking back for its anchor; it loops only
     // when a page brings nothing new and the offset does not move forward.
-    const stuck = offsets ? page.records.length === 0 && (offsetOf(page.nextCursor) ?? 0) <= (offsetOf(cursor ?? null) ?? -1) : seen.has(page.nextCursor);
+    const stuck = offsets
+      ? page.records.length === 0 && (offsetOf(page.nextCursor) ?? 0) <= (offsetOf(cursor ?? null) ?? -1)
+      : seen.has(page.nextCursor);
     if (stuck) {
       throw new PaginationError(
         `the server returned a cursor already followed in this walk (${trimBody(page.nextCursor, 60)}): the walk would loop; expected a new cursor or has_more = false`,
@@ -190,15 +216,21 @@ const CURSOR_REFUSED_STATUSES: ReadonlySet<number> = new Set([400, 404, 410]);
  */
 function isCursorRefusal(error: unknown): error is FatalApiError {
   if (!(error instanceof FatalApiError)) return false;
-  return CURSOR_REFUSED_STATUSES.has(error.status) || (error.status >= 400 && error.status < 500 && /cursor/i.test(error.message));
+  return (
+    CURSOR_REFUSED_STATUSES.has(error.status) ||
+    (error.status >= 400 && error.status < 500 && /cursor/i.test(error.message))
+  );
 }
 
 /** Validate the list envelope `{ data: [...], meta: { cursor, has_more } }`. */
 export function readEnvelope(body: JsonValue, ctx: CallContext): Page {
   const fail = (what: string): never => {
-    throw new DataError(`expected the list envelope {"data": [...], "meta": {"cursor", "has_more"}}, ${what}: ${trimBody(stringifyJson(body), 160)}`, {
-      context: ctx,
-    });
+    throw new DataError(
+      `expected the list envelope {"data": [...], "meta": {"cursor", "has_more"}}, ${what}: ${trimBody(stringifyJson(body), 160)}`,
+      {
+        context: ctx,
+      },
+    );
   };
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return fail('got a non-object body');
   const obj = body as { readonly [k: string]: JsonValue };
@@ -210,9 +242,11 @@ export function readEnvelope(body: JsonValue, ctx: CallContext): Page {
   const hasMore = m.has_more;
   if (typeof hasMore !== 'boolean') return fail('"meta.has_more" is not a boolean');
   const cursor = m.cursor;
-  if (cursor !== null && cursor !== undefined && typeof cursor !== 'string') return fail('"meta.cursor" is not a string');
+  if (cursor !== null && cursor !== undefined && typeof cursor !== 'string')
+    return fail('"meta.cursor" is not a string');
   for (const record of data) {
-    if (record === null || typeof record !== 'object' || Array.isArray(record)) return fail('a "data" element is not an object');
+    if (record === null || typeof record !== 'object' || Array.isArray(record))
+      return fail('a "data" element is not an object');
   }
   return {
     records: data as readonly ApiRecord[],

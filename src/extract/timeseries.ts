@@ -18,13 +18,23 @@ export type Interval = (typeof INTERVALS)[number];
 /** Most buckets asked for in one request (the service states no cap; a month of hours is 744). */
 export const MAX_BUCKETS = 1500;
 
-const LENGTH_MS: Record<Interval, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
+const LENGTH_MS: Record<Interval, number> = {
+  minute: 60_000,
+  hour: 3_600_000,
+  day: 86_400_000,
+  week: 7 * 86_400_000,
+  month: 31 * 86_400_000,
+};
 
 /**
  * The finest of `allowed` giving at most `maxBuckets` buckets over `window` (the coarsest allowed
  * when none does: the bucket cap is ours, the service states none).
  */
-export function intervalFor(window: TimeWindow, maxBuckets = MAX_BUCKETS, allowed: readonly Interval[] = INTERVALS): Interval {
+export function intervalFor(
+  window: TimeWindow,
+  maxBuckets = MAX_BUCKETS,
+  allowed: readonly Interval[] = INTERVALS,
+): Interval {
   const length = Math.max(1, window.toMs - window.fromMs);
   const usable = INTERVALS.filter((i) => allowed.includes(i));
   return usable.find((i) => length / LENGTH_MS[i] <= maxBuckets - 2) ?? usable.at(-1) ?? 'month';
@@ -81,11 +91,15 @@ export async function timeseries(
   try {
     body = await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx);
   } catch (error) {
-    if (error instanceof FatalApiError && error.status === 400 && error.field === 'interval') throw new IntervalRefused(interval, error);
+    if (error instanceof FatalApiError && error.status === 400 && error.field === 'interval')
+      throw new IntervalRefused(interval, error);
     throw error;
   }
   const bad = (): DataError =>
-    new DataError(`expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, got: ${trimBody(stringifyJson(body), 160)}`, { context: ctx });
+    new DataError(
+      `expected {"data": {"buckets": [{"timestamp", "count"}], "total"}} from GET ${path}, got: ${trimBody(stringifyJson(body), 160)}`,
+      { context: ctx },
+    );
   const data = field(body, 'data');
   const raw = field(data, 'buckets');
   if (!Array.isArray(raw)) throw bad();
@@ -103,7 +117,10 @@ export async function timeseries(
     sum += count;
   }
   const total = field(data, 'total');
-  return { buckets, total: typeof total === 'number' || typeof total === 'bigint' ? Math.max(sum, Number(total)) : sum };
+  return {
+    buckets,
+    total: typeof total === 'number' || typeof total === 'bigint' ? Math.max(sum, Number(total)) : sum,
+  };
 }
 
 /**
@@ -127,9 +144,15 @@ export async function recordsOverTime(
 ): Promise<RecordsOverTime> {
   let asked = window;
   let interval = intervalFor(asked, MAX_BUCKETS, allowed);
-  const recent: TimeWindow = { fromMs: Math.max(window.fromMs, window.toMs - (MAX_BUCKETS - 2) * LENGTH_MS.hour), toMs: window.toMs };
+  const recent: TimeWindow = {
+    fromMs: Math.max(window.fromMs, window.toMs - (MAX_BUCKETS - 2) * LENGTH_MS.hour),
+    toMs: window.toMs,
+  };
   const guess =
-    maxRequests >= 2 && allowed.includes('hour') && INTERVALS.indexOf(interval) > INTERVALS.indexOf('hour') && intervalFor(recent) === 'hour'
+    maxRequests >= 2 &&
+    allowed.includes('hour') &&
+    INTERVALS.indexOf(interval) > INTERVALS.indexOf('hour') &&
+    intervalFor(recent) === 'hour'
       ? timeseries(client, decl, scope, recent, 'hour', ctx)
       : undefined;
   guess?.catch(() => undefined);
@@ -140,7 +163,13 @@ export async function recordsOverTime(
     const first = result.buckets[0];
     if (first === undefined || first.window.fromMs >= recent.fromMs) {
       const finer = await guess;
-      return { buckets: finer.buckets, total: Math.max(finer.total, result.total), requests, rounds: 1, interval: 'hour' };
+      return {
+        buckets: finer.buckets,
+        total: Math.max(finer.total, result.total),
+        requests,
+        rounds: 1,
+        interval: 'hour',
+      };
     }
   }
   let rounds = 1;
@@ -182,7 +211,8 @@ export async function refineAround(
   allowed: readonly Interval[] = INTERVALS,
 ): Promise<{ readonly buckets: readonly WindowCount[]; readonly requests: number }> {
   const sorted = [...coarse.buckets].sort((a, b) => a.window.fromMs - b.window.fromMs);
-  const finerThanCoarse = (w: TimeWindow): boolean => INTERVALS.indexOf(intervalFor(w, MAX_BUCKETS, allowed)) < INTERVALS.indexOf(coarse.interval);
+  const finerThanCoarse = (w: TimeWindow): boolean =>
+    INTERVALS.indexOf(intervalFor(w, MAX_BUCKETS, allowed)) < INTERVALS.indexOf(coarse.interval);
   const spans: TimeWindow[] = [];
   for (const target of targets) {
     // The bucket the target falls in, then its neighbours, nearest first, while they hold records
@@ -198,7 +228,10 @@ export async function refineAround(
     if (at < 0) continue;
     let lo = at;
     let hi = at;
-    const span = (): TimeWindow => ({ fromMs: (sorted[lo] as WindowCount).window.fromMs, toMs: (sorted[hi] as WindowCount).window.toMs });
+    const span = (): TimeWindow => ({
+      fromMs: (sorted[lo] as WindowCount).window.fromMs,
+      toMs: (sorted[hi] as WindowCount).window.toMs,
+    });
     if (!finerThanCoarse(span())) continue;
     for (let grown = true; grown; ) {
       grown = false;
@@ -206,7 +239,8 @@ export async function refineAround(
         const next = side < 0 ? lo - 1 : hi + 1;
         if (next < 0 || next >= sorted.length) continue;
         // The bucket's records nearest the target: its last one on the left, its first on the right.
-        const inner = side < 0 ? (starts[next] as number) + (sorted[next] as WindowCount).count : (starts[next] as number);
+        const inner =
+          side < 0 ? (starts[next] as number) + (sorted[next] as WindowCount).count : (starts[next] as number);
         if (Math.abs(inner - target) > slack) continue;
         const [oldLo, oldHi] = [lo, hi];
         if (side < 0) lo = next;
@@ -219,18 +253,25 @@ export async function refineAround(
     const last = spans.at(-1);
     const merged = last === undefined ? undefined : { fromMs: last.fromMs, toMs: Math.max(last.toMs, toMs) };
     // Merged only while one finer request covers both: a stretch too long for it would refine neither.
-    if (last !== undefined && merged !== undefined && fromMs <= last.toMs && finerThanCoarse(merged)) spans[spans.length - 1] = merged;
+    if (last !== undefined && merged !== undefined && fromMs <= last.toMs && finerThanCoarse(merged))
+      spans[spans.length - 1] = merged;
     else if (last !== undefined && fromMs < last.toMs) {
       if (toMs > last.toMs) spans.push({ fromMs: last.toMs, toMs });
     } else spans.push({ fromMs, toMs });
   }
   const finer = spans.filter(finerThanCoarse);
-  const answers = await Promise.all(finer.map((w) => timeseries(client, decl, scope, w, intervalFor(w, MAX_BUCKETS, allowed), ctx)));
+  const answers = await Promise.all(
+    finer.map((w) => timeseries(client, decl, scope, w, intervalFor(w, MAX_BUCKETS, allowed), ctx)),
+  );
   const inside = (b: WindowCount): boolean => finer.some((w) => b.window.fromMs >= w.fromMs && b.window.toMs <= w.toMs);
-  const buckets = [...sorted.filter((b) => !inside(b)), ...answers.flatMap((a) => a.buckets)].sort((a, b) => a.window.fromMs - b.window.fromMs);
+  const buckets = [...sorted.filter((b) => !inside(b)), ...answers.flatMap((a) => a.buckets)].sort(
+    (a, b) => a.window.fromMs - b.window.fromMs,
+  );
   return { buckets, requests: answers.length };
 }
 
 function field(value: JsonValue | undefined, name: string): JsonValue | undefined {
-  return value !== null && value !== undefined && typeof value === 'object' && !Array.isArray(value) ? (value as { readonly [k: string]: JsonValue })[name] : undefined;
+  return value !== null && value !== undefined && typeof value === 'object' && !Array.isArray(value)
+    ? (value as { readonly [k: string]: JsonValue })[name]
+    : undefined;
 }

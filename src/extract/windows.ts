@@ -44,7 +44,8 @@ export function compareWindows(a: TimeWindow, b: TimeWindow): number {
 export function sliceWindows(fromMs: number, toMs: number, windowMs: number): TimeWindow[] {
   if (!(windowMs > 0)) throw new RangeError(`expected a positive window length, got ${windowMs}`);
   const out: TimeWindow[] = [];
-  for (let start = fromMs; start < toMs; start += windowMs) out.push({ fromMs: start, toMs: Math.min(toMs, start + windowMs) });
+  for (let start = fromMs; start < toMs; start += windowMs)
+    out.push({ fromMs: start, toMs: Math.min(toMs, start + windowMs) });
   return out;
 }
 
@@ -140,7 +141,13 @@ export function splitByCounts(window: TimeWindow, parts: number, counts: readonl
  * records, at least 1/8) lets a cut that wastes nothing stray further when none that near does:
  * where a page past a minute's budget costs a minute, a page saved is worth a less even split.
  */
-export function splitIntoPages(window: TimeWindow, parts: number, counts: readonly WindowCount[], pageSize: number, wholeWithin = 1 / 8): TimeWindow[] {
+export function splitIntoPages(
+  window: TimeWindow,
+  parts: number,
+  counts: readonly WindowCount[],
+  pageSize: number,
+  wholeWithin = 1 / 8,
+): TimeWindow[] {
   assertParts(parts);
   if (isEmptyWindow(window)) return [];
   const edges: { ms: number; before: number }[] = [];
@@ -164,16 +171,24 @@ export function splitIntoPages(window: TimeWindow, parts: number, counts: readon
     const open = edges.filter((e) => e.ms > prevMs && e.before > prevBefore && e.before < total);
     if (open.length === 0) break;
     const near = open.filter((e) => Math.abs(e.before - target) <= size / 8);
-    const nearest = (edges: readonly (typeof open)[number][], key: (x: (typeof open)[number]) => [number, number]): (typeof open)[number] =>
+    const nearest = (
+      edges: readonly (typeof open)[number][],
+      key: (x: (typeof open)[number]) => [number, number],
+    ): (typeof open)[number] =>
       edges.reduce((best, e) => {
         const [a1, a2] = key(e);
         const [b1, b2] = key(best);
         return a1 < b1 || (a1 === b1 && a2 < b2) ? e : best;
       });
     const distance = (x: (typeof open)[number]): [number, number] => [Math.abs(x.before - target), 0];
-    let pick = near.length > 0 ? nearest(near, (x) => [waste(x.before - prevBefore), Math.abs(x.before - target)]) : nearest(open, distance);
+    let pick =
+      near.length > 0
+        ? nearest(near, (x) => [waste(x.before - prevBefore), Math.abs(x.before - target)])
+        : nearest(open, distance);
     if (near.length > 0 && waste(pick.before - prevBefore) > 0) {
-      const whole = open.filter((e) => waste(e.before - prevBefore) === 0 && Math.abs(e.before - target) <= size * Math.max(1 / 8, wholeWithin));
+      const whole = open.filter(
+        (e) => waste(e.before - prevBefore) === 0 && Math.abs(e.before - target) <= size * Math.max(1 / 8, wholeWithin),
+      );
       if (whole.length > 0) pick = nearest(whole, distance);
     }
     cuts.push(pick.ms);

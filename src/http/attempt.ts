@@ -65,7 +65,9 @@ export async function sendAttempt(o: AttemptOptions): Promise<RawResponse> {
   } catch (error) {
     if (timedOut && signal?.aborted !== true) {
       throw Object.assign(
-        new Error(`no complete response within ${formatDuration(o.requestMs)} (request deadline, --request-timeout)`, { cause: error }),
+        new Error(`no complete response within ${formatDuration(o.requestMs)} (request deadline, --request-timeout)`, {
+          cause: error,
+        }),
         { code: REQUEST_DEADLINE_CODE },
       );
     }

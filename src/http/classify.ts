@@ -43,7 +43,11 @@ const RETRIABLE_CODES = new Set([
 export function classifyTransportError(error: unknown): Decision {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && RETRIABLE_CODES.has(code)) {
-    return { kind: 'retry', reason: code === 'QS_REQUEST_DEADLINE' && error instanceof Error ? error.message : code, retryAfterMs: undefined };
+    return {
+      kind: 'retry',
+      reason: code === 'QS_REQUEST_DEADLINE' && error instanceof Error ? error.message : code,
+      retryAfterMs: undefined,
+    };
   }
   if (error instanceof Error && /other side closed|socket hang up|terminated/i.test(error.message)) {
     return { kind: 'retry', reason: error.message, retryAfterMs: undefined };

@@ -16,7 +16,12 @@ interface Requested {
   readonly project: string | undefined;
 }
 
-export function authError(response: RawResponse | undefined, req: Requested, ctx: ErrorContext, serverText: Said): AuthError {
+export function authError(
+  response: RawResponse | undefined,
+  req: Requested,
+  ctx: ErrorContext,
+  serverText: Said,
+): AuthError {
   const status = response?.status ?? 0;
   const said = response ? ` Server said: ${serverText(response.text, 160)}` : '';
   if (status === 401) {
@@ -33,7 +38,12 @@ export function authError(response: RawResponse | undefined, req: Requested, ctx
   );
 }
 
-export function fatalError(response: RawResponse | undefined, req: Requested, ctx: ErrorContext, serverText: Said): FatalApiError {
+export function fatalError(
+  response: RawResponse | undefined,
+  req: Requested,
+  ctx: ErrorContext,
+  serverText: Said,
+): FatalApiError {
   const status = response?.status ?? 0;
   const scope = req.project === undefined ? '' : ` with project ${req.project}`;
   const rejected = rejectedParameter(response?.text, req.query);

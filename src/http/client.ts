@@ -191,21 +191,25 @@ export class ApiClient {
       try {
         ctx.stats.requests += 1;
         const queuedAt = clock.now();
-        response = await budget.schedule(req.endpoint, (sent) => {
-          const waited = clock.now() - queuedAt;
-          ctx.stats.waitedMs += waited;
-          if (waited >= this.longWaitMs && this.firstWaitLineIn(`budget ${req.endpoint}`, clock.now())) {
-            logger.info(
-              { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, waitedMs: waited },
-              `waited ${Math.round(waited / 1000)} s for the request budget of ${req.endpoint} (rate limits, or a pause after a 429); ` +
-                `other waits on it are logged at most every ${Math.round(WAIT_LOG_INTERVAL_MS / 1000)} s (the summary counts them all)`,
-            );
-          }
-          return this.send(url, req.project, ctx.signal, sent);
-        }, {
-          lane: ctx.lane,
-          signal: ctx.signal,
-        });
+        response = await budget.schedule(
+          req.endpoint,
+          (sent) => {
+            const waited = clock.now() - queuedAt;
+            ctx.stats.waitedMs += waited;
+            if (waited >= this.longWaitMs && this.firstWaitLineIn(`budget ${req.endpoint}`, clock.now())) {
+              logger.info(
+                { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, waitedMs: waited },
+                `waited ${Math.round(waited / 1000)} s for the request budget of ${req.endpoint} (rate limits, or a pause after a 429); ` +
+                  `other waits on it are logged at most every ${Math.round(WAIT_LOG_INTERVAL_MS / 1000)} s (the summary counts them all)`,
+              );
+            }
+            return this.send(url, req.project, ctx.signal, sent);
+          },
+          {
+            lane: ctx.lane,
+            signal: ctx.signal,
+          },
+        );
         decision = classifyStatus(response.status, response.retryAfter, clock.now());
         if (response.retryAfterMs !== undefined && (decision.kind === 'rate-limited' || decision.kind === 'retry')) {
           decision = { ...decision, retryAfterMs: response.retryAfterMs };
@@ -241,15 +245,28 @@ export class ApiClient {
           rateLimited += 1;
           ctx.stats.rateLimited += 1;
           this.checkRetryAfter(decision.retryAfterMs, response, req, ctx);
-          if ((decision.retryAfterMs ?? 0) >= this.longWaitMs && this.firstWaitLineIn(`429 ${req.endpoint}`, clock.now())) {
+          if (
+            (decision.retryAfterMs ?? 0) >= this.longWaitMs &&
+            this.firstWaitLineIn(`429 ${req.endpoint}`, clock.now())
+          ) {
             logger.info(
-              { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, retryAfterMs: decision.retryAfterMs },
+              {
+                resource: ctx.resource,
+                project: ctx.project,
+                endpoint: req.endpoint,
+                retryAfterMs: decision.retryAfterMs,
+              },
               `rate limited (429): the server asked to wait ${Math.round((decision.retryAfterMs ?? 0) / 1000)} s; ${req.endpoint} pauses that long`,
             );
           }
           budget.onRateLimited(req.endpoint, decision.retryAfterMs);
           logger.debug(
-            { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, retryAfterMs: decision.retryAfterMs },
+            {
+              resource: ctx.resource,
+              project: ctx.project,
+              endpoint: req.endpoint,
+              retryAfterMs: decision.retryAfterMs,
+            },
             'rate limited (429); the scheduler pauses this endpoint',
           );
           if (rateLimited > this.retry.maxRateLimited) {
@@ -274,12 +291,23 @@ export class ApiClient {
             );
           }
           this.checkRetryAfter(decision.retryAfterMs, response, req, ctx);
-          const delay = Math.max(decision.retryAfterMs ?? 0, backoffDelay(failures - 1, this.retry.backoff, this.options.random));
+          const delay = Math.max(
+            decision.retryAfterMs ?? 0,
+            backoffDelay(failures - 1, this.retry.backoff, this.options.random),
+          );
           ctx.stats.retries += 1;
           ctx.stats.backoffMs += delay;
           const reason = this.redact(decision.reason);
-          const fields = { resource: ctx.resource, project: ctx.project, endpoint: req.endpoint, attempt: failures, delayMs: delay, reason };
-          if (delay >= this.longWaitMs) logger.info(fields, `waiting ${Math.round(delay / 1000)} s before retrying GET ${req.path}: ${reason}`);
+          const fields = {
+            resource: ctx.resource,
+            project: ctx.project,
+            endpoint: req.endpoint,
+            attempt: failures,
+            delayMs: delay,
+            reason,
+          };
+          if (delay >= this.longWaitMs)
+            logger.info(fields, `waiting ${Math.round(delay / 1000)} s before retrying GET ${req.path}: ${reason}`);
           else logger.debug(fields, 'retrying');
           this.options.onBackoff?.(ctx, delay, reason);
           await clock.sleep(delay, ctx.signal);
@@ -306,7 +334,12 @@ export class ApiClient {
   }
 
   /** A `Retry-After` beyond `maxRetryAfterMs` ends the request: the run must end in bounded time. */
-  private checkRetryAfter(retryAfterMs: number | undefined, response: RawResponse | undefined, req: ApiRequest, ctx: CallContext): void {
+  private checkRetryAfter(
+    retryAfterMs: number | undefined,
+    response: RawResponse | undefined,
+    req: ApiRequest,
+    ctx: CallContext,
+  ): void {
     if (retryAfterMs === undefined || retryAfterMs <= this.maxRetryAfterMs) return;
     throw new RetriesExhaustedError(
       `GET ${req.path} got HTTP ${response?.status ?? '?'} asking to wait ${Math.round(retryAfterMs / 1000)} s (Retry-After: ${this.redact(
@@ -322,13 +355,19 @@ export class ApiClient {
    * One attempt (`attempt.ts`), bounded as a whole by `requestMs`; passing it fails the attempt
    * with `REQUEST_DEADLINE_CODE`, retried like a timeout.
    */
-  private async send(url: string, project: string | undefined, signal: AbortSignal | undefined, sent?: () => void): Promise<RawResponse> {
+  private async send(
+    url: string,
+    project: string | undefined,
+    signal: AbortSignal | undefined,
+    sent?: () => void,
+  ): Promise<RawResponse> {
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.apiKey}`,
       accept: 'application/json',
       'user-agent': this.userAgent,
     };
-    if (project !== undefined) for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
+    if (project !== undefined)
+      for (const name of projectHeaders(this.options.projectHeader)) headers[name.toLowerCase()] = project;
     return sendAttempt({ url, headers, dispatcher: this.dispatcher, requestMs: this.requestMs, signal, sent });
   }
 

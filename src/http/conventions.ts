@@ -24,7 +24,10 @@ export function normalizeBaseUrl(base: string): string {
  * working, and redaction looks for the key itself.
  */
 export function bareApiKey(key: string): string {
-  return key.trim().replace(/^bearer\s+/i, '').trim();
+  return key
+    .trim()
+    .replace(/^bearer\s+/i, '')
+    .trim();
 }
 
 /**
@@ -53,7 +56,10 @@ function packageVersion(): string {
   // names query-sync (the compiled tree has no package.json of its own).
   for (let dir = new URL('.', import.meta.url); ; dir = new URL('..', dir)) {
     try {
-      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as { name?: unknown; version?: unknown };
+      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as {
+        name?: unknown;
+        version?: unknown;
+      };
       if (pkg.name === 'query-sync' && typeof pkg.version === 'string') return (version = pkg.version);
     } catch {
       // No package.json here: one level up.

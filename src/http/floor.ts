@@ -50,7 +50,14 @@ export function minimumSeconds(
     if (!Number.isFinite(raw) || raw <= 0) continue;
     const total = Math.ceil(raw);
     const isSearch = endpoint === SEARCH_ENDPOINT;
-    lanes.push({ endpoint, total, perMinute: isSearch ? limits.searchRpm : limits.maxRpm, isSearch, starts: new Float64Array(total), placed: 0 });
+    lanes.push({
+      endpoint,
+      total,
+      perMinute: isSearch ? limits.searchRpm : limits.maxRpm,
+      isSearch,
+      starts: new Float64Array(total),
+      placed: 0,
+    });
   }
   const total = lanes.reduce((n, lane) => n + lane.total, 0);
   if (total === 0) return 0;

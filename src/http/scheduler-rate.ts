@@ -102,7 +102,11 @@ export class AdaptiveRate {
   onRateLimited(now: number, retryAfterMs: number | undefined): RateLimitedOutcome {
     const o = this.#options;
     const current = this.factorAt(now);
-    const short = retryAfterMs !== undefined && Number.isFinite(retryAfterMs) && retryAfterMs > 0 && retryAfterMs <= o.forgiveRetryAfterMs;
+    const short =
+      retryAfterMs !== undefined &&
+      Number.isFinite(retryAfterMs) &&
+      retryAfterMs > 0 &&
+      retryAfterMs <= o.forgiveRetryAfterMs;
     const isolated = now - this.#lastRateLimitedAt > o.quietPeriodMs;
     if (short && (isolated || now - this.#forgivenAt < o.episodeMs)) {
       // A lone short refusal (and the rest of its burst): pause, keep the rate (see `forgiveRetryAfterMs`).

@@ -19,7 +19,12 @@ export interface TimeoutOptions {
   readonly requestMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: TimeoutOptions = Object.freeze({ connectMs: 10_000, headersMs: 30_000, bodyMs: 60_000, requestMs: 120_000 });
+export const DEFAULT_TIMEOUTS: TimeoutOptions = Object.freeze({
+  connectMs: 10_000,
+  headersMs: 30_000,
+  bodyMs: 60_000,
+  requestMs: 120_000,
+});
 
 /**
  * The longest `Retry-After` honoured. A larger one fails the stream, naming the wait asked for: a

@@ -46,7 +46,10 @@ export class WriteCoalescer {
         return this.writeGroup(created.batches);
       });
       // Entries in `queues` never reject, so one failed write does not fail the next.
-      this.queues.set(name, created.result.catch(() => undefined));
+      this.queues.set(
+        name,
+        created.result.catch(() => undefined),
+      );
     }
     group.batches.push(batch);
     const result = group.result as Promise<GroupResult>;
@@ -98,8 +101,12 @@ export function prepareGroup(batches: readonly LoadBatch[]): PreparedGroup {
  * discarded) before anything is sent (cells of the wrong type); the files are written later, a
  * line at a time.
  */
-export function checkCells(table: TableSchema, rows: readonly Row[]): { readonly hashes: readonly string[] | undefined; readonly spec: PartitionSpec } {
-  const hashes = table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
+export function checkCells(
+  table: TableSchema,
+  rows: readonly Row[],
+): { readonly hashes: readonly string[] | undefined; readonly spec: PartitionSpec } {
+  const hashes =
+    table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
   const spec = partitionSpec(table);
   for (const row of rows) encodeRow(table, row, spec);
   return { hashes, spec };

@@ -6,7 +6,17 @@ import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bi
 import { BigQueryDryRun } from './bigquery-dry-run.js';
 import { logTable } from './bigquery-log.js';
 import { wantsLogForNew, type UpsertLayout } from './bigquery-log-layout.js';
-import { capabilitiesOf, type BillingTotals, type Capabilities, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
+import {
+  capabilitiesOf,
+  type BillingTotals,
+  type Capabilities,
+  type Destination,
+  type LoadBatch,
+  type LoadResult,
+  type TableSwap,
+  type ViewDialect,
+  type WindowCount,
+} from './destination.js';
 
 /**
  * `--dry-run` as a decorator of the BigQuery destination: each write prints what it would send
@@ -46,7 +56,11 @@ export class BigQueryDryRunDestination implements Destination {
     this.print = options.print ?? ((line: string) => void process.stdout.write(`${line}\n`));
     this.location = options.location ?? DEFAULT_LOCATION;
     this.upsert = options.upsert ?? 'auto';
-    this.printer = new BigQueryDryRun({ projectId: options.projectId, dataset: options.dataset }, this.print, options.now ?? Date.now);
+    this.printer = new BigQueryDryRun(
+      { projectId: options.projectId, dataset: options.dataset },
+      this.print,
+      options.now ?? Date.now,
+    );
     this.can = capabilitiesOf(this);
   }
 

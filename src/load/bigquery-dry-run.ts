@@ -2,7 +2,14 @@ import { randomBytes } from 'node:crypto';
 import type { TableField } from '@google-cloud/bigquery';
 import type { Row, TableSchema } from '../core/types.js';
 import { PartitionDateSet, encodeRow, partitionSpec } from './bigquery-rows.js';
-import { STAGE_EXPIRATION_MS, bigQueryColumns, planLines, planWrite, type BigQueryColumn, type BigQueryTarget } from './bigquery-sql.js';
+import {
+  STAGE_EXPIRATION_MS,
+  bigQueryColumns,
+  planLines,
+  planWrite,
+  type BigQueryColumn,
+  type BigQueryTarget,
+} from './bigquery-sql.js';
 import { tableResource, toField } from './bigquery-fields.js';
 
 /**
@@ -31,7 +38,11 @@ export interface StageResource {
 
 /** The tables.insert body of a staging table: the target's columns, expiring after a day. */
 export function stageResource(columns: readonly BigQueryColumn[], nowMs: number): StageResource {
-  return { schema: { fields: columns.map(toField) }, expirationTime: String(nowMs + STAGE_EXPIRATION_MS), labels: { 'query-sync': 'stage' } };
+  return {
+    schema: { fields: columns.map(toField) },
+    expirationTime: String(nowMs + STAGE_EXPIRATION_MS),
+    labels: { 'query-sync': 'stage' },
+  };
 }
 
 /**
@@ -81,14 +92,24 @@ export class BigQueryDryRun {
       request('POST', `${base}/datasets`, { datasetReference: { projectId, datasetId: dataset }, location });
     }
     if (plan.createTable !== undefined) {
-      request('POST', `${base}/datasets/${dataset}/tables`, { ...tableResource(table), tableReference: { projectId, datasetId: dataset, tableId: table.name } });
+      request('POST', `${base}/datasets/${dataset}/tables`, {
+        ...tableResource(table),
+        tableReference: { projectId, datasetId: dataset, tableId: table.name },
+      });
     }
-    if (plan.alterTable !== undefined) request('PATCH', `${base}/datasets/${dataset}/tables/${table.name}`, { schema: { fields: columns.map(toField) }, etag: '<as read>' });
+    if (plan.alterTable !== undefined)
+      request('PATCH', `${base}/datasets/${dataset}/tables/${table.name}`, {
+        schema: { fields: columns.map(toField) },
+        etag: '<as read>',
+      });
     request('POST', `${base}/datasets/${dataset}/tables`, {
       tableReference: { projectId, datasetId: dataset, tableId: stage },
       ...stageResource(columns, this.now()),
     });
-    const ndjsonBytes = rows.reduce((n, row, i) => n + Buffer.byteLength(encodeRow(table, row, spec, hashes?.[i]).line), 0);
+    const ndjsonBytes = rows.reduce(
+      (n, row, i) => n + Buffer.byteLength(encodeRow(table, row, spec, hashes?.[i]).line),
+      0,
+    );
     request('POST', `/upload/bigquery/v2/projects/${projectId}/jobs?uploadType=multipart`, {
       configuration: { load: { ...LOAD_OPTIONS, destinationTable: { projectId, datasetId: dataset, tableId: stage } } },
       jobReference: { projectId, jobId: `qs_load_${stage}_0`, location },

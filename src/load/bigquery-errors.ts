@@ -1,4 +1,11 @@
-import { AuthError, ConfigError, LoadError, RetriesExhaustedError, trimBody, type QuerySyncError } from '../core/errors.js';
+import {
+  AuthError,
+  ConfigError,
+  LoadError,
+  RetriesExhaustedError,
+  trimBody,
+  type QuerySyncError,
+} from '../core/errors.js';
 
 /**
  * What BigQuery said went wrong, and what query-sync does about it. BigQuery reports the cause in
@@ -74,7 +81,8 @@ export const RETRIABLE_REASONS: ReadonlySet<string> = new Set([
  * (https://cloud.google.com/bigquery/docs/data-manipulation-language#update_delete_merge_dml_concurrency).
  * Two processes on one dataset (a sync beside a backfill, two pods) meet it.
  */
-const CONCURRENT_UPDATE = /could not serialize access to table .* due to concurrent update|transaction is aborted due to concurrent update/i;
+const CONCURRENT_UPDATE =
+  /could not serialize access to table .* due to concurrent update|transaction is aborted due to concurrent update/i;
 
 /** Whether an error is a concurrent-DML conflict (retried with its own, longer budget). */
 export function isConcurrentUpdate(info: BigQueryErrorInfo): boolean {
@@ -106,7 +114,7 @@ export function errorInfo(error: unknown): BigQueryErrorInfo {
   const message =
     typeof record['message'] === 'string' && record['message'].length > 0
       ? record['message']
-      : messages.find((m) => m.length > 0) ?? 'unknown BigQuery error';
+      : (messages.find((m) => m.length > 0) ?? 'unknown BigQuery error');
   const netCode = typeof record['code'] === 'string' ? record['code'] : undefined;
   if (netCode !== undefined && RETRIABLE_NETWORK_CODES.has(netCode)) {
     return { status: undefined, reasons: ['network'], messages, message };
@@ -171,11 +179,7 @@ export function describeErrors(info: BigQueryErrorInfo): string {
  * The query-sync error for a BigQuery failure that will not be retried (or no longer).
  * `attempts` is set when retries ran out.
  */
-export function toQuerySyncError(
-  error: unknown,
-  subject: ErrorSubject,
-  attempts?: number,
-): QuerySyncError {
+export function toQuerySyncError(error: unknown, subject: ErrorSubject, attempts?: number): QuerySyncError {
   if (error instanceof AuthError || error instanceof ConfigError || error instanceof LoadError) return error;
   const info = errorInfo(error);
   const kind = classifyBigQueryError(info);

@@ -16,8 +16,14 @@ import { bigQueryColumns, clusteringColumns, type BigQueryColumn, type BigQueryT
 const LEGACY_TYPE_NAMES: Readonly<Record<string, string>> = { INTEGER: 'INT64', FLOAT: 'FLOAT64', BOOLEAN: 'BOOL' };
 
 /** Columns BigQuery lacks; throws when a column exists with another type. */
-export function missingColumns(table: TableSchema, existing: readonly TableField[], columns: readonly BigQueryColumn[]): BigQueryColumn[] {
-  const present = new Map(existing.map((f) => [(f.name ?? '').toLowerCase(), { name: f.name ?? '', type: standardType(f.type) }]));
+export function missingColumns(
+  table: TableSchema,
+  existing: readonly TableField[],
+  columns: readonly BigQueryColumn[],
+): BigQueryColumn[] {
+  const present = new Map(
+    existing.map((f) => [(f.name ?? '').toLowerCase(), { name: f.name ?? '', type: standardType(f.type) }]),
+  );
   const missing: BigQueryColumn[] = [];
   for (const column of columns) {
     const found = present.get(column.name.toLowerCase());
@@ -45,7 +51,9 @@ export function tableResource(table: TableSchema): TableMetadata {
       ? { rangePartitioning: { field: spec.field, range: { start: '0', end: String(KEY_BUCKETS), interval: '1' } } }
       : { timePartitioning: { type: 'DAY', field: spec.field } }),
     ...(spec.kind === 'epoch_ns'
-      ? { description: `Partitioned on ${spec.field}: ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time.` }
+      ? {
+          description: `Partitioned on ${spec.field}: ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time.`,
+        }
       : {}),
     labels: { 'query-sync': 'table' },
   };
@@ -75,4 +83,3 @@ export function logicalType(type: string | null | undefined): LogicalType | unde
   const standard = standardType(type);
   return (Object.keys(COLUMN_TYPES) as LogicalType[]).find((t) => bigqueryType(t) === standard);
 }
-

@@ -25,7 +25,11 @@ const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
 const DEFAULT_RETRY_BASE_MS = 1_000;
 
 /** The retry policy of the destination's options (at least one attempt each), the defaults filled in. */
-export function retryPolicy(options: { readonly maxAttempts?: number; readonly maxConflictAttempts?: number; readonly retryBaseMs?: number }): RetryPolicy {
+export function retryPolicy(options: {
+  readonly maxAttempts?: number;
+  readonly maxConflictAttempts?: number;
+  readonly retryBaseMs?: number;
+}): RetryPolicy {
   return {
     maxAttempts: Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
     maxConflictAttempts: Math.max(1, options.maxConflictAttempts ?? DEFAULT_MAX_CONFLICT_ATTEMPTS),
@@ -70,11 +74,7 @@ export class BigQueryJobs {
    * polling it, and the job failing for a transient reason (then a new job id, `<base>_<n+1>`, is
    * used). A jobs.insert answered 409 means an earlier attempt did create the job: it is adopted.
    */
-  async run(
-    subject: ErrorSubject,
-    base: string,
-    create: (jobId: string) => Promise<Job>,
-  ): Promise<FinishedJob> {
+  async run(subject: ErrorSubject, base: string, create: (jobId: string) => Promise<Job>): Promise<FinishedJob> {
     let generation = 0;
     let job: Job | undefined;
     for (let attempt = 1; ; attempt += 1) {
@@ -157,7 +157,9 @@ export class BigQueryJobs {
 
   private async backoff(subject: ErrorSubject, attempt: number, error: unknown, conflict = false): Promise<void> {
     // A conflict waits at least the base: the other statement needs time to commit.
-    const waitMs = conflict ? this.options.retry.baseMs + backoffMs(this.options.retry, attempt) : backoffMs(this.options.retry, attempt);
+    const waitMs = conflict
+      ? this.options.retry.baseMs + backoffMs(this.options.retry, attempt)
+      : backoffMs(this.options.retry, attempt);
     this.options.log.warn(
       {
         operation: subject.operation,
@@ -166,7 +168,9 @@ export class BigQueryJobs {
         waitMs,
         err: errorInfo(error).message,
       },
-      conflict ? 'bigquery DML conflict with another writer on the same table; retrying' : 'bigquery transient error; retrying',
+      conflict
+        ? 'bigquery DML conflict with another writer on the same table; retrying'
+        : 'bigquery transient error; retrying',
     );
     await this.options.sleep(waitMs);
   }
@@ -186,4 +190,3 @@ function jobExists(error: unknown): boolean {
   const status = (response as { status?: unknown }).status;
   return typeof status === 'object' && status !== null && (status as { state?: unknown }).state === 'DONE';
 }
-

@@ -99,7 +99,9 @@ export class BigQueryLeases implements LeaseProvider {
             `(or pass --lock-wait, e.g. --lock-wait 10m). A run that was killed leaves a lease that is taken over ${leaseMs / 1000} s after its last renewal.`,
         );
       }
-      await options.clock.sleep(Math.min(Math.max(options.pollMs ?? 1_000, 1), Math.max(1, deadline - options.clock.now())));
+      await options.clock.sleep(
+        Math.min(Math.max(options.pollMs ?? 1_000, 1), Math.max(1, deadline - options.clock.now())),
+      );
     }
   }
 
@@ -139,7 +141,8 @@ export class BigQueryLeases implements LeaseProvider {
         if (renewed === 1) renewedAt = options.clock.now();
         else lose('it was taken over by another run (our heartbeat found no row of ours)');
       } catch (error) {
-        if (options.clock.now() - renewedAt >= leaseMs) lose(`it could not be renewed for ${Math.round(leaseMs / 1000)} s (${(error as Error).message})`);
+        if (options.clock.now() - renewedAt >= leaseMs)
+          lose(`it could not be renewed for ${Math.round(leaseMs / 1000)} s (${(error as Error).message})`);
       }
     };
     const timer = setInterval(() => void renew(), Math.min(HEARTBEAT_MS, leaseMs / 3));

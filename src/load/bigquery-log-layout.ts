@@ -7,7 +7,18 @@ import { SYNCED_AT_COLUMN } from '../core/table-schema.js';
 import { LOAD_OPTIONS } from './bigquery-dry-run.js';
 import { toQuerySyncError } from './bigquery-errors.js';
 import type { BigQueryJobs, FinishedJob } from './bigquery-jobs.js';
-import { compactedAtMs, compactionLabels, compactLogSql, latestViewSql, logCandidate, logResource, logTable, MERGE_BACKUP_SUFFIX, renameTableSql, seedLogSql } from './bigquery-log.js';
+import {
+  compactedAtMs,
+  compactionLabels,
+  compactLogSql,
+  latestViewSql,
+  logCandidate,
+  logResource,
+  logTable,
+  MERGE_BACKUP_SUFFIX,
+  renameTableSql,
+  seedLogSql,
+} from './bigquery-log.js';
 import type { BigQueryColumn, BigQueryTarget } from './bigquery-sql.js';
 import { subjectOf, toField } from './bigquery-fields.js';
 import type { BigQueryTables } from './bigquery-tables.js';
@@ -72,7 +83,8 @@ export class BigQueryLogLayout {
   /** Whether `table` already is in the log layout (its name a view, or only its log exists). */
   async isLog(table: string): Promise<boolean> {
     const meta = await this.o.tables.metadata(table);
-    if (meta !== undefined) return meta.type === 'VIEW' && (await this.o.tables.metadata(logTable(table))) !== undefined;
+    if (meta !== undefined)
+      return meta.type === 'VIEW' && (await this.o.tables.metadata(logTable(table))) !== undefined;
     return (await this.o.tables.metadata(logTable(table))) !== undefined;
   }
 
@@ -131,7 +143,9 @@ export class BigQueryLogLayout {
 
   /** (Re)define the view when its columns are not the log's (new columns, a refresh, a crash in between). */
   async refreshView(table: TableSchema, logColumns?: readonly string[]): Promise<void> {
-    const names = logColumns ?? ((await this.o.tables.metadata(logTable(table.name)))?.schema?.fields ?? []).map((f) => f.name ?? '');
+    const names =
+      logColumns ??
+      ((await this.o.tables.metadata(logTable(table.name)))?.schema?.fields ?? []).map((f) => f.name ?? '');
     const view = await this.o.tables.metadata(table.name);
     if (view !== undefined && view.type !== 'VIEW') {
       throw new LoadError(
@@ -143,7 +157,11 @@ export class BigQueryLogLayout {
     }
     const current = (view?.schema?.fields ?? []).map((f) => f.name ?? '');
     if (view !== undefined && current.join(',') === names.join(',')) return;
-    await this.o.query(`definition of view ${table.name} over ${logTable(table.name)}`, table.name, latestViewSql(this.o.target, table, names));
+    await this.o.query(
+      `definition of view ${table.name} over ${logTable(table.name)}`,
+      table.name,
+      latestViewSql(this.o.target, table, names),
+    );
     this.o.tables.forget(table.name);
     this.o.log.info({ table: table.name, log: logTable(table.name) }, 'bigquery view of the latest rows defined');
   }
@@ -161,7 +179,12 @@ export class BigQueryLogLayout {
     // A labels-only tables.patch, without an etag: appends change the etag, and labels do not race
     // with them. Both labels are sent, so the result is the same whether BigQuery merges or replaces.
     await this.o.jobs
-      .retrying(subject, () => this.o.client.dataset(this.o.target.dataset).table(log).setMetadata({ labels: Object.fromEntries(compactionLabels(startedAt)) }))
+      .retrying(subject, () =>
+        this.o.client
+          .dataset(this.o.target.dataset)
+          .table(log)
+          .setMetadata({ labels: Object.fromEntries(compactionLabels(startedAt)) }),
+      )
       .catch((error: unknown) => {
         throw toQuerySyncError(error, subject);
       });
@@ -181,7 +204,9 @@ export class BigQueryLogLayout {
   append(table: TableSchema, file: string): Promise<FinishedJob> {
     const log = logTable(table.name);
     const subject = subjectOf(this.o.target, `load job appending to ${log}`, table.name);
-    const destination = this.o.client.dataset(this.o.target.dataset, { location: this.o.tables.location }).table(log, { location: this.o.tables.location });
+    const destination = this.o.client
+      .dataset(this.o.target.dataset, { location: this.o.tables.location })
+      .table(log, { location: this.o.tables.location });
     return this.o.jobs.run(subject, `qs_append_${log}_${randomBytes(6).toString('hex')}`, async (jobId) => {
       const [job] = await destination.createLoadJob(file, { jobId, ...LOAD_OPTIONS, writeDisposition: 'WRITE_APPEND' });
       return job;
@@ -215,10 +240,21 @@ export class BigQueryLogLayout {
         { context: { resource: table.name } },
       );
     }
-    this.o.log.warn({ table: table.name, log: logTable(table.name), backup }, 'bigquery migrating table to the change-log layout');
-    await this.o.query(`seeding of ${logTable(table.name)} from ${table.name}`, table.name, seedLogSql(this.o.target, table, table.name, columns, this.o.now()));
+    this.o.log.warn(
+      { table: table.name, log: logTable(table.name), backup },
+      'bigquery migrating table to the change-log layout',
+    );
+    await this.o.query(
+      `seeding of ${logTable(table.name)} from ${table.name}`,
+      table.name,
+      seedLogSql(this.o.target, table, table.name, columns, this.o.now()),
+    );
     this.o.tables.forget(logTable(table.name));
-    await this.o.query(`renaming of ${table.name} to ${backup}`, table.name, renameTableSql(this.o.target, table.name, backup));
+    await this.o.query(
+      `renaming of ${table.name} to ${backup}`,
+      table.name,
+      renameTableSql(this.o.target, table.name, backup),
+    );
     this.o.tables.forget(table.name);
     this.o.tables.forget(backup);
   }

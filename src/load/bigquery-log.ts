@@ -88,7 +88,13 @@ export function latestViewSql(target: BigQueryTarget, table: TableSchema, column
  * the log: a CTAS writes the snapshot it read, so over a log that receives appends it would drop
  * rows loaded while it runs (why the compaction is a DELETE: `compactLogSql`).
  */
-export function seedLogSql(target: BigQueryTarget, table: TableSchema, source: string, columns: readonly string[], nowMs: number): string {
+export function seedLogSql(
+  target: BigQueryTarget,
+  table: TableSchema,
+  source: string,
+  columns: readonly string[],
+  nowMs: number,
+): string {
   const select = `SELECT ${columns.map((c) => `c.${quoteIdent(c)}`).join(', ')} FROM ${tablePath(target, source)} AS c`;
   return (
     `CREATE OR REPLACE TABLE ${tablePath(target, logTable(table.name))}\n` +
@@ -136,7 +142,8 @@ export function compactionLabels(nowMs: number): [string, string][] {
 export function compactLogSql(target: BigQueryTarget, table: TableSchema): string {
   const log = tablePath(target, logTable(table.name));
   const tuple = [...table.key, ...(table.versionColumn === undefined ? [] : [table.versionColumn]), SYNCED_AT_COLUMN];
-  const fingerprint = (alias: string): string => `TO_JSON_STRING(STRUCT(${tuple.map((c) => `${alias}.${quoteIdent(c)}`).join(', ')}))`;
+  const fingerprint = (alias: string): string =>
+    `TO_JSON_STRING(STRUCT(${tuple.map((c) => `${alias}.${quoteIdent(c)}`).join(', ')}))`;
   const order: string[] = [];
   if (table.versionColumn !== undefined) order.push(`c.${quoteIdent(table.versionColumn)} DESC NULLS LAST`);
   order.push(`c.${quoteIdent(SYNCED_AT_COLUMN)} DESC`);

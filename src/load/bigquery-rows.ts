@@ -35,7 +35,6 @@ export function derivedTimestampColumn(column: string): string {
 /** Per-row hash of a full-refresh table (see `rowHash`): unchanged rows are neither loaded nor merged. */
 export const ROW_HASH_COLUMN = 'row_hash';
 
-
 /**
  * Integer-range partition column of tables with no time column that never changes (users,
  * conversations, signals: `first_seen` or `started_at` can move earlier when a late event is
@@ -73,11 +72,9 @@ export function partitionSpec(table: TableSchema): PartitionSpec {
   if (name === undefined) return { kind: 'key_bucket', column: KEY_BUCKET_COLUMN, field: KEY_BUCKET_COLUMN };
   const column = table.columns.find((c) => c.name === name);
   if (column === undefined) {
-    throw new LoadError(
-      `BigQuery: partition column "${name}" is not among the columns of table ${table.name}`,
-      false,
-      { context: { resource: table.name } },
-    );
+    throw new LoadError(`BigQuery: partition column "${name}" is not among the columns of table ${table.name}`, false, {
+      context: { resource: table.name },
+    });
   }
   if (column.type === 'timestamp') return { kind: 'timestamp', column: name, field: name };
   if (column.type === 'int64') return { kind: 'epoch_ns', column: name, field: derivedTimestampColumn(name) };
@@ -125,7 +122,8 @@ export interface EncodedRow {
  */
 export function encodeRow(table: TableSchema, row: Row, spec: PartitionSpec | undefined, hash?: string): EncodedRow {
   const parts: string[] = [];
-  for (const column of table.columns) parts.push(`${JSON.stringify(column.name)}:${encodeCell(table.name, column, row[column.name])}`);
+  for (const column of table.columns)
+    parts.push(`${JSON.stringify(column.name)}:${encodeCell(table.name, column, row[column.name])}`);
   let date: string | null | undefined;
   if (spec !== undefined) {
     const value = row[spec.column];
@@ -134,7 +132,10 @@ export function encodeRow(table: TableSchema, row: Row, spec: PartitionSpec | un
       parts.push(`${JSON.stringify(spec.field)}:"${bucket}"`);
       date = String(bucket);
     } else if (spec.kind === 'epoch_ns') {
-      const ts = value === null || value === undefined ? null : timestampOfEpochNs(BigInt(int64Text(table.name, spec.column, value)));
+      const ts =
+        value === null || value === undefined
+          ? null
+          : timestampOfEpochNs(BigInt(int64Text(table.name, spec.column, value)));
       parts.push(`${JSON.stringify(spec.field)}:${ts === null ? 'null' : `"${ts}"`}`);
       date = ts === null ? null : ts.slice(0, 10);
     } else {
@@ -175,7 +176,12 @@ export class PartitionDateSet {
 
   value(): PartitionDates {
     // Dates sort as text; bucket numbers as numbers.
-    return { dates: [...this.dates].sort((a, b) => (/^\d+$/.test(a) && /^\d+$/.test(b) ? Number(a) - Number(b) : a < b ? -1 : a > b ? 1 : 0)), hasNull: this.hasNull };
+    return {
+      dates: [...this.dates].sort((a, b) =>
+        /^\d+$/.test(a) && /^\d+$/.test(b) ? Number(a) - Number(b) : a < b ? -1 : a > b ? 1 : 0,
+      ),
+      hasNull: this.hasNull,
+    };
   }
 }
 
@@ -265,7 +271,9 @@ function cellError(table: string, column: string, expected: string, value: CellV
  */
 export function rowHash(table: TableSchema, row: Row, excluded: readonly string[]): string {
   const hash = createHash('sha256');
-  const columns = [...table.columns].filter((c) => !excluded.includes(c.name)).sort((a, b) => (a.name < b.name ? -1 : 1));
+  const columns = [...table.columns]
+    .filter((c) => !excluded.includes(c.name))
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
   for (const column of columns) {
     const value = row[column.name];
     if (value === null || value === undefined) continue;

@@ -2,7 +2,14 @@ import { bigqueryType } from '../core/column-types.js';
 import { ConfigError, LoadError } from '../core/errors.js';
 import type { BridgeSchema, TableSchema } from '../core/types.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import { KEY_BUCKETS, KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
+import {
+  KEY_BUCKETS,
+  KEY_BUCKET_COLUMN,
+  ROW_HASH_COLUMN,
+  partitionSpec,
+  type PartitionDates,
+  type PartitionSpec,
+} from './bigquery-rows.js';
 
 /**
  * The BigQuery DDL and MERGE text, as pure functions: the destination sends the equivalent REST
@@ -37,7 +44,14 @@ const MAX_CLUSTERING_COLUMNS = 4;
  * (https://cloud.google.com/bigquery/docs/schemas#column_names).
  */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,299}$/;
-export const RESERVED_COLUMN_PREFIXES: readonly string[] = ['_TABLE_', '_FILE_', '_PARTITION', '_ROW_TIMESTAMP', '__ROOT__', '_COLIDENTIFIER'];
+export const RESERVED_COLUMN_PREFIXES: readonly string[] = [
+  '_TABLE_',
+  '_FILE_',
+  '_PARTITION',
+  '_ROW_TIMESTAMP',
+  '__ROOT__',
+  '_COLIDENTIFIER',
+];
 /** Dataset ids: letters, digits and underscores, up to 1,024 characters. */
 const DATASET_ID = /^[A-Za-z0-9_]{1,1024}$/;
 
@@ -52,7 +66,9 @@ export function validateTarget(target: BigQueryTarget, location: string): void {
     );
   }
   if (!/^[A-Za-z0-9-]+$/.test(location)) {
-    throw new ConfigError(`--bq-location: expected a BigQuery location such as US, EU or europe-west1, got "${location}"`);
+    throw new ConfigError(
+      `--bq-location: expected a BigQuery location such as US, EU or europe-west1, got "${location}"`,
+    );
   }
 }
 
@@ -112,9 +128,12 @@ export function tablePath(target: BigQueryTarget, table: string): string {
 export function bigQueryColumns(table: TableSchema): BigQueryColumn[] {
   const columns = table.columns.map((c) => ({ name: c.name, type: bigqueryType(c.type) }));
   const spec = partitionSpec(table);
-  if (spec.kind === 'epoch_ns' && !columns.some((c) => c.name === spec.field)) columns.push({ name: spec.field, type: 'TIMESTAMP' });
-  if (spec.kind === 'key_bucket' && !columns.some((c) => c.name === spec.field)) columns.push({ name: spec.field, type: 'INT64' });
-  if (table.fullRefresh === true && !columns.some((c) => c.name === ROW_HASH_COLUMN)) columns.push({ name: ROW_HASH_COLUMN, type: 'STRING' });
+  if (spec.kind === 'epoch_ns' && !columns.some((c) => c.name === spec.field))
+    columns.push({ name: spec.field, type: 'TIMESTAMP' });
+  if (spec.kind === 'key_bucket' && !columns.some((c) => c.name === spec.field))
+    columns.push({ name: spec.field, type: 'INT64' });
+  if (table.fullRefresh === true && !columns.some((c) => c.name === ROW_HASH_COLUMN))
+    columns.push({ name: ROW_HASH_COLUMN, type: 'STRING' });
   return columns;
 }
 
@@ -148,7 +167,9 @@ export function createTableDdl(target: BigQueryTarget, table: TableSchema): stri
   const options = ['expiration_timestamp = NULL'];
   if (spec.kind !== 'key_bucket') options.push('partition_expiration_days = NULL');
   if (spec.kind === 'epoch_ns') {
-    options.push(`description = '${spec.field} = ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time'`);
+    options.push(
+      `description = '${spec.field} = ${spec.column} (ns epoch) as a TIMESTAMP, computed by query-sync at load time'`,
+    );
   }
   lines.push(`OPTIONS (${options.join(', ')})`);
   return `${lines.join('\n')};`;
@@ -230,7 +251,11 @@ export function mergeSql(params: {
     const h = quoteIdent(ROW_HASH_COLUMN);
     // Full refresh: a row that did not change is not rewritten.
     const condition =
-      v !== undefined ? ` AND (T.${v} IS NULL OR S.${v} >= T.${v})` : table.fullRefresh === true ? ` AND (T.${h} IS DISTINCT FROM S.${h})` : '';
+      v !== undefined
+        ? ` AND (T.${v} IS NULL OR S.${v} >= T.${v})`
+        : table.fullRefresh === true
+          ? ` AND (T.${h} IS DISTINCT FROM S.${h})`
+          : '';
     lines.push(`WHEN MATCHED${condition} THEN`, `  UPDATE SET ${updates.join(', ')}`);
   }
   lines.push(
@@ -276,7 +301,12 @@ export function planWrite(params: {
     load:
       `-- load job: ${params.rowCount} row(s) as NEWLINE_DELIMITED_JSON into ${tablePath(target, stage)} ` +
       '(createDisposition CREATE_NEVER, writeDisposition WRITE_EMPTY)',
-    merge: mergeSql({ target, table, stage, ...(params.partitions === undefined ? {} : { partitions: params.partitions }) }),
+    merge: mergeSql({
+      target,
+      table,
+      stage,
+      ...(params.partitions === undefined ? {} : { partitions: params.partitions }),
+    }),
     dropStage: `DROP TABLE IF EXISTS ${tablePath(target, stage)};`,
   };
 }
@@ -316,7 +346,10 @@ export function bridgeScript(params: {
   const table = tablePath(target, bridge.table.name);
   const inStage = (alias: string, projectColumn: string, keyColumn: string): string =>
     `EXISTS (SELECT 1 FROM ${tablePath(target, stage)} AS S WHERE S.${q(projectKey)} = ${alias}.${q(projectColumn)} AND S.${q(parentKey)} = ${alias}.${q(keyColumn)})`;
-  const lines = ['BEGIN TRANSACTION;', `DELETE FROM ${table} AS B WHERE ${inStage('B', 'project_id', b.parentColumn)};`];
+  const lines = [
+    'BEGIN TRANSACTION;',
+    `DELETE FROM ${table} AS B WHERE ${inStage('B', 'project_id', b.parentColumn)};`,
+  ];
   if (params.parentHasSource) {
     const fields = b.elementFields.map((f) => {
       const value = `JSON_VALUE(E, '$."${f.field.replace(/["'\\]/g, '')}"')`;
@@ -324,7 +357,8 @@ export function bridgeScript(params: {
     });
     const columns = bridge.table.columns.map((c) => q(c.name));
     // The parent's metadata columns (a writer without a run id has no `_run_id` in its schema).
-    const meta = (name: string, type: string): string => (parent.columns.some((c) => c.name === name) ? `T.${q(name)}` : `CAST(NULL AS ${type})`);
+    const meta = (name: string, type: string): string =>
+      parent.columns.some((c) => c.name === name) ? `T.${q(name)}` : `CAST(NULL AS ${type})`;
     lines.push(
       `INSERT INTO ${table} (${columns.join(', ')})`,
       `SELECT ${[`T.${q(projectKey)}`, `T.${q(parentKey)}`, 'O', ...fields, 'E', meta('_synced_at', 'TIMESTAMP'), meta('_run_id', 'STRING')].join(', ')}`,
@@ -337,7 +371,10 @@ export function bridgeScript(params: {
 }
 
 /** A table a refresh replaces: by its shadow's rows (with the shadow's columns), or by none (emptied). */
-export type ReplacePlan = { readonly table: string } & ({ readonly shadow: string; readonly columns: readonly string[] } | { readonly shadow?: undefined });
+export type ReplacePlan = { readonly table: string } & (
+  | { readonly shadow: string; readonly columns: readonly string[] }
+  | { readonly shadow?: undefined }
+);
 
 /**
  * `sync --full-refresh`'s swap as one multi-statement transaction (BigQuery's DDL is not
@@ -348,13 +385,20 @@ export function replaceTablesSql(target: BigQueryTarget, plans: readonly Replace
     const del = `DELETE FROM ${tablePath(target, p.table)} WHERE TRUE;`;
     if (p.shadow === undefined) return [del];
     const list = p.columns.map(quoteIdent).join(', ');
-    return [del, `INSERT INTO ${tablePath(target, p.table)} (${list})\nSELECT ${list} FROM ${tablePath(target, p.shadow)};`];
+    return [
+      del,
+      `INSERT INTO ${tablePath(target, p.table)} (${list})\nSELECT ${list} FROM ${tablePath(target, p.shadow)};`,
+    ];
   });
   return ['BEGIN TRANSACTION;', ...statements, 'COMMIT TRANSACTION;'].join('\n');
 }
 
 /** Rows of one project whose `window.column` lies in [fromIso, toIso) (`countWindow`). */
-export function windowCountSql(target: BigQueryTarget, table: string, window: { readonly projectId: string; readonly column: string; readonly fromIso: string; readonly toIso: string }): string {
+export function windowCountSql(
+  target: BigQueryTarget,
+  table: string,
+  window: { readonly projectId: string; readonly column: string; readonly fromIso: string; readonly toIso: string },
+): string {
   const column = quoteIdent(window.column);
   return (
     `SELECT COUNT(*) AS n FROM ${tablePath(target, table)} WHERE \`project_id\` = ${stringLiteral(window.projectId)} ` +

@@ -42,7 +42,9 @@ export function stateMergeSql(target: BigQueryTarget): string {
  * finish; before, neither ran).
  */
 export function transactionSql(statements: readonly string[]): string {
-  return ['BEGIN TRANSACTION;', ...statements.map((s) => (s.endsWith(';') ? s : `${s};`)), 'COMMIT TRANSACTION;'].join('\n');
+  return ['BEGIN TRANSACTION;', ...statements.map((s) => (s.endsWith(';') ? s : `${s};`)), 'COMMIT TRANSACTION;'].join(
+    '\n',
+  );
 }
 
 /** The query parameters of `stateMergeSql`, for `createQueryJob`. */

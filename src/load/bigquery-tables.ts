@@ -81,8 +81,14 @@ export class BigQueryTables {
     const { dataset } = this.options.target;
     const lookup = subjectOf(this.options.target, `lookup of dataset ${dataset}`);
     try {
-      const [metadata] = await this.options.jobs.retrying(lookup, () => this.options.client.dataset(dataset).getMetadata());
-      const m = metadata as { location?: string; defaultTableExpirationMs?: string; defaultPartitionExpirationMs?: string };
+      const [metadata] = await this.options.jobs.retrying(lookup, () =>
+        this.options.client.dataset(dataset).getMetadata(),
+      );
+      const m = metadata as {
+        location?: string;
+        defaultTableExpirationMs?: string;
+        defaultPartitionExpirationMs?: string;
+      };
       this.adoptLocation(m.location);
       if (m.defaultTableExpirationMs != null || m.defaultPartitionExpirationMs != null) {
         this.options.log.warn(
@@ -109,7 +115,9 @@ export class BigQueryTables {
     if (await this.lookupDataset()) return;
     const create = subjectOf(this.options.target, `creation of dataset ${dataset} in ${this.#location}`);
     try {
-      await this.options.jobs.retrying(create, () => this.options.client.createDataset(dataset, { location: this.#location }));
+      await this.options.jobs.retrying(create, () =>
+        this.options.client.createDataset(dataset, { location: this.#location }),
+      );
       this.options.log.info({ dataset, location: this.#location }, 'bigquery dataset created');
       this.#datasetLookup = Promise.resolve(true);
     } catch (error) {
@@ -165,7 +173,9 @@ export class BigQueryTables {
     let created: TableMetadata;
     try {
       const [, metadata] = await this.options.jobs.retrying(subject, () =>
-        this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(table.name, resource),
+        this.options.client
+          .dataset(this.options.target.dataset, { location: this.#location })
+          .createTable(table.name, resource),
       );
       created = metadata as TableMetadata;
       this.options.log.info({ table: table.name }, 'bigquery table created');
@@ -189,7 +199,9 @@ export class BigQueryTables {
     const subject = subjectOf(this.options.target, `creation of table ${name}`, name);
     try {
       const [, metadata] = await this.options.jobs.retrying(subject, () =>
-        this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(name, { schema: { fields } }),
+        this.options.client
+          .dataset(this.options.target.dataset, { location: this.#location })
+          .createTable(name, { schema: { fields } }),
       );
       await this.clearExpiration(name, metadata as TableMetadata);
       this.options.log.info({ table: name }, 'bigquery table created');
@@ -222,7 +234,9 @@ export class BigQueryTables {
       };
       try {
         const [, created] = await this.options.jobs.retrying(subject, () =>
-          this.options.client.dataset(this.options.target.dataset, { location: this.#location }).createTable(table, resource),
+          this.options.client
+            .dataset(this.options.target.dataset, { location: this.#location })
+            .createTable(table, resource),
         );
         await this.clearExpiration(table, created as TableMetadata);
         this.forget(table);
@@ -286,7 +300,9 @@ export class BigQueryTables {
     const subject = subjectOf(this.options.target, `clearing the expiration of table ${table}`, table);
     const patch: TableMetadata = {
       ...(created.expirationTime == null ? {} : { expirationTime: null as unknown as string }),
-      ...(partitionExpiry == null ? {} : { timePartitioning: { ...created.timePartitioning, expirationMs: null as unknown as string } }),
+      ...(partitionExpiry == null
+        ? {}
+        : { timePartitioning: { ...created.timePartitioning, expirationMs: null as unknown as string } }),
       ...(created.etag === undefined ? {} : { etag: created.etag }),
     };
     const [metadata] = await this.options.jobs
@@ -306,7 +322,11 @@ export class BigQueryTables {
   private warnIfExpiring(table: string, metadata: TableMetadata): void {
     if (metadata.expirationTime == null && metadata.timePartitioning?.expirationMs == null) return;
     this.options.log.warn(
-      { table, expirationTime: metadata.expirationTime, partitionExpirationMs: metadata.timePartitioning?.expirationMs },
+      {
+        table,
+        expirationTime: metadata.expirationTime,
+        partitionExpirationMs: metadata.timePartitioning?.expirationMs,
+      },
       'bigquery table expires (or its partitions do): BigQuery will delete rows that state says are loaded; ' +
         'clear it (bq update --expiration 0 --time_partitioning_expiration 0) or re-sync after it passes',
     );
@@ -316,9 +336,15 @@ export class BigQueryTables {
    * Add (tables.patch) the columns `table` declares that BigQuery lacks; refuse changed types.
    * `cached` is the schema as last seen: when it already has every column, nothing is sent.
    */
-  async addMissingColumns(table: TableSchema, cached: readonly TableField[], columns: readonly BigQueryColumn[]): Promise<void> {
+  async addMissingColumns(
+    table: TableSchema,
+    cached: readonly TableField[],
+    columns: readonly BigQueryColumn[],
+  ): Promise<void> {
     if (missingColumns(table, cached, columns).length === 0) return;
-    await this.patchColumns(table.name, `adding columns to table ${table.name}`, (existing) => missingColumns(table, existing, columns).map(toField));
+    await this.patchColumns(table.name, `adding columns to table ${table.name}`, (existing) =>
+      missingColumns(table, existing, columns).map(toField),
+    );
   }
 
   /**
@@ -326,7 +352,11 @@ export class BigQueryTables {
    * patched with If-Match, so another process's new column is never dropped; a 412 (someone
    * patched in between) re-reads and tries again. `missingOf` throws for a column it cannot add.
    */
-  private async patchColumns(table: string, operation: string, missingOf: (existing: readonly TableField[]) => TableField[]): Promise<void> {
+  private async patchColumns(
+    table: string,
+    operation: string,
+    missingOf: (existing: readonly TableField[]) => TableField[],
+  ): Promise<void> {
     const subject = subjectOf(this.options.target, operation, table);
     for (let attempt = 1; ; attempt += 1) {
       const fresh = await this.metadata(table);

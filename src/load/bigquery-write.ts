@@ -14,8 +14,23 @@ import { errorInfo, toQuerySyncError, type ErrorSubject } from './bigquery-error
 import { kindOf, type BigQueryJobs, type FinishedJob } from './bigquery-jobs.js';
 import { logTable } from './bigquery-log.js';
 import type { BigQueryLogLayout } from './bigquery-log-layout.js';
-import { PartitionDateSet, ROW_HASH_COLUMN, encodeRow, partitionSpec, type PartitionDates, type PartitionSpec } from './bigquery-rows.js';
-import { bigQueryColumns, bridgeScript, mergeSql, quoteIdent, tablePath, type BigQueryColumn, type BigQueryTarget } from './bigquery-sql.js';
+import {
+  PartitionDateSet,
+  ROW_HASH_COLUMN,
+  encodeRow,
+  partitionSpec,
+  type PartitionDates,
+  type PartitionSpec,
+} from './bigquery-rows.js';
+import {
+  bigQueryColumns,
+  bridgeScript,
+  mergeSql,
+  quoteIdent,
+  tablePath,
+  type BigQueryColumn,
+  type BigQueryTarget,
+} from './bigquery-sql.js';
 import { stateMergeSql, transactionSql } from './bigquery-state.js';
 import { subjectOf } from './bigquery-fields.js';
 import type { BigQueryTables } from './bigquery-tables.js';
@@ -68,7 +83,8 @@ export class BigQueryWriter {
     const { table, columns, rows, rowsPerBatch, state } = group;
     await this.c.tables.ensureDataset();
     this.c.schemas.set(table.name, table);
-    if ((await this.c.logLayout.layout(table)) === 'log') return this.writeLog(table, columns, rows, state, rowsPerBatch);
+    if ((await this.c.logLayout.layout(table)) === 'log')
+      return this.writeLog(table, columns, rows, state, rowsPerBatch);
     const existing = await this.c.tables.ensureTable(table);
     await this.c.tables.addMissingColumns(table, existing, columns);
     for (const bridge of table.bridges ?? []) {
@@ -76,7 +92,10 @@ export class BigQueryWriter {
       await this.c.tables.addMissingColumns(bridge.table, await this.c.tables.ensureTable(bridge.table), bridgeColumns);
     }
     if (hashes !== undefined && (await this.unchanged(table, hashes))) {
-      this.c.log.info({ table: table.name, rows: rows.length }, 'bigquery full-refresh batch unchanged; nothing loaded or merged');
+      this.c.log.info(
+        { table: table.name, rows: rows.length },
+        'bigquery full-refresh batch unchanged; nothing loaded or merged',
+      );
       if (state !== undefined) await this.c.writeState(state);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
@@ -87,7 +106,12 @@ export class BigQueryWriter {
     try {
       const prune = this.c.tables.prunesOn(table.name, spec.field);
       const one = async (staged: StagedFile, withState: StateCommit | undefined): Promise<void> => {
-        const bytes = await this.loadAndMerge(table, columns, prune ? staged : { ...staged, partitions: undefined }, withState);
+        const bytes = await this.loadAndMerge(
+          table,
+          columns,
+          prune ? staged : { ...staged, partitions: undefined },
+          withState,
+        );
         if (bytes !== undefined) bytesProcessed = (bytesProcessed ?? 0) + bytes;
         await rm(staged.file, { force: true });
       };
@@ -109,13 +133,28 @@ export class BigQueryWriter {
    * a load job (free: no query is billed), then the state. A crash between the last load and the
    * state replays the batch: its rows are loaded again, identical, and the view shows one of them.
    */
-  private async writeLog(table: TableSchema, columns: readonly BigQueryColumn[], rows: readonly Row[], state: StateCommit | undefined, rowsPerBatch: ReadonlyMap<LoadBatch, number>): Promise<GroupResult> {
+  private async writeLog(
+    table: TableSchema,
+    columns: readonly BigQueryColumn[],
+    rows: readonly Row[],
+    state: StateCommit | undefined,
+    rowsPerBatch: ReadonlyMap<LoadBatch, number>,
+  ): Promise<GroupResult> {
     await this.c.logLayout.prepare(table, columns);
     const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
     try {
       for await (const staged of this.stageFiles(dir, table, rows, undefined)) {
         const load = await this.c.logLayout.append(table, staged.file);
-        this.c.log.info({ table: table.name, log: logTable(table.name), rows: staged.rows, ndjsonBytes: staged.bytes, loadJob: load.jobId }, 'bigquery rows appended to the change log');
+        this.c.log.info(
+          {
+            table: table.name,
+            log: logTable(table.name),
+            rows: staged.rows,
+            ndjsonBytes: staged.bytes,
+            loadJob: load.jobId,
+          },
+          'bigquery rows appended to the change log',
+        );
         await rm(staged.file, { force: true });
       }
     } finally {
@@ -140,7 +179,12 @@ export class BigQueryWriter {
    * The rows as NDJSON files of at most `maxBatchBytes`, written through a stream (a batch is never
    * one JS string), each with the partition dates it touches.
    */
-  private async *stageFiles(dir: string, table: TableSchema, rows: readonly Row[], hashes: readonly string[] | undefined): AsyncGenerator<StagedFile> {
+  private async *stageFiles(
+    dir: string,
+    table: TableSchema,
+    rows: readonly Row[],
+    hashes: readonly string[] | undefined,
+  ): AsyncGenerator<StagedFile> {
     const spec = partitionSpec(table);
     let index = 0;
     let part = 0;
@@ -199,7 +243,11 @@ export class BigQueryWriter {
           parentHasSource: parentColumns.has(bridge.sourceColumn),
           ...(staged.partitions === undefined ? {} : { partitions: staged.partitions }),
         });
-        await this.c.jobs.run(this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name), `qs_bridge_${bridge.table.name}_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
+        await this.c.jobs.run(
+          this.subject(`rewrite of bridge table ${bridge.table.name}`, bridge.table.name),
+          `qs_bridge_${bridge.table.name}_${stage}`,
+          (jobId) => this.c.createQueryJob(sql, jobId),
+        );
       }
       if (bridges.length > 0 && state !== undefined) await this.c.writeState(state);
       const bytes = merge.metadata.statistics?.query?.totalBytesProcessed;
@@ -232,7 +280,9 @@ export class BigQueryWriter {
     const subject = this.subject(`creation of staging table ${stage}`, table.name);
     try {
       await this.c.jobs.retrying(subject, () =>
-        this.c.client.dataset(this.c.target.dataset, { location: this.c.tables.location }).createTable(stage, this.stageResource(columns)),
+        this.c.client
+          .dataset(this.c.target.dataset, { location: this.c.tables.location })
+          .createTable(stage, this.stageResource(columns)),
       );
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
@@ -241,7 +291,9 @@ export class BigQueryWriter {
 
   private async load(table: TableSchema, stage: string, file: string): Promise<FinishedJob> {
     const subject = this.subject(`load job into ${stage}`, table.name);
-    const stageTable = this.c.client.dataset(this.c.target.dataset, { location: this.c.tables.location }).table(stage, { location: this.c.tables.location });
+    const stageTable = this.c.client
+      .dataset(this.c.target.dataset, { location: this.c.tables.location })
+      .table(stage, { location: this.c.tables.location });
     return this.c.jobs.run(subject, `qs_load_${stage}`, async (jobId) => {
       const [job] = await stageTable.createLoadJob(file, { jobId, ...LOAD_OPTIONS });
       return job;
@@ -249,15 +301,23 @@ export class BigQueryWriter {
   }
 
   /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE. */
-  private async merge(table: TableSchema, stage: string, partitions: PartitionDates | undefined, state?: StateCommit): Promise<FinishedJob> {
+  private async merge(
+    table: TableSchema,
+    stage: string,
+    partitions: PartitionDates | undefined,
+    state?: StateCommit,
+  ): Promise<FinishedJob> {
     const sql = mergeSql({ target: this.c.target, table, stage, ...(partitions === undefined ? {} : { partitions }) });
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
-    if (state === undefined) return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
+    if (state === undefined)
+      return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
     const rows = await state.prepare();
     let committed = false;
     try {
       const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.c.target)]);
-      const job = await this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows));
+      const job = await this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) =>
+        this.c.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows),
+      );
       committed = true;
       return job;
     } finally {

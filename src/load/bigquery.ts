@@ -44,7 +44,17 @@ import type { LeaseProvider } from '../core/lease.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, TableSchema } from '../core/types.js';
-import { capabilitiesOf, type BillingTotals, type Capabilities, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
+import {
+  capabilitiesOf,
+  type BillingTotals,
+  type Capabilities,
+  type Destination,
+  type LoadBatch,
+  type LoadResult,
+  type TableSwap,
+  type ViewDialect,
+  type WindowCount,
+} from './destination.js';
 import { BillingTally } from './bigquery-billing.js';
 import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bigquery-coalesce.js';
 import { toQuerySyncError, type ErrorSubject, type RetryPolicy } from './bigquery-errors.js';
@@ -53,7 +63,16 @@ import { BigQueryLeases, LEASE_FIELDS, LEASE_TABLE } from './bigquery-lease.js';
 import { logTable } from './bigquery-log.js';
 import { BigQueryLogLayout, DEFAULT_COMPACT_EVERY_MS, type UpsertLayout } from './bigquery-log-layout.js';
 import { KEY_BUCKET_COLUMN, ROW_HASH_COLUMN, derivedTimestampColumn } from './bigquery-rows.js';
-import { bigQueryColumns, quoteIdent, replaceTablesSql, tablePath, validateTarget, windowCountSql, type BigQueryTarget, type ReplacePlan } from './bigquery-sql.js';
+import {
+  bigQueryColumns,
+  quoteIdent,
+  replaceTablesSql,
+  tablePath,
+  validateTarget,
+  windowCountSql,
+  type BigQueryTarget,
+  type ReplacePlan,
+} from './bigquery-sql.js';
 import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql } from './bigquery-state.js';
 import { logicalType, subjectOf } from './bigquery-fields.js';
 import { BigQueryTables } from './bigquery-tables.js';
@@ -152,7 +171,13 @@ export class BigQueryDestination implements Destination {
       log: this.log,
       onDone: (subject, metadata) => this.billed.add(subject.table, metadata),
     });
-    this.tables = new BigQueryTables({ client: this.client, target: this.target, location, jobs: this.jobs, log: this.log });
+    this.tables = new BigQueryTables({
+      client: this.client,
+      target: this.target,
+      location,
+      jobs: this.jobs,
+      log: this.log,
+    });
     this.logLayout = new BigQueryLogLayout({
       client: this.client,
       target: this.target,
@@ -163,7 +188,9 @@ export class BigQueryDestination implements Destination {
       mode: options.upsert ?? 'auto',
       compactEveryMs: options.compactEveryMs ?? DEFAULT_COMPACT_EVERY_MS,
       query: (operation, table, sql) =>
-        this.jobs.run(this.subject(operation, table), `qs_ddl_${table}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId)),
+        this.jobs.run(this.subject(operation, table), `qs_ddl_${table}_${randomBytes(6).toString('hex')}`, (jobId) =>
+          this.createQueryJob(sql, jobId),
+        ),
     });
     this.writer = new BigQueryWriter({
       client: this.client,
@@ -196,7 +223,11 @@ export class BigQueryDestination implements Destination {
     // Ours, derived at load time: the row hash, and a partition timestamp beside its ns column.
     const partitionField = metadata.timePartitioning?.field ?? undefined;
     const derived = new Set([ROW_HASH_COLUMN, KEY_BUCKET_COLUMN]);
-    if (partitionField !== undefined && names.has(partitionField.replace(/_ts$/, '_ns')) && derivedTimestampColumn(partitionField.replace(/_ts$/, '_ns')) === partitionField) {
+    if (
+      partitionField !== undefined &&
+      names.has(partitionField.replace(/_ts$/, '_ns')) &&
+      derivedTimestampColumn(partitionField.replace(/_ts$/, '_ns')) === partitionField
+    ) {
       derived.add(partitionField);
     }
     const columns: ColumnDef[] = [];
@@ -233,7 +264,9 @@ export class BigQueryDestination implements Destination {
       },
       dml: async (operation, sql, params) => {
         const subject = this.subject(operation, LEASE_TABLE);
-        const job = await this.jobs.run(subject, `qs_lease_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId, undefined, params));
+        const job = await this.jobs.run(subject, `qs_lease_${randomBytes(6).toString('hex')}`, (jobId) =>
+          this.createQueryJob(sql, jobId, undefined, params),
+        );
         return Number(job.metadata.statistics?.query?.numDmlAffectedRows ?? 0);
       },
       select: (operation, sql, params) => this.select(operation, LEASE_TABLE, sql, params),
@@ -244,7 +277,10 @@ export class BigQueryDestination implements Destination {
   async readState(): Promise<readonly StateRow[]> {
     if (!(await this.tableExists(STATE_TABLE))) return [];
     const rows = await this.select(`read of query-sync's state`, STATE_TABLE, stateSelectSql(this.target));
-    return rows.map((r) => ({ key: String(r['key']), value: r['value'] === null || r['value'] === undefined ? null : String(r['value']) }));
+    return rows.map((r) => ({
+      key: String(r['key']),
+      value: r['value'] === null || r['value'] === undefined ? null : String(r['value']),
+    }));
   }
 
   /** A state change with no batch: one MERGE into `_query_sync_state` (one statement: atomic). */
@@ -255,7 +291,9 @@ export class BigQueryDestination implements Destination {
     try {
       if (rows.length > 0) {
         const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
-        await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(stateMergeSql(this.target), jobId, rows));
+        await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
+          this.createQueryJob(stateMergeSql(this.target), jobId, rows),
+        );
       }
       committed = true;
     } finally {
@@ -270,7 +308,11 @@ export class BigQueryDestination implements Destination {
 
   async count(table: string): Promise<number> {
     if (!(await this.tableExists(table))) return 0;
-    const rows = await this.select(`count of table ${table}`, table, `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`);
+    const rows = await this.select(
+      `count of table ${table}`,
+      table,
+      `SELECT COUNT(*) AS n FROM ${tablePath(this.target, table)}`,
+    );
     return Number(rows[0]?.['n'] ?? 0);
   }
 
@@ -285,7 +327,8 @@ export class BigQueryDestination implements Destination {
     if (!(await this.tableExists(table))) return {};
     const sql = `SELECT \`project_id\` AS project_id, COUNT(*) AS n FROM ${tablePath(this.target, table)} GROUP BY 1 ORDER BY 1`;
     const out: Record<string, number> = {};
-    for (const row of await this.select(`count per project of table ${table}`, table, sql)) out[String(row['project_id'])] = Number(row['n'] ?? 0);
+    for (const row of await this.select(`count per project of table ${table}`, table, sql))
+      out[String(row['project_id'])] = Number(row['n'] ?? 0);
     return out;
   }
 
@@ -298,12 +341,19 @@ export class BigQueryDestination implements Destination {
   }
 
   /** Run a SELECT as a query job in the dataset's location; its rows. */
-  private async select(operation: string, table: string, sql: string, params?: Record<string, string | number>): Promise<Record<string, unknown>[]> {
+  private async select(
+    operation: string,
+    table: string,
+    sql: string,
+    params?: Record<string, string | number>,
+  ): Promise<Record<string, unknown>[]> {
     const subject = this.subject(operation, table);
     const base = `qs_select_${table}_${randomBytes(6).toString('hex')}`;
     const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId, undefined, params));
     const [rows] = await this.jobs
-      .retrying(subject, () => this.client.job(job.jobId, { location: job.location }).getQueryResults({ autoPaginate: false }))
+      .retrying(subject, () =>
+        this.client.job(job.jobId, { location: job.location }).getQueryResults({ autoPaginate: false }),
+      )
       .catch((error: unknown) => {
         throw toQuerySyncError(error, subject);
       });
@@ -353,7 +403,11 @@ export class BigQueryDestination implements Destination {
     if (plans.length > 0) {
       const names = swaps.map((s) => s.table).join(', ');
       const sql = replaceTablesSql(this.target, plans);
-      await this.jobs.run(this.subject(`replacement of ${names} by their refreshed copies`, swaps[0]?.table), `qs_refresh_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
+      await this.jobs.run(
+        this.subject(`replacement of ${names} by their refreshed copies`, swaps[0]?.table),
+        `qs_refresh_${randomBytes(6).toString('hex')}`,
+        (jobId) => this.createQueryJob(sql, jobId),
+      );
     }
     for (const schema of views) {
       this.tables.forget(logTable(schema.name));
@@ -366,9 +420,11 @@ export class BigQueryDestination implements Destination {
   async dropTable(table: string): Promise<void> {
     if (!(await this.tables.lookupDataset())) return;
     const subject = this.subject(`drop of table ${table}`, table);
-    await this.jobs.retrying(subject, () => this.client.dataset(this.target.dataset).table(table).delete({ ignoreNotFound: true })).catch((error: unknown) => {
-      throw toQuerySyncError(error, subject);
-    });
+    await this.jobs
+      .retrying(subject, () => this.client.dataset(this.target.dataset).table(table).delete({ ignoreNotFound: true }))
+      .catch((error: unknown) => {
+        throw toQuerySyncError(error, subject);
+      });
     this.tables.forget(table);
   }
 
@@ -377,13 +433,29 @@ export class BigQueryDestination implements Destination {
     await this.tables.ensureDataset();
     const query = select({ table: (t) => tablePath(this.target, t), column: quoteIdent });
     const sql = `CREATE OR REPLACE VIEW ${tablePath(this.target, name)} AS ${query}`;
-    await this.jobs.run(this.subject(`definition of view ${name}`, name), `qs_view_${name}_${randomBytes(6).toString('hex')}`, (jobId) => this.createQueryJob(sql, jobId));
+    await this.jobs.run(
+      this.subject(`definition of view ${name}`, name),
+      `qs_view_${name}_${randomBytes(6).toString('hex')}`,
+      (jobId) => this.createQueryJob(sql, jobId),
+    );
   }
 
   /** A query job; `stateRows` become the `@state_rows` parameter of `stateMergeSql`. */
-  private async createQueryJob(query: string, jobId: string, stateRows?: readonly StateRow[], named?: Record<string, string | number>): Promise<Job> {
-    const params: Pick<Query, 'params' | 'types'> = stateRows !== undefined ? stateParams(stateRows) : named !== undefined ? { params: named } : {};
-    const [job] = await this.client.createQueryJob({ query, jobId, location: this.tables.location, useLegacySql: false, ...params });
+  private async createQueryJob(
+    query: string,
+    jobId: string,
+    stateRows?: readonly StateRow[],
+    named?: Record<string, string | number>,
+  ): Promise<Job> {
+    const params: Pick<Query, 'params' | 'types'> =
+      stateRows !== undefined ? stateParams(stateRows) : named !== undefined ? { params: named } : {};
+    const [job] = await this.client.createQueryJob({
+      query,
+      jobId,
+      location: this.tables.location,
+      useLegacySql: false,
+      ...params,
+    });
     return job;
   }
 

@@ -95,7 +95,9 @@ export interface DefinesViews {
 }
 
 /** The optional members, as a destination declares them (each may be absent). */
-export type OptionalCapabilities = Partial<StateTable & KeepsLeases & Billed & CountsWindows & CountsByProject & Refreshes & DefinesViews>;
+export type OptionalCapabilities = Partial<
+  StateTable & KeepsLeases & Billed & CountsWindows & CountsByProject & Refreshes & DefinesViews
+>;
 
 export function keepsState<D extends OptionalCapabilities>(d: D): d is D & StateTable {
   return d.readState !== undefined && d.writeState !== undefined && d.stateLocation !== undefined;
@@ -140,13 +142,23 @@ export interface Capabilities {
 /** Check every capability of `d` once (where it is opened). Methods stay bound to `d`. */
 export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
   return {
-    ...(keepsState(d) ? { state: { stateLocation: d.stateLocation, readState: () => d.readState(), writeState: (commit) => d.writeState(commit) } } : {}),
+    ...(keepsState(d)
+      ? {
+          state: {
+            stateLocation: d.stateLocation,
+            readState: () => d.readState(),
+            writeState: (commit) => d.writeState(commit),
+          },
+        }
+      : {}),
     ...(keepsLeases(d) ? { leases: d.leases } : {}),
     ...(isBilled(d) ? { billing: { billing: () => d.billing() } } : {}),
     ...(countsWindows(d) ? { windows: { countWindow: (table, window) => d.countWindow(table, window) } } : {}),
     ...(countsByProject(d) ? { byProject: { countByProject: (table) => d.countByProject(table) } } : {}),
     ...(dropsTables(d) ? { drop: { dropTable: (table) => d.dropTable(table) } } : {}),
-    ...(refreshes(d) ? { refresh: { replaceTables: (swaps) => d.replaceTables(swaps), dropTable: (table) => d.dropTable(table) } } : {}),
+    ...(refreshes(d)
+      ? { refresh: { replaceTables: (swaps) => d.replaceTables(swaps), dropTable: (table) => d.dropTable(table) } }
+      : {}),
     ...(definesViews(d) ? { views: { defineView: (name, select) => d.defineView(name, select) } } : {}),
   };
 }

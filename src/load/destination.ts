@@ -56,7 +56,9 @@ export function assertRowsFitSchema(rows: readonly Row[], table: TableSchema): v
   for (const row of rows) {
     for (const column of Object.keys(row)) {
       if (!names.has(column)) {
-        throw new Error(`row of table ${table.name} has column "${column}", which the table schema passed with it does not name`);
+        throw new Error(
+          `row of table ${table.name} has column "${column}", which the table schema passed with it does not name`,
+        );
       }
     }
   }
@@ -72,7 +74,11 @@ export function dedupeRows(rows: readonly Row[], key: readonly string[], version
   for (const row of rows) {
     const k = key.map((c) => String(row[c])).join('\u0000');
     const prev = byKey.get(k);
-    if (prev !== undefined && versionColumn !== undefined && compareCells(prev[versionColumn], row[versionColumn]) > 0) {
+    if (
+      prev !== undefined &&
+      versionColumn !== undefined &&
+      compareCells(prev[versionColumn], row[versionColumn]) > 0
+    ) {
       continue;
     }
     byKey.set(k, row);

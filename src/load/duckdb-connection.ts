@@ -156,7 +156,13 @@ export class DuckDbFile {
     }
     try {
       // Between DETACH and ATTACH another process may open the file (`status`, for a moment): wait for it.
-      await attachWaiting(this.current, this.attachSql, this.path, Math.max(this.waitMs, REATTACH_WAIT_MS), 'reattaching it mid-run to free DuckDB\'s memory');
+      await attachWaiting(
+        this.current,
+        this.attachSql,
+        this.path,
+        Math.max(this.waitMs, REATTACH_WAIT_MS),
+        "reattaching it mid-run to free DuckDB's memory",
+      );
       await useWarehouse(this.current);
     } catch (error) {
       // Without its file the connection would write into the in-memory host: refuse every later use.
@@ -198,7 +204,13 @@ export class DuckDbFile {
  * ATTACH the file; while another process holds it, retry until `waitMs` has passed, then fail with a
  * `WarehouseBusyError` saying what to do.
  */
-async function attachWaiting(connection: DuckDBConnection, attach: string, path: string, waitMs: number, doing?: string): Promise<void> {
+async function attachWaiting(
+  connection: DuckDBConnection,
+  attach: string,
+  path: string,
+  waitMs: number,
+  doing?: string,
+): Promise<void> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {

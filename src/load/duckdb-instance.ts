@@ -12,6 +12,8 @@ import type * as DuckDbApi from '@duckdb/node-api';
  * (dist/src/, tests), an ES module has no `require`, and one is made.
  */
 const requireApi = (): typeof DuckDbApi =>
-  (typeof require === 'function' ? require('@duckdb/node-api') : createRequire(import.meta.url)('@duckdb/node-api')) as typeof DuckDbApi;
+  (typeof require === 'function'
+    ? require('@duckdb/node-api')
+    : createRequire(import.meta.url)('@duckdb/node-api')) as typeof DuckDbApi;
 export const DuckDBInstance: typeof DuckDbApi.DuckDBInstance = requireApi().DuckDBInstance;
 export type DuckDBInstance = DuckDbApi.DuckDBInstance;

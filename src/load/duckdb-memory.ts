@@ -164,7 +164,8 @@ export class DuckDbMemory {
     if (this.checkpointAt === undefined || this.sinceCheckpoint === 0) return;
     if (this.sinceCheckpoint + bytes <= this.checkpointAt) {
       const held = await this.heldMemory();
-      if (held.updated <= (this.releaseAt ?? Infinity) && held.unwritten <= this.checkpointAt * UNWRITTEN_CHECKPOINTS) return;
+      if (held.updated <= (this.releaseAt ?? Infinity) && held.unwritten <= this.checkpointAt * UNWRITTEN_CHECKPOINTS)
+        return;
     }
     try {
       await this.checkpoint();
@@ -273,7 +274,12 @@ export class DuckDbMemory {
    * batch again in smaller parts: the MERGE is keyed, so a second time changes nothing. At most
    * `MAX_REATTACH_PER_WRITE` times per write.
    */
-  private async recoverInvalidated(table: string, error: unknown, warnings: string[], budget: ReattachBudget): Promise<void> {
+  private async recoverInvalidated(
+    table: string,
+    error: unknown,
+    warnings: string[],
+    budget: ReattachBudget,
+  ): Promise<void> {
     if (!this.file.reattachable || budget.reattached >= MAX_REATTACH_PER_WRITE) throw error;
     budget.reattached += 1;
     await this.file.reopen();

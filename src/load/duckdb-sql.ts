@@ -81,12 +81,16 @@ export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: stri
   const src = `CAST(s.${ident(bridge.sourceColumn)} AS JSON)`;
   const fields = b.elementFields.map((f) => {
     const path = sqlString(`$.${JSON.stringify(f.field)}`);
-    const extracted = f.type === 'string' ? `json_extract_string(j.value, ${path})` : `TRY_CAST(json_extract(j.value, ${path}) AS ${duckdbType(f.type)})`;
+    const extracted =
+      f.type === 'string'
+        ? `json_extract_string(j.value, ${path})`
+        : `TRY_CAST(json_extract(j.value, ${path}) AS ${duckdbType(f.type)})`;
     return `CASE WHEN json_type(j.value) = 'OBJECT' THEN ${extracted} END`;
   });
   const columns = bridge.table.columns.map((c) => ident(c.name));
   // The parent's metadata as staged (a writer without a run id stages no `_run_id`).
-  const meta = (name: string, type: string): string => (parent.columns.some((c) => c.name === name) ? `CAST(s.${ident(name)} AS ${type})` : `CAST(NULL AS ${type})`);
+  const meta = (name: string, type: string): string =>
+    parent.columns.some((c) => c.name === name) ? `CAST(s.${ident(name)} AS ${type})` : `CAST(NULL AS ${type})`;
   statements.push(
     `INSERT INTO ${table} (${columns.join(', ')})
 SELECT s.${p}, s.${k}, CAST(j.key AS BIGINT), ${fields.join(', ')}, j.value, ${meta('_synced_at', 'TIMESTAMPTZ')}, ${meta('_run_id', 'VARCHAR')}

@@ -28,7 +28,9 @@ export async function readStateRows(connection: DuckDBConnection): Promise<reado
 export async function createStateTable(connection: DuckDBConnection): Promise<void> {
   // No primary key: DuckDB checks unique keys eagerly, and a key deleted then inserted in one
   // transaction can be refused. The writer keeps keys unique (delete, then insert, per key).
-  await connection.run(`CREATE TABLE IF NOT EXISTS main.${ident(STATE_TABLE)} (key VARCHAR, value VARCHAR, updated_at TIMESTAMPTZ)`);
+  await connection.run(
+    `CREATE TABLE IF NOT EXISTS main.${ident(STATE_TABLE)} (key VARCHAR, value VARCHAR, updated_at TIMESTAMPTZ)`,
+  );
 }
 
 /** Replace the given keys' rows (in the caller's transaction). */
@@ -41,7 +43,10 @@ export async function writeStateRows(connection: DuckDBConnection, rows: readonl
   for (let i = 0; i < kept.length; i += STATE_ROWS_PER_INSERT) {
     const chunk = kept.slice(i, i + STATE_ROWS_PER_INSERT);
     const values = chunk.map((_, j) => `($${2 * j + 1}, $${2 * j + 2}, now())`).join(', ');
-    await connection.run(`INSERT INTO ${table} VALUES ${values}`, chunk.flatMap((r) => [r.key, r.value as string]));
+    await connection.run(
+      `INSERT INTO ${table} VALUES ${values}`,
+      chunk.flatMap((r) => [r.key, r.value as string]),
+    );
   }
 }
 

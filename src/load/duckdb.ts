@@ -8,7 +8,18 @@ import { DuckDbFile, type DuckDbOpenOptions } from './duckdb-connection.js';
 import { DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './duckdb-sql.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, writeStateRows } from './duckdb-state.js';
-import { assertRowsFitSchema, capabilitiesOf, dedupeRows, type Capabilities, type Destination, type LoadBatch, type LoadResult, type TableSwap, type ViewDialect, type WindowCount } from './destination.js';
+import {
+  assertRowsFitSchema,
+  capabilitiesOf,
+  dedupeRows,
+  type Capabilities,
+  type Destination,
+  type LoadBatch,
+  type LoadResult,
+  type TableSwap,
+  type ViewDialect,
+  type WindowCount,
+} from './destination.js';
 
 export { ROW_GROUP_SIZE, type DuckDbOpenOptions } from './duckdb-connection.js';
 
@@ -146,7 +157,10 @@ export class DuckDbDestination implements Destination {
       } catch (error) {
         await this.connection.run('ROLLBACK').catch(() => undefined);
         const names = swaps.map((s) => `${s.table} with ${s.shadow}`).join(', ');
-        throw new LoadError(`DuckDB could not replace ${names}: ${(error as Error).message}`, false, { cause: error, context: { resource: swaps[0]?.table } });
+        throw new LoadError(`DuckDB could not replace ${names}: ${(error as Error).message}`, false, {
+          cause: error,
+          context: { resource: swaps[0]?.table },
+        });
       } finally {
         for (const { table, shadow } of swaps) {
           this.tables.delete(table);
@@ -213,7 +227,10 @@ export class DuckDbDestination implements Destination {
       [table],
     );
     const rows = reader.getRows();
-    const columns = rows.length === 0 ? undefined : rows.map(([name, type]) => ({ name: String(name), type: logicalFromDuckdb(String(type)) }));
+    const columns =
+      rows.length === 0
+        ? undefined
+        : rows.map(([name, type]) => ({ name: String(name), type: logicalFromDuckdb(String(type)) }));
     this.described.set(table, columns);
     return columns;
   }
@@ -255,7 +272,8 @@ export class DuckDbDestination implements Destination {
       await this.ensureTable(table);
       // A bridge table is made once its parent has the array column (before, it could hold nothing).
       const withArrays = this.tables.get(table.name);
-      for (const bridge of table.bridges ?? []) if (withArrays?.has(bridge.sourceColumn) === true) await this.ensureTable(bridge.table);
+      for (const bridge of table.bridges ?? [])
+        if (withArrays?.has(bridge.sourceColumn) === true) await this.ensureTable(bridge.table);
       if (batch.state !== undefined) {
         await this.ensureStateTable();
         stateRows = await batch.state.prepare();
@@ -266,7 +284,8 @@ export class DuckDbDestination implements Destination {
       const budget = { reattached: 0 };
       warnings.push(...this.pendingWarnings.splice(0));
       await this.memory.checkpointIfDue(table.name, bytes, warnings, budget);
-      const merge = (part: readonly Row[], partState?: readonly StateRow[]): Promise<void> => this.stageAndMerge(table, part, partState);
+      const merge = (part: readonly Row[], partState?: readonly StateRow[]): Promise<void> =>
+        this.stageAndMerge(table, part, partState);
       await this.memory.upsert(table, rows, merge, warnings, budget, stateRows);
       committed = true;
       this.memory.wrote(bytes);
@@ -312,7 +331,11 @@ export class DuckDbDestination implements Destination {
         this.memory.wrote(bytes);
       } catch (error) {
         await this.connection.run('ROLLBACK').catch(() => undefined);
-        throw new LoadError(`DuckDB could not write query-sync's state to ${this.stateLocation}: ${(error as Error).message}`, false, { cause: error });
+        throw new LoadError(
+          `DuckDB could not write query-sync's state to ${this.stateLocation}: ${(error as Error).message}`,
+          false,
+          { cause: error },
+        );
       }
     } finally {
       await commit.finish(committed);
@@ -326,7 +349,11 @@ export class DuckDbDestination implements Destination {
     this.tables.set(STATE_TABLE, new Map(STATE_COLUMNS));
   }
 
-  private async stageAndMerge(table: TableSchema, rows: readonly Row[], stateRows?: readonly StateRow[]): Promise<void> {
+  private async stageAndMerge(
+    table: TableSchema,
+    rows: readonly Row[],
+    stateRows?: readonly StateRow[],
+  ): Promise<void> {
     const stage = `_stage_${table.name}`;
     const columns = table.columns;
     await this.connection.run(
@@ -392,5 +419,3 @@ function appendRow(appender: Appender, row: Row, columns: readonly ColumnDef[]):
   }
   appender.endRow();
 }
-
-

@@ -17,7 +17,11 @@ export type SchemaContract = 'evolve' | 'freeze-columns' | 'freeze';
 export const SCHEMA_CONTRACTS: readonly SchemaContract[] = ['evolve', 'freeze-columns', 'freeze'];
 
 /** `resource` with the contract checked on every record (`existing`: the table's columns, `undefined` when it does not exist). */
-export function withContract(resource: ResourceDefinition, existing: readonly ColumnDef[] | undefined, contract: SchemaContract): ResourceDefinition {
+export function withContract(
+  resource: ResourceDefinition,
+  existing: readonly ColumnDef[] | undefined,
+  contract: SchemaContract,
+): ResourceDefinition {
   if (contract === 'evolve') return resource;
   const own = resource.transform;
   if (existing === undefined) {

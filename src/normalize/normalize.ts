@@ -45,7 +45,10 @@ const PLAIN_NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
 export function renamedColumn(field: string, attempt = 0): string {
   let base = field.replace(/[^A-Za-z0-9_]/g, '_');
   if (!/^[A-Za-z]/.test(base)) base = `f_${base}`;
-  const suffix = `__${createHash('sha256').update(attempt === 0 ? field : `${field}\u0000${attempt}`).digest('hex').slice(0, 8)}`;
+  const suffix = `__${createHash('sha256')
+    .update(attempt === 0 ? field : `${field}\u0000${attempt}`)
+    .digest('hex')
+    .slice(0, 8)}`;
   return `${base.slice(0, MAX_FIELD_COLUMN_CHARS - suffix.length)}${suffix}`;
 }
 
@@ -125,7 +128,13 @@ export class SchemaTracker {
       fullRefresh: this.resource.mode === 'full',
       ...(this.resource.bridges === undefined
         ? {}
-        : { bridges: this.resource.bridges.map((b) => ({ definition: b, sourceColumn: this.columnFor(b.field), table: bridgeTable(b) })) }),
+        : {
+            bridges: this.resource.bridges.map((b) => ({
+              definition: b,
+              sourceColumn: this.columnFor(b.field),
+              table: bridgeTable(b),
+            })),
+          }),
     };
   }
 
@@ -138,7 +147,10 @@ export class SchemaTracker {
     return [
       ...out.filter((n) => n.level !== 'warn'),
       ...warnings.slice(0, MAX_NOTES_PER_DRAIN),
-      { level: 'warn', message: `… and ${warnings.length - MAX_NOTES_PER_DRAIN} more such values of ${this.resource.name} in this page` },
+      {
+        level: 'warn',
+        message: `… and ${warnings.length - MAX_NOTES_PER_DRAIN} more such values of ${this.resource.name} in this page`,
+      },
     ];
   }
 
@@ -165,7 +177,9 @@ export class SchemaTracker {
       if (typeof own === 'string' && own !== '') rowProject = own;
     }
     if (rowProject === undefined) {
-      throw new DataError(`expected "${PROJECT_COLUMN}" (a project slug) on a record read across all projects, got ${stringifyJson(record[PROJECT_COLUMN] ?? null)} (key ${key})`);
+      throw new DataError(
+        `expected "${PROJECT_COLUMN}" (a project slug) on a record read across all projects, got ${stringifyJson(record[PROJECT_COLUMN] ?? null)} (key ${key})`,
+      );
     }
     const row: Row = { [PROJECT_COLUMN]: rowProject, [keyField]: key };
     for (const [field, value] of Object.entries(record)) {
@@ -186,7 +200,10 @@ export class SchemaTracker {
       const variantType = inferType(value);
       const variant = this.variantFor(column, variantType);
       const variantCell = toCell(variantType, value) ?? null;
-      row[variant] = typeof variantCell === 'string' ? this.wellFormed(variantCell, field, key, variantType === 'json') : variantCell;
+      row[variant] =
+        typeof variantCell === 'string'
+          ? this.wellFormed(variantCell, field, key, variantType === 'json')
+          : variantCell;
     }
     row[SYNCED_AT_COLUMN] = syncedAt;
     if (this.runId !== undefined) row[RUN_ID_COLUMN] = this.runId;
@@ -199,13 +216,22 @@ export class SchemaTracker {
     if (known !== undefined) return known;
     const owner = `field:${field}`;
     let reason: string | undefined;
-    if (!PLAIN_NAME.test(field)) reason = field === '' ? 'an empty field name' : /^_/.test(field) ? 'names starting with "_" are reserved for our metadata columns' : 'not letters, digits and "_" starting with a letter';
+    if (!PLAIN_NAME.test(field))
+      reason =
+        field === ''
+          ? 'an empty field name'
+          : /^_/.test(field)
+            ? 'names starting with "_" are reserved for our metadata columns'
+            : 'not letters, digits and "_" starting with a letter';
     else if (field.length > MAX_FIELD_COLUMN_CHARS) reason = `longer than ${MAX_FIELD_COLUMN_CHARS} characters`;
     let column = field;
     if (reason === undefined) {
       const holder = this.owners.get(field.toLowerCase());
       if (holder !== undefined && holder !== owner && holder !== `existing:${field}`) {
-        reason = holder === 'meta' ? `"${field}" is a column query-sync sets` : `another column differs from it only in case (${holderName(holder)})`;
+        reason =
+          holder === 'meta'
+            ? `"${field}" is a column query-sync sets`
+            : `another column differs from it only in case (${holderName(holder)})`;
       }
     }
     if (reason !== undefined) {
@@ -214,7 +240,10 @@ export class SchemaTracker {
         const holder = this.owners.get(column.toLowerCase());
         if (holder === undefined || holder === owner || holder === `existing:${column}`) break;
       }
-      this.notes.push({ level: 'info', message: `field ${JSON.stringify(field)} of ${this.resource.name} is stored in column "${column}": ${reason}` });
+      this.notes.push({
+        level: 'info',
+        message: `field ${JSON.stringify(field)} of ${this.resource.name} is stored in column "${column}": ${reason}`,
+      });
     }
     this.owners.set(column.toLowerCase(), owner);
     this.fieldColumns.set(field, column);
@@ -225,7 +254,10 @@ export class SchemaTracker {
     const owner = `variant:${column}:${type}`;
     for (let attempt = 0; ; attempt += 1) {
       const suffix = `__v_${type}`;
-      const name = attempt === 0 && column.length + suffix.length <= MAX_COLUMN_CHARS ? `${column}${suffix}` : `${renamedColumn(`${column}${suffix}`, attempt)}`;
+      const name =
+        attempt === 0 && column.length + suffix.length <= MAX_COLUMN_CHARS
+          ? `${column}${suffix}`
+          : `${renamedColumn(`${column}${suffix}`, attempt)}`;
       const holder = this.owners.get(name.toLowerCase());
       if (holder === undefined || holder === owner || holder === `existing:${name}`) {
         this.claim(name, owner, type);
@@ -241,7 +273,11 @@ export class SchemaTracker {
    * reported (resource, record key, field): stored, visibly, and never altered silently.
    */
   private wellFormed(value: string, field: string, key: string, json = false): string {
-    const fixed = json ? value.replace(ESCAPED_SURROGATES, '\\ufffd') : LONE_SURROGATE.test(value) ? value.replace(LONE_SURROGATES, '\uFFFD') : value;
+    const fixed = json
+      ? value.replace(ESCAPED_SURROGATES, '\\ufffd')
+      : LONE_SURROGATE.test(value)
+        ? value.replace(LONE_SURROGATES, '\uFFFD')
+        : value;
     if (fixed === value) return value;
     this.notes.push({
       level: 'warn',

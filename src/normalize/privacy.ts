@@ -33,7 +33,12 @@ export function hashValue(value: Exclude<JsonValue, null>, salt: string): string
 }
 
 /** The record with the rules of one resource applied; `null` values stay `null`. */
-export function applyPrivacy(record: ApiRecord, exclude: ReadonlySet<string>, hash: ReadonlySet<string>, salt: string | undefined): ApiRecord {
+export function applyPrivacy(
+  record: ApiRecord,
+  exclude: ReadonlySet<string>,
+  hash: ReadonlySet<string>,
+  salt: string | undefined,
+): ApiRecord {
   const out: Record<string, JsonValue> = {};
   for (const [field, value] of Object.entries(record)) {
     if (exclude.has(field)) continue;
@@ -48,17 +53,25 @@ export function applyPrivacy(record: ApiRecord, exclude: ReadonlySet<string>, ha
 }
 
 /** `resource` with the rules added to its transform (unchanged when no rule names it). */
-export function withPrivacy(resource: ResourceDefinition, rules: PrivacyRules, salt: string | undefined): ResourceDefinition {
+export function withPrivacy(
+  resource: ResourceDefinition,
+  rules: PrivacyRules,
+  salt: string | undefined,
+): ResourceDefinition {
   const exclude = new Set(rules.exclude[resource.name] ?? []);
   const hash = new Set(rules.hash[resource.name] ?? []);
   if (exclude.size === 0 && hash.size === 0) return resource;
   const own = resource.transform;
   // An excluded field that is declared (free text is: connectors/) gets no column either.
-  const columns = resource.columns === undefined ? undefined : Object.fromEntries(Object.entries(resource.columns).filter(([field]) => !exclude.has(field)));
+  const columns =
+    resource.columns === undefined
+      ? undefined
+      : Object.fromEntries(Object.entries(resource.columns).filter(([field]) => !exclude.has(field)));
   return Object.freeze({
     ...resource,
     ...(columns === undefined ? {} : { columns }),
-    transform: (record: ApiRecord): ApiRecord => applyPrivacy(own === undefined ? record : own(record), exclude, hash, salt),
+    transform: (record: ApiRecord): ApiRecord =>
+      applyPrivacy(own === undefined ? record : own(record), exclude, hash, salt),
   });
 }
 
@@ -68,10 +81,18 @@ export function withPrivacy(resource: ResourceDefinition, rules: PrivacyRules, s
  * `project_id`. Hashing a field the connector declares as a non-string column is refused too (the
  * hash is a string).
  */
-export function parseColumnList(flag: string, text: string | undefined, resources: readonly ResourceDefinition[], hashing: boolean): Record<string, string[]> {
+export function parseColumnList(
+  flag: string,
+  text: string | undefined,
+  resources: readonly ResourceDefinition[],
+  hashing: boolean,
+): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   if (text === undefined) return out;
-  const items = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   for (const item of items) {
     const match = /^([a-z_]+)\.([A-Za-z0-9_]+)$/.exec(item);
     const resource = match === null ? undefined : resources.find((r) => r.name === match[1]);
@@ -83,11 +104,15 @@ export function parseColumnList(flag: string, text: string | undefined, resource
     const field = match[2] as string;
     const needed = [resource.key, 'project_id', ...(resource.cursorField === undefined ? [] : [resource.cursorField])];
     if (needed.includes(field)) {
-      throw new ConfigError(`${flag}: ${item} cannot be ${hashing ? 'hashed' : 'excluded'}: a sync needs ${resource.name}'s key, cursor field and project_id as they are`);
+      throw new ConfigError(
+        `${flag}: ${item} cannot be ${hashing ? 'hashed' : 'excluded'}: a sync needs ${resource.name}'s key, cursor field and project_id as they are`,
+      );
     }
     const declared = resource.columns?.[field];
     if (hashing && declared !== undefined && declared !== 'string' && declared !== 'json') {
-      throw new ConfigError(`${flag}: ${item} is declared as ${declared} in connectors/${resource.name}.ts, and a hash is a string: exclude it instead`);
+      throw new ConfigError(
+        `${flag}: ${item} is declared as ${declared} in connectors/${resource.name}.ts, and a hash is a string: exclude it instead`,
+      );
     }
     (out[resource.name] ??= []).push(field);
   }
@@ -105,13 +130,17 @@ export function resolvePrivacy(
   const hash = parseColumnList('--hash-columns', flags.hashColumns, resources, true);
   for (const [resource, fields] of Object.entries(hash)) {
     const both = fields.filter((f) => exclude[resource]?.includes(f));
-    if (both.length > 0) throw new ConfigError(`${resource}.${both[0]} is in both --exclude-columns and --hash-columns: choose one`);
+    if (both.length > 0)
+      throw new ConfigError(`${resource}.${both[0]} is in both --exclude-columns and --hash-columns: choose one`);
   }
   if (Object.keys(hash).length > 0) {
     if (salt === undefined || salt === '') {
-      throw new ConfigError(`--hash-columns needs a salt: set ${saltEnv} (at least ${MIN_SALT_LENGTH} characters, kept secret and the same for every run so hashes stay comparable)`);
+      throw new ConfigError(
+        `--hash-columns needs a salt: set ${saltEnv} (at least ${MIN_SALT_LENGTH} characters, kept secret and the same for every run so hashes stay comparable)`,
+      );
     }
-    if (salt.length < MIN_SALT_LENGTH) throw new ConfigError(`${saltEnv}: expected at least ${MIN_SALT_LENGTH} characters, got ${salt.length}`);
+    if (salt.length < MIN_SALT_LENGTH)
+      throw new ConfigError(`${saltEnv}: expected at least ${MIN_SALT_LENGTH} characters, got ${salt.length}`);
   }
   return { exclude, hash };
 }

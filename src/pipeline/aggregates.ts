@@ -1,7 +1,16 @@
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, Row, TableSchema } from '../core/types.js';
 import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
-import { bucketStart, FACET_FIELDS, FACETS_PATH, INTERVAL_MS, readFacets, readTimeseries, TIMESERIES_PATH, type Interval } from '../extract/analytics.js';
+import {
+  bucketStart,
+  FACET_FIELDS,
+  FACETS_PATH,
+  INTERVAL_MS,
+  readFacets,
+  readTimeseries,
+  TIMESERIES_PATH,
+  type Interval,
+} from '../extract/analytics.js';
 import { Capabilities, routeCapability, valueCapability } from './capabilities.js';
 import { optionalRoute } from './optional.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
@@ -105,8 +114,20 @@ export async function refreshAggregates(options: AggregateOptions, deps: Aggrega
     scopes.flatMap((scope) => {
       const project = scope.fallbackProjectId ?? 'default';
       return [
-        optionalRoute(routeCapability(TIMESERIES_PATH), counts, caps, { resource: EVENT_COUNTS_TABLE, scope: project }, () => refreshCounts(scope, options, deps)),
-        optionalRoute(routeCapability(FACETS_PATH), undefined, caps, { resource: EVENT_FACETS_TABLE, scope: project }, () => refreshFacets(scope, options, deps)),
+        optionalRoute(
+          routeCapability(TIMESERIES_PATH),
+          counts,
+          caps,
+          { resource: EVENT_COUNTS_TABLE, scope: project },
+          () => refreshCounts(scope, options, deps),
+        ),
+        optionalRoute(
+          routeCapability(FACETS_PATH),
+          undefined,
+          caps,
+          { resource: EVENT_FACETS_TABLE, scope: project },
+          () => refreshFacets(scope, options, deps),
+        ),
       ];
     }),
   );
@@ -114,7 +135,12 @@ export async function refreshAggregates(options: AggregateOptions, deps: Aggrega
 }
 
 /** The range a project's counts are refreshed over this run. */
-export function countsRange(lastRefresh: string | undefined, runStartMs: number, startMs: number | undefined, interval: Interval): { fromMs: number; toMs: number; fillZeros: boolean } {
+export function countsRange(
+  lastRefresh: string | undefined,
+  runStartMs: number,
+  startMs: number | undefined,
+  interval: Interval,
+): { fromMs: number; toMs: number; fillZeros: boolean } {
   if (lastRefresh === undefined) return { fromMs: startMs ?? 0, toMs: runStartMs, fillZeros: false };
   // From the start of the bucket the horizon falls in (or of the last refresh's, if that is older: a
   // schedule paused for a while), so every bucket touched since is counted again whole.
@@ -122,7 +148,11 @@ export function countsRange(lastRefresh: string | undefined, runStartMs: number,
   return { fromMs: bucketStart(Math.max(startMs ?? 0, since), interval), toMs: runStartMs, fillZeros: true };
 }
 
-async function refreshCounts(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
+async function refreshCounts(
+  scope: ProjectScope,
+  options: AggregateOptions,
+  deps: AggregateDeps,
+): Promise<StreamResult> {
   const interval = options.interval ?? 'day';
   const project = scope.fallbackProjectId ?? 'default';
   return measured(EVENT_COUNTS_TABLE, scope, project, options, deps, async (ctx, pageDone) => {
@@ -133,8 +163,11 @@ async function refreshCounts(scope: ProjectScope, options: AggregateOptions, dep
     const counts = new Map<number, number>();
     // A bucket the answer leaves out holds no events: within the recent range (a row may exist from
     // an earlier run) it is written as 0; a first sync's long range writes only the buckets it got.
-    if (range.fillZeros) for (let t = bucketStart(range.fromMs, interval); t < range.toMs; t += INTERVAL_MS[interval]) counts.set(t, 0);
-    for (const b of buckets) if (b.startMs >= bucketStart(range.fromMs, interval) && b.startMs < range.toMs) counts.set(b.startMs, (counts.get(b.startMs) ?? 0) + b.count);
+    if (range.fillZeros)
+      for (let t = bucketStart(range.fromMs, interval); t < range.toMs; t += INTERVAL_MS[interval]) counts.set(t, 0);
+    for (const b of buckets)
+      if (b.startMs >= bucketStart(range.fromMs, interval) && b.startMs < range.toMs)
+        counts.set(b.startMs, (counts.get(b.startMs) ?? 0) + b.count);
     const rows: Row[] = [...counts].map(([startMs, count]) => ({
       project_id: project,
       interval,
@@ -146,15 +179,32 @@ async function refreshCounts(scope: ProjectScope, options: AggregateOptions, dep
     }));
     // The counts and how far they reach: one commit.
     const written = await deps.state.withBatch(
-      (state) => state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({ ...(current ?? {}), [aggregatesKey(project, interval)]: asOf })),
-      async (state) => (rows.length === 0 ? 0 : (await deps.destination.write({ table: EVENT_COUNTS_SCHEMA, rows, ...(state === undefined ? {} : { state }) })).rows),
+      (state) =>
+        state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({
+          ...(current ?? {}),
+          [aggregatesKey(project, interval)]: asOf,
+        })),
+      async (state) =>
+        rows.length === 0
+          ? 0
+          : (
+              await deps.destination.write({
+                table: EVENT_COUNTS_SCHEMA,
+                rows,
+                ...(state === undefined ? {} : { state }),
+              })
+            ).rows,
     );
     pageDone(buckets.length, written);
     return written;
   });
 }
 
-async function refreshFacets(scope: ProjectScope, options: AggregateOptions, deps: AggregateDeps): Promise<StreamResult> {
+async function refreshFacets(
+  scope: ProjectScope,
+  options: AggregateOptions,
+  deps: AggregateDeps,
+): Promise<StreamResult> {
   const project = scope.fallbackProjectId ?? 'default';
   return measured(EVENT_FACETS_TABLE, scope, project, options, deps, async (ctx, pageDone) => {
     const window = { fromMs: options.runStartMs - AGGREGATE_HORIZON_MS, toMs: options.runStartMs };
@@ -189,24 +239,62 @@ async function refreshFacets(scope: ProjectScope, options: AggregateOptions, dep
 }
 
 /** Run one refresh as a stream of the run summary (failures reported, not thrown). */
-async function measured(table: string, scope: ProjectScope, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
+async function measured(
+  table: string,
+  scope: ProjectScope,
+  project: string,
+  options: AggregateOptions,
+  deps: AggregateDeps,
+  work: (ctx: CallContext, pageDone: PageDone) => Promise<number>,
+): Promise<StreamResult> {
   const result = await refresh(table, scope, project, options, deps, work);
   deps.hooks?.onStreamDone?.(result);
   return result;
 }
 
-async function refresh(table: string, scope: ProjectScope, project: string, options: AggregateOptions, deps: AggregateDeps, work: (ctx: CallContext, pageDone: PageDone) => Promise<number>): Promise<StreamResult> {
+async function refresh(
+  table: string,
+  scope: ProjectScope,
+  project: string,
+  options: AggregateOptions,
+  deps: AggregateDeps,
+  work: (ctx: CallContext, pageDone: PageDone) => Promise<number>,
+): Promise<StreamResult> {
   const frame = new StreamFrame({ name: table }, scope, deps, options.signal, {
     ctx: { resource: table, project, lane: `${table}|${project}`, stats: newCallStats(), signal: options.signal },
-    failureLog: (error) => ({ fields: { table, project, err: error.message }, message: `${table} (${project}) failed: ${error.message}` }),
+    failureLog: (error) => ({
+      fields: { table, project, err: error.message },
+      message: `${table} (${project}) failed: ${error.message}`,
+    }),
   });
   const { ctx } = frame;
   deps.hooks?.onStreamStart?.(table, project);
   try {
-    const rows = await work(ctx, (records, rowsStored) => deps.hooks?.onPage?.(table, project, { records, rowsStored }));
-    return { resource: table, scope: project, outcome: 'ok', rows, pages: ctx.stats.requests, windows: 1, stats: ctx.stats, seconds: frame.elapsed() };
+    const rows = await work(ctx, (records, rowsStored) =>
+      deps.hooks?.onPage?.(table, project, { records, rowsStored }),
+    );
+    return {
+      resource: table,
+      scope: project,
+      outcome: 'ok',
+      rows,
+      pages: ctx.stats.requests,
+      windows: 1,
+      stats: ctx.stats,
+      seconds: frame.elapsed(),
+    };
   } catch (error) {
     const { error: err } = frame.failure(error);
-    return { resource: table, scope: project, outcome: 'failed', rows: 0, pages: 0, windows: 0, stats: ctx.stats, seconds: frame.elapsed(), error: err };
+    return {
+      resource: table,
+      scope: project,
+      outcome: 'failed',
+      rows: 0,
+      pages: 0,
+      windows: 0,
+      stats: ctx.stats,
+      seconds: frame.elapsed(),
+      error: err,
+    };
   }
 }

@@ -56,7 +56,11 @@ export interface BackfillHooks {
   /** A (resource, scope) has `total` windows, `skipped` of them already done. */
   readonly onWindows?: (resource: string, scope: string, total: number, skipped: number) => void;
   readonly onWindowDone?: (resource: string, scope: string, rows: number) => void;
-  readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+  readonly onPage?: (
+    resource: string,
+    scope: string,
+    page: { readonly records: number; readonly rowsStored: number },
+  ) => void;
   /** A (resource, scope) ended, whatever the outcome. */
   readonly onStreamDone?: (result: BackfillStreamResult) => void;
 }
@@ -82,7 +86,11 @@ export function perWindowBatch(batchRows: number, concurrency: number): number {
 }
 
 /** Backfill every resource × project scope (`forEachScope`, as `sync` does). */
-export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hooks: BackfillHooks = {}): Promise<BackfillSummary> {
+export async function runBackfill(
+  options: BackfillOptions,
+  deps: SyncDeps,
+  hooks: BackfillHooks = {},
+): Promise<BackfillSummary> {
   const runStartMs = deps.clock.now();
   const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
   const concurrency = options.concurrency;
@@ -90,12 +98,19 @@ export async function runBackfill(options: BackfillOptions, deps: SyncDeps, hook
   // Children this server reads one parent at a time have no windows to backfill: `sync` reads them.
   const resources = options.resources.filter((r) => {
     const byParent = r.perParent !== undefined && readsByParent(deps.state.document, r) === true;
-    if (byParent) deps.logger.warn({ resource: r.name }, `${r.name} are read per ${r.perParent?.parent ?? 'parent'} record on this server: backfill skips them (sync reads them)`);
+    if (byParent)
+      deps.logger.warn(
+        { resource: r.name },
+        `${r.name} are read per ${r.perParent?.parent ?? 'parent'} record on this server: backfill skips them (sync reads them)`,
+      );
     return !byParent;
   });
   const trackers = new Map<string, SchemaTracker>();
   for (const resource of resources) {
-    trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId));
+    trackers.set(
+      resource.name,
+      new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId),
+    );
   }
   const streams = await forEachScope(
     { ...options, resources },
@@ -162,7 +177,8 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   const frame = new StreamFrame(resource, scope, deps, options.signal);
   const { key, ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
-  const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> => changeStreamLedger(state, key, change);
+  const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> =>
+    changeStreamLedger(state, key, change);
   let failure: Error | undefined;
   const stream: LedgerStream = { key, ctx, ledger, totals };
 
@@ -178,14 +194,18 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       // A crashed run's windows this run will not resume (sliced differently): restart cleanly.
       return options.force ? asked : keepRunning(asked, requested);
     });
-    units = ledgerUnits(streamLedger(readLedger(deps.state.document), key), requested, options.force).filter((u) => !u.done);
+    units = ledgerUnits(streamLedger(readLedger(deps.state.document), key), requested, options.force).filter(
+      (u) => !u.done,
+    );
     totals.skipped = requested.length - units.length;
     hooks.onWindows?.(resource.name, scope.key, requested.length, totals.skipped);
   }
   // The windows of every stream share the run's slots; this stream takes at most `concurrency` of them.
   try {
-    const ended = await runUnits(unitList(units), { limit: Math.max(1, options.concurrency), ctx, clock: deps.clock, slots: options.slots }, (unit) =>
-      readLedgerUnit(unit, options, deps, stream),
+    const ended = await runUnits(
+      unitList(units),
+      { limit: Math.max(1, options.concurrency), ctx, clock: deps.clock, slots: options.slots },
+      (unit) => readLedgerUnit(unit, options, deps, stream),
     );
     // (A full read already under way fails on its own when stopped.)
     if (ended === 'aborted' && (resource.mode !== 'full' || totals.windows === 0)) failure = new Error('aborted');
@@ -206,11 +226,19 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     seconds,
     error: failure,
   });
-  if (failure !== undefined && frame.failure(failure, totals.pages).outcome === 'scope-rejected') return result('scope-rejected');
+  if (failure !== undefined && frame.failure(failure, totals.pages).outcome === 'scope-rejected')
+    return result('scope-rejected');
   const first = options.windows[0];
   const last = options.windows[options.windows.length - 1];
-  const span = resource.mode === 'full' || first === undefined || last === undefined ? {} : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() };
-  const lastRun = frame.runRecord(failure === undefined ? 'ok' : 'failed', totals, seconds, failure, { ...span, windows: totals.windows, skipped: totals.skipped });
+  const span =
+    resource.mode === 'full' || first === undefined || last === undefined
+      ? {}
+      : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() };
+  const lastRun = frame.runRecord(failure === undefined ? 'ok' : 'failed', totals, seconds, failure, {
+    ...span,
+    windows: totals.windows,
+    skipped: totals.skipped,
+  });
   await ledger(deps.state, (s) => ({ ...s, lastRun }));
   return result(failure === undefined ? 'ok' : 'failed');
 }
@@ -225,9 +253,18 @@ interface LedgerStream {
 }
 
 /** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
-async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBackfillOptions, deps: SyncDeps, { key: frameKey, ctx, ledger, totals }: LedgerStream): Promise<void> {
+async function readLedgerUnit(
+  { window, resumed }: LedgerUnit,
+  options: StreamBackfillOptions,
+  deps: SyncDeps,
+  { key: frameKey, ctx, ledger, totals }: LedgerStream,
+): Promise<void> {
   const { resource, scope, hooks = {} } = options;
-  const onPage = hooks.onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }) => hooks.onPage?.(resource.name, scope.key, page);
+  const onPage =
+    hooks.onPage === undefined
+      ? undefined
+      : (page: { readonly records: number; readonly rowsStored: number }) =>
+          hooks.onPage?.(resource.name, scope.key, page);
   const iso = window === undefined ? undefined : toIso(window);
   const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
   const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
@@ -276,4 +313,3 @@ async function readLedgerUnit({ window, resumed }: LedgerUnit, options: StreamBa
     totals.pages += windowTotals.pages - base.pages;
   }
 }
-

@@ -45,16 +45,21 @@ export function valueCapability(path: string, param: string, value: string): str
  * shape), `value` (a 400 naming `param`), or `undefined` (no proof: a 5xx, a timeout, a refused
  * key or project, an abort: the caller's own error handling applies).
  */
-export function absenceIn(error: unknown, param?: string): { readonly what: 'route' | 'value'; readonly evidence: string } | undefined {
+export function absenceIn(
+  error: unknown,
+  param?: string,
+): { readonly what: 'route' | 'value'; readonly evidence: string } | undefined {
   if (error instanceof FatalApiError) {
-    if (error.status === 404 || error.status === 405) return { what: 'route', evidence: `HTTP ${error.status}: ${firstLine(error.message)}` };
+    if (error.status === 404 || error.status === 405)
+      return { what: 'route', evidence: `HTTP ${error.status}: ${firstLine(error.message)}` };
     if (error.status === 400) {
       const namesParam = param !== undefined && error.field === param;
       return { what: namesParam ? 'value' : 'route', evidence: `HTTP 400: ${firstLine(error.message)}` };
     }
     return undefined;
   }
-  if (error instanceof DataError) return { what: 'route', evidence: `an answer in another shape: ${firstLine(error.message)}` };
+  if (error instanceof DataError)
+    return { what: 'route', evidence: `an answer in another shape: ${firstLine(error.message)}` };
   return undefined;
 }
 
@@ -103,14 +108,20 @@ export class Capabilities {
   }
 
   /** Every recorded fact, as `check` and `status` show them. */
-  static facts(state: { readonly document: { readonly sections: Readonly<Record<string, unknown>> } }): CapabilityFacts {
+  static facts(state: {
+    readonly document: { readonly sections: Readonly<Record<string, unknown>> };
+  }): CapabilityFacts {
     const section = state.document.sections[CAPABILITIES_SECTION];
     if (section === null || typeof section !== 'object') return {};
     const out: Record<string, CapabilityFact> = {};
     for (const [name, fact] of Object.entries(section as Record<string, unknown>)) {
       const f = fact as Partial<CapabilityFact> | null;
       if (f !== null && typeof f === 'object' && typeof f.offered === 'boolean' && typeof f.learnedAt === 'string') {
-        out[name] = { offered: f.offered, learnedAt: f.learnedAt, evidence: typeof f.evidence === 'string' ? f.evidence : '' };
+        out[name] = {
+          offered: f.offered,
+          learnedAt: f.learnedAt,
+          evidence: typeof f.evidence === 'string' ? f.evidence : '',
+        };
       }
     }
     return out;
@@ -157,7 +168,11 @@ export class Capabilities {
     const fields = { capability: name, offered, evidence };
     if (before === undefined) {
       if (offered) logger.debug(fields, `${name}: offered by this server; kept in state`);
-      else logger.info(fields, `${name}: not offered by this server (${evidence}); skipped or replaced, kept in state and asked again after ${Math.round(this.recheckMs / 3_600_000)} h`);
+      else
+        logger.info(
+          fields,
+          `${name}: not offered by this server (${evidence}); skipped or replaced, kept in state and asked again after ${Math.round(this.recheckMs / 3_600_000)} h`,
+        );
     } else if (before.offered !== offered) {
       logger.warn(
         { ...fields, was: before.offered, wasLearnedAt: before.learnedAt, wasEvidence: before.evidence },
@@ -167,6 +182,9 @@ export class Capabilities {
     } else {
       logger.debug(fields, `${name}: still not offered by this server (re-checked)`);
     }
-    await this.deps.state.updateSection<CapabilityFacts>(CAPABILITIES_SECTION, (current) => ({ ...(current ?? {}), [name]: fact }));
+    await this.deps.state.updateSection<CapabilityFacts>(CAPABILITIES_SECTION, (current) => ({
+      ...(current ?? {}),
+      [name]: fact,
+    }));
   }
 }

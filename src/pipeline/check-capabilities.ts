@@ -35,7 +35,10 @@ export async function probeCapabilities(
     return { ...c, ...(fact === undefined ? {} : { recorded: { offered: fact.offered, learnedAt: fact.learnedAt } }) };
   };
   /** One request: offered, absent (with what: the route or the value of `param`), or no proof. */
-  const answer = async (param: string | undefined, request: () => Promise<unknown>): Promise<{ offered: boolean | undefined; what?: 'route' | 'value'; evidence: string }> => {
+  const answer = async (
+    param: string | undefined,
+    request: () => Promise<unknown>,
+  ): Promise<{ offered: boolean | undefined; what?: 'route' | 'value'; evidence: string }> => {
     try {
       await request();
       return { offered: true, evidence: 'answered in the expected shape' };
@@ -55,7 +58,14 @@ export async function probeCapabilities(
     const intervals: (OfferedCapability & { what?: 'route' | 'value' })[] = [];
     for (const interval of INTERVALS) {
       const a = await answer('interval', () => timeseries(client, decl, scope, window, interval, ctx));
-      intervals.push({ ...withRecord({ capability: valueCapability(decl.timeseriesPath, 'interval', interval), offered: a.offered, evidence: a.evidence }), ...(a.what === undefined ? {} : { what: a.what }) });
+      intervals.push({
+        ...withRecord({
+          capability: valueCapability(decl.timeseriesPath, 'interval', interval),
+          offered: a.offered,
+          evidence: a.evidence,
+        }),
+        ...(a.what === undefined ? {} : { what: a.what }),
+      });
     }
     const served = intervals.filter((c) => c.offered === true).map((c) => c.capability.split('=')[1] ?? '');
     const routeAbsent = intervals.every((c) => c.offered === false && c.what === 'route');
@@ -70,13 +80,16 @@ export async function probeCapabilities(
     if (!routeAbsent) out.push(...intervals.map(({ what: _what, ...c }) => c));
   }
   await ask(routeCapability(FACETS_PATH), () => readFacets(client, scope, 'event_name', window, ctx));
-  await ask(
-    routeCapability(SEARCH_PATH),
-    () =>
-      client.getJson(
-        { endpoint: SEARCH_PATH, path: SEARCH_PATH, query: { query: 'query-sync-check', 'timestamp[gte]': new Date(window.fromMs).toISOString(), limit: '1' }, project: scope.header },
-        ctx,
-      ),
+  await ask(routeCapability(SEARCH_PATH), () =>
+    client.getJson(
+      {
+        endpoint: SEARCH_PATH,
+        path: SEARCH_PATH,
+        query: { query: 'query-sync-check', 'timestamp[gte]': new Date(window.fromMs).toISOString(), limit: '1' },
+        project: scope.header,
+      },
+      ctx,
+    ),
   );
   return out;
 }

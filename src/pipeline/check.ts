@@ -22,7 +22,13 @@ import { EXIT_CODES, exitCode } from '../core/exit-codes.js';
  */
 
 /** `not-offered`: an optional resource's route answered 404/405 (sync skips it there): information, not a failure. */
-export type CheckOutcome = 'ok' | 'refuses-all-projects' | 'not-offered' | 'key-rejected' | 'project-refused' | 'failed';
+export type CheckOutcome =
+  | 'ok'
+  | 'refuses-all-projects'
+  | 'not-offered'
+  | 'key-rejected'
+  | 'project-refused'
+  | 'failed';
 
 export interface CheckResult {
   readonly resource: string;
@@ -81,19 +87,33 @@ export async function checkApi(options: CheckOptions, client: ApiClient): Promis
   const perProject: ResourceDefinition[] = [];
 
   const run = async (resource: ResourceDefinition, scope: ProjectScope, count: boolean): Promise<CheckResult> => {
-    const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `check|${resource.name}|${scope.key}`, stats, signal: options.signal };
-    let result = count ? await checkCount(client, resource, scope, ctx) : await checkList(client, resource, scope, ctx, projects);
+    const ctx: CallContext = {
+      resource: resource.name,
+      project: scope.key,
+      lane: `check|${resource.name}|${scope.key}`,
+      stats,
+      signal: options.signal,
+    };
+    let result = count
+      ? await checkCount(client, resource, scope, ctx)
+      : await checkList(client, resource, scope, ctx, projects);
     if (resource.optional === true && result.outcome === 'failed' && /HTTP 40[45]\b/.test(result.message ?? '')) {
-      result = { ...result, outcome: 'not-offered', message: `this server does not offer ${resource.path} (sync skips ${resource.name}): ${result.message ?? ''}` };
+      result = {
+        ...result,
+        outcome: 'not-offered',
+        message: `this server does not offer ${resource.path} (sync skips ${resource.name}): ${result.message ?? ''}`,
+      };
       keyAccepted = true;
     }
     // A 403 names the project: the key itself was accepted.
-    if (result.outcome === 'ok' || result.outcome === 'refuses-all-projects' || result.outcome === 'project-refused') keyAccepted = true;
+    if (result.outcome === 'ok' || result.outcome === 'refuses-all-projects' || result.outcome === 'project-refused')
+      keyAccepted = true;
     results.push(result);
     return result;
   };
   // A rejected key, or a server that does not answer at all: every other request would say the same.
-  const stop = (): boolean => results.some((r) => r.outcome === 'key-rejected') || (!keyAccepted && results.some((r) => r.outcome === 'failed'));
+  const stop = (): boolean =>
+    results.some((r) => r.outcome === 'key-rejected') || (!keyAccepted && results.some((r) => r.outcome === 'failed'));
 
   for (const resource of options.resources) {
     if (stop()) break;
@@ -134,12 +154,37 @@ export async function checkApi(options: CheckOptions, client: ApiClient): Promis
   let capabilities: OfferedCapability[] = [];
   const slug = options.project === '*' ? [...projects].sort()[0] : options.project;
   if (!stop() && (options.project !== '*' || slug !== undefined)) {
-    const ctx: CallContext = { resource: 'capabilities', project: slug ?? 'default', lane: `check|capabilities`, stats, signal: options.signal };
-    capabilities = await probeCapabilities(client, options.resources, singleProjectScope(slug), ctx, options.nowMs ?? Date.now(), options.recordedCapabilities ?? {});
+    const ctx: CallContext = {
+      resource: 'capabilities',
+      project: slug ?? 'default',
+      lane: `check|capabilities`,
+      stats,
+      signal: options.signal,
+    };
+    capabilities = await probeCapabilities(
+      client,
+      options.resources,
+      singleProjectScope(slug),
+      ctx,
+      options.nowMs ?? Date.now(),
+      options.recordedCapabilities ?? {},
+    );
   }
   // A `*` refused, or an optional route absent, is information (sync reads per project, or skips), not a failure.
-  const ok = results.every((r) => (r.outcome === 'ok' || r.outcome === 'refuses-all-projects' || r.outcome === 'not-offered') && (r.problems ?? []).length === 0);
-  return { results, keyAccepted, allProjects: { accepted, refused }, projects: [...projects].sort(), capabilities, requests: stats.requests, ok };
+  const ok = results.every(
+    (r) =>
+      (r.outcome === 'ok' || r.outcome === 'refuses-all-projects' || r.outcome === 'not-offered') &&
+      (r.problems ?? []).length === 0,
+  );
+  return {
+    results,
+    keyAccepted,
+    allProjects: { accepted, refused },
+    projects: [...projects].sort(),
+    capabilities,
+    requests: stats.requests,
+    ok,
+  };
 }
 
 /**
@@ -148,19 +193,38 @@ export async function checkApi(options: CheckOptions, client: ApiClient): Promis
  * each in one project (search and the aggregates are read one project at a time): the sync's
  * project, or under `*` the first known.
  */
-async function checkAnalysts(options: CheckOptions, client: ApiClient, stats: CallContext['stats'], projects: ReadonlySet<string>): Promise<CheckResult[]> {
+async function checkAnalysts(
+  options: CheckOptions,
+  client: ApiClient,
+  stats: CallContext['stats'],
+  projects: ReadonlySet<string>,
+): Promise<CheckResult[]> {
   const searches = options.searches ?? [];
   if (searches.length === 0 && options.aggregates !== true) return [];
   const slug = options.project === '*' ? [...projects].sort()[0] : options.project;
   const scope = singleProjectScope(slug);
   const project = slug ?? 'default';
   const nowMs = options.nowMs ?? Date.now();
-  const ctxOf = (resource: string): CallContext => ({ resource, project, lane: `check|${resource}|${project}`, stats, signal: options.signal });
+  const ctxOf = (resource: string): CallContext => ({
+    resource,
+    project,
+    lane: `check|${resource}|${project}`,
+    stats,
+    signal: options.signal,
+  });
   const results: CheckResult[] = [];
   if (options.project === '*' && slug === undefined) {
-    const endpoints = [...(searches.length > 0 ? [SEARCH_PATH] : []), ...(options.aggregates === true ? [TIMESERIES_PATH, FACETS_PATH] : [])];
+    const endpoints = [
+      ...(searches.length > 0 ? [SEARCH_PATH] : []),
+      ...(options.aggregates === true ? [TIMESERIES_PATH, FACETS_PATH] : []),
+    ];
     return endpoints.map((endpoint) => ({
-      resource: endpoint === SEARCH_PATH ? SEARCH_RESULTS_TABLE : endpoint === TIMESERIES_PATH ? EVENT_COUNTS_TABLE : EVENT_FACETS_TABLE,
+      resource:
+        endpoint === SEARCH_PATH
+          ? SEARCH_RESULTS_TABLE
+          : endpoint === TIMESERIES_PATH
+            ? EVENT_COUNTS_TABLE
+            : EVENT_FACETS_TABLE,
       endpoint,
       scope: '*',
       outcome: 'failed' as const,
@@ -177,14 +241,28 @@ async function checkAnalysts(options: CheckOptions, client: ApiClient, stats: Ca
     const window = { fromMs: nowMs - AGGREGATE_HORIZON_MS, toMs: nowMs };
     const base = { scope: project };
     try {
-      const { total } = await readTimeseries(client, scope, window, options.aggregatesInterval ?? 'day', ctxOf(EVENT_COUNTS_TABLE));
+      const { total } = await readTimeseries(
+        client,
+        scope,
+        window,
+        options.aggregatesInterval ?? 'day',
+        ctxOf(EVENT_COUNTS_TABLE),
+      );
       results.push({ ...base, resource: EVENT_COUNTS_TABLE, endpoint: TIMESERIES_PATH, outcome: 'ok', total });
     } catch (error) {
       results.push({ ...base, resource: EVENT_COUNTS_TABLE, endpoint: TIMESERIES_PATH, ...classify(error, scope) });
     }
     try {
       const facets = await readFacets(client, scope, 'event_name', window, ctxOf(EVENT_FACETS_TABLE));
-      results.push({ ...base, resource: EVENT_FACETS_TABLE, endpoint: FACETS_PATH, outcome: 'ok', records: facets.length, hasMore: false, fields: { value: 'string', count: 'int64' } });
+      results.push({
+        ...base,
+        resource: EVENT_FACETS_TABLE,
+        endpoint: FACETS_PATH,
+        outcome: 'ok',
+        records: facets.length,
+        hasMore: false,
+        fields: { value: 'string', count: 'int64' },
+      });
     } catch (error) {
       results.push({ ...base, resource: EVENT_FACETS_TABLE, endpoint: FACETS_PATH, ...classify(error, scope) });
     }
@@ -192,11 +270,26 @@ async function checkAnalysts(options: CheckOptions, client: ApiClient, stats: Ca
   return results;
 }
 
-async function checkList(client: ApiClient, resource: ResourceDefinition, scope: ProjectScope, ctx: CallContext, projects: Set<string>, window?: TimeWindow): Promise<CheckResult> {
+async function checkList(
+  client: ApiClient,
+  resource: ResourceDefinition,
+  scope: ProjectScope,
+  ctx: CallContext,
+  projects: Set<string>,
+  window?: TimeWindow,
+): Promise<CheckResult> {
   const base = { resource: resource.name, endpoint: resource.path, scope: scope.key };
   let body: JsonValue;
   try {
-    body = await client.getJson({ endpoint: resource.path, path: resource.path, query: walkQuery({ resource, scope, window }), project: scope.header }, ctx);
+    body = await client.getJson(
+      {
+        endpoint: resource.path,
+        path: resource.path,
+        query: walkQuery({ resource, scope, window }),
+        project: scope.header,
+      },
+      ctx,
+    );
   } catch (error) {
     return { ...base, ...classify(error, scope) };
   }
@@ -210,9 +303,12 @@ async function checkList(client: ApiClient, resource: ResourceDefinition, scope:
   const problems = new Set<string>();
   for (const record of page.records) {
     for (const [name, value] of Object.entries(record)) if (value !== null) fields[name] ??= inferType(value);
-    if (record[resource.key] === undefined || record[resource.key] === null) problems.add(`a record without its key field "${resource.key}"`);
+    if (record[resource.key] === undefined || record[resource.key] === null)
+      problems.add(`a record without its key field "${resource.key}"`);
     if (resource.cursorField !== undefined && cursorMillis(resource, record) === undefined) {
-      problems.add(`a record without a usable cursor field "${resource.cursorField}" (${resource.cursorFormat ?? 'iso'})`);
+      problems.add(
+        `a record without a usable cursor field "${resource.cursorField}" (${resource.cursorFormat ?? 'iso'})`,
+      );
     }
     const project = record[PROJECT_COLUMN];
     if (scope.header === '*') {
@@ -230,7 +326,12 @@ async function checkList(client: ApiClient, resource: ResourceDefinition, scope:
   };
 }
 
-async function checkCount(client: ApiClient, resource: ResourceDefinition, scope: ProjectScope, ctx: CallContext): Promise<CheckResult> {
+async function checkCount(
+  client: ApiClient,
+  resource: ResourceDefinition,
+  scope: ProjectScope,
+  ctx: CallContext,
+): Promise<CheckResult> {
   const path = resource.countPath ?? '';
   const base = { resource: resource.name, endpoint: path, scope: scope.key };
   const query: Record<string, string | undefined> = {};
@@ -245,13 +346,16 @@ async function checkCount(client: ApiClient, resource: ResourceDefinition, scope
 
 function classify(error: unknown, scope: ProjectScope): { outcome: CheckOutcome; message: string } {
   const message = error instanceof Error ? error.message : String(error);
-  if (error instanceof AuthError) return { outcome: error.status === 401 ? 'key-rejected' : 'project-refused', message };
-  if (error instanceof FatalApiError && error.status === 400 && scope.header === '*') return { outcome: 'refuses-all-projects', message };
+  if (error instanceof AuthError)
+    return { outcome: error.status === 401 ? 'key-rejected' : 'project-refused', message };
+  if (error instanceof FatalApiError && error.status === 400 && scope.header === '*')
+    return { outcome: 'refuses-all-projects', message };
   return { outcome: 'failed', message };
 }
 
 /** Exit code as for sync: 3 for a rejected key or project, 1 for any other failure, 0 when all is well. */
 export function checkExitCode(report: CheckReport): number {
-  if (report.results.some((r) => r.outcome === 'key-rejected' || r.outcome === 'project-refused')) return EXIT_CODES.authentication;
+  if (report.results.some((r) => r.outcome === 'key-rejected' || r.outcome === 'project-refused'))
+    return EXIT_CODES.authentication;
   return exitCode(report.ok ? 'ok' : 'failed');
 }

@@ -37,7 +37,13 @@ export interface ChildDrainOptions {
 export async function drainChildren(
   resource: ResourceDefinition,
   scope: ProjectScope,
-  deps: { readonly client: ApiClient; readonly destination: Destination; readonly state: StateStore; readonly clock: Clock; readonly logger: Logger },
+  deps: {
+    readonly client: ApiClient;
+    readonly destination: Destination;
+    readonly state: StateStore;
+    readonly clock: Clock;
+    readonly logger: Logger;
+  },
   options: ChildDrainOptions,
 ): Promise<StreamResult> {
   const frame = new StreamFrame(resource, scope, deps, options.signal);
@@ -49,7 +55,10 @@ export async function drainChildren(
   let failure: Error | undefined;
   // Chunks read at once: a chunk's reads wait on the network together, then its write and state
   // write; more chunks keep requests flowing meanwhile, as many as the controller finds useful.
-  const controller = new ConcurrencyController({ max: options.concurrency ?? DEFAULT_CHILD_CONCURRENCY, now: () => deps.clock.now() });
+  const controller = new ConcurrencyController({
+    max: options.concurrency ?? DEFAULT_CHILD_CONCURRENCY,
+    now: () => deps.clock.now(),
+  });
   // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
   // Units answered empty while young are asked again at settle (spans can lag their event).
   const later = new WeakMap<ChildChunk, ReadonlySet<string>>();
@@ -60,7 +69,9 @@ export async function drainChildren(
   const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<void> => {
     const chunkCtx = sub.ctx;
     const startedAt = deps.clock.now();
-    const pages = await Promise.all(units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, chunkCtx)));
+    const pages = await Promise.all(
+      units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, chunkCtx)),
+    );
     const rows: Row[] = [];
     const again = new Set<string>();
     pages.forEach((records, i) => {
@@ -69,7 +80,10 @@ export async function drainChildren(
       if (records.length === 0 && options.queue.recheckLater(unit)) again.add(parentId);
       if (records.length >= resource.maxPageSize) {
         // The per-event answer has no cursor: a full page may have been cut by the server.
-        deps.logger.warn({ resource: resource.name, project: scope.key }, `${per.param}=${parentId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`);
+        deps.logger.warn(
+          { resource: resource.name, project: scope.key },
+          `${per.param}=${parentId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`,
+        );
       }
       for (const record of records) {
         const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
@@ -79,26 +93,43 @@ export async function drainChildren(
     if (again.size > 0) later.set(units, again);
     const n = Math.max(1, units.length);
     const waited = chunkCtx.stats.waitedMs / n;
-    sub.record({ waitedMs: waited, latencyMs: Math.max(0, deps.clock.now() - startedAt - waited), rateLimited: chunkCtx.stats.rateLimited > 0 });
+    sub.record({
+      waitedMs: waited,
+      latencyMs: Math.max(0, deps.clock.now() - startedAt - waited),
+      rateLimited: chunkCtx.stats.rateLimited > 0,
+    });
     totals.pages += units.length;
     let stored = 0;
     if (rows.length > 0) {
       // The chunk's rows and its move to done are one commit where the warehouse keeps state.
       const written = await deps.state.withBatch(
         (state) => book.checkpoint(units, null, state),
-        (state) => deps.destination.write({ table: options.tracker.schema, rows: dedupeByKey(rows, resource.key), ...(state === undefined ? {} : { state }) }),
+        (state) =>
+          deps.destination.write({
+            table: options.tracker.schema,
+            rows: dedupeByKey(rows, resource.key),
+            ...(state === undefined ? {} : { state }),
+          }),
       );
-      for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
+      for (const warning of written.warnings ?? [])
+        deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
       stored = written.rows;
       totals.rows += written.rows;
     } else {
       await book.checkpoint(units, null, deps.state);
     }
     options.onPage?.({ records: rows.length, rowsStored: stored });
-    deps.logger.debug({ resource: resource.name, project: scope.key, parents: units.length, rows: rows.length }, 'children chunk');
+    deps.logger.debug(
+      { resource: resource.name, project: scope.key, parents: units.length, rows: rows.length },
+      'children chunk',
+    );
   };
   try {
-    const ended = await runUnits(chunkUnits(options, project, deps.clock), { limit: controller, ctx, clock: deps.clock }, readChunk);
+    const ended = await runUnits(
+      chunkUnits(options, project, deps.clock),
+      { limit: controller, ctx, clock: deps.clock },
+      readChunk,
+    );
     if (ended === 'aborted') throw options.signal?.reason ?? new Error('aborted');
     const left = options.queue.pendingCount(project);
     if (left > 0) {
@@ -156,16 +187,27 @@ async function readChildren(
   let body: JsonValue;
   try {
     body = await client.getJson(
-      { endpoint: resource.path, path: resource.path, query: { [param]: parentId, [resource.pageSizeParam ?? 'limit']: String(resource.maxPageSize) }, project: scope.header },
+      {
+        endpoint: resource.path,
+        path: resource.path,
+        query: { [param]: parentId, [resource.pageSizeParam ?? 'limit']: String(resource.maxPageSize) },
+        project: scope.header,
+      },
       ctx,
     );
   } catch (error) {
     if (error instanceof FatalApiError && error.status === 404) return [];
     throw error;
   }
-  const data = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as { readonly [k: string]: JsonValue }).data : undefined;
+  const data =
+    body !== null && typeof body === 'object' && !Array.isArray(body)
+      ? (body as { readonly [k: string]: JsonValue }).data
+      : undefined;
   if (!Array.isArray(data) || data.some((r) => r === null || typeof r !== 'object' || Array.isArray(r))) {
-    throw new DataError(`expected {"data": [spans...]} for ${param}=${parentId}, got ${typeof body === 'object' ? 'another shape' : typeof body}`, { context: ctx });
+    throw new DataError(
+      `expected {"data": [spans...]} for ${param}=${parentId}, got ${typeof body === 'object' ? 'another shape' : typeof body}`,
+      { context: ctx },
+    );
   }
   return data as readonly ApiRecord[];
 }

@@ -43,8 +43,16 @@ export function addDailyCounts(counts: DailyCounts, ats: readonly number[], nowM
 }
 
 /** The section after queuing parents at `ats`, of which those at `shownAts` show children. */
-export function addToLoad(section: LoadSection | undefined, ats: readonly number[], shownAts: readonly number[], nowMs: number): LoadSection {
-  return { queued: addDailyCounts(section?.queued ?? {}, ats, nowMs), shown: addDailyCounts(section?.shown ?? {}, shownAts, nowMs) };
+export function addToLoad(
+  section: LoadSection | undefined,
+  ats: readonly number[],
+  shownAts: readonly number[],
+  nowMs: number,
+): LoadSection {
+  return {
+    queued: addDailyCounts(section?.queued ?? {}, ats, nowMs),
+    shown: addDailyCounts(section?.shown ?? {}, shownAts, nowMs),
+  };
 }
 
 export interface ChildLoad {
@@ -61,7 +69,12 @@ export interface ChildLoad {
 }
 
 /** The child's daily load against its endpoint's daily capacity, or `undefined` when nothing was counted. */
-export function childLoad(doc: StateDocument, resource: ResourceDefinition, limits: Pick<RateLimits, 'maxRpm'>, nowMs: number): ChildLoad | undefined {
+export function childLoad(
+  doc: StateDocument,
+  resource: ResourceDefinition,
+  limits: Pick<RateLimits, 'maxRpm'>,
+  nowMs: number,
+): ChildLoad | undefined {
   const section = doc.sections[childLoadSection(resource)] as LoadSection | undefined;
   const counts = section?.queued ?? {};
   const today = new Date(nowMs).toISOString().slice(0, 10);
@@ -70,7 +83,13 @@ export function childLoad(doc: StateDocument, resource: ResourceDefinition, limi
   const [day, perDay] = partialDay ? [today, counts[today] ?? 0] : complete.reduce((a, b) => (b[1] > a[1] ? b : a));
   if (perDay === 0) return undefined;
   const capacityPerDay = limits.maxRpm * MINUTES_PER_DAY;
-  return { perDay, partialDay, capacityPerDay, deficitPerDay: Math.max(0, perDay - capacityPerDay), shownPerDay: section?.shown?.[day] ?? 0 };
+  return {
+    perDay,
+    partialDay,
+    capacityPerDay,
+    deficitPerDay: Math.max(0, perDay - capacityPerDay),
+    shownPerDay: section?.shown?.[day] ?? 0,
+  };
 }
 
 /** Plan's note on `--traces traced`: the requests it would save, and what it costs. */
@@ -87,7 +106,11 @@ export function tracedSavingLine(resource: ResourceDefinition, load: ChildLoad |
 }
 
 /** The line `status`, `plan` and the run summary print when the limit cannot keep up; `undefined` when it can. */
-export function deficitLine(resource: ResourceDefinition, load: ChildLoad | undefined, limits: Pick<RateLimits, 'maxRpm'>): string | undefined {
+export function deficitLine(
+  resource: ResourceDefinition,
+  load: ChildLoad | undefined,
+  limits: Pick<RateLimits, 'maxRpm'>,
+): string | undefined {
   if (load === undefined || load.deficitPerDay === 0) return undefined;
   const parent = resource.perParent?.parent ?? 'parent';
   return (

@@ -24,7 +24,9 @@ export const SERVER_SECTION = 'server';
 
 export interface ServerFacts {
   /** Per child resource: whether the server reads it only per parent record. */
-  readonly perParent?: Readonly<Record<string, { readonly byParent: boolean; readonly learnedAt: string; readonly evidence: string }>>;
+  readonly perParent?: Readonly<
+    Record<string, { readonly byParent: boolean; readonly learnedAt: string; readonly evidence: string }>
+  >;
 }
 
 export function serverFacts(doc: StateDocument): ServerFacts {
@@ -44,23 +46,44 @@ export interface ProbeVerdict {
 }
 
 /** Pure: the verdict of the probe's answer (`body` on a 200, `error` otherwise); `undefined` when it says nothing. */
-export function probeVerdict(path: string, param: string, answer: { readonly body: JsonValue } | { readonly error: unknown }): ProbeVerdict | undefined {
+export function probeVerdict(
+  path: string,
+  param: string,
+  answer: { readonly body: JsonValue } | { readonly error: unknown },
+): ProbeVerdict | undefined {
   if ('body' in answer) {
     const body = answer.body;
-    const data = body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as { readonly [k: string]: JsonValue }).data : undefined;
-    if (Array.isArray(data) && data.length > 0) return { byParent: false, keep: true, evidence: `GET ${path} without ${param} answered a page with records` };
-    return { byParent: true, keep: false, evidence: `GET ${path} without ${param} answered 200 with no record, which does not prove it lists by time` };
+    const data =
+      body !== null && typeof body === 'object' && !Array.isArray(body)
+        ? (body as { readonly [k: string]: JsonValue }).data
+        : undefined;
+    if (Array.isArray(data) && data.length > 0)
+      return { byParent: false, keep: true, evidence: `GET ${path} without ${param} answered a page with records` };
+    return {
+      byParent: true,
+      keep: false,
+      evidence: `GET ${path} without ${param} answered 200 with no record, which does not prove it lists by time`,
+    };
   }
   const error = answer.error;
   // Any 4xx but 401 (a rejected key says nothing of the route: the stream then fails with it, as
   // every other stream of the run does), a refused scope included (AuthError 403): a first `*` run knows no project yet and probes
   // with no header, which a key without a `default` project answers 403. Read as "unknown", the
   // traces walked by time on a per-event server and failed on every project of that run.
-  if (!(error instanceof HttpStatusError) || error.status < 400 || error.status === 401 || error.status >= 500) return undefined;
+  if (!(error instanceof HttpStatusError) || error.status < 400 || error.status === 401 || error.status >= 500)
+    return undefined;
   if ((error.status === 400 || error.status === 422) && error instanceof FatalApiError && error.field === param) {
-    return { byParent: true, keep: true, evidence: `GET ${path} without ${param} was refused (HTTP ${error.status} naming ${param} in details.field)` };
+    return {
+      byParent: true,
+      keep: true,
+      evidence: `GET ${path} without ${param} was refused (HTTP ${error.status} naming ${param} in details.field)`,
+    };
   }
-  return { byParent: true, keep: false, evidence: `GET ${path} without ${param} was refused (HTTP ${error.status}${!(error instanceof FatalApiError) || error.field === undefined ? '' : ` naming ${error.field}`})` };
+  return {
+    byParent: true,
+    keep: false,
+    evidence: `GET ${path} without ${param} was refused (HTTP ${error.status}${!(error instanceof FatalApiError) || error.field === undefined ? '' : ` naming ${error.field}`})`,
+  };
 }
 
 /**
@@ -84,16 +107,24 @@ export async function learnChildMode(
   try {
     // Only the page size: a parameter the real service does not know could be refused first.
     const query: Record<string, string> = { [resource.pageSizeParam ?? 'limit']: '1' };
-    const body = await deps.client.getJson({ endpoint: resource.path, path: resource.path, query, project: scope.header }, ctx);
+    const body = await deps.client.getJson(
+      { endpoint: resource.path, path: resource.path, query, project: scope.header },
+      ctx,
+    );
     verdict = probeVerdict(resource.path, per.param, { body });
   } catch (error) {
     verdict = probeVerdict(resource.path, per.param, { error });
   }
   if (verdict === undefined) return undefined;
   const { byParent, keep, evidence } = verdict;
-  const mode = byParent ? `reads ${resource.name} one ${per.parent} record at a time` : `lists ${resource.name} by time`;
+  const mode = byParent
+    ? `reads ${resource.name} one ${per.parent} record at a time`
+    : `lists ${resource.name} by time`;
   if (!keep) {
-    deps.logger.info({ resource: resource.name }, `${evidence}: this run ${mode}; not kept in state, asked again next run`);
+    deps.logger.info(
+      { resource: resource.name },
+      `${evidence}: this run ${mode}; not kept in state, asked again next run`,
+    );
     return byParent;
   }
   await deps.state.updateSection<ServerFacts>(SERVER_SECTION, (facts) => ({

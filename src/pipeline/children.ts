@@ -1,7 +1,13 @@
 import type { ChildSelection, Clock, ResourceDefinition, Row } from '../core/types.js';
 import { PROJECT_COLUMN } from '../normalize/normalize.js';
 import type { StateDocument, StateStore, StateWriter } from '../state/store.js';
-import { childSection, childSectionName, withCompleted, withQueued, type ChildSection } from '../state/books/children.js';
+import {
+  childSection,
+  childSectionName,
+  withCompleted,
+  withQueued,
+  type ChildSection,
+} from '../state/books/children.js';
 import { addToLoad, childLoadSection, type LoadSection } from './children-load.js';
 
 /**
@@ -129,7 +135,9 @@ export class ChildQueue {
     // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (children-load.ts).
     const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
     const nowMs = this.clock.now();
-    await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, ats, shownAts, nowMs));
+    await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+      addToLoad(load, ats, shownAts, nowMs),
+    );
     await state.updateSection<ChildSection>(this.section, (section = {}) => withQueued(section, fresh));
     // Inside a batch's commit the units exist once it is durable: wake the drains then.
     state.whenCommitted(() => {
@@ -184,9 +192,13 @@ export class ChildQueue {
       // A recheck is one more request for its parent: counted in the daily load like a queued one.
       const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
       const nowMs = this.clock.now();
-      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) => addToLoad(load, laterAts, [], nowMs));
+      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+        addToLoad(load, laterAts, [], nowMs),
+      );
     }
-    await state.updateSection<ChildSection>(this.section, (section = {}) => withCompleted(section, project, units, later, horizonMs));
+    await state.updateSection<ChildSection>(this.section, (section = {}) =>
+      withCompleted(section, project, units, later, horizonMs),
+    );
     // Inside a batch's commit the units are done once it is durable: count them then.
     state.whenCommitted(() => this.reportBacklog());
   }

@@ -29,8 +29,18 @@ export interface StreamResult {
 }
 
 /** The call context of one (resource, scope) walk: its fairness lane and its own counters. */
-export function streamCallContext(resource: Pick<ResourceDefinition, 'name'>, scope: ProjectScope, signal: AbortSignal | undefined): CallContext {
-  return { resource: resource.name, project: scope.key, lane: `${resource.name}|${scope.key}`, stats: newCallStats(), signal };
+export function streamCallContext(
+  resource: Pick<ResourceDefinition, 'name'>,
+  scope: ProjectScope,
+  signal: AbortSignal | undefined,
+): CallContext {
+  return {
+    resource: resource.name,
+    project: scope.key,
+    lane: `${resource.name}|${scope.key}`,
+    stats: newCallStats(),
+    signal,
+  };
 }
 
 export interface FrameOptions {
@@ -71,9 +81,13 @@ export class StreamFrame {
    * before any page, where the stream may say so (`pagesRead` given): the run reads per project
    * instead, so nothing is logged and no run record written. Else failed, logged once here.
    */
-  failure(error: unknown, pagesRead?: number): { readonly outcome: 'failed' | 'scope-rejected'; readonly error: Error } {
+  failure(
+    error: unknown,
+    pagesRead?: number,
+  ): { readonly outcome: 'failed' | 'scope-rejected'; readonly error: Error } {
     const err = error instanceof Error ? error : new Error(String(error));
-    if (pagesRead === 0 && error instanceof FatalApiError && error.status === 400 && this.scope.header === '*') return { outcome: 'scope-rejected', error: err };
+    if (pagesRead === 0 && error instanceof FatalApiError && error.status === 400 && this.scope.header === '*')
+      return { outcome: 'scope-rejected', error: err };
     this.logFailure(err);
     return { outcome: 'failed', error: err };
   }
@@ -82,7 +96,11 @@ export class StreamFrame {
   logFailure(err: Error): void {
     const custom = this.options.failureLog?.(err);
     if (custom !== undefined) this.deps.logger.error(custom.fields, custom.message);
-    else this.deps.logger.error({ resource: this.resource.name, project: this.scope.key, code: (err as QuerySyncError).code }, err.message);
+    else
+      this.deps.logger.error(
+        { resource: this.resource.name, project: this.scope.key, code: (err as QuerySyncError).code },
+        err.message,
+      );
   }
 
   /**

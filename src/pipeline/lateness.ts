@@ -36,6 +36,12 @@ export class LatenessHistogram {
       }
       return this.maxMs;
     };
-    return { at: new Date(nowMs).toISOString(), records: this.count, p50Ms: quantile(0.5), p99Ms: quantile(0.99), maxMs: this.maxMs };
+    return {
+      at: new Date(nowMs).toISOString(),
+      records: this.count,
+      p50Ms: quantile(0.5),
+      p99Ms: quantile(0.99),
+      maxMs: this.maxMs,
+    };
   }
 }

@@ -60,9 +60,14 @@ export class ListNotes {
     const o = this.observed;
     this.observed = {
       // A walk that saw the order broken outweighs one that saw it hold (a different part of the list).
-      order: o.orderBroken === true ? o.order : seen.orderBroken === true ? seen.order : seen.order ?? o.order,
+      order: o.orderBroken === true ? o.order : seen.orderBroken === true ? seen.order : (seen.order ?? o.order),
       orderBroken: o.orderBroken === true || seen.orderBroken === true,
-      pageCap: o.pageCap === undefined ? seen.pageCap : seen.pageCap === undefined ? o.pageCap : Math.max(o.pageCap, seen.pageCap),
+      pageCap:
+        o.pageCap === undefined
+          ? seen.pageCap
+          : seen.pageCap === undefined
+            ? o.pageCap
+            : Math.max(o.pageCap, seen.pageCap),
       offsetCursor: o.offsetCursor === true || seen.offsetCursor === true,
       evidence: seen.evidence ?? o.evidence,
     };
@@ -119,6 +124,10 @@ export async function recordListFacts(
     ...(seen.evidence === undefined ? {} : { evidence: seen.evidence }),
   };
   await state.updateSection<ListFacts>(LISTS_SECTION, (facts) => ({ ...facts, [resource]: fact }));
-  const level = before.order !== undefined || before.pageCap !== undefined || before.cursor !== undefined ? 'warn' : 'info';
-  logger[level]({ resource }, `${resource} list: ${changes.join('; ')}${seen.evidence === undefined ? '' : ` (${seen.evidence})`}; kept in state`);
+  const level =
+    before.order !== undefined || before.pageCap !== undefined || before.cursor !== undefined ? 'warn' : 'info';
+  logger[level](
+    { resource },
+    `${resource} list: ${changes.join('; ')}${seen.evidence === undefined ? '' : ` (${seen.evidence})`}; kept in state`,
+  );
 }

@@ -34,9 +34,23 @@ export async function optionalWalk(
   });
   if (!caps.usable(route)) return skipped(caps.fact(route)?.evidence ?? 'learned earlier');
   if (caps.fact(route)?.offered !== true) {
-    const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `${resource.name}|${scope.key}|probe`, stats, signal };
+    const ctx: CallContext = {
+      resource: resource.name,
+      project: scope.key,
+      lane: `${resource.name}|${scope.key}|probe`,
+      stats,
+      signal,
+    };
     try {
-      await client.getJson({ endpoint: resource.path, path: resource.path, query: { [resource.pageSizeParam ?? 'limit']: '1' }, project: scope.header }, ctx);
+      await client.getJson(
+        {
+          endpoint: resource.path,
+          path: resource.path,
+          query: { [resource.pageSizeParam ?? 'limit']: '1' },
+          project: scope.header,
+        },
+        ctx,
+      );
       await caps.offered(route, `GET ${resource.path} answered a page`);
     } catch (error) {
       const evidence = routeAbsence(error);

@@ -3,8 +3,23 @@ import { FACET_FIELDS, FACETS_PATH, TIMESERIES_PATH, type Interval } from '../ex
 import { minimumSeconds } from '../http/floor.js';
 import type { RateLimits } from '../http/budget.js';
 import type { StateDocument } from '../state/store.js';
-import { AGGREGATE_HORIZON_MS, AGGREGATES_SECTION, aggregatesKey, countsRange, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
-import { SEARCH_PATH, SEARCH_RESULTS_TABLE, SEARCH_SECTION, searchDefinition, searchScopes, searchWindow, type SearchMark } from './searches.js';
+import {
+  AGGREGATE_HORIZON_MS,
+  AGGREGATES_SECTION,
+  aggregatesKey,
+  countsRange,
+  EVENT_COUNTS_TABLE,
+  EVENT_FACETS_TABLE,
+} from './aggregates.js';
+import {
+  SEARCH_PATH,
+  SEARCH_RESULTS_TABLE,
+  SEARCH_SECTION,
+  searchDefinition,
+  searchScopes,
+  searchWindow,
+  type SearchMark,
+} from './searches.js';
 
 /**
  * The plan's rows for what a sync reads besides the resources: saved searches (`--search`) and
@@ -18,7 +33,12 @@ export interface AnalystPlanRow {
   readonly resource: string;
   readonly scope: string;
   readonly endpoint: string;
-  readonly windows: readonly { readonly from: string; readonly to: string; readonly status: 'todo'; readonly pages?: number }[];
+  readonly windows: readonly {
+    readonly from: string;
+    readonly to: string;
+    readonly status: 'todo';
+    readonly pages?: number;
+  }[];
   readonly pages?: number;
   readonly requests?: number;
   readonly minimumSeconds?: number;
@@ -36,7 +56,12 @@ export interface AnalystPlanInput {
   readonly startMs?: number;
 }
 
-export function planAnalysts(input: AnalystPlanInput, state: StateDocument, runStartMs: number, limits: RateLimits): AnalystPlanRow[] {
+export function planAnalysts(
+  input: AnalystPlanInput,
+  state: StateDocument,
+  runStartMs: number,
+  limits: RateLimits,
+): AnalystPlanRow[] {
   const interval = input.aggregatesInterval ?? 'day';
   const searches = input.searches ?? [];
   if (searches.length === 0 && input.aggregates !== true) return [];
@@ -54,7 +79,12 @@ export function planAnalysts(input: AnalystPlanInput, state: StateDocument, runS
     if (scopes.length === 0) rows.push(noProject(SEARCH_RESULTS_TABLE, SEARCH_PATH));
     for (const scope of scopes) {
       const project = scope.fallbackProjectId ?? 'default';
-      const range = searchWindow(searchMarks[`${search.name}|${project}`], searchDefinition(search), runStartMs, input.lookbackMs);
+      const range = searchWindow(
+        searchMarks[`${search.name}|${project}`],
+        searchDefinition(search),
+        runStartMs,
+        input.lookbackMs,
+      );
       rows.push({
         resource: SEARCH_RESULTS_TABLE,
         scope: `${search.name}@${project}`,
@@ -65,19 +95,36 @@ export function planAnalysts(input: AnalystPlanInput, state: StateDocument, runS
     }
   }
   if (input.aggregates === true) {
-    if (scopes.length === 0) rows.push(noProject(EVENT_COUNTS_TABLE, TIMESERIES_PATH), noProject(EVENT_FACETS_TABLE, FACETS_PATH));
+    if (scopes.length === 0)
+      rows.push(noProject(EVENT_COUNTS_TABLE, TIMESERIES_PATH), noProject(EVENT_FACETS_TABLE, FACETS_PATH));
     const refreshed = (state.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>;
     for (const scope of scopes) {
       const project = scope.fallbackProjectId ?? 'default';
       const counts = countsRange(refreshed[aggregatesKey(project, interval)], runStartMs, input.startMs, interval);
       rows.push(known(EVENT_COUNTS_TABLE, project, TIMESERIES_PATH, counts, 1, limits));
-      rows.push(known(EVENT_FACETS_TABLE, project, FACETS_PATH, { fromMs: runStartMs - AGGREGATE_HORIZON_MS, toMs: runStartMs }, FACET_FIELDS.length, limits));
+      rows.push(
+        known(
+          EVENT_FACETS_TABLE,
+          project,
+          FACETS_PATH,
+          { fromMs: runStartMs - AGGREGATE_HORIZON_MS, toMs: runStartMs },
+          FACET_FIELDS.length,
+          limits,
+        ),
+      );
     }
   }
   return rows;
 }
 
-function known(resource: string, scope: string, endpoint: string, range: { fromMs: number; toMs: number }, requests: number, limits: RateLimits): AnalystPlanRow {
+function known(
+  resource: string,
+  scope: string,
+  endpoint: string,
+  range: { fromMs: number; toMs: number },
+  requests: number,
+  limits: RateLimits,
+): AnalystPlanRow {
   return {
     resource,
     scope,

@@ -17,7 +17,13 @@ export interface ReconcilePlan {
   readonly requestsPerRun: number;
   /** The same requests per endpoint (added to the plan's own). */
   readonly requestsByEndpoint: Readonly<Record<string, number>>;
-  readonly scopes: readonly { readonly resource: string; readonly project: string; readonly requests: number; readonly from?: string; readonly to?: string }[];
+  readonly scopes: readonly {
+    readonly resource: string;
+    readonly project: string;
+    readonly requests: number;
+    readonly from?: string;
+    readonly to?: string;
+  }[];
   readonly notChecked: readonly string[];
 }
 
@@ -33,14 +39,19 @@ export function planReconcile(
   state: StateDocument,
   runStartMs: number,
 ): ReconcilePlan {
-  if (options.mode === 'off') return { mode: 'off', requestsPerRun: 0, requestsByEndpoint: {}, scopes: [], notChecked: [] };
+  if (options.mode === 'off')
+    return { mode: 'off', requestsPerRun: 0, requestsByEndpoint: {}, scopes: [], notChecked: [] };
   const byEndpoint: Record<string, number> = {};
   const add = (endpoint: string | undefined): void => {
     if (endpoint !== undefined) byEndpoint[endpoint] = (byEndpoint[endpoint] ?? 0) + 1;
   };
   let projects: ReturnType<typeof verifyProjects>;
   try {
-    projects = verifyProjects({ project: options.project, projectIds: options.projectIds, knownProjects: state.projects });
+    projects = verifyProjects({
+      project: options.project,
+      projectIds: options.projectIds,
+      knownProjects: state.projects,
+    });
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     projects = [];
@@ -54,15 +65,37 @@ export function planReconcile(
       continue;
     }
     for (const project of projects) {
-      const key = [streamKey(resource.name, project.slug), streamKey(resource.name, allKey)].find((k) => state.streams[k] !== undefined);
+      const key = [streamKey(resource.name, project.slug), streamKey(resource.name, allKey)].find(
+        (k) => state.streams[k] !== undefined,
+      );
       // The sync about to run ends its window at its start: the mark it leaves.
-      const range = reconcileRange({ runStartMs, markMs: runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs, touchedFromMs: touchedFrom(key === undefined ? undefined : state.streams[key], options) });
-      if (range?.recent !== undefined) add(resource.split?.exact === true ? resource.split.timeseriesPath : resource.countPath);
+      const range = reconcileRange({
+        runStartMs,
+        markMs: runStartMs,
+        lookbackMs: options.lookbackMs,
+        startMs: options.startMs,
+        touchedFromMs: touchedFrom(key === undefined ? undefined : state.streams[key], options),
+      });
+      if (range?.recent !== undefined)
+        add(resource.split?.exact === true ? resource.split.timeseriesPath : resource.countPath);
       if (range?.older !== undefined) add(resource.countPath);
       const from = range?.older?.fromMs ?? range?.recent?.fromMs;
       const to = range?.recent?.toMs;
-      scopes.push({ resource: resource.name, project: project.slug, requests: reconcileRequests(range), ...(from === undefined || to === undefined ? {} : { from: new Date(from).toISOString(), to: new Date(to).toISOString() }) });
+      scopes.push({
+        resource: resource.name,
+        project: project.slug,
+        requests: reconcileRequests(range),
+        ...(from === undefined || to === undefined
+          ? {}
+          : { from: new Date(from).toISOString(), to: new Date(to).toISOString() }),
+      });
     }
   }
-  return { mode: options.mode, requestsPerRun: scopes.reduce((n, s) => n + s.requests, 0), requestsByEndpoint: byEndpoint, scopes, notChecked };
+  return {
+    mode: options.mode,
+    requestsPerRun: scopes.reduce((n, s) => n + s.requests, 0),
+    requestsByEndpoint: byEndpoint,
+    scopes,
+    notChecked,
+  };
 }

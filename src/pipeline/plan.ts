@@ -17,7 +17,13 @@ import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
 import type { ReconcileMode } from './reconcile.js';
 import { ledgerUnits } from '../state/books/ledger.js';
-import { nextSyncUnits, resumedSettleUnit, settleWindow, withUnitCheckpoint, type SyncUnit } from '../state/books/sync.js';
+import {
+  nextSyncUnits,
+  resumedSettleUnit,
+  settleWindow,
+  withUnitCheckpoint,
+  type SyncUnit,
+} from '../state/books/sync.js';
 
 /**
  * `plan`: what a backfill or the next sync will cost, before any data is read. Per window it asks
@@ -94,7 +100,9 @@ export interface BackfillPlanOptions extends ScopeOptions {
   readonly windowMs: number;
 }
 
-export interface SyncPlanInput extends ScopeOptions, Pick<AnalystPlanInput, 'searches' | 'aggregates' | 'aggregatesInterval'> {
+export interface SyncPlanInput
+  extends ScopeOptions,
+    Pick<AnalystPlanInput, 'searches' | 'aggregates' | 'aggregatesInterval'> {
   readonly lookbackMs: number;
   readonly startMs?: number;
   /** As `sync --settle`. */
@@ -125,13 +133,15 @@ export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps)
     deps,
     (resource, scope) =>
       // The backfill's own units, as the ledger has them.
-      ledgerUnits(streamLedger(ledger, streamKey(resource.name, scope.key)), windows, false).map(({ window, done, resumed }) => {
-        const w = window as TimeWindow;
-        if (done === true) return { window: w, status: 'done' as const, pagesDone: 0 };
-        return resumed?.cursor === undefined
-          ? { window: w, status: 'todo' as const, pagesDone: 0 }
-          : { window: w, status: 'resume' as const, pagesDone: resumed.pages, rowsDone: resumed.rows };
-      }),
+      ledgerUnits(streamLedger(ledger, streamKey(resource.name, scope.key)), windows, false).map(
+        ({ window, done, resumed }) => {
+          const w = window as TimeWindow;
+          if (done === true) return { window: w, status: 'done' as const, pagesDone: 0 };
+          return resumed?.cursor === undefined
+            ? { window: w, status: 'todo' as const, pagesDone: 0 }
+            : { window: w, status: 'resume' as const, pagesDone: resumed.pages, rowsDone: resumed.rows };
+        },
+      ),
     { from: iso(options.fromMs), to: iso(options.toMs), windowMs: options.windowMs },
   );
 }
@@ -144,42 +154,58 @@ export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps)
 export async function planSync(options: SyncPlanInput, deps: PlanDeps): Promise<Plan> {
   const runStartMs = deps.clock.now();
   const windowOptions = { runStartMs, lookbackMs: options.lookbackMs, startMs: options.startMs };
-  const reconcile = options.reconcile === undefined ? undefined : planReconcile({ ...options, mode: options.reconcile }, deps.state, runStartMs);
-  const plan = await build('sync', options, deps, (resource, scope) => {
-    const out: { window: TimeWindow; status: PlanWindowStatus; pagesDone: number }[] = [];
-    const before = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
-    let st = before;
-    let readFromMs: number | undefined;
-    // The sync's own order (`nextSyncUnits`), each unit applied as done: a split under way (its
-    // parts at once), then a window left mid-way (pending) and the next one: at most two windows.
-    let windows = 0;
-    for (let next = nextSyncUnits(st, windowOptions); next !== undefined && windows < 2; next = nextSyncUnits(st, windowOptions)) {
-      const units = next.kind === 'split' ? next.parts : [next.unit];
-      for (const unit of units) out.push({ window: unit.window, status: unit.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
-      if (next.kind === 'split') readFromMs = (units[0] as SyncUnit & { kind: 'part' }).split.fromMs;
-      else {
-        windows += 1;
-        readFromMs = Math.min(readFromMs ?? next.unit.window.fromMs, next.unit.window.fromMs);
+  const reconcile =
+    options.reconcile === undefined
+      ? undefined
+      : planReconcile({ ...options, mode: options.reconcile }, deps.state, runStartMs);
+  const plan = await build(
+    'sync',
+    options,
+    deps,
+    (resource, scope) => {
+      const out: { window: TimeWindow; status: PlanWindowStatus; pagesDone: number }[] = [];
+      const before = deps.state.streams[streamKey(resource.name, scope.key)] ?? {};
+      let st = before;
+      let readFromMs: number | undefined;
+      // The sync's own order (`nextSyncUnits`), each unit applied as done: a split under way (its
+      // parts at once), then a window left mid-way (pending) and the next one: at most two windows.
+      let windows = 0;
+      for (
+        let next = nextSyncUnits(st, windowOptions);
+        next !== undefined && windows < 2;
+        next = nextSyncUnits(st, windowOptions)
+      ) {
+        const units = next.kind === 'split' ? next.parts : [next.unit];
+        for (const unit of units)
+          out.push({ window: unit.window, status: unit.cursor === undefined ? 'todo' : 'resume', pagesDone: 0 });
+        if (next.kind === 'split') readFromMs = (units[0] as SyncUnit & { kind: 'part' }).split.fromMs;
+        else {
+          windows += 1;
+          readFromMs = Math.min(readFromMs ?? next.unit.window.fromMs, next.unit.window.fromMs);
+        }
+        st = units.reduce((s, unit) => withUnitCheckpoint(s, unit, null), st);
       }
-      st = units.reduce((s, unit) => withUnitCheckpoint(s, unit, null), st);
-    }
-    const settleMs = options.settleMs;
-    if (resource.settles === true && settleMs > 0) {
-      let settling = before;
-      const resumed = resumedSettleUnit(settling);
-      if (resumed !== undefined) {
-        out.push({ window: resumed.window, status: 'settle', pagesDone: 0 });
-        settling = withUnitCheckpoint(settling, resumed, null);
+      const settleMs = options.settleMs;
+      if (resource.settles === true && settleMs > 0) {
+        let settling = before;
+        const resumed = resumedSettleUnit(settling);
+        if (resumed !== undefined) {
+          out.push({ window: resumed.window, status: 'settle', pagesDone: 0 });
+          settling = withUnitCheckpoint(settling, resumed, null);
+        }
+        const next = settleWindow(settling, { ...windowOptions, settleMs }, before.mark, readFromMs);
+        if (next.window !== undefined) out.push({ window: next.window, status: 'settle', pagesDone: 0 });
       }
-      const next = settleWindow(settling, { ...windowOptions, settleMs }, before.mark, readFromMs);
-      if (next.window !== undefined) out.push({ window: next.window, status: 'settle', pagesDone: 0 });
-    }
-    return out;
-  }, {}, planAnalysts(options, deps.state, runStartMs, deps.limits));
+      return out;
+    },
+    {},
+    planAnalysts(options, deps.state, runStartMs, deps.limits),
+  );
   if (reconcile === undefined) return plan;
   // The reconcile step's requests are the run's too: counted with the others, per endpoint.
   const requestsByEndpoint: Record<string, number> = { ...plan.requestsByEndpoint };
-  for (const [endpoint, n] of Object.entries(reconcile.requestsByEndpoint)) requestsByEndpoint[endpoint] = (requestsByEndpoint[endpoint] ?? 0) + n;
+  for (const [endpoint, n] of Object.entries(reconcile.requestsByEndpoint))
+    requestsByEndpoint[endpoint] = (requestsByEndpoint[endpoint] ?? 0) + n;
   return { ...plan, requestsByEndpoint, reconcile };
 }
 
@@ -199,13 +225,19 @@ async function build(
 
   const order = new Map(options.resources.map((r, i) => [r.name, i]));
   const all = [
-    ...[...counted.map((c) => c.row), ...unknownRows].sort((a, b) => (order.get(a.resource) ?? 0) - (order.get(b.resource) ?? 0) || a.scope.localeCompare(b.scope)),
+    ...[...counted.map((c) => c.row), ...unknownRows].sort(
+      (a, b) => (order.get(a.resource) ?? 0) - (order.get(b.resource) ?? 0) || a.scope.localeCompare(b.scope),
+    ),
     ...extraRows,
   ];
   const requestsByEndpoint: Record<string, number> = {};
-  for (const row of all) if (row.requests !== undefined) requestsByEndpoint[row.endpoint] = (requestsByEndpoint[row.endpoint] ?? 0) + row.requests;
+  for (const row of all)
+    if (row.requests !== undefined)
+      requestsByEndpoint[row.endpoint] = (requestsByEndpoint[row.endpoint] ?? 0) + row.requests;
   if (all.some((r) => r.windows.some((w) => w.status === 'resume'))) {
-    notes.push('windows marked "resume" continue from a checkpoint; their pages are the count minus the pages already read');
+    notes.push(
+      'windows marked "resume" continue from a checkpoint; their pages are the count minus the pages already read',
+    );
   }
   if (options.project === '*' && options.projectIds === undefined) {
     notes.push('with "*", resources read one project at a time also get walks for projects discovered during the run');
@@ -248,7 +280,8 @@ function planTargets(
     }
     const byParent = resource.perParent !== undefined && readsByParent(deps.state, resource) === true;
     if (!byParent) {
-      for (const scope of scopes) targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
+      for (const scope of scopes)
+        targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
       continue;
     }
     // Per-parent children: one request per queued parent record (the backlog in state).
@@ -271,19 +304,45 @@ function planTargets(
         `the sync adds one per new record it selects (--traces)`,
     );
     const load = childLoad(deps.state, resource, deps.limits, deps.clock.now());
-    for (const line of [tracedSavingLine(resource, load), deficitLine(resource, load, deps.limits)]) if (line !== undefined) notes.push(line);
+    for (const line of [tracedSavingLine(resource, load), deficitLine(resource, load, deps.limits)])
+      if (line !== undefined) notes.push(line);
   }
   return { targets, unknownRows, notes };
 }
 
 /** One stream's row of the plan: each unit counted (at most `queue`'s concurrency at once), its pages and floor. */
-async function countTarget(target: Target, deps: PlanDeps, queue: PQueue): Promise<{ row: PlanRow; countRequests: number }> {
+async function countTarget(
+  target: Target,
+  deps: PlanDeps,
+  queue: PQueue,
+): Promise<{ row: PlanRow; countRequests: number }> {
   const { resource, scope } = target;
   const base = { resource: resource.name, scope: scope.key, endpoint: resource.path };
-  const plainWindows = target.windows.map((w) => ({ from: iso(w.window.fromMs), to: iso(w.window.toMs), status: w.status }));
-  if (resource.mode === 'full') return { row: { ...base, windows: [], unknown: `full refresh: read once, no count endpoint is documented for ${resource.path}` }, countRequests: 0 };
-  if (resource.countPath === undefined) return { row: { ...base, windows: plainWindows, unknown: `no count endpoint is documented for ${resource.path}` }, countRequests: 0 };
-  const ctx: CallContext = { resource: resource.name, project: scope.key, lane: `plan|${resource.name}|${scope.key}`, stats: newCallStats() };
+  const plainWindows = target.windows.map((w) => ({
+    from: iso(w.window.fromMs),
+    to: iso(w.window.toMs),
+    status: w.status,
+  }));
+  if (resource.mode === 'full')
+    return {
+      row: {
+        ...base,
+        windows: [],
+        unknown: `full refresh: read once, no count endpoint is documented for ${resource.path}`,
+      },
+      countRequests: 0,
+    };
+  if (resource.countPath === undefined)
+    return {
+      row: { ...base, windows: plainWindows, unknown: `no count endpoint is documented for ${resource.path}` },
+      countRequests: 0,
+    };
+  const ctx: CallContext = {
+    resource: resource.name,
+    project: scope.key,
+    lane: `plan|${resource.name}|${scope.key}`,
+    stats: newCallStats(),
+  };
   try {
     const windows = await Promise.all(
       target.windows.map(async (w): Promise<PlanWindow> => {
@@ -311,7 +370,10 @@ async function countTarget(target: Target, deps: PlanDeps, queue: PQueue): Promi
     return { row, countRequests: ctx.stats.requests };
   } catch (error) {
     if (error instanceof AuthError) throw error; // a bad key or project: the whole plan fails
-    return { row: { ...base, windows: plainWindows, unknown: `the count request failed: ${(error as Error).message}` }, countRequests: ctx.stats.requests };
+    return {
+      row: { ...base, windows: plainWindows, unknown: `the count request failed: ${(error as Error).message}` },
+      countRequests: ctx.stats.requests,
+    };
   }
 }
 
@@ -334,4 +396,3 @@ export function toProgressPlan(plan: Plan): ProgressPlan {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
-

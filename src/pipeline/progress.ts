@@ -237,7 +237,9 @@ export class ProgressTracker {
     const now = this.clock.now();
     const elapsed = (now - this.startedAt) / 1000;
     const rank = (name: string): number => (this.order.includes(name) ? this.order.indexOf(name) : this.order.length);
-    const names = [...new Set([...this.counters.keys(), ...Object.keys(this.plan?.resources ?? {})])].sort((a, b) => rank(a) - rank(b));
+    const names = [...new Set([...this.counters.keys(), ...Object.keys(this.plan?.resources ?? {})])].sort(
+      (a, b) => rank(a) - rank(b),
+    );
     const resources: ResourceProgress[] = [];
     for (const resource of names) {
       const c = this.counters.get(resource) ?? newCounter();
@@ -268,7 +270,8 @@ export class ProgressTracker {
       total = Math.max(total, this.plan.minimumSeconds - elapsed);
     }
     // A bound of "at least 0 s" while a resource with no estimate still runs says nothing: unknown.
-    if (total !== undefined && total < 1 && resources.some((r) => !r.done && r.etaSeconds === undefined)) total = undefined;
+    if (total !== undefined && total < 1 && resources.some((r) => !r.done && r.etaSeconds === undefined))
+      total = undefined;
     return {
       elapsedSeconds: elapsed,
       resources,
@@ -310,7 +313,13 @@ function newCounter(): Counter {
 }
 
 /** `backlogMaxPerSecond`: the requests a second one endpoint may make (`--max-rpm` / 60); a backlog drains no faster, whatever its pace so far. */
-function eta(elapsed: number, c: Counter, planned: ResourcePlan | undefined, since: number, backlogMaxPerSecond: number): number | undefined {
+function eta(
+  elapsed: number,
+  c: Counter,
+  planned: ResourcePlan | undefined,
+  since: number,
+  backlogMaxPerSecond: number,
+): number | undefined {
   // A per-parent backlog (traces of the events just stored): one request per pending parent, at the
   // pace its drain has kept (after a few seconds of it), never faster than an endpoint's minute
   // limit. It grows while its parents are read, so this is the time for what is queued now.

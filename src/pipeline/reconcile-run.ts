@@ -66,7 +66,13 @@ export interface ReconcileReport {
   readonly mode: Exclude<ReconcileMode, 'off'>;
   /** Requests the check, the re-reads and the checks after them made. */
   readonly requests: number;
-  readonly checked: readonly { readonly resource: string; readonly project: string; readonly from: string; readonly to: string; readonly by: 'timeseries' | 'count' }[];
+  readonly checked: readonly {
+    readonly resource: string;
+    readonly project: string;
+    readonly from: string;
+    readonly to: string;
+    readonly by: 'timeseries' | 'count';
+  }[];
   readonly windows: readonly ReconciledWindow[];
   readonly notChecked: readonly { readonly resource: string; readonly project?: string; readonly reason: string }[];
   /** Windows that still differ (repair not asked, not possible, or not enough). */
@@ -75,7 +81,8 @@ export interface ReconcileReport {
 
 /** Why a resource cannot be reconciled by counts; `undefined` when it can. */
 export function notReconcilable(resource: ResourceDefinition): string | undefined {
-  if (resource.mode !== 'incremental' || resource.cursorField === undefined) return 'read whole each run (full refresh): nothing to reconcile';
+  if (resource.mode !== 'incremental' || resource.cursorField === undefined)
+    return 'read whole each run (full refresh): nothing to reconcile';
   if (resource.perParent !== undefined) return 'read per event: the API counts no traces';
   if (resource.countPath === undefined && resource.split?.count !== undefined) {
     // users, conversations: the only counts are distinct ids among *events* in a window (count_by).
@@ -98,7 +105,11 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
   const allKey = allProjectsScope(options.projectIds).key;
   let projects: VerifyProject[];
   try {
-    projects = verifyProjects({ project: options.project, projectIds: options.projectIds, knownProjects: deps.state.document.projects });
+    projects = verifyProjects({
+      project: options.project,
+      projectIds: options.projectIds,
+      knownProjects: deps.state.document.projects,
+    });
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     projects = [];
@@ -119,7 +130,9 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
       // A `*` sync keeps one stream for all projects, or one per project where `*` was refused.
       const keys = [streamKey(resource.name, project.slug), streamKey(resource.name, allKey)];
       const key = keys.find((k) => deps.state.document.streams[k] !== undefined);
-      const result = options.streams.find((s) => s.resource === resource.name && (s.scope === project.slug || s.scope === allKey));
+      const result = options.streams.find(
+        (s) => s.resource === resource.name && (s.scope === project.slug || s.scope === allKey),
+      );
       const markIso = key === undefined ? undefined : deps.state.stream(key).mark;
       if (result !== undefined && result.outcome === 'failed') {
         notChecked.push({ resource: resource.name, project: project.slug, reason: 'its stream failed this run' });
@@ -138,18 +151,31 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
       });
       if (range === undefined) continue;
       jobs.push(
-        findDifferences(resource, project, range, { ...deps, signal: options.signal }).then((check) => {
-          stats.push(check.stats);
-          for (const part of [range.older, range.recent]) {
-            if (part !== undefined) checked.push({ resource: resource.name, project: project.slug, from: iso(part.fromMs), to: iso(part.toMs), by: part === range.recent ? check.by : 'count' });
-          }
-          for (const difference of check.differences) found.push({ resource, project, difference });
-        }, (error: unknown) => {
-          // One project's count failing (a 403, retries exhausted) leaves the others checked; said, not hidden.
-          const message = (error as Error).message;
-          deps.logger.warn({ resource: resource.name, project: project.slug, err: message }, `reconcile: could not count ${resource.name} of ${project.slug}`);
-          notChecked.push({ resource: resource.name, project: project.slug, reason: `the count failed: ${message}` });
-        }),
+        findDifferences(resource, project, range, { ...deps, signal: options.signal }).then(
+          (check) => {
+            stats.push(check.stats);
+            for (const part of [range.older, range.recent]) {
+              if (part !== undefined)
+                checked.push({
+                  resource: resource.name,
+                  project: project.slug,
+                  from: iso(part.fromMs),
+                  to: iso(part.toMs),
+                  by: part === range.recent ? check.by : 'count',
+                });
+            }
+            for (const difference of check.differences) found.push({ resource, project, difference });
+          },
+          (error: unknown) => {
+            // One project's count failing (a 403, retries exhausted) leaves the others checked; said, not hidden.
+            const message = (error as Error).message;
+            deps.logger.warn(
+              { resource: resource.name, project: project.slug, err: message },
+              `reconcile: could not count ${resource.name} of ${project.slug}`,
+            );
+            notChecked.push({ resource: resource.name, project: project.slug, reason: `the count failed: ${message}` });
+          },
+        ),
       );
     }
   }
@@ -161,19 +187,38 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
   let planned = 0;
   const toRepair: typeof found = [];
   for (const f of found) {
-    const base = { resource: f.resource.name, project: f.project.slug, from: iso(f.difference.window.fromMs), to: iso(f.difference.window.toMs), expected: f.difference.api, found: f.difference.warehouse };
+    const base = {
+      resource: f.resource.name,
+      project: f.project.slug,
+      from: iso(f.difference.window.fromMs),
+      to: iso(f.difference.window.toMs),
+      expected: f.difference.api,
+      found: f.difference.warehouse,
+    };
     if (options.mode === 'check') windows.push({ ...base, outcome: 'not repaired', reason: '--reconcile check' });
     else if (f.difference.warehouse > f.difference.api) {
-      windows.push({ ...base, outcome: 'not repaired', reason: 'the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse' });
+      windows.push({
+        ...base,
+        outcome: 'not repaired',
+        reason:
+          'the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse',
+      });
     } else if (planned + f.difference.api > budget) {
-      windows.push({ ...base, outcome: 'not repaired', reason: `over this run's repair budget (${budget} records): query-sync verify --from ${base.from} --to ${base.to} --repair re-reads it` });
+      windows.push({
+        ...base,
+        outcome: 'not repaired',
+        reason: `over this run's repair budget (${budget} records): query-sync verify --from ${base.from} --to ${base.to} --repair re-reads it`,
+      });
     } else {
       planned += f.difference.api;
       toRepair.push(f);
     }
   }
   if (toRepair.length > 0) windows.push(...(await repair(toRepair, options, deps, stats)));
-  windows.sort((a, b) => a.from.localeCompare(b.from) || a.resource.localeCompare(b.resource) || a.project.localeCompare(b.project));
+  windows.sort(
+    (a, b) =>
+      a.from.localeCompare(b.from) || a.resource.localeCompare(b.resource) || a.project.localeCompare(b.project),
+  );
   return {
     mode: options.mode,
     requests: stats.reduce((n, s) => n + s.requests, 0),
@@ -201,15 +246,41 @@ async function repair(
     warehouse: f.difference.warehouse,
     match: false,
   }));
-  const streams = await repairWindows(asVerify, { resources: options.resources, concurrency: options.concurrency, batchRows: options.batchRows, batchBytes: options.batchBytes, signal: options.signal, runId: options.runId }, deps);
+  const streams = await repairWindows(
+    asVerify,
+    {
+      resources: options.resources,
+      concurrency: options.concurrency,
+      batchRows: options.batchRows,
+      batchBytes: options.batchBytes,
+      signal: options.signal,
+      runId: options.runId,
+    },
+    deps,
+  );
   for (const s of streams) stats.push(s.stats);
   const failed = streams.find((s) => s.outcome !== 'ok');
   return Promise.all(
     found.map(async (f): Promise<ReconciledWindow> => {
-      const base = { resource: f.resource.name, project: f.project.slug, from: iso(f.difference.window.fromMs), to: iso(f.difference.window.toMs), expected: f.difference.api, found: f.difference.warehouse };
+      const base = {
+        resource: f.resource.name,
+        project: f.project.slug,
+        from: iso(f.difference.window.fromMs),
+        to: iso(f.difference.window.toMs),
+        expected: f.difference.api,
+        found: f.difference.warehouse,
+      };
       const after = await countAgain(f.resource, f.project, f.difference.window, deps, options.signal, stats);
       if (after.expected === after.found) return { ...base, after, outcome: 'repaired' };
-      return { ...base, after, outcome: 'differs', reason: failed?.error === undefined ? 'the API still counts other records than its list returns' : `the re-read failed: ${failed.error.message}` };
+      return {
+        ...base,
+        after,
+        outcome: 'differs',
+        reason:
+          failed?.error === undefined
+            ? 'the API still counts other records than its list returns'
+            : `the re-read failed: ${failed.error.message}`,
+      };
     }),
   );
 }
@@ -222,20 +293,35 @@ async function countAgain(
   signal: AbortSignal | undefined,
   stats: CallStats[],
 ): Promise<{ expected: number; found: number }> {
-  const ctx: CallContext = { resource: resource.name, project: project.slug, lane: `reconcile|${resource.name}|${project.slug}`, stats: newCallStats(), signal };
+  const ctx: CallContext = {
+    resource: resource.name,
+    project: project.slug,
+    lane: `reconcile|${resource.name}|${project.slug}`,
+    stats: newCallStats(),
+    signal,
+  };
   stats.push(ctx.stats);
   const [expected, found] = await Promise.all([
     countRecords(deps.client, resource, singleProjectScope(project.header), window, ctx),
-    deps.destination.can.windows?.countWindow(resource.name, { projectId: project.slug, column: resource.cursorField as string, fromIso: iso(window.fromMs), toIso: iso(window.toMs) }) ?? Promise.resolve(0),
+    deps.destination.can.windows?.countWindow(resource.name, {
+      projectId: project.slug,
+      column: resource.cursorField as string,
+      fromIso: iso(window.fromMs),
+      toIso: iso(window.toMs),
+    }) ?? Promise.resolve(0),
   ]);
   return { expected, found };
 }
 
 /** The earliest instant the run may have written: its window's start, a pending or split window, the settle re-read. */
-export function touchedFrom(before: StreamState | undefined, options: Pick<ReconcileOptions, 'lookbackMs' | 'startMs'>): number {
+export function touchedFrom(
+  before: StreamState | undefined,
+  options: Pick<ReconcileOptions, 'lookbackMs' | 'startMs'>,
+): number {
   if (before?.mark === undefined) return options.startMs ?? 0;
   const starts = [Date.parse(before.mark) - options.lookbackMs];
-  for (const at of [before.pending?.from, before.split?.from, before.settled, before.settlePending?.from]) if (at !== undefined) starts.push(Date.parse(at));
+  for (const at of [before.pending?.from, before.split?.from, before.settled, before.settlePending?.from])
+    if (at !== undefined) starts.push(Date.parse(at));
   return Math.min(...starts);
 }
 
@@ -243,27 +329,38 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** One row per window that differed, per run: `_query_sync_runs`' child, keyed by the run. */
 export const RECONCILE_TABLE = '_query_sync_reconcile';
-export const RECONCILE_SCHEMA: TableSchema = tableSchema(RECONCILE_TABLE, ['run_id', 'resource', 'project_id', 'window_from'], {
-  run_id: 'string',
-  checked_at: 'timestamp',
-  resource: 'string',
-  project_id: 'string',
-  window_from: 'timestamp',
-  window_to: 'timestamp',
-  expected: 'int64',
-  found: 'int64',
-  expected_after: 'int64',
-  found_after: 'int64',
-  outcome: 'string',
-  reason: 'string',
-});
+export const RECONCILE_SCHEMA: TableSchema = tableSchema(
+  RECONCILE_TABLE,
+  ['run_id', 'resource', 'project_id', 'window_from'],
+  {
+    run_id: 'string',
+    checked_at: 'timestamp',
+    resource: 'string',
+    project_id: 'string',
+    window_from: 'timestamp',
+    window_to: 'timestamp',
+    expected: 'int64',
+    found: 'int64',
+    expected_after: 'int64',
+    found_after: 'int64',
+    outcome: 'string',
+    reason: 'string',
+  },
+);
 
 /**
  * The run history's brief of a reconcile (`_query_sync_runs.reconcile`): a run whose tables could
  * not all be proven says so in the warehouse, not only in its summary line.
  */
 export function reconcileBrief(report: ReconcileReport): Readonly<Record<string, unknown>> {
-  return { mode: report.mode, requests: report.requests, checked: report.checked.length, differed: report.windows.length, remaining: report.remaining, not_checked: report.notChecked };
+  return {
+    mode: report.mode,
+    requests: report.requests,
+    checked: report.checked.length,
+    differed: report.windows.length,
+    remaining: report.remaining,
+    not_checked: report.notChecked,
+  };
 }
 
 export function reconcileRows(runId: string, checkedAt: string, report: ReconcileReport): Row[] {

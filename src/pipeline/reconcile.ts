@@ -103,9 +103,20 @@ export async function findDifferences(
   const column = resource.cursorField;
   if (windows === undefined || column === undefined) return { differences: [], stats: newCallStats(), by: 'count' };
   const scope = singleProjectScope(project.header);
-  const ctx: CallContext = { resource: resource.name, project: project.slug, lane: `reconcile|${resource.name}|${project.slug}`, stats: newCallStats(), signal: deps.signal };
+  const ctx: CallContext = {
+    resource: resource.name,
+    project: project.slug,
+    lane: `reconcile|${resource.name}|${project.slug}`,
+    stats: newCallStats(),
+    signal: deps.signal,
+  };
   const warehouse = (w: TimeWindow): Promise<number> =>
-    windows.countWindow(resource.name, { projectId: project.slug, column, fromIso: new Date(w.fromMs).toISOString(), toIso: new Date(w.toMs).toISOString() });
+    windows.countWindow(resource.name, {
+      projectId: project.slug,
+      column,
+      fromIso: new Date(w.fromMs).toISOString(),
+      toIso: new Date(w.toMs).toISOString(),
+    });
   let counts = MAX_NARROWING_COUNTS;
   const byCount = async (w: TimeWindow): Promise<number | undefined> => {
     if (counts <= 0) return undefined;
@@ -120,13 +131,15 @@ export async function findDifferences(
     if (buckets !== undefined) {
       by = 'timeseries';
       // Any window's count is the sum of its hours: narrowing costs warehouse queries only.
-      const api = async (w: TimeWindow): Promise<number> => buckets.filter((b) => b.fromMs >= w.fromMs && b.fromMs < w.toMs).reduce((n, b) => n + b.count, 0);
+      const api = async (w: TimeWindow): Promise<number> =>
+        buckets.filter((b) => b.fromMs >= w.fromMs && b.fromMs < w.toMs).reduce((n, b) => n + b.count, 0);
       differences.push(...(await narrow(range.recent, api, warehouse)));
     } else if (resource.countPath !== undefined) {
       differences.push(...(await narrow(range.recent, byCount, warehouse)));
     }
   }
-  if (range.older !== undefined && resource.countPath !== undefined) differences.push(...(await narrow(range.older, byCount, warehouse)));
+  if (range.older !== undefined && resource.countPath !== undefined)
+    differences.push(...(await narrow(range.older, byCount, warehouse)));
   return { differences: differences.sort((a, b) => a.window.fromMs - b.window.fromMs), stats: ctx.stats, by };
 }
 
@@ -149,7 +162,8 @@ async function hourBuckets(
     // Narrowing sums buckets by UTC hour (the emulator's and the SDK's buckets): a server bucketing in
     // another time zone would place counts in the wrong halves, so its series is not used.
     const offHour = buckets.find((b) => b.window.fromMs !== window.fromMs && b.window.fromMs % HOUR_MS !== 0);
-    if (offHour !== undefined) throw new Error(`a bucket starts at ${new Date(offHour.window.fromMs).toISOString()}, not on a UTC hour`);
+    if (offHour !== undefined)
+      throw new Error(`a bucket starts at ${new Date(offHour.window.fromMs).toISOString()}, not on a UTC hour`);
     return buckets.map((b) => ({ fromMs: b.window.fromMs, count: b.count }));
   } catch (error) {
     logger.warn(
@@ -174,7 +188,10 @@ async function narrow(
   if (a === undefined || a === w) return [];
   const mid = hourInside(window);
   if (mid === undefined) return [{ window, api: a, warehouse: w }];
-  const halves = await Promise.all([narrow({ fromMs: window.fromMs, toMs: mid }, api, warehouse), narrow({ fromMs: mid, toMs: window.toMs }, api, warehouse)]);
+  const halves = await Promise.all([
+    narrow({ fromMs: window.fromMs, toMs: mid }, api, warehouse),
+    narrow({ fromMs: mid, toMs: window.toMs }, api, warehouse),
+  ]);
   const found = halves.flat();
   // The halves' counters ran out, or the halves agree while the whole does not (records came or went
   // between the requests): the whole window is the difference.

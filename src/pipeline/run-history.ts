@@ -14,30 +14,26 @@ import type { StreamResult } from './stream.js';
 export const RUNS_TABLE = '_query_sync_runs';
 export const SCHEMA_CHANGES_TABLE = '_query_sync_schema_changes';
 
-export const RUNS_SCHEMA: TableSchema = tableSchema(
-  RUNS_TABLE,
-  ['run_id'],
-  {
-    run_id: 'string',
-    command: 'string',
-    started_at: 'timestamp',
-    ended_at: 'timestamp',
-    outcome: 'string',
-    rows: 'int64',
-    pages: 'int64',
-    requests: 'int64',
-    retries: 'int64',
-    rate_limited: 'int64',
-    streams: 'json',
-    errors: 'json',
-    settings: 'json',
-    // BigQuery on-demand bytes the run's queries were billed; NULL where queries are free (DuckDB).
-    bytes_billed: 'int64',
-    // What the run's reconcile proved and did not: windows that differed, remaining, and each
-    // resource it could not check (per-event traces, users, conversations) with why; NULL when off.
-    reconcile: 'json',
-  },
-);
+export const RUNS_SCHEMA: TableSchema = tableSchema(RUNS_TABLE, ['run_id'], {
+  run_id: 'string',
+  command: 'string',
+  started_at: 'timestamp',
+  ended_at: 'timestamp',
+  outcome: 'string',
+  rows: 'int64',
+  pages: 'int64',
+  requests: 'int64',
+  retries: 'int64',
+  rate_limited: 'int64',
+  streams: 'json',
+  errors: 'json',
+  settings: 'json',
+  // BigQuery on-demand bytes the run's queries were billed; NULL where queries are free (DuckDB).
+  bytes_billed: 'int64',
+  // What the run's reconcile proved and did not: windows that differed, remaining, and each
+  // resource it could not check (per-event traces, users, conversations) with why; NULL when off.
+  reconcile: 'json',
+});
 
 export const SCHEMA_CHANGES_SCHEMA: TableSchema = tableSchema(
   SCHEMA_CHANGES_TABLE,
@@ -63,7 +59,10 @@ export interface SchemaChange {
 }
 
 /** The columns of each table now (`undefined`: no such table yet). */
-export async function columnsOf(destination: Destination, tables: readonly string[]): Promise<Map<string, readonly ColumnDef[] | undefined>> {
+export async function columnsOf(
+  destination: Destination,
+  tables: readonly string[],
+): Promise<Map<string, readonly ColumnDef[] | undefined>> {
   const out = new Map<string, readonly ColumnDef[] | undefined>();
   for (const table of tables) out.set(table, await destination.describe(table));
   return out;
@@ -81,7 +80,8 @@ export function schemaChanges(
     const known = new Set((old ?? []).map((c) => c.name));
     for (const c of columns) {
       if (known.has(c.name)) continue;
-      const change: SchemaChangeKind = old === undefined ? 'new table' : /__v_[a-z0-9]+$/.test(c.name) ? 'variant column' : 'new column';
+      const change: SchemaChangeKind =
+        old === undefined ? 'new table' : /__v_[a-z0-9]+$/.test(c.name) ? 'variant column' : 'new column';
       changes.push({ table, column: c.name, type: c.type, change });
     }
   }
@@ -108,17 +108,32 @@ export interface RunRecord {
  * Best effort: the data and the marks are already stored, so a failure here is a warning, not a
  * failed run. `runId` is the one the run's rows carry in `_run_id`. Returns the run id.
  */
-export async function recordRun(destination: Destination, run: RunRecord, changes: readonly SchemaChange[], logger: Logger, runId: string = randomUUID()): Promise<string> {
+export async function recordRun(
+  destination: Destination,
+  run: RunRecord,
+  changes: readonly SchemaChange[],
+  logger: Logger,
+  runId: string = randomUUID(),
+): Promise<string> {
   const created = new Map<string, number>();
   for (const c of changes) {
     if (c.change === 'new table') created.set(c.table, (created.get(c.table) ?? 0) + 1);
-    else logger.info({ table: c.table, column: c.column, type: c.type, change: c.change }, `schema change: ${c.change} ${c.table}.${c.column} (${c.type})`);
+    else
+      logger.info(
+        { table: c.table, column: c.column, type: c.type, change: c.change },
+        `schema change: ${c.change} ${c.table}.${c.column} (${c.type})`,
+      );
   }
-  for (const [table, columns] of created) logger.info({ table, columns, change: 'new table' }, `schema change: new table ${table} (${columns} columns)`);
+  for (const [table, columns] of created)
+    logger.info({ table, columns, change: 'new table' }, `schema change: new table ${table} (${columns} columns)`);
 
   const sum = (f: (s: StreamResult) => number): bigint => BigInt(run.streams.reduce((n, s) => n + f(s), 0));
   const clean = (text: string): string => redact(text, run.secrets);
-  const errors = [...new Set(run.streams.filter((s) => s.outcome !== 'ok' && s.error !== undefined).map((s) => clean(s.error?.message ?? '')))];
+  const errors = [
+    ...new Set(
+      run.streams.filter((s) => s.outcome !== 'ok' && s.error !== undefined).map((s) => clean(s.error?.message ?? '')),
+    ),
+  ];
   const row: Row = {
     run_id: runId,
     command: run.command,
@@ -164,7 +179,10 @@ export async function recordRun(destination: Destination, run: RunRecord, change
     }
     await destination.write({ table: RUNS_SCHEMA, rows: [row] });
   } catch (error) {
-    logger.warn({ err: clean((error as Error).message) }, `could not write the run history (${RUNS_TABLE}); the run's data and state are stored`);
+    logger.warn(
+      { err: clean((error as Error).message) },
+      `could not write the run history (${RUNS_TABLE}); the run's data and state are stored`,
+    );
   }
   return runId;
 }

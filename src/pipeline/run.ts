@@ -43,7 +43,6 @@ export interface SyncPlanOptions {
   readonly limits: SplitLimits;
 }
 
-
 /**
  * How long a run keeps reading per-parent children after its parent walks end: a 15-minute schedule
  * then spends most of each interval draining a backlog (400 trace reads a minute) and no run blocks
@@ -80,7 +79,11 @@ export interface RunHooks {
   /** It ended, whatever the outcome (`scope-rejected`: replaced by per-project walks). */
   readonly onStreamDone?: (result: StreamResult) => void;
   /** After each page of a walk. */
-  readonly onPage?: (resource: string, scope: string, page: { readonly records: number; readonly rowsStored: number }) => void;
+  readonly onPage?: (
+    resource: string,
+    scope: string,
+    page: { readonly records: number; readonly rowsStored: number },
+  ) => void;
   /** A per-parent child resource's backlog changed: `pending` parents wait for their children (one request each). */
   readonly onBacklog?: (resource: string, pending: number) => void;
 }
@@ -125,27 +128,63 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
   } else {
     for (const child of children) {
       const parent = options.resources.find((r) => r.name === child.perParent?.parent);
-      const byParent = learnChildMode(child, probeScope(options, deps.state.document.projects), deps, options.signal).then((b) => b === true);
+      const byParent = learnChildMode(
+        child,
+        probeScope(options, deps.state.document.projects),
+        deps,
+        options.signal,
+      ).then((b) => b === true);
       byParent.catch(() => undefined);
-      const onBacklog = hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
-      const queue = new ChildQueue({ child, parent, selection, lookbackMs: options.lookbackMs, settleMs: streamOptions.settleMs ?? 0, ...(onBacklog === undefined ? {} : { onBacklog }) }, deps.state, deps.clock);
+      const onBacklog =
+        hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
+      const queue = new ChildQueue(
+        {
+          child,
+          parent,
+          selection,
+          lookbackMs: options.lookbackMs,
+          settleMs: streamOptions.settleMs ?? 0,
+          ...(onBacklog === undefined ? {} : { onBacklog }),
+        },
+        deps.state,
+        deps.clock,
+      );
       childQueues.set(child.name, { queue, byParent });
     }
   }
   const described = new Map<string, Awaited<ReturnType<Destination['describe']>>>();
   for (const resource of resources) described.set(resource.name, await deps.destination.describe(resource.name));
-  const queuesOfParent = (parent: ResourceDefinition): { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }[] =>
-    [...childQueues.entries()].filter(([name]) => resources.find((r) => r.name === name)?.perParent?.parent === parent.name).map(([, q]) => q);
+  const queuesOfParent = (
+    parent: ResourceDefinition,
+  ): { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }[] =>
+    [...childQueues.entries()]
+      .filter(([name]) => resources.find((r) => r.name === name)?.perParent?.parent === parent.name)
+      .map(([, q]) => q);
 
   const trackers = new Map<string, SchemaTracker>();
   const runId = options.runId ?? randomUUID();
   for (const resource of resources) {
-    trackers.set(resource.name, new SchemaTracker(resource, described.get(resource.name) ?? (await deps.destination.describe(resource.name)), runId));
+    trackers.set(
+      resource.name,
+      new SchemaTracker(
+        resource,
+        described.get(resource.name) ?? (await deps.destination.describe(resource.name)),
+        runId,
+      ),
+    );
   }
-  const run = async (resource: ResourceDefinition, scope: ProjectScope, scopeHooks: ScopeHooks): Promise<StreamResult> => {
+  const run = async (
+    resource: ResourceDefinition,
+    scope: ProjectScope,
+    scopeHooks: ScopeHooks,
+  ): Promise<StreamResult> => {
     hooks.onStreamStart?.(resource.name, scope.key);
     const onPage = hooks.onPage;
-    const pageHook = onPage === undefined ? undefined : (page: { readonly records: number; readonly rowsStored: number }): void => onPage(resource.name, scope.key, page);
+    const pageHook =
+      onPage === undefined
+        ? undefined
+        : (page: { readonly records: number; readonly rowsStored: number }): void =>
+            onPage(resource.name, scope.key, page);
     const tracker = trackers.get(resource.name) as SchemaTracker;
     let result: StreamResult;
     const child = childQueues.get(resource.name);
@@ -178,7 +217,9 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
       const queues = queuesOfParent(resource);
       for (const q of queues) q.queue.parentStarted();
       const enqueue: NonNullable<StreamOptions['onStored']> = async (rows, state) => {
-        await Promise.all(queues.map(async (q) => ((await q.byParent.catch(() => false)) ? q.queue.enqueue(rows, state) : undefined)));
+        await Promise.all(
+          queues.map(async (q) => ((await q.byParent.catch(() => false)) ? q.queue.enqueue(rows, state) : undefined)),
+        );
       };
       try {
         const walk = (): Promise<StreamResult> =>
@@ -189,7 +230,10 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
             onStored: queues.length === 0 ? undefined : enqueue,
           });
         // A resource not every server has is skipped where the server lacks it, not failed.
-        result = resource.optional === true ? await optionalWalk(resource, scope, caps, deps.client, options.signal, walk) : await walk();
+        result =
+          resource.optional === true
+            ? await optionalWalk(resource, scope, caps, deps.client, options.signal, walk)
+            : await walk();
       } finally {
         for (const q of queues) q.queue.parentDone();
       }
@@ -216,7 +260,17 @@ function probeScope(options: SyncPlanOptions, knownProjects: readonly string[]):
 
 /** The result of a stream that could not start (e.g. `*` refused and no project known). */
 export function failedBeforeStart(resource: ResourceDefinition, error: Error): StreamResult {
-  return { resource: resource.name, scope: '*', outcome: 'failed', rows: 0, pages: 0, windows: 0, seconds: 0, stats: newCallStats(), error };
+  return {
+    resource: resource.name,
+    scope: '*',
+    outcome: 'failed',
+    rows: 0,
+    pages: 0,
+    windows: 0,
+    seconds: 0,
+    stats: newCallStats(),
+    error,
+  };
 }
 
 function summarize(runStartMs: number, streams: StreamResult[], clock: Clock): RunSummary {
@@ -227,4 +281,3 @@ function summarize(runStartMs: number, streams: StreamResult[], clock: Clock): R
     ok: streams.every((s) => s.outcome === 'ok'),
   };
 }
-

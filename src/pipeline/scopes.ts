@@ -94,7 +94,10 @@ export async function forEachScope<R extends ScopedResult>(
       walk(resource, star, { onProjects }).then((result) => {
         if (result.outcome !== 'scope-rejected') return result;
         // Declared as accepting `*` but refused it: fall back to one walk per project.
-        deps.logger.warn({ resource: resource.name }, `"*" was rejected (400); reading ${resource.name} one project at a time`);
+        deps.logger.warn(
+          { resource: resource.name },
+          `"*" was rejected (400); reading ${resource.name} one project at a time`,
+        );
         perProject.add(resource);
         for (const slug of projects) startPerProject(resource, slug);
         return result;

@@ -1,6 +1,14 @@
 import { DataError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { ApiRecord, Clock, ProjectScope, ResourceDefinition, Row, SavedSearch, TableSchema } from '../core/types.js';
+import type {
+  ApiRecord,
+  Clock,
+  ProjectScope,
+  ResourceDefinition,
+  Row,
+  SavedSearch,
+  TableSchema,
+} from '../core/types.js';
 import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
 import { paginate } from '../extract/paginate.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
@@ -126,13 +134,22 @@ export function searchResource(search: SavedSearch): ResourceDefinition {
 }
 
 /** The projects searched one by one (search has no all-projects scope in the SDK). */
-export function searchScopes(project: string | undefined, projectIds: readonly string[] | undefined, known: readonly string[]): ProjectScope[] {
+export function searchScopes(
+  project: string | undefined,
+  projectIds: readonly string[] | undefined,
+  known: readonly string[],
+): ProjectScope[] {
   if (project !== '*') return [singleProjectScope(project)];
   return [...(projectIds ?? known)].sort().map((slug) => singleProjectScope(slug));
 }
 
 /** `[from, to)` a search reads this run: since its mark less the lookback, within the 14-day range. */
-export function searchWindow(mark: SearchMark | undefined, definition: string, runStartMs: number, lookbackMs: number): { fromMs: number; toMs: number; gapMs: number } {
+export function searchWindow(
+  mark: SearchMark | undefined,
+  definition: string,
+  runStartMs: number,
+  lookbackMs: number,
+): { fromMs: number; toMs: number; gapMs: number } {
   const rangeStart = runStartMs - SEARCH_RANGE_MS;
   const since = mark === undefined || mark.definition !== definition ? rangeStart : Date.parse(mark.mark) - lookbackMs;
   return { fromMs: Math.max(rangeStart, since), toMs: runStartMs, gapMs: Math.max(0, rangeStart - since) };
@@ -146,7 +163,9 @@ export function searchWindow(mark: SearchMark | undefined, definition: string, r
 export async function runSearches(options: SearchOptions, deps: SearchDeps): Promise<StreamResult[]> {
   const scopes = searchScopes(options.project, options.projectIds, deps.state.document.projects);
   if (scopes.length === 0 && options.searches.length > 0) {
-    deps.logger.warn("saved searches read one project at a time: no project is known yet for --project '*' (pass --project-ids, or they run once a sync has found the projects)");
+    deps.logger.warn(
+      "saved searches read one project at a time: no project is known yet for --project '*' (pass --project-ids, or they run once a sync has found the projects)",
+    );
   }
   const jobs: Promise<StreamResult>[] = [];
   // A server without search: each search is skipped (learned once, re-checked daily), not failed.
@@ -154,24 +173,51 @@ export async function runSearches(options: SearchOptions, deps: SearchDeps): Pro
   for (const search of options.searches) {
     for (const scope of scopes) {
       const label = `${search.name}@${scope.fallbackProjectId ?? 'default'}`;
-      jobs.push(optionalRoute(routeCapability(SEARCH_PATH), undefined, caps, { resource: SEARCH_RESULTS_TABLE, scope: label }, () => searchOne(search, scope, options, deps)));
+      jobs.push(
+        optionalRoute(
+          routeCapability(SEARCH_PATH),
+          undefined,
+          caps,
+          { resource: SEARCH_RESULTS_TABLE, scope: label },
+          () => searchOne(search, scope, options, deps),
+        ),
+      );
     }
   }
   return Promise.all(jobs);
 }
 
-async function searchOne(search: SavedSearch, scope: ProjectScope, options: SearchOptions, deps: SearchDeps): Promise<StreamResult> {
+async function searchOne(
+  search: SavedSearch,
+  scope: ProjectScope,
+  options: SearchOptions,
+  deps: SearchDeps,
+): Promise<StreamResult> {
   const result = await readSearch(search, scope, options, deps);
   deps.hooks?.onStreamDone?.(result);
   return result;
 }
 
-async function readSearch(search: SavedSearch, scope: ProjectScope, options: SearchOptions, deps: SearchDeps): Promise<StreamResult> {
+async function readSearch(
+  search: SavedSearch,
+  scope: ProjectScope,
+  options: SearchOptions,
+  deps: SearchDeps,
+): Promise<StreamResult> {
   const project = scope.fallbackProjectId ?? 'default';
   const label = `${search.name}@${project}`;
   const frame = new StreamFrame({ name: SEARCH_RESULTS_TABLE }, scope, deps, options.signal, {
-    ctx: { resource: SEARCH_RESULTS_TABLE, project, lane: `${SEARCH_RESULTS_TABLE}|${label}`, stats: newCallStats(), signal: options.signal },
-    failureLog: (error) => ({ fields: { search: search.name, project, err: error.message }, message: `search "${search.name}" (${project}) failed: ${error.message}` }),
+    ctx: {
+      resource: SEARCH_RESULTS_TABLE,
+      project,
+      lane: `${SEARCH_RESULTS_TABLE}|${label}`,
+      stats: newCallStats(),
+      signal: options.signal,
+    },
+    failureLog: (error) => ({
+      fields: { search: search.name, project, err: error.message },
+      message: `search "${search.name}" (${project}) failed: ${error.message}`,
+    }),
   });
   const { ctx } = frame;
   const key = `${search.name}|${project}`;
@@ -191,7 +237,10 @@ async function readSearch(search: SavedSearch, scope: ProjectScope, options: Sea
   let marked = false;
   const mark = (state: StateWriter): Promise<void> => {
     marked = true;
-    return state.updateSection<SearchSection>(SEARCH_SECTION, (current) => ({ ...(current ?? {}), [key]: { mark: syncedAt, definition } }));
+    return state.updateSection<SearchSection>(SEARCH_SECTION, (current) => ({
+      ...(current ?? {}),
+      [key]: { mark: syncedAt, definition },
+    }));
   };
   deps.hooks?.onStreamStart?.(SEARCH_RESULTS_TABLE, label);
   try {
@@ -205,26 +254,68 @@ async function readSearch(search: SavedSearch, scope: ProjectScope, options: Sea
         if (ms >= window.fromMs && ms < window.toMs) batch.push(row);
       }
       const write = async (state: LoadBatch['state']): Promise<number> =>
-        batch.length === 0 ? 0 : (await deps.destination.write({ table: SEARCH_RESULTS_SCHEMA, rows: batch, ...(state === undefined ? {} : { state }) })).rows;
+        batch.length === 0
+          ? 0
+          : (
+              await deps.destination.write({
+                table: SEARCH_RESULTS_SCHEMA,
+                rows: batch,
+                ...(state === undefined ? {} : { state }),
+              })
+            ).rows;
       const stored = page.hasMore ? await write(undefined) : await deps.state.withBatch(mark, write);
       rows += stored;
       deps.hooks?.onPage?.(SEARCH_RESULTS_TABLE, label, { records: page.records.length, rowsStored: stored });
     }
     if (!marked) await mark(deps.state);
-    return { resource: SEARCH_RESULTS_TABLE, scope: label, outcome: 'ok', rows, pages, windows: 1, stats: ctx.stats, seconds: frame.elapsed() };
+    return {
+      resource: SEARCH_RESULTS_TABLE,
+      scope: label,
+      outcome: 'ok',
+      rows,
+      pages,
+      windows: 1,
+      stats: ctx.stats,
+      seconds: frame.elapsed(),
+    };
   } catch (error) {
     const { error: err } = frame.failure(error);
-    return { resource: SEARCH_RESULTS_TABLE, scope: label, outcome: 'failed', rows, pages, windows: 0, stats: ctx.stats, seconds: frame.elapsed(), error: err };
+    return {
+      resource: SEARCH_RESULTS_TABLE,
+      scope: label,
+      outcome: 'failed',
+      rows,
+      pages,
+      windows: 0,
+      stats: ctx.stats,
+      seconds: frame.elapsed(),
+      error: err,
+    };
   }
 }
 
 /** One search hit → its `search_results` row. */
-export function searchRow(search: SavedSearch, record: ApiRecord, project: string, syncedAt: string, runId: string, ctx: CallContext): Row {
+export function searchRow(
+  search: SavedSearch,
+  record: ApiRecord,
+  project: string,
+  syncedAt: string,
+  runId: string,
+  ctx: CallContext,
+): Row {
   const id = record.id;
-  const eventId = typeof id === 'string' && id !== '' ? id : typeof id === 'number' || typeof id === 'bigint' ? String(id) : undefined;
+  const eventId =
+    typeof id === 'string' && id !== ''
+      ? id
+      : typeof id === 'number' || typeof id === 'bigint'
+        ? String(id)
+        : undefined;
   const timestamp = typeof record.timestamp === 'string' ? canonicalTimestamp(record.timestamp) : undefined;
   if (eventId === undefined || timestamp === undefined) {
-    throw new DataError(`expected each search result of "${search.name}" to carry an event "id" and an ISO "timestamp", got id ${JSON.stringify(String(id))} and timestamp ${JSON.stringify(String(record.timestamp))}`, { context: ctx });
+    throw new DataError(
+      `expected each search result of "${search.name}" to carry an event "id" and an ISO "timestamp", got id ${JSON.stringify(String(id))} and timestamp ${JSON.stringify(String(record.timestamp))}`,
+      { context: ctx },
+    );
   }
   const score = record.relevance_score;
   return {

@@ -1,7 +1,13 @@
 import { DataError, FatalApiError } from '../core/errors.js';
 import type { ProjectScope, SplitDeclaration } from '../core/types.js';
 import { countsOverTime } from '../extract/count-ranges.js';
-import { INTERVALS, IntervalRefused, recordsOverTime, type Interval, type RecordsOverTime } from '../extract/timeseries.js';
+import {
+  INTERVALS,
+  IntervalRefused,
+  recordsOverTime,
+  type Interval,
+  type RecordsOverTime,
+} from '../extract/timeseries.js';
 import type { TimeWindow } from '../extract/windows.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import { absenceIn, routeCapability, valueCapability, type Capabilities } from './capabilities.js';
@@ -56,6 +62,14 @@ export async function whereRecordsLie(
     }
   }
   if (decl.countPath === undefined) return undefined;
-  const counted = await countsOverTime(client, { path: decl.countPath, gte: decl.timeseriesGte, lt: decl.timeseriesLt }, scope, window, parts, ctx, firstRangeMs);
+  const counted = await countsOverTime(
+    client,
+    { path: decl.countPath, gte: decl.timeseriesGte, lt: decl.timeseriesLt },
+    scope,
+    window,
+    parts,
+    ctx,
+    firstRangeMs,
+  );
   return { ...counted, source: 'counts' };
 }

@@ -55,7 +55,11 @@ export interface FirstPage {
  * the window (from either end, whatever the order); records spread evenly would fill the rest at
  * the same rate. Free (no request); the split's timeseries corrects it before cutting.
  */
-export function pagesFromFirstPage(resource: ResourceDefinition, window: TimeWindow, page: Pick<FirstPage, 'records' | 'hasMore'>): number {
+export function pagesFromFirstPage(
+  resource: ResourceDefinition,
+  window: TimeWindow,
+  page: Pick<FirstPage, 'records' | 'hasMore'>,
+): number {
   if (!page.hasMore) return 1;
   const span = cursorSpan(resource, page.records);
   if (span === undefined) return 1;
@@ -80,18 +84,33 @@ export async function planSplit(
   window: TimeWindow,
   first: FirstPage | undefined,
   maxParts: number,
-  deps: { readonly client: ApiClient; readonly logger: Logger; readonly clock: Clock; readonly limits: SplitLimits; readonly state?: CapabilityState; readonly capabilities?: Capabilities },
+  deps: {
+    readonly client: ApiClient;
+    readonly logger: Logger;
+    readonly clock: Clock;
+    readonly limits: SplitLimits;
+    readonly state?: CapabilityState;
+    readonly capabilities?: Capabilities;
+  },
   ctx: CallContext,
 ): Promise<SplitPlan | undefined> {
   const decl = resource.split;
   if (decl === undefined || maxParts < 2) return undefined;
-  if (first !== undefined && (partsForLatency(first.latencyMs, deps.limits.maxRps) < 2 || pagesFromFirstPage(resource, window, first) < 2 * MIN_PAGES_PER_PART)) return undefined;
+  if (
+    first !== undefined &&
+    (partsForLatency(first.latencyMs, deps.limits.maxRps) < 2 ||
+      pagesFromFirstPage(resource, window, first) < 2 * MIN_PAGES_PER_PART)
+  )
+    return undefined;
   if (first === undefined && !decl.exact && decl.count === undefined) return undefined;
   try {
     const startedAt = deps.clock.now();
     const waitedBefore = ctx.stats.waitedMs;
     // The count (where the resource has one) does not depend on the timeseries: both go out at once.
-    const counted = decl.exact || decl.count === undefined ? undefined : countPages(resource, decl.count, scope, window, deps.client, ctx);
+    const counted =
+      decl.exact || decl.count === undefined
+        ? undefined
+        : countPages(resource, decl.count, scope, window, deps.client, ctx);
     counted?.catch(() => undefined);
     const caps = deps.capabilities ?? new Capabilities({ ...deps, state: deps.state ?? memoryBook() });
     // Counts over ranges (where the timeseries is unusable) start from the first page's span, when there is one.
@@ -99,7 +118,10 @@ export async function planSplit(
     const firstRangeMs = span === undefined ? undefined : Math.max(60_000, 2 * (window.toMs - span.fromMs));
     const lie = await whereRecordsLie(decl, scope, window, maxParts, firstRangeMs, caps, deps.client, ctx);
     if (lie === undefined) {
-      deps.logger.warn({ resource: resource.name, project: scope.key }, `${decl.timeseriesPath} is not usable on this server and ${resource.name} declares no count endpoint to cut by: reading the window in one walk`);
+      deps.logger.warn(
+        { resource: resource.name, project: scope.key },
+        `${decl.timeseriesPath} is not usable on this server and ${resource.name} declares no count endpoint to cut by: reading the window in one walk`,
+      );
       return undefined;
     }
     // Without a first page, the timeseries' own answer time says how many walks the budget can use.
@@ -116,7 +138,12 @@ export async function planSplit(
       // The first page's share of where records lie (by the proxy) says how many pages there are.
       const span = first === undefined ? undefined : cursorSpan(resource, first.records);
       const seen = span === undefined ? 0 : massWithin(lie.buckets, { fromMs: span.fromMs, toMs: span.toMs + 1 });
-      pages = seen > 0 && lie.total > 0 ? lie.total / seen : first === undefined ? 0 : pagesFromFirstPage(resource, window, first);
+      pages =
+        seen > 0 && lie.total > 0
+          ? lie.total / seen
+          : first === undefined
+            ? 0
+            : pagesFromFirstPage(resource, window, first);
     }
     const parts = Math.min(cap, Math.floor(pages / MIN_PAGES_PER_PART));
     if (parts < 2) return undefined;
@@ -124,12 +151,19 @@ export async function planSplit(
     // Whole pages need edges every few records (the timeseries' minute buckets); counts over ranges
     // have a few dozen edges, so their cuts go where the records are balanced instead.
     const wholePagesPossible = decl.exact && lie.source === 'timeseries';
-    let subs = wholePagesPossible ? splitIntoPages(window, parts, buckets, resource.maxPageSize) : splitByCounts(window, parts, buckets);
-    if (wholePagesPossible && subs.length >= 2 && lie.source === 'timeseries') ({ subs, buckets } = await wholePages(resource, scope, window, lie, subs, deps, ctx));
+    let subs = wholePagesPossible
+      ? splitIntoPages(window, parts, buckets, resource.maxPageSize)
+      : splitByCounts(window, parts, buckets);
+    if (wholePagesPossible && subs.length >= 2 && lie.source === 'timeseries')
+      ({ subs, buckets } = await wholePages(resource, scope, window, lie, subs, deps, ctx));
     if (subs.length < 2) return undefined;
     // Sub-windows on another field (conversations' started_at, never after the cursor field): the
     // first one also takes everything that started before the window and is still active in it.
-    return { parts: decl.partGte === undefined ? subs : subs.map((w, i) => (i === 0 ? { fromMs: 0, toMs: w.toMs } : w)), pagesPerPart: pages / subs.length, buckets };
+    return {
+      parts: decl.partGte === undefined ? subs : subs.map((w, i) => (i === 0 ? { fromMs: 0, toMs: w.toMs } : w)),
+      pagesPerPart: pages / subs.length,
+      buckets,
+    };
   } catch (error) {
     // Only a timeseries the server does not serve as documented is worked around; anything else (a
     // refused key or project, retries exhausted, an abort) would fail the walk too: say it once.
@@ -159,7 +193,10 @@ async function countPages(
     [decl.timeseriesLt]: new Date(window.toMs).toISOString(),
   };
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
-  return readTotal(await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx), path, ctx) / resource.maxPageSize;
+  return (
+    readTotal(await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx), path, ctx) /
+    resource.maxPageSize
+  );
 }
 
 /**
@@ -194,19 +231,24 @@ async function wholePages(
   const decl = resource.split;
   const pageSize = resource.maxPageSize;
   const pages = splitPages(subs, lie.buckets, pageSize);
-  if (decl === undefined || pages <= Math.ceil(lie.total / pageSize) || pages < deps.limits.maxRpm) return { subs, buckets: lie.buckets };
+  if (decl === undefined || pages <= Math.ceil(lie.total / pageSize) || pages < deps.limits.maxRpm)
+    return { subs, buckets: lie.buckets };
   const size = lie.total / subs.length;
   const targets = subs.slice(1).map((_, i) => size * (i + 1));
   try {
     const fine = await refineAround(deps.client, decl, scope, lie, targets, size * WHOLE_PAGE_REACH, ctx, lie.allowed);
     if (fine.requests === 0) return { subs, buckets: lie.buckets };
     const again = splitIntoPages(window, subs.length, fine.buckets, pageSize, WHOLE_PAGE_REACH);
-    return splitPages(again, fine.buckets, pageSize) < splitPages(subs, fine.buckets, pageSize) && again.length === subs.length
+    return splitPages(again, fine.buckets, pageSize) < splitPages(subs, fine.buckets, pageSize) &&
+      again.length === subs.length
       ? { subs: again, buckets: fine.buckets }
       : { subs, buckets: fine.buckets };
   } catch (error) {
     if (!(error instanceof DataError) && !(error instanceof FatalApiError)) throw error;
-    deps.logger.warn({ resource: resource.name, project: scope.key, err: (error as Error).message }, `asking ${decl.timeseriesPath} finer, to cut on whole pages, failed; cutting on the first answer`);
+    deps.logger.warn(
+      { resource: resource.name, project: scope.key, err: (error as Error).message },
+      `asking ${decl.timeseriesPath} finer, to cut on whole pages, failed; cutting on the first answer`,
+    );
     return { subs, buckets: lie.buckets };
   }
 }
@@ -218,7 +260,13 @@ async function wholePages(
  * in the first page's span (the ratio of records to proxy taken as constant inside it). Costs the
  * one page read. Only within the run that planned the split (the proxy's buckets are in memory).
  */
-export function resplit(resource: ResourceDefinition, part: TimeWindow, first: FirstPage, plan: SplitPlan, maxParts: number): TimeWindow[] | undefined {
+export function resplit(
+  resource: ResourceDefinition,
+  part: TimeWindow,
+  first: FirstPage,
+  plan: SplitPlan,
+  maxParts: number,
+): TimeWindow[] | undefined {
   if (!first.hasMore) return undefined;
   const span = cursorSpan(resource, first.records);
   const seen = span === undefined ? 0 : massWithin(plan.buckets, { fromMs: span.fromMs, toMs: span.toMs + 1 });

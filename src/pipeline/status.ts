@@ -45,7 +45,12 @@ export interface BackfillStreamStatus {
   readonly windowsDone: number;
   readonly rowsDone: number;
   readonly gaps: readonly Interval[];
-  readonly running: readonly { readonly from: string; readonly to: string; readonly rows: number; readonly checkpoint: boolean }[];
+  readonly running: readonly {
+    readonly from: string;
+    readonly to: string;
+    readonly rows: number;
+    readonly checkpoint: boolean;
+  }[];
   readonly fullRead?: StreamLedger['fullRead'];
   readonly lastRun?: LastRun;
 }
@@ -123,23 +128,30 @@ export interface StatusReport {
 export function analystTablesOf(doc: StateDocument): string[] {
   const out: string[] = [];
   if (Object.keys((doc.sections[SEARCH_SECTION] ?? {}) as object).length > 0) out.push(SEARCH_RESULTS_TABLE);
-  if (Object.keys((doc.sections[AGGREGATES_SECTION] ?? {}) as object).length > 0) out.push(EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE);
+  if (Object.keys((doc.sections[AGGREGATES_SECTION] ?? {}) as object).length > 0)
+    out.push(EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE);
   return out;
 }
 
 function analystStatus(doc: StateDocument, warehouse: WarehouseStatus): AnalystStatus | undefined {
   const tables = analystTablesOf(doc);
   if (tables.length === 0) return undefined;
-  const counts = Object.fromEntries(tables.filter((t) => warehouse.tables[t] !== undefined).map((t) => [t, warehouse.tables[t] as TableCounts]));
-  const searches = Object.entries((doc.sections[SEARCH_SECTION] ?? {}) as Readonly<Record<string, SearchMark>>).map(([key, mark]): SearchStatus => {
-    const [search = key, project = ''] = key.split('|');
-    // An unreadable definition shows the mark alone (the next run re-reads the whole range).
-    return { search, project, mark: mark.mark, ...definitionQuery(mark.definition) };
-  });
-  const aggregates = Object.entries((doc.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>).map(([key, refreshed]): AggregateStatus => {
-    const [project = key, interval = 'day'] = key.split('|');
-    return { project, interval, refreshed };
-  });
+  const counts = Object.fromEntries(
+    tables.filter((t) => warehouse.tables[t] !== undefined).map((t) => [t, warehouse.tables[t] as TableCounts]),
+  );
+  const searches = Object.entries((doc.sections[SEARCH_SECTION] ?? {}) as Readonly<Record<string, SearchMark>>).map(
+    ([key, mark]): SearchStatus => {
+      const [search = key, project = ''] = key.split('|');
+      // An unreadable definition shows the mark alone (the next run re-reads the whole range).
+      return { search, project, mark: mark.mark, ...definitionQuery(mark.definition) };
+    },
+  );
+  const aggregates = Object.entries((doc.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>).map(
+    ([key, refreshed]): AggregateStatus => {
+      const [project = key, interval = 'day'] = key.split('|');
+      return { project, interval, refreshed };
+    },
+  );
   const byName = (a: { project: string }, b: { project: string }): number => a.project.localeCompare(b.project);
   return {
     searches: searches.sort((a, b) => a.search.localeCompare(b.search) || byName(a, b)),
@@ -192,7 +204,12 @@ export function buildStatus(
         windowsDone: stream.done.length,
         rowsDone: stream.done.reduce((n, d) => n + d.rows, 0),
         gaps: ledgerGaps(stream),
-        running: stream.running.map((r) => ({ from: r.from, to: r.to, rows: r.rows, checkpoint: r.cursor !== undefined })),
+        running: stream.running.map((r) => ({
+          from: r.from,
+          to: r.to,
+          rows: r.rows,
+          checkpoint: r.cursor !== undefined,
+        })),
         fullRead: stream.fullRead,
         lastRun: stream.lastRun,
       };
@@ -229,7 +246,13 @@ export function buildStatus(
     });
   }
   const analysts = analystStatus(doc, warehouse);
-  return { state: statePath, projects: doc.projects, warehouse, resources: out, ...(analysts === undefined ? {} : { analysts }) };
+  return {
+    state: statePath,
+    projects: doc.projects,
+    warehouse,
+    resources: out,
+    ...(analysts === undefined ? {} : { analysts }),
+  };
 }
 
 /** Rows of a scope: one project's, the listed projects' (`*[a,b]`), or all (`*`). */
@@ -241,4 +264,3 @@ function rowsOfScope(scope: string, table: TableCounts): number | undefined {
   if (listed !== null) return (listed[1] ?? '').split(',').reduce((n, p) => n + (byProject[p] ?? 0), 0);
   return byProject[scope] ?? 0;
 }
-

@@ -9,7 +9,15 @@ import { LatenessHistogram } from './lateness.js';
 import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split.js';
 import type { StreamDeps, StreamOptions } from './stream-options.js';
 import type { Book } from '../state/books/book.js';
-import { newSplit, nextSyncUnits, resumedSettleUnit, settleWindow, syncBook, withPartCut, type SyncUnit } from '../state/books/sync.js';
+import {
+  newSplit,
+  nextSyncUnits,
+  resumedSettleUnit,
+  settleWindow,
+  syncBook,
+  withPartCut,
+  type SyncUnit,
+} from '../state/books/sync.js';
 import type { SubWalk, UnitSource } from './units.js';
 import { WalkBounds, walkWindow, type WalkOptions } from './walk.js';
 
@@ -89,7 +97,13 @@ export class UnitReader {
           if (stolen !== undefined) return stolen;
           if (running > 0) return undefined;
           this.deps.logger.debug(
-            { resource: this.resource.name, project: this.scope.key, parts: partCount, peak: this.controller.peak, limit: this.controller.limit },
+            {
+              resource: this.resource.name,
+              project: this.scope.key,
+              parts: partCount,
+              peak: this.controller.peak,
+              limit: this.controller.limit,
+            },
             'split walked',
           );
           parts = undefined; // walked: state says what is left
@@ -104,7 +118,11 @@ export class UnitReader {
           parts = next.parts;
           return parts.shift();
         }
-        if (next === undefined || (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)) return undefined;
+        if (
+          next === undefined ||
+          (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)
+        )
+          return undefined;
         this.readFrom(next.unit.window.fromMs);
         return next.unit;
       },
@@ -115,7 +133,12 @@ export class UnitReader {
       // and its far side walked at once, whatever the limit shrank to while the budget bound (it
       // follows by one walk a second).
       room: () =>
-        parts !== undefined && this.live.size > 0 && this.controller.networkBound && parts.every((p) => this.farSides.has(p)) ? this.controller.max : 0,
+        parts !== undefined &&
+        this.live.size > 0 &&
+        this.controller.networkBound &&
+        parts.every((p) => this.farSides.has(p))
+          ? this.controller.max
+          : 0,
     };
   }
 
@@ -153,16 +176,31 @@ export class UnitReader {
     const anchor = left.direction === 'desc' ? 'to' : 'from';
     walk.bounds.anchor = anchor;
     const ref = { part: isoWindow(walk.unit.window), anchor } as const;
-    const far: TimeWindow = left.direction === 'desc' ? { fromMs: walk.bounds.window.fromMs, toMs: at } : { fromMs: at, toMs: walk.bounds.window.toMs };
+    const far: TimeWindow =
+      left.direction === 'desc'
+        ? { fromMs: walk.bounds.window.fromMs, toMs: at }
+        : { fromMs: at, toMs: walk.bounds.window.toMs };
     this.stealing = this.deps.state
       .updateStream(this.key, (s) => withPartCut(s, ref, at))
       .then(() => {
         // Not in state: the walk was stored to its end before the cut landed (it read the far side too).
         const farIso = isoWindow(far);
-        if (!(this.deps.state.stream(this.key).split?.parts.some((p) => p.from === farIso.from && p.to === farIso.to && p.cursor === undefined) ?? false)) return;
+        if (
+          !(
+            this.deps.state
+              .stream(this.key)
+              .split?.parts.some((p) => p.from === farIso.from && p.to === farIso.to && p.cursor === undefined) ?? false
+          )
+        )
+          return;
         walk.bounds.cut(at, left.direction);
         this.deps.logger.debug(
-          { resource: this.resource.name, project: this.scope.key, pagesLeft: Math.round(left.pages), at: new Date(at).toISOString() },
+          {
+            resource: this.resource.name,
+            project: this.scope.key,
+            pagesLeft: Math.round(left.pages),
+            at: new Date(at).toISOString(),
+          },
           'running sub-window cut: its far side is read by another walk',
         );
         const unit: SyncUnit = { kind: 'part', window: far, split: walk.unit.split };
@@ -179,7 +217,10 @@ export class UnitReader {
   }
 
   /** The settle units: a re-read a killed run left, then this run's own (or only the settle mark's move: `settledTo`). */
-  settleUnits(markBefore: string | undefined, settleMs: number): UnitSource<SyncUnit> & { settledTo(): number | undefined } {
+  settleUnits(
+    markBefore: string | undefined,
+    settleMs: number,
+  ): UnitSource<SyncUnit> & { settledTo(): number | undefined } {
     let step = 0;
     let settledTo: number | undefined;
     return {
@@ -192,7 +233,12 @@ export class UnitReader {
         }
         if (step === 1) {
           step = 2;
-          const next = settleWindow(this.deps.state.stream(this.key), { ...this.options, settleMs }, markBefore, this.readFromMs);
+          const next = settleWindow(
+            this.deps.state.stream(this.key),
+            { ...this.options, settleMs },
+            markBefore,
+            this.readFromMs,
+          );
           if (next.window !== undefined) return { kind: 'settle', window: next.window, settledTo: next.settledTo };
           settledTo = next.settledTo;
         }
@@ -218,9 +264,18 @@ export class UnitReader {
     const splits = fresh && resource.split !== undefined && maxParts >= 2;
     // A first sync is large but for the smallest accounts: its plan needs no first page (which
     // would be read twice), where counts exist.
-    const direct = splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
+    const direct =
+      splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
     if (direct) {
-      const plan = await planSplit(resource, scope, unit.window, undefined, maxParts, { ...deps, limits: options.limits }, this.ctx);
+      const plan = await planSplit(
+        resource,
+        scope,
+        unit.window,
+        undefined,
+        maxParts,
+        { ...deps, limits: options.limits },
+        this.ctx,
+      );
       this.logSplit(plan, undefined);
       if (plan !== undefined) {
         await this.recordSplit(unit.window, plan);
@@ -230,7 +285,15 @@ export class UnitReader {
     const sized =
       splits && !direct
         ? this.firstPageHook(this.ctx, async (first) => {
-            const plan = await planSplit(resource, scope, unit.window, first, maxParts, { ...deps, limits: options.limits }, this.ctx);
+            const plan = await planSplit(
+              resource,
+              scope,
+              unit.window,
+              first,
+              maxParts,
+              { ...deps, limits: options.limits },
+              this.ctx,
+            );
             this.logSplit(plan, first);
             if (plan === undefined) return false;
             await this.recordSplit(unit.window, plan);
@@ -252,12 +315,18 @@ export class UnitReader {
    * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
    * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
    */
-  walk(unit: SyncUnit | undefined, onFirstPage?: (page: Page) => Promise<boolean>, sub?: SubWalk, bounds?: WalkBounds): Promise<'done' | 'abandoned'> {
+  walk(
+    unit: SyncUnit | undefined,
+    onFirstPage?: (page: Page) => Promise<boolean>,
+    sub?: SubWalk,
+    bounds?: WalkBounds,
+  ): Promise<'done' | 'abandoned'> {
     const { options, resource } = this;
     // A part: rows held by all sub-walks together stay about `batchRows`, as in a backfill. A part
     // on another field than the cursor's filters the whole split window on that field.
     const share = sub === undefined ? 1 : this.maxParts;
-    const onField = unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    const onField =
+      unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
     if (sub === undefined) this.totals.windows += 1;
     return walkWindow(
       {
@@ -265,7 +334,9 @@ export class UnitReader {
         scope: this.scope,
         tracker: this.tracker,
         window: onField ? unit.split : unit?.window,
-        partFilter: onField ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: unit.window } : undefined,
+        partFilter: onField
+          ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: unit.window }
+          : undefined,
         startCursor: unit?.cursor,
         onFirstPage,
         bounds,
@@ -284,7 +355,8 @@ export class UnitReader {
               },
         onStored: this.onStored,
         lists: this.lists,
-        checkpoint: (nextCursor, state) => (unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor, state)),
+        checkpoint: (nextCursor, state) =>
+          unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor, state),
         onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
       },
       this.deps,
@@ -308,7 +380,9 @@ export class UnitReader {
             return true;
           });
     // A part on the cursor field may be cut while it runs (its far side handed to a free slot).
-    const live: LivePart | undefined = onField ? undefined : { unit: part, bounds: new WalkBounds(part.window, resource) };
+    const live: LivePart | undefined = onField
+      ? undefined
+      : { unit: part, bounds: new WalkBounds(part.window, resource) };
     if (live !== undefined) this.live.add(live);
     let ended: 'done' | 'abandoned';
     try {
@@ -318,7 +392,9 @@ export class UnitReader {
     } finally {
       if (live !== undefined) this.live.delete(live);
     }
-    return ended === 'abandoned' && replaced !== undefined ? replaced.map((window) => ({ kind: 'part', window, split: part.split })) : undefined;
+    return ended === 'abandoned' && replaced !== undefined
+      ? replaced.map((window) => ({ kind: 'part', window, split: part.split }))
+      : undefined;
   }
 
   private readFrom(ms: number): void {
@@ -327,17 +403,33 @@ export class UnitReader {
 
   private logSplit(plan: SplitPlan | undefined, first: FirstPage | undefined): void {
     this.deps.logger.debug(
-      { resource: this.resource.name, project: this.scope.key, latencyMs: first?.latencyMs, parts: plan?.parts.length ?? 1, pagesPerPart: plan?.pagesPerPart },
+      {
+        resource: this.resource.name,
+        project: this.scope.key,
+        latencyMs: first?.latencyMs,
+        parts: plan?.parts.length ?? 1,
+        pagesPerPart: plan?.pagesPerPart,
+      },
       plan === undefined ? 'window read in one walk' : 'window read split',
     );
   }
 
   /** The first-page hook of a walk: measures the page's answer time (budget queueing excluded). */
-  private firstPageHook(walkCtx: CallContext, decide: (first: FirstPage) => Promise<boolean>): (page: Page) => Promise<boolean> {
+  private firstPageHook(
+    walkCtx: CallContext,
+    decide: (first: FirstPage) => Promise<boolean>,
+  ): (page: Page) => Promise<boolean> {
     const startedAt = this.deps.clock.now();
     const waitedBefore = walkCtx.stats.waitedMs;
-    return (page) => decide({ ...page, latencyMs: Math.max(0, this.deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)) });
+    return (page) =>
+      decide({
+        ...page,
+        latencyMs: Math.max(0, this.deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)),
+      });
   }
 }
 
-const isoWindow = (w: TimeWindow): { from: string; to: string } => ({ from: new Date(w.fromMs).toISOString(), to: new Date(w.toMs).toISOString() });
+const isoWindow = (w: TimeWindow): { from: string; to: string } => ({
+  from: new Date(w.fromMs).toISOString(),
+  to: new Date(w.toMs).toISOString(),
+});

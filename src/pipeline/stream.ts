@@ -42,7 +42,12 @@ export async function syncStream(
     await recordListFacts(resource.name, notes, deps.state, deps.logger, deps.clock.now()).catch(() => undefined);
     if (notes.foreignTotal > 0) {
       deps.logger.warn(
-        { resource: resource.name, project: scope.key, dropped: notes.foreignTotal, projects: [...notes.foreignRows.keys()].sort() },
+        {
+          resource: resource.name,
+          project: scope.key,
+          dropped: notes.foreignTotal,
+          projects: [...notes.foreignRows.keys()].sort(),
+        },
         `${resource.path} answered ${notes.foreignTotal} rows of projects not asked for (${[...notes.foreignRows.keys()].sort().join(', ')}): the server ignores project_ids; dropped, not stored`,
       );
     }
@@ -56,9 +61,21 @@ export async function syncStream(
       const lastRun = frame.runRecord(outcome, totals, seconds, error);
       await deps.state.updateStream(key, (s) => ({ ...s, lastRun }));
     }
-    return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error, ...(Object.keys(lists).length > 0 ? { lists } : {}) };
+    return {
+      resource: resource.name,
+      scope: scope.key,
+      outcome,
+      ...totals,
+      stats: ctx.stats,
+      seconds,
+      error,
+      ...(Object.keys(lists).length > 0 ? { lists } : {}),
+    };
   };
-  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals, { notes, fact: listFacts(deps.state.document)[resource.name] ?? {} });
+  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals, {
+    notes,
+    fact: listFacts(deps.state.document)[resource.name] ?? {},
+  });
   try {
     if (resource.mode === 'full') {
       await reader.walk(undefined);
@@ -72,7 +89,8 @@ export async function syncStream(
         if ((await runUnits(settle, run, read)) === 'aborted') options.signal?.throwIfAborted();
         // Nothing to re-read (yet): the settle mark alone moves.
         const to = settle.settledTo();
-        if (to !== undefined) await deps.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(to).toISOString()) }));
+        if (to !== undefined)
+          await deps.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(to).toISOString()) }));
       }
     }
     const measured = reader.lateness?.summary(deps.clock.now());

@@ -26,7 +26,11 @@ export interface SubWalk {
   /** Call after each page: feeds the controller and adds the counters to the stream's. */
   readonly onPage: () => void;
   /** Feed the controller one sample of the unit's own making (and add the counters to the stream's). */
-  readonly record: (sample: { readonly waitedMs: number; readonly latencyMs: number; readonly rateLimited: boolean }) => void;
+  readonly record: (sample: {
+    readonly waitedMs: number;
+    readonly latencyMs: number;
+    readonly rateLimited: boolean;
+  }) => void;
 }
 
 /**
@@ -79,7 +83,8 @@ export async function runUnits<U>(
 ): Promise<'done' | 'aborted'> {
   const { ctx: streamCtx, clock, slots } = options;
   const controller = typeof options.limit === 'number' ? undefined : options.limit;
-  const limit = (): number => Math.max(typeof options.limit === 'number' ? options.limit : options.limit.limit, source.room?.(running) ?? 0);
+  const limit = (): number =>
+    Math.max(typeof options.limit === 'number' ? options.limit : options.limit.limit, source.room?.(running) ?? 0);
   const aborted = (): boolean => streamCtx.signal?.aborted === true;
   let running = 0;
   let failure: unknown;
@@ -158,7 +163,12 @@ export async function runUnits<U>(
   });
 }
 
-function subWalk(streamCtx: CallContext, controller: ConcurrencyController | undefined, clock: Pick<Clock, 'now'>, fill: () => void): SubWalk {
+function subWalk(
+  streamCtx: CallContext,
+  controller: ConcurrencyController | undefined,
+  clock: Pick<Clock, 'now'>,
+  fill: () => void,
+): SubWalk {
   const stats = newCallStats();
   const ctx: CallContext = { ...streamCtx, stats };
   const folded: CallStats = newCallStats();

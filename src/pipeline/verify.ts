@@ -66,13 +66,17 @@ export interface VerifyReport {
 /** Whether a resource can be reconciled by counts, and if not, why. */
 export function verifiability(resource: ResourceDefinition): string | undefined {
   if (resource.countPath === undefined) return `no count endpoint is documented for ${resource.path}: not verifiable`;
-  if (resource.mode !== 'incremental' || resource.cursorField === undefined) return 'no time field to count windows on: not verifiable';
-  if ((resource.cursorFormat ?? 'iso') !== 'iso') return `${resource.cursorField} is not an ISO instant: not verifiable`;
+  if (resource.mode !== 'incremental' || resource.cursorField === undefined)
+    return 'no time field to count windows on: not verifiable';
+  if ((resource.cursorFormat ?? 'iso') !== 'iso')
+    return `${resource.cursorField} is not an ISO instant: not verifiable`;
   return undefined;
 }
 
 /** The projects to check, one count each (the header is the slug). */
-export function verifyProjects(options: Pick<VerifyOptions, 'project' | 'projectIds' | 'knownProjects'>): VerifyProject[] {
+export function verifyProjects(
+  options: Pick<VerifyOptions, 'project' | 'projectIds' | 'knownProjects'>,
+): VerifyProject[] {
   if (options.project === undefined) return [{ slug: 'default', header: undefined }];
   if (options.project !== '*') return [{ slug: options.project, header: options.project }];
   const slugs = options.projectIds ?? options.knownProjects;
@@ -116,7 +120,12 @@ export async function verifyWindows(
     const column = resource.cursorField as string;
     for (const project of projects) {
       const scope = singleProjectScope(project.header);
-      const ctx: CallContext = { resource: resource.name, project: project.slug, lane: `verify|${resource.name}|${project.slug}`, stats: newCallStats() };
+      const ctx: CallContext = {
+        resource: resource.name,
+        project: project.slug,
+        lane: `verify|${resource.name}|${project.slug}`,
+        stats: newCallStats(),
+      };
       const windows = windowsOf(resource.name, project.slug);
       // One timeseries request for all the windows when they fall on its buckets; else one count each.
       const series = seriesCounts(deps, resource, scope, windows, ctx);
@@ -129,7 +138,16 @@ export async function verifyWindows(
               series.then((counts) => counts?.get(window) ?? countRecords(deps.client, resource, scope, window, ctx)),
               counts.countWindow(resource.name, { projectId: project.slug, column, fromIso: from, toIso: to }),
             ]);
-            return { resource: resource.name, project: project.slug, header: project.header, from, to, api, warehouse, match: api === warehouse };
+            return {
+              resource: resource.name,
+              project: project.slug,
+              header: project.header,
+              from,
+              to,
+              api,
+              warehouse,
+              match: api === warehouse,
+            };
           }),
         );
       }
@@ -142,7 +160,8 @@ export async function verifyWindows(
 /** The coarsest bucket every window starts and ends on, or undefined. */
 export function alignedInterval(windows: readonly TimeWindow[]): Interval | undefined {
   for (const interval of ['day', 'hour'] as const) {
-    if (windows.every((w) => bucketStart(w.fromMs, interval) === w.fromMs && bucketStart(w.toMs, interval) === w.toMs)) return interval;
+    if (windows.every((w) => bucketStart(w.fromMs, interval) === w.fromMs && bucketStart(w.toMs, interval) === w.toMs))
+      return interval;
   }
   return undefined;
 }
@@ -166,11 +185,18 @@ async function seriesCounts(
   try {
     buckets = (await readTimeseries(deps.client, scope, span, interval, ctx, resource.timeseriesPath)).buckets;
   } catch (error) {
-    deps.logger.warn({ resource: resource.name, project: ctx.project, err: (error as Error).message }, `${resource.timeseriesPath} failed; counting each window with ${resource.countPath ?? 'the count endpoint'}`);
+    deps.logger.warn(
+      { resource: resource.name, project: ctx.project, err: (error as Error).message },
+      `${resource.timeseriesPath} failed; counting each window with ${resource.countPath ?? 'the count endpoint'}`,
+    );
     return undefined;
   }
   const out = new Map<TimeWindow, number>();
-  for (const w of windows) out.set(w, buckets.filter((b) => b.startMs >= w.fromMs && b.startMs < w.toMs).reduce((n, b) => n + b.count, 0));
+  for (const w of windows)
+    out.set(
+      w,
+      buckets.filter((b) => b.startMs >= w.fromMs && b.startMs < w.toMs).reduce((n, b) => n + b.count, 0),
+    );
   return out;
 }
 
@@ -190,7 +216,11 @@ export interface RepairOptions {
  * Re-read the mismatched windows (the backfill's window walk, forced past the ledger), one
  * single-project walk per project, all in one pool of `concurrency` window slots.
  */
-export async function repairWindows(mismatched: readonly VerifyWindow[], options: RepairOptions, deps: SyncDeps): Promise<BackfillStreamResult[]> {
+export async function repairWindows(
+  mismatched: readonly VerifyWindow[],
+  options: RepairOptions,
+  deps: SyncDeps,
+): Promise<BackfillStreamResult[]> {
   const slots = new PQueue({ concurrency: options.concurrency });
   const syncedAt = new Date(deps.clock.now()).toISOString();
   const groups = new Map<string, { resource: ResourceDefinition; header: string | undefined; windows: TimeWindow[] }>();
@@ -204,7 +234,11 @@ export async function repairWindows(mismatched: readonly VerifyWindow[], options
   }
   const trackers = new Map<string, SchemaTracker>();
   for (const { resource } of groups.values()) {
-    if (!trackers.has(resource.name)) trackers.set(resource.name, new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId ?? randomUUID()));
+    if (!trackers.has(resource.name))
+      trackers.set(
+        resource.name,
+        new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId ?? randomUUID()),
+      );
   }
   return Promise.all(
     [...groups.values()].map((group) =>
@@ -228,4 +262,3 @@ export async function repairWindows(mismatched: readonly VerifyWindow[], options
     ),
   );
 }
-

@@ -17,7 +17,8 @@ export function conversationEventsQuery(
   eventColumns: readonly string[] | undefined,
   conversationColumns: readonly string[] | undefined,
 ): ((sql: ViewDialect) => string) | undefined {
-  if (eventColumns === undefined || !eventColumns.includes('convo_id') || !eventColumns.includes('timestamp')) return undefined;
+  if (eventColumns === undefined || !eventColumns.includes('convo_id') || !eventColumns.includes('timestamp'))
+    return undefined;
   const convo = CONVERSATION_COLUMNS.filter((c) => conversationColumns?.includes(c) === true);
   return ({ table, column: q }) => {
     const eventsSelect = eventColumns.map((c) => `e.${q(c)}`).join(', ');
@@ -49,7 +50,10 @@ export async function defineViews(destination: Destination, logger: Logger): Pro
       made.push(CONVERSATION_EVENTS_VIEW);
     }
   } catch (error) {
-    logger.warn({ err: (error as Error).message }, `could not define the view ${CONVERSATION_EVENTS_VIEW}; the tables are stored`);
+    logger.warn(
+      { err: (error as Error).message },
+      `could not define the view ${CONVERSATION_EVENTS_VIEW}; the tables are stored`,
+    );
   }
   return made;
 }

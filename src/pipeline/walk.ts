@@ -83,7 +83,6 @@ export interface WalkOptions {
  */
 export const MAX_WINDOW_RESTARTS = 3;
 
-
 export interface WalkTotals {
   rows: number;
   pages: number;
@@ -96,7 +95,12 @@ export interface WalkTotals {
  * window from its first page, at most `MAX_WINDOW_RESTARTS` times: keyed merges make the re-read
  * harmless.
  */
-export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: WalkTotals, restarts = 0): Promise<'done' | 'abandoned'> {
+export async function walkWindow(
+  options: WalkOptions,
+  deps: WalkDeps,
+  totals: WalkTotals,
+  restarts = 0,
+): Promise<'done' | 'abandoned'> {
   const { resource, scope, window, ctx } = options;
   let buffer: Row[] = [];
   let bufferBytes = 0;
@@ -126,7 +130,8 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       totals.rows -= rows.length;
       throw error;
     }
-    for (const warning of written.warnings ?? []) deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
+    for (const warning of written.warnings ?? [])
+      deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
     buffer = [];
     bufferBytes = 0;
     return rows.length;
@@ -150,7 +155,10 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
   )[Symbol.asyncIterator]();
   // Rows of projects not asked for: `project_ids` is not in the SDK, and a server that ignores it
   // answers for every project. They are dropped and counted, never stored.
-  const asked = scope.header === '*' && scope.projectIds !== undefined && scope.projectIds.length > 0 ? new Set(scope.projectIds) : undefined;
+  const asked =
+    scope.header === '*' && scope.projectIds !== undefined && scope.projectIds.length > 0
+      ? new Set(scope.projectIds)
+      : undefined;
   let firstPage = options.startCursor === undefined && options.onFirstPage !== undefined;
   try {
     let next = pages.next();
@@ -199,9 +207,17 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
       // list only says what to read; waiting for the batch's write delayed them by many pages).
       if (seenProjects.size > 0) options.onProjects?.(seenProjects);
       // Field → column renames (once each) and values stored differently than received.
-      for (const note of options.tracker.drainNotes()) deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
+      for (const note of options.tracker.drainNotes())
+        deps.logger[note.level]({ resource: resource.name, project: scope.key }, note.message);
       deps.logger.debug(
-        { resource: resource.name, project: scope.key, page: totals.pages, records: page.records.length, hasMore: page.hasMore, pastWindow: past },
+        {
+          resource: resource.name,
+          project: scope.key,
+          page: totals.pages,
+          records: page.records.length,
+          hasMore: page.hasMore,
+          pastWindow: past,
+        },
         'page',
       );
       if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
@@ -235,9 +251,18 @@ export async function walkWindow(options: WalkOptions, deps: WalkDeps, totals: W
  * The server refused the walk's cursor: fail once the window was restarted `MAX_WINDOW_RESTARTS`
  * times, else say so and let the owner forget the cursor (the caller restarts from the first page).
  */
-async function refusedCursor(error: CursorRejectedError, options: WalkOptions, deps: WalkDeps, restarts: number, pagesInWalk: number): Promise<void> {
+async function refusedCursor(
+  error: CursorRejectedError,
+  options: WalkOptions,
+  deps: WalkDeps,
+  restarts: number,
+  pagesInWalk: number,
+): Promise<void> {
   const { resource, scope, window, ctx } = options;
-  const where = window === undefined ? 'the whole resource' : `window [${new Date(window.fromMs).toISOString()}, ${new Date(window.toMs).toISOString()})`;
+  const where =
+    window === undefined
+      ? 'the whole resource'
+      : `window [${new Date(window.fromMs).toISOString()}, ${new Date(window.toMs).toISOString()})`;
   if (restarts >= MAX_WINDOW_RESTARTS) {
     throw new PaginationError(
       `the server refused our cursor ${restarts + 1} times while reading ${where} (restarted from its first page ${restarts} times); ` +
@@ -246,7 +271,14 @@ async function refusedCursor(error: CursorRejectedError, options: WalkOptions, d
     );
   }
   deps.logger.warn(
-    { resource: resource.name, project: scope.key, status: error.status, pagesRead: pagesInWalk, restart: restarts + 1, maxRestarts: MAX_WINDOW_RESTARTS },
+    {
+      resource: resource.name,
+      project: scope.key,
+      status: error.status,
+      pagesRead: pagesInWalk,
+      restart: restarts + 1,
+      maxRestarts: MAX_WINDOW_RESTARTS,
+    },
     `cursor refused after ${pagesInWalk} pages of ${where} (HTTP ${error.status}); re-reading it from its first page (keyed merges make the re-read harmless)`,
   );
   await options.onCursorRejected?.();
@@ -331,8 +363,19 @@ export class WalkBounds {
    */
   left(): { readonly range: TimeWindow; readonly pages: number; readonly direction: 'asc' | 'desc' } | undefined {
     const { firstMs, lastMs, direction } = this;
-    if (!this.ordered || direction === undefined || firstMs === undefined || lastMs === undefined || this.pages < 2 || this.passed()) return undefined;
-    const range = direction === 'desc' ? { fromMs: this.window.fromMs, toMs: lastMs + 1 } : { fromMs: lastMs, toMs: this.window.toMs };
+    if (
+      !this.ordered ||
+      direction === undefined ||
+      firstMs === undefined ||
+      lastMs === undefined ||
+      this.pages < 2 ||
+      this.passed()
+    )
+      return undefined;
+    const range =
+      direction === 'desc'
+        ? { fromMs: this.window.fromMs, toMs: lastMs + 1 }
+        : { fromMs: lastMs, toMs: this.window.toMs };
     const seen = Math.abs(lastMs - firstMs);
     if (range.toMs - range.fromMs < 2 || seen <= 0) return undefined;
     return { range, pages: ((range.toMs - range.fromMs) / seen) * this.pages, direction };

@@ -50,14 +50,21 @@ export interface CopyResult {
 
 export async function copyPartition(connection: DuckDBConnection, copy: PartitionCopy): Promise<CopyResult> {
   try {
-    return { rows: await copyFrom(connection, `SELECT * FROM ${copy.table} WHERE ${copy.filter}`, copy.path), slices: 0 };
+    return {
+      rows: await copyFrom(connection, `SELECT * FROM ${copy.table} WHERE ${copy.filter}`, copy.path),
+      slices: 0,
+    };
   } catch (error) {
     if (!isOutOfMemory(error)) throw error;
     let last: unknown = error;
     for (const { per, compression } of ATTEMPTS) {
       const ranges = await rowidRanges(connection, copy, per);
       if (ranges.length === 0) throw error;
-      const union = ranges.map(([from, to]) => `SELECT * FROM ${copy.table} WHERE rowid >= ${from} AND rowid < ${to} AND (${copy.filter})`).join('\nUNION ALL\n');
+      const union = ranges
+        .map(
+          ([from, to]) => `SELECT * FROM ${copy.table} WHERE rowid >= ${from} AND rowid < ${to} AND (${copy.filter})`,
+        )
+        .join('\nUNION ALL\n');
       try {
         return { rows: await copyFrom(connection, union, copy.path, compression), slices: ranges.length };
       } catch (sliced) {
@@ -69,7 +76,12 @@ export async function copyPartition(connection: DuckDBConnection, copy: Partitio
   }
 }
 
-async function copyFrom(connection: DuckDBConnection, query: string, path: string, compression: 'zstd' | 'uncompressed' = 'zstd'): Promise<number> {
+async function copyFrom(
+  connection: DuckDBConnection,
+  query: string,
+  path: string,
+  compression: 'zstd' | 'uncompressed' = 'zstd',
+): Promise<number> {
   const reader = await connection.runAndReadAll(
     `COPY (${query}) TO ${sqlString(path)} (FORMAT parquet, COMPRESSION ${compression}, ROW_GROUP_SIZE ${PARQUET_ROW_GROUP_ROWS}, ROW_GROUP_SIZE_BYTES '${PARQUET_ROW_GROUP_BYTES}')`,
   );
@@ -82,8 +94,14 @@ async function copyFrom(connection: DuckDBConnection, query: string, path: strin
  * scattered through a large table costs its own rows, not the table's. Adjacent slices stay
  * separate UNION children: a merged range would scan more than `per` rows at once.
  */
-async function rowidRanges(connection: DuckDBConnection, copy: PartitionCopy, per: number): Promise<[bigint, bigint][]> {
-  const reader = await connection.runAndReadAll(`SELECT DISTINCT rowid // ${per} AS s FROM ${copy.table} WHERE ${copy.filter} ORDER BY s`);
+async function rowidRanges(
+  connection: DuckDBConnection,
+  copy: PartitionCopy,
+  per: number,
+): Promise<[bigint, bigint][]> {
+  const reader = await connection.runAndReadAll(
+    `SELECT DISTINCT rowid // ${per} AS s FROM ${copy.table} WHERE ${copy.filter} ORDER BY s`,
+  );
   const ranges: [bigint, bigint][] = [];
   const step = BigInt(per);
   for (const [s] of reader.getRows()) {

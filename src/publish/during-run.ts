@@ -21,14 +21,21 @@ export function publishDuringRun(
   destination: Destination,
   options: { readonly path: string; readonly everyMs: number; readonly clock: Clock; readonly logger: Logger },
 ): RunPublishing {
-  if (!(destination instanceof DuckDbDestination) || options.path === ':memory:') return { destination, finish: () => Promise.resolve(undefined) };
+  if (!(destination instanceof DuckDbDestination) || options.path === ':memory:')
+    return { destination, finish: () => Promise.resolve(undefined) };
   const { logger } = options;
   const publisher = new Publisher(options.path, destination, options.clock);
   const attempt = async (final: boolean): Promise<PublishResult | undefined> => {
     try {
       const result = await publisher.publish(final);
       logger.info(
-        { publish: result.publish, asOf: result.asOf, partitions: result.rewritten, heldMs: result.heldMs, ms: result.totalMs },
+        {
+          publish: result.publish,
+          asOf: result.asOf,
+          partitions: result.rewritten,
+          heldMs: result.heldMs,
+          ms: result.totalMs,
+        },
         `published ${publisher.layout.published} (${result.rewritten} partition(s) rewritten in ${result.totalMs} ms; writes waited ${result.heldMs} ms)`,
       );
       return result;

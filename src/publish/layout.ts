@@ -32,7 +32,12 @@ export function layoutOf(path: string): WarehouseLayout {
   const name = basename(absolute);
   const stem = name.endsWith('.duckdb') ? name.slice(0, -'.duckdb'.length) : name;
   const files = `${absolute}.files`;
-  return { published: absolute, work: join(dirname(absolute), `${stem}.work.duckdb`), files, manifest: join(files, 'manifest.json') };
+  return {
+    published: absolute,
+    work: join(dirname(absolute), `${stem}.work.duckdb`),
+    files,
+    manifest: join(files, 'manifest.json'),
+  };
 }
 
 /** A published catalog is recognised by its manifest beside it; any other file at the path is an old-layout warehouse. */

@@ -52,7 +52,11 @@ export function partitionSql(spec: PartitionSpec | undefined, quote: (name: stri
 }
 
 /** SQL condition selecting one partition's rows: a range on the column, so DuckDB skips row groups by their min/max. */
-export function partitionFilter(spec: PartitionSpec | undefined, partition: string, quote: (name: string) => string): string {
+export function partitionFilter(
+  spec: PartitionSpec | undefined,
+  partition: string,
+  quote: (name: string) => string,
+): string {
   if (spec === undefined || partition === WHOLE) return 'TRUE';
   const c = quote(spec.column);
   if (partition === NULL_DAY) return `${c} IS NULL`;

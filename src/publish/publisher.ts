@@ -43,7 +43,11 @@ export class Publisher {
   /** The publish in progress: publishes run one at a time. */
   private running: Promise<unknown> = Promise.resolve();
 
-  constructor(path: string, private readonly db: DuckDbDestination, private readonly clock: Clock) {
+  constructor(
+    path: string,
+    private readonly db: DuckDbDestination,
+    private readonly clock: Clock,
+  ) {
     this.layout = layoutOf(path);
   }
 
@@ -72,7 +76,10 @@ export class Publisher {
     const { files, manifest: manifestPath, published } = this.layout;
     // Never rename a catalog over a warehouse that still holds the rows (a file not yet taken over by a sync).
     if (isOldLayout(this.layout)) {
-      throw new LoadError(`${published} is a warehouse written by an earlier version (no ${this.layout.work} beside it): run \`query-sync sync\` once to take it over, then publish`, false);
+      throw new LoadError(
+        `${published} is a warehouse written by an earlier version (no ${this.layout.work} beside it): run \`query-sync sync\` once to take it over, then publish`,
+        false,
+      );
     }
     let previous: Manifest | undefined;
     try {
@@ -90,7 +97,13 @@ export class Publisher {
         const marks: DirtyMarks = this.marks;
         this.marks = new Map();
         try {
-          return await takeSnapshot(connection, { files, previous, marks, firstOfProcess: this.published === 0, publish });
+          return await takeSnapshot(connection, {
+            files,
+            previous,
+            marks,
+            firstOfProcess: this.published === 0,
+            publish,
+          });
         } catch (error) {
           for (const [t, m] of marks) this.mark(t, m === 'all' ? undefined : m);
           throw error;
@@ -101,8 +114,13 @@ export class Publisher {
       .catch((error: unknown) => Promise.reject(publishError(published, files, error)));
     const asOf = new Date(this.clock.now()).toISOString();
     const nowIso = asOf;
-    const stillCurrent = new Set(Object.values(snap.tables).flatMap((t) => Object.values(t.partitions).map((p) => p.version)));
-    const superseded = [...(previous?.superseded ?? []), ...snap.replaced.filter((f) => !stillCurrent.has(f)).map((file) => ({ file, at: nowIso }))];
+    const stillCurrent = new Set(
+      Object.values(snap.tables).flatMap((t) => Object.values(t.partitions).map((p) => p.version)),
+    );
+    const superseded = [
+      ...(previous?.superseded ?? []),
+      ...snap.replaced.filter((f) => !stillCurrent.has(f)).map((file) => ({ file, at: nowIso })),
+    ];
     const manifest: Manifest = {
       format: 'query-sync-publish/1',
       publish,
@@ -142,7 +160,14 @@ export class Publisher {
     for (const s of superseded) if (!manifest.superseded.includes(s)) rmSync(join(files, s.file), { force: true });
     removeOrphans(files, manifest);
     this.published += 1;
-    return { publish, asOf, tables: Object.keys(snap.tables).length, rewritten: snap.rewritten, heldMs, totalMs: this.clock.now() - started };
+    return {
+      publish,
+      asOf,
+      tables: Object.keys(snap.tables).length,
+      rewritten: snap.rewritten,
+      heldMs,
+      totalMs: this.clock.now() - started,
+    };
   }
 }
 
@@ -160,16 +185,16 @@ async function writeCatalog(published: string, files: string, manifest: Manifest
     const connection = await instance.connect();
     try {
       await connection.run("SET TimeZone = 'UTC'");
-      for (const [name, table] of Object.entries(manifest.tables)) await connection.run(`CREATE VIEW main.${ident(name)} AS ${tableQuery(files, table)}`);
+      for (const [name, table] of Object.entries(manifest.tables))
+        await connection.run(`CREATE VIEW main.${ident(name)} AS ${tableQuery(files, table)}`);
       for (const sql of Object.values(manifest.views)) await connection.run(sql);
-      await connection.run(`CREATE TABLE main.${PUBLISHED_TABLE} (publish BIGINT, as_of TIMESTAMPTZ, run_id VARCHAR, synced_through TIMESTAMPTZ, manifest VARCHAR)`);
-      await connection.run(`INSERT INTO main.${PUBLISHED_TABLE} VALUES ($1, CAST($2 AS TIMESTAMPTZ), $3, CAST($4 AS TIMESTAMPTZ), $5)`, [
-        manifest.publish,
-        manifest.asOf,
-        manifest.runId,
-        manifest.syncedThrough,
-        join(files, 'manifest.json'),
-      ]);
+      await connection.run(
+        `CREATE TABLE main.${PUBLISHED_TABLE} (publish BIGINT, as_of TIMESTAMPTZ, run_id VARCHAR, synced_through TIMESTAMPTZ, manifest VARCHAR)`,
+      );
+      await connection.run(
+        `INSERT INTO main.${PUBLISHED_TABLE} VALUES ($1, CAST($2 AS TIMESTAMPTZ), $3, CAST($4 AS TIMESTAMPTZ), $5)`,
+        [manifest.publish, manifest.asOf, manifest.runId, manifest.syncedThrough, join(files, 'manifest.json')],
+      );
       await connection.run('CHECKPOINT');
     } finally {
       connection.closeSync();
@@ -183,9 +208,12 @@ async function writeCatalog(published: string, files: string, manifest: Manifest
 }
 
 function tableQuery(files: string, table: ManifestTable): string {
-  const versions = Object.keys(table.partitions).sort().map((k) => join(files, (table.partitions[k] as { version: string }).version));
+  const versions = Object.keys(table.partitions)
+    .sort()
+    .map((k) => join(files, (table.partitions[k] as { version: string }).version));
   const columns = table.columns.map((c) => ident(c.name)).join(', ');
-  if (versions.length === 0) return `SELECT ${table.columns.map((c) => `CAST(NULL AS ${c.type}) AS ${ident(c.name)}`).join(', ')} LIMIT 0`;
+  if (versions.length === 0)
+    return `SELECT ${table.columns.map((c) => `CAST(NULL AS ${c.type}) AS ${ident(c.name)}`).join(', ')} LIMIT 0`;
   return `SELECT ${columns} FROM read_parquet([${versions.map(sqlString).join(', ')}], hive_partitioning = false)`;
 }
 
@@ -194,7 +222,12 @@ function linkOrCopy(from: string, to: string): void {
   try {
     linkSync(from, to);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EPERM' && (error as NodeJS.ErrnoException).code !== 'ENOTSUP' && (error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    if (
+      (error as NodeJS.ErrnoException).code !== 'EPERM' &&
+      (error as NodeJS.ErrnoException).code !== 'ENOTSUP' &&
+      (error as NodeJS.ErrnoException).code !== 'EXDEV'
+    )
+      throw error;
     copyFileSync(from, to);
   }
 }
@@ -217,7 +250,10 @@ function removeGone(files: string, previous: Manifest | undefined, next: Manifes
  * the one that repaired it.
  */
 function removeOrphans(files: string, manifest: Manifest): void {
-  const named = new Set([...Object.values(manifest.tables).flatMap((t) => Object.values(t.partitions).map((p) => p.version)), ...manifest.superseded.map((s) => s.file)]);
+  const named = new Set([
+    ...Object.values(manifest.tables).flatMap((t) => Object.values(t.partitions).map((p) => p.version)),
+    ...manifest.superseded.map((s) => s.file),
+  ]);
   const root = join(files, '_versions');
   if (!existsSync(root)) return;
   for (const entry of readdirSync(root, { recursive: true, withFileTypes: true })) {
@@ -240,7 +276,9 @@ function publishError(published: string, files: string, error: unknown): LoadErr
   const full = /No space left|ENOSPC|disk is full/i.test(message);
   return new LoadError(
     `could not publish the read copy ${published} (Parquet set in ${files}): ${message}. The sync's data and state are untouched and the previous published copy stays readable; ` +
-      (full ? 'free disk space there (or point --duckdb-path at a larger disk) and the next publish catches up.' : 'make that folder writable by this user and the next publish (at the next run\'s end, or `--publish-every`) catches up.'),
+      (full
+        ? 'free disk space there (or point --duckdb-path at a larger disk) and the next publish catches up.'
+        : "make that folder writable by this user and the next publish (at the next run's end, or `--publish-every`) catches up."),
     false,
     { cause: error },
   );

@@ -60,14 +60,17 @@ export async function takeSnapshot(connection: DuckDBConnection, input: Snapshot
  * writer's statements wait meanwhile (the snapshot runs between two writes).
  */
 async function withPublishSettings<T>(connection: DuckDBConnection, work: () => Promise<T>): Promise<T> {
-  const [threads, ordered] = (await rows(connection, "SELECT current_setting('threads'), current_setting('preserve_insertion_order')"))[0] ?? [];
+  const [threads, ordered] =
+    (await rows(connection, "SELECT current_setting('threads'), current_setting('preserve_insertion_order')"))[0] ?? [];
   await connection.run('SET threads = 1');
   await connection.run('SET preserve_insertion_order = false');
   try {
     return await work();
   } finally {
     await connection.run(`SET threads = ${Number(threads ?? 2)}`);
-    await connection.run(`SET preserve_insertion_order = ${ordered === false || ordered === 'false' ? 'false' : 'true'}`);
+    await connection.run(
+      `SET preserve_insertion_order = ${ordered === false || ordered === 'false' ? 'false' : 'true'}`,
+    );
   }
 }
 
@@ -76,23 +79,52 @@ async function snapshotNow(connection: DuckDBConnection, input: SnapshotInput): 
   // left too little to read 200 KB rows back: write them to the file first (a failure here only
   // leaves that memory held; the writer's next write recovers as after its own checkpoints).
   await connection.run('CHECKPOINT').catch(() => undefined);
-  const snap: Building = { tables: {}, views: {}, written: [], replaced: [], syncedThrough: null, runId: null, rewritten: 0, sliced: 0 };
+  const snap: Building = {
+    tables: {},
+    views: {},
+    written: [],
+    replaced: [],
+    syncedThrough: null,
+    runId: null,
+    rewritten: 0,
+    sliced: 0,
+  };
   try {
     for (const name of await publishedTables(connection)) {
       const columns = await columnsOf(connection, name);
       const spec = specFor(name, columns);
       snap.tables[name] = await snapshotTable(connection, input, snap, name, columns, spec);
       if (columns.some((c) => c.name === SYNCED_AT)) {
-        const [max] = await rows(connection, `SELECT CAST(max(${ident(SYNCED_AT)}) AS VARCHAR) FROM main.${ident(name)}`);
+        const [max] = await rows(
+          connection,
+          `SELECT CAST(max(${ident(SYNCED_AT)}) AS VARCHAR) FROM main.${ident(name)}`,
+        );
         const value = max?.[0];
-        if (typeof value === 'string' && (snap.syncedThrough === null || Date.parse(value) > Date.parse(snap.syncedThrough))) snap.syncedThrough = new Date(Date.parse(value)).toISOString();
+        if (
+          typeof value === 'string' &&
+          (snap.syncedThrough === null || Date.parse(value) > Date.parse(snap.syncedThrough))
+        )
+          snap.syncedThrough = new Date(Date.parse(value)).toISOString();
       }
     }
-    for (const [name, sql] of await rows(connection, `SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' AND database_name = current_database() ORDER BY view_name`)) {
+    for (const [name, sql] of await rows(
+      connection,
+      `SELECT view_name, sql FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' AND database_name = current_database() ORDER BY view_name`,
+    )) {
       snap.views[String(name)] = String(sql);
     }
-    const runs = await rows(connection, `SELECT table_name FROM duckdb_tables() WHERE table_name = '_query_sync_runs' AND schema_name = 'main' AND database_name = current_database()`);
-    if (runs.length > 0) snap.runId = (await rows(connection, `SELECT CAST(run_id AS VARCHAR) FROM main._query_sync_runs ORDER BY ended_at DESC LIMIT 1`))[0]?.[0] as string | null ?? null;
+    const runs = await rows(
+      connection,
+      `SELECT table_name FROM duckdb_tables() WHERE table_name = '_query_sync_runs' AND schema_name = 'main' AND database_name = current_database()`,
+    );
+    if (runs.length > 0)
+      snap.runId =
+        ((
+          await rows(
+            connection,
+            `SELECT CAST(run_id AS VARCHAR) FROM main._query_sync_runs ORDER BY ended_at DESC LIMIT 1`,
+          )
+        )[0]?.[0] as string | null) ?? null;
     return snap;
   } catch (error) {
     // Nothing refers to this publish's files yet: remove them, the previous copy stays as it was.
@@ -114,7 +146,10 @@ async function snapshotTable(
   const replacedBefore = snap.replaced.length;
   const prev = input.previous?.tables[name];
   const table = `main.${ident(name)}`;
-  const same = prev !== undefined && JSON.stringify(prev.columns) === JSON.stringify(columns) && prev.partitionedBy === (spec?.column ?? null);
+  const same =
+    prev !== undefined &&
+    JSON.stringify(prev.columns) === JSON.stringify(columns) &&
+    prev.partitionedBy === (spec?.column ?? null);
   const mark = input.marks.get(name);
   let full = forceFull || !same || mark === 'all' || !columns.some((c) => c.name === SYNCED_AT);
   const dirty = new Set<string>(mark instanceof Set ? mark : []);
@@ -124,7 +159,11 @@ async function snapshotTable(
     else {
       // Rows written by runs after the last publish (or by the run it published mid-way).
       const op = input.previous?.final === true ? '>' : '>=';
-      for (const [p] of await rows(connection, `SELECT DISTINCT ${partitionSql(spec, ident)} FROM ${table} WHERE ${ident(SYNCED_AT)} ${op} TIMESTAMPTZ ${sqlString(through)}`)) dirty.add(String(p));
+      for (const [p] of await rows(
+        connection,
+        `SELECT DISTINCT ${partitionSql(spec, ident)} FROM ${table} WHERE ${ident(SYNCED_AT)} ${op} TIMESTAMPTZ ${sqlString(through)}`,
+      ))
+        dirty.add(String(p));
     }
   }
   const total = Number((await rows(connection, `SELECT count(*) FROM ${table}`))[0]?.[0] ?? 0);
@@ -132,7 +171,8 @@ async function snapshotTable(
   if (full) {
     for (const p of Object.values(prev?.partitions ?? {})) snap.replaced.push(p.version);
     dirty.clear();
-    for (const [p] of await rows(connection, `SELECT DISTINCT ${partitionSql(spec, ident)} FROM ${table}`)) dirty.add(String(p));
+    for (const [p] of await rows(connection, `SELECT DISTINCT ${partitionSql(spec, ident)} FROM ${table}`))
+      dirty.add(String(p));
   }
   for (const partition of [...dirty].sort()) {
     const before = partitions[partition];
@@ -140,7 +180,11 @@ async function snapshotTable(
     const version = `_versions/${dir}/${input.publish}-${randomBytes(4).toString('hex')}.parquet`;
     mkdirSync(join(input.files, '_versions', dir), { recursive: true });
     snap.written.push(version);
-    const copied = await copyPartition(connection, { table, filter: partitionFilter(spec, partition, ident), path: join(input.files, version) });
+    const copied = await copyPartition(connection, {
+      table,
+      filter: partitionFilter(spec, partition, ident),
+      path: join(input.files, version),
+    });
     snap.sliced += copied.slices === 0 ? 0 : 1;
     snap.rewritten += 1;
     if (before !== undefined) snap.replaced.push(before.version);
@@ -163,7 +207,10 @@ async function snapshotTable(
 
 /** The tables readers see: every table but the state and a full refresh's shadows. */
 async function publishedTables(connection: DuckDBConnection): Promise<string[]> {
-  const all = await rows(connection, `SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND database_name = current_database() AND NOT temporary ORDER BY table_name`);
+  const all = await rows(
+    connection,
+    `SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND database_name = current_database() AND NOT temporary ORDER BY table_name`,
+  );
   return all.map(([n]) => String(n)).filter((n) => n !== STATE_TABLE && !n.startsWith(SHADOW_PREFIX));
 }
 

@@ -33,7 +33,8 @@ export function publishedStatus(path: string, nowMs: number): PublishedStatus {
 }
 
 export function publishedLine(p: PublishedStatus): string {
-  if (p.asOf === null) return `Published copy: none yet at ${p.path} (a sync publishes at its end and every --publish-every)`;
+  if (p.asOf === null)
+    return `Published copy: none yet at ${p.path} (a sync publishes at its end and every --publish-every)`;
   return `Published copy: ${p.path} as of ${p.asOf} (lag ${formatLag(p.lagSeconds ?? 0)}; publish ${p.publish ?? '?'}, ${p.tables} tables; Parquet in ${p.parquet})`;
 }
 

@@ -29,10 +29,12 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
   // Tables its capabilities replace or drop are marked too (rewritten whole); the rest of what it
   // offers is its own.
   const { refresh, drop } = destination.can;
-  const marking = (dropTable: (table: string) => Promise<void>) => async (table: string): Promise<void> => {
-    await dropTable(table);
-    publisher.mark(table, undefined);
-  };
+  const marking =
+    (dropTable: (table: string) => Promise<void>) =>
+    async (table: string): Promise<void> => {
+      await dropTable(table);
+      publisher.mark(table, undefined);
+    };
   const can: Capabilities = {
     ...destination.can,
     ...(drop === undefined ? {} : { drop: { dropTable: marking((table) => drop.dropTable(table)) } }),
@@ -52,7 +54,8 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
   // Everything else goes to the destination itself, bound to it (its queue and connection are its own).
   return new Proxy(destination, {
     get(target, prop, receiver) {
-      if (Object.prototype.hasOwnProperty.call(overrides, prop)) return (overrides as Record<string | symbol, unknown>)[prop];
+      if (Object.prototype.hasOwnProperty.call(overrides, prop))
+        return (overrides as Record<string | symbol, unknown>)[prop];
       const value: unknown = Reflect.get(target, prop, receiver);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },

@@ -87,6 +87,9 @@ export class StateBatch implements StateWriter {
   }
 
   private open(): void {
-    if (this.closed) throw new Error('a state change was made through a batch already committed (a bug: it would belong to no commit)');
+    if (this.closed)
+      throw new Error(
+        'a state change was made through a batch already committed (a bug: it would belong to no commit)',
+      );
   }
 }

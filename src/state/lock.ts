@@ -22,7 +22,15 @@ import { StateError } from '../core/errors.js';
  * `expires_at` < now): the callers only see this interface.
  */
 
-import { HEARTBEAT_MS, LEASE_MS, WRITE_LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions } from '../core/lease.js';
+import {
+  HEARTBEAT_MS,
+  LEASE_MS,
+  WRITE_LEASE_MS,
+  type LeaseOwner,
+  type LeaseProvider,
+  type Lock,
+  type LockOptions,
+} from '../core/lease.js';
 
 export { HEARTBEAT_MS, LEASE_MS, WRITE_LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions };
 
@@ -84,7 +92,12 @@ async function inspect(path: string, callerLeaseMs: number): Promise<Seen | unde
   const ageMs = Date.now() - info.mtimeMs;
   let owner = await readOwner(info.isDirectory() ? ownerPath(path) : path);
   // An owner record written for an earlier lease of the same name says nothing about this one.
-  if (info.isDirectory() && owner !== undefined && (owner.inode !== info.ino || (owner.born !== undefined && owner.born !== info.birthtimeMs))) owner = undefined;
+  if (
+    info.isDirectory() &&
+    owner !== undefined &&
+    (owner.inode !== info.ino || (owner.born !== undefined && owner.born !== info.birthtimeMs))
+  )
+    owner = undefined;
   // A file (not a folder) is a lock left by query-sync before leases: judged by its age alone.
   const leaseMs = owner?.leaseMs ?? callerLeaseMs;
   const takeOver = ageMs > leaseMs ? 'expired' : owner !== undefined && holderIsDead(owner) ? 'holder-dead' : undefined;
@@ -93,7 +106,8 @@ async function inspect(path: string, callerLeaseMs: number): Promise<Seen | unde
 
 function takeOverMessage(path: string, seen: Seen): string {
   const o = seen.owner;
-  const who = o === undefined ? 'a run that left no owner record' : `${o.purpose} (pid ${o.pid} on ${o.host}, since ${o.since})`;
+  const who =
+    o === undefined ? 'a run that left no owner record' : `${o.purpose} (pid ${o.pid} on ${o.host}, since ${o.since})`;
   const why =
     seen.takeOver === 'expired'
       ? `its lease expired (last renewed ${Math.round(seen.ageMs / 1000)} s ago, lease ${seen.leaseMs / 1000} s)`
@@ -174,7 +188,10 @@ async function readOwner(path: string): Promise<LeaseOwner | undefined> {
       since: String(parsed.since),
       // A lease is judged by the length its record states: one that is not a positive number (a
       // damaged record) falls back to the run lease, never to a lease that cannot expire.
-      leaseMs: typeof parsed.leaseMs === 'number' && Number.isFinite(parsed.leaseMs) && parsed.leaseMs > 0 ? parsed.leaseMs : LEASE_MS,
+      leaseMs:
+        typeof parsed.leaseMs === 'number' && Number.isFinite(parsed.leaseMs) && parsed.leaseMs > 0
+          ? parsed.leaseMs
+          : LEASE_MS,
       inode: parsed.inode,
       born: parsed.born,
     };
@@ -198,7 +215,9 @@ function ownStartTicks(): string | undefined {
  * Whether a holder on this host and pid namespace certainly no longer runs. Anything we cannot see
  * (another host, another namespace, no /proc) is "alive": the lease's expiry decides then.
  */
-export function holderIsDead(owner: Pick<LeaseOwner, 'host' | 'pidNamespace' | 'pid' | 'startTicks'> & { readonly id?: string }): boolean {
+export function holderIsDead(
+  owner: Pick<LeaseOwner, 'host' | 'pidNamespace' | 'pid' | 'startTicks'> & { readonly id?: string },
+): boolean {
   if (owner.host !== SELF.host || owner.pidNamespace !== SELF.pidNamespace) return false;
   // Our own pid: a lease this process holds now, or one a former process with our pid left (a
   // restarted container's pid 1).

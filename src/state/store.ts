@@ -102,7 +102,12 @@ export class StateStore implements StateWriter {
    * are swapped in, so the state file never describes rows that are only in a shadow table.
    */
   static memory(doc: StateDocument, clock: Clock): StateStore {
-    return new StateStore('(memory)', doc, { clock, purpose: 'memory', inMemory: true }, { release: () => Promise.resolve() });
+    return new StateStore(
+      '(memory)',
+      doc,
+      { clock, purpose: 'memory', inMemory: true },
+      { release: () => Promise.resolve() },
+    );
   }
 
   /** Read a state file without locking (for `status`). */
@@ -114,7 +119,11 @@ export class StateStore implements StateWriter {
    * The state as a run would restore it, without a lease (`status`, `plan`, `verify`, `reset`):
    * the warehouse's when it has any, else the file's (see `attach`).
    */
-  static async readWith(path: string, warehouse: StateTable | undefined, options: ValidateOptions = {}): Promise<StateDocument> {
+  static async readWith(
+    path: string,
+    warehouse: StateTable | undefined,
+    options: ValidateOptions = {},
+  ): Promise<StateDocument> {
     const file = await readState(path, options);
     const rows = warehouse === undefined ? [] : await warehouse.readState();
     if (warehouse === undefined || rows.length === 0) return file;
@@ -152,7 +161,9 @@ export class StateStore implements StateWriter {
       const restored = validRows(rows, warehouse.stateLocation, this.options);
       const differs = JSON.stringify(restored) !== JSON.stringify(this.doc);
       if (fileHasState && differs) {
-        this.options.onNote?.(`state: ${warehouse.stateLocation} and the state file ${this.path} differ; the warehouse wins (it is committed with the rows) and the file is rewritten from it`);
+        this.options.onNote?.(
+          `state: ${warehouse.stateLocation} and the state file ${this.path} differ; the warehouse wins (it is committed with the rows) and the file is rewritten from it`,
+        );
       } else if (!fileHasState) {
         this.options.onNote?.(`state: restored from ${warehouse.stateLocation} (no state file at ${this.path})`);
       }
@@ -166,7 +177,9 @@ export class StateStore implements StateWriter {
       // One transaction: the warehouse holds all of the file's state or none of it.
       const doc = this.doc;
       await warehouse.writeState(this.commitOf([() => doc], rowsOfDocument(doc)));
-      this.options.onNote?.(`state: migrated the state file ${this.path} into ${warehouse.stateLocation}; the warehouse's state wins from now on`);
+      this.options.onNote?.(
+        `state: migrated the state file ${this.path} into ${warehouse.stateLocation}; the warehouse's state wins from now on`,
+      );
     }
   }
 
@@ -178,7 +191,10 @@ export class StateStore implements StateWriter {
    * left (`whenCommitted`) run. Without a warehouse the writer is the store itself, and runs after
    * the rows are written: each change a file write, so state is never ahead of rows.
    */
-  async withBatch<T>(changes: (state: StateWriter) => Promise<void>, write: (state: StateCommit | undefined) => Promise<T>): Promise<T> {
+  async withBatch<T>(
+    changes: (state: StateWriter) => Promise<void>,
+    write: (state: StateCommit | undefined) => Promise<T>,
+  ): Promise<T> {
     if (this.warehouse === undefined || this.options.inMemory === true) {
       const result = await write(undefined);
       await changes(this);
@@ -270,7 +286,9 @@ export class StateStore implements StateWriter {
         await previous;
         const base = this.doc;
         next = changes.reduce((doc, change) => change(doc), base);
-        return (rows ?? rowsOfChange(base, next)).map((row) => (row.value === null ? row : { ...row, value: this.clean(row.value) }));
+        return (rows ?? rowsOfChange(base, next)).map((row) =>
+          row.value === null ? row : { ...row, value: this.clean(row.value) },
+        );
       },
       finish: async (committed) => {
         try {
@@ -290,7 +308,9 @@ export class StateStore implements StateWriter {
     try {
       await this.writeFile(change, false);
     } catch (error) {
-      this.options.onNote?.(`state: could not update the state file ${this.path} (the warehouse holds the state; the file is only a copy): ${(error as Error).message}`);
+      this.options.onNote?.(
+        `state: could not update the state file ${this.path} (the warehouse holds the state; the file is only a copy): ${(error as Error).message}`,
+      );
     }
   }
 
@@ -319,7 +339,11 @@ export class StateStore implements StateWriter {
 }
 
 /** The document held by state rows, checked as a state file is (a bad entry: exit 4). */
-function validRows(rows: Parameters<typeof documentFromRows>[0], where: string, options: ValidateOptions): StateDocument {
+function validRows(
+  rows: Parameters<typeof documentFromRows>[0],
+  where: string,
+  options: ValidateOptions,
+): StateDocument {
   const checked = validateState(documentFromRows(rows, where), options);
   if ('where' in checked) {
     throw new StateError(

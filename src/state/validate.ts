@@ -36,11 +36,18 @@ export function shown(value: unknown): string {
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
 
 const instant: Check = (v) =>
-  typeof v === 'string' && ISO_INSTANT.test(v) && !Number.isNaN(Date.parse(v)) ? undefined : `expected an ISO-8601 instant such as 2026-01-01T00:00:00.000Z, got ${shown(v)}`;
-const count: Check = (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? undefined : `expected a whole number ≥ 0, got ${shown(v)}`);
-const seconds: Check = (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? undefined : `expected a number of seconds ≥ 0, got ${shown(v)}`);
+  typeof v === 'string' && ISO_INSTANT.test(v) && !Number.isNaN(Date.parse(v))
+    ? undefined
+    : `expected an ISO-8601 instant such as 2026-01-01T00:00:00.000Z, got ${shown(v)}`;
+const count: Check = (v) =>
+  typeof v === 'number' && Number.isInteger(v) && v >= 0 ? undefined : `expected a whole number ≥ 0, got ${shown(v)}`;
+const seconds: Check = (v) =>
+  typeof v === 'number' && Number.isFinite(v) && v >= 0
+    ? undefined
+    : `expected a number of seconds ≥ 0, got ${shown(v)}`;
 const text: Check = (v) => (typeof v === 'string' ? undefined : `expected a string, got ${shown(v)}`);
-const cursor: Check = (v) => (typeof v === 'string' && v !== '' ? undefined : `expected a non-empty cursor string, got ${shown(v)}`);
+const cursor: Check = (v) =>
+  typeof v === 'string' && v !== '' ? undefined : `expected a non-empty cursor string, got ${shown(v)}`;
 const outcome: Check = (v) => (v === 'ok' || v === 'failed' ? undefined : `expected "ok" or "failed", got ${shown(v)}`);
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -58,7 +65,8 @@ interface Shape {
 /** The first problem in `value` against `shape`, as [field path, problem]. */
 function problemIn(value: unknown, shape: Shape): [string, string] | undefined {
   if (!isObject(value)) return ['', `expected an object, got ${shown(value)}`];
-  for (const name of shape.required ?? []) if (value[name] === undefined) return [name, 'expected it to be present, got nothing'];
+  for (const name of shape.required ?? [])
+    if (value[name] === undefined) return [name, 'expected it to be present, got nothing'];
   for (const [name, check] of Object.entries(shape.fields)) {
     if (value[name] === undefined) continue;
     const problem = check(value[name]);
@@ -89,16 +97,34 @@ function list(item: Check): Check {
 }
 
 const ordered = (v: Record<string, unknown>): string | undefined =>
-  Date.parse(v.from as string) < Date.parse(v.to as string) ? undefined : `expected "from" before "to", got [${shown(v.from)}, ${shown(v.to)})`;
+  Date.parse(v.from as string) < Date.parse(v.to as string)
+    ? undefined
+    : `expected "from" before "to", got [${shown(v.from)}, ${shown(v.to)})`;
 
 const INTERVAL: Shape = { fields: { from: instant, to: instant }, required: ['from', 'to'], whole: ordered };
 
 /** `pending`: the window a sync was reading and the cursor of its next page. */
-export const PENDING_FIELDS: Shape = { fields: { from: instant, to: instant, cursor }, required: ['from', 'to'], whole: ordered };
+export const PENDING_FIELDS: Shape = {
+  fields: { from: instant, to: instant, cursor },
+  required: ['from', 'to'],
+  whole: ordered,
+};
 
 /** `lastRun`, of a sync stream and of a backfill's (its span, windows and skipped too). */
 export const LAST_RUN_FIELDS: Shape = {
-  fields: { at: instant, from: instant, to: instant, outcome, rows: count, pages: count, requests: count, windows: count, skipped: count, seconds, error: text },
+  fields: {
+    at: instant,
+    from: instant,
+    to: instant,
+    outcome,
+    rows: count,
+    pages: count,
+    requests: count,
+    windows: count,
+    skipped: count,
+    seconds,
+    error: text,
+  },
   required: ['at', 'outcome'],
 };
 
@@ -108,12 +134,19 @@ export const STREAM_FIELDS: Shape = {
     mark: instant,
     pending: nested(PENDING_FIELDS),
     // A split walk in progress: its window and the sub-windows not yet stored, each with its cursor.
-    split: nested({ fields: { ...INTERVAL.fields, parts: list(nested(PENDING_FIELDS)) }, required: ['from', 'to', 'parts'], whole: ordered }),
+    split: nested({
+      fields: { ...INTERVAL.fields, parts: list(nested(PENDING_FIELDS)) },
+      required: ['from', 'to', 'parts'],
+      whole: ordered,
+    }),
     lastRun: nested(LAST_RUN_FIELDS),
     // The settle pass (late enrichment) and the arrival delay of the last run.
     settled: instant,
     settlePending: nested(PENDING_FIELDS),
-    lateness: nested({ fields: { at: instant, records: count, p50Ms: count, p99Ms: count, maxMs: count }, required: ['at', 'records', 'p50Ms', 'p99Ms', 'maxMs'] }),
+    lateness: nested({
+      fields: { at: instant, records: count, p50Ms: count, p99Ms: count, maxMs: count },
+      required: ['at', 'records', 'p50Ms', 'p99Ms', 'maxMs'],
+    }),
   },
 };
 
@@ -121,11 +154,15 @@ export const STREAM_FIELDS: Shape = {
 const CHILD_UNITS: Check = (v) => {
   if (!isObject(v)) return `expected {"<id>": <epoch ms>, ...}, got ${shown(v)}`;
   for (const [id, at] of Object.entries(v)) {
-    if (typeof at !== 'number' || !Number.isFinite(at)) return `"${id}": expected an epoch in milliseconds, got ${shown(at)}`;
+    if (typeof at !== 'number' || !Number.isFinite(at))
+      return `"${id}": expected an epoch in milliseconds, got ${shown(at)}`;
   }
   return undefined;
 };
-const CHILD_PROJECT_FIELDS: Shape = { fields: { pending: CHILD_UNITS, done: CHILD_UNITS }, required: ['pending', 'done'] };
+const CHILD_PROJECT_FIELDS: Shape = {
+  fields: { pending: CHILD_UNITS, done: CHILD_UNITS },
+  required: ['pending', 'done'],
+};
 
 /** What was learned about the server (`sections.server`). */
 const SERVER_FIELDS: Shape = {
@@ -133,7 +170,14 @@ const SERVER_FIELDS: Shape = {
     perParent: (v) => {
       if (!isObject(v)) return `expected {"<resource>": {...}}, got ${shown(v)}`;
       for (const [name, fact] of Object.entries(v)) {
-        const p = problemIn(fact, { fields: { byParent: (b) => (typeof b === 'boolean' ? undefined : `expected true or false, got ${shown(b)}`), learnedAt: instant, evidence: text }, required: ['byParent'] });
+        const p = problemIn(fact, {
+          fields: {
+            byParent: (b) => (typeof b === 'boolean' ? undefined : `expected true or false, got ${shown(b)}`),
+            learnedAt: instant,
+            evidence: text,
+          },
+          required: ['byParent'],
+        });
         if (p !== undefined) return `"${name}"${p[0] === '' ? '' : `, field "${p[0]}"`}: ${p[1]}`;
       }
       return undefined;
@@ -148,8 +192,20 @@ const SEARCH_MARK_FIELDS: Shape = { fields: { mark: instant, definition: text },
 export const LEDGER_STREAM_FIELDS: Shape = {
   fields: {
     requested: list(nested(INTERVAL)),
-    done: list(nested({ fields: { ...INTERVAL.fields, rows: count, pages: count, at: instant }, required: ['from', 'to', 'at'], whole: ordered })),
-    running: list(nested({ fields: { ...INTERVAL.fields, cursor, rows: count, pages: count, since: instant }, required: ['from', 'to'], whole: ordered })),
+    done: list(
+      nested({
+        fields: { ...INTERVAL.fields, rows: count, pages: count, at: instant },
+        required: ['from', 'to', 'at'],
+        whole: ordered,
+      }),
+    ),
+    running: list(
+      nested({
+        fields: { ...INTERVAL.fields, cursor, rows: count, pages: count, since: instant },
+        required: ['from', 'to'],
+        whole: ordered,
+      }),
+    ),
     fullRead: nested({ fields: { at: instant, rows: count, pages: count }, required: ['at'] }),
     lastRun: nested(LAST_RUN_FIELDS),
   },
@@ -173,15 +229,25 @@ export interface StateProblem {
  * Migrate and check a parsed state file. Returns the document, or the first problem found. Pure:
  * the caller turns a problem into a `StateError` and writes nothing.
  */
-export function validateState(raw: unknown, options: ValidateOptions = {}): { doc: Record<string, unknown> } | StateProblem {
-  if (!isObject(raw)) return { where: 'the file', problem: `expected a JSON object {"version": ${STATE_VERSION}, "streams": {...}}, got ${shown(raw)}` };
+export function validateState(
+  raw: unknown,
+  options: ValidateOptions = {},
+): { doc: Record<string, unknown> } | StateProblem {
+  if (!isObject(raw))
+    return {
+      where: 'the file',
+      problem: `expected a JSON object {"version": ${STATE_VERSION}, "streams": {...}}, got ${shown(raw)}`,
+    };
   let doc = raw;
   const version = doc.version;
   if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) {
     return { where: 'field "version"', problem: `expected a format version (${STATE_VERSION}), got ${shown(version)}` };
   }
   if (version > STATE_VERSION) {
-    return { where: 'field "version"', problem: `the file is format ${version}, written by a newer query-sync; this one reads up to ${STATE_VERSION}: upgrade query-sync` };
+    return {
+      where: 'field "version"',
+      problem: `the file is format ${version}, written by a newer query-sync; this one reads up to ${STATE_VERSION}: upgrade query-sync`,
+    };
   }
   for (let v = version; v < STATE_VERSION; v += 1) {
     const migrate = MIGRATIONS[v];
@@ -190,7 +256,11 @@ export function validateState(raw: unknown, options: ValidateOptions = {}): { do
   }
 
   const streams = doc.streams ?? {};
-  if (!isObject(streams)) return { where: 'field "streams"', problem: `expected an object keyed by "<resource>:<scope>", got ${shown(streams)}` };
+  if (!isObject(streams))
+    return {
+      where: 'field "streams"',
+      problem: `expected an object keyed by "<resource>:<scope>", got ${shown(streams)}`,
+    };
   for (const [key, stream] of Object.entries(streams)) {
     const found = streamProblem(key, stream, STREAM_FIELDS, options);
     if (found !== undefined) return found;
@@ -204,7 +274,10 @@ export function validateState(raw: unknown, options: ValidateOptions = {}): { do
   const ledger = sections[LEDGER_SECTION];
   if (ledger !== undefined && ledger !== null) {
     if (!isObject(ledger) || ledger.version !== 1 || !isObject(ledger.streams)) {
-      return { where: `section "${LEDGER_SECTION}"`, problem: `expected a backfill ledger {"version": 1, "streams": {...}}, got ${shown(ledger)}` };
+      return {
+        where: `section "${LEDGER_SECTION}"`,
+        problem: `expected a backfill ledger {"version": 1, "streams": {...}}, got ${shown(ledger)}`,
+      };
     }
     for (const [key, stream] of Object.entries(ledger.streams)) {
       const found = streamProblem(key, stream, LEDGER_STREAM_FIELDS, options, `backfill ledger stream`);
@@ -235,9 +308,24 @@ interface KeyedSection {
 }
 
 const KEYED_SECTIONS: readonly KeyedSection[] = [
-  { named: (n) => n === 'searches', entry: 'search', expected: '{"<search>|<project>": {"mark": ..., "definition": ...}}', check: SEARCH_MARK_FIELDS },
-  { named: (n) => n === 'aggregates', entry: 'project', expected: '{"<project>" (daily counts) or "<project>|hour": "<instant>"}', check: instant },
-  { named: (n) => n.startsWith('children:'), entry: 'project', expected: '{"<project>": {"pending": {...}, "done": {...}}}', check: CHILD_PROJECT_FIELDS },
+  {
+    named: (n) => n === 'searches',
+    entry: 'search',
+    expected: '{"<search>|<project>": {"mark": ..., "definition": ...}}',
+    check: SEARCH_MARK_FIELDS,
+  },
+  {
+    named: (n) => n === 'aggregates',
+    entry: 'project',
+    expected: '{"<project>" (daily counts) or "<project>|hour": "<instant>"}',
+    check: instant,
+  },
+  {
+    named: (n) => n.startsWith('children:'),
+    entry: 'project',
+    expected: '{"<project>": {"pending": {...}, "done": {...}}}',
+    check: CHILD_PROJECT_FIELDS,
+  },
 ];
 
 /** A value's own problem, as `problemIn` gives a field's: at the top of the path. */
@@ -246,21 +334,36 @@ function atTop(problem: string | undefined): [string, string] | undefined {
 }
 
 function keyedSectionProblem(name: string, section: unknown, keyed: KeyedSection): StateProblem | undefined {
-  if (!isObject(section)) return { where: `section "${name}"`, problem: `expected ${keyed.expected}, got ${shown(section)}` };
+  if (!isObject(section))
+    return { where: `section "${name}"`, problem: `expected ${keyed.expected}, got ${shown(section)}` };
   for (const [key, value] of Object.entries(section)) {
     const check = keyed.check;
     const p = typeof check === 'function' ? atTop(check(value)) : problemIn(value, check);
-    if (p !== undefined) return { where: `section "${name}", ${keyed.entry} "${key}"${p[0] === '' ? '' : `, field "${p[0]}"`}`, problem: p[1] };
+    if (p !== undefined)
+      return {
+        where: `section "${name}", ${keyed.entry} "${key}"${p[0] === '' ? '' : `, field "${p[0]}"`}`,
+        problem: p[1],
+      };
   }
   return undefined;
 }
 
-function streamProblem(key: string, stream: unknown, shape: Shape, options: ValidateOptions, label = 'stream'): StateProblem | undefined {
+function streamProblem(
+  key: string,
+  stream: unknown,
+  shape: Shape,
+  options: ValidateOptions,
+  label = 'stream',
+): StateProblem | undefined {
   if (options.resources !== undefined) {
     const resource = /^([^:]+):./.exec(key)?.[1];
-    if (resource === undefined) return { where: `${label} "${key}"`, problem: 'expected a key "<resource>:<scope>", such as "events:*"' };
+    if (resource === undefined)
+      return { where: `${label} "${key}"`, problem: 'expected a key "<resource>:<scope>", such as "events:*"' };
     if (options.resources.includes(resource)) return streamFieldsProblem(key, stream, shape, label);
-    return { where: `${label} "${key}"`, problem: `unknown resource "${resource}"; expected one of ${options.resources.join(', ')}` };
+    return {
+      where: `${label} "${key}"`,
+      problem: `unknown resource "${resource}"; expected one of ${options.resources.join(', ')}`,
+    };
   }
   return streamFieldsProblem(key, stream, shape, label);
 }

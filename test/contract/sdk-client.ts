@@ -24,7 +24,11 @@ export interface StrictClient {
   readonly exchanges: RawExchange[];
 }
 
-export function sdkClient(serverURL: string, apiKey: string, fetcher?: (req: Request) => Promise<Response>): StrictClient {
+export function sdkClient(
+  serverURL: string,
+  apiKey: string,
+  fetcher?: (req: Request) => Promise<Response>,
+): StrictClient {
   const exchanges: RawExchange[] = [];
   const httpClient = new HTTPClient({
     fetcher: async (input) => {
@@ -32,7 +36,11 @@ export function sdkClient(serverURL: string, apiKey: string, fetcher?: (req: Req
       const response = fetcher ? await fetcher(request) : await fetch(request);
       const body = await response.text();
       exchanges.push({ url: request.url, status: response.status, body });
-      return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+      return new Response(body, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers,
+      });
     },
   });
   return { sdk: new RaindropQuery({ apiKey, serverURL, httpClient }), exchanges };
@@ -71,19 +79,34 @@ export function undeclaredFields(schema: unknown, value: unknown, allowed: Reado
     case 'prefault':
       return undeclaredFields(def.innerType, value, allowed, path);
     case 'array':
-      return Array.isArray(value) ? value.flatMap((item, i) => undeclaredFields(def.element, item, allowed, `${path}[${i}]`)) : [];
+      return Array.isArray(value)
+        ? value.flatMap((item, i) => undeclaredFields(def.element, item, allowed, `${path}[${i}]`))
+        : [];
     case 'record':
-      return typeof value === 'object' ? Object.entries(value as object).flatMap(([k, v]) => undeclaredFields(def.valueType, v, allowed, `${path}.${k}`)) : [];
+      return typeof value === 'object'
+        ? Object.entries(value as object).flatMap(([k, v]) =>
+            undeclaredFields(def.valueType, v, allowed, `${path}.${k}`),
+          )
+        : [];
     case 'union': {
       // The option that explains the value best.
       const candidates = (def.options ?? []).map((option) => undeclaredFields(option, value, allowed, path));
-      return candidates.reduce<string[] | undefined>((best, c) => (best === undefined || c.length < best.length ? c : best), undefined) ?? [];
+      return (
+        candidates.reduce<string[] | undefined>(
+          (best, c) => (best === undefined || c.length < best.length ? c : best),
+          undefined,
+        ) ?? []
+      );
     }
     case 'object': {
       if (typeof value !== 'object' || Array.isArray(value)) return [];
       const shape = def.shape ?? {};
       return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) =>
-        key in shape ? undeclaredFields(shape[key], item, allowed, `${path}.${key}`) : allowed.has(key) ? [] : [`${path}.${key}`],
+        key in shape
+          ? undeclaredFields(shape[key], item, allowed, `${path}.${key}`)
+          : allowed.has(key)
+            ? []
+            : [`${path}.${key}`],
       );
     }
     default:
@@ -117,9 +140,12 @@ export async function strictCall<T>(
     throw new Error(`${label}: expected exactly one HTTP exchange, saw ${client.exchanges.length - before}`);
   }
   if (coerced > 0) {
-    throw new Error(`${label}: the SDK accepted ${coerced} value(s) only by coercing them (wrong type or missing required field) in ${exchange.body.slice(0, 400)}`);
+    throw new Error(
+      `${label}: the SDK accepted ${coerced} value(s) only by coercing them (wrong type or missing required field) in ${exchange.body.slice(0, 400)}`,
+    );
   }
   const extra = undeclaredFields(responseSchema, JSON.parse(exchange.body), allowed);
-  if (extra.length > 0) throw new Error(`${label}: fields the SDK's schema does not declare: ${extra.slice(0, 10).join(', ')}`);
+  if (extra.length > 0)
+    throw new Error(`${label}: fields the SDK's schema does not declare: ${extra.slice(0, 10).join(', ')}`);
   return result;
 }

@@ -56,7 +56,9 @@ export function findSdkOperation(pathname: string): SdkOperation | undefined {
   const segments = pathname.split('/');
   return operations.find((op) => {
     const template = op.path.split('/');
-    return template.length === segments.length && template.every((part, i) => part === segments[i] || /^\{.+\}$/.test(part));
+    return (
+      template.length === segments.length && template.every((part, i) => part === segments[i] || /^\{.+\}$/.test(part))
+    );
   });
 }
 
@@ -99,14 +101,26 @@ function readOperation(file: string): SdkOperation {
       const callee = node.expression.text;
       const first = node.arguments[0];
       if (callee === 'pathToFunc' && first && ts.isStringLiteral(first)) path = first.text;
-      if ((callee === 'encodeFormQuery' || callee === 'encodeDeepObjectQuery') && first && ts.isObjectLiteralExpression(first)) {
+      if (
+        (callee === 'encodeFormQuery' || callee === 'encodeDeepObjectQuery') &&
+        first &&
+        ts.isObjectLiteralExpression(first)
+      ) {
         for (const property of first.properties) {
-          const name = property.name && (ts.isStringLiteral(property.name) || ts.isIdentifier(property.name)) ? property.name.text : undefined;
+          const name =
+            property.name && (ts.isStringLiteral(property.name) || ts.isIdentifier(property.name))
+              ? property.name.text
+              : undefined;
           if (name !== undefined) styles[name] = callee === 'encodeFormQuery' ? 'form' : 'deepObject';
         }
       }
     }
-    if (ts.isPropertyAssignment(node) && ts.isIdentifier(node.name) && node.name.text === 'operationID' && ts.isStringLiteral(node.initializer)) {
+    if (
+      ts.isPropertyAssignment(node) &&
+      ts.isIdentifier(node.name) &&
+      node.name.text === 'operationID' &&
+      ts.isStringLiteral(node.initializer)
+    ) {
       operationId = node.initializer.text;
     }
     // `request: operations.EventsListRequest` (optional or not) in `$do`.
@@ -117,25 +131,36 @@ function readOperation(file: string): SdkOperation {
     ts.forEachChild(node, visit);
   };
   visit(source);
-  if (path === undefined || operationId === undefined) throw new Error(`sdk-params: cannot read the path or operation id of funcs/${file}`);
+  if (path === undefined || operationId === undefined)
+    throw new Error(`sdk-params: cannot read the path or operation id of funcs/${file}`);
   const params: string[] = [];
   const deep = Object.entries(styles).filter(([, style]) => style === 'deepObject');
-  const aliases = deep.length > 0 && requestType !== undefined ? typeAliases(parse(join(SDK_SRC, 'models', 'operations', file))) : new Map<string, ts.TypeNode>();
+  const aliases =
+    deep.length > 0 && requestType !== undefined
+      ? typeAliases(parse(join(SDK_SRC, 'models', 'operations', file)))
+      : new Map<string, ts.TypeNode>();
   const outbound = requestType === undefined ? undefined : aliases.get(`${requestType}$Outbound`);
   for (const [name, style] of Object.entries(styles)) {
     if (style === 'form') {
       params.push(name);
       continue;
     }
-    const member = outbound && ts.isTypeLiteralNode(outbound) ? outbound.members.find((m) => ts.isPropertySignature(m) && propertyName(m) === name) : undefined;
-    if (!member || !ts.isPropertySignature(member) || !member.type) throw new Error(`sdk-params: funcs/${file} encodes ${name}, but ${requestType ?? '?'}$Outbound has no type for it`);
+    const member =
+      outbound && ts.isTypeLiteralNode(outbound)
+        ? outbound.members.find((m) => ts.isPropertySignature(m) && propertyName(m) === name)
+        : undefined;
+    if (!member || !ts.isPropertySignature(member) || !member.type)
+      throw new Error(
+        `sdk-params: funcs/${file} encodes ${name}, but ${requestType ?? '?'}$Outbound has no type for it`,
+      );
     params.push(...expand(name, member.type, aliases, 0));
   }
   return { operationId, path, params: [...new Set(params)].sort(), styles };
 }
 
 function firstTypeReference(type: ts.TypeNode): string | undefined {
-  if (ts.isTypeReferenceNode(type)) return ts.isQualifiedName(type.typeName) ? type.typeName.right.text : type.typeName.text;
+  if (ts.isTypeReferenceNode(type))
+    return ts.isQualifiedName(type.typeName) ? type.typeName.right.text : type.typeName.text;
   if (ts.isUnionTypeNode(type)) {
     for (const member of type.types) {
       const found = firstTypeReference(member);
@@ -163,7 +188,11 @@ function expand(prefix: string, type: ts.TypeNode, aliases: ReadonlyMap<string, 
   if (depth > 8) throw new Error(`sdk-params: ${prefix} nests too deeply`);
   if (ts.isParenthesizedTypeNode(type)) return expand(prefix, type.type, aliases, depth);
   if (ts.isUnionTypeNode(type)) return type.types.flatMap((member) => expand(prefix, member, aliases, depth));
-  if (type.kind === ts.SyntaxKind.UndefinedKeyword || (ts.isLiteralTypeNode(type) && type.literal.kind === ts.SyntaxKind.NullKeyword)) return [];
+  if (
+    type.kind === ts.SyntaxKind.UndefinedKeyword ||
+    (ts.isLiteralTypeNode(type) && type.literal.kind === ts.SyntaxKind.NullKeyword)
+  )
+    return [];
   if (ts.isTypeReferenceNode(type) && ts.isIdentifier(type.typeName)) {
     const target = aliases.get(type.typeName.text);
     return target === undefined ? [prefix] : expand(prefix, target, aliases, depth + 1);

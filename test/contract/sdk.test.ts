@@ -53,7 +53,9 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
       op: string,
       scope: Scope,
       schema: unknown,
-      page: (cursor: string | undefined) => Promise<{ data: unknown[]; meta: { cursor: string | null; hasMore: boolean } }>,
+      page: (
+        cursor: string | undefined,
+      ) => Promise<{ data: unknown[]; meta: { cursor: string | null; hasMore: boolean } }>,
     ): Promise<string[]> {
       const keys: string[] = [];
       let cursor: string | undefined;
@@ -81,7 +83,11 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
       const where = scope ?? 'no project';
 
       it(`events: list, search, count, timeseries, facets [${where}]`, async () => {
-        TESTED.add('events_list').add('events_search').add('events_count').add('events_timeseries').add('events_facets');
+        TESTED.add('events_list')
+          .add('events_search')
+          .add('events_count')
+          .add('events_timeseries')
+          .add('events_facets');
         const listed = await walk('events.list', scope, operations.EventsListResponse$inboundSchema, (cursor) =>
           client.sdk.events.list({ ...opts(scope), limit: 40, cursor }),
         );
@@ -96,28 +102,57 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
         expect(found.length).toBeGreaterThan(0);
 
         const total = truth(em, 'events', scope).length;
-        const count = await strictCall(client, label('events.count', scope), operations.EventsCountResponse$inboundSchema, allowed(scope), (sdk) =>
-          sdk.events.count({ ...opts(scope) }),
+        const count = await strictCall(
+          client,
+          label('events.count', scope),
+          operations.EventsCountResponse$inboundSchema,
+          allowed(scope),
+          (sdk) => sdk.events.count({ ...opts(scope) }),
         );
         expect(count.data.total).toBe(total);
-        const users = await strictCall(client, label('events.count by user', scope), operations.EventsCountResponse$inboundSchema, allowed(scope), (sdk) =>
-          sdk.events.count({ ...opts(scope), countBy: 'user_id' }),
+        const users = await strictCall(
+          client,
+          label('events.count by user', scope),
+          operations.EventsCountResponse$inboundSchema,
+          allowed(scope),
+          (sdk) => sdk.events.count({ ...opts(scope), countBy: 'user_id' }),
         );
-        expect(users.data.total).toBe(new Set(truth(em, 'events', scope).map((e) => key(String(e['project_id']), e['user_id']))).size);
+        expect(users.data.total).toBe(
+          new Set(truth(em, 'events', scope).map((e) => key(String(e['project_id']), e['user_id']))).size,
+        );
 
-        const series = await strictCall(client, label('events.timeseries', scope), operations.EventsTimeseriesResponse$inboundSchema, allowed(scope), (sdk) =>
-          sdk.events.timeseries({ ...opts(scope), interval: 'week', timestamp: { gte: new Date(now - 60 * DAY) } }),
+        const series = await strictCall(
+          client,
+          label('events.timeseries', scope),
+          operations.EventsTimeseriesResponse$inboundSchema,
+          allowed(scope),
+          (sdk) =>
+            sdk.events.timeseries({ ...opts(scope), interval: 'week', timestamp: { gte: new Date(now - 60 * DAY) } }),
         );
         expect(series.data.total).toBe(total);
         expect(series.data.buckets.reduce((n, b) => n + b.count, 0)).toBe(total);
         expect(series.meta.interval).toBe('week');
 
-        const facets = await strictCall(client, label('events.facets', scope), operations.EventsFacetsResponse$inboundSchema, allowed(scope), (sdk) =>
-          sdk.events.facets({ ...opts(scope), field: 'event_name', timestampGte: new Date(now - 60 * DAY), timestampLt: new Date(now + DAY) }),
+        const facets = await strictCall(
+          client,
+          label('events.facets', scope),
+          operations.EventsFacetsResponse$inboundSchema,
+          allowed(scope),
+          (sdk) =>
+            sdk.events.facets({
+              ...opts(scope),
+              field: 'event_name',
+              timestampGte: new Date(now - 60 * DAY),
+              timestampLt: new Date(now + DAY),
+            }),
         );
         expect(facets.data.reduce((n, f) => n + f.count, 0)).toBe(total);
-        const bySignal = await strictCall(client, label('events.facets signal', scope), operations.EventsFacetsResponse$inboundSchema, allowed(scope), (sdk) =>
-          sdk.events.facets({ ...opts(scope), field: 'signal', countBy: 'convo_id', limit: 100 }),
+        const bySignal = await strictCall(
+          client,
+          label('events.facets signal', scope),
+          operations.EventsFacetsResponse$inboundSchema,
+          allowed(scope),
+          (sdk) => sdk.events.facets({ ...opts(scope), field: 'signal', countBy: 'convo_id', limit: 100 }),
         );
         expect(bySignal.data.length).toBeGreaterThan(0);
       });
@@ -128,35 +163,56 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
           client.sdk.users.list({ ...opts(scope), limit: 30, cursor }),
         );
         expect(users.sort()).toEqual(expectedKeys('users', scope));
-        const lastSeens = truth(em, 'users', scope).map((u) => Date.parse(String(u['last_seen']))).sort((a, b) => a - b);
+        const lastSeens = truth(em, 'users', scope)
+          .map((u) => Date.parse(String(u['last_seen'])))
+          .sort((a, b) => a - b);
         const mid = lastSeens[Math.floor(lastSeens.length / 2)]!;
         const recent = await walk('users.list last_seen', scope, operations.UsersListResponse$inboundSchema, (cursor) =>
           client.sdk.users.list({ ...opts(scope), limit: 30, cursor, lastSeen: { gte: new Date(mid) } }),
         );
         expect(recent.sort()).toEqual(expectedKeys('users', scope, (u) => Date.parse(String(u['last_seen'])) >= mid));
 
-        const convos = await walk('conversations.list', scope, operations.ConversationsListResponse$inboundSchema, (cursor) =>
-          client.sdk.conversations.list({ ...opts(scope), limit: 30, cursor }),
+        const convos = await walk(
+          'conversations.list',
+          scope,
+          operations.ConversationsListResponse$inboundSchema,
+          (cursor) => client.sdk.conversations.list({ ...opts(scope), limit: 30, cursor }),
         );
         expect(convos.sort()).toEqual(expectedKeys('conversations', scope));
-        const starts = truth(em, 'conversations', scope).map((c) => Date.parse(String(c['started_at']))).sort((a, b) => a - b);
+        const starts = truth(em, 'conversations', scope)
+          .map((c) => Date.parse(String(c['started_at'])))
+          .sort((a, b) => a - b);
         const from = starts[Math.floor(starts.length / 2)]!;
-        const started = await walk('conversations.list started_at', scope, operations.ConversationsListResponse$inboundSchema, (cursor) =>
-          client.sdk.conversations.list({ ...opts(scope), limit: 30, cursor, startedAt: { gte: new Date(from) } }),
+        const started = await walk(
+          'conversations.list started_at',
+          scope,
+          operations.ConversationsListResponse$inboundSchema,
+          (cursor) =>
+            client.sdk.conversations.list({ ...opts(scope), limit: 30, cursor, startedAt: { gte: new Date(from) } }),
         );
-        expect(started.sort()).toEqual(expectedKeys('conversations', scope, (c) => Date.parse(String(c['started_at'])) >= from));
+        expect(started.sort()).toEqual(
+          expectedKeys('conversations', scope, (c) => Date.parse(String(c['started_at'])) >= from),
+        );
 
         if (scope === '*') return; // single-record gets refuse `*` (below)
         for (const user of em.snapshot('users', projectsOf(scope, em)[0]).slice(0, 5)) {
-          const got = await strictCall(client, label('users.get', scope), operations.UsersGetResponse$inboundSchema, allowed(scope), (sdk) =>
-            sdk.users.get({ ...opts(scope), id: String(user['id']) }),
+          const got = await strictCall(
+            client,
+            label('users.get', scope),
+            operations.UsersGetResponse$inboundSchema,
+            allowed(scope),
+            (sdk) => sdk.users.get({ ...opts(scope), id: String(user['id']) }),
           );
           expect(got.data.id).toBe(user['id']);
           expect(got.data.eventCount).toBe(user['event_count']);
         }
         for (const convo of em.snapshot('conversations', projectsOf(scope, em)[0]).slice(0, 5)) {
-          const got = await strictCall(client, label('conversations.get', scope), operations.ConversationsGetResponse$inboundSchema, allowed(scope), (sdk) =>
-            sdk.conversations.get({ ...opts(scope), id: String(convo['id']) }),
+          const got = await strictCall(
+            client,
+            label('conversations.get', scope),
+            operations.ConversationsGetResponse$inboundSchema,
+            allowed(scope),
+            (sdk) => sdk.conversations.get({ ...opts(scope), id: String(convo['id']) }),
           );
           expect(got.data.id).toBe(convo['id']);
           expect(got.data.messageCount).toBe(convo['message_count']);
@@ -164,18 +220,42 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
       });
 
       if (scope === '*') {
-        it('single-record gets, traces, signals and signal groups refuse * with the SDK\'s 400 error', async () => {
+        it("single-record gets, traces, signals and signal groups refuse * with the SDK's 400 error", async () => {
           // The SDK's 400 schema of traces has no `details` (it drops it); the others keep it.
           const refusals: [string, () => Promise<unknown>, new (...args: never[]) => Error][] = [
             ['events.get', () => client.sdk.events.get({ projectId: '*', id: 'x' }), errors.EventsGetBadRequestError],
-            ['traces.list', () => client.sdk.traces.list({ projectId: '*', eventId: 'x' }), errors.TracesListBadRequestError],
-            ['signalGroups.listSignals', () => client.sdk.signalGroups.listSignals({ projectId: '*', id: 'x' }), errors.SignalGroupsListSignalsBadRequestError],
+            [
+              'traces.list',
+              () => client.sdk.traces.list({ projectId: '*', eventId: 'x' }),
+              errors.TracesListBadRequestError,
+            ],
+            [
+              'signalGroups.listSignals',
+              () => client.sdk.signalGroups.listSignals({ projectId: '*', id: 'x' }),
+              errors.SignalGroupsListSignalsBadRequestError,
+            ],
             ['signals.list', () => client.sdk.signals.list({ projectId: '*' }), errors.SignalsListBadRequestError],
-            ['signals.get', () => client.sdk.signals.get({ projectId: '*', id: 'x' }), errors.SignalsGetBadRequestError],
-            ['signalGroups.list', () => client.sdk.signalGroups.list({ projectId: '*' }), errors.SignalGroupsListBadRequestError],
-            ['signalGroups.get', () => client.sdk.signalGroups.get({ projectId: '*', id: 'x' }), errors.SignalGroupsGetBadRequestError],
+            [
+              'signals.get',
+              () => client.sdk.signals.get({ projectId: '*', id: 'x' }),
+              errors.SignalsGetBadRequestError,
+            ],
+            [
+              'signalGroups.list',
+              () => client.sdk.signalGroups.list({ projectId: '*' }),
+              errors.SignalGroupsListBadRequestError,
+            ],
+            [
+              'signalGroups.get',
+              () => client.sdk.signalGroups.get({ projectId: '*', id: 'x' }),
+              errors.SignalGroupsGetBadRequestError,
+            ],
             ['users.get', () => client.sdk.users.get({ projectId: '*', id: 'x' }), errors.UsersGetBadRequestError],
-            ['conversations.get', () => client.sdk.conversations.get({ projectId: '*', id: 'x' }), errors.ConversationsGetBadRequestError],
+            [
+              'conversations.get',
+              () => client.sdk.conversations.get({ projectId: '*', id: 'x' }),
+              errors.ConversationsGetBadRequestError,
+            ],
           ];
           for (const [name, call, type] of refusals) {
             const error = await call().then(
@@ -183,10 +263,15 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
               (e: unknown) => e,
             );
             expect(error, name).toBeInstanceOf(type);
-            const body = JSON.parse(client.exchanges.at(-1)!.body) as { error: { code: string; details?: { field?: string } } };
+            const body = JSON.parse(client.exchanges.at(-1)!.body) as {
+              error: { code: string; details?: { field?: string } };
+            };
             expect(body.error.code, name).toBe('all_projects_not_supported');
             expect(body.error.details?.field, name).toBe(SDK_HEADER);
-            if (name !== 'traces.list') expect((error as { error: { details?: { field?: string } } }).error.details?.field, name).toBe(SDK_HEADER);
+            if (name !== 'traces.list')
+              expect((error as { error: { details?: { field?: string } } }).error.details?.field, name).toBe(
+                SDK_HEADER,
+              );
           }
         });
         continue;
@@ -199,13 +284,21 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
         let spans = 0;
         for (const event of events) {
           const id = String(event['id']);
-          const got = await strictCall(client, label('events.get', scope), operations.EventsGetResponse$inboundSchema, allowed(scope), (sdk) =>
-            sdk.events.get({ ...opts(scope), id }),
+          const got = await strictCall(
+            client,
+            label('events.get', scope),
+            operations.EventsGetResponse$inboundSchema,
+            allowed(scope),
+            (sdk) => sdk.events.get({ ...opts(scope), id }),
           );
           expect(got.data.id).toBe(id);
           expect(got.data.timestamp.toISOString()).toBe(event['timestamp']);
-          const traces = await strictCall(client, label('traces.list', scope), operations.TracesListResponse$inboundSchema, allowed(scope), (sdk) =>
-            sdk.traces.list({ ...opts(scope), eventId: id }),
+          const traces = await strictCall(
+            client,
+            label('traces.list', scope),
+            operations.TracesListResponse$inboundSchema,
+            allowed(scope),
+            (sdk) => sdk.traces.list({ ...opts(scope), eventId: id }),
           );
           expect(JSON.parse(client.exchanges.at(-1)!.body)).not.toHaveProperty('meta');
           spans += traces.data.length;
@@ -215,43 +308,65 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
       });
 
       it(`signals, signal groups and the signals of each group [${where}]`, async () => {
-        TESTED.add('signals_list').add('signals_get').add('signal_groups_list').add('signal_groups_get').add('signal_groups_list_signals');
+        TESTED.add('signals_list')
+          .add('signals_get')
+          .add('signal_groups_list')
+          .add('signal_groups_get')
+          .add('signal_groups_list_signals');
         const project = projectsOf(scope, em)[0]!;
         const signals = await walk('signals.list', scope, operations.SignalsListResponse$inboundSchema, (cursor) =>
           client.sdk.signals.list({ ...opts(scope), limit: 3, cursor }),
         );
         expect(signals.sort()).toEqual(expectedKeys('signals', scope));
         for (const signal of em.snapshot('signals', project)) {
-          const got = await strictCall(client, label('signals.get', scope), operations.SignalsGetResponse$inboundSchema, allowed(scope), (sdk) =>
-            sdk.signals.get({ ...opts(scope), id: String(signal['id']) }),
+          const got = await strictCall(
+            client,
+            label('signals.get', scope),
+            operations.SignalsGetResponse$inboundSchema,
+            allowed(scope),
+            (sdk) => sdk.signals.get({ ...opts(scope), id: String(signal['id']) }),
           );
           expect(got.data.sentiment).toBe(signal['sentiment']);
           expect(got.data.groupId).toBe(signal['group_id']);
         }
-        const groups = await walk('signalGroups.list', scope, operations.SignalGroupsListResponse$inboundSchema, (cursor) =>
-          client.sdk.signalGroups.list({ ...opts(scope), limit: 2, cursor }),
+        const groups = await walk(
+          'signalGroups.list',
+          scope,
+          operations.SignalGroupsListResponse$inboundSchema,
+          (cursor) => client.sdk.signalGroups.list({ ...opts(scope), limit: 2, cursor }),
         );
         expect(groups.sort()).toEqual(expectedKeys('signal_groups', scope));
         for (const group of em.snapshot('signal_groups', project)) {
           const id = String(group['id']);
-          const got = await strictCall(client, label('signalGroups.get', scope), operations.SignalGroupsGetResponse$inboundSchema, allowed(scope), (sdk) =>
-            sdk.signalGroups.get({ ...opts(scope), id }),
+          const got = await strictCall(
+            client,
+            label('signalGroups.get', scope),
+            operations.SignalGroupsGetResponse$inboundSchema,
+            allowed(scope),
+            (sdk) => sdk.signalGroups.get({ ...opts(scope), id }),
           );
           expect(got.data.signalCount).toBe(group['signal_count']);
-          const members = await walk('signalGroups.listSignals', scope, operations.SignalGroupsListSignalsResponse$inboundSchema, (cursor) =>
-            client.sdk.signalGroups.listSignals({ ...opts(scope), id, limit: 2, cursor }),
+          const members = await walk(
+            'signalGroups.listSignals',
+            scope,
+            operations.SignalGroupsListSignalsResponse$inboundSchema,
+            (cursor) => client.sdk.signalGroups.listSignals({ ...opts(scope), id, limit: 2, cursor }),
           );
           expect(members.sort()).toEqual(expectedKeys('signals', scope, (s) => s['group_id'] === id));
         }
       });
     }
 
-    it('errors parse as the SDK\'s typed 400, 401 and 403 errors', async () => {
-      const unauthorized = await sdkClient(em.url, 'qs_org_wrong').sdk.events.list().catch((e: unknown) => e);
+    it("errors parse as the SDK's typed 400, 401 and 403 errors", async () => {
+      const unauthorized = await sdkClient(em.url, 'qs_org_wrong')
+        .sdk.events.list()
+        .catch((e: unknown) => e);
       expect(unauthorized).toBeInstanceOf(errors.EventsListUnauthorizedError);
       const forbidden = await client.sdk.users.list({ projectId: 'legacy' }).catch((e: unknown) => e);
       expect(forbidden).toBeInstanceOf(errors.UsersListForbiddenError);
-      const bad = await client.sdk.events.search({ query: 'a', timestampGte: new Date(Date.now() - 30 * DAY) }).catch((e: unknown) => e);
+      const bad = await client.sdk.events
+        .search({ query: 'a', timestampGte: new Date(Date.now() - 30 * DAY) })
+        .catch((e: unknown) => e);
       expect(bad).toBeInstanceOf(errors.EventsSearchBadRequestError);
       expect((bad as errors.EventsSearchBadRequestError).error.details?.field).toBe('timestamp[gte]');
     });
@@ -260,18 +375,33 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
 
 describe('the contract suite', () => {
   it('called every operation the SDK has', () => {
-    const all = sdkOperations().map((op) => op.operationId).sort();
+    const all = sdkOperations()
+      .map((op) => op.operationId)
+      .sort();
     expect(all).toHaveLength(16);
     expect([...TESTED].sort()).toEqual(all);
   });
 
   it('fails on a response the SDK would only accept by coercion, or with an undeclared field', async () => {
-    const reply = (body: unknown): (() => Promise<Response>) => async () =>
-      new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } });
-    const signal = { id: 's', type: 'topic', name: 'n', description: null, created_at: '2026-01-01T00:00:00Z', group_id: null, group_name: null, sentiment: 'NEUTRAL' };
+    const reply =
+      (body: unknown): (() => Promise<Response>) =>
+      async () =>
+        new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } });
+    const signal = {
+      id: 's',
+      type: 'topic',
+      name: 'n',
+      description: null,
+      created_at: '2026-01-01T00:00:00Z',
+      group_id: null,
+      group_name: null,
+      sentiment: 'NEUTRAL',
+    };
     const call = (body: unknown, allowed: ReadonlySet<string> = new Set()): Promise<unknown> => {
       const client = sdkClient('http://127.0.0.1:9', 'k', reply(body));
-      return strictCall(client, 'signals.get', operations.SignalsGetResponse$inboundSchema, allowed, (sdk) => sdk.signals.get({ id: 's' }));
+      return strictCall(client, 'signals.get', operations.SignalsGetResponse$inboundSchema, allowed, (sdk) =>
+        sdk.signals.get({ id: 's' }),
+      );
     };
     await expect(call({ data: signal })).resolves.toBeDefined();
     const { sentiment: _missing, ...withoutSentiment } = signal;

@@ -22,12 +22,14 @@ describe('count', () => {
     const expected = events.filter((e) => ms(e['timestamp']) >= since && e['event_name'] === 'chat_message').length;
     expect(reply.json).toEqual({ data: { total: expected } });
     expect(expected).toBeGreaterThan(0);
-    expect((await get(em, '/v1/events/count', { project: '*' })).json).toEqual({ data: { total: em.snapshot('events').length } });
+    expect((await get(em, '/v1/events/count', { project: '*' })).json).toEqual({
+      data: { total: em.snapshot('events').length },
+    });
   });
 });
 
 describe('timeseries', () => {
-  it('returns ascending {timestamp,count} buckets that sum to the count, and the interval (the SDK\'s shape)', async () => {
+  it("returns ascending {timestamp,count} buckets that sum to the count, and the interval (the SDK's shape)", async () => {
     const since = clock.now() - 10 * DAY;
     for (const interval of ['minute', 'hour', 'day', 'week', 'month']) {
       const body = (await get(em, `/v1/events/timeseries?interval=${interval}&timestamp[gte]=${iso(since)}`)).json as {
@@ -40,7 +42,8 @@ describe('timeseries', () => {
       expect(total, interval).toBe(expected);
       expect(body.data.total, interval).toBe(expected);
       expect(body.meta.interval).toBe(interval);
-      for (let i = 1; i < buckets.length; i++) expect(ms(buckets[i]!.timestamp)).toBeGreaterThan(ms(buckets[i - 1]!.timestamp));
+      for (let i = 1; i < buckets.length; i++)
+        expect(ms(buckets[i]!.timestamp)).toBeGreaterThan(ms(buckets[i - 1]!.timestamp));
       for (const bucket of buckets) {
         expect(bucket.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:00\.000Z$/);
         expect(bucket.count).toBeGreaterThan(0);
@@ -67,15 +70,22 @@ describe('timeseries', () => {
 describe('facets', () => {
   it('returns {value,count} sorted by count, 20 by default, for event_name, user_id and signal_id', async () => {
     const events = em.snapshot('events', 'default');
-    const users = (await get(em, '/v1/events/facets?field=user_id')).json as { data: { value: string; count: number }[] };
+    const users = (await get(em, '/v1/events/facets?field=user_id')).json as {
+      data: { value: string; count: number }[];
+    };
     expect(users.data.length).toBe(20);
-    for (let i = 1; i < users.data.length; i++) expect(users.data[i]!.count).toBeLessThanOrEqual(users.data[i - 1]!.count);
+    for (let i = 1; i < users.data.length; i++)
+      expect(users.data[i]!.count).toBeLessThanOrEqual(users.data[i - 1]!.count);
     for (const { value, count } of users.data) expect(count).toBe(events.filter((e) => e['user_id'] === value).length);
 
-    const names = (await get(em, '/v1/events/facets?field=event_name&limit=3')).json as { data: { value: string; count: number }[] };
+    const names = (await get(em, '/v1/events/facets?field=event_name&limit=3')).json as {
+      data: { value: string; count: number }[];
+    };
     expect(names.data.length).toBe(3);
 
-    const signals = (await get(em, '/v1/events/facets?field=signal&limit=100')).json as { data: { value: string; count: number }[] };
+    const signals = (await get(em, '/v1/events/facets?field=signal&limit=100')).json as {
+      data: { value: string; count: number }[];
+    };
     // The field notes' name for the same field, accepted on the spec flavor.
     expect((await get(em, '/v1/events/facets?field=signal_id&limit=100')).json).toEqual(signals);
     const signalIds = new Set(em.snapshot('signals', 'default').map((s) => s['id']));
@@ -112,11 +122,18 @@ describe('search', () => {
   });
 
   it('restricts to search_in fields, and supports regex mode', async () => {
-    const onlyOutput = await list(em, `/v1/events/search?query=refund&search_in=assistant_output&limit=100&timestamp[gte]=${since}`);
+    const onlyOutput = await list(
+      em,
+      `/v1/events/search?query=refund&search_in=assistant_output&limit=100&timestamp[gte]=${since}`,
+    );
     for (const row of onlyOutput.data) expect(String(row['assistant_output']).toLowerCase()).toContain('refund');
-    const regex = await list(em, `/v1/events/search?query=${encodeURIComponent('#\\d{4}')}&mode=regex&limit=100&timestamp[gte]=${since}`);
+    const regex = await list(
+      em,
+      `/v1/events/search?query=${encodeURIComponent('#\\d{4}')}&mode=regex&limit=100&timestamp[gte]=${since}`,
+    );
     expect(regex.data.length).toBeGreaterThan(0);
-    for (const row of regex.data) expect(`${String(row['user_input'])} ${String(row['assistant_output'])}`).toMatch(/#\d{4}/);
+    for (const row of regex.data)
+      expect(`${String(row['user_input'])} ${String(row['assistant_output'])}`).toMatch(/#\d{4}/);
     expect((await get(em, `/v1/events/search?query=(&mode=regex&timestamp[gte]=${since}`)).status).toBe(400);
     expect((await get(em, `/v1/events/search?query=a&mode=fuzzy&timestamp[gte]=${since}`)).status).toBe(400);
     expect((await get(em, `/v1/events/search?query=a&search_in=model&timestamp[gte]=${since}`)).status).toBe(400);
@@ -134,9 +151,15 @@ describe('search', () => {
     const wide = await get(em, `/v1/events/search?query=a&timestamp[gte]=${iso(clock.now() - 15 * DAY)}`);
     expect(wide.status).toBe(400);
     expect((wide.json as ErrorBody).error.message).toMatch(/14 days/);
-    const wideClosed = await get(em, `/v1/events/search?query=a&timestamp[gte]=${iso(clock.now() - 40 * DAY)}&timestamp[lt]=${iso(clock.now() - 20 * DAY)}`);
+    const wideClosed = await get(
+      em,
+      `/v1/events/search?query=a&timestamp[gte]=${iso(clock.now() - 40 * DAY)}&timestamp[lt]=${iso(clock.now() - 20 * DAY)}`,
+    );
     expect(wideClosed.status).toBe(400);
-    const exact = await get(em, `/v1/events/search?query=a&timestamp[gte]=${iso(clock.now() - 30 * DAY)}&timestamp[lt]=${iso(clock.now() - 16 * DAY)}`);
+    const exact = await get(
+      em,
+      `/v1/events/search?query=a&timestamp[gte]=${iso(clock.now() - 30 * DAY)}&timestamp[lt]=${iso(clock.now() - 16 * DAY)}`,
+    );
     expect(exact.status).toBe(200);
     expect((await get(em, `/v1/events/search?timestamp[gte]=${since}`)).status).toBe(400);
   });

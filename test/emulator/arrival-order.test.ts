@@ -33,7 +33,9 @@ describe('emulator rate limits at arrival', () => {
       limits: { maxRpm: 400, searchRpm: 50, maxRps: 1, searchGateRps: 1 },
     });
     const get = (tag: string): Promise<number> =>
-      fetch(`${emu.url}/v1/events?limit=1&tag=${tag}`, { headers: { authorization: `Bearer ${emu.apiKey}`, 'x-service-project-id': 'default' } }).then(async (r) => {
+      fetch(`${emu.url}/v1/events?limit=1&tag=${tag}`, {
+        headers: { authorization: `Bearer ${emu.apiKey}`, 'x-service-project-id': 'default' },
+      }).then(async (r) => {
         await r.arrayBuffer();
         return r.status;
       });

@@ -105,7 +105,12 @@ describe('project scope', () => {
     expect(single.data.length).toBeGreaterThan(0);
     for (const row of single.data) expect(row).not.toHaveProperty('project_id');
 
-    for (const path of ['/v1/events?limit=100', '/v1/users?limit=100', '/v1/conversations?limit=100', '/v1/events/search?query=e&timestamp[gte]=' + new Date(Date.now() - 13 * 86_400_000).toISOString() + '&limit=100']) {
+    for (const path of [
+      '/v1/events?limit=100',
+      '/v1/users?limit=100',
+      '/v1/conversations?limit=100',
+      '/v1/events/search?query=e&timestamp[gte]=' + new Date(Date.now() - 13 * 86_400_000).toISOString() + '&limit=100',
+    ]) {
       const all = (await get(em, path, { project: '*' })).json as ListBody;
       expect(all.data.length, path).toBeGreaterThan(0);
       const projects = new Set(all.data.map((r) => r['project_id']));
@@ -117,7 +122,9 @@ describe('project scope', () => {
   it('narrows `*` with project_ids, and refuses an unknown or archived slug there with 403', async () => {
     const narrowed = (await get(em, '/v1/events?limit=100&project_ids=alpha,beta', { project: '*' })).json as ListBody;
     expect(new Set(narrowed.data.map((r) => r['project_id']))).toEqual(new Set(['alpha', 'beta']));
-    const count = (await get(em, '/v1/events/count?project_ids=alpha', { project: '*' })).json as { data: { total: number } };
+    const count = (await get(em, '/v1/events/count?project_ids=alpha', { project: '*' })).json as {
+      data: { total: number };
+    };
     expect(count.data.total).toBe(em.snapshot('events', 'alpha').length);
     for (const bad of ['alpha,legacy', 'nosuch']) {
       const reply = await get(em, `/v1/events?project_ids=${bad}`, { project: '*' });

@@ -87,7 +87,11 @@ describe('faults', () => {
 
   it('draws once per request from the seed: same seed, same fault sequence; configure turns them off', async () => {
     const statuses = async (seed: number): Promise<string[]> => {
-      const e = await startEmulator({ seed, eventsPerProject: 20, faults: { rate: 0.5, kinds: ['http500', 'http503_html', 'slow'], slowMs: 1 } });
+      const e = await startEmulator({
+        seed,
+        eventsPerProject: 20,
+        faults: { rate: 0.5, kinds: ['http500', 'http503_html', 'slow'], slowMs: 1 },
+      });
       try {
         const out: string[] = [];
         for (let i = 0; i < 40; i++) out.push(String((await get(e, '/v1/events')).status));

@@ -20,7 +20,12 @@ async function keys(path: string, project?: string): Promise<Set<string>> {
 }
 
 function truth(resource: string, keep: (r: ApiRecord) => boolean, project = 'default'): Set<string> {
-  return new Set(em.snapshot(resource, project).filter(keep).map((r) => keyOf(r)));
+  return new Set(
+    em
+      .snapshot(resource, project)
+      .filter(keep)
+      .map((r) => keyOf(r)),
+  );
 }
 
 const ms = (value: unknown): number => Date.parse(String(value));
@@ -104,7 +109,10 @@ describe('field filters', () => {
       ['properties[cached]=true', (e) => props(e)['cached'] === true],
       ['properties[retries]=2', (e) => props(e)['retries'] === 2],
       ['properties[app.platform]=ios', (e) => (props(e)['app'] as Record<string, unknown>)['platform'] === 'ios'],
-      ['properties[plan]=pro&properties[region]=eu-west-1', (e) => props(e)['plan'] === 'pro' && props(e)['region'] === 'eu-west-1'],
+      [
+        'properties[plan]=pro&properties[region]=eu-west-1',
+        (e) => props(e)['plan'] === 'pro' && props(e)['region'] === 'eu-west-1',
+      ],
     ];
     for (const [query, keep] of cases) {
       const got = await keys(`/v1/events?limit=100&${query}`);
@@ -119,7 +127,9 @@ describe('field filters', () => {
     const expected = new Set(
       em
         .snapshot('events')
-        .filter((e) => e['event_name'] === 'feedback' && (e['properties'] as Record<string, unknown>)['plan'] === 'free')
+        .filter(
+          (e) => e['event_name'] === 'feedback' && (e['properties'] as Record<string, unknown>)['plan'] === 'free',
+        )
         .map((e) => keyOf(e)),
     );
     expect(got).toEqual(expected);

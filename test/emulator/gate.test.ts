@@ -10,8 +10,13 @@ import { onCleanup } from '../fakes/lifecycle.js';
  * arrivals and answers 429s; every other answer (errors, faults, pages) is the emulator's, byte for byte.
  */
 describe('emulator thread with a rate-limit gate', () => {
-  it('refuses the request over the per-second limit with 429 and Retry-After, passes the others and the emulator\'s own errors', async () => {
-    const emu = await startEmulatorThread({ seed: 5, projects: ['default'], eventsPerProject: 50, limits: { maxRpm: 400, searchRpm: 50, maxRps: 3, searchGateRps: 2 } });
+  it("refuses the request over the per-second limit with 429 and Retry-After, passes the others and the emulator's own errors", async () => {
+    const emu = await startEmulatorThread({
+      seed: 5,
+      projects: ['default'],
+      eventsPerProject: 50,
+      limits: { maxRpm: 400, searchRpm: 50, maxRps: 3, searchGateRps: 2 },
+    });
     onCleanup(() => emu.close());
     const get = (path: string, key = emu.apiKey): Promise<Response> =>
       fetch(`${emu.url}${path}`, { headers: { authorization: `Bearer ${key}`, 'x-service-project-id': 'default' } });

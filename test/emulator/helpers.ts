@@ -90,7 +90,11 @@ export function iso(ms: number): string {
 }
 
 /** A clock tests move by hand. */
-export function manualClock(start = Date.parse('2026-11-20T10:00:00.000Z')): { now: () => number; advance: (ms: number) => void; set: (ms: number) => void } {
+export function manualClock(start = Date.parse('2026-11-20T10:00:00.000Z')): {
+  now: () => number;
+  advance: (ms: number) => void;
+  set: (ms: number) => void;
+} {
   let current = start;
   return {
     now: () => current,

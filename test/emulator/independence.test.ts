@@ -17,7 +17,8 @@ function specifiers(fileName: string, text: string): string[] {
   const visit = (node: ts.Node): void => {
     if (ts.isNewExpression(node) && ts.isIdentifier(node.expression) && node.expression.text === 'URL') {
       const [first, second] = node.arguments ?? [];
-      if (first && second && ts.isStringLiteral(first) && second.getText(source) === 'import.meta.url') found.push(first.text);
+      if (first && second && ts.isStringLiteral(first) && second.getText(source) === 'import.meta.url')
+        found.push(first.text);
     }
     ts.forEachChild(node, visit);
   };
@@ -63,7 +64,12 @@ describe('emulator independence', () => {
       "import { z } from 'zod';",
     ];
     for (const text of cases) expect(escapes(EMULATOR, file, text), text).toHaveLength(1);
-    const inside = ["import { Store } from './store.js';", "import { x } from './sub/../json.js';", "import { createServer } from 'node:http';", "new URL('./worker.js', import.meta.url);"];
+    const inside = [
+      "import { Store } from './store.js';",
+      "import { x } from './sub/../json.js';",
+      "import { createServer } from 'node:http';",
+      "new URL('./worker.js', import.meta.url);",
+    ];
     for (const text of inside) expect(escapes(EMULATOR, file, text), text).toEqual([]);
   });
 });

@@ -73,9 +73,13 @@ describe('late visibility', () => {
     em = await startEmulator({ ...options, faults: { rate: 0, lateRate: 1, lateMs: 10 * DAY } });
     const visible = em.snapshot('events', 'default');
     // Same data whatever lateRate is: only visibility differs.
-    expect(new Set(visible.map((e) => e['id']))).toEqual(new Set(all.filter((e) => ms(e['timestamp']) <= start - 10 * DAY).map((e) => e['id'])));
+    expect(new Set(visible.map((e) => e['id']))).toEqual(
+      new Set(all.filter((e) => ms(e['timestamp']) <= start - 10 * DAY).map((e) => e['id'])),
+    );
     clock.advance(5 * DAY);
-    expect(em.snapshot('events', 'default').length).toBe(all.filter((e) => ms(e['timestamp']) <= start - 5 * DAY).length);
+    expect(em.snapshot('events', 'default').length).toBe(
+      all.filter((e) => ms(e['timestamp']) <= start - 5 * DAY).length,
+    );
     clock.advance(5 * DAY);
     expect(em.snapshot('events', 'default').length).toBe(all.length);
   });

@@ -65,7 +65,11 @@ describe('rate limits', () => {
 
   it('limit search per minute, and refuse search once combined usage reaches the gate', async () => {
     const clock = manualClock();
-    em = await startEmulator({ eventsPerProject: 10, now: clock.now, limits: { maxRpm: 100, searchRpm: 2, maxRps: 10, searchGateRps: 3 } });
+    em = await startEmulator({
+      eventsPerProject: 10,
+      now: clock.now,
+      limits: { maxRpm: 100, searchRpm: 2, maxRps: 10, searchGateRps: 3 },
+    });
     const search = `/v1/events/search?query=a&timestamp[gte]=${iso(clock.now() - 86_400_000)}`;
     expect((await get(em, search)).status).toBe(200);
     clock.advance(1000);

@@ -83,7 +83,9 @@ describe('pagination', () => {
     expect((await get(em, '/v1/events?order_by=user_id')).status).toBe(400);
     expect((await get(em, '/v1/users?order_direction=up')).status).toBe(400);
 
-    const { rows } = await walkAll(em, '/v1/events?order_by=timestamp&limit=9', { between: () => em!.configure({ order: 'desc' }) });
+    const { rows } = await walkAll(em, '/v1/events?order_by=timestamp&limit=9', {
+      between: () => em!.configure({ order: 'desc' }),
+    });
     expect(rows.map((r) => r['id'])).toEqual(asc.data.map((r) => r['id']));
   });
 
@@ -92,14 +94,18 @@ describe('pagination', () => {
     em = await startEmulator({ eventsPerProject: 400, now: clock.now });
     for (const order of ['desc', 'asc'] as const) {
       const before = new Set(em.snapshot('events', 'default').map((r) => keyOf(r)));
-      const { rows } = await walkAll(em, `/v1/events?limit=10&order_by=${order === 'asc' ? 'timestamp' : '-timestamp'}`, {
-        between: (page) => {
-          clock.advance(1000);
-          em!.addEvents('default', 3);
-          // Also insert into the past, inside the part already walked and the part still ahead.
-          em!.addEvents('default', 1, { timestamp: clock.now() - (page % 2 === 0 ? 20 : 2) * 86_400_000 });
+      const { rows } = await walkAll(
+        em,
+        `/v1/events?limit=10&order_by=${order === 'asc' ? 'timestamp' : '-timestamp'}`,
+        {
+          between: (page) => {
+            clock.advance(1000);
+            em!.addEvents('default', 3);
+            // Also insert into the past, inside the part already walked and the part still ahead.
+            em!.addEvents('default', 1, { timestamp: clock.now() - (page % 2 === 0 ? 20 : 2) * 86_400_000 });
+          },
         },
-      });
+      );
       const seen = rows.map((r) => keyOf(r, 'default'));
       expect(new Set(seen).size, 'no repeats').toBe(seen.length);
       for (const key of before) expect(seen.includes(key), `missing ${key}`).toBe(true);
@@ -142,7 +148,13 @@ describe('pagination', () => {
   it('refuses malformed cursors and cursors of another list with 400', async () => {
     em = await startEmulator({ eventsPerProject: 50 });
     const page = await list(em, '/v1/users?limit=2');
-    for (const cursor of ['not a cursor', '%%%', 'eyJmb28iOjF9', Buffer.from('[1,2]').toString('base64url'), page.meta.cursor!]) {
+    for (const cursor of [
+      'not a cursor',
+      '%%%',
+      'eyJmb28iOjF9',
+      Buffer.from('[1,2]').toString('base64url'),
+      page.meta.cursor!,
+    ]) {
       const reply = await get(em, `/v1/events?cursor=${encodeURIComponent(cursor)}`);
       expect(reply.status, cursor).toBe(400);
       expect((reply.json as ErrorBody).error.code).toBe('invalid_cursor');

@@ -15,7 +15,8 @@ async function start(options: EmulatorOptions): Promise<Emulator> {
   return em;
 }
 const ms = (value: unknown): number => Date.parse(String(value));
-const ids = (rows: readonly Record<string, unknown>[], project?: string): Set<string> => new Set(rows.map((r) => keyOf(r, project)));
+const ids = (rows: readonly Record<string, unknown>[], project?: string): Set<string> =>
+  new Set(rows.map((r) => keyOf(r, project)));
 
 describe('real flavor: project header', () => {
   it('reads X-Raindrop-Project-Id, and ignores the spec header (the read goes to default)', async () => {
@@ -32,7 +33,9 @@ describe('real flavor: project header', () => {
   it('on the spec flavor, the real header is the ignored one', async () => {
     const em = await start({ eventsPerProject: 30 });
     const reply = await get(em, '/v1/events?limit=100', { headers: { 'X-Raindrop-Project-Id': 'beta' } });
-    expect(ids((reply.json as { data: Record<string, unknown>[] }).data, 'default')).toEqual(ids(em.snapshot('events', 'default')));
+    expect(ids((reply.json as { data: Record<string, unknown>[] }).data, 'default')).toEqual(
+      ids(em.snapshot('events', 'default')),
+    );
   });
 });
 
@@ -64,8 +67,11 @@ describe('real flavor: traces by event', () => {
   it('cuts input and output to trunc_len and honours limit', async () => {
     const em = await start({ flavor: 'real', eventsPerProject: 40 });
     const event = em.snapshot('events', 'default').find((e) => (e['error_spans'] as unknown[]).length > 0)!;
-    const full = (await get(em, `/v1/traces?event_id=${encodeURIComponent(String(event['id']))}`)).json as { data: Record<string, unknown>[] };
-    const cut = (await get(em, `/v1/traces?event_id=${encodeURIComponent(String(event['id']))}&trunc_len=3&limit=1`)).json as { data: Record<string, unknown>[] };
+    const full = (await get(em, `/v1/traces?event_id=${encodeURIComponent(String(event['id']))}`)).json as {
+      data: Record<string, unknown>[];
+    };
+    const cut = (await get(em, `/v1/traces?event_id=${encodeURIComponent(String(event['id']))}&trunc_len=3&limit=1`))
+      .json as { data: Record<string, unknown>[] };
     expect(cut.data.length).toBe(Math.min(1, full.data.length));
     if (full.data[0]) {
       expect(cut.data[0]!['input']).toBe(String(full.data[0]['input']).slice(0, 3));
@@ -84,7 +90,10 @@ describe('filters of the real service (both flavors)', () => {
       const seen = users.map((u) => ms(u['last_seen'])).sort((a, b) => a - b);
       const since = seen[Math.floor(seen.length / 4)]!;
       const until = seen[Math.floor(seen.length / 2)]!;
-      const lastSeen = await walkAll(em, `/v1/users?limit=100&last_seen[gte]=${iso(since)}&last_seen[lt]=${iso(until)}`);
+      const lastSeen = await walkAll(
+        em,
+        `/v1/users?limit=100&last_seen[gte]=${iso(since)}&last_seen[lt]=${iso(until)}`,
+      );
       const expectLast = users.filter((u) => ms(u['last_seen']) >= since && ms(u['last_seen']) < until);
       expect(ids(lastSeen.rows, 'default')).toEqual(ids(expectLast));
       expect(expectLast.length).toBeGreaterThan(0);
@@ -97,13 +106,18 @@ describe('filters of the real service (both flavors)', () => {
       expect(expectFirst.length).toBeGreaterThan(0);
 
       const convos = em.snapshot('conversations', 'default');
-      const started = await walkAll(em, `/v1/conversations?limit=100&started_at[gte]=${iso(since)}&started_at[lte]=${iso(until)}`);
+      const started = await walkAll(
+        em,
+        `/v1/conversations?limit=100&started_at[gte]=${iso(since)}&started_at[lte]=${iso(until)}`,
+      );
       const expectStarted = convos.filter((c) => ms(c['started_at']) >= since && ms(c['started_at']) <= until);
       expect(ids(started.rows, 'default')).toEqual(ids(expectStarted));
       expect(expectStarted.length).toBeGreaterThan(0);
       // Most recent message first by default, and with the SDK's default order_by=-timestamp.
       for (const query of ['', '&order_by=-timestamp', '&order_by=-last_message_at']) {
-        const walked = (await walkAll(em, `/v1/conversations?limit=100${query}`)).rows.map((c) => ms(c['last_message_at']));
+        const walked = (await walkAll(em, `/v1/conversations?limit=100${query}`)).rows.map((c) =>
+          ms(c['last_message_at']),
+        );
         expect(walked.length).toBe(convos.length);
         for (let i = 1; i < walked.length; i++) expect(walked[i]!).toBeLessThanOrEqual(walked[i - 1]!);
       }
@@ -116,7 +130,9 @@ describe('filters of the real service (both flavors)', () => {
         expect(convosByTimestamp.rows.length).toBe(convos.length);
       } else {
         expect(ids(byTimestamp.rows, 'default')).toEqual(ids(users.filter((u) => ms(u['last_seen']) >= since)));
-        expect(ids(convosByTimestamp.rows, 'default')).toEqual(ids(convos.filter((c) => ms(c['last_message_at']) >= since)));
+        expect(ids(convosByTimestamp.rows, 'default')).toEqual(
+          ids(convos.filter((c) => ms(c['last_message_at']) >= since)),
+        );
         expect(byTimestamp.rows.length).toBeLessThan(users.length);
       }
     });
@@ -127,9 +143,14 @@ describe('filters of the real service (both flavors)', () => {
     const em = await start({ flavor: 'real', eventsPerProject: 300, now: clock.now });
     const since = clock.now() - 7 * DAY;
     const until = clock.now() - DAY;
-    const reply = await get(em, `/v1/events/facets?field=event_name&timestamp.gte=${iso(since)}&timestamp.lt=${iso(until)}`);
+    const reply = await get(
+      em,
+      `/v1/events/facets?field=event_name&timestamp.gte=${iso(since)}&timestamp.lt=${iso(until)}`,
+    );
     const facets = (reply.json as { data: { value: string; count: number }[] }).data;
-    const events = em.snapshot('events', 'default').filter((e) => ms(e['timestamp']) >= since && ms(e['timestamp']) < until);
+    const events = em
+      .snapshot('events', 'default')
+      .filter((e) => ms(e['timestamp']) >= since && ms(e['timestamp']) < until);
     expect(facets.reduce((n, f) => n + f.count, 0)).toBe(events.length);
     for (const { value, count } of facets) expect(count).toBe(events.filter((e) => e['event_name'] === value).length);
     const all = (await get(em, '/v1/events/facets?field=event_name')).json as { data: { count: number }[] };
@@ -139,13 +160,17 @@ describe('filters of the real service (both flavors)', () => {
   it('count_by counts distinct users and conversations', async () => {
     const em = await start({ flavor: 'real', eventsPerProject: 200 });
     const events = em.snapshot('events', 'default');
-    const total = async (q: string): Promise<number> => ((await get(em, `/v1/events/count${q}`)).json as { data: { total: number } }).data.total;
+    const total = async (q: string): Promise<number> =>
+      ((await get(em, `/v1/events/count${q}`)).json as { data: { total: number } }).data.total;
     expect(await total('')).toBe(events.length);
     expect(await total('?count_by=user_id')).toBe(new Set(events.map((e) => e['user_id'])).size);
     expect(await total('?count_by=convo_id')).toBe(new Set(events.map((e) => e['convo_id'])).size);
     const bad = await get(em, '/v1/events/count?count_by=model');
     expect(bad.status).toBe(400);
-    expect((bad.json as ErrorBody).error.details).toEqual({ field: 'count_by', allowed_fields: ['event_id', 'user_id', 'convo_id'] });
+    expect((bad.json as ErrorBody).error.details).toEqual({
+      field: 'count_by',
+      allowed_fields: ['event_id', 'user_id', 'convo_id'],
+    });
   });
 });
 
@@ -166,7 +191,9 @@ describe('late enrichment (real flavor)', () => {
     for (const row of early) {
       for (const field of ENRICHED) expect(row, field).not.toHaveProperty(field);
       expect(row['received_at']).toBe(row['timestamp']);
-      const single = (await get(em, `/v1/events/${encodeURIComponent(String(row['id']))}`)).json as { data: Record<string, unknown> };
+      const single = (await get(em, `/v1/events/${encodeURIComponent(String(row['id']))}`)).json as {
+        data: Record<string, unknown>;
+      };
       expect(single.data).not.toHaveProperty('signals');
     }
     const matched = added.find((e) => (e['signals'] as { id: string }[]).length > 0)!;
@@ -192,7 +219,9 @@ describe('late enrichment (real flavor)', () => {
     for (const options of [{}, { flavor: 'real' as const, enrichAfterMs: 0 }]) {
       const em = await start({ ...options, eventsPerProject: 20 });
       const added = em.addEvents('default', 5);
-      const rows = (await walkAll(em, '/v1/events?limit=100')).rows.filter((r) => added.some((a) => a['id'] === r['id']));
+      const rows = (await walkAll(em, '/v1/events?limit=100')).rows.filter((r) =>
+        added.some((a) => a['id'] === r['id']),
+      );
       expect(rows.length).toBe(5);
       for (const row of rows) expect(row).toHaveProperty('signals');
     }
@@ -214,7 +243,9 @@ describe('signal groups', () => {
     for (const group of groups) {
       const one = await get(em, `/v1/signal-groups/${String(group['id'])}`, { project: 'alpha' });
       expect((one.json as { data: unknown }).data).toEqual(group);
-      const members = (await walkAll(em, `/v1/signal-groups/${String(group['id'])}/signals?limit=2`, { project: 'alpha' })).rows;
+      const members = (
+        await walkAll(em, `/v1/signal-groups/${String(group['id'])}/signals?limit=2`, { project: 'alpha' })
+      ).rows;
       const expected = signals.filter((s) => s['group_id'] === group['id']);
       expect(ids(members, 'alpha')).toEqual(ids(expected));
       expect(group['signal_count']).toBe(expected.length);
@@ -231,9 +262,16 @@ describe('signal groups', () => {
   it('filters events by signal_group (events that matched a signal of the group)', async () => {
     const em = await start({ eventsPerProject: 300 });
     const group = em.snapshot('signal_groups', 'default').find((g) => (g['signal_count'] as number) > 0)!;
-    const members = new Set(em.snapshot('signals', 'default').filter((s) => s['group_id'] === group['id']).map((s) => s['id']));
+    const members = new Set(
+      em
+        .snapshot('signals', 'default')
+        .filter((s) => s['group_id'] === group['id'])
+        .map((s) => s['id']),
+    );
     const got = (await walkAll(em, `/v1/events?limit=100&signal_group=${String(group['id'])}`)).rows;
-    const expected = em.snapshot('events', 'default').filter((e) => (e['signals'] as { id: string }[]).some((s) => members.has(s.id)));
+    const expected = em
+      .snapshot('events', 'default')
+      .filter((e) => (e['signals'] as { id: string }[]).some((s) => members.has(s.id)));
     expect(ids(got, 'default')).toEqual(ids(expected));
     expect(expected.length).toBeGreaterThan(0);
   });
@@ -288,9 +326,13 @@ describe("the SDK's operator filters (deep-object form)", () => {
   it('user_id/event_name/convo_id [eq|neq|startsWith|endsWith|contains], signal[neq], properties[k][gt…], traits[k]', async () => {
     const em = await start({ eventsPerProject: 400 });
     const events = em.snapshot('events', 'default');
-    const users = new Map(em.snapshot('users', 'default').map((u) => [u['id'], u['traits'] as Record<string, unknown>]));
+    const users = new Map(
+      em.snapshot('users', 'default').map((u) => [u['id'], u['traits'] as Record<string, unknown>]),
+    );
     const props = (e: ApiRecord): Record<string, unknown> => e['properties'] as Record<string, unknown>;
-    const signalId = String((events.find((e) => (e['signals'] as unknown[]).length > 0)!['signals'] as { id: string }[])[0]!.id);
+    const signalId = String(
+      (events.find((e) => (e['signals'] as unknown[]).length > 0)!['signals'] as { id: string }[])[0]!.id,
+    );
     const cases: [string, (e: ApiRecord) => boolean][] = [
       ['user_id[startsWith]=user_000', (e) => String(e['user_id']).startsWith('user_000')],
       ['user_id[endsWith]=example.com', (e) => String(e['user_id']).endsWith('example.com')],
@@ -315,6 +357,9 @@ describe("the SDK's operator filters (deep-object form)", () => {
     }
     const bad = await get(em, '/v1/events?user_id[like]=x');
     expect(bad.status).toBe(400);
-    expect((bad.json as ErrorBody).error.details).toEqual({ field: 'user_id[like]', allowed_fields: ['eq', 'neq', 'startsWith', 'endsWith', 'contains'] });
+    expect((bad.json as ErrorBody).error.details).toEqual({
+      field: 'user_id[like]',
+      allowed_fields: ['eq', 'neq', 'startsWith', 'endsWith', 'contains'],
+    });
   });
 });

@@ -20,7 +20,18 @@ describe('records', () => {
     const em = await start({ eventsPerProject: 400 });
     const { rows } = await walkAll(em, '/v1/events?limit=100');
     for (const row of rows) {
-      for (const field of ['id', 'event_name', 'user_id', 'convo_id', 'timestamp', 'user_input', 'assistant_output', 'signals', 'properties', 'model']) {
+      for (const field of [
+        'id',
+        'event_name',
+        'user_id',
+        'convo_id',
+        'timestamp',
+        'user_input',
+        'assistant_output',
+        'signals',
+        'properties',
+        'model',
+      ]) {
         expect(row, field).toHaveProperty(field);
       }
       expect(row['timestamp']).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
@@ -34,7 +45,8 @@ describe('records', () => {
       score: expect.any(Number),
     });
     const texts = rows.map((r) => `${String(r['user_input'])}${String(r['assistant_output'])}`).join('');
-    for (const tricky of ['\n', '\t', '"', '\\', '👋', '你好', '\u2028']) expect(texts, JSON.stringify(tricky)).toContain(tricky);
+    for (const tricky of ['\n', '\t', '"', '\\', '👋', '你好', '\u2028'])
+      expect(texts, JSON.stringify(tricky)).toContain(tricky);
   });
 
   it('has client-supplied ids that repeat across projects', async () => {
@@ -43,7 +55,9 @@ describe('records', () => {
     const shared = [...ids('default')].filter((id) => ids('alpha').has(id));
     expect(shared.length).toBeGreaterThan(0);
     for (const id of shared) expect(id).toMatch(/^evt-\d{6}$/);
-    const uuids = [...ids('default')].filter((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id));
+    const uuids = [...ids('default')].filter((id) =>
+      /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id),
+    );
     expect(uuids.length / ids('default').size).toBeGreaterThan(0.8);
     const one = await get(em, `/v1/events/${shared[0]!}`, { project: 'alpha' });
     expect(one.status).toBe(200);
@@ -52,7 +66,8 @@ describe('records', () => {
   it('clusters timestamps: about a fifth of events share theirs with another event', async () => {
     const em = await start({ eventsPerProject: 5000 });
     const counts = new Map<string, number>();
-    for (const e of em.snapshot('events', 'default')) counts.set(String(e['timestamp']), (counts.get(String(e['timestamp'])) ?? 0) + 1);
+    for (const e of em.snapshot('events', 'default'))
+      counts.set(String(e['timestamp']), (counts.get(String(e['timestamp'])) ?? 0) + 1);
     const sharing = [...counts.values()].filter((n) => n > 1).reduce((a, b) => a + b, 0) / 5000;
     expect(sharing).toBeGreaterThan(0.12);
     expect(sharing).toBeLessThan(0.3);
@@ -90,7 +105,9 @@ describe('records', () => {
     const spanIds = [...reply.text.matchAll(/"span_id":"([0-9a-f]+)"/g)].map((m) => m[1]!);
     for (const [i, spanId] of spanIds.entries()) {
       const span = byId.get(spanId)!;
-      const start = reply.text.match(new RegExp(`"span_id":"${spanId}"[^}]*?"start_time_ns":(\\d+),"end_time_ns":(\\d+),"duration_ns":(\\d+)`))!;
+      const start = reply.text.match(
+        new RegExp(`"span_id":"${spanId}"[^}]*?"start_time_ns":(\\d+),"end_time_ns":(\\d+),"duration_ns":(\\d+)`),
+      )!;
       expect(BigInt(start[1]!), `span ${i}`).toBe(span['start_time_ns']);
       expect(BigInt(start[2]!)).toBe(span['end_time_ns']);
       expect(BigInt(start[2]!) - BigInt(start[1]!)).toBe(BigInt(start[3]!));
@@ -111,14 +128,34 @@ describe('records', () => {
     expect(new Set(spans.map((s) => s['span_id'])).size).toBe(spans.length);
     const eventIds = new Set(events.map((e) => e['id']));
     for (const s of spans) {
-      for (const f of ['trace_id', 'span_id', 'parent_span_id', 'span_name', 'span_type', 'status', 'start_time_ns', 'end_time_ns', 'duration_ns', 'input', 'output', 'input_tokens', 'output_tokens', 'total_tokens', 'model', 'provider', 'attributes', 'event_id']) {
+      for (const f of [
+        'trace_id',
+        'span_id',
+        'parent_span_id',
+        'span_name',
+        'span_type',
+        'status',
+        'start_time_ns',
+        'end_time_ns',
+        'duration_ns',
+        'input',
+        'output',
+        'input_tokens',
+        'output_tokens',
+        'total_tokens',
+        'model',
+        'provider',
+        'attributes',
+        'event_id',
+      ]) {
         expect(s, f).toHaveProperty(f);
       }
       expect(eventIds.has(s['event_id'])).toBe(true);
       expect(s['total_tokens']).toBe((s['input_tokens'] as number) + (s['output_tokens'] as number));
     }
     const perTrace = new Map<unknown, number>();
-    for (const s of spans) if (s['parent_span_id'] === null) perTrace.set(s['trace_id'], (perTrace.get(s['trace_id']) ?? 0) + 1);
+    for (const s of spans)
+      if (s['parent_span_id'] === null) perTrace.set(s['trace_id'], (perTrace.get(s['trace_id']) ?? 0) + 1);
     for (const n of perTrace.values()) expect(n).toBe(1);
   });
 
@@ -156,7 +193,9 @@ describe('records', () => {
     expect(ms(user.data['last_seen'])).toBe(clock.now());
     const before = users.find((u) => u['id'] === userId);
     expect(user.data['event_count']).toBe(((before?.['event_count'] as number | undefined) ?? 0) + 1);
-    const convo = (await get(em, `/v1/conversations/${String(added!['convo_id'])}`)).json as { data: Record<string, unknown> };
+    const convo = (await get(em, `/v1/conversations/${String(added!['convo_id'])}`)).json as {
+      data: Record<string, unknown>;
+    };
     expect(ms(convo.data['last_message_at'])).toBe(clock.now());
     const newest = await list(em, '/v1/users?limit=1');
     expect(newest.data[0]!['id']).toBe(userId);

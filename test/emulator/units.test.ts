@@ -53,7 +53,11 @@ describe('cursor', () => {
     expect(decodeCursor(text, 'events')).toBeUndefined();
     expect(decodeCursor(text.slice(0, -3), 'traces')).toBeUndefined();
     expect(decodeCursor('!!', 'traces')).toBeUndefined();
-    const ms = encodeCursor({ resource: 'events', direction: 'desc', position: { sortKey: 123, id: 'e', project: 'p' } });
+    const ms = encodeCursor({
+      resource: 'events',
+      direction: 'desc',
+      position: { sortKey: 123, id: 'e', project: 'p' },
+    });
     expect(decodeCursor(ms, 'events')?.position.sortKey).toBe(123);
   });
 });
@@ -108,8 +112,12 @@ describe('bucketStart', () => {
     expect(new Date(bucketStart(t, 'hour')).toISOString()).toBe('2026-11-19T13:00:00.000Z');
     expect(new Date(bucketStart(t, 'day')).toISOString()).toBe('2026-11-19T00:00:00.000Z');
     expect(new Date(bucketStart(t, 'week')).toISOString()).toBe('2026-11-16T00:00:00.000Z');
-    expect(new Date(bucketStart(Date.parse('2026-11-16T00:00:00.000Z'), 'week')).toISOString()).toBe('2026-11-16T00:00:00.000Z');
-    expect(new Date(bucketStart(Date.parse('2026-11-15T23:59:59.999Z'), 'week')).toISOString()).toBe('2026-11-09T00:00:00.000Z');
+    expect(new Date(bucketStart(Date.parse('2026-11-16T00:00:00.000Z'), 'week')).toISOString()).toBe(
+      '2026-11-16T00:00:00.000Z',
+    );
+    expect(new Date(bucketStart(Date.parse('2026-11-15T23:59:59.999Z'), 'week')).toISOString()).toBe(
+      '2026-11-09T00:00:00.000Z',
+    );
     expect(new Date(bucketStart(t, 'month')).toISOString()).toBe('2026-11-01T00:00:00.000Z');
   });
 });

@@ -7,7 +7,9 @@ export type Handler = (req: IncomingMessage, url: URL, res: ServerResponse) => v
  * A real HTTP server on loopback that answers each path with a handler, for the misbehaviours the
  * emulator does not produce on purpose (a repeated cursor, has_more without a cursor, HTML on 200).
  */
-export async function startServer(handlers: Record<string, Handler>): Promise<{ url: string; hits: Map<string, number>; close(): Promise<void> }> {
+export async function startServer(
+  handlers: Record<string, Handler>,
+): Promise<{ url: string; hits: Map<string, number>; close(): Promise<void> }> {
   const hits = new Map<string, number>();
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');

@@ -41,7 +41,13 @@ export async function cliWarehouse(options: EmulatorOptions): Promise<CliWarehou
   const emu = await emulator(options);
   const folder = dir();
   const path = dbPathOf(folder);
-  return { emu, dir: folder, path, layout: layoutOf(path), files: ['--duckdb-path', path, '--state', statePathOf(folder)] };
+  return {
+    emu,
+    dir: folder,
+    path,
+    layout: layoutOf(path),
+    files: ['--duckdb-path', path, '--state', statePathOf(folder)],
+  };
 }
 
 /** The published copy's publish number and its events count, read in a fresh read-only instance. */
@@ -50,7 +56,10 @@ export async function readPublished(path: string): Promise<{ readonly publish: n
   try {
     const c = await instance.connect();
     const one = async (sql: string): Promise<number> => Number((await c.runAndReadAll(sql)).getRows()[0]?.[0]);
-    const read = { publish: await one('SELECT publish FROM _query_sync_published'), events: await one('SELECT count(*) FROM events') };
+    const read = {
+      publish: await one('SELECT publish FROM _query_sync_published'),
+      events: await one('SELECT count(*) FROM events'),
+    };
     c.closeSync();
     return read;
   } finally {
@@ -72,14 +81,17 @@ export function asTheCliLaysItOut(folder: string): () => Promise<Destination> {
     const publishing = publishDuringRun(work, { path, everyMs: 0, clock: systemClock, logger: silentLogger() });
     const close = async (): Promise<void> => {
       try {
-        if ((await publishing.finish()) === undefined) throw new Error(`the harness run could not publish ${path}: expected the published copy a CLI run writes at its end`);
+        if ((await publishing.finish()) === undefined)
+          throw new Error(
+            `the harness run could not publish ${path}: expected the published copy a CLI run writes at its end`,
+          );
       } finally {
         await work.close();
       }
     };
     // Everything but `close` is the tracked destination (it tells the publisher what each write touched).
     return new Proxy(publishing.destination, {
-      get: (target, prop, receiver) => (prop === 'close' ? close : Reflect.get(target, prop, receiver) as unknown),
+      get: (target, prop, receiver) => (prop === 'close' ? close : (Reflect.get(target, prop, receiver) as unknown)),
     });
   };
 }

@@ -27,7 +27,11 @@ export interface CliOptions {
 }
 
 /** Run the real CLI in a child process against an emulator (stdout and stderr are pipes: no TTY). */
-export function runCli(emu: Pick<Emulator, 'url' | 'apiKey'>, args: readonly string[], options: CliOptions = {}): Promise<ChildRun> {
+export function runCli(
+  emu: Pick<Emulator, 'url' | 'apiKey'>,
+  args: readonly string[],
+  options: CliOptions = {},
+): Promise<ChildRun> {
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -55,11 +55,33 @@ export const BACKFILL_DEFAULTS = PIPELINE_DEFAULTS.backfill;
  * some, no project header unless it names one. Its splits are sized by the target's limits, or
  * the documented ones when it has none (the scheduler then runs unthrottled, see `withPipeline`).
  */
-export function runOptionsOf<O extends PipelineTarget & { readonly resources?: readonly ResourceDefinition[]; readonly project?: string }>(
+export function runOptionsOf<
+  O extends PipelineTarget & { readonly resources?: readonly ResourceDefinition[]; readonly project?: string },
+>(
   opts: O,
-): Omit<O, keyof PipelineTarget> & { readonly resources: readonly ResourceDefinition[]; readonly project: string | undefined; readonly limits: RateLimits } {
-  const { baseUrl: _baseUrl, apiKey: _apiKey, dir: _dir, limits: _limits, retry: _retry, projectHeader: _projectHeader, destination: _destination, client: _client, clock: _clock, ...run } = opts;
-  return { ...run, resources: opts.resources ?? RESOURCES, project: opts.project, limits: opts.limits ?? DEFAULT_RATE_LIMITS };
+): Omit<O, keyof PipelineTarget> & {
+  readonly resources: readonly ResourceDefinition[];
+  readonly project: string | undefined;
+  readonly limits: RateLimits;
+} {
+  const {
+    baseUrl: _baseUrl,
+    apiKey: _apiKey,
+    dir: _dir,
+    limits: _limits,
+    retry: _retry,
+    projectHeader: _projectHeader,
+    destination: _destination,
+    client: _client,
+    clock: _clock,
+    ...run
+  } = opts;
+  return {
+    ...run,
+    resources: opts.resources ?? RESOURCES,
+    project: opts.project,
+    limits: opts.limits ?? DEFAULT_RATE_LIMITS,
+  };
 }
 
 /**
@@ -74,7 +96,11 @@ export function runOptionsOf<O extends PipelineTarget & { readonly resources?: r
  * one difference: DuckDB is opened at `dbPathOf(dir)` itself, not through `openDestination`, whose
  * published-copy layout would move the rows to `warehouse.work.duckdb` that the tests read here.
  */
-export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 'backfill', body: (deps: SyncDeps) => Promise<T>): Promise<T> {
+export async function withPipeline<T>(
+  target: PipelineTarget,
+  purpose: 'sync' | 'backfill',
+  body: (deps: SyncDeps) => Promise<T>,
+): Promise<T> {
   const logger = target.client?.logger ?? silentLogger();
   const clock = target.clock ?? systemClock;
   const { client } = connectApi({
@@ -114,7 +140,9 @@ export async function withPipeline<T>(target: PipelineTarget, purpose: 'sync' | 
 
 /** One sync, in-process, through the same parts the CLI wires. */
 export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
-  return withPipeline(opts, 'sync', (deps) => runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps));
+  return withPipeline(opts, 'sync', (deps) =>
+    runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps),
+  );
 }
 
 export async function readTable(dir: string, table: string): Promise<Record<string, unknown>[]> {
@@ -132,7 +160,12 @@ export async function readTable(dir: string, table: string): Promise<Record<stri
  * duplicates, and every field equal (strings byte-exact, bigints exact, nested JSON deep-equal,
  * instants equal).
  */
-export function expectTableMatches(rows: Record<string, unknown>[], records: readonly ApiRecord[], key: string, label = key): void {
+export function expectTableMatches(
+  rows: Record<string, unknown>[],
+  records: readonly ApiRecord[],
+  key: string,
+  label = key,
+): void {
   const id = (p: unknown, k: unknown): string => `${String(p)}\u0000${String(k)}`;
   const byKey = new Map<string, Record<string, unknown>>();
   for (const row of rows) {
@@ -143,8 +176,16 @@ export function expectTableMatches(rows: Record<string, unknown>[], records: rea
   const expectedKeys = new Set(records.map((r) => id(r.project_id, r[key])));
   const missing = [...expectedKeys].filter((k) => !byKey.has(k));
   const extra = [...byKey.keys()].filter((k) => !expectedKeys.has(k));
-  expect({ table: label, missing: missing.slice(0, 5), missingCount: missing.length }).toEqual({ table: label, missing: [], missingCount: 0 });
-  expect({ table: label, extra: extra.slice(0, 5), extraCount: extra.length }).toEqual({ table: label, extra: [], extraCount: 0 });
+  expect({ table: label, missing: missing.slice(0, 5), missingCount: missing.length }).toEqual({
+    table: label,
+    missing: [],
+    missingCount: 0,
+  });
+  expect({ table: label, extra: extra.slice(0, 5), extraCount: extra.length }).toEqual({
+    table: label,
+    extra: [],
+    extraCount: 0,
+  });
   for (const record of records) {
     const row = byKey.get(id(record.project_id, record[key])) as Record<string, unknown>;
     for (const [field, value] of Object.entries(record)) {
@@ -180,7 +221,8 @@ function expectCell(actual: unknown, expected: JsonValue, where: string): void {
 function cellEquals(actual: unknown, expected: JsonValue): boolean {
   if (expected === null) return (actual ?? null) === null;
   if (typeof expected === 'object') return typeof actual === 'string' && isDeepStrictEqual(parseJson(actual), expected);
-  if (typeof expected === 'string' && INSTANT_TEXT.test(expected)) return Object.is(Date.parse(String(actual)), Date.parse(expected));
+  if (typeof expected === 'string' && INSTANT_TEXT.test(expected))
+    return Object.is(Date.parse(String(actual)), Date.parse(expected));
   if (typeof expected === 'number' && Number.isInteger(expected)) return Object.is(actual, BigInt(expected));
   return Object.is(actual, expected);
 }
@@ -193,7 +235,18 @@ export function writeSplitLeft(dir: string, stream: string, fromMs: number, edge
   const iso = (ms: number): string => new Date(ms).toISOString();
   const doc: StateDocument = {
     version: 1,
-    streams: { [stream]: { split: { from: iso(fromMs), to: iso(toMs), parts: [{ from: iso(fromMs), to: iso(edgeMs) }, { from: iso(edgeMs), to: iso(toMs) }] } } },
+    streams: {
+      [stream]: {
+        split: {
+          from: iso(fromMs),
+          to: iso(toMs),
+          parts: [
+            { from: iso(fromMs), to: iso(edgeMs) },
+            { from: iso(edgeMs), to: iso(toMs) },
+          ],
+        },
+      },
+    },
     projects: [],
     sections: {},
   };

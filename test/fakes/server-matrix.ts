@@ -65,8 +65,16 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'page cap 50', options: { lists: { pageCap: 50 } } },
   { name: 'page cap 200', options: { lists: { pageCap: 200 } } },
   // Per-event traces (the real flavor): the spec flavor lists spans by time, re-read with the window.
-  { name: 'spans that lag their events', options: { flavor: 'real', enrichAfterMs: LONG_MS, spanLagMs: LONG_MS }, heldBack: 'spans' },
-  { name: 'conversation signals enriched late', options: { convoEnrichAfterMs: LONG_MS }, heldBack: 'conversation signals' },
+  {
+    name: 'spans that lag their events',
+    options: { flavor: 'real', enrichAfterMs: LONG_MS, spanLagMs: LONG_MS },
+    heldBack: 'spans',
+  },
+  {
+    name: 'conversation signals enriched late',
+    options: { convoEnrichAfterMs: LONG_MS },
+    heldBack: 'conversation signals',
+  },
   { name: 'events with model hidden', options: { hideModel: true } },
 ];
 
@@ -83,7 +91,8 @@ async function expectExact(path: string, emu: Emulator, label: string): Promise<
       // A route the server lacks has nothing to sync (the emulator still holds its records).
       const lacked = resource.name === 'signal_groups' && variantOf(emu)?.lacks?.includes('signal-groups') === true;
       const expected = lacked ? [] : emu.snapshot(resource.name);
-      const rows = (await db.describe(resource.name)) === undefined ? [] : await db.query(`SELECT * FROM "${resource.name}"`);
+      const rows =
+        (await db.describe(resource.name)) === undefined ? [] : await db.query(`SELECT * FROM "${resource.name}"`);
       expectTableMatches(rows, expected, resource.key, `${label} ${resource.name}`);
     }
   } finally {
@@ -102,7 +111,10 @@ async function runsOf(path: string): Promise<Record<string, unknown>[]> {
 
 /** The run's JSON summary (its last stdout line). */
 function summaryOf(run: ChildRun): { ok?: boolean; reconcile?: { remaining?: number; windows?: unknown[] } } {
-  return JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}') as { ok?: boolean; reconcile?: { remaining?: number; windows?: unknown[] } };
+  return JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}') as {
+    ok?: boolean;
+    reconcile?: { remaining?: number; windows?: unknown[] };
+  };
 }
 
 /**
@@ -111,57 +123,93 @@ function summaryOf(run: ChildRun): { ok?: boolean; reconcile?: { remaining?: num
  */
 export function describeServerMatrix(variants: readonly Variant[]): void {
   describe('a default sync, twice, against every server variant (real CLI, real DuckDB files)', () => {
-    it.each(variants)('$name: both runs exit 0 and leave every table exact in the published copy and the working file', async (variant) => {
-      const emu = await emulator({ seed: 2100, projects: PROJECTS, eventsPerProject: 150, historyDays: 3, ...variant.options });
-      const d = dir();
-      const layout = layoutOf(dbPathOf(d));
-      optionsOf.set(emu, variant.options);
-      const base = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--json', '--log-level', 'warn', ...UNPACED];
-      const args = [...base, ...(variant.needs ?? [])];
-      let failedRuns = 0;
-      const added: ApiRecord[] = [];
-      if (variant.needs !== undefined) {
-        const without = await runCli(emu, base, { timeoutMs: 90_000 });
-        expect(without.code, without.stdout).not.toBe(0);
-        expect(without.stdout + without.stderr).toContain(variant.needs[0]);
-        failedRuns = 1;
-      }
-
-      for (const round of [1, 2]) {
-        if (round === 2) {
-          // Dated SPAN_SPREAD_MS back (well inside the default 15-minute lookback): the emulator
-          // starts child spans up to 2 s after their event, and a run reads spans listed by time up
-          // to its own start, so a span that starts later belongs to the next run (the lead's test in
-          // server-matrix.test.ts proves none is lost). Run 2 must start after every span has, or
-          // the comparison would depend on how long the CLI takes to start; dated back, they have.
-          for (const p of PROJECTS) added.push(...emu.addEvents(p, 20, { timestamp: Date.now() - SPAN_SPREAD_MS }));
-          // A net should the emulator ever start spans later than that: wait until the latest has passed.
-          const latestMs = Math.min(Date.now() + 5_000, Math.max(0, ...emu.snapshot('traces').map((t) => Number(BigInt(String(t.start_time_ns)) / 1_000_000n))));
-          while (Date.now() <= latestMs) await new Promise((r) => setTimeout(r, latestMs + 5 - Date.now()));
+    it.each(variants)(
+      '$name: both runs exit 0 and leave every table exact in the published copy and the working file',
+      async (variant) => {
+        const emu = await emulator({
+          seed: 2100,
+          projects: PROJECTS,
+          eventsPerProject: 150,
+          historyDays: 3,
+          ...variant.options,
+        });
+        const d = dir();
+        const layout = layoutOf(dbPathOf(d));
+        optionsOf.set(emu, variant.options);
+        const base = [
+          'sync',
+          '--project',
+          '*',
+          '--duckdb-path',
+          dbPathOf(d),
+          '--state',
+          statePathOf(d),
+          '--json',
+          '--log-level',
+          'warn',
+          ...UNPACED,
+        ];
+        const args = [...base, ...(variant.needs ?? [])];
+        let failedRuns = 0;
+        const added: ApiRecord[] = [];
+        if (variant.needs !== undefined) {
+          const without = await runCli(emu, base, { timeoutMs: 90_000 });
+          expect(without.code, without.stdout).not.toBe(0);
+          expect(without.stdout + without.stderr).toContain(variant.needs[0]);
+          failedRuns = 1;
         }
-        const run = await runCli(emu, args, { timeoutMs: 90_000 });
-        const where = `${variant.name}, run ${round}: ${run.stderr.slice(-3000)}\n${run.stdout.slice(-3000)}`;
-        expect(run.code, where).toBe(0);
-        const summary = summaryOf(run);
-        expect(summary.reconcile?.remaining ?? 0, where).toBe(0);
-        await expectExact(layout.work, emu, `${variant.name} run ${round} working`);
-        await expectExact(layout.published, emu, `${variant.name} run ${round} published`);
-        const runs = await runsOf(layout.work);
-        expect(runs, where).toHaveLength(round + failedRuns);
-        // The run's history row says what it could not prove: traces are read per event and counted by
-        // no endpoint, so the reconcile step names them as not checked.
-        const brief = JSON.parse(String(runs.at(-1)?.reconcile)) as { remaining: number; differed: number; not_checked: { resource: string }[] };
-        expect(brief.remaining, where).toBe(0);
-        // Nothing was deleted by hand: a window that "differed" (even if repaired) is a false difference.
-        expect(brief.differed, where).toBe(0);
-        expect(brief.not_checked.map((n) => n.resource), where).toContain('traces');
-      }
 
-      if (variant.heldBack === 'spans') {
-        // The new events' spans answered empty while young: each kept to be asked again at settle, not done.
-        const section = (await StateStore.read(statePathOf(d))).sections[childSectionName(traces)] as Record<string, { recheck?: Record<string, number> }>;
-        for (const p of PROJECTS) for (const e of added.filter((a) => a.project_id === p)) expect(section[p]?.recheck ?? {}, `${p}/${String(e.id)}`).toHaveProperty([String(e.id)]);
-      }
-    });
+        for (const round of [1, 2]) {
+          if (round === 2) {
+            // Dated SPAN_SPREAD_MS back (well inside the default 15-minute lookback): the emulator
+            // starts child spans up to 2 s after their event, and a run reads spans listed by time up
+            // to its own start, so a span that starts later belongs to the next run (the lead's test in
+            // server-matrix.test.ts proves none is lost). Run 2 must start after every span has, or
+            // the comparison would depend on how long the CLI takes to start; dated back, they have.
+            for (const p of PROJECTS) added.push(...emu.addEvents(p, 20, { timestamp: Date.now() - SPAN_SPREAD_MS }));
+            // A net should the emulator ever start spans later than that: wait until the latest has passed.
+            const latestMs = Math.min(
+              Date.now() + 5_000,
+              Math.max(0, ...emu.snapshot('traces').map((t) => Number(BigInt(String(t.start_time_ns)) / 1_000_000n))),
+            );
+            while (Date.now() <= latestMs) await new Promise((r) => setTimeout(r, latestMs + 5 - Date.now()));
+          }
+          const run = await runCli(emu, args, { timeoutMs: 90_000 });
+          const where = `${variant.name}, run ${round}: ${run.stderr.slice(-3000)}\n${run.stdout.slice(-3000)}`;
+          expect(run.code, where).toBe(0);
+          const summary = summaryOf(run);
+          expect(summary.reconcile?.remaining ?? 0, where).toBe(0);
+          await expectExact(layout.work, emu, `${variant.name} run ${round} working`);
+          await expectExact(layout.published, emu, `${variant.name} run ${round} published`);
+          const runs = await runsOf(layout.work);
+          expect(runs, where).toHaveLength(round + failedRuns);
+          // The run's history row says what it could not prove: traces are read per event and counted by
+          // no endpoint, so the reconcile step names them as not checked.
+          const brief = JSON.parse(String(runs.at(-1)?.reconcile)) as {
+            remaining: number;
+            differed: number;
+            not_checked: { resource: string }[];
+          };
+          expect(brief.remaining, where).toBe(0);
+          // Nothing was deleted by hand: a window that "differed" (even if repaired) is a false difference.
+          expect(brief.differed, where).toBe(0);
+          expect(
+            brief.not_checked.map((n) => n.resource),
+            where,
+          ).toContain('traces');
+        }
+
+        if (variant.heldBack === 'spans') {
+          // The new events' spans answered empty while young: each kept to be asked again at settle, not done.
+          const section = (await StateStore.read(statePathOf(d))).sections[childSectionName(traces)] as Record<
+            string,
+            { recheck?: Record<string, number> }
+          >;
+          for (const p of PROJECTS)
+            for (const e of added.filter((a) => a.project_id === p))
+              expect(section[p]?.recheck ?? {}, `${p}/${String(e.id)}`).toHaveProperty([String(e.id)]);
+        }
+      },
+    );
   });
 }

@@ -24,11 +24,12 @@ function dayStart(daysAgo: number): number {
   return Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - daysAgo * DAY;
 }
 const iso = (ms: number): string => new Date(ms).toISOString();
-const inRange = (resource: ResourceDefinition, fromMs: number, toMs: number) => (r: Record<string, unknown>): boolean => {
-  const ms = cursorMillis(resource, r as ApiRecord) ?? Number.NaN;
-  return ms >= fromMs && ms < toMs;
-};
-
+const inRange =
+  (resource: ResourceDefinition, fromMs: number, toMs: number) =>
+  (r: Record<string, unknown>): boolean => {
+    const ms = cursorMillis(resource, r as ApiRecord) ?? Number.NaN;
+    return ms >= fromMs && ms < toMs;
+  };
 
 /** The backfill ledger of `events:default` in the warehouse's state table (the state's home). */
 async function ledgerInWarehouse(d: string): Promise<ReturnType<typeof streamLedger> | undefined> {
@@ -49,12 +50,27 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
     const d = dir();
     const fromMs = dayStart(12);
     const toMs = dayStart(2);
-    const summary = await backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', fromMs, toMs, windowMs: DAY, batchRows: 150 });
-    expect(summary.ok, JSON.stringify(summary.streams.map((s) => [s.resource, s.scope, s.outcome, s.error?.message]))).toBe(true);
+    const summary = await backfillOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: '*',
+      fromMs,
+      toMs,
+      windowMs: DAY,
+      batchRows: 150,
+    });
+    expect(
+      summary.ok,
+      JSON.stringify(summary.streams.map((s) => [s.resource, s.scope, s.outcome, s.error?.message])),
+    ).toBe(true);
 
     for (const resource of RESOURCES) {
       const rows = await readTable(d, resource.name);
-      const expected = resource.mode === 'full' ? emu.snapshot(resource.name) : emu.snapshot(resource.name).filter(inRange(resource, fromMs, toMs));
+      const expected =
+        resource.mode === 'full'
+          ? emu.snapshot(resource.name)
+          : emu.snapshot(resource.name).filter(inRange(resource, fromMs, toMs));
       expect(expected.length, resource.name).toBeGreaterThan(0);
       expectTableMatches(rows, expected, resource.key, resource.name);
     }
@@ -97,7 +113,16 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
     const fromMs = dayStart(20);
     const toMs = dayStart(5);
     const run = (): ReturnType<typeof backfillOnce> =>
-      backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', fromMs, toMs, windowMs: 3 * DAY, resources: [events, signals] });
+      backfillOnce({
+        baseUrl: emu.url,
+        apiKey: emu.apiKey,
+        dir: d,
+        project: '*',
+        fromMs,
+        toMs,
+        windowMs: 3 * DAY,
+        resources: [events, signals],
+      });
     const one = await run();
     expect(one.ok).toBe(true);
     expect((await StateStore.read(statePathOf(d))).streams).toEqual(before);
@@ -122,13 +147,34 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
 describe('backfill through the real CLI (child processes)', () => {
   it('SIGKILLed mid-way and resumed: finished windows are skipped, running ones resume at their checkpoint, the table is exact', async () => {
     expect(existsSync(CLI), `build first: ${CLI}`).toBe(true);
-    const emu = await emulator({ seed: 33, eventsPerProject: 9000, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
+    const emu = await emulator({
+      seed: 33,
+      eventsPerProject: 9000,
+      projects: ['default'],
+      limits: { ...SPEC_RATE_LIMITS },
+    });
     const d = dir();
     const fromMs = dayStart(28);
     const toMs = dayStart(1);
     const args = [
-      'backfill', '--from', iso(fromMs), '--to', iso(toMs), '--window', '3d', '--resources', 'events',
-      '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--batch-rows', '100', '--max-rps', '15', '--quiet',
+      'backfill',
+      '--from',
+      iso(fromMs),
+      '--to',
+      iso(toMs),
+      '--window',
+      '3d',
+      '--resources',
+      'events',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--batch-rows',
+      '100',
+      '--max-rps',
+      '15',
+      '--quiet',
     ];
     const ledgerNow = async (): Promise<ReturnType<typeof streamLedger> | undefined> => {
       if (!existsSync(statePathOf(d))) return undefined;
@@ -180,7 +226,10 @@ describe('backfill through the real CLI (child processes)', () => {
     // Requests of both runs: the pages of the whole range, plus at most the pages in flight at the
     // kill. Re-reading the resumable windows from their start would cost `pagesRead` more.
     const windows = sliceWindows(fromMs, toMs, 3 * DAY);
-    const needed = windows.reduce((n, w) => n + Math.max(1, Math.ceil(expected.filter(inRange(events, w.fromMs, w.toMs)).length / 100)), 0);
+    const needed = windows.reduce(
+      (n, w) => n + Math.max(1, Math.ceil(expected.filter(inRange(events, w.fromMs, w.toMs)).length / 100)),
+      0,
+    );
     const total = emu.stats().byEndpoint['/v1/events'] ?? 0;
     expect(total).toBeGreaterThanOrEqual(needed);
     expect(total - needed).toBeLessThanOrEqual(inFlightBound);
@@ -193,7 +242,18 @@ describe('backfill through the real CLI (child processes)', () => {
     const d = dir();
     const fromMs = dayStart(15);
     const toMs = dayStart(3);
-    const range = ['--from', iso(fromMs), '--to', iso(toMs), '--window', '2d', '--project', '*', '--project-ids', 'alpha,default'];
+    const range = [
+      '--from',
+      iso(fromMs),
+      '--to',
+      iso(toMs),
+      '--window',
+      '2d',
+      '--project',
+      '*',
+      '--project-ids',
+      'alpha,default',
+    ];
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
 
     const planned = await runCli(emu, ['plan', ...range, ...files, '--json']);
@@ -209,7 +269,9 @@ describe('backfill through the real CLI (child processes)', () => {
 
     const text = await runCli(emu, ['plan', ...range, ...files]);
     expect(text.stdout).toMatch(/resource\s+project\s+windows\s+rows\s+pages\s+requests\s+minimum/);
-    expect(text.stdout).toMatch(/conversations\s+\*\[alpha,default\]\s+6\/6\s+unknown: no count endpoint is documented/);
+    expect(text.stdout).toMatch(
+      /conversations\s+\*\[alpha,default\]\s+6\/6\s+unknown: no count endpoint is documented/,
+    );
     expect(text.stdout).toMatch(/windows of events \*\[alpha,default\]:/);
 
     emu.resetStats();
@@ -226,22 +288,44 @@ describe('backfill through the real CLI (child processes)', () => {
       from: string;
       to: string;
       totals: { rows: number; requests: number };
-      streams: { resource: string; scope: string; outcome: string; rows: number; windows: number; skippedWindows: number }[];
+      streams: {
+        resource: string;
+        scope: string;
+        outcome: string;
+        rows: number;
+        windows: number;
+        skippedWindows: number;
+      }[];
     };
     expect(summary).toMatchObject({ command: 'backfill', ok: true, exitCode: 0, from: iso(fromMs), to: iso(toMs) });
-    expect(summary.streams).toEqual([expect.objectContaining({ resource: 'events', scope: '*[alpha,default]', outcome: 'ok', windows: 6, skippedWindows: 0 })]);
+    expect(summary.streams).toEqual([
+      expect.objectContaining({
+        resource: 'events',
+        scope: '*[alpha,default]',
+        outcome: 'ok',
+        windows: 6,
+        skippedWindows: 0,
+      }),
+    ]);
     expect(summary.totals.rows).toBe(ev?.rows);
     expect(summary.totals.requests).toBe(plan.requestsByEndpoint['/v1/events']);
 
     emu.resetStats();
-    const after = JSON.parse((await runCli(emu, ['plan', ...range, ...files, '--resources', 'events', '--json'])).stdout) as Plan;
+    const after = JSON.parse(
+      (await runCli(emu, ['plan', ...range, ...files, '--resources', 'events', '--json'])).stdout,
+    ) as Plan;
     expect(after.requestsByEndpoint['/v1/events']).toBe(0);
     expect(after.rows[0]?.windows.every((w) => w.status === 'done')).toBe(true);
     expect(emu.stats().byEndpoint['/v1/events/count'] ?? 0).toBe(0); // done windows are not counted again
   });
 
   it('a backfill and a sync on one state file and one DuckDB file: the second waits with --lock-wait, or fails at once saying what to do', async () => {
-    const emu = await emulator({ seed: 35, eventsPerProject: 1500, projects: ['default'], limits: { ...SPEC_RATE_LIMITS } });
+    const emu = await emulator({
+      seed: 35,
+      eventsPerProject: 1500,
+      projects: ['default'],
+      limits: { ...SPEC_RATE_LIMITS },
+    });
     const d = dir();
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--resources', 'events', '--quiet'];
     const lockFile = `${statePathOf(d)}.sync.lock`;
@@ -250,7 +334,8 @@ describe('backfill through the real CLI (child processes)', () => {
     const sync = runCli(emu, ['sync', ...files, '--max-rps', '3']);
     // Wait until the sync holds its state lock and has opened its working file (DuckDB creates the
     // file as it opens it, under its lock), however long a loaded machine takes to get there.
-    for (let i = 0; i < 1200 && !(existsSync(lockFile) && existsSync(layoutOf(dbPathOf(d)).work)); i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 1200 && !(existsSync(lockFile) && existsSync(layoutOf(dbPathOf(d)).work)); i++)
+      await new Promise((r) => setTimeout(r, 25));
     expect(existsSync(lockFile), 'the sync is still running').toBe(true);
 
     const range = ['--from', iso(dayStart(20)), '--to', iso(dayStart(10))];
@@ -273,7 +358,9 @@ describe('backfill through the real CLI (child processes)', () => {
     expect(streamLedger(readLedger(doc), 'events:default').done).toHaveLength(10);
     expectTableMatches(
       await readTable(d, 'events'),
-      emu.snapshot('events').filter((r) => (cursorMillis(events, r) ?? 0) < Date.parse(doc.streams['events:default']?.lastRun?.at ?? '')),
+      emu
+        .snapshot('events')
+        .filter((r) => (cursorMillis(events, r) ?? 0) < Date.parse(doc.streams['events:default']?.lastRun?.at ?? '')),
       'id',
     );
   });
@@ -284,8 +371,21 @@ describe('progress when not on a TTY (child processes)', () => {
     const emu = await emulator({ seed: 36, eventsPerProject: 1000, projects: ['default'] });
     const d = dir();
     const args = [
-      'backfill', '--from', iso(dayStart(29)), '--to', iso(dayStart(0)), '--resources', 'events,signals',
-      '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--max-rps', '25', '--progress-interval', '300ms',
+      'backfill',
+      '--from',
+      iso(dayStart(29)),
+      '--to',
+      iso(dayStart(0)),
+      '--resources',
+      'events,signals',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--max-rps',
+      '25',
+      '--progress-interval',
+      '300ms',
     ];
     const run = await runCli(emu, args);
     expect(run.code, run.stderr).toBe(0);
@@ -313,7 +413,16 @@ describe('progress when not on a TTY (child processes)', () => {
   it('--quiet keeps only the summary; --log-format pretty writes readable lines; sync shows progress too', async () => {
     const emu = await emulator({ seed: 37, eventsPerProject: 800, projects: ['default'] });
     const d = dir();
-    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--max-rps', '25', '--progress-interval', '300ms'];
+    const files = [
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--max-rps',
+      '25',
+      '--progress-interval',
+      '300ms',
+    ];
     const range = ['--from', iso(dayStart(29)), '--to', iso(dayStart(0)), '--resources', 'events'];
 
     const quiet = await runCli(emu, ['backfill', ...range, ...files, '--quiet']);
@@ -326,7 +435,16 @@ describe('progress when not on a TTY (child processes)', () => {
     expect(covered.stdout).toMatch(/events\s+default\s+windows=0 skipped=15 rows=0 pages=0 requests=0/);
 
     const d2 = dir();
-    const files2 = ['--duckdb-path', dbPathOf(d2), '--state', statePathOf(d2), '--max-rps', '25', '--progress-interval', '300ms'];
+    const files2 = [
+      '--duckdb-path',
+      dbPathOf(d2),
+      '--state',
+      statePathOf(d2),
+      '--max-rps',
+      '25',
+      '--progress-interval',
+      '300ms',
+    ];
     const pretty = await runCli(emu, ['backfill', ...range, ...files2, '--log-format', 'pretty']);
     expect(pretty.code).toBe(0);
     expect(jsonLines(pretty.stderr)).toEqual([]);
@@ -334,10 +452,23 @@ describe('progress when not on a TTY (child processes)', () => {
     expect(pretty.stderr).toMatch(/resource: "events"/);
 
     // A progress line every 50 ms: the sync reads its 800 events in under a second.
-    const sync = await runCli(emu, ['sync', ...files.filter((f) => f !== '300ms' && f !== '--progress-interval'), '--progress-interval', '50ms', '--resources', 'events', '--start', iso(dayStart(29))]);
+    const sync = await runCli(emu, [
+      'sync',
+      ...files.filter((f) => f !== '300ms' && f !== '--progress-interval'),
+      '--progress-interval',
+      '50ms',
+      '--resources',
+      'events',
+      '--start',
+      iso(dayStart(29)),
+    ]);
     expect(sync.code, sync.stderr).toBe(0);
     const progress = jsonLines(sync.stderr).filter((l) => l.msg === 'progress');
     expect(progress.length).toBeGreaterThanOrEqual(1);
-    expect(progress[0]).toMatchObject({ resource: 'events', windowsTotal: 1, plannedRows: expect.any(Number) as number });
+    expect(progress[0]).toMatchObject({
+      resource: 'events',
+      windowsTotal: 1,
+      plannedRows: expect.any(Number) as number,
+    });
   });
 });

@@ -20,7 +20,13 @@ describe('bad responses stop only their resource, with a clear error and state u
     });
     onCleanup(server.close);
     const d = dir();
-    const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events, users], batchRows: 1 });
+    const summary = await syncOnce({
+      baseUrl: server.url,
+      apiKey: 'k',
+      dir: d,
+      resources: [events, users],
+      batchRows: 1,
+    });
     const ev = summary.streams.find((s) => s.resource === 'events');
     expect(ev?.outcome).toBe('failed');
     expect(ev?.error?.message).toMatch(/\[resource events, project default\].*cursor already followed/);
@@ -35,12 +41,15 @@ describe('bad responses stop only their resource, with a clear error and state u
 
   it('has_more: true with no cursor', async () => {
     const server = await startServer({
-      '/v1/events': (_req, _url, res) => json(res, 200, { data: [{ id: 'e1', timestamp: ts(1) }], meta: { cursor: null, has_more: true } }),
+      '/v1/events': (_req, _url, res) =>
+        json(res, 200, { data: [{ id: 'e1', timestamp: ts(1) }], meta: { cursor: null, has_more: true } }),
     });
     onCleanup(server.close);
     const d = dir();
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events] });
-    expect(summary.streams[0]?.error?.message).toMatch(/\[resource events, project default\] expected meta\.cursor with meta\.has_more = true/);
+    expect(summary.streams[0]?.error?.message).toMatch(
+      /\[resource events, project default\] expected meta\.cursor with meta\.has_more = true/,
+    );
     expect((await StateStore.read(statePathOf(d))).streams['events:default']?.mark).toBeUndefined();
   });
 
@@ -55,7 +64,9 @@ describe('bad responses stop only their resource, with a clear error and state u
     const d = dir();
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events] });
     expect(summary.streams[0]?.outcome).toBe('failed');
-    expect(summary.streams[0]?.error?.message).toMatch(/\[resource events, project default\] expected a JSON body.*got: <html><body>Maintenance/);
+    expect(summary.streams[0]?.error?.message).toMatch(
+      /\[resource events, project default\] expected a JSON body.*got: <html><body>Maintenance/,
+    );
     expect((await StateStore.read(statePathOf(d))).streams['events:default']?.mark).toBeUndefined();
   });
 
@@ -69,11 +80,14 @@ describe('bad responses stop only their resource, with a clear error and state u
 
   it('a record without its key field', async () => {
     const server = await startServer({
-      '/v1/events': (_req, _url, res) => json(res, 200, { data: [{ timestamp: ts(1), event_name: 'x' }], meta: { cursor: null, has_more: false } }),
+      '/v1/events': (_req, _url, res) =>
+        json(res, 200, { data: [{ timestamp: ts(1), event_name: 'x' }], meta: { cursor: null, has_more: false } }),
     });
     onCleanup(server.close);
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: dir(), resources: [events] });
-    expect(summary.streams[0]?.error?.message).toMatch(/\[resource events, project default\] expected every record to carry its key field "id"/);
+    expect(summary.streams[0]?.error?.message).toMatch(
+      /\[resource events, project default\] expected every record to carry its key field "id"/,
+    );
   });
 
   it('retries 5xx and resets, honours Retry-After on 429, and fails fast on a 404', async () => {

@@ -41,7 +41,10 @@ describe('memory follows the settings, not the data: batches are capped in bytes
           const n = page * PER_PAGE + i;
           return { id: `e${n}`, timestamp: ts(n), event_name: 'big', user_input: `${n} `.padEnd(ROW_CHARS, 'z') };
         });
-        json(res, 200, { data, meta: { cursor: page + 1 < PAGES ? String(page + 1) : null, has_more: page + 1 < PAGES } });
+        json(res, 200, {
+          data,
+          meta: { cursor: page + 1 < PAGES ? String(page + 1) : null, has_more: page + 1 < PAGES },
+        });
       },
     });
     onCleanup(server.close);
@@ -62,24 +65,48 @@ describe('memory follows the settings, not the data: batches are capped in bytes
     expect(writes.reduce((a, b) => a + b, 0)).toBe(PAGES * PER_PAGE);
     // Read back with room: a query over these strings holds a whole row group's worth at once.
     const db = await DuckDbDestination.open(dbPathOf(d), { memoryLimit: '512MB' });
-    const [check] = await db.query('SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, MIN(length(user_input)) AS lo, MAX(length(user_input)) AS hi FROM events');
+    const [check] = await db.query(
+      'SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, MIN(length(user_input)) AS lo, MAX(length(user_input)) AS hi FROM events',
+    );
     await db.close();
-    expect(check).toEqual({ n: BigInt(PAGES * PER_PAGE), ids: BigInt(PAGES * PER_PAGE), lo: BigInt(ROW_CHARS), hi: BigInt(ROW_CHARS) });
+    expect(check).toEqual({
+      n: BigInt(PAGES * PER_PAGE),
+      ids: BigInt(PAGES * PER_PAGE),
+      lo: BigInt(ROW_CHARS),
+      hi: BigInt(ROW_CHARS),
+    });
     const stream = (await StateStore.read(statePathOf(d))).streams['events:default'];
     expect(stream?.mark).toBeDefined();
     expect(stream?.pending).toBeUndefined();
   }, 120_000);
 
-  it('a sync of 300 events × 200 KB (60 MB, twice the memory limit) completes at the default settings, every row once', { tags: ['slow'], timeout: 300_000 }, async () => {
+  it('a sync of 300 events × 200 KB (60 MB, twice the memory limit) completes at the default settings, every row once', {
+    tags: ['slow'],
+    timeout: 300_000,
+  }, async () => {
     // DuckDB keeps rows written since its last checkpoint in memory, and strings this large cannot
     // spill: before query-sync checkpointed by bytes (and with DuckDB's vacuum on), this stopped
     // after 100–200 rows at 32MB with "failed to pin block".
     const emu = await emulator({ seed: 10, projects: ['default'], eventsPerProject: 300, userInputChars: ROW_CHARS });
     const d = dir();
     const duckdbPath = join(d, 'w.duckdb');
-    const run = await runCli(emu, ['sync', '--resources', 'events', '--duckdb-path', duckdbPath, '--state', join(d, 'state.json'), '--log-format', 'json'], {
-      timeoutMs: 240_000,
-    });
+    const run = await runCli(
+      emu,
+      [
+        'sync',
+        '--resources',
+        'events',
+        '--duckdb-path',
+        duckdbPath,
+        '--state',
+        join(d, 'state.json'),
+        '--log-format',
+        'json',
+      ],
+      {
+        timeoutMs: 240_000,
+      },
+    );
     expect(run.stdout).not.toMatch(/FAILED/);
     expect(run.code).toBe(0);
     // The read copy was published at the same default limit (before the rowid-sliced COPY, this warned and kept no copy).
@@ -102,7 +129,9 @@ describe('memory follows the settings, not the data: batches are capped in bytes
     // The published copy holds the same bytes, read as an analyst would at a 32MB limit (views over Parquet).
     const reader = await DuckDBInstance.create(duckdbPath, { access_mode: 'READ_ONLY', memory_limit: '32MB' });
     onCleanup(() => reader.closeSync());
-    const published = (await (await reader.connect()).runAndReadAll('SELECT id, md5(user_input) AS digest FROM events ORDER BY id')).getRowObjectsJS();
+    const published = (
+      await (await reader.connect()).runAndReadAll('SELECT id, md5(user_input) AS digest FROM events ORDER BY id')
+    ).getRowObjectsJS();
     expect(published).toEqual(want);
   });
 });

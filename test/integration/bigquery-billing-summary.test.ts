@@ -22,10 +22,26 @@ isolateNock();
 
 /** A service-account key whose token request nock answers. */
 function keyFile(folder: string): string {
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+  const { privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
   const file = join(folder, 'sa.json');
-  writeFileSync(file, JSON.stringify({ type: 'service_account', project_id: 'proj', client_email: 'qs@proj.iam.gserviceaccount.com', private_key: privateKey, token_uri: 'https://oauth2.googleapis.com/token' }));
-  nock('https://oauth2.googleapis.com').persist().post('/token').reply(200, { access_token: 'test-token', expires_in: 3600, token_type: 'Bearer' });
+  writeFileSync(
+    file,
+    JSON.stringify({
+      type: 'service_account',
+      project_id: 'proj',
+      client_email: 'qs@proj.iam.gserviceaccount.com',
+      private_key: privateKey,
+      token_uri: 'https://oauth2.googleapis.com/token',
+    }),
+  );
+  nock('https://oauth2.googleapis.com')
+    .persist()
+    .post('/token')
+    .reply(200, { access_token: 'test-token', expires_in: 3600, token_type: 'Bearer' });
   return file;
 }
 
@@ -46,12 +62,27 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
     const fake = new FakeBigQuery('proj');
     fake.install();
     const sa = keyFile(d);
-    const flags = { baseUrl: emu.url, apiKey: emu.apiKey, project: 'alpha', resources: 'events,users', destination: 'bigquery', bqProject: 'proj', bqDataset: 'sync', bqKeyFile: sa, state: statePathOf(d), traces: 'none' };
+    const flags = {
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      project: 'alpha',
+      resources: 'events,users',
+      destination: 'bigquery',
+      bqProject: 'proj',
+      bqDataset: 'sync',
+      bqKeyFile: sa,
+      state: statePathOf(d),
+      traces: 'none',
+    };
 
     const lines: string[] = [];
     const code = await syncCommand(config({ ...flags, json: true }), { print: (line) => void lines.push(line) });
     expect(code, lines.join('\n')).toBe(0);
-    const json = JSON.parse(lines.join('\n')) as RunJson & { bytesBilled: number; bytesBilledByTable: Record<string, number>; runId: string };
+    const json = JSON.parse(lines.join('\n')) as RunJson & {
+      bytesBilled: number;
+      bytesBilledByTable: Record<string, number>;
+      runId: string;
+    };
 
     // Each MERGE (events) is billed BigQuery's 10 MB minimum at least; the run's figure is the sum of its jobs'.
     expect(json.bytesBilledByTable['events']).toBeGreaterThanOrEqual(10 * 1024 * 1024);
@@ -62,13 +93,22 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
     const runsRow = fake.rows('sync', RUNS_TABLE).find((r) => r['run_id'] === json.runId);
     expect(Number(runsRow?.['bytes_billed'])).toBe(json.bytesBilled);
     // Every job but the run history's own writes (which come after the figure is read) is counted.
-    const billedBefore = fake.calls('jobs.insert').map((c) => c.id ?? '').filter((id) => !id.includes(RUNS_TABLE) && !id.includes(SCHEMA_CHANGES_TABLE));
+    const billedBefore = fake
+      .calls('jobs.insert')
+      .map((c) => c.id ?? '')
+      .filter((id) => !id.includes(RUNS_TABLE) && !id.includes(SCHEMA_CHANGES_TABLE));
     expect(json.bytesBilled).toBe(billedBefore.reduce((n, id) => n + billedBytes(fake.processed.get(id) ?? 0), 0));
 
     // The text summary, of a first sync into another dataset (a second one into `sync` merges nothing).
     const text: string[] = [];
-    expect(await syncCommand(config({ ...flags, bqDataset: 'other', state: join(d, 'other.json') }), { print: (line) => void text.push(line) })).toBe(0);
-    expect(text.find((l) => l.startsWith('BigQuery: '))).toMatch(/^BigQuery: [\d.]+ MB billed by \d+ query job\(s\) \(.*(events|users) [\d.]+ MB/);
+    expect(
+      await syncCommand(config({ ...flags, bqDataset: 'other', state: join(d, 'other.json') }), {
+        print: (line) => void text.push(line),
+      }),
+    ).toBe(0);
+    expect(text.find((l) => l.startsWith('BigQuery: '))).toMatch(
+      /^BigQuery: [\d.]+ MB billed by \d+ query job\(s\) \(.*(events|users) [\d.]+ MB/,
+    );
     expect(text.at(-1)).toMatch(/^sync ok in /);
   });
 
@@ -77,7 +117,18 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
     const d = dir();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const flags = { baseUrl: emu.url, apiKey: emu.apiKey, project: 'alpha', resources: 'users', destination: 'bigquery', bqProject: 'proj', bqDataset: 'sync', bqKeyFile: keyFile(d), state: statePathOf(d), traces: 'none' };
+    const flags = {
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      project: 'alpha',
+      resources: 'users',
+      destination: 'bigquery',
+      bqProject: 'proj',
+      bqDataset: 'sync',
+      bqKeyFile: keyFile(d),
+      state: statePathOf(d),
+      traces: 'none',
+    };
     const print = (): void => undefined;
     expect(await syncCommand(config({ ...flags, bqUpsert: 'merge' }), { print })).toBe(0);
     expect(fake.tables.get('sync.users')?.rangePartitioning?.field).toBe('key_bucket');

@@ -14,7 +14,13 @@ describe('users and conversations through the change log (BigQuery)', () => {
   it('two syncs with overlapping users and conversations: the views show exactly one latest row per key', async () => {
     const emu = await emulator({ seed: 41, eventsPerProject: 200, limits: false });
     const d = dir();
-    const run = { baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [users, conversations], destination: bigqueryTarget.destination(d) };
+    const run = {
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [users, conversations],
+      destination: bigqueryTarget.destination(d),
+    };
     const first = await syncOnce(run);
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
     emu.addEvents('default', 60);

@@ -30,7 +30,9 @@ describe('the BigQuery lease', () => {
 
     const refused = await b.leases.acquire('ignored', { purpose: 'sync', clock: systemClock }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StateError);
-    expect((refused as Error).message).toMatch(/the sync lease in table _query_sync_lease of BigQuery dataset proj\.sync is held by run [0-9a-f-]+ \(pid \d+ on .+\); it expires in 30 s/);
+    expect((refused as Error).message).toMatch(
+      /the sync lease in table _query_sync_lease of BigQuery dataset proj\.sync is held by run [0-9a-f-]+ \(pid \d+ on .+\); it expires in 30 s/,
+    );
     // Another purpose (a backfill) is another lease.
     const backfill = await b.leases.acquire('ignored', { purpose: 'backfill', clock: systemClock });
     await backfill.release();
@@ -38,9 +40,15 @@ describe('the BigQuery lease', () => {
     // Pod A was killed: no heartbeat. 31 s later (BigQuery's clock) its lease has expired.
     now += 31_000;
     const notes: string[] = [];
-    const lockB = await b.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, onTakeOver: (m) => notes.push(m) });
+    const lockB = await b.leases.acquire('ignored', {
+      purpose: 'sync',
+      clock: systemClock,
+      onTakeOver: (m) => notes.push(m),
+    });
     expect(notes).toHaveLength(1);
-    expect(notes[0]).toMatch(/took over the sync lease .* from run [0-9a-f-]+ \(pid \d+ on .+\): its lease expired 1 s ago/);
+    expect(notes[0]).toMatch(
+      /took over the sync lease .* from run [0-9a-f-]+ \(pid \d+ on .+\): its lease expired 1 s ago/,
+    );
     expect(fake.rows('sync', '_query_sync_lease')).toHaveLength(1);
 
     // A's release (it came back) must not delete B's lease.
@@ -62,8 +70,15 @@ describe('the BigQuery lease', () => {
     // A renews every 500 ms: B waiting 2 s (past the 1.5 s a lease not renewed lasts) never sees it
     // expire. The lease is three heartbeats long so a loaded machine's late timer (up to a second)
     // does not let it lapse.
-    const lockA = await a.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 1_500, onLost: (e) => lost.push(e) });
-    const waited = await b.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 1_500, waitMs: 2_000, pollMs: 100 }).catch((e: unknown) => e);
+    const lockA = await a.leases.acquire('ignored', {
+      purpose: 'sync',
+      clock: systemClock,
+      leaseMs: 1_500,
+      onLost: (e) => lost.push(e),
+    });
+    const waited = await b.leases
+      .acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 1_500, waitMs: 2_000, pollMs: 100 })
+      .catch((e: unknown) => e);
     expect(waited).toBeInstanceOf(StateError);
     expect(lost).toHaveLength(0);
     // Someone took it over (its row now names another owner): A's next heartbeat finds none of its own.
@@ -80,7 +95,9 @@ describe('the BigQuery lease', () => {
     const fake = new FakeBigQuery('proj');
     fake.install();
     const a = pod();
-    const refused = await a.leases.acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 1.5 }).catch((e: unknown) => e);
+    const refused = await a.leases
+      .acquire('ignored', { purpose: 'sync', clock: systemClock, leaseMs: 1.5 })
+      .catch((e: unknown) => e);
     expect((refused as Error).message).toMatch(/lease_ms' is FLOAT64, expected INT64/);
   }, 30_000);
 });

@@ -30,7 +30,8 @@ const destination = (): (() => Promise<BigQueryDestination>) => async () => test
 
 const markOf = (dir: string, stream: string): string | undefined => {
   try {
-    return (JSON.parse(readFileSync(statePathOf(dir), 'utf8')) as { streams: Record<string, { mark?: string }> }).streams[stream]?.mark;
+    return (JSON.parse(readFileSync(statePathOf(dir), 'utf8')) as { streams: Record<string, { mark?: string }> })
+      .streams[stream]?.mark;
   } catch {
     return undefined;
   }
@@ -42,10 +43,17 @@ describe('sync into BigQuery', () => {
     fake.pollsBeforeDone = (job) => (job.type === 'query' ? 2 : 0);
     const marksSeenWhileMerging: Array<string | undefined> = [];
     fake.intercept = (request) => {
-      if (request.api === 'jobs.get' && request.id?.startsWith('qs_merge_events')) marksSeenWhileMerging.push(markOf(dir, 'events:default'));
+      if (request.api === 'jobs.get' && request.id?.startsWith('qs_merge_events'))
+        marksSeenWhileMerging.push(markOf(dir, 'events:default'));
       return undefined;
     };
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir, resources: [events, traces], destination: destination() });
+    const summary = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir,
+      resources: [events, traces],
+      destination: destination(),
+    });
     expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
     expect(marksSeenWhileMerging.length).toBeGreaterThan(0);
     expect(marksSeenWhileMerging.every((m) => m === undefined)).toBe(true);
@@ -61,21 +69,33 @@ describe('sync into BigQuery', () => {
     expect(new Set(keys).size).toBe(keys.length);
     expect(new Set(keys)).toEqual(new Set(emu.snapshot('events', 'default').map((r) => `default/${String(r.id)}`)));
     // Nanosecond integers travel as exact digits.
-    const spanLine = fake.uploads.find((u) => u.load.destinationTable.tableId.startsWith('traces__stage_'))?.ndjson ?? '';
+    const spanLine =
+      fake.uploads.find((u) => u.load.destinationTable.tableId.startsWith('traces__stage_'))?.ndjson ?? '';
     const ns = /"start_time_ns":"(\d+)"/.exec(spanLine)?.[1];
     expect(ns && BigInt(ns) % 1_000_000n !== 0n).toBe(true);
     const merges = fake.queries.filter((q) => q.jobId.startsWith('qs_merge_events'));
     expect(merges.length).toBeGreaterThan(0);
-    expect(merges[0]?.query).toMatch(/DATE\(T\.`timestamp`\) IN \(DATE '\d{4}-\d{2}-\d{2}'(, DATE '\d{4}-\d{2}-\d{2}')*\)/);
+    expect(merges[0]?.query).toMatch(
+      /DATE\(T\.`timestamp`\) IN \(DATE '\d{4}-\d{2}-\d{2}'(, DATE '\d{4}-\d{2}-\d{2}')*\)/,
+    );
   });
 
   it('a failed MERGE leaves the mark unmoved, reports the job errors, and fails the run', async () => {
     const { emu, fake, dir } = await setup();
     fake.outcome = (job) =>
       job.type === 'query' && job.jobId.startsWith('qs_merge_events')
-        ? { errorResult: { reason: 'invalidQuery', message: 'Column timestamp cannot be matched' }, errors: [{ reason: 'invalidQuery', message: 'Column timestamp cannot be matched' }] }
+        ? {
+            errorResult: { reason: 'invalidQuery', message: 'Column timestamp cannot be matched' },
+            errors: [{ reason: 'invalidQuery', message: 'Column timestamp cannot be matched' }],
+          }
         : undefined;
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir, resources: [events], destination: destination() });
+    const summary = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir,
+      resources: [events],
+      destination: destination(),
+    });
     expect(summary.ok).toBe(false);
     expect(summary.streams[0]?.error?.message).toMatch(/Column timestamp cannot be matched/);
     const doc = await StateStore.read(statePathOf(dir));
@@ -88,14 +108,23 @@ describe('verify and status on BigQuery', () => {
   it('verify counts each window in BigQuery (dataset location, not the configured one) and finds a missing row', async () => {
     const { emu, fake, dir } = await setup();
     fake.addDataset('sync', 'EU');
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir, resources: [events], destination: destination() });
+    const summary = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir,
+      resources: [events],
+      destination: destination(),
+    });
     expect(summary.ok).toBe(true);
     const times = emu.snapshot('events', 'default').map((r) => Date.parse(String(r.timestamp)));
     const fromMs = Math.floor(Math.min(...times) / 86_400_000) * 86_400_000;
     const toMs = Math.ceil((Math.max(...times) + 1) / 86_400_000) * 86_400_000;
     const verify = (): Promise<Awaited<ReturnType<typeof verifyCounts>>> =>
       withPipeline({ baseUrl: emu.url, apiKey: emu.apiKey, dir, destination: destination() }, 'backfill', (deps) =>
-        verifyCounts({ resources: [events], project: undefined, knownProjects: [], fromMs, toMs, windowMs: 86_400_000 }, deps),
+        verifyCounts(
+          { resources: [events], project: undefined, knownProjects: [], fromMs, toMs, windowMs: 86_400_000 },
+          deps,
+        ),
       );
     const clean = await verify();
     expect(clean.windows.length).toBeGreaterThan(1);
@@ -113,16 +142,38 @@ describe('verify and status on BigQuery', () => {
     expect(Date.parse(String(victim?.['timestamp']))).toBeGreaterThanOrEqual(Date.parse(bad?.from ?? ''));
   });
 
-  it('status reads row counts per project from BigQuery in the dataset\'s location', async () => {
+  it("status reads row counts per project from BigQuery in the dataset's location", async () => {
     const { emu, fake, dir } = await setup();
     fake.addDataset('sync', 'EU');
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir, resources: [events], destination: destination() });
+    const summary = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir,
+      resources: [events],
+      destination: destination(),
+    });
     expect(summary.ok).toBe(true);
     // The CLI's own wiring (openDestination) with a service-account key; nock answers the token endpoint.
-    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } });
+    const { privateKey } = generateKeyPairSync('rsa', {
+      modulusLength: 2048,
+      privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      publicKeyEncoding: { type: 'spki', format: 'pem' },
+    });
     const keyFile = join(dir, 'sa.json');
-    writeFileSync(keyFile, JSON.stringify({ type: 'service_account', project_id: 'proj', client_email: 'qs@proj.iam.gserviceaccount.com', private_key: privateKey, token_uri: 'https://oauth2.googleapis.com/token' }));
-    nock('https://oauth2.googleapis.com').persist().post('/token').reply(200, { access_token: 'test-token', expires_in: 3600, token_type: 'Bearer' });
+    writeFileSync(
+      keyFile,
+      JSON.stringify({
+        type: 'service_account',
+        project_id: 'proj',
+        client_email: 'qs@proj.iam.gserviceaccount.com',
+        private_key: privateKey,
+        token_uri: 'https://oauth2.googleapis.com/token',
+      }),
+    );
+    nock('https://oauth2.googleapis.com')
+      .persist()
+      .post('/token')
+      .reply(200, { access_token: 'test-token', expires_in: 3600, token_type: 'Bearer' });
     const lines: string[] = [];
     const code = await statusCommand(
       {
@@ -140,7 +191,13 @@ describe('verify and status on BigQuery', () => {
       { print: (line) => void lines.push(line) },
     );
     expect(code).toBe(0);
-    const report = JSON.parse(lines.join('\n')) as { warehouse: { available: boolean; reason?: string; tables: Record<string, { rows: number; byProject?: Record<string, number> }> } };
+    const report = JSON.parse(lines.join('\n')) as {
+      warehouse: {
+        available: boolean;
+        reason?: string;
+        tables: Record<string, { rows: number; byProject?: Record<string, number> }>;
+      };
+    };
     expect(report.warehouse.available, report.warehouse.reason).toBe(true);
     const n = emu.snapshot('events', 'default').length;
     expect(report.warehouse.tables['events']).toEqual({ rows: n, byProject: { default: n } });

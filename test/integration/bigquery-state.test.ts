@@ -19,11 +19,13 @@ import { dir, emulator as startTestEmulator } from '../fakes/lifecycle.js';
 isolateNock();
 
 /** An emulator without rate limits, closed after the test. */
-const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> => startTestEmulator({ seed, eventsPerProject, limits: false });
+const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> =>
+  startTestEmulator({ seed, eventsPerProject, limits: false });
 
 // The merge layout explicitly: these tests are about a batch's MERGE and its state in one
 // transaction (the change-log layout appends with a load job, then writes the state).
-const destination = (): (() => Promise<BigQueryDestination>) => async () => testBigQueryDestination({ upsert: 'merge' });
+const destination = (): (() => Promise<BigQueryDestination>) => async () =>
+  testBigQueryDestination({ upsert: 'merge' });
 
 /** The first query job whose SQL starts with `prefix` ends with `message` (as if BigQuery aborted it); `failed()` says whether it has. */
 function failFirstQuery(fake: FakeBigQuery, prefix: string, message: string): { readonly failed: () => boolean } {
@@ -38,9 +40,14 @@ function failFirstQuery(fake: FakeBigQuery, prefix: string, message: string): { 
 }
 
 /** A stream's entry of the state as the dataset holds it (`{}`: none). */
-function storedStream(fake: FakeBigQuery, key: string): { readonly mark?: string; readonly pending?: { readonly cursor?: string } } {
+function storedStream(
+  fake: FakeBigQuery,
+  key: string,
+): { readonly mark?: string; readonly pending?: { readonly cursor?: string } } {
   const row = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === key);
-  return row === undefined ? {} : (JSON.parse(String(row['value'])) as { mark?: string; pending?: { cursor?: string } });
+  return row === undefined
+    ? {}
+    : (JSON.parse(String(row['value'])) as { mark?: string; pending?: { cursor?: string } });
 }
 
 describe('state in BigQuery', () => {
@@ -49,13 +56,24 @@ describe('state in BigQuery', () => {
     const d = dir();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, users], destination: destination(), batchRows: 100 });
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events, users],
+      destination: destination(),
+      batchRows: 100,
+    });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
 
-    const transactions = fake.queries.filter((q) => q.query.startsWith('BEGIN TRANSACTION;') && q.query.includes('`_query_sync_state`'));
+    const transactions = fake.queries.filter(
+      (q) => q.query.startsWith('BEGIN TRANSACTION;') && q.query.includes('`_query_sync_state`'),
+    );
     expect(transactions.length).toBeGreaterThan(0);
     // The batch's MERGE, then the state's, committed as one.
-    expect(transactions[0]?.query).toMatch(/^BEGIN TRANSACTION;\nMERGE `proj`\.`sync`\.`(events|users)` AS T[\s\S]*;\nMERGE `proj`\.`sync`\.`_query_sync_state` AS T[\s\S]*\nCOMMIT TRANSACTION;$/);
+    expect(transactions[0]?.query).toMatch(
+      /^BEGIN TRANSACTION;\nMERGE `proj`\.`sync`\.`(events|users)` AS T[\s\S]*;\nMERGE `proj`\.`sync`\.`_query_sync_state` AS T[\s\S]*\nCOMMIT TRANSACTION;$/,
+    );
     const keys = fake.rows('sync', '_query_sync_state').map((r) => String(r['key']));
     expect(keys).toEqual(expect.arrayContaining(['version', 'stream:events:default', 'stream:users:default']));
     expect(storedStream(fake, 'stream:events:default').mark).toBeDefined();
@@ -64,13 +82,26 @@ describe('state in BigQuery', () => {
     rmSync(statePathOf(d));
     emu.resetStats();
     const startedAt = Date.now();
-    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, users], destination: destination(), batchRows: 100 });
+    const second = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events, users],
+      destination: destination(),
+      batchRows: 100,
+    });
     expect(second.ok).toBe(true);
     // Restored: only the new window (a first sync of 300 events takes at least 3 events pages).
     expect(emu.stats().byEndpoint['/v1/events'] ?? 0).toBeLessThanOrEqual(2);
     // Every event once: none lost, none twice.
-    const stored = fake.rows('sync', 'events').filter((r) => Date.parse(String(r['timestamp'])) < startedAt).map((r) => String(r['id']));
-    const expected = emu.snapshot('events', 'default').filter((r) => Date.parse(String(r['timestamp'])) < startedAt).map((r) => String(r['id']));
+    const stored = fake
+      .rows('sync', 'events')
+      .filter((r) => Date.parse(String(r['timestamp'])) < startedAt)
+      .map((r) => String(r['id']));
+    const expected = emu
+      .snapshot('events', 'default')
+      .filter((r) => Date.parse(String(r['timestamp'])) < startedAt)
+      .map((r) => String(r['id']));
     expect(stored.length).toBe(new Set(stored).size);
     expect(new Set(stored)).toEqual(new Set(expected));
   }, 60_000);
@@ -83,7 +114,14 @@ describe('state in BigQuery', () => {
     // The first transaction fails at its end (say BigQuery aborted it): neither rows nor state stay.
     // (users: a table without a bridge, whose batch and state share one transaction.)
     const transaction = failFirstQuery(fake, 'BEGIN TRANSACTION;', 'Query error: division by zero at [12:3]');
-    const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [users], destination: destination(), batchRows: 50 });
+    const run = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [users],
+      destination: destination(),
+      batchRows: 50,
+    });
     expect(transaction.failed()).toBe(true);
     expect(run.ok).toBe(false);
     expect(fake.rows('sync', 'users')).toHaveLength(0);
@@ -97,8 +135,19 @@ describe('state in BigQuery', () => {
     const d = dir();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const bridgeRewrite = failFirstQuery(fake, 'BEGIN TRANSACTION;\nDELETE FROM `proj`.`sync`.`event_signals`', 'Query error: the bridge rewrite failed');
-    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], destination: destination(), batchRows: 50 });
+    const bridgeRewrite = failFirstQuery(
+      fake,
+      'BEGIN TRANSACTION;\nDELETE FROM `proj`.`sync`.`event_signals`',
+      'Query error: the bridge rewrite failed',
+    );
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events],
+      destination: destination(),
+      batchRows: 50,
+    });
     expect(bridgeRewrite.failed()).toBe(true);
     expect(first.ok).toBe(false);
     // The MERGE had committed, but the state did not move past it.
@@ -106,13 +155,25 @@ describe('state in BigQuery', () => {
     expect(stream.mark).toBeUndefined();
     expect(stream.pending?.cursor).toBeUndefined();
 
-    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], destination: destination(), batchRows: 50 });
+    const second = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events],
+      destination: destination(),
+      batchRows: 50,
+    });
     expect(second.ok, JSON.stringify(second.streams.map((s) => s.error?.message))).toBe(true);
     // The bridge equals the unnested signals of the stored events: none missing, none extra.
     const stored = fake.rows('sync', 'events');
     const expected = stored.flatMap((e) => {
       const raw = e['signals'];
-      const signals = raw === null || raw === undefined || raw === '' ? [] : typeof raw === 'string' ? (JSON.parse(raw) as unknown) : raw;
+      const signals =
+        raw === null || raw === undefined || raw === ''
+          ? []
+          : typeof raw === 'string'
+            ? (JSON.parse(raw) as unknown)
+            : raw;
       if (!Array.isArray(signals)) return [];
       return signals.map((_, i) => `${String(e['id'])}#${i}`);
     });
@@ -131,7 +192,11 @@ describe('state in BigQuery', () => {
       { name: 'updated_at', type: 'TIMESTAMP' },
     ]);
     const { BigQuery } = await import('@google-cloud/bigquery');
-    const client = new BigQuery({ projectId: 'proj', authClient: new PassThroughClient(), retryOptions: { autoRetry: false, maxRetries: 0 } });
+    const client = new BigQuery({
+      projectId: 'proj',
+      authClient: new PassThroughClient(),
+      retryOptions: { autoRetry: false, maxRetries: 0 },
+    });
     const { stateMergeSql } = await import('../../src/load/bigquery-state.js');
     const merge = stateMergeSql({ projectId: 'proj', dataset: 'sync' });
     const run = async (query: string): Promise<string | undefined> => {

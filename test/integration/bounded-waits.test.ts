@@ -20,7 +20,8 @@ function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString().split('\n'))
+        if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -56,7 +57,9 @@ describe('every wait is bounded', () => {
     });
     const ev = summary.streams.find((s) => s.resource === 'events');
     expect(ev?.outcome).toBe('failed');
-    expect(ev?.error?.message).toMatch(/\[resource events, project default\] GET \/v1\/events failed 2 times.*no complete response within 400ms \(request deadline/);
+    expect(ev?.error?.message).toMatch(
+      /\[resource events, project default\] GET \/v1\/events failed 2 times.*no complete response within 400ms \(request deadline/,
+    );
     expect(server.hits.get('/v1/events')).toBe(2);
     expect(summary.streams.find((s) => s.resource === 'users')?.outcome).toBe('ok');
     const doc = await StateStore.read(statePathOf(d));
@@ -79,7 +82,9 @@ describe('every wait is bounded', () => {
       const ev = summary.streams.find((s) => s.resource === 'events');
       expect(ev?.outcome).toBe('failed');
       expect(ev?.error?.message).toMatch(
-        new RegExp(`GET /v1/events got HTTP ${status} asking to wait 3600 s \\(Retry-After: 3600\\), longer than --max-retry-after \\(300 s\\)`),
+        new RegExp(
+          `GET /v1/events got HTTP ${status} asking to wait 3600 s \\(Retry-After: 3600\\), longer than --max-retry-after \\(300 s\\)`,
+        ),
       );
       expect(server.hits.get('/v1/events')).toBe(1);
       expect(summary.streams.find((s) => s.resource === 'users')?.outcome).toBe('ok');
@@ -102,22 +107,43 @@ describe('every wait is bounded', () => {
     onCleanup(server.close);
     const d = dir();
     const { logger, lines } = capturingLogger();
-    const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events], client: { logger, longWaitMs: 500, maxRetryAfterMs: 2_000 } });
+    const summary = await syncOnce({
+      baseUrl: server.url,
+      apiKey: 'k',
+      dir: d,
+      resources: [events],
+      client: { logger, longWaitMs: 500, maxRetryAfterMs: 2_000 },
+    });
     expect(summary.streams[0]?.outcome).toBe('ok');
     expect((await readTable(d, 'events')).length).toBe(1);
-    const waits = lines.filter((l) => typeof l.msg === 'string' && /^waiting \d+ s before retrying GET \/v1\/events: HTTP 503/.test(l.msg));
+    const waits = lines.filter(
+      (l) => typeof l.msg === 'string' && /^waiting \d+ s before retrying GET \/v1\/events: HTTP 503/.test(l.msg),
+    );
     expect(waits).toHaveLength(1);
     expect(waits[0]).toMatchObject({ level: 30, resource: 'events', project: 'default', reason: 'HTTP 503' });
     expect(waits[0]?.delayMs as number).toBeGreaterThanOrEqual(1000);
   });
 
   it('many requests waiting on one endpoint at once give one long-wait line, not one each', async () => {
-    const server = await startServer({ '/v1/events': (_req, _url, res) => json(res, 200, { data: [], meta: { cursor: null, has_more: false } }) });
+    const server = await startServer({
+      '/v1/events': (_req, _url, res) => json(res, 200, { data: [], meta: { cursor: null, has_more: false } }),
+    });
     onCleanup(server.close);
     const { logger, lines } = capturingLogger();
     // 4 requests a second: of 12 sent at once, 8 wait for the budget, most of them over 200 ms.
-    const budget = createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 4 }, safetyMarginMs: { minuteMs: 0, secondMs: 0 } });
-    const client = new ApiClient({ baseUrl: server.url, apiKey: 'k', projectHeader: 'X-Project', budget, clock: systemClock, logger, longWaitMs: 200 });
+    const budget = createScheduler({
+      limits: { ...DEFAULT_RATE_LIMITS, maxRps: 4 },
+      safetyMarginMs: { minuteMs: 0, secondMs: 0 },
+    });
+    const client = new ApiClient({
+      baseUrl: server.url,
+      apiKey: 'k',
+      projectHeader: 'X-Project',
+      budget,
+      clock: systemClock,
+      logger,
+      longWaitMs: 200,
+    });
     onCleanup(() => client.close());
     const stats = Array.from({ length: 12 }, () => newCallStats());
     await Promise.all(

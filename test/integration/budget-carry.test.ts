@@ -17,13 +17,32 @@ const { startEmulatorThread } = (await import(built)) as typeof import('../../em
 
 describe('budgets across runs: a run knows what the previous run spent in the current windows', () => {
   it('two --traces all runs back to back under the documented limits draw no 429', async () => {
-    const emu = await startEmulatorThread({ flavor: 'real', seed: 51, projects: ['default'], eventsPerProject: 380, enrichAfterMs: 0, limits: { ...SPEC_RATE_LIMITS } });
+    const emu = await startEmulatorThread({
+      flavor: 'real',
+      seed: 51,
+      projects: ['default'],
+      eventsPerProject: 380,
+      enrichAfterMs: 0,
+      limits: { ...SPEC_RATE_LIMITS },
+    });
     onCleanup(() => emu.close());
     const d = dir();
     // Half the documented per-second rate from the client: a stall of the gate's thread on this
     // shared machine (measured up to 300 ms) then cannot refuse a second's burst; what is tested
     // is the minute window, which the server enforces at its documented 400.
-    const args = ['sync', '--resources', 'events,traces', '--max-rps', '20', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'warn'];
+    const args = [
+      'sync',
+      '--resources',
+      'events,traces',
+      '--max-rps',
+      '20',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--log-level',
+      'warn',
+    ];
     const first = await runCli(emu, args);
     expect(first.code, first.stderr).toBe(0);
     const afterFirst = await emu.stats();
@@ -36,7 +55,10 @@ describe('budgets across runs: a run knows what the previous run spent in the cu
     const second = await runCli(emu, [...args, '--max-run-time', '6s']);
     expect(second.code === 0 || second.code === 6, second.stderr).toBe(true);
     const stats = await emu.stats();
-    expect({ first: afterFirst.rateLimited, second: stats.rateLimited - afterFirst.rateLimited }).toEqual({ first: 0, second: 0 });
+    expect({ first: afterFirst.rateLimited, second: stats.rateLimited - afterFirst.rateLimited }).toEqual({
+      first: 0,
+      second: 0,
+    });
     expect(stats.maxPerMinuteByEndpoint['/v1/traces'] ?? 0).toBeLessThanOrEqual(DEFAULT_RATE_LIMITS.maxRpm);
     const secondTraces = (stats.byEndpoint['/v1/traces'] ?? 0) - firstTraces;
     expect(secondTraces).toBeGreaterThan(0);

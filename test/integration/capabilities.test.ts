@@ -7,7 +7,15 @@ import { users } from '../../connectors/users.js';
 import type { EmulatorOptions, RequestInfo } from '../../emulator/index.js';
 import { Capabilities } from '../../src/pipeline/capabilities.js';
 import { StateStore } from '../../src/state/store.js';
-import { expectTableMatches, readTable, runOptionsOf, statePathOf, SYNC_DEFAULTS, syncOnce, withPipeline } from '../fakes/harness.js';
+import {
+  expectTableMatches,
+  readTable,
+  runOptionsOf,
+  statePathOf,
+  SYNC_DEFAULTS,
+  syncOnce,
+  withPipeline,
+} from '../fakes/harness.js';
 import { refreshAggregates } from '../../src/pipeline/aggregates.js';
 import { runSync } from '../../src/pipeline/run.js';
 import { runSearches } from '../../src/pipeline/searches.js';
@@ -19,7 +27,8 @@ function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString().split('\n'))
+        if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -27,7 +36,9 @@ function capturingLogger(): { logger: pino.Logger; lines: Record<string, unknown
 }
 
 /** An emulator of one variant, with every request it gets recorded. */
-async function variant(options: EmulatorOptions): Promise<{ emu: Awaited<ReturnType<typeof emulator>>; seen: RequestInfo[] }> {
+async function variant(
+  options: EmulatorOptions,
+): Promise<{ emu: Awaited<ReturnType<typeof emulator>>; seen: RequestInfo[] }> {
   const seen: RequestInfo[] = [];
   const emu = await emulator({ projects: ['default'], ...options, onRequest: (r) => seen.push(r) });
   return { emu, seen };
@@ -41,13 +52,23 @@ const TABLES = [
   ['conversations', 'id'],
 ] as const;
 
-async function expectExact(d: string, emu: Awaited<ReturnType<typeof emulator>>, except: readonly string[] = []): Promise<void> {
-  for (const [table, key] of TABLES) if (!except.includes(table)) expectTableMatches(await readTable(d, table), emu.snapshot(table, 'default'), key, table);
+async function expectExact(
+  d: string,
+  emu: Awaited<ReturnType<typeof emulator>>,
+  except: readonly string[] = [],
+): Promise<void> {
+  for (const [table, key] of TABLES)
+    if (!except.includes(table))
+      expectTableMatches(await readTable(d, table), emu.snapshot(table, 'default'), key, table);
 }
 
 /** The distinct windows the events list was walked in (more than one: the window was split). */
 function eventWindows(seen: readonly RequestInfo[]): Set<string> {
-  return new Set(seen.filter((r) => r.template === '/v1/events').map((r) => `${r.query.get('timestamp[gte]')}|${r.query.get('timestamp[lt]')}`));
+  return new Set(
+    seen
+      .filter((r) => r.template === '/v1/events')
+      .map((r) => `${r.query.get('timestamp[gte]')}|${r.query.get('timestamp[lt]')}`),
+  );
 }
 
 describe('optional capabilities degrade, they do not fail', () => {
@@ -55,17 +76,34 @@ describe('optional capabilities degrade, they do not fail', () => {
     const { emu, seen } = await variant({ seed: 71, eventsPerProject: 80, lacks: ['signal-groups'] });
     const d = dir();
     const { logger, lines } = capturingLogger();
-    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: RESOURCES, client: { logger } });
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: RESOURCES,
+      client: { logger },
+    });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
-    expect(first.streams.find((s) => s.resource === 'signal_groups')?.lacking).toMatch(/does not offer GET \/v1\/signal-groups \(HTTP 404/);
+    expect(first.streams.find((s) => s.resource === 'signal_groups')?.lacking).toMatch(
+      /does not offer GET \/v1\/signal-groups \(HTTP 404/,
+    );
     await expectExact(d, emu);
     expect(await readTable(d, 'signal_groups')).toEqual([]);
     const facts = Capabilities.facts(await StateStore.read(statePathOf(d)).then((doc) => ({ document: doc })));
-    expect(facts['GET /v1/signal-groups']).toMatchObject({ offered: false, evidence: expect.stringContaining('HTTP 404') });
+    expect(facts['GET /v1/signal-groups']).toMatchObject({
+      offered: false,
+      evidence: expect.stringContaining('HTTP 404'),
+    });
 
     emu.addEvents('default', 12);
     const before = seen.length;
-    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: RESOURCES, client: { logger } });
+    const second = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: RESOURCES,
+      client: { logger },
+    });
     expect(second.ok, JSON.stringify(second.streams.map((s) => s.error?.message))).toBe(true);
     // Spans of events seconds old are read at a later run (their time windows and settle re-reads
     // are another part of issue 21); every other table is exact now.
@@ -79,17 +117,27 @@ describe('optional capabilities degrade, they do not fail', () => {
     const d = dir();
     const { logger, lines } = capturingLogger();
     const lacking = await variant({ seed: 72, eventsPerProject: 30, lacks: ['signal-groups'] });
-    expect((await syncOnce({ baseUrl: lacking.emu.url, apiKey: lacking.emu.apiKey, dir: d, client: { logger } })).ok).toBe(true);
+    expect(
+      (await syncOnce({ baseUrl: lacking.emu.url, apiKey: lacking.emu.apiKey, dir: d, client: { logger } })).ok,
+    ).toBe(true);
     await lacking.emu.close();
     // A day later (a book whose re-check interval has passed) the server has signal groups: the
     // re-check finds them and the table is filled.
     const full = await variant({ seed: 72, eventsPerProject: 30 });
     const target = { baseUrl: full.emu.url, apiKey: full.emu.apiKey, dir: d, client: { logger } };
     const again = await withPipeline(target, 'sync', (deps) =>
-      runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(target), lookbackMs: 15 * 60_000 }, { ...deps, capabilities: new Capabilities(deps, 0) }),
+      runSync(
+        { ...SYNC_DEFAULTS, ...runOptionsOf(target), lookbackMs: 15 * 60_000 },
+        { ...deps, capabilities: new Capabilities(deps, 0) },
+      ),
     );
     expect(again.ok, JSON.stringify(again.streams.map((s) => s.error?.message))).toBe(true);
-    expectTableMatches(await readTable(d, 'signal_groups'), full.emu.snapshot('signal_groups', 'default'), 'id', 'signal_groups');
+    expectTableMatches(
+      await readTable(d, 'signal_groups'),
+      full.emu.snapshot('signal_groups', 'default'),
+      'id',
+      'signal_groups',
+    );
     expect(lines.filter((l) => String(l.msg).includes('/v1/signal-groups: now offered'))).toHaveLength(1);
     await full.emu.close();
     // Then it disappears: the walk's 404 is learned (logged once with what changed), not a failure.
@@ -122,16 +170,25 @@ describe('optional capabilities degrade, they do not fail', () => {
   });
 
   it('a timeseries without `month`: the refused interval is learned and a coarser-or-finer one asked; the split holds', async () => {
-    const { emu, seen } = await variant({ seed: 74, eventsPerProject: 2500, timeseriesIntervals: ['minute', 'hour', 'day', 'week'] });
+    const { emu, seen } = await variant({
+      seed: 74,
+      eventsPerProject: 2500,
+      timeseriesIntervals: ['minute', 'hour', 'day', 'week'],
+    });
     const d = dir();
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events] });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
     expect(eventWindows(seen).size).toBeGreaterThanOrEqual(2);
     const facts = Capabilities.facts({ document: await StateStore.read(statePathOf(d)) });
-    expect(facts['GET /v1/events/timeseries interval=month']).toMatchObject({ offered: false, evidence: expect.stringContaining('HTTP 400') });
+    expect(facts['GET /v1/events/timeseries interval=month']).toMatchObject({
+      offered: false,
+      evidence: expect.stringContaining('HTTP 400'),
+    });
     expect(facts['GET /v1/events/timeseries']).toMatchObject({ offered: true });
     expectTableMatches(await readTable(d, 'events'), emu.snapshot('events', 'default'), 'id', 'events');
-    const months = seen.filter((r) => r.template === '/v1/events/timeseries' && r.query.get('interval') === 'month').length;
+    const months = seen.filter(
+      (r) => r.template === '/v1/events/timeseries' && r.query.get('interval') === 'month',
+    ).length;
     expect(months).toBe(1);
   });
 
@@ -142,20 +199,34 @@ describe('optional capabilities degrade, they do not fail', () => {
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
     expect(eventWindows(seen).size).toBeGreaterThanOrEqual(2);
     const facts = Capabilities.facts({ document: await StateStore.read(statePathOf(d)) });
-    expect(facts['GET /v1/events/timeseries']).toMatchObject({ offered: false, evidence: expect.stringContaining('another shape') });
+    expect(facts['GET /v1/events/timeseries']).toMatchObject({
+      offered: false,
+      evidence: expect.stringContaining('another shape'),
+    });
     expectTableMatches(await readTable(d, 'events'), emu.snapshot('events', 'default'), 'id', 'events');
   });
 
   it('facets, search and the timeseries at the asked interval absent: those tables are skipped (learned once, not asked again), not failed', async () => {
-    const { emu, seen } = await variant({ seed: 76, eventsPerProject: 50, lacks: ['facets', 'search'], timeseriesIntervals: ['hour', 'week'] });
+    const { emu, seen } = await variant({
+      seed: 76,
+      eventsPerProject: 50,
+      lacks: ['facets', 'search'],
+      timeseriesIntervals: ['hour', 'week'],
+    });
     const target = { baseUrl: emu.url, apiKey: emu.apiKey, dir: dir() };
     const searches = [{ name: 'refunds', query: 'refund', mode: 'text' as const }];
     const analysts = (): Promise<StreamResult[]> =>
       withPipeline(target, 'sync', async (deps) => {
         const book = { ...deps, capabilities: new Capabilities(deps) };
         const runStartMs = Date.now();
-        const aggregates = await refreshAggregates({ project: undefined, runStartMs, runId: 'r', interval: 'day' }, book);
-        const found = await runSearches({ searches, project: undefined, runStartMs, lookbackMs: 15 * 60_000, runId: 'r' }, book);
+        const aggregates = await refreshAggregates(
+          { project: undefined, runStartMs, runId: 'r', interval: 'day' },
+          book,
+        );
+        const found = await runSearches(
+          { searches, project: undefined, runStartMs, lookbackMs: 15 * 60_000, runId: 'r' },
+          book,
+        );
         return [...aggregates, ...found];
       });
     const first = await analysts();

@@ -13,9 +13,13 @@ describe('check (the real CLI against the emulator)', () => {
     expect(run.code, run.stdout + run.stderr).toBe(0);
     const lines = run.stdout.trimEnd().split('\n');
     expect(lines).toContain('key: accepted');
-    expect(lines).toContain('accept "*": /v1/events, /v1/users, /v1/conversations; refuse "*" (read one project at a time): /v1/traces, /v1/signals, /v1/signal-groups');
+    expect(lines).toContain(
+      'accept "*": /v1/events, /v1/users, /v1/conversations; refuse "*" (read one project at a time): /v1/traces, /v1/signals, /v1/signal-groups',
+    );
     expect(lines).toContain('projects: alpha, beta, default');
-    expect(lines.find((l) => l.startsWith('/v1/events ') && l.includes(' * '))).toMatch(/ok {2}90 records; .*timestamp:timestamp/);
+    expect(lines.find((l) => l.startsWith('/v1/events ') && l.includes(' * '))).toMatch(
+      /ok {2}90 records; .*timestamp:timestamp/,
+    );
     expect(lines.find((l) => l.startsWith('/v1/events/count'))).toMatch(/ok {2}total 90$/);
     for (const p of ['alpha', 'beta', 'default']) {
       expect(lines.find((l) => l.startsWith('/v1/traces') && l.includes(` ${p} `))).toMatch(/ok .*start_time_ns:int64/);
@@ -57,13 +61,29 @@ describe('check (the real CLI against the emulator)', () => {
   it('--search and --aggregates: each search, the timeseries and the facets endpoint asked once, in the first known project under "*"', async () => {
     const emu = await emulator({ seed: 5, eventsPerProject: 300 });
     const state = ['--state', statePathOf(dir())];
-    const run = await runCli(emu, ['check', '--project', '*', '--resources', 'events', '--search', 'err=error', '--search', 'slow=timeout,mode=regex', '--aggregates', ...state]);
+    const run = await runCli(emu, [
+      'check',
+      '--project',
+      '*',
+      '--resources',
+      'events',
+      '--search',
+      'err=error',
+      '--search',
+      'slow=timeout,mode=regex',
+      '--aggregates',
+      ...state,
+    ]);
     expect(run.code, run.stdout + run.stderr).toBe(0);
     const lines = run.stdout.trimEnd().split('\n');
-    expect(lines.find((l) => l.startsWith('/v1/events/search') && l.includes(' err@alpha '))).toMatch(/ok {2}\d+ records?; .*relevance_score:float64/);
+    expect(lines.find((l) => l.startsWith('/v1/events/search') && l.includes(' err@alpha '))).toMatch(
+      /ok {2}\d+ records?; .*relevance_score:float64/,
+    );
     expect(lines.find((l) => l.startsWith('/v1/events/search') && l.includes(' slow@alpha '))).toMatch(/ok /);
     expect(lines.find((l) => l.startsWith('/v1/events/timeseries'))).toMatch(/alpha +ok {2}total \d+$/);
-    expect(lines.find((l) => l.startsWith('/v1/events/facets'))).toMatch(/alpha +ok {2}\d+ records?; 2 fields value:string count:int64$/);
+    expect(lines.find((l) => l.startsWith('/v1/events/facets'))).toMatch(
+      /alpha +ok {2}\d+ records?; 2 fields value:string count:int64$/,
+    );
     // 1 `*` read, 1 count, 2 searches, 1 timeseries, 1 facets; 7 for what the server offers.
     expect(lines.at(-1)).toBe('check ok (13 requests)');
     expect(emu.stats().requests).toBe(13);
@@ -71,21 +91,44 @@ describe('check (the real CLI against the emulator)', () => {
 
   it('--search under "*" with no project known: says so (exit 1) instead of guessing one', async () => {
     const emu = await emulator({ seed: 6, eventsPerProject: 0 });
-    const run = await runCli(emu, ['check', '--project', '*', '--resources', 'events', '--search', 'err=error', '--state', statePathOf(dir())]);
+    const run = await runCli(emu, [
+      'check',
+      '--project',
+      '*',
+      '--resources',
+      'events',
+      '--search',
+      'err=error',
+      '--state',
+      statePathOf(dir()),
+    ]);
     expect(run.code).toBe(1);
-    expect(run.stdout).toMatch(/^\/v1\/events\/search +\* +FAILED: \/v1\/events\/search is read one project at a time and no project slug is known .*--project-ids/m);
+    expect(run.stdout).toMatch(
+      /^\/v1\/events\/search +\* +FAILED: \/v1\/events\/search is read one project at a time and no project slug is known .*--project-ids/m,
+    );
   });
 
   it('lists what a server that differs offers (no signal groups, no month interval, no facets): exit 0, with what sync recorded', async () => {
-    const emu = await emulator({ seed: 7, eventsPerProject: 30, lacks: ['signal-groups', 'facets'], timeseriesIntervals: ['minute', 'hour', 'day', 'week'] });
+    const emu = await emulator({
+      seed: 7,
+      eventsPerProject: 30,
+      lacks: ['signal-groups', 'facets'],
+      timeseriesIntervals: ['minute', 'hour', 'day', 'week'],
+    });
     const run = await runCli(emu, ['check', '--state', statePathOf(dir())]);
     expect(run.code, run.stdout + run.stderr).toBe(0);
     const lines = run.stdout.trimEnd().split('\n');
-    expect(lines.find((l) => l.startsWith('/v1/signal-groups'))).toMatch(/not offered: this server does not offer \/v1\/signal-groups \(sync skips signal_groups\)/);
+    expect(lines.find((l) => l.startsWith('/v1/signal-groups'))).toMatch(
+      /not offered: this server does not offer \/v1\/signal-groups \(sync skips signal_groups\)/,
+    );
     expect(lines).toContain('  yes GET /v1/events/timeseries');
     expect(lines).toContain('  yes GET /v1/events/timeseries interval=week');
-    expect(lines.find((l) => l.includes('interval=month'))).toMatch(/^ {2}NO {2}GET \/v1\/events\/timeseries interval=month: HTTP 400/);
-    expect(lines.find((l) => l.includes('GET /v1/events/facets'))).toMatch(/^ {2}NO {2}GET \/v1\/events\/facets: HTTP 404/);
+    expect(lines.find((l) => l.includes('interval=month'))).toMatch(
+      /^ {2}NO {2}GET \/v1\/events\/timeseries interval=month: HTTP 400/,
+    );
+    expect(lines.find((l) => l.includes('GET /v1/events/facets'))).toMatch(
+      /^ {2}NO {2}GET \/v1\/events\/facets: HTTP 404/,
+    );
     expect(lines).toContain('  yes GET /v1/events/search');
   });
 });

@@ -32,14 +32,26 @@ describe('--max-rpm 200 plans, splits and estimates with 200', () => {
     // 10 s), but past 200 (a second minute window).
     const emu = await emulator({ seed: 91, eventsPerProject: 30_000, projects: ['default'] });
     const d = dir();
-    const common = ['--project', 'default', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--json'];
+    const common = [
+      '--project',
+      'default',
+      '--resources',
+      'events',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--json',
+    ];
     const at400 = JSON.parse((await runCli(emu, ['plan', ...common])).stdout) as Plan;
     const at200 = JSON.parse((await runCli(emu, ['plan', ...common, '--max-rpm', '200'])).stdout) as Plan;
     expect(at200.requestsByEndpoint).toEqual(at400.requestsByEndpoint);
     expect(at400.requestsByEndpoint['/v1/events']).toBeGreaterThan(200);
     expect(at200.limits.maxRpm).toBe(200);
     expect(at400.limits.maxRpm).toBe(DEFAULT_RATE_LIMITS.maxRpm);
-    expect(at200.minimumSeconds).toBe(minimumSeconds(at200.requestsByEndpoint, { ...DEFAULT_RATE_LIMITS, maxRpm: 200 }));
+    expect(at200.minimumSeconds).toBe(
+      minimumSeconds(at200.requestsByEndpoint, { ...DEFAULT_RATE_LIMITS, maxRpm: 200 }),
+    );
     expect(at400.minimumSeconds).toBe(minimumSeconds(at400.requestsByEndpoint, DEFAULT_RATE_LIMITS));
     expect(at200.minimumSeconds).toBeGreaterThanOrEqual(60);
     expect(at200.minimumSeconds).toBeGreaterThan(2 * at400.minimumSeconds);
@@ -59,12 +71,30 @@ describe('--max-rpm 200 plans, splits and estimates with 200', () => {
     const window = { fromMs: 0, toMs: Date.now() };
     const split = async (limits: SplitLimits): Promise<{ counts: number[]; requests: number }> => {
       const ctx = { resource: 'events', project: 'default', lane: 'events|default', stats: newCallStats() };
-      const plan = await planSplit(events, { key: 'default', header: 'default', fallbackProjectId: 'default' }, window, undefined, 2, { client, logger: silentLogger(), clock: systemClock, limits }, ctx);
+      const plan = await planSplit(
+        events,
+        { key: 'default', header: 'default', fallbackProjectId: 'default' },
+        window,
+        undefined,
+        2,
+        { client, logger: silentLogger(), clock: systemClock, limits },
+        ctx,
+      );
       const requests = ctx.stats.requests;
       const counts: number[] = [];
       for (const p of plan?.parts ?? []) {
-        const query = { 'timestamp[gte]': new Date(p.fromMs).toISOString(), 'timestamp[lt]': new Date(p.toMs).toISOString() };
-        counts.push(((await client.getJson({ endpoint: '/v1/events/count', path: '/v1/events/count', query, project: 'default' }, ctx)) as { data: { total: number } }).data.total);
+        const query = {
+          'timestamp[gte]': new Date(p.fromMs).toISOString(),
+          'timestamp[lt]': new Date(p.toMs).toISOString(),
+        };
+        counts.push(
+          (
+            (await client.getJson(
+              { endpoint: '/v1/events/count', path: '/v1/events/count', query, project: 'default' },
+              ctx,
+            )) as { data: { total: number } }
+          ).data.total,
+        );
       }
       return { counts, requests };
     };
@@ -72,11 +102,17 @@ describe('--max-rpm 200 plans, splits and estimates with 200', () => {
     const at400 = await split({ maxRpm: 400, maxRps: DEFAULT_RATE_LIMITS.maxRps });
     expect(at200.counts).toHaveLength(2);
     expect(at200.counts.reduce((n, c) => n + c, 0)).toBe(30_000);
-    expect(at200.counts.map((c) => c % 100), `records per sub-window at 200/min: ${at200.counts.join(', ')}`).toEqual([0, 0]);
+    expect(
+      at200.counts.map((c) => c % 100),
+      `records per sub-window at 200/min: ${at200.counts.join(', ')}`,
+    ).toEqual([0, 0]);
     // At 400 the 300 pages are no minute's budget: the finer timeseries are not asked, unless the
     // first cut already fell on a whole page (then neither limit needs them).
     const wholeAlready = at400.counts.every((c) => c % 100 === 0);
-    expect(wholeAlready || at400.requests < at200.requests, `requests at 400: ${at400.requests}, at 200: ${at200.requests}`).toBe(true);
+    expect(
+      wholeAlready || at400.requests < at200.requests,
+      `requests at 400: ${at400.requests}, at 200: ${at200.requests}`,
+    ).toBe(true);
   });
 
   it('progress: a backlog drains at the configured minute limit', async () => {
@@ -106,13 +142,17 @@ describe('--max-rpm 200 plans, splits and estimates with 200', () => {
       streams: {},
       sections: {
         server: { perParent: { traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'x' } } },
-        'children:traces': { default: { pending: Object.fromEntries(Array.from({ length: 800 }, (_, i) => [`e${i}`, i])), done: {} } },
+        'children:traces': {
+          default: { pending: Object.fromEntries(Array.from({ length: 800 }, (_, i) => [`e${i}`, i])), done: {} },
+        },
       },
     };
     const warehouse = { destination: 'duckdb', location: 'w.duckdb', available: true, tables: {} };
     const backlog = (flags: { readonly maxRpm?: number }): unknown => {
       const config = resolveStatusConfig(flags, {});
-      return buildStatus('state.json', doc, [events, traces], warehouse, config.limits).resources.find((r) => r.resource === 'traces')?.backlog;
+      return buildStatus('state.json', doc, [events, traces], warehouse, config.limits).resources.find(
+        (r) => r.resource === 'traces',
+      )?.backlog;
     };
     expect(backlog({})).toMatchObject({ total: 800, etaSeconds: 120, ratePerMinute: 400 });
     expect(backlog({ maxRpm: 200 })).toMatchObject({ total: 800, etaSeconds: 240, ratePerMinute: 200 });

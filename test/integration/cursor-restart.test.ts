@@ -16,7 +16,8 @@ const refusals: Record<string, Refusal> = {
   '410 Gone': (res) => json(res, 410, { error: { code: 'gone', message: 'expired' } }),
   '404 Not Found': (res) => json(res, 404, { error: { code: 'not_found', message: 'no such page' } }),
   '400 invalid_cursor': (res) => json(res, 400, { error: { code: 'invalid_cursor', message: 'cursor is malformed' } }),
-  '422 whose body names the cursor': (res) => json(res, 422, { error: { code: 'unprocessable', message: 'Cursor has expired' } }),
+  '422 whose body names the cursor': (res) =>
+    json(res, 422, { error: { code: 'unprocessable', message: 'Cursor has expired' } }),
 };
 
 /**
@@ -24,7 +25,11 @@ const refusals: Record<string, Refusal> = {
  * `refuseAt` is refused the first `refuseTimes` times it is used, as a server that expired it
  * while we read would: a fresh walk (a first page without a cursor) gets new cursors.
  */
-async function expiringServer(refuse: Refusal, refuseAt: number, refuseTimes: number): Promise<{ url: string; firstPages: () => number }> {
+async function expiringServer(
+  refuse: Refusal,
+  refuseAt: number,
+  refuseTimes: number,
+): Promise<{ url: string; firstPages: () => number }> {
   let walk = 0;
   let refused = 0;
   const server = await startServer({
@@ -75,7 +80,9 @@ describe('a cursor refused in the middle of a walk restarts that window; the str
     const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, resources: [events], batchRows: 1 });
     expect(summary.streams[0]?.outcome).toBe('failed');
     expect(summary.streams[0]?.error?.message).toMatch(
-      new RegExp(`\\[resource events, project default\\] the server refused our cursor ${MAX_WINDOW_RESTARTS + 1} times while reading window .*HTTP 410`),
+      new RegExp(
+        `\\[resource events, project default\\] the server refused our cursor ${MAX_WINDOW_RESTARTS + 1} times while reading window .*HTTP 410`,
+      ),
     );
     expect(server.firstPages()).toBe(MAX_WINDOW_RESTARTS + 1);
     expect((await StateStore.read(statePathOf(d))).streams['events:default']?.mark).toBeUndefined();

@@ -35,8 +35,13 @@ function hasProgress(path: string): boolean {
 }
 
 /** Start the CLI; the caller signals it. */
-function start(emu: Emulator, args: readonly string[]): { child: ChildProcessWithoutNullStreams; done: Promise<ChildRun>; stderr: () => string } {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey } });
+function start(
+  emu: Emulator,
+  args: readonly string[],
+): { child: ChildProcessWithoutNullStreams; done: Promise<ChildRun>; stderr: () => string } {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey },
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
@@ -64,16 +69,29 @@ async function until(condition: () => boolean, what: string): Promise<void> {
  * state file its export, as a CLI sync leaves them (the published copy appears at the next CLI run).
  */
 async function seed(emu: Emulator, d: string, resources = RESOURCES): Promise<void> {
-  const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', resources, destination: () => DuckDbDestination.open(workOf(d)) });
+  const summary = await syncOnce({
+    baseUrl: emu.url,
+    apiKey: emu.apiKey,
+    dir: d,
+    project: '*',
+    resources,
+    destination: () => DuckDbDestination.open(workOf(d)),
+  });
   expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
 }
 
 /** Every table equals the API up to an instant the last run certainly covered. */
 async function expectExact(emu: Emulator, d: string, coveredBefore: number): Promise<void> {
-  const before = (resource: ResourceDefinition, r: Record<string, unknown>): boolean => (cursorMillis(resource, r as ApiRecord) ?? 0) < coveredBefore;
+  const before = (resource: ResourceDefinition, r: Record<string, unknown>): boolean =>
+    (cursorMillis(resource, r as ApiRecord) ?? 0) < coveredBefore;
   for (const resource of RESOURCES) {
     const rows = (await readTable(d, resource.name)).filter((r) => before(resource, r));
-    expectTableMatches(rows, emu.snapshot(resource.name).filter((r) => before(resource, r)), resource.key, resource.name);
+    expectTableMatches(
+      rows,
+      emu.snapshot(resource.name).filter((r) => before(resource, r)),
+      resource.key,
+      resource.name,
+    );
   }
 }
 
@@ -111,7 +129,9 @@ describe('runs as deployed', () => {
     expect(stopped.code, stopped.stdout + stopped.stderr).toBe(143);
     expect(stopped.stderr).toMatch(/SIGTERM received: stopping gracefully/);
     expect(stopped.stdout).toMatch(/events\s+\*\s+rows=\d+/);
-    expect(stopped.stdout).toMatch(/sync STOPPED \(SIGTERM received\) with \d+ rows stored by this run; the state records exactly what is stored/);
+    expect(stopped.stdout).toMatch(
+      /sync STOPPED \(SIGTERM received\) with \d+ rows stored by this run; the state records exactly what is stored/,
+    );
     expect(stopped.stdout).not.toMatch(/did not stop within/);
     expect(existsSync(`${statePathOf(d)}.sync.lock`), 'lease released').toBe(false);
     // The state is consistent: it never claims rows that are not stored. A later run completes it exactly.
@@ -144,7 +164,9 @@ describe('runs as deployed', () => {
     // machine (with split walks an idle machine syncs this emulator in under 2 s).
     const stopped = await runCli(emu, [...args, '--max-run-time', '2s', '--max-rps', '5', '--search-gate-rps', '5']);
     expect(stopped.code, stopped.stdout + stopped.stderr).toBe(6);
-    expect(stopped.stdout).toMatch(/sync STOPPED \(--max-run-time 2\.0s reached\) with \d+ rows stored by this run; .*next run continues/);
+    expect(stopped.stdout).toMatch(
+      /sync STOPPED \(--max-run-time 2\.0s reached\) with \d+ rows stored by this run; .*next run continues/,
+    );
     expect(existsSync(`${statePathOf(d)}.sync.lock`)).toBe(false);
     const finalAt = Date.now();
     const final = await runCli(emu, args);
@@ -152,7 +174,7 @@ describe('runs as deployed', () => {
     await expectExact(emu, d, finalAt);
   });
 
-  it('reset forgets one table\'s marks (with --yes off a terminal), and the next sync re-reads only that table', async () => {
+  it("reset forgets one table's marks (with --yes off a terminal), and the next sync re-reads only that table", async () => {
     const emu = await emulator(45, 300, false);
     const d = dir();
     const args = ['sync', '--project', '*', ...files(d), '--log-level', 'warn'];
@@ -208,7 +230,9 @@ describe('runs as deployed', () => {
     }
     // No shadow table is left behind.
     const check = await DuckDbDestination.open(workOf(d));
-    const shadows = await check.query(`SELECT table_name FROM information_schema.tables WHERE table_name LIKE '_query_sync_refresh_%'`);
+    const shadows = await check.query(
+      `SELECT table_name FROM information_schema.tables WHERE table_name LIKE '_query_sync_refresh_%'`,
+    );
     await check.close();
     expect(shadows).toEqual([]);
   });
@@ -219,18 +243,39 @@ describe('runs as deployed', () => {
     const common = ['sync', '--project', '*', '--resources', 'events', '--log-level', 'warn'];
     await seed(emu, d, [events]);
     const elsewhere = dir();
-    const newWarehouse = await runCli(emu, [...common, '--duckdb-path', dbPathOf(elsewhere), '--state', statePathOf(d)]);
-    expect(newWarehouse.stdout).toMatch(/WARNING: the warehouse .*warehouse\.duckdb is new, but the state .*state\.json has marks for 1 stream\(s\) \(events:\*\).*Wrong --duckdb-path/);
+    const newWarehouse = await runCli(emu, [
+      ...common,
+      '--duckdb-path',
+      dbPathOf(elsewhere),
+      '--state',
+      statePathOf(d),
+    ]);
+    expect(newWarehouse.stdout).toMatch(
+      /WARNING: the warehouse .*warehouse\.duckdb is new, but the state .*state\.json has marks for 1 stream\(s\) \(events:\*\).*Wrong --duckdb-path/,
+    );
     // A new state file beside a warehouse that keeps the state: restored from it, nothing to warn about.
-    const otherState = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(elsewhere).replace('state.json', 'other.json')];
+    const otherState = [
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(elsewhere).replace('state.json', 'other.json'),
+    ];
     const restored = await runCli(emu, [...common, ...otherState]);
     expect(restored.stdout).not.toMatch(/WARNING/);
     // A warehouse with rows but no state (the table dropped) and no state file: that one is loud.
     const db = await DuckDbDestination.open(workOf(d));
     await db.query('DROP TABLE _query_sync_state');
     await db.close();
-    const newState = await runCli(emu, [...common, '--duckdb-path', dbPathOf(d), '--state', statePathOf(elsewhere).replace('state.json', 'third.json')]);
-    expect(newState.stdout).toMatch(/WARNING: the warehouse .*warehouse\.duckdb exists but holds no query-sync state, and there is no state file at .*third\.json: this sync reads all history again/);
+    const newState = await runCli(emu, [
+      ...common,
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(elsewhere).replace('state.json', 'third.json'),
+    ]);
+    expect(newState.stdout).toMatch(
+      /WARNING: the warehouse .*warehouse\.duckdb exists but holds no query-sync state, and there is no state file at .*third\.json: this sync reads all history again/,
+    );
     const ordinary = await runCli(emu, [...common, ...files(d)]);
     expect(ordinary.stdout).not.toMatch(/WARNING/);
   });

@@ -37,7 +37,11 @@ function hostile(order: 'forward' | 'reversed'): ApiRecord[] {
   ];
 }
 
-async function hostileServer(): Promise<{ url: string; setOrder(o: 'forward' | 'reversed'): void; setExtra(r: ApiRecord[]): void }> {
+async function hostileServer(): Promise<{
+  url: string;
+  setOrder(o: 'forward' | 'reversed'): void;
+  setExtra(r: ApiRecord[]): void;
+}> {
   let order: 'forward' | 'reversed' = 'forward';
   let extra: ApiRecord[] = [];
   const server = await startServer({
@@ -54,7 +58,8 @@ function capturingLogger(): { logger: pino.Logger; lines: Array<{ level: number;
   const lines: Array<{ level: number; msg: string }> = [];
   const stream = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as { level: number; msg: string });
+      for (const line of chunk.toString().split('\n'))
+        if (line.trim() !== '') lines.push(JSON.parse(line) as { level: number; msg: string });
       done();
     },
   });
@@ -77,7 +82,14 @@ describe('our columns are ours, and every field gets a column both destinations 
     const server = await hostileServer();
     const d = dir();
     const { logger, lines } = capturingLogger();
-    const first = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, project: 'alpha', resources: [events], client: { logger } });
+    const first = await syncOnce({
+      baseUrl: server.url,
+      apiKey: 'k',
+      dir: d,
+      project: 'alpha',
+      resources: [events],
+      client: { logger },
+    });
     expect(first.streams[0]?.error?.message).toBeUndefined();
 
     const rows = await readTable(d, 'events');
@@ -102,15 +114,32 @@ describe('our columns are ours, and every field gets a column both destinations 
     // The renames are reported, one line each.
     const renames = lines.filter((l) => l.level === 30 && / is stored in column /.test(l.msg));
     expect(renames.map((l) => l.msg).sort()).toHaveLength(8);
-    expect(renames.some((l) => l.msg.includes(`field "plan" of events is stored in column "${renamedColumn('plan')}": another column differs from it only in case ("Plan")`))).toBe(true);
-    expect(renames.some((l) => l.msg.includes(`field "project_id" of events is stored in column "${renamedColumn('project_id')}": "project_id" is a column query-sync sets`))).toBe(true);
+    expect(
+      renames.some((l) =>
+        l.msg.includes(
+          `field "plan" of events is stored in column "${renamedColumn('plan')}": another column differs from it only in case ("Plan")`,
+        ),
+      ),
+    ).toBe(true);
+    expect(
+      renames.some((l) =>
+        l.msg.includes(
+          `field "project_id" of events is stored in column "${renamedColumn('project_id')}": "project_id" is a column query-sync sets`,
+        ),
+      ),
+    ).toBe(true);
 
     // A lone surrogate (plain or nested) is stored as U+FFFD and reported, naming record and field.
     const e2 = rows.find((r) => r.id === 'e2') as Record<string, unknown>;
     expect(e2.text).toBe('ok \ufffd');
     expect(JSON.parse(String(e2.nested))).toEqual({ t: 'x\ufffd' });
     for (const field of ['text', 'nested']) {
-      expect(lines.some((l) => l.level === 40 && l.msg.startsWith(`record e2 of events: field "${field}" holds a lone UTF-16 surrogate`))).toBe(true);
+      expect(
+        lines.some(
+          (l) =>
+            l.level === 40 && l.msg.startsWith(`record e2 of events: field "${field}" holds a lone UTF-16 surrogate`),
+        ),
+      ).toBe(true);
     }
 
     // Second run: the fields arrive in the other order (plan before Plan), and "123" as a string.
@@ -129,13 +158,25 @@ describe('our columns are ours, and every field gets a column both destinations 
   it('a record without a usable key is a data error naming the record, never a NULL key', async () => {
     for (const id of [null, true, '', { nested: 1 }]) {
       const server = await startServer({
-        '/v1/events': (_req, _url, res) => json(res, 200, { data: [{ id, timestamp: ts(1), event_name: 'bad key' }], meta: { cursor: null, has_more: false } }),
+        '/v1/events': (_req, _url, res) =>
+          json(res, 200, {
+            data: [{ id, timestamp: ts(1), event_name: 'bad key' }],
+            meta: { cursor: null, has_more: false },
+          }),
       });
       onCleanup(server.close);
       const d = dir();
-      const summary = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, project: 'alpha', resources: [events] });
+      const summary = await syncOnce({
+        baseUrl: server.url,
+        apiKey: 'k',
+        dir: d,
+        project: 'alpha',
+        resources: [events],
+      });
       expect(summary.streams[0]?.outcome).toBe('failed');
-      expect(summary.streams[0]?.error?.message).toMatch(/\[resource events, project alpha\] expected every record to carry its key field "id".*in record \{.*"event_name":"bad key"/);
+      expect(summary.streams[0]?.error?.message).toMatch(
+        /\[resource events, project alpha\] expected every record to carry its key field "id".*in record \{.*"event_name":"bad key"/,
+      );
       expect((await readTable(d, 'events')).length).toBe(0);
       expect((await StateStore.read(statePathOf(d))).streams['events:alpha']?.mark).toBeUndefined();
     }
@@ -169,6 +210,10 @@ describe('the same records into BigQuery (real client, HTTP answered by nock)', 
       .flatMap((u) => u.ndjson.trim().split('\n'))
       .map((line) => JSON.parse(line) as Record<string, unknown>);
     const row = uploaded.find((r) => r.id === '123');
-    expect(row).toMatchObject({ project_id: 'alpha', [renamedColumn('project_id')]: 'beta', [renamedColumn('_synced_at')]: 'not our time' });
+    expect(row).toMatchObject({
+      project_id: 'alpha',
+      [renamedColumn('project_id')]: 'beta',
+      [renamedColumn('_synced_at')]: 'not our time',
+    });
   });
 });

@@ -10,7 +10,6 @@ import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/h
 import { tempDir } from '../fakes/tmp.js';
 import { CLI } from '../fakes/cli.js';
 
-
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -26,7 +25,10 @@ interface ChildRun {
 /** Whether a state file records progress: a checkpointed cursor (of a window or a sub-window) or a high-water mark. */
 function hasProgress(doc: StateDocument): boolean {
   return Object.values(doc.streams).some(
-    (s) => s.pending?.cursor !== undefined || s.mark !== undefined || (s.split?.parts.some((p) => p.cursor !== undefined) ?? false),
+    (s) =>
+      s.pending?.cursor !== undefined ||
+      s.mark !== undefined ||
+      (s.split?.parts.some((p) => p.cursor !== undefined) ?? false),
   );
 }
 
@@ -45,8 +47,23 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
   const child = spawn(
     process.execPath,
     // Runs to be killed write 200-row batches (checkpoints early and often); the final run, the default.
-    [CLI, 'sync', '--project', '*', '--duckdb-path', dbPathOf(dir), '--state', statePath, '--log-level', 'warn', ...(kill === undefined ? [] : ['--batch-rows', '200'])],
-    { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      CLI,
+      'sync',
+      '--project',
+      '*',
+      '--duckdb-path',
+      dbPathOf(dir),
+      '--state',
+      statePath,
+      '--log-level',
+      'warn',
+      ...(kill === undefined ? [] : ['--batch-rows', '200']),
+    ],
+    {
+      env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   let stdout = '';
   let stderr = '';
@@ -129,9 +146,13 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
     cleanups.push(() => emu.close());
     const d = tempDir();
     cleanups.push(d.cleanup);
-    const child = spawn(process.execPath, [CLI, 'sync', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--resources', 'events'], {
-      env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: 'qs_secret_wrong_key_123' },
-    });
+    const child = spawn(
+      process.execPath,
+      [CLI, 'sync', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--resources', 'events'],
+      {
+        env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: 'qs_secret_wrong_key_123' },
+      },
+    );
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
@@ -142,7 +163,9 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
   });
 
   it('exits 2 with a clear message for a malformed slug, before any request', async () => {
-    const child = spawn(process.execPath, [CLI, 'sync', '--base-url', 'http://127.0.0.1:9', '--project', 'Bad Slug!'], { env: { ...process.env, QUERY_API_KEY: 'k' } });
+    const child = spawn(process.execPath, [CLI, 'sync', '--base-url', 'http://127.0.0.1:9', '--project', 'Bad Slug!'], {
+      env: { ...process.env, QUERY_API_KEY: 'k' },
+    });
     let err = '';
     child.stderr.on('data', (b: Buffer) => (err += b.toString()));
     child.stdout.on('data', (b: Buffer) => (err += b.toString()));

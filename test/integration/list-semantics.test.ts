@@ -22,18 +22,31 @@ import { dir, emulator } from '../fakes/lifecycle.js';
  * leave every table exact (or the run fails naming what could not be made exact).
  */
 
-const okOf = (run: RunSummary): string => JSON.stringify(run.streams.filter((s) => s.outcome !== 'ok').map((s) => [s.resource, s.scope, s.error?.message]));
+const okOf = (run: RunSummary): string =>
+  JSON.stringify(run.streams.filter((s) => s.outcome !== 'ok').map((s) => [s.resource, s.scope, s.error?.message]));
 
 /** Each table equals the API's records up to the last run's start. */
-async function expectExact(d: string, emu: Emulator, last: RunSummary, resources: readonly ResourceDefinition[], project?: string): Promise<void> {
+async function expectExact(
+  d: string,
+  emu: Emulator,
+  last: RunSummary,
+  resources: readonly ResourceDefinition[],
+  project?: string,
+): Promise<void> {
   const cutoff = Date.parse(last.startedAt);
   for (const resource of resources) {
-    const truth = emu.snapshot(resource.name, project).filter((r) => resource.cursorField === undefined || (cursorMillis(resource, r) ?? 0) < cutoff);
+    const truth = emu
+      .snapshot(resource.name, project)
+      .filter((r) => resource.cursorField === undefined || (cursorMillis(resource, r) ?? 0) < cutoff);
     expectTableMatches(await readTable(d, resource.name), truth, resource.key, resource.name);
   }
 }
 
-async function twoSyncs(emu: Emulator, run: Omit<HarnessRun, 'baseUrl' | 'apiKey' | 'dir'>, between?: () => void): Promise<{ d: string; first: RunSummary; second: RunSummary }> {
+async function twoSyncs(
+  emu: Emulator,
+  run: Omit<HarnessRun, 'baseUrl' | 'apiKey' | 'dir'>,
+  between?: () => void,
+): Promise<{ d: string; first: RunSummary; second: RunSummary }> {
   const d = dir();
   const target = { baseUrl: emu.url, apiKey: emu.apiKey, dir: d, ...run };
   const first = await syncOnce(target);
@@ -44,9 +57,15 @@ async function twoSyncs(emu: Emulator, run: Omit<HarnessRun, 'baseUrl' | 'apiKey
   return { d, first, second };
 }
 
-function requestLog(): { readonly onRequest: (info: RequestInfo) => void; readonly of: (path: string) => URLSearchParams[] } {
+function requestLog(): {
+  readonly onRequest: (info: RequestInfo) => void;
+  readonly of: (path: string) => URLSearchParams[];
+} {
   const seen: RequestInfo[] = [];
-  return { onRequest: (info) => seen.push(info), of: (path) => seen.filter((r) => r.path === path).map((r) => r.query) };
+  return {
+    onRequest: (info) => seen.push(info),
+    of: (path) => seen.filter((r) => r.path === path).map((r) => r.query),
+  };
 }
 
 describe('lists: order_by sent, order learned from records', () => {
@@ -57,7 +76,10 @@ describe('lists: order_by sent, order learned from records', () => {
     for (const path of ['/v1/conversations', '/v1/users', '/v1/signals']) {
       const sent = log.of(path);
       expect(sent.length, path).toBeGreaterThan(0);
-      expect(sent.every((q) => q.get('order_by') === '-timestamp'), path).toBe(true);
+      expect(
+        sent.every((q) => q.get('order_by') === '-timestamp'),
+        path,
+      ).toBe(true);
     }
   });
 
@@ -65,7 +87,13 @@ describe('lists: order_by sent, order learned from records', () => {
     // One conversation a page: a walk that trusted the order it had seen would stop at the first
     // page older than the window, before the older conversations that got a new message.
     const quirks: EmulatorOptions['lists'] = { conversationsByStartedAt: true, pageCap: 1 };
-    const emu = await emulator({ seed: 2, eventsPerProject: 300, historyDays: 1, projects: ['default'], lists: quirks });
+    const emu = await emulator({
+      seed: 2,
+      eventsPerProject: 300,
+      historyDays: 1,
+      projects: ['default'],
+      lists: quirks,
+    });
     const { d, second } = await twoSyncs(emu, { resources: [events, conversations] }, () => {
       emu.addEvents('default', 3);
     });
@@ -75,7 +103,14 @@ describe('lists: order_by sent, order learned from records', () => {
 
   it('on a server that lists conversations by last message, the order is proven once, kept, and the next run stops early', async () => {
     const log = requestLog();
-    const emu = await emulator({ seed: 44, eventsPerProject: 300, historyDays: 1, projects: ['default'], lists: { pageCap: 5 }, onRequest: log.onRequest });
+    const emu = await emulator({
+      seed: 44,
+      eventsPerProject: 300,
+      historyDays: 1,
+      projects: ['default'],
+      lists: { pageCap: 5 },
+      onRequest: log.onRequest,
+    });
     const { d, first, second } = await twoSyncs(emu, { resources: [events, conversations] }, () => {
       emu.addEvents('default', 3);
     });
@@ -90,7 +125,13 @@ describe('lists: order_by sent, order learned from records', () => {
     const { d, second } = await twoSyncs(emu, { project: 'alpha' }, () => {
       emu.addEvents('alpha', 20);
     });
-    await expectExact(d, emu, second, RESOURCES.filter((r) => r.name !== 'traces'), 'alpha');
+    await expectExact(
+      d,
+      emu,
+      second,
+      RESOURCES.filter((r) => r.name !== 'traces'),
+      'alpha',
+    );
   });
 });
 
@@ -99,7 +140,12 @@ describe('lists: page caps are learned and asked for', () => {
     it(`a silent cap of ${cap}: every table exact, the cap kept in state, later pages ask for it`, async () => {
       const log = requestLog();
       // 400 events a project (was 900): alpha's ~450 spans still fill a 200-span page, its events a 50-row one.
-      const emu = await emulator({ seed: 47, eventsPerProject: 400, lists: { pageCap: cap }, onRequest: log.onRequest });
+      const emu = await emulator({
+        seed: 47,
+        eventsPerProject: 400,
+        lists: { pageCap: cap },
+        onRequest: log.onRequest,
+      });
       const { d, second } = await twoSyncs(emu, { project: 'alpha' }, () => {
         emu.addEvents('alpha', 30);
       });
@@ -127,7 +173,13 @@ describe('lists: offset cursors', () => {
       // out of the walk's window, and every row after a user already read shifts up one place.
       if (info.path === '/v1/users' && ++usersPages === 5) emu?.addEvents('alpha', 2, {});
     };
-    emu = await emulator({ seed: 49, eventsPerProject: 400, projects: ['alpha'], lists: { offsetCursors: true, pageCap: 2 }, onRequest });
+    emu = await emulator({
+      seed: 49,
+      eventsPerProject: 400,
+      projects: ['alpha'],
+      lists: { offsetCursors: true, pageCap: 2 },
+      onRequest,
+    });
     const { d, second } = await twoSyncs(emu, { project: 'alpha', resources: [events, users] });
     await expectExact(d, emu, second, [users, events], 'alpha');
     expect(listFacts(await StateStore.read(statePathOf(d))).users?.cursor).toBe('offset');
@@ -137,7 +189,11 @@ describe('lists: offset cursors', () => {
 describe('lists: scope', () => {
   it('a server that ignores project_ids: rows of projects not asked for are dropped, counted in the summary and _query_sync_runs', async () => {
     const emu = await emulator({ seed: 51, eventsPerProject: 80, lists: { ignoreProjectIds: true } });
-    const { d, first, second } = await twoSyncs(emu, { project: '*', projectIds: ['alpha'], resources: [events, users, conversations] });
+    const { d, first, second } = await twoSyncs(emu, {
+      project: '*',
+      projectIds: ['alpha'],
+      resources: [events, users, conversations],
+    });
     for (const table of ['events', 'users', 'conversations']) {
       const projects = new Set((await readTable(d, table)).map((r) => r.project_id));
       expect([...projects], table).toEqual(['alpha']);
@@ -149,7 +205,19 @@ describe('lists: scope', () => {
     // The run's row says so too (as the CLI records it after the run).
     const db = await DuckDbDestination.open(dbPathOf(d));
     try {
-      await recordRun(db, { command: 'sync', startedAt: first.startedAt, endedAt: second.startedAt, streams: first.streams, settings: {}, secrets: [] }, [], silentLogger());
+      await recordRun(
+        db,
+        {
+          command: 'sync',
+          startedAt: first.startedAt,
+          endedAt: second.startedAt,
+          streams: first.streams,
+          settings: {},
+          secrets: [],
+        },
+        [],
+        silentLogger(),
+      );
     } finally {
       await db.close();
     }

@@ -13,7 +13,18 @@ describe('plan (next sync)', () => {
   it('its request estimate equals what the sync then sends to /v1/events, first sync and incremental', async () => {
     const emu = await emulator({ seed: 71, eventsPerProject: 200, projects: ['default', 'alpha'] });
     const d = dir();
-    const common = ['--project', '*', '--project-ids', 'alpha,default', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
+    const common = [
+      '--project',
+      '*',
+      '--project-ids',
+      'alpha,default',
+      '--resources',
+      'events',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+    ];
     const first = JSON.parse((await runCli(emu, ['plan', ...common, '--json'])).stdout) as Plan;
     expect(first.kind).toBe('sync');
     const row = first.rows.find((r) => r.resource === 'events');
@@ -36,7 +47,21 @@ describe('plan (next sync)', () => {
   it('--search and --aggregates: the aggregates requests equal what the sync sends; a search is listed with its range, its pages unknown', async () => {
     const emu = await emulator({ seed: 73, eventsPerProject: 120, projects: ['default', 'alpha'] });
     const d = dir();
-    const common = ['--project', '*', '--project-ids', 'alpha,default', '--resources', 'events', '--search', 'err=error', '--aggregates', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
+    const common = [
+      '--project',
+      '*',
+      '--project-ids',
+      'alpha,default',
+      '--resources',
+      'events',
+      '--search',
+      'err=error',
+      '--aggregates',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+    ];
     const plan = JSON.parse((await runCli(emu, ['plan', ...common, '--json'])).stdout) as Plan;
     expect(plan.rows.map((r) => `${r.resource} ${r.scope}`)).toEqual([
       'events *[alpha,default]',
@@ -88,7 +113,19 @@ describe('plan (next sync)', () => {
         version: 1,
         projects: ['default'],
         sections: {},
-        streams: { 'events:*': { mark: from, split: { from, to, parts: [{ from, to: mid }, { from: mid, to }] } } },
+        streams: {
+          'events:*': {
+            mark: from,
+            split: {
+              from,
+              to,
+              parts: [
+                { from, to: mid },
+                { from: mid, to },
+              ],
+            },
+          },
+        },
       }),
     );
     const common = ['--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];

@@ -23,7 +23,11 @@ async function globbed(layout: WarehouseLayout): Promise<number> {
   const instance = await DuckDBInstance.create(':memory:');
   try {
     const c = await instance.connect();
-    const n = Number((await c.runAndReadAll(`SELECT count(*) FROM read_parquet('${layout.files}/events/*/data.parquet')`)).getRows()[0]?.[0]);
+    const n = Number(
+      (
+        await c.runAndReadAll(`SELECT count(*) FROM read_parquet('${layout.files}/events/*/data.parquet')`)
+      ).getRows()[0]?.[0],
+    );
     c.closeSync();
     return n;
   } finally {
@@ -35,13 +39,23 @@ async function globbed(layout: WarehouseLayout): Promise<number> {
  * Run `query-sync publish` and SIGKILL it as soon as a file whose name matches `marker` appears in
  * `folder`. Resolves with how the process ended (a publish that ended before the signal landed: 0).
  */
-async function publishKilledAt(emuEnv: NodeJS.ProcessEnv, path: string, folder: string, marker: RegExp): Promise<{ killed: boolean; code: number | null }> {
-  const child = spawn(process.execPath, [CLI, 'publish', '--duckdb-path', path], { env: emuEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+async function publishKilledAt(
+  emuEnv: NodeJS.ProcessEnv,
+  path: string,
+  folder: string,
+  marker: RegExp,
+): Promise<{ killed: boolean; code: number | null }> {
+  const child = spawn(process.execPath, [CLI, 'publish', '--duckdb-path', path], {
+    env: emuEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const watcher = watch(folder, { recursive: true }, (_event, name) => {
     if (name !== null && marker.test(String(name))) child.kill('SIGKILL');
   });
   try {
-    return await new Promise((resolve) => child.on('close', (code, signal) => resolve({ killed: signal === 'SIGKILL', code })));
+    return await new Promise((resolve) =>
+      child.on('close', (code, signal) => resolve({ killed: signal === 'SIGKILL', code })),
+    );
   } finally {
     watcher.close();
   }
@@ -68,7 +82,12 @@ describe('a publish killed -9 mid-way leaves a readable copy, and the next publi
     // 1. Killed while the new catalog is being made (the Parquet files are written; the old catalog is in place).
     let before = first;
     let now = await removeSome(5);
-    const atCatalog = await publishKilledAt(env, path, dirname(path), new RegExp(`^${basename(path)}\\.publish-\\d+\\.tmp$`));
+    const atCatalog = await publishKilledAt(
+      env,
+      path,
+      dirname(path),
+      new RegExp(`^${basename(path)}\\.publish-\\d+\\.tmp$`),
+    );
     expect(atCatalog.killed || atCatalog.code === 0).toBe(true);
     let read = await readPublished(path);
     // The old copy or (if the kill landed after the rename) the new one: one publish's rows, never a mix.
@@ -87,7 +106,12 @@ describe('a publish killed -9 mid-way leaves a readable copy, and the next publi
     // than the manifest) is reached every time.
     before = read;
     now = await removeSome(5);
-    const atManifest = await publishKilledAt({ ...env, QSYNC_TEST_HOLD_AFTER_CATALOG: '1' }, path, layout.files, /(^|\/)hold-after-catalog\.marker$/);
+    const atManifest = await publishKilledAt(
+      { ...env, QSYNC_TEST_HOLD_AFTER_CATALOG: '1' },
+      path,
+      layout.files,
+      /(^|\/)hold-after-catalog\.marker$/,
+    );
     expect(atManifest.killed).toBe(true);
     rmSync(join(layout.files, 'hold-after-catalog.marker'), { force: true });
     read = await readPublished(path);
@@ -103,7 +127,10 @@ describe('a publish killed -9 mid-way leaves a readable copy, and the next publi
     // The Parquet files the killed publishes wrote and never named are removed by later publishes:
     // every version file of an earlier publish number is named by the manifest.
     const manifest = readManifest(layout.manifest);
-    const named = new Set([...Object.values(manifest?.tables ?? {}).flatMap((t) => Object.values(t.partitions).map((p) => p.version)), ...(manifest?.superseded ?? []).map((s) => s.file)]);
+    const named = new Set([
+      ...Object.values(manifest?.tables ?? {}).flatMap((t) => Object.values(t.partitions).map((p) => p.version)),
+      ...(manifest?.superseded ?? []).map((s) => s.file),
+    ]);
     const versions = readdirSync(join(layout.files, '_versions'), { recursive: true, withFileTypes: true })
       .filter((e) => e.isFile() && Number(e.name.split('-')[0]) < (manifest?.publish ?? 0))
       .map((e) => relative(layout.files, join(e.parentPath, e.name)));

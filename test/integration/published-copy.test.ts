@@ -72,7 +72,10 @@ interface ReaderLine {
 }
 
 function startReader(path: string): { lines: ReaderLine[]; stop(): Promise<void> } {
-  const child = spawn(process.execPath, ['--input-type=module', '-e', READER, path], { stdio: ['pipe', 'pipe', 'inherit'], cwd: process.cwd() });
+  const child = spawn(process.execPath, ['--input-type=module', '-e', READER, path], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    cwd: process.cwd(),
+  });
   const lines: ReaderLine[] = [];
   let buffer = '';
   child.stdout.on('data', (b: Buffer) => {
@@ -92,10 +95,17 @@ function startReader(path: string): { lines: ReaderLine[]; stop(): Promise<void>
 }
 
 /** Rows in `a` not in `b` and in `b` not in `a` (bags), for one table. */
-async function difference(sqlA: string, sqlB: string, connectionOf: () => Promise<{ runAndReadAll(sql: string): Promise<{ getRows(): unknown[][] }> }>): Promise<number> {
+async function difference(
+  sqlA: string,
+  sqlB: string,
+  connectionOf: () => Promise<{ runAndReadAll(sql: string): Promise<{ getRows(): unknown[][] }> }>,
+): Promise<number> {
   const c = await connectionOf();
   const one = async (sql: string): Promise<number> => Number((await c.runAndReadAll(sql)).getRows()[0]?.[0] ?? -1);
-  return (await one(`SELECT count(*) FROM (${sqlA} EXCEPT ALL ${sqlB})`)) + (await one(`SELECT count(*) FROM (${sqlB} EXCEPT ALL ${sqlA})`));
+  return (
+    (await one(`SELECT count(*) FROM (${sqlA} EXCEPT ALL ${sqlB})`)) +
+    (await one(`SELECT count(*) FROM (${sqlB} EXCEPT ALL ${sqlA})`))
+  );
 }
 
 describe('the published read copy (real CLI, real reader processes, real DuckDB files)', () => {
@@ -109,12 +119,33 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     const d = tempDir();
     cleanups.push(d.cleanup);
     const layout = layoutOf(dbPathOf(d.dir));
-    const args = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--log-level', 'info', '--log-format', 'json', '--batch-rows', '200', '--publish-every', '1s', '--max-rps', '8'];
+    const args = [
+      'sync',
+      '--project',
+      '*',
+      '--duckdb-path',
+      dbPathOf(d.dir),
+      '--state',
+      statePathOf(d.dir),
+      '--log-level',
+      'info',
+      '--log-format',
+      'json',
+      '--batch-rows',
+      '200',
+      '--publish-every',
+      '1s',
+      '--max-rps',
+      '8',
+    ];
     const reader = startReader(layout.published);
     cleanups.push(() => reader.stop());
 
     // Killed once a publish during the run has landed (the manifest exists while the run goes on).
-    const killed = await runCli(emu, args, { killWhen: () => (readManifest(layout.manifest)?.publish ?? 0) >= 2, timeoutMs: 120_000 });
+    const killed = await runCli(emu, args, {
+      killWhen: () => (readManifest(layout.manifest)?.publish ?? 0) >= 2,
+      timeoutMs: 120_000,
+    });
     expect(killed.signal, killed.stderr.slice(-2000)).toBe('SIGKILL');
     const afterKill = readManifest(layout.manifest);
     expect(afterKill?.final).toBe(false);
@@ -122,11 +153,14 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     const resumed = await runCli(emu, args, { timeoutMs: 280_000 });
     expect(resumed.code, resumed.stderr.slice(-2000)).toBe(0);
     // The reader never made the sync wait: no lock message, no busy warehouse.
-    expect(resumed.stderr + resumed.stdout).not.toMatch(/Could not set lock|Conflicting lock|open in another process|E_WAREHOUSE_BUSY/);
+    expect(resumed.stderr + resumed.stdout).not.toMatch(
+      /Could not set lock|Conflicting lock|open in another process|E_WAREHOUSE_BUSY/,
+    );
     const final = readManifest(layout.manifest);
     expect(final?.final).toBe(true);
     // Wait (on events, not time) until the reader has read the final publish twice.
-    while (reader.lines.filter((l) => l.publish === final?.publish).length < 2) await new Promise((r) => setTimeout(r, 50));
+    while (reader.lines.filter((l) => l.publish === final?.publish).length < 2)
+      await new Promise((r) => setTimeout(r, 50));
     await reader.stop();
 
     const lines = reader.lines;
@@ -146,7 +180,8 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     }
     const ordered = [...byPublish.entries()].sort((a, b) => a[0] - b[0]);
     for (let i = 1; i < ordered.length; i++) {
-      for (const [table, n] of Object.entries(ordered[i - 1]?.[1] ?? {})) expect(ordered[i]?.[1][table] ?? 0).toBeGreaterThanOrEqual(n);
+      for (const [table, n] of Object.entries(ordered[i - 1]?.[1] ?? {}))
+        expect(ordered[i]?.[1][table] ?? 0).toBeGreaterThanOrEqual(n);
     }
 
     // The final copy equals the working database, table by table, and so does the Parquet set.
@@ -160,18 +195,33 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     await connection.run(`ATTACH '${layout.work}' AS w (READ_ONLY)`);
     await connection.run(`ATTACH '${layout.published}' AS p (READ_ONLY)`);
     const tables = Object.keys(final?.tables ?? {});
-    expect(tables).toEqual(expect.arrayContaining(['events', 'traces', 'users', 'conversations', 'signals', 'signal_groups', '_query_sync_runs']));
+    expect(tables).toEqual(
+      expect.arrayContaining([
+        'events',
+        'traces',
+        'users',
+        'conversations',
+        'signals',
+        'signal_groups',
+        '_query_sync_runs',
+      ]),
+    );
     expect(tables).not.toContain('_query_sync_state');
     for (const table of tables) {
       const work = `SELECT * FROM w.main."${table}"`;
-      expect(await difference(work, `SELECT * FROM p.main."${table}"`, async () => connection), `published ${table}`).toBe(0);
+      expect(
+        await difference(work, `SELECT * FROM p.main."${table}"`, async () => connection),
+        `published ${table}`,
+      ).toBe(0);
       const rows = final?.tables[table]?.rows ?? 0;
       if (rows === 0) continue;
       const parquet = `SELECT * FROM read_parquet('${layout.files}/${table}/**/*.parquet', hive_partitioning = false)`;
       expect(await difference(work, parquet, async () => connection), `Parquet ${table}`).toBe(0);
     }
     // Events are cut by day, and the manifest's counts are the rows.
-    expect(Object.keys(final?.tables.events?.partitions ?? {}).every((k) => /^dt=\d{4}-\d{2}-\d{2}$/.test(k))).toBe(true);
+    expect(Object.keys(final?.tables.events?.partitions ?? {}).every((k) => /^dt=\d{4}-\d{2}-\d{2}$/.test(k))).toBe(
+      true,
+    );
     const eventRows = Number((await connection.runAndReadAll('SELECT count(*) FROM w.main.events')).getRows()[0]?.[0]);
     expect(final?.tables.events?.rows).toBe(eventRows);
   }, 480_000);
@@ -182,9 +232,25 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     const d = tempDir();
     cleanups.push(d.cleanup);
     const layout = layoutOf(dbPathOf(d.dir));
-    const args = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--log-format', 'json'];
+    const args = [
+      'sync',
+      '--project',
+      '*',
+      '--duckdb-path',
+      dbPathOf(d.dir),
+      '--state',
+      statePathOf(d.dir),
+      '--log-format',
+      'json',
+    ];
     // The first sync only makes the copy to hold: in-process, into the CLI's layout, published at its end.
-    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d.dir, project: '*', destination: asTheCliLaysItOut(d.dir) });
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d.dir,
+      project: '*',
+      destination: asTheCliLaysItOut(d.dir),
+    });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
     const before = readManifest(layout.manifest);
 
@@ -196,13 +262,16 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
       holder.closeSync();
     });
     await held.run('BEGIN TRANSACTION');
-    const countHeld = async (): Promise<number> => Number((await held.runAndReadAll('SELECT count(*) FROM events')).getRows()[0]?.[0]);
+    const countHeld = async (): Promise<number> =>
+      Number((await held.runAndReadAll('SELECT count(*) FROM events')).getRows()[0]?.[0]);
     const eventsBefore = await countHeld();
 
     for (const p of ['default', 'alpha', 'beta']) emu.addEvents(p, 40);
     const second = await runCli(emu, args);
     expect(second.code, second.stderr.slice(-2000)).toBe(0);
-    expect(second.stderr + second.stdout).not.toMatch(/Could not set lock|Conflicting lock|open in another process|could not publish/);
+    expect(second.stderr + second.stdout).not.toMatch(
+      /Could not set lock|Conflicting lock|open in another process|could not publish/,
+    );
     const after = readManifest(layout.manifest);
     expect(after?.publish).toBeGreaterThan(before?.publish ?? 0);
 
@@ -215,7 +284,9 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     fresh.closeSync();
     expect(eventsAfter).toBe(eventsBefore + 120);
     // Only the days the new events fell on were rewritten; the other partitions kept their files.
-    const kept = Object.entries(after?.tables.events?.partitions ?? {}).filter(([k, p]) => before?.tables.events?.partitions[k]?.version === p.version);
+    const kept = Object.entries(after?.tables.events?.partitions ?? {}).filter(
+      ([k, p]) => before?.tables.events?.partitions[k]?.version === p.version,
+    );
     expect(kept.length).toBeGreaterThan(0);
   }, 180_000);
 
@@ -225,9 +296,29 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
     const d = tempDir();
     cleanups.push(d.cleanup);
     const layout = layoutOf(dbPathOf(d.dir));
-    const args = ['sync', '--project', '*', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--log-format', 'json'];
+    const args = [
+      'sync',
+      '--project',
+      '*',
+      '--duckdb-path',
+      dbPathOf(d.dir),
+      '--state',
+      statePathOf(d.dir),
+      '--log-format',
+      'json',
+    ];
     // The copy that must stay readable: written in-process, into the CLI's layout, published at its end.
-    expect((await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d.dir, project: '*', destination: asTheCliLaysItOut(d.dir) })).ok).toBe(true);
+    expect(
+      (
+        await syncOnce({
+          baseUrl: emu.url,
+          apiKey: emu.apiKey,
+          dir: d.dir,
+          project: '*',
+          destination: asTheCliLaysItOut(d.dir),
+        })
+      ).ok,
+    ).toBe(true);
     const before = readManifest(layout.manifest);
     // A folder (with a file in it) where the next publish must write its new catalog: that publish fails.
     const { mkdirSync, writeFileSync } = await import('node:fs');
@@ -247,11 +338,19 @@ describe('the published read copy (real CLI, real reader processes, real DuckDB 
       c.closeSync();
       reader.closeSync();
     });
-    expect(Number((await c.runAndReadAll('SELECT count(*) FROM users')).getRows()[0]?.[0])).toBe(before?.tables.users?.rows);
-    expect(Number((await c.runAndReadAll('SELECT count(*) FROM events')).getRows()[0]?.[0])).toBe(before?.tables.events?.rows);
+    expect(Number((await c.runAndReadAll('SELECT count(*) FROM users')).getRows()[0]?.[0])).toBe(
+      before?.tables.users?.rows,
+    );
+    expect(Number((await c.runAndReadAll('SELECT count(*) FROM events')).getRows()[0]?.[0])).toBe(
+      before?.tables.events?.rows,
+    );
     const { readdirSync } = await import('node:fs');
-    const versions = readdirSync(join(layout.files, '_versions'), { recursive: true }).map(String).filter((f) => f.endsWith('.parquet'));
-    const referenced = new Set(Object.values(before?.tables ?? {}).flatMap((t) => Object.values(t.partitions).map((p) => p.version)));
+    const versions = readdirSync(join(layout.files, '_versions'), { recursive: true })
+      .map(String)
+      .filter((f) => f.endsWith('.parquet'));
+    const referenced = new Set(
+      Object.values(before?.tables ?? {}).flatMap((t) => Object.values(t.partitions).map((p) => p.version)),
+    );
     expect(versions.map((f) => `_versions/${f}`).filter((f) => !referenced.has(f))).toEqual([]);
   }, 120_000);
 });

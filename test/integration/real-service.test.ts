@@ -40,7 +40,13 @@ async function expectExact(d: string, emu: Emulator, cutoffMs: number): Promise<
 describe('sync against the real-service flavor with only --base-url and --api-key', () => {
   it('ends exact in every table, enriched fields and per-event traces included', async () => {
     const clock = movableClock();
-    const emu = await emulator({ flavor: 'real', seed: 31, eventsPerProject: 250, enrichAfterMs: ENRICH_MS, now: clock.now });
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 31,
+      eventsPerProject: 250,
+      enrichAfterMs: ENRICH_MS,
+      now: clock.now,
+    });
     const d = dir();
     const fresh = emu.addEvents('default', 30); // not enriched yet when the first sync reads them
     expect(fresh.some((e) => e.tool_calls !== undefined || e.topics !== undefined)).toBe(true);
@@ -48,7 +54,16 @@ describe('sync against the real-service flavor with only --base-url and --api-ke
     // Beside where to write, one pacing flag: the emulator enforces no limits and pacing is not the
     // point (the ~280 per-event reads waited ~7 s at the documented 40 a second). Unpaced, the
     // warning below still shows when the run's signal does not allow many waiters (tried).
-    const storage = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'warn', '--max-rps', '100000'];
+    const storage = [
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--log-level',
+      'warn',
+      '--max-rps',
+      '100000',
+    ];
     const first = await runCli(emu, ['sync', ...storage]);
     expect(first.code, first.stdout + first.stderr).toBe(0);
     // Hundreds of per-event requests listen to the run's stop signal: no Node warning on stderr
@@ -75,11 +90,25 @@ describe('sync against the real-service flavor with only --base-url and --api-ke
 
   it('the settle re-read brings in fields enriched after the lookback has passed', async () => {
     const clock = movableClock();
-    const emu = await emulator({ flavor: 'real', seed: 32, eventsPerProject: 200, enrichAfterMs: ENRICH_MS, now: clock.now });
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 32,
+      eventsPerProject: 200,
+      enrichAfterMs: ENRICH_MS,
+      now: clock.now,
+    });
     const d = dir();
     emu.addEvents('default', 40);
     // No lookback: only the settle pass can see the enrichment.
-    const run = { baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], lookbackMs: 0, settleMs: ENRICH_MS + 500, clock };
+    const run = {
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events],
+      lookbackMs: 0,
+      settleMs: ENRICH_MS + 500,
+      clock,
+    };
     const first = await syncOnce(run);
     expect(first.ok).toBe(true);
     const firstStart = Date.parse(first.startedAt);

@@ -12,7 +12,9 @@ import { tempDir } from '../fakes/tmp.js';
  * for real as far as this machine allows (no Docker, no Kubernetes).
  */
 
-const DOCS = ['scheduling.md', 'configuration.md'].map((f) => readFileSync(join(process.cwd(), 'docs', f), 'utf8')).join('\n');
+const DOCS = ['scheduling.md', 'configuration.md']
+  .map((f) => readFileSync(join(process.cwd(), 'docs', f), 'utf8'))
+  .join('\n');
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -38,7 +40,11 @@ async function setup(): Promise<{ emu: Emulator; root: string; shim: string }> {
 }
 
 /** Run a command (async: the emulator answers from this process). */
-function run(command: string, args: readonly string[], options: { cwd: string; env: Record<string, string> }): Promise<{ status: number | null; stdout: string; stderr: string }> {
+function run(
+  command: string,
+  args: readonly string[],
+  options: { cwd: string; env: Record<string, string> },
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   const child = spawn(command, args, { cwd: options.cwd, env: options.env });
   let stdout = '';
   let stderr = '';
@@ -54,9 +60,13 @@ function run(command: string, args: readonly string[], options: { cwd: string; e
 }
 
 /** A bare environment, as cron and containers give (no QUERY_* from the test's own). */
-const bareEnv = (extra: Record<string, string>): Record<string, string> => ({ PATH: '/usr/bin:/bin', HOME: '/tmp', ...extra });
+const bareEnv = (extra: Record<string, string>): Record<string, string> => ({
+  PATH: '/usr/bin:/bin',
+  HOME: '/tmp',
+  ...extra,
+});
 
-describe('the docs\' recipes', () => {
+describe("the docs' recipes", () => {
   it('the crontab line, with the config file of the Configuration section, syncs into the absolute paths it names', async () => {
     const { emu, root, shim } = await setup();
     const sub = (text: string): string =>
@@ -73,7 +83,10 @@ describe('the docs\' recipes', () => {
       .split('\n')
       .find((l) => l.trim() !== '' && !l.startsWith('#'));
     const fields = (line ?? '').trim().split(/\s+/);
-    expect(fields.slice(0, 5).every((f) => /^[\d*/,-]+$/.test(f)), 'five schedule fields').toBe(true);
+    expect(
+      fields.slice(0, 5).every((f) => /^[\d*/,-]+$/.test(f)),
+      'five schedule fields',
+    ).toBe(true);
     const command = sub(fields.slice(5).join(' '));
     // cron runs the line with sh, from the user's home, with a bare environment.
     const result = await run('sh', ['-c', command], { cwd: '/tmp', env: bareEnv({}) });
@@ -94,17 +107,32 @@ describe('the docs\' recipes', () => {
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(10);
     const container = pod.containers[0] as Container;
     const env = Object.fromEntries(container.env.map((e) => [e.name, e.value]));
-    const secretMount = container.volumeMounts.find((m) => pod.volumes.find((v) => v.name === m.name)?.secret !== undefined);
+    const secretMount = container.volumeMounts.find(
+      (m) => pod.volumes.find((v) => v.name === m.name)?.secret !== undefined,
+    );
     expect(env.QUERY_SYNC_API_KEY_FILE?.startsWith(`${secretMount?.mountPath}/`)).toBe(true);
     expect(env.QUERY_SYNC_API_KEY).toBeUndefined();
-    const dataMount = container.volumeMounts.find((m) => pod.volumes.find((v) => v.name === m.name)?.persistentVolumeClaim !== undefined);
+    const dataMount = container.volumeMounts.find(
+      (m) => pod.volumes.find((v) => v.name === m.name)?.persistentVolumeClaim !== undefined,
+    );
     expect(dataMount?.mountPath).toBe('/data');
 
     // The image's own environment (Dockerfile ENV) puts the warehouse and state on /data.
-    const imageEnv = Object.fromEntries([...readFileSync(join(process.cwd(), 'Dockerfile'), 'utf8').matchAll(/(QUERY_SYNC_[A-Z_]+)=(\S+)/g)].map((m) => [m[1], m[2]]));
-    expect(imageEnv).toMatchObject({ QUERY_SYNC_DUCKDB_PATH: '/data/warehouse.duckdb', QUERY_SYNC_STATE: '/data/state/state.json' });
+    const imageEnv = Object.fromEntries(
+      [...readFileSync(join(process.cwd(), 'Dockerfile'), 'utf8').matchAll(/(QUERY_SYNC_[A-Z_]+)=(\S+)/g)].map((m) => [
+        m[1],
+        m[2],
+      ]),
+    );
+    expect(imageEnv).toMatchObject({
+      QUERY_SYNC_DUCKDB_PATH: '/data/warehouse.duckdb',
+      QUERY_SYNC_STATE: '/data/state/state.json',
+    });
     const sub = (text: string): string =>
-      text.replaceAll('/data', join(root, 'data')).replaceAll(secretMount?.mountPath ?? '', join(root, 'secret')).replaceAll('https://query.example.com', emu.url);
+      text
+        .replaceAll('/data', join(root, 'data'))
+        .replaceAll(secretMount?.mountPath ?? '', join(root, 'secret'))
+        .replaceAll('https://query.example.com', emu.url);
     mkdirSync(join(root, 'data'));
     mkdirSync(join(root, 'secret'));
     writeFileSync(sub(env.QUERY_SYNC_API_KEY_FILE ?? ''), emu.apiKey);
@@ -130,7 +158,10 @@ describe('the docs\' recipes', () => {
     expect(steps[save]?.if).toBe('always()');
     const step = steps[sync] as Step;
     const env = Object.fromEntries(
-      Object.entries(step.env ?? {}).map(([k, v]) => [k, v.replace('${{ vars.QUERY_API_BASE_URL }}', emu.url).replace('${{ secrets.QUERY_API_KEY }}', emu.apiKey)]),
+      Object.entries(step.env ?? {}).map(([k, v]) => [
+        k,
+        v.replace('${{ vars.QUERY_API_BASE_URL }}', emu.url).replace('${{ secrets.QUERY_API_KEY }}', emu.apiKey),
+      ]),
     );
     const command = (step.run ?? '').replace('node dist/bin/cli.js', `"${process.execPath}" "${CLI}"`);
     const result = await run('sh', ['-c', command], { cwd: root, env: bareEnv(env) });
@@ -154,7 +185,11 @@ interface CronJob {
           readonly spec: {
             readonly terminationGracePeriodSeconds: number;
             readonly containers: Container[];
-            readonly volumes: { readonly name: string; readonly secret?: unknown; readonly persistentVolumeClaim?: unknown }[];
+            readonly volumes: {
+              readonly name: string;
+              readonly secret?: unknown;
+              readonly persistentVolumeClaim?: unknown;
+            }[];
           };
         };
       };

@@ -25,14 +25,33 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 /** An hour well inside the checked range: closed, older than lookback and settle, within two days. */
 const victimHour = (): number => Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR;
 
-async function setup(options: EmulatorOptions = {}): Promise<{ emu: Emulator; dir: string; args: string[]; requests: RequestInfo[] }> {
+async function setup(
+  options: EmulatorOptions = {},
+): Promise<{ emu: Emulator; dir: string; args: string[]; requests: RequestInfo[] }> {
   const requests: RequestInfo[] = [];
   // Three days of ~100 events a day per project: every recent hour of the checked range is busy enough.
-  const emu = await startEmulator({ seed: 21, eventsPerProject: 300, historyDays: 3, onRequest: (r) => requests.push(r), ...options });
+  const emu = await startEmulator({
+    seed: 21,
+    eventsPerProject: 300,
+    historyDays: 3,
+    onRequest: (r) => requests.push(r),
+    ...options,
+  });
   cleanups.push(() => emu.close());
   const d = tempDir();
   cleanups.push(d.cleanup);
-  const args = ['sync', '--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d.dir), '--state', statePathOf(d.dir), '--quiet'];
+  const args = [
+    'sync',
+    '--project',
+    '*',
+    '--resources',
+    'events',
+    '--duckdb-path',
+    dbPathOf(d.dir),
+    '--state',
+    statePathOf(d.dir),
+    '--quiet',
+  ];
   return { emu, dir: d.dir, args, requests };
 }
 
@@ -52,65 +71,121 @@ async function deleteHour(dir: string, fromMs: number): Promise<number> {
 /** A timestamp as `readTable` gives it, in ms. */
 const msOf = (v: unknown): number => (v instanceof Date ? v.getTime() : Date.parse(String(v)));
 const betaIn = (rows: readonly Record<string, unknown>[], fromMs: number): number =>
-  rows.filter((r) => r.project_id === 'beta' && msOf(r.timestamp) >= fromMs && msOf(r.timestamp) < fromMs + HOUR).length;
+  rows.filter((r) => r.project_id === 'beta' && msOf(r.timestamp) >= fromMs && msOf(r.timestamp) < fromMs + HOUR)
+    .length;
 
 /** Hourly reconcile timeseries requests (one per project per run): `interval=hour` ending on an hour. */
 const reconcileSeries = (requests: readonly RequestInfo[]): RequestInfo[] =>
-  requests.filter((r) => r.path === '/v1/events/timeseries' && r.query.get('interval') === 'hour' && Date.parse(r.query.get('timestamp[lt]') ?? '') % HOUR === 0);
+  requests.filter(
+    (r) =>
+      r.path === '/v1/events/timeseries' &&
+      r.query.get('interval') === 'hour' &&
+      Date.parse(r.query.get('timestamp[lt]') ?? '') % HOUR === 0,
+  );
 
 describe('sync reconciles itself', () => {
   it('finds an hour of rows deleted by hand, reads it again in the same run, and records it', async () => {
     const { emu, dir, args } = await setup();
     const first = await runCli(emu, args);
     expect(first.code, first.stdout + first.stderr).toBe(0);
-    expect(first.stdout).toMatch(/reconcile \(repair\): 3 resource-project ranges checked with \d+ requests; API and warehouse agree/);
+    expect(first.stdout).toMatch(
+      /reconcile \(repair\): 3 resource-project ranges checked with \d+ requests; API and warehouse agree/,
+    );
 
     const hour = victimHour();
     const deleted = await deleteHour(dir, hour);
     expect(deleted).toBeGreaterThan(0);
     const second = await runCli(emu, args);
     expect(second.code, second.stdout + second.stderr).toBe(0);
-    expect(second.stdout).toContain(`reconcile: events beta [${iso(hour)}, ${iso(hour + HOUR)}) expected ${deleted}, found 0: repaired (${deleted} after the re-read)`);
+    expect(second.stdout).toContain(
+      `reconcile: events beta [${iso(hour)}, ${iso(hour + HOUR)}) expected ${deleted}, found 0: repaired (${deleted} after the re-read)`,
+    );
     expect(second.stdout).toMatch(/1 window differed, 1 repaired/);
 
     const rows = await readTable(dir, 'events');
-    const api = emu.snapshot('events', 'beta').filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR).length;
+    const api = emu
+      .snapshot('events', 'beta')
+      .filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR).length;
     expect(betaIn(rows, hour)).toBe(api);
     const recorded = await readTable(dir, RECONCILE_TABLE);
     expect(recorded).toHaveLength(1);
-    expect(recorded[0]).toMatchObject({ resource: 'events', project_id: 'beta', expected: BigInt(deleted), found: 0n, found_after: BigInt(deleted), outcome: 'repaired' });
+    expect(recorded[0]).toMatchObject({
+      resource: 'events',
+      project_id: 'beta',
+      expected: BigInt(deleted),
+      found: 0n,
+      found_after: BigInt(deleted),
+      outcome: 'repaired',
+    });
     expect(msOf(recorded[0]?.window_from)).toBe(hour);
   });
 
   it('--reconcile check reports the deleted hour and exits 5 without reading it again', async () => {
     const { emu, dir, args } = await setup();
     // The first sync is a means here (the check run is under test): in-process, into the CLI's layout.
-    expect((await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir, project: '*', resources: [events], destination: asTheCliLaysItOut(dir) })).ok).toBe(true);
+    expect(
+      (
+        await syncOnce({
+          baseUrl: emu.url,
+          apiKey: emu.apiKey,
+          dir,
+          project: '*',
+          resources: [events],
+          destination: asTheCliLaysItOut(dir),
+        })
+      ).ok,
+    ).toBe(true);
     const hour = victimHour();
     const deleted = await deleteHour(dir, hour);
     const checked = await runCli(emu, [...args, '--reconcile', 'check', '--json']);
     expect(checked.code, checked.stdout + checked.stderr).toBe(5);
-    const summary = JSON.parse(checked.stdout.trim().split('\n').pop() ?? '{}') as { reconcile: { remaining: number; windows: { project: string; from: string; expected: number; found: number; outcome: string; reason: string }[] } };
+    const summary = JSON.parse(checked.stdout.trim().split('\n').pop() ?? '{}') as {
+      reconcile: {
+        remaining: number;
+        windows: { project: string; from: string; expected: number; found: number; outcome: string; reason: string }[];
+      };
+    };
     expect(summary.reconcile.remaining).toBe(1);
-    expect(summary.reconcile.windows).toEqual([expect.objectContaining({ project: 'beta', from: iso(hour), expected: deleted, found: 0, outcome: 'not repaired', reason: '--reconcile check' })]);
+    expect(summary.reconcile.windows).toEqual([
+      expect.objectContaining({
+        project: 'beta',
+        from: iso(hour),
+        expected: deleted,
+        found: 0,
+        outcome: 'not repaired',
+        reason: '--reconcile check',
+      }),
+    ]);
     expect(betaIn(await readTable(dir, 'events'), hour)).toBe(0);
   });
 
   it('exits 5 naming the window when the API counts records its list never returns', async () => {
     const hour = victimHour();
     const { emu, dir, args } = await setup({ unlistedEvents: { fromMs: hour, toMs: hour + HOUR } });
-    const hidden = emu.snapshot('events', 'beta').filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR).length;
+    const hidden = emu
+      .snapshot('events', 'beta')
+      .filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR).length;
     expect(hidden).toBeGreaterThan(0);
     // The projects with events in that hour (about four an hour each: now and then a project has none,
     // and its hour then agrees; which hour it is depends on the time of day the test runs).
-    const inHour = emu.snapshot('events').filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR);
+    const inHour = emu
+      .snapshot('events')
+      .filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR);
     const busy = new Set(inHour.map((r) => String(r.project_id))).size;
     const run = await runCli(emu, args);
     expect(run.code, run.stdout + run.stderr).toBe(5);
     // Every busy project's hour differs; each is read again, still differs, and is named.
-    expect(run.stdout).toMatch(new RegExp(`reconcile: events beta \\[${iso(hour).replace(/\./g, '\\.')}, .*\\) expected ${hidden}, found 0: STILL DIFFERS after the re-read`));
-    expect(run.stdout).toMatch(new RegExp(`reconcile: ${busy} windows? still differs?: .*events beta \\[${iso(hour).replace(/\./g, '\\.')}`));
-    expect(run.stdout).toMatch(new RegExp(`^sync ok in [\\d.]+ s, but ${busy} windows? still differs? from the API \\(reconcile above\\)$`, 'm'));
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `reconcile: events beta \\[${iso(hour).replace(/\./g, '\\.')}, .*\\) expected ${hidden}, found 0: STILL DIFFERS after the re-read`,
+      ),
+    );
+    expect(run.stdout).toMatch(
+      new RegExp(`reconcile: ${busy} windows? still differs?: .*events beta \\[${iso(hour).replace(/\./g, '\\.')}`),
+    );
+    expect(run.stdout).toMatch(
+      new RegExp(`^sync ok in [\\d.]+ s, but ${busy} windows? still differs? from the API \\(reconcile above\\)$`, 'm'),
+    );
     const recorded = await readTable(dir, RECONCILE_TABLE);
     expect(recorded.map((r) => r.outcome)).toEqual(Array.from({ length: busy }, () => 'differs'));
   });
@@ -125,7 +200,9 @@ describe('sync reconciles itself', () => {
     requests.length = 0;
     const on = await runCli(emu, args);
     expect(on.code).toBe(0);
-    expect(on.stdout).toMatch(/reconcile \(repair\): 3 resource-project ranges checked with 3 requests; API and warehouse agree/);
+    expect(on.stdout).toMatch(
+      /reconcile \(repair\): 3 resource-project ranges checked with 3 requests; API and warehouse agree/,
+    );
     const series = reconcileSeries(requests);
     expect(series.map((r) => r.headers['x-service-project-id']).sort()).toEqual(['alpha', 'beta', 'default']);
     // An incremental run: the range is the recent two days, one request each, nothing else.

@@ -15,20 +15,34 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
       '/v1/events': (_req, _url, res) => {
         // The key sits across the 200-character trim point of error messages: a trim before
         // redaction would leave its first characters behind.
-        const text = JSON.stringify({ error: { code: 'bad_request', message: `${'x'.repeat(140)} your key ${KEY} is not allowed here` } });
-        res.writeHead(400, { 'content-type': 'application/json', 'x-echo-key': KEY, 'www-authenticate': `Bearer ${KEY}` });
+        const text = JSON.stringify({
+          error: { code: 'bad_request', message: `${'x'.repeat(140)} your key ${KEY} is not allowed here` },
+        });
+        res.writeHead(400, {
+          'content-type': 'application/json',
+          'x-echo-key': KEY,
+          'www-authenticate': `Bearer ${KEY}`,
+        });
         res.end(text);
       },
       '/v1/users': (req, _url, res) => {
         res.writeHead(401, { 'content-type': 'text/plain', 'www-authenticate': String(req.headers.authorization) });
         res.end(`unknown key ${encodeURIComponent(KEY)} (raw: ${KEY}; json: ${JSON.stringify(KEY)})`);
       },
-      '/v1/signals': (_req, _url, res) => json(res, 200, { data: [{ id: 's1', name: 'ok' }], meta: { cursor: null, has_more: false } }),
+      '/v1/signals': (_req, _url, res) =>
+        json(res, 200, { data: [{ id: 's1', name: 'ok' }], meta: { cursor: null, has_more: false } }),
     });
     onCleanup(server.close);
     const d = dir();
     const common = ['--state', join(d, 'state.json'), '--duckdb-path', join(d, 'w.duckdb')];
-    const sync = await runCli({ url: server.url, apiKey: KEY }, ['sync', '--resources', 'events,users,signals', '--log-format', 'json', ...common]);
+    const sync = await runCli({ url: server.url, apiKey: KEY }, [
+      'sync',
+      '--resources',
+      'events,users,signals',
+      '--log-format',
+      'json',
+      ...common,
+    ]);
     expect(sync.code).not.toBe(0);
     // The failures were reported, with the echoes in place of the key.
     expect(sync.stdout).toMatch(/events .*FAILED: .*HTTP 400.*your key \[redac/);
@@ -42,8 +56,16 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
     expect(statusText.stdout).toMatch(/failed .*\[redacted\]/);
     expect(JSON.parse(statusJson.stdout)).toBeTypeOf('object');
     // The sync's working file, the published copy and its Parquet set (docs/analysts.md): none holds the key.
-    const parquet = readdirSync(join(d, 'w.duckdb.files'), { recursive: true }).map(String).filter((f) => f.endsWith('.parquet') || f.endsWith('.json'));
-    const warehouse = [join(d, 'w.work.duckdb'), join(d, 'w.duckdb'), ...parquet.map((f) => join(d, 'w.duckdb.files', f))].map((f) => readFileSync(f).toString('latin1')).join('\n');
+    const parquet = readdirSync(join(d, 'w.duckdb.files'), { recursive: true })
+      .map(String)
+      .filter((f) => f.endsWith('.parquet') || f.endsWith('.json'));
+    const warehouse = [
+      join(d, 'w.work.duckdb'),
+      join(d, 'w.duckdb'),
+      ...parquet.map((f) => join(d, 'w.duckdb.files', f)),
+    ]
+      .map((f) => readFileSync(f).toString('latin1'))
+      .join('\n');
 
     for (const [where, text] of Object.entries({
       'sync stdout': sync.stdout,

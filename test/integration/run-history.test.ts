@@ -20,7 +20,16 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     const d = dir();
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
     // First run: events without `model` (excluded), so the second run adds it as a new column.
-    const first = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events,users', '--exclude-columns', 'events.model', ...files]);
+    const first = await runCli(emu, [
+      'sync',
+      '--project',
+      'alpha',
+      '--resources',
+      'events,users',
+      '--exclude-columns',
+      'events.model',
+      ...files,
+    ]);
     expect(first.code, first.stderr).toBe(0);
     const created = jsonLines(first.stderr).filter((l) => String(l.msg).startsWith('schema change:'));
     expect(created.map((l) => l.msg).sort()).toEqual([
@@ -43,16 +52,26 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     const streams = JSON.parse(String(last?.streams)) as { resource: string; outcome: string }[];
     expect(streams.map((s) => `${s.resource} ${s.outcome}`).sort()).toEqual(['events ok', 'users ok']);
     const firstRun = runs.find((r) => r.run_id !== summary.runId);
-    expect(JSON.parse(String(firstRun?.settings))).toMatchObject({ project: 'alpha', resources: ['events', 'users'], excludedColumns: { events: ['model'] } });
+    expect(JSON.parse(String(firstRun?.settings))).toMatchObject({
+      project: 'alpha',
+      resources: ['events', 'users'],
+      excludedColumns: { events: ['model'] },
+    });
 
     const changes = await readTable(d, '_query_sync_schema_changes');
-    const eventColumns = (await readTable(d, 'events')).length > 0 ? Object.keys((await readTable(d, 'events'))[0] ?? {}) : [];
-    expect(changes.filter((c) => c.table_name === 'events' && c.change === 'new table').map((c) => c.column_name).sort()).toEqual(
-      eventColumns.filter((c) => c !== 'model').sort(),
-    );
-    expect(changes.filter((c) => c.run_id === summary.runId).map((c) => [c.table_name, c.column_name, c.column_type, c.change])).toEqual([
-      ['events', 'model', 'string', 'new column'],
-    ]);
+    const eventColumns =
+      (await readTable(d, 'events')).length > 0 ? Object.keys((await readTable(d, 'events'))[0] ?? {}) : [];
+    expect(
+      changes
+        .filter((c) => c.table_name === 'events' && c.change === 'new table')
+        .map((c) => c.column_name)
+        .sort(),
+    ).toEqual(eventColumns.filter((c) => c !== 'model').sort());
+    expect(
+      changes
+        .filter((c) => c.run_id === summary.runId)
+        .map((c) => [c.table_name, c.column_name, c.column_type, c.change]),
+    ).toEqual([['events', 'model', 'string', 'new column']]);
   });
 
   it('_run_id on every row written: the id of the run that last wrote it, as in _query_sync_runs; a table from before _run_id gains the column', async () => {
@@ -87,29 +106,60 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     expect([...byRun.keys()].sort()).toEqual([null, secondId].sort());
     expect(byRun.get(secondId)).toBeGreaterThanOrEqual(5);
     const changes = await readTable(d, '_query_sync_schema_changes');
-    expect(changes.filter((ch) => ch.run_id === secondId).map((ch) => [ch.table_name, ch.column_name, ch.change])).toEqual([['events', '_run_id', 'new column']]);
+    expect(
+      changes.filter((ch) => ch.run_id === secondId).map((ch) => [ch.table_name, ch.column_name, ch.change]),
+    ).toEqual([['events', '_run_id', 'new column']]);
     expect((await readTable(d, '_query_sync_runs')).map((r) => r.run_id).sort()).toEqual([firstId, secondId].sort());
   });
 
   it('a failed run is recorded as failed, its errors without the key', async () => {
     const emu = await emulator({ seed: 8, eventsPerProject: 10 });
     const d = dir();
-    const run = await runCli({ url: emu.url, apiKey: 'secret-wrong-key-77' }, ['sync', '--project', 'alpha', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    const run = await runCli({ url: emu.url, apiKey: 'secret-wrong-key-77' }, [
+      'sync',
+      '--project',
+      'alpha',
+      '--resources',
+      'events',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+    ]);
     expect(run.code).toBe(3);
     const [row, ...more] = await readTable(d, '_query_sync_runs');
     expect(more).toHaveLength(0);
     // A first sync's two timeseries requests go out at once (all history and its last months), each once: no retry of a 401.
     expect(row).toMatchObject({ command: 'sync', outcome: 'failed', rows: 0n, requests: 2n });
     expect(JSON.parse(String(row?.errors))).toEqual([expect.stringMatching(/the API key was rejected \(401\)/)]);
-    expect(JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain('secret-wrong-key-77');
+    expect(JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(
+      'secret-wrong-key-77',
+    );
   });
 });
 
 describe('schemaChanges', () => {
   it('new table, new column and variant column, in column order', () => {
-    const before = new Map([['events', [{ name: 'id', type: 'string' as const }, { name: 'n', type: 'int64' as const }]], ['users', undefined]]);
+    const before = new Map([
+      [
+        'events',
+        [
+          { name: 'id', type: 'string' as const },
+          { name: 'n', type: 'int64' as const },
+        ],
+      ],
+      ['users', undefined],
+    ]);
     const after = new Map([
-      ['events', [{ name: 'id', type: 'string' as const }, { name: 'n', type: 'int64' as const }, { name: 'model', type: 'string' as const }, { name: 'n__v_string', type: 'string' as const }]],
+      [
+        'events',
+        [
+          { name: 'id', type: 'string' as const },
+          { name: 'n', type: 'int64' as const },
+          { name: 'model', type: 'string' as const },
+          { name: 'n__v_string', type: 'string' as const },
+        ],
+      ],
       ['users', [{ name: 'id', type: 'string' as const }]],
     ]);
     expect(schemaChanges(before, after)).toEqual([
@@ -124,20 +174,40 @@ describe('--schema-contract (the real CLI into a real DuckDB file)', () => {
   it('freeze-columns fails the stream that meets a new field, naming it, and keeps its mark; freeze refuses a new table', async () => {
     const emu = await emulator({ seed: 9, eventsPerProject: 60 });
     const d = dir();
-    const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--project', 'alpha', '--resources', 'events,users'];
+    const files = [
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--project',
+      'alpha',
+      '--resources',
+      'events,users',
+    ];
     // The first sync (as `--exclude-columns events.user_input` runs it) only makes the tables the
     // contract then holds: in-process, into the CLI's layout.
     const withoutUserInput = withPrivacy(events, { exclude: { events: ['user_input'] }, hash: {} }, undefined);
-    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: 'alpha', resources: [withoutUserInput, users], destination: asTheCliLaysItOut(d) });
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: 'alpha',
+      resources: [withoutUserInput, users],
+      destination: asTheCliLaysItOut(d),
+    });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
-    const markBefore = (JSON.parse(await readFile(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string }> }).streams['events:alpha']?.mark;
+    const markBefore = (
+      JSON.parse(await readFile(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string }> }
+    ).streams['events:alpha']?.mark;
 
     emu.addEvents('alpha', 5);
     const frozen = await runCli(emu, ['sync', '--schema-contract', 'freeze-columns', '--json', ...files]);
     expect(frozen.code).toBe(1);
     const summary = JSON.parse(frozen.stdout) as RunJson;
     expect(summary.streams.map((s) => `${s.resource} ${s.outcome}`).sort()).toEqual(['events failed', 'users ok']);
-    expect(summary.errors[0]?.message).toMatch(/--schema-contract freeze-columns: a record of events \(key .+\) has the new field "user_input" \(string\)/);
+    expect(summary.errors[0]?.message).toMatch(
+      /--schema-contract freeze-columns: a record of events \(key .+\) has the new field "user_input" \(string\)/,
+    );
     const state = JSON.parse(await readFile(statePathOf(d), 'utf8')) as { streams: Record<string, { mark?: string }> };
     expect(state.streams['events:alpha']?.mark).toBe(markBefore);
     expect(Object.keys((await readTable(d, 'events'))[0] ?? {})).not.toContain('user_input');
@@ -145,12 +215,28 @@ describe('--schema-contract (the real CLI into a real DuckDB file)', () => {
     // The same run under evolve adds the column.
     const evolved = await runCli(emu, ['sync', ...files]);
     expect(evolved.code, evolved.stderr).toBe(0);
-    expect(jsonLines(evolved.stderr).map((l) => l.msg)).toContain('schema change: new column events.user_input (string)');
+    expect(jsonLines(evolved.stderr).map((l) => l.msg)).toContain(
+      'schema change: new column events.user_input (string)',
+    );
 
     const fresh = dir();
-    const frozenNew = await runCli(emu, ['sync', '--schema-contract', 'freeze', '--duckdb-path', dbPathOf(fresh), '--state', statePathOf(fresh), '--project', 'alpha', '--resources', 'users']);
+    const frozenNew = await runCli(emu, [
+      'sync',
+      '--schema-contract',
+      'freeze',
+      '--duckdb-path',
+      dbPathOf(fresh),
+      '--state',
+      statePathOf(fresh),
+      '--project',
+      'alpha',
+      '--resources',
+      'users',
+    ]);
     expect(frozenNew.code).toBe(1);
-    expect(frozenNew.stdout).toMatch(/the table "users" does not exist and --schema-contract freeze allows no new table/);
+    expect(frozenNew.stdout).toMatch(
+      /the table "users" does not exist and --schema-contract freeze allows no new table/,
+    );
   });
 });
 
@@ -167,7 +253,18 @@ describe('run history through the BigQuery destination (real client, strict doub
           command: 'sync',
           startedAt: '2026-11-23T20:00:00.000Z',
           endedAt: '2026-11-23T20:01:00.000Z',
-          streams: [{ resource: 'events', scope: '*', outcome: 'ok', rows: 12, pages: 1, windows: 1, seconds: 1, stats: { ...newCallStats(), requests: 1 } }],
+          streams: [
+            {
+              resource: 'events',
+              scope: '*',
+              outcome: 'ok',
+              rows: 12,
+              pages: 1,
+              windows: 1,
+              seconds: 1,
+              stats: { ...newCallStats(), requests: 1 },
+            },
+          ],
           settings: { project: '*' },
           secrets: [],
         },
@@ -177,7 +274,9 @@ describe('run history through the BigQuery destination (real client, strict doub
       const runs = await bigqueryTarget.readTable(d, '_query_sync_runs');
       expect(runs).toEqual([expect.objectContaining({ run_id: runId, command: 'sync', outcome: 'ok', rows: 12n })]);
       const changes = await bigqueryTarget.readTable(d, '_query_sync_schema_changes');
-      expect(changes).toEqual([expect.objectContaining({ run_id: runId, table_name: 'events', column_name: 'model', change: 'new column' })]);
+      expect(changes).toEqual([
+        expect.objectContaining({ run_id: runId, table_name: 'events', column_name: 'model', change: 'new column' }),
+      ]);
     } finally {
       await destination.close();
     }

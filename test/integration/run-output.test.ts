@@ -15,13 +15,24 @@ describe('run output (the real CLI against the emulator)', () => {
     const emu = await emulator({ seed: 3, eventsPerProject: 50 });
     const d = dir();
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
-    const run = await runCli({ url: emu.url, apiKey: BAD_KEY }, ['sync', '--project', '*', '--project-ids', 'alpha,beta,default', ...files]);
+    const run = await runCli({ url: emu.url, apiKey: BAD_KEY }, [
+      'sync',
+      '--project',
+      '*',
+      '--project-ids',
+      'alpha,beta,default',
+      ...files,
+    ]);
     expect(run.code, run.stderr).toBe(3);
     const streams = 12; // events, users, conversations: one * walk each; traces, signals and signal groups: one per project
     const errors = jsonLines(run.stderr).filter((l) => (l.level as number) >= 50);
     expect(errors.map((l) => l.msg)).toEqual([
       expect.stringMatching(/the API key was rejected \(401\)/),
-      expect.stringMatching(new RegExp(`^the same error came ${streams - 1} more times \\(.+ and 5 more\\): the API key was rejected \\(401\\)`)),
+      expect.stringMatching(
+        new RegExp(
+          `^the same error came ${streams - 1} more times \\(.+ and 5 more\\): the API key was rejected \\(401\\)`,
+        ),
+      ),
     ]);
     expect(errors[1]?.repeated).toBe(streams - 1);
     const lines = run.stdout.trimEnd().split('\n');
@@ -41,18 +52,34 @@ describe('run output (the real CLI against the emulator)', () => {
     const summary = JSON.parse(ok.stdout) as RunJson;
     expect(ok.stdout.trim().split('\n')).toHaveLength(1);
     expect(summary).toMatchObject({ command: 'sync', ok: true, exitCode: 0, errors: [] });
-    expect(summary.streams.map((s) => `${s.resource} ${s.scope} ${s.outcome}`).sort()).toEqual(['events * ok', 'users * ok']);
+    expect(summary.streams.map((s) => `${s.resource} ${s.scope} ${s.outcome}`).sort()).toEqual([
+      'events * ok',
+      'users * ok',
+    ]);
     const events = await readTable(d, 'events');
     expect(summary.streams.find((s) => s.resource === 'events')?.rows).toBe(events.length);
     expect(summary.totals?.rows).toBe(summary.streams.reduce((n, s) => n + s.rows, 0));
     expect(summary.totals?.requests).toBeGreaterThan(0);
 
-    const bad = await runCli({ url: emu.url, apiKey: BAD_KEY }, ['sync', '--project', '*', '--resources', 'events,users', '--json', ...files]);
+    const bad = await runCli({ url: emu.url, apiKey: BAD_KEY }, [
+      'sync',
+      '--project',
+      '*',
+      '--resources',
+      'events,users',
+      '--json',
+      ...files,
+    ]);
     expect(bad.code).toBe(3);
     const failed = JSON.parse(bad.stdout) as RunJson;
     expect(failed).toMatchObject({ ok: false, exitCode: 3 });
     expect(failed.errors).toEqual([
-      { code: 'E_AUTH', name: 'AuthError', message: expect.stringMatching(/^the API key was rejected \(401\)/), streams: ['events *', 'users *'] },
+      {
+        code: 'E_AUTH',
+        name: 'AuthError',
+        message: expect.stringMatching(/^the API key was rejected \(401\)/),
+        streams: ['events *', 'users *'],
+      },
     ]);
     expect(bad.stdout).not.toContain(BAD_KEY);
   });
@@ -60,10 +87,16 @@ describe('run output (the real CLI against the emulator)', () => {
   it('stdout closed by its reader (| head): the run finishes, every row stored, exit 0, no stack trace', async () => {
     const emu = await emulator({ seed: 7, eventsPerProject: 40 });
     const d = dir();
-    const run = await runCli(emu, ['sync', '--project', 'alpha', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)], { closeStdout: true });
+    const run = await runCli(
+      emu,
+      ['sync', '--project', 'alpha', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)],
+      { closeStdout: true },
+    );
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).not.toMatch(/EPIPE|Unhandled/);
-    expect((await readTable(d, 'events')).length).toBe(emu.snapshot('events').filter((e) => e.project_id === 'alpha').length);
+    expect((await readTable(d, 'events')).length).toBe(
+      emu.snapshot('events').filter((e) => e.project_id === 'alpha').length,
+    );
   });
 });
 
@@ -73,13 +106,31 @@ describe('privacy columns (config → pipeline → a real DuckDB file)', () => {
     const d = dir();
     const salt = 'salt-for-the-privacy-test';
     const config = resolveSyncConfig(
-      { baseUrl: emu.url, apiKey: emu.apiKey, project: 'alpha', resources: 'events,traces', excludeColumns: 'events.user_input,traces.input', hashColumns: 'events.user_id,traces.output' },
+      {
+        baseUrl: emu.url,
+        apiKey: emu.apiKey,
+        project: 'alpha',
+        resources: 'events,traces',
+        excludeColumns: 'events.user_input,traces.input',
+        hashColumns: 'events.user_id,traces.output',
+      },
       { QUERY_SYNC_HASH_SALT: salt },
     );
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: 'alpha', resources: config.resources });
+    const summary = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: 'alpha',
+      resources: config.resources,
+    });
     expect(summary.ok).toBe(true);
     const hash = (v: string): string => createHmac('sha256', salt).update(v).digest('hex');
-    const source = new Map(emu.snapshot('events').filter((e) => e.project_id === 'alpha').map((e) => [String(e.id), e]));
+    const source = new Map(
+      emu
+        .snapshot('events')
+        .filter((e) => e.project_id === 'alpha')
+        .map((e) => [String(e.id), e]),
+    );
     const rows = await readTable(d, 'events');
     expect(rows.length).toBe(source.size);
     for (const row of rows) {
@@ -89,11 +140,28 @@ describe('privacy columns (config → pipeline → a real DuckDB file)', () => {
     }
     const spans = await readTable(d, 'traces');
     expect(spans.length).toBeGreaterThan(0);
-    expect(spans.every((s) => !('input' in s) && (s.output === null || /^[0-9a-f]{64}$/.test(String(s.output))))).toBe(true);
+    expect(spans.every((s) => !('input' in s) && (s.output === null || /^[0-9a-f]{64}$/.test(String(s.output))))).toBe(
+      true,
+    );
     const texts = new Set(emu.snapshot('events').map((e) => String(e.user_input)));
-    expect(JSON.stringify(rows, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toMatch(new RegExp([...texts].slice(0, 5).map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')));
+    expect(JSON.stringify(rows, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toMatch(
+      new RegExp(
+        [...texts]
+          .slice(0, 5)
+          .map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+          .join('|'),
+      ),
+    );
 
-    const refused = await runCli(emu, ['sync', '--hash-columns', 'events.user_id', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d)]);
+    const refused = await runCli(emu, [
+      'sync',
+      '--hash-columns',
+      'events.user_id',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+    ]);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/--hash-columns needs a salt: set QUERY_SYNC_HASH_SALT/);
   });

@@ -14,10 +14,16 @@ describe('HTTP follows the SDK conventions', () => {
     const seen: RequestInfo[] = [];
     const emu = await emulator({ seed: 31, eventsPerProject: 40, onRequest: (r) => seen.push(r) });
     const d = dir();
-    const summary = await syncOnce({ baseUrl: `${emu.url}/v1/`, apiKey: `Bearer ${emu.apiKey}`, dir: d, resources: [events] });
+    const summary = await syncOnce({
+      baseUrl: `${emu.url}/v1/`,
+      apiKey: `Bearer ${emu.apiKey}`,
+      dir: d,
+      resources: [events],
+    });
     expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
     expect((await readTable(d, 'events')).length).toBe(emu.snapshot('events', 'default').length);
-    const version = (JSON.parse(readFileSync(join(process.cwd(), 'package.json'), 'utf8')) as { version: string }).version;
+    const version = (JSON.parse(readFileSync(join(process.cwd(), 'package.json'), 'utf8')) as { version: string })
+      .version;
     expect(seen.length).toBeGreaterThan(0);
     for (const r of seen) {
       expect(r.path.startsWith('/v1/v1')).toBe(false);
@@ -36,7 +42,10 @@ describe('HTTP follows the SDK conventions', () => {
           res.writeHead(429, { 'content-type': 'application/json', 'retry-after-ms': '400', 'retry-after': '30' });
           return res.end(JSON.stringify({ error: { code: 'rate_limited', message: 'slow down' } }));
         }
-        json(res, 200, { data: [{ id: 'e1', timestamp: '2026-01-01T00:00:00Z' }], meta: { cursor: null, has_more: false } });
+        json(res, 200, {
+          data: [{ id: 'e1', timestamp: '2026-01-01T00:00:00Z' }],
+          meta: { cursor: null, has_more: false },
+        });
       },
     });
     onCleanup(server.close);
@@ -50,7 +59,10 @@ describe('HTTP follows the SDK conventions', () => {
 
   it('the base URL defaults to the SDK server; a trailing /v1 and a Bearer prefix are taken off in config', () => {
     expect(resolveSyncConfig({}, { QUERY_API_KEY: 'k' }).baseUrl).toBe('https://query.raindrop.ai');
-    const c = resolveSyncConfig({}, { QUERY_API_BASE_URL: 'https://query.example.com/v1/', QUERY_API_KEY: 'bearer  qs_key' });
+    const c = resolveSyncConfig(
+      {},
+      { QUERY_API_BASE_URL: 'https://query.example.com/v1/', QUERY_API_KEY: 'bearer  qs_key' },
+    );
     expect(c.baseUrl).toBe('https://query.example.com');
     expect(c.apiKey).toBe('qs_key');
   });

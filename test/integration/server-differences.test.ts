@@ -18,7 +18,11 @@ describe('differences between the spec and the real service, found from the answ
     const server = await startServer({
       '/v1/users': (_req, _url, res) =>
         json(res, 400, {
-          error: { code: 'invalid_parameter', message: 'Unknown filter', details: { field: 'last_seen[gte]', allowed_fields: ['first_seen[gte]', 'user_id'] } },
+          error: {
+            code: 'invalid_parameter',
+            message: 'Unknown filter',
+            details: { field: 'last_seen[gte]', allowed_fields: ['first_seen[gte]', 'user_id'] },
+          },
         }),
     });
     closers.push(server.close);
@@ -32,21 +36,39 @@ describe('differences between the spec and the real service, found from the answ
 
   it('a server whose traces need event_id is recognised once (kept in state), with both project headers sent', async () => {
     const headers: string[] = [];
-    const span = { span_id: 's1', trace_id: 't1', start_time_ns: 1_767_225_600_000_000_001n.toString(), end_time_ns: null, duration_ns: null };
+    const span = {
+      span_id: 's1',
+      trace_id: 't1',
+      start_time_ns: 1_767_225_600_000_000_001n.toString(),
+      end_time_ns: null,
+      duration_ns: null,
+    };
     const server = await startServer({
       '/v1/events': (req, _url, res) => {
         headers.push(`${String(req.headers['x-raindrop-project-id'])}|${String(req.headers['x-service-project-id'])}`);
-        json(res, 200, { data: [{ id: 'e1', timestamp: '2026-01-01T00:00:00Z', model: 'm' }], meta: { cursor: null, has_more: false } });
+        json(res, 200, {
+          data: [{ id: 'e1', timestamp: '2026-01-01T00:00:00Z', model: 'm' }],
+          meta: { cursor: null, has_more: false },
+        });
       },
       '/v1/traces': (_req, url, res) => {
         const id = url.searchParams.get('event_id');
-        if (id === null) return json(res, 400, { error: { code: 'missing_parameter', message: 'event_id is required', details: { field: 'event_id' } } });
+        if (id === null)
+          return json(res, 400, {
+            error: { code: 'missing_parameter', message: 'event_id is required', details: { field: 'event_id' } },
+          });
         return json(res, 200, { data: id === 'e1' ? [span] : [] });
       },
     });
     closers.push(server.close);
     const d = dir();
-    const first = await syncOnce({ baseUrl: server.url, apiKey: 'k', dir: d, project: 'alpha', resources: [events, traces] });
+    const first = await syncOnce({
+      baseUrl: server.url,
+      apiKey: 'k',
+      dir: d,
+      project: 'alpha',
+      resources: [events, traces],
+    });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
     expect(headers[0]).toBe('alpha|alpha');
     expect(readsByParent(await StateStore.read(statePathOf(d)), traces)).toBe(true);

@@ -20,7 +20,8 @@ describe('the lead: "traces of events added just before a second sync are missin
     // A run reads [mark − lookback, its start): a span whose start_time is later belongs to the next
     // run's window (a span starting after its event was logged is this emulator's doing, not a loss).
     const startsMs = missing.map((s) => Number(BigInt(String(s.start_time_ns)) / 1_000_000n));
-    for (const [i, ms] of startsMs.entries()) expect(ms, String(missing[i]?.span_id)).toBeGreaterThanOrEqual(startedMs - 50);
+    for (const [i, ms] of startsMs.entries())
+      expect(ms, String(missing[i]?.span_id)).toBeGreaterThanOrEqual(startedMs - 50);
     // The next run, once the latest of those instants has passed (it then lies inside its window).
     const latest = Math.max(0, ...startsMs);
     while (Date.now() <= latest) await new Promise((r) => setTimeout(r, latest + 5 - Date.now()));

@@ -16,11 +16,27 @@ describe('settle re-read of conversations', () => {
     const clock = { ...systemClock, now: (): number => Date.now() + offsetMs };
     const ENRICH_MS = 60_000;
     const SETTLE_MS = 120_000;
-    const emu = await emulator({ flavor: 'real', seed: 61, eventsPerProject: 200, projects: ['default'], enrichAfterMs: 0, convoEnrichAfterMs: ENRICH_MS, now: clock.now });
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 61,
+      eventsPerProject: 200,
+      projects: ['default'],
+      enrichAfterMs: 0,
+      convoEnrichAfterMs: ENRICH_MS,
+      now: clock.now,
+    });
     const d = dir();
     emu.addEvents('default', 20); // their conversations get a new last message now: signals not yet there
     // A short lookback: only the settle pass can see what is enriched later.
-    const run = { baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations], lookbackMs: 30_000, settleMs: SETTLE_MS, clock };
+    const run = {
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [conversations],
+      lookbackMs: 30_000,
+      settleMs: SETTLE_MS,
+      clock,
+    };
     expect((await syncOnce(run)).ok).toBe(true);
     const stale = (await readTable(d, 'conversations')).filter((r) => r.signals === null || r.signals === undefined);
     expect(stale.length).toBeGreaterThan(0);
@@ -28,7 +44,12 @@ describe('settle re-read of conversations', () => {
     offsetMs += 10 * 60_000; // past the enrichment, the lookback and the settle age
     const second = await syncOnce(run);
     expect(second.ok).toBe(true);
-    expectTableMatches(await readTable(d, 'conversations'), emu.snapshot('conversations', 'default'), 'id', 'conversations');
+    expectTableMatches(
+      await readTable(d, 'conversations'),
+      emu.snapshot('conversations', 'default'),
+      'id',
+      'conversations',
+    );
     const st = (await StateStore.read(statePathOf(d))).streams['conversations:default'];
     expect(Date.parse(st?.settled ?? '')).toBe(Date.parse(second.startedAt) - SETTLE_MS);
   });

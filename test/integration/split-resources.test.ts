@@ -25,7 +25,10 @@ const byName = (name: string): ResourceDefinition => RESOURCES.find((r) => r.nam
 
 /** Sub-windows with a stored checkpoint cursor. */
 function partsWithCursor(doc: StateDocument): number {
-  return Object.values(doc.streams).reduce((n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0), 0);
+  return Object.values(doc.streams).reduce(
+    (n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0),
+    0,
+  );
 }
 
 /**
@@ -34,13 +37,37 @@ function partsWithCursor(doc: StateDocument): number {
  * run that finishes writes at the default size (20-row batches of 20,000 records were most of the
  * file's time, and the size of a resumed run's batches is not what these tests are about).
  */
-function syncInChild(emu: Emulator, d: string, resource: string, killAtParts?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
+function syncInChild(
+  emu: Emulator,
+  d: string,
+  resource: string,
+  killAtParts?: number,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
   const statePath = statePathOf(d);
   const batches = killAtParts === undefined ? [] : ['--batch-rows', '20'];
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', 'default', '--resources', resource, '--duckdb-path', dbPathOf(d), '--state', statePath, '--log-level', 'warn', ...batches, '--settle', '0'],
-    { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      CLI,
+      'sync',
+      '--project',
+      'default',
+      '--resources',
+      resource,
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePath,
+      '--log-level',
+      'warn',
+      ...batches,
+      '--settle',
+      '0',
+    ],
+    {
+      env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   let out = '';
   child.stdout.on('data', (b: Buffer) => (out += b.toString()));
@@ -87,7 +114,13 @@ describe('split walks of users, traces and conversations', () => {
       it(`${name}: kill -9 mid-split resumes each sub-window; rows sharing the instant at an edge are read once (${order})`, async () => {
         expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
         const resource = byName(name);
-        const emu = await emulator({ seed: 41, eventsPerProject: EVENTS[name], projects: ['default'], order, latencyMs: 15 });
+        const emu = await emulator({
+          seed: 41,
+          eventsPerProject: EVENTS[name],
+          projects: ['default'],
+          order,
+          latencyMs: 15,
+        });
         const d = dir();
         const now = Date.now();
         const edge = now - 10 * DAY;
@@ -104,7 +137,12 @@ describe('split walks of users, traces and conversations', () => {
           { from: iso(now - 20 * DAY), to: iso(edge) },
           { from: iso(edge), to: iso(to) },
         ];
-        const state: StateDocument = { version: 1, streams: { [`${name}:default`]: { split: { from: iso(0), to: iso(to), parts } } }, projects: [], sections: {} };
+        const state: StateDocument = {
+          version: 1,
+          streams: { [`${name}:default`]: { split: { from: iso(0), to: iso(to), parts } } },
+          projects: [],
+          sections: {},
+        };
         writeFileSync(statePathOf(d), JSON.stringify(state));
 
         // The run to be killed is answered slowly: a walk asks its next page as soon as one arrives, so
@@ -129,7 +167,8 @@ describe('split walks of users, traces and conversations', () => {
         expect(after?.split).toBeUndefined();
         expect(Date.parse(after?.mark ?? '')).toBeGreaterThan(to);
         // Records that changed after the final run started are the next run's.
-        const stable = (r: Record<string, unknown>): boolean => (cursorMillis(resource, r as ApiRecord) ?? 0) < startedBefore;
+        const stable = (r: Record<string, unknown>): boolean =>
+          (cursorMillis(resource, r as ApiRecord) ?? 0) < startedBefore;
         const rows = (await readTable(d, name)).filter(stable);
         expectTableMatches(rows, emu.snapshot(name, 'default').filter(stable), resource.key, name);
         expect(rows.filter((r) => partValueMs(resource, r as ApiRecord) === edge)).toHaveLength(shared.length);
@@ -140,7 +179,13 @@ describe('split walks of users, traces and conversations', () => {
   it('a first sync of conversations is planned from one count and the events timeseries, read split, exact; the next small sync asks neither', async () => {
     const emu = await emulator({ seed: 42, eventsPerProject: 4000, projects: ['default'], latencyMs: 5 });
     const d = dir();
-    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations, events], settleMs: 0 });
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [conversations, events],
+      settleMs: 0,
+    });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
     const stats = emu.stats().byEndpoint;
     expect(stats['/v1/events/timeseries'] ?? 0).toBeGreaterThan(0);
@@ -149,17 +194,33 @@ describe('split walks of users, traces and conversations', () => {
     const pages = stats['/v1/conversations'] ?? 0;
     const convos = emu.snapshot('conversations', 'default').length;
     expect(pages).toBeGreaterThan(Math.ceil(convos / 100));
-    expectTableMatches(await readTable(d, 'conversations'), emu.snapshot('conversations', 'default'), 'id', 'conversations');
+    expectTableMatches(
+      await readTable(d, 'conversations'),
+      emu.snapshot('conversations', 'default'),
+      'id',
+      'conversations',
+    );
     expectTableMatches(await readTable(d, 'events'), emu.snapshot('events', 'default'), 'id', 'events');
 
     emu.addEvents('default', 30);
     emu.resetStats();
     const before = { ...emu.stats().byEndpoint };
-    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [conversations, events], settleMs: 0 });
+    const second = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [conversations, events],
+      settleMs: 0,
+    });
     expect(second.ok).toBe(true);
     const after = emu.stats().byEndpoint;
     expect((after['/v1/events/timeseries'] ?? 0) - (before['/v1/events/timeseries'] ?? 0)).toBe(0);
     expect((after['/v1/events/count'] ?? 0) - (before['/v1/events/count'] ?? 0)).toBe(0);
-    expectTableMatches(await readTable(d, 'conversations'), emu.snapshot('conversations', 'default'), 'id', 'conversations');
+    expectTableMatches(
+      await readTable(d, 'conversations'),
+      emu.snapshot('conversations', 'default'),
+      'id',
+      'conversations',
+    );
   });
 });

@@ -6,7 +6,14 @@ import { StateStore } from '../../src/state/store.js';
 import { recordsOverTime } from '../../src/extract/timeseries.js';
 import { singleProjectScope } from '../../src/pipeline/scopes.js';
 import { streamCallContext } from '../../src/pipeline/stream.js';
-import { expectTableMatches, readTable, statePathOf, syncOnce, withPipeline, writeSplitLeft } from '../fakes/harness.js';
+import {
+  expectTableMatches,
+  readTable,
+  statePathOf,
+  syncOnce,
+  withPipeline,
+  writeSplitLeft,
+} from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -24,7 +31,8 @@ function capturingLogger(): { logger: ReturnType<typeof createLogger>; lines: Re
   const lines: Record<string, unknown>[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString().split('\n')) if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString().split('\n'))
+        if (line.trim() !== '') lines.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -47,17 +55,30 @@ describe('cutting running sub-windows', () => {
       emu.addEvents('default', 2, { timestamp: to });
       writeSplitLeft(d, 'events:default', from, edge, to);
       const { logger, lines } = capturingLogger();
-      const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], batchRows: 200, concurrency: 4, client: { logger } });
+      const summary = await syncOnce({
+        baseUrl: emu.url,
+        apiKey: emu.apiKey,
+        dir: d,
+        resources: [events],
+        batchRows: 200,
+        concurrency: 4,
+        client: { logger },
+      });
       expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
 
-      const cuts = lines.filter((l) => String(l.msg).startsWith('running sub-window cut')).map((l) => Date.parse(String(l.at)));
+      const cuts = lines
+        .filter((l) => String(l.msg).startsWith('running sub-window cut'))
+        .map((l) => Date.parse(String(l.at)));
       expect(cuts.length, 'the long sub-window was cut while it ran').toBeGreaterThan(0);
       const rows = await readTable(d, 'events');
       expectTableMatches(rows, emu.snapshot('events', 'default'), 'id', 'events');
       for (const at of cuts) {
         expect(at).toBeGreaterThan(edge);
         expect(at).toBeLessThan(to);
-        expect(rows.filter((r) => Date.parse(String(r.timestamp)) === at), `rows at the cut ${iso(at)}`).toHaveLength(20);
+        expect(
+          rows.filter((r) => Date.parse(String(r.timestamp)) === at),
+          `rows at the cut ${iso(at)}`,
+        ).toHaveLength(20);
       }
       const after = (await StateStore.read(statePathOf(d))).streams['events:default'];
       expect(after?.split).toBeUndefined();
@@ -70,15 +91,32 @@ describe('cutting running sub-windows', () => {
     const scope = singleProjectScope('default');
     const decl = events.split as NonNullable<typeof events.split>;
     await withPipeline({ baseUrl: emu.url, apiKey: emu.apiKey, dir: dir() }, 'sync', async ({ client }) => {
-      const ask = () => recordsOverTime(client, decl, scope, { fromMs: 0, toMs: Date.now() }, streamCallContext(events, scope, undefined));
+      const ask = () =>
+        recordsOverTime(
+          client,
+          decl,
+          scope,
+          { fromMs: 0, toMs: Date.now() },
+          streamCallContext(events, scope, undefined),
+        );
       const sum = (lie: Awaited<ReturnType<typeof ask>>): number => lie.buckets.reduce((n, b) => n + b.count, 0);
       const young = await ask();
-      expect(young).toMatchObject({ requests: 2, rounds: 1, interval: 'hour', total: emu.snapshot('events', 'default').length });
+      expect(young).toMatchObject({
+        requests: 2,
+        rounds: 1,
+        interval: 'hour',
+        total: emu.snapshot('events', 'default').length,
+      });
       expect(sum(young)).toBe(young.total);
       // A record older than the hours asked at once: the coarse answer says so, and the finer ask follows it.
       emu.addEvents('default', 5, { timestamp: Date.now() - 100 * DAY });
       const old = await ask();
-      expect(old).toMatchObject({ requests: 3, rounds: 2, interval: 'day', total: emu.snapshot('events', 'default').length });
+      expect(old).toMatchObject({
+        requests: 3,
+        rounds: 2,
+        interval: 'day',
+        total: emu.snapshot('events', 'default').length,
+      });
       expect(sum(old)).toBe(old.total);
     });
   });

@@ -17,7 +17,10 @@ const DAY = 86_400_000;
 
 /** Sub-windows with a stored checkpoint cursor, in a state document. */
 function partsWithCursor(doc: StateDocument): number {
-  return Object.values(doc.streams).reduce((n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0), 0);
+  return Object.values(doc.streams).reduce(
+    (n, s) => n + (s.split?.parts.filter((p) => p.cursor !== undefined).length ?? 0),
+    0,
+  );
 }
 
 /**
@@ -35,8 +38,26 @@ function syncInChild(
   const statePath = statePathOf(d);
   const child = spawn(
     process.execPath,
-    [CLI, 'sync', '--project', '*', '--resources', 'events', '--duckdb-path', dbPathOf(d), '--state', statePath, '--log-level', 'warn', ...(kill === undefined ? [] : ['--batch-rows', '200']), ...extra],
-    { env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      CLI,
+      'sync',
+      '--project',
+      '*',
+      '--resources',
+      'events',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePath,
+      '--log-level',
+      'warn',
+      ...(kill === undefined ? [] : ['--batch-rows', '200']),
+      ...extra,
+    ],
+    {
+      env: { ...process.env, QUERY_API_BASE_URL: emu.url, QUERY_API_KEY: emu.apiKey },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   let out = '';
   child.stdout.on('data', (b: Buffer) => (out += b.toString()));
@@ -99,7 +120,9 @@ describe('split walks', () => {
       expect(final.code, final.out).toBe(0);
       const after = (await StateStore.read(statePathOf(d))).streams['events:*'];
       expect(after?.split).toBeUndefined();
-      expect(Date.parse(after?.mark ?? '')).toBeGreaterThanOrEqual(resumedFrom === undefined ? 0 : Date.parse(resumedFrom.to));
+      expect(Date.parse(after?.mark ?? '')).toBeGreaterThanOrEqual(
+        resumedFrom === undefined ? 0 : Date.parse(resumedFrom.to),
+      );
       const before = (r: Record<string, unknown>): boolean => Date.parse(String(r.timestamp)) < finalStartedBefore;
       const rows = (await readTable(d, 'events')).filter(before);
       expectTableMatches(rows, emu.snapshot('events').filter(before), 'id', 'events');
@@ -123,7 +146,13 @@ describe('split walks', () => {
       // A split a killed run left before any sub-window stored a page: the edge between its two
       // sub-windows is the instant 250 rows share.
       writeSplitLeft(d, 'events:default', from, edge, to);
-      const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events], batchRows: 50 });
+      const summary = await syncOnce({
+        baseUrl: emu.url,
+        apiKey: emu.apiKey,
+        dir: d,
+        resources: [events],
+        batchRows: 50,
+      });
       expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
       const rows = await readTable(d, 'events');
       expectTableMatches(rows, emu.snapshot('events', 'default'), 'id', 'events');

@@ -21,12 +21,28 @@ import { dir, emulator as startEmulatorFor } from '../fakes/lifecycle.js';
  * reads only what is new; a state file and a warehouse that disagree: the warehouse wins.
  */
 
-const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> => startEmulatorFor({ seed, eventsPerProject, limits: false });
+const emulator = (seed: number, eventsPerProject: number): Promise<Emulator> =>
+  startEmulatorFor({ seed, eventsPerProject, limits: false });
 
 const files = (d: string): string[] => ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
 
-async function sync(emu: Emulator, d: string, extra: readonly string[] = []): Promise<ChildRun & { requests: number; json: Record<string, unknown> }> {
-  const run = await runCli(emu, ['sync', '--project', '*', ...files(d), '--json', '--log-level', 'info', '--log-format', 'json', ...extra]);
+async function sync(
+  emu: Emulator,
+  d: string,
+  extra: readonly string[] = [],
+): Promise<ChildRun & { requests: number; json: Record<string, unknown> }> {
+  const run = await runCli(emu, [
+    'sync',
+    '--project',
+    '*',
+    ...files(d),
+    '--json',
+    '--log-level',
+    'info',
+    '--log-format',
+    'json',
+    ...extra,
+  ]);
   expect(run.code, run.stdout + run.stderr).toBe(0);
   const json = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '{}') as { totals: { requests: number } };
   return { ...run, requests: json.totals.requests, json };
@@ -39,7 +55,13 @@ async function sync(emu: Emulator, d: string, extra: readonly string[] = []): Pr
  * appears at the next CLI run's publish).
  */
 async function seed(emu: Emulator, d: string): Promise<void> {
-  const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', destination: () => DuckDbDestination.open(workOf(d)) });
+  const summary = await syncOnce({
+    baseUrl: emu.url,
+    apiKey: emu.apiKey,
+    dir: d,
+    project: '*',
+    destination: () => DuckDbDestination.open(workOf(d)),
+  });
   expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
 }
 
@@ -55,10 +77,16 @@ async function stateRows(d: string): Promise<Map<string, string>> {
 
 /** Every table equals the API up to an instant the last run certainly covered. */
 async function expectExact(emu: Emulator, d: string, coveredBefore: number): Promise<void> {
-  const before = (resource: ResourceDefinition, r: Record<string, unknown>): boolean => (cursorMillis(resource, r as ApiRecord) ?? 0) < coveredBefore;
+  const before = (resource: ResourceDefinition, r: Record<string, unknown>): boolean =>
+    (cursorMillis(resource, r as ApiRecord) ?? 0) < coveredBefore;
   for (const resource of RESOURCES) {
     const rows = (await readTable(d, resource.name)).filter((r) => before(resource, r));
-    expectTableMatches(rows, emu.snapshot(resource.name).filter((r) => before(resource, r)), resource.key, resource.name);
+    expectTableMatches(
+      rows,
+      emu.snapshot(resource.name).filter((r) => before(resource, r)),
+      resource.key,
+      resource.name,
+    );
   }
 }
 
@@ -74,7 +102,10 @@ describe('state in the warehouse (DuckDB)', () => {
     await sync(emu, stateless);
     const rows = await stateRows(stateless);
     expect(rows.get('version')).toBe('1');
-    expect([...rows.keys()].some((k) => k.startsWith('stream:events:')), [...rows.keys()].join(', ')).toBe(true);
+    expect(
+      [...rows.keys()].some((k) => k.startsWith('stream:events:')),
+      [...rows.keys()].join(', '),
+    ).toBe(true);
     // The control keeps its state file: a copy of the same first sync (one sync fewer to run).
     copyFileSync(workOf(stateless), workOf(stateful));
     copyFileSync(statePathOf(stateless), statePathOf(stateful));
@@ -84,9 +115,14 @@ describe('state in the warehouse (DuckDB)', () => {
     rmSync(statePathOf(stateless));
     const startedAt = Date.now();
     const restored = await sync(emu, stateless);
-    expect(restored.stderr).toMatch(/state: restored from table _query_sync_state of DuckDB file .*warehouse\.work\.duckdb \(no state file at/);
+    expect(restored.stderr).toMatch(
+      /state: restored from table _query_sync_state of DuckDB file .*warehouse\.work\.duckdb \(no state file at/,
+    );
     // The same windows are read: at most a request or two apart (a window ending a moment later).
-    expect(Math.abs(restored.requests - incremental.requests), `stateless ${restored.requests} vs stateful ${incremental.requests}`).toBeLessThanOrEqual(2);
+    expect(
+      Math.abs(restored.requests - incremental.requests),
+      `stateless ${restored.requests} vs stateful ${incremental.requests}`,
+    ).toBeLessThanOrEqual(2);
     expect(restored.requests).toBeLessThan(40); // a full re-read of 1,200 events would be far more
     expect(existsSync(statePathOf(stateless)), 'the file is written again, as an export').toBe(true);
     await expectExact(emu, stateless, startedAt);
@@ -106,14 +142,28 @@ describe('state in the warehouse (DuckDB)', () => {
     const startedAt = Date.now();
     const run = await sync(emu, fresh);
     expect(run.stderr).not.toMatch(/reads all history again/);
-    expect(Math.abs(run.requests - incremental.requests), `fresh ${run.requests} vs with state ${incremental.requests}`).toBeLessThanOrEqual(2);
+    expect(
+      Math.abs(run.requests - incremental.requests),
+      `fresh ${run.requests} vs with state ${incremental.requests}`,
+    ).toBeLessThanOrEqual(2);
     await expectExact(emu, fresh, startedAt);
   });
 
   it('kill -9 mid-sync, delete the state file, sync again: resumes from the warehouse, no row lost or duplicated', async () => {
     const emu = await emulator(63, 1000);
     const d = dir();
-    const args = ['sync', '--project', '*', ...files(d), '--batch-rows', '100', '--log-level', 'warn', '--concurrency', '1'];
+    const args = [
+      'sync',
+      '--project',
+      '*',
+      ...files(d),
+      '--batch-rows',
+      '100',
+      '--log-level',
+      'warn',
+      '--concurrency',
+      '1',
+    ];
     const emuLimited = emu;
     // Kill once the warehouse holds a checkpoint (the file is its export, written right after).
     const killed = await runCli(emuLimited, args, {
@@ -135,7 +185,16 @@ describe('state in the warehouse (DuckDB)', () => {
     addEvents(emu);
     const startedAt = Date.now();
     // The resumed run writes at the default batch size: only the killed run needs small batches.
-    const resumed = await runCli(emu, ['sync', '--project', '*', ...files(d), '--log-level', 'info', '--lock-wait', '20s']);
+    const resumed = await runCli(emu, [
+      'sync',
+      '--project',
+      '*',
+      ...files(d),
+      '--log-level',
+      'info',
+      '--lock-wait',
+      '20s',
+    ]);
     expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0);
     if (killed.signal === 'SIGKILL') expect(resumed.stderr).toMatch(/restored from table _query_sync_state/);
     await expectExact(emu, d, startedAt);
@@ -147,7 +206,15 @@ describe('state in the warehouse (DuckDB)', () => {
     await seed(emu, d);
     const doc = JSON.parse(readFileSync(statePathOf(d), 'utf8')) as StateDocument;
     // A file that says everything was read up to the year 3000 would read nothing.
-    const wrong = { ...doc, streams: Object.fromEntries(Object.entries(doc.streams).map(([k, s]) => [k, s.mark === undefined ? s : { ...s, mark: '3000-01-01T00:00:00.000Z' }])) };
+    const wrong = {
+      ...doc,
+      streams: Object.fromEntries(
+        Object.entries(doc.streams).map(([k, s]) => [
+          k,
+          s.mark === undefined ? s : { ...s, mark: '3000-01-01T00:00:00.000Z' },
+        ]),
+      ),
+    };
     writeFileSync(statePathOf(d), JSON.stringify(wrong));
     addEvents(emu);
     const startedAt = Date.now();
@@ -184,7 +251,9 @@ describe('state in the warehouse (DuckDB)', () => {
     const d = dir();
     await seed(emu, d);
     const db = await DuckDbDestination.open(workOf(d));
-    const key = String((await db.query("SELECT key FROM _query_sync_state WHERE key LIKE 'stream:events:%' LIMIT 1"))[0]?.['key']);
+    const key = String(
+      (await db.query("SELECT key FROM _query_sync_state WHERE key LIKE 'stream:events:%' LIMIT 1"))[0]?.['key'],
+    );
     await db.query(`UPDATE _query_sync_state SET value = '{"mark": "yesterday"}' WHERE key = '${key}'`);
     await db.close();
     rmSync(statePathOf(d));
@@ -202,9 +271,17 @@ describe('state in the warehouse (DuckDB)', () => {
     rmSync(statePathOf(d));
     const status = await runCli(emu, ['status', '--json', ...files(d)]);
     expect(status.code, status.stdout + status.stderr).toBe(0);
-    const report = JSON.parse(status.stdout) as { state: string; resources: readonly { resource: string; scopes: readonly { project: string; sync?: { highWaterMark?: string } }[] }[] };
+    const report = JSON.parse(status.stdout) as {
+      state: string;
+      resources: readonly {
+        resource: string;
+        scopes: readonly { project: string; sync?: { highWaterMark?: string } }[];
+      }[];
+    };
     expect(report.state).toMatch(/_query_sync_state/);
-    expect(report.resources.find((r) => r.resource === 'users')?.scopes.find((s) => s.project === '*')?.sync?.highWaterMark).toBeDefined();
+    expect(
+      report.resources.find((r) => r.resource === 'users')?.scopes.find((s) => s.project === '*')?.sync?.highWaterMark,
+    ).toBeDefined();
     const reset = await runCli(emu, ['reset', '--resources', 'users', '--yes', ...files(d)]);
     expect(reset.code, reset.stdout + reset.stderr).toBe(0);
     expect(reset.stdout).toMatch(/forgot the marks of users:\*/);
@@ -213,4 +290,3 @@ describe('state in the warehouse (DuckDB)', () => {
     expect(JSON.parse(rows.get('stream:events:*') ?? '{}')).toHaveProperty('mark');
   });
 });
-

@@ -19,7 +19,12 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 async function status(folder: string, json: boolean): Promise<{ code: number; out: string }> {
   const lines: string[] = [];
-  const config = resolveStatusConfig({ state: statePathOf(folder), duckdbPath: dbPathOf(folder), json, resources: 'events,signals,users' });
+  const config = resolveStatusConfig({
+    state: statePathOf(folder),
+    duckdbPath: dbPathOf(folder),
+    json,
+    resources: 'events,signals,users',
+  });
   const code = await statusCommand(config, { print: (l) => lines.push(l) });
   return { code, out: lines.join('\n') };
 }
@@ -30,14 +35,32 @@ describe('status', () => {
     const d = dir();
     const empty = await status(d, true);
     expect(empty.code).toBe(0);
-    expect((JSON.parse(empty.out) as StatusReport).warehouse).toMatchObject({ available: false, reason: 'no warehouse file yet' });
+    expect((JSON.parse(empty.out) as StatusReport).warehouse).toMatchObject({
+      available: false,
+      reason: 'no warehouse file yet',
+    });
 
-    const sync = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: 'alpha', resources: [events] });
+    const sync = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: 'alpha',
+      resources: [events],
+    });
     expect(sync.ok).toBe(true);
     const now = new Date();
     const toMs = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - 2 * DAY;
     const fromMs = toMs - 6 * DAY;
-    const bf = await backfillOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', fromMs, toMs, windowMs: DAY, resources: [events, signals] });
+    const bf = await backfillOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: '*',
+      fromMs,
+      toMs,
+      windowMs: DAY,
+      resources: [events, signals],
+    });
     expect(bf.ok).toBe(true);
     // As if a run had died before finishing the third window: it is a gap (in the warehouse's state).
     const store = await StateStore.open(statePathOf(d), { clock: systemClock, purpose: 'backfill' });
@@ -74,7 +97,9 @@ describe('status', () => {
     });
     // One shape of lastRun (state/document.ts): a backfill's counts its pages and requests as a sync's does, and adds its span and windows.
     const backfillRun = star?.backfill?.lastRun;
-    expect(Object.keys(backfillRun ?? {})).toEqual(expect.arrayContaining(Object.keys(alpha?.sync?.lastRun ?? { missing: true })));
+    expect(Object.keys(backfillRun ?? {})).toEqual(
+      expect.arrayContaining(Object.keys(alpha?.sync?.lastRun ?? { missing: true })),
+    );
     expect(backfillRun).toMatchObject({ from: iso(fromMs), to: iso(toMs), skipped: 0 });
     expect(backfillRun?.pages).toBeGreaterThan(0);
     expect(backfillRun?.requests).toBeGreaterThanOrEqual(backfillRun?.pages ?? Infinity);
@@ -85,18 +110,33 @@ describe('status', () => {
     expect(report.resources.find((r) => r.resource === 'users')).toMatchObject({ tableRows: 0, scopes: [] });
 
     const text = await status(d, false);
-    expect(text.out).toMatch(new RegExp(`sync     alpha\\s+mark ${sync.startedAt.replace(/\./g, '\\.')}\\s+last run .* ok rows=${total}`));
+    expect(text.out).toMatch(
+      new RegExp(`sync     alpha\\s+mark ${sync.startedAt.replace(/\./g, '\\.')}\\s+last run .* ok rows=${total}`),
+    );
     expect(text.out).toMatch(/backfill \*\s+requested \[.*\)\s+done 5 windows \(\d+ rows\)\s+gaps \[.*\)/);
     expect(text.out).toMatch(/users: table 0 rows\n  never synced or backfilled/);
   });
 
-  it('saved searches and aggregates: how far each search was read and with what query, when counts were refreshed, their tables\' rows', { tags: ['slow'] }, async () => {
+  it("saved searches and aggregates: how far each search was read and with what query, when counts were refreshed, their tables' rows", {
+    tags: ['slow'],
+  }, async () => {
     const emu = await emulator({ seed: 52, eventsPerProject: 200, projects: ['alpha', 'beta'] });
     const d = dir();
     // The sync that writes what status reads, in-process through the CLI's own config and command.
     const lines: string[] = [];
     const config = resolveSyncConfig(
-      { baseUrl: emu.url, apiKey: emu.apiKey, project: '*', resources: 'events', search: ['err=error', 'orders=order #\\d+,mode=regex'], aggregates: true, quiet: true, json: true, duckdbPath: dbPathOf(d), state: statePathOf(d) },
+      {
+        baseUrl: emu.url,
+        apiKey: emu.apiKey,
+        project: '*',
+        resources: 'events',
+        search: ['err=error', 'orders=order #\\d+,mode=regex'],
+        aggregates: true,
+        quiet: true,
+        json: true,
+        duckdbPath: dbPathOf(d),
+        state: statePathOf(d),
+      },
       {},
     );
     const code = await syncCommand(config, { print: (line) => void lines.push(line) });
@@ -116,7 +156,9 @@ describe('status', () => {
     const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true });
     const own = await db.query(`SELECT project_id, COUNT(*) AS n FROM search_results GROUP BY 1 ORDER BY 1`);
     await db.close();
-    expect(report.analysts?.tables.search_results?.byProject).toEqual(Object.fromEntries(own.map((r) => [r.project_id, Number(r.n)])));
+    expect(report.analysts?.tables.search_results?.byProject).toEqual(
+      Object.fromEntries(own.map((r) => [r.project_id, Number(r.n)])),
+    );
     expect(report.analysts?.tables.event_counts?.rows).toBeGreaterThan(0);
 
     const text = (await status(d, false)).out;

@@ -6,16 +6,27 @@ import type { Emulator } from '../../emulator/index.js';
 import { StateStore } from '../../src/state/store.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { RunSummary } from '../../src/pipeline/run.js';
-import { expectTableMatches, readTable, statePathOf, syncOnce, syncOnce as harnessSyncOnce, type HarnessRun } from '../fakes/harness.js';
+import {
+  expectTableMatches,
+  readTable,
+  statePathOf,
+  syncOnce,
+  syncOnce as harnessSyncOnce,
+  type HarnessRun,
+} from '../fakes/harness.js';
 import { PIPELINE_DESTINATIONS, type PipelineDestination } from '../fixtures/bigquery/pipeline-target.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
-
 
 /**
  * Every table equals the API's current data up to the last run's start (a span may start after its
  * event, so after the run began: the next run reads it): nothing missing, duplicated or altered.
  */
-async function expectWarehouseMatchesIn(target: PipelineDestination, d: string, emu: Emulator, lastRun: RunSummary): Promise<void> {
+async function expectWarehouseMatchesIn(
+  target: PipelineDestination,
+  d: string,
+  emu: Emulator,
+  lastRun: RunSummary,
+): Promise<void> {
   const cutoff = Date.parse(lastRun.startedAt);
   for (const resource of RESOURCES) {
     const expected = emu.snapshot(resource.name).filter((r) => (cursorMillis(resource, r) ?? 0) < cutoff);
@@ -30,21 +41,32 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
     return harnessSyncOnce(destination === undefined ? opts : { ...opts, destination });
   };
   const readTable = (d: string, table: string): Promise<Record<string, unknown>[]> => target.readTable(d, table);
-  const expectWarehouseMatches = (d: string, emu: Emulator, lastRun: RunSummary): Promise<void> => expectWarehouseMatchesIn(target, d, emu, lastRun);
+  const expectWarehouseMatches = (d: string, emu: Emulator, lastRun: RunSummary): Promise<void> =>
+    expectWarehouseMatchesIn(target, d, emu, lastRun);
 
   it('a * sync of three projects loads every resource exactly, then a second sync reads only the new window', async () => {
     // 150 a project (was 400): every resource of three projects still, one unsplit * walk either way.
     const emu = await emulator({ seed: 7, eventsPerProject: 150 });
     const d = dir();
     const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*' });
-    expect(first.ok, JSON.stringify(first.streams.map((s) => [s.resource, s.scope, s.outcome, s.error?.message]))).toBe(true);
+    expect(first.ok, JSON.stringify(first.streams.map((s) => [s.resource, s.scope, s.outcome, s.error?.message]))).toBe(
+      true,
+    );
     // Events, users, conversations: one * walk each; traces, signals and signal groups: one walk per discovered project.
     expect(first.streams.map((s) => `${s.resource}:${s.scope}`).sort()).toEqual(
       [
-        'conversations:*', 'events:*', 'users:*',
-        'signals:alpha', 'signals:beta', 'signals:default',
-        'signal_groups:alpha', 'signal_groups:beta', 'signal_groups:default',
-        'traces:alpha', 'traces:beta', 'traces:default',
+        'conversations:*',
+        'events:*',
+        'users:*',
+        'signals:alpha',
+        'signals:beta',
+        'signals:default',
+        'signal_groups:alpha',
+        'signal_groups:beta',
+        'signal_groups:default',
+        'traces:alpha',
+        'traces:beta',
+        'traces:default',
       ].sort(),
     );
     await expectWarehouseMatches(d, emu, first);
@@ -52,7 +74,8 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
     // Ids repeated across projects are distinct rows; nanosecond integers are exact.
     const eventRows = await readTable(d, 'events');
     const ids = new Map<string, Set<string>>();
-    for (const row of eventRows) ids.set(String(row.id), (ids.get(String(row.id)) ?? new Set()).add(String(row.project_id)));
+    for (const row of eventRows)
+      ids.set(String(row.id), (ids.get(String(row.id)) ?? new Set()).add(String(row.project_id)));
     expect([...ids.values()].some((projects) => projects.size > 1)).toBe(true);
     const spans = await readTable(d, 'traces');
     expect(spans.length).toBeGreaterThan(0);
@@ -82,7 +105,13 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
   it('narrows * with --project-ids and uses that list for per-project endpoints', async () => {
     const emu = await emulator({ seed: 4, eventsPerProject: 100 });
     const d = dir();
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', projectIds: ['beta', 'alpha'] });
+    const summary = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: '*',
+      projectIds: ['beta', 'alpha'],
+    });
     expect(summary.ok).toBe(true);
     expect(summary.streams.map((s) => `${s.resource}:${s.scope}`).sort()).toContain('events:*[alpha,beta]');
     expect(summary.streams.map((s) => `${s.resource}:${s.scope}`)).not.toContain('traces:default');
@@ -91,7 +120,9 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
     expectTableMatches(rows, [...emu.snapshot('events', 'alpha'), ...emu.snapshot('events', 'beta')], 'id');
   });
 
-  it('with 3% faults, duplicate rows, late events and events arriving during the sync, a second sync leaves every table equal to the API', { tags: ['slow'] }, async () => {
+  it('with 3% faults, duplicate rows, late events and events arriving during the sync, a second sync leaves every table equal to the API', {
+    tags: ['slow'],
+  }, async () => {
     const emu = await emulator({
       seed: 11,
       // 300 a project (was 800): faults (3% of ~100 requests), duplicates, late rows and arrivals
@@ -197,14 +228,23 @@ describe('authentication and project scope errors', () => {
 
   it('an archived project gets a 403 message naming the slug', async () => {
     const emu = await emulator({ seed: 1, eventsPerProject: 20 });
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: dir(), project: 'legacy', resources: [events] });
+    const summary = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: dir(),
+      project: 'legacy',
+      resources: [events],
+    });
     expect(summary.streams[0]?.error?.message).toMatch(/project "legacy" was refused \(403\)/);
     expect(emu.stats().byEndpoint).toEqual({ '/v1/events/timeseries': 2 }); // one round trip, no retry
   });
 });
 
 describe('DuckDB memory', () => {
-  it('a first sync of every resource (30,000 events) in 5,000-row batches fits the default DuckDB memory limit', { tags: ['slow'], timeout: 180_000 }, async () => {
+  it('a first sync of every resource (30,000 events) in 5,000-row batches fits the default DuckDB memory limit', {
+    tags: ['slow'],
+    timeout: 180_000,
+  }, async () => {
     const emu = await emulator({ seed: 13, eventsPerProject: 30_000, projects: ['default'] });
     const d = dir();
     const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, batchRows: 5000 });

@@ -16,8 +16,15 @@ import { dir, emulator } from '../fakes/lifecycle.js';
  * the emulator runs without limits, so these stay fast.
  */
 describe('per-event traces are exact on servers that differ from our assumptions', () => {
-  it('by default every event\'s traces are read: an event showing no model, tool_calls or error_spans still gets its spans', async () => {
-    const emu = await emulator({ flavor: 'real', seed: 41, eventsPerProject: 120, projects: ['default'], enrichAfterMs: 0, hideModel: true });
+  it("by default every event's traces are read: an event showing no model, tool_calls or error_spans still gets its spans", async () => {
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 41,
+      eventsPerProject: 120,
+      projects: ['default'],
+      enrichAfterMs: 0,
+      hideModel: true,
+    });
     const d = dir();
     const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, traces] });
     expect(run.ok, JSON.stringify(run.streams.map((s) => s.error?.message))).toBe(true);
@@ -27,11 +34,30 @@ describe('per-event traces are exact on servers that differ from our assumptions
   });
 
   it('--traces traced stays an opt-in: it reads only the events whose fields show a trace', async () => {
-    const emu = await emulator({ flavor: 'real', seed: 41, eventsPerProject: 120, projects: ['default'], enrichAfterMs: 0, hideModel: true });
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 41,
+      eventsPerProject: 120,
+      projects: ['default'],
+      enrichAfterMs: 0,
+      hideModel: true,
+    });
     const d = dir();
-    const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, traces], children: 'traced' });
+    const run = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events, traces],
+      children: 'traced',
+    });
     expect(run.ok).toBe(true);
-    const shown = emu.snapshot('events', 'default').filter((e) => (Array.isArray(e.tool_calls) && e.tool_calls.length > 0) || (Array.isArray(e.error_spans) && e.error_spans.length > 0));
+    const shown = emu
+      .snapshot('events', 'default')
+      .filter(
+        (e) =>
+          (Array.isArray(e.tool_calls) && e.tool_calls.length > 0) ||
+          (Array.isArray(e.error_spans) && e.error_spans.length > 0),
+      );
     expect(emu.stats().byEndpoint['/v1/traces']).toBe(shown.length + 1);
     expect((await readTable(d, 'traces')).length).toBeLessThan(emu.snapshot('traces', 'default').length);
   });
@@ -42,10 +68,25 @@ describe('per-event traces are exact on servers that differ from our assumptions
     const clock = { ...systemClock, now: (): number => Date.now() + offsetMs };
     const LAG_MS = 60_000;
     const SETTLE_MS = 120_000;
-    const emu = await emulator({ flavor: 'real', seed: 42, eventsPerProject: 60, projects: ['default'], enrichAfterMs: 0, spanLagMs: LAG_MS, now: clock.now });
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 42,
+      eventsPerProject: 60,
+      projects: ['default'],
+      enrichAfterMs: 0,
+      spanLagMs: LAG_MS,
+      now: clock.now,
+    });
     const d = dir();
     const fresh = emu.addEvents('default', 30);
-    const run = { baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, traces], settleMs: SETTLE_MS, clock };
+    const run = {
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events, traces],
+      settleMs: SETTLE_MS,
+      clock,
+    };
     const first = await syncOnce(run);
     expect(first.ok).toBe(true);
     const freshIds = new Set(fresh.map((e) => String(e.id)));
@@ -70,7 +111,14 @@ describe('per-event traces are exact on servers that differ from our assumptions
   });
 
   it('the probe keeps "by time" only with a record that proves it: a 200 with no record reads per event, and asks again next run', async () => {
-    const emu = await emulator({ flavor: 'real', seed: 43, eventsPerProject: 80, projects: ['default'], enrichAfterMs: 0, tracesWithoutEvent: 'empty' });
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 43,
+      eventsPerProject: 80,
+      projects: ['default'],
+      enrichAfterMs: 0,
+      tracesWithoutEvent: 'empty',
+    });
     const d = dir();
     const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, traces] });
     expect(run.ok).toBe(true);
@@ -79,7 +127,14 @@ describe('per-event traces are exact on servers that differ from our assumptions
   });
 
   it('the probe decides on the status and the SDK error shape (422 naming event_id in details.field), not on the message', async () => {
-    const emu = await emulator({ flavor: 'real', seed: 44, eventsPerProject: 80, projects: ['default'], enrichAfterMs: 0, tracesWithoutEvent: 'unprocessable' });
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 44,
+      eventsPerProject: 80,
+      projects: ['default'],
+      enrichAfterMs: 0,
+      tracesWithoutEvent: 'unprocessable',
+    });
     const d = dir();
     const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, traces] });
     expect(run.ok, JSON.stringify(run.streams.map((s) => s.error?.message))).toBe(true);
@@ -87,8 +142,16 @@ describe('per-event traces are exact on servers that differ from our assumptions
     expect(readsByParent(await StateStore.read(statePathOf(d)), traces)).toBe(true);
   });
 
-  it('more events a day than per-event reads allow: the sync summary and plan say so with the daily deficit', { tags: ['slow'] }, async () => {
-    const emu = await emulator({ flavor: 'real', seed: 45, eventsPerProject: 40, projects: ['default'], enrichAfterMs: 0 });
+  it('more events a day than per-event reads allow: the sync summary and plan say so with the daily deficit', {
+    tags: ['slow'],
+  }, async () => {
+    const emu = await emulator({
+      flavor: 'real',
+      seed: 45,
+      eventsPerProject: 40,
+      projects: ['default'],
+      enrichAfterMs: 0,
+    });
     const d = dir();
     // State as a service at 1,000,000 events a day leaves it: yesterday's load was counted.
     const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
@@ -97,12 +160,25 @@ describe('per-event traces are exact on servers that differ from our assumptions
       streams: {},
       projects: [],
       sections: {
-        server: { perParent: { traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'seeded by the test' } } },
+        server: {
+          perParent: {
+            traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'seeded by the test' },
+          },
+        },
         'children-daily:traces': { queued: { [yesterday]: 1_000_000 }, shown: { [yesterday]: 1_000_000 } },
       },
     };
     writeFileSync(statePathOf(d), `${JSON.stringify(doc)}\n`);
-    const storage = ['--resources', 'events,traces', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'error'];
+    const storage = [
+      '--resources',
+      'events,traces',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--log-level',
+      'error',
+    ];
     // 40 per-event reads need not wait a second at 40 a second; the daily figures come from the 400 a minute.
     const sync = await runCli(emu, ['sync', ...storage, '--max-rps', '1000']);
     expect(sync.code, sync.stderr).toBe(0);
@@ -110,7 +186,9 @@ describe('per-event traces are exact on servers that differ from our assumptions
     // depends on the time of day the test runs (it once saw 1,000,002).
     const more = emu.snapshot('events').filter((e) => String(e.timestamp).slice(0, 10) === yesterday).length;
     const n = (v: number): string => v.toLocaleString('en-US');
-    expect(sync.stdout).toContain(`WARNING: traces cannot keep up: ${n(1_000_000 + more)} events a day need one request each`);
+    expect(sync.stdout).toContain(
+      `WARNING: traces cannot keep up: ${n(1_000_000 + more)} events a day need one request each`,
+    );
     expect(sync.stdout).toContain(`the backlog grows by ${n(424_000 + more)} a day`);
     const plan = await runCli(emu, ['plan', ...storage]);
     expect(plan.stdout).toContain('traces cannot keep up');

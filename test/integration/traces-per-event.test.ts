@@ -7,7 +7,15 @@ import { childBacklog, DEFAULT_CHILD_CONCURRENCY } from '../../src/pipeline/chil
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { runSync } from '../../src/pipeline/run.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf, SYNC_DEFAULTS, syncOnce, withPipeline } from '../fakes/harness.js';
+import {
+  dbPathOf,
+  expectTableMatches,
+  readTable,
+  statePathOf,
+  SYNC_DEFAULTS,
+  syncOnce,
+  withPipeline,
+} from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 
@@ -20,17 +28,30 @@ function seedPerEventState(d: string): void {
     version: 1,
     streams: {},
     projects: [],
-    sections: { server: { perParent: { traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'seeded by the test' } } } },
+    sections: {
+      server: {
+        perParent: {
+          traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'seeded by the test' },
+        },
+      },
+    },
   };
   writeFileSync(statePathOf(d), `${JSON.stringify(doc)}\n`);
 }
 
 describe('traces read per event (a durable backlog of work units)', () => {
-  it('a * sync reads each event\'s spans once, per project, and a sync with no new events reads no trace', async () => {
+  it("a * sync reads each event's spans once, per project, and a sync with no new events reads no trace", async () => {
     const emu = await emulator({ seed: 21, eventsPerProject: 150 });
     const d = dir();
     seedPerEventState(d);
-    const first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', resources: [events, traces], children: 'all' });
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: '*',
+      resources: [events, traces],
+      children: 'all',
+    });
     expect(first.ok, JSON.stringify(first.streams.map((s) => [s.resource, s.scope, s.error?.message]))).toBe(true);
     const perEvent = emu.stats().byEndpoint['/v1/traces'] ?? 0;
     expect(perEvent).toBe(emu.snapshot('events').length); // one request per event, none twice
@@ -39,7 +60,14 @@ describe('traces read per event (a durable backlog of work units)', () => {
     expect(Object.values(childBacklog(doc, traces).pending).reduce((a, b) => a + b, 0)).toBe(0);
 
     emu.resetStats();
-    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', resources: [events, traces], children: 'all' });
+    const second = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: '*',
+      resources: [events, traces],
+      children: 'all',
+    });
     expect(second.ok).toBe(true);
     expect(emu.stats().byEndpoint['/v1/traces'] ?? 0).toBe(0); // the lookback re-read queues nothing already done
   });
@@ -50,9 +78,20 @@ describe('traces read per event (a durable backlog of work units)', () => {
     seedPerEventState(d);
     const told: number[] = [];
     const summary = await withPipeline({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d }, 'sync', (deps) =>
-      runSync({ ...SYNC_DEFAULTS, resources: [events, traces], project: 'default', children: 'all', lookbackMs: 15 * 60_000, limits: DEFAULT_RATE_LIMITS }, deps, {
-        onBacklog: (resource, pending) => void (resource === 'traces' && told.push(pending)),
-      }),
+      runSync(
+        {
+          ...SYNC_DEFAULTS,
+          resources: [events, traces],
+          project: 'default',
+          children: 'all',
+          lookbackMs: 15 * 60_000,
+          limits: DEFAULT_RATE_LIMITS,
+        },
+        deps,
+        {
+          onBacklog: (resource, pending) => void (resource === 'traces' && told.push(pending)),
+        },
+      ),
     );
     expect(summary.ok).toBe(true);
     expect(Math.max(...told)).toBeGreaterThan(0);
@@ -66,7 +105,21 @@ describe('traces read per event (a durable backlog of work units)', () => {
     const d = dir();
     seedPerEventState(d);
     const total = emu.snapshot('events', 'default').length;
-    const args = ['sync', '--resources', 'events,traces', '--traces', 'all', '--duckdb-path', dbPathOf(d), '--state', statePathOf(d), '--log-level', 'warn', '--max-rpm', '200'];
+    const args = [
+      'sync',
+      '--resources',
+      'events,traces',
+      '--traces',
+      'all',
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--log-level',
+      'warn',
+      '--max-rpm',
+      '200',
+    ];
     const killed = await runCli(emu, args, {
       killWhen: async () => {
         // Some events drained (done ids older than the re-read horizon are not kept, so count pending).
@@ -81,7 +134,13 @@ describe('traces read per event (a durable backlog of work units)', () => {
 
     // The resumed run unpaced: the emulator enforces no limits and what is checked is what it reads,
     // not how fast (at the documented 40 a second its ~375 reads took ~9 s of waiting).
-    const resumed = await runCli(emu, [...args.filter((a) => a !== '200' && a !== '--max-rpm'), '--max-rpm', '100000', '--max-rps', '100000']);
+    const resumed = await runCli(emu, [
+      ...args.filter((a) => a !== '200' && a !== '--max-rpm'),
+      '--max-rpm',
+      '100000',
+      '--max-rps',
+      '100000',
+    ]);
     expect(resumed.code, resumed.stderr).toBe(0);
     expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces', 'default'), 'span_id', 'traces');
     const reads = emu.stats().byEndpoint['/v1/traces'] ?? 0;

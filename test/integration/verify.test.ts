@@ -14,9 +14,20 @@ import { workingPathForReading } from '../../src/publish/layout.js';
 import { asTheCliLaysItOut, cliWarehouse, DAY, dayStart, iso } from '../fakes/cli-warehouse.js';
 
 /** A harness run into the warehouse the CLI runs of the test then read: its working file, published at the end. */
-const seedOf = (emu: Emulator, dir: string): PipelineTarget => ({ baseUrl: emu.url, apiKey: emu.apiKey, dir, destination: asTheCliLaysItOut(dir) });
+const seedOf = (emu: Emulator, dir: string): PipelineTarget => ({
+  baseUrl: emu.url,
+  apiKey: emu.apiKey,
+  dir,
+  destination: asTheCliLaysItOut(dir),
+});
 
-async function setup(): Promise<{ emu: Emulator; dir: string; files: readonly string[]; fromMs: number; toMs: number }> {
+async function setup(): Promise<{
+  emu: Emulator;
+  dir: string;
+  files: readonly string[];
+  fromMs: number;
+  toMs: number;
+}> {
   const { emu, dir, files } = await cliWarehouse({ seed: 41, eventsPerProject: 400 });
   return { emu, dir, files, fromMs: dayStart(8), toMs: dayStart(2) };
 }
@@ -24,7 +35,9 @@ async function setup(): Promise<{ emu: Emulator; dir: string; files: readonly st
 /** The request starts the last writing run left in state for the next run's budget (`app/budget-carry.ts`). */
 async function carriedSpend(folder: string): Promise<number> {
   const doc = await StateStore.read(statePathOf(folder));
-  const owners = Object.values((doc.sections[BUDGET_SECTION] ?? {}) as Record<string, { starts: Record<string, number[]> }>);
+  const owners = Object.values(
+    (doc.sections[BUDGET_SECTION] ?? {}) as Record<string, { starts: Record<string, number[]> }>,
+  );
   return owners.reduce((n, o) => n + Object.values(o.starts).reduce((m, s) => m + s.length, 0), 0);
 }
 
@@ -33,7 +46,14 @@ describe('verify (the real CLI against the emulator)', () => {
     const { emu, dir, files, fromMs, toMs } = await setup();
     const range = ['--from', iso(fromMs), '--to', iso(toMs), '--project', '*'];
     // The warehouse verify reads: loaded in-process (the backfill is a means here, not under test).
-    const loaded = await backfillOnce({ ...seedOf(emu, dir), project: '*', fromMs, toMs, windowMs: DAY, resources: [events] });
+    const loaded = await backfillOnce({
+      ...seedOf(emu, dir),
+      project: '*',
+      fromMs,
+      toMs,
+      windowMs: DAY,
+      resources: [events],
+    });
     expect(loaded.ok, JSON.stringify(loaded.streams.map((s) => s.error?.message))).toBe(true);
 
     const clean = await runCli(emu, ['verify', ...range, ...files, '--resources', 'events,users,conversations']);
@@ -57,7 +77,11 @@ describe('verify (the real CLI against the emulator)', () => {
     expect(found.code).toBe(5);
     const mismatches = found.stdout.split('\n').filter((l) => l.includes('MISMATCH'));
     expect(mismatches).toHaveLength(1);
-    expect(mismatches[0]).toMatch(new RegExp(`^events\\s+beta\\s+${iso(victimDay)} → ${iso(victimDay + DAY)}\\s+api=(\\d+) warehouse=\\d+\\s+MISMATCH \\(warehouse -1\\)$`));
+    expect(mismatches[0]).toMatch(
+      new RegExp(
+        `^events\\s+beta\\s+${iso(victimDay)} → ${iso(victimDay + DAY)}\\s+api=(\\d+) warehouse=\\d+\\s+MISMATCH \\(warehouse -1\\)$`,
+      ),
+    );
     expect(found.stdout).toMatch(/verify: 18 windows checked, 17 match, 1 mismatch$/m);
 
     emu.resetStats();
@@ -68,7 +92,9 @@ describe('verify (the real CLI against the emulator)', () => {
     expect({ before: spentBefore, after: await carriedSpend(dir) }).toEqual({ before: 0, after: emu.stats().requests });
     expect(repaired.stdout).toMatch(/repair: re-reading 1 window/);
     expect(repaired.stdout).toMatch(/repair: events\s+beta\s+windows=1 skipped=0 rows=\d+ .* ok/);
-    expect(repaired.stdout).toMatch(/after repair:\n.*events\s+beta .* ok\nverify: 1 windows checked, 1 match, 0 mismatches/);
+    expect(repaired.stdout).toMatch(
+      /after repair:\n.*events\s+beta .* ok\nverify: 1 windows checked, 1 match, 0 mismatches/,
+    );
     // Only the mismatched window was re-read, with the project as the header.
     const perPage = events.maxPageSize;
     const dayCount = emu.snapshot('events', 'beta').filter((r) => {
@@ -106,9 +132,24 @@ describe('verify (the real CLI against the emulator)', () => {
 
   it('reconciles a whole range in one timeseries request per project when the windows fall on its buckets, else one count per window', async () => {
     const sent: string[] = [];
-    const { emu, dir, files } = await cliWarehouse({ seed: 43, eventsPerProject: 300, onRequest: (info) => sent.push(info.path) });
+    const { emu, dir, files } = await cliWarehouse({
+      seed: 43,
+      eventsPerProject: 300,
+      onRequest: (info) => sent.push(info.path),
+    });
     const range = ['--from', iso(dayStart(8)), '--to', iso(dayStart(2)), '--project', 'alpha', '--resources', 'events'];
-    expect((await backfillOnce({ ...seedOf(emu, dir), project: 'alpha', fromMs: dayStart(8), toMs: dayStart(2), windowMs: DAY, resources: [events] })).ok).toBe(true);
+    expect(
+      (
+        await backfillOnce({
+          ...seedOf(emu, dir),
+          project: 'alpha',
+          fromMs: dayStart(8),
+          toMs: dayStart(2),
+          windowMs: DAY,
+          resources: [events],
+        })
+      ).ok,
+    ).toBe(true);
 
     sent.length = 0;
     const daily = await runCli(emu, ['verify', ...range, ...files]);
@@ -123,16 +164,31 @@ describe('verify (the real CLI against the emulator)', () => {
 
     // Windows off the buckets (from 00:30): the count endpoint, once per window.
     sent.length = 0;
-    const offset = await runCli(emu, ['verify', '--from', iso(dayStart(8) + 1_800_000), '--to', iso(dayStart(2) + 1_800_000), '--project', 'alpha', '--resources', 'events', ...files]);
+    const offset = await runCli(emu, [
+      'verify',
+      '--from',
+      iso(dayStart(8) + 1_800_000),
+      '--to',
+      iso(dayStart(2) + 1_800_000),
+      '--project',
+      'alpha',
+      '--resources',
+      'events',
+      ...files,
+    ]);
     expect(offset.stdout).toMatch(/verify: 6 windows checked/);
     expect(sent).toEqual(Array(6).fill('/v1/events/count'));
 
     // A missing row is found the same way.
     const db = await DuckDbDestination.open(workingPathForReading(dbPathOf(dir)));
-    await db.query(`DELETE FROM events WHERE id = (SELECT id FROM events WHERE project_id = 'alpha' AND timestamp >= '${iso(dayStart(4))}' AND timestamp < '${iso(dayStart(3))}' ORDER BY id LIMIT 1)`);
+    await db.query(
+      `DELETE FROM events WHERE id = (SELECT id FROM events WHERE project_id = 'alpha' AND timestamp >= '${iso(dayStart(4))}' AND timestamp < '${iso(dayStart(3))}' ORDER BY id LIMIT 1)`,
+    );
     await db.close();
     const missing = await runCli(emu, ['verify', ...range, ...files]);
     expect(missing.code).toBe(5);
-    expect(missing.stdout).toMatch(new RegExp(`${iso(dayStart(4)).replace(/\./g, '\\.')} → .*MISMATCH \\(warehouse -1\\)`));
+    expect(missing.stdout).toMatch(
+      new RegExp(`${iso(dayStart(4)).replace(/\./g, '\\.')} → .*MISMATCH \\(warehouse -1\\)`),
+    );
   });
 });

@@ -19,7 +19,18 @@ const run = (extra: Partial<RunRecord> = {}): RunRecord => ({
   command: 'sync',
   startedAt: '2026-11-26T07:00:00.000Z',
   endedAt: '2026-11-26T07:01:00.000Z',
-  streams: [{ resource: 'events', scope: '*', outcome: 'ok', rows: 3, pages: 1, windows: 1, seconds: 1, stats: { ...newCallStats(), requests: 1 } }],
+  streams: [
+    {
+      resource: 'events',
+      scope: '*',
+      outcome: 'ok',
+      rows: 3,
+      pages: 1,
+      windows: 1,
+      seconds: 1,
+      stats: { ...newCallStats(), requests: 1 },
+    },
+  ],
   settings: { project: '*' },
   secrets: [],
   ...extra,
@@ -60,7 +71,7 @@ describe('bytes billed by the BigQuery destination', () => {
     expect(billing.queryJobs).toBe(fake.calls('jobs.insert').length);
   });
 
-  it('writes the run\'s bytes billed into _query_sync_runs (BigQuery)', async () => {
+  it("writes the run's bytes billed into _query_sync_runs (BigQuery)", async () => {
     const fake = new FakeBigQuery('proj');
     fake.install();
     fake.addDataset('sync');
@@ -74,7 +85,9 @@ describe('bytes billed by the BigQuery destination', () => {
     expect(more).toEqual([]);
     expect(row).toMatchObject({ run_id: runId, bytes_billed: String(billing.bytesBilled) });
     expect(Number(row?.['bytes_billed'])).toBeGreaterThanOrEqual(10 * MB);
-    expect(fake.tables.get(`sync.${RUNS_TABLE}`)?.schema?.fields).toContainEqual(expect.objectContaining({ name: 'bytes_billed', type: 'INT64' }));
+    expect(fake.tables.get(`sync.${RUNS_TABLE}`)?.schema?.fields).toContainEqual(
+      expect.objectContaining({ name: 'bytes_billed', type: 'INT64' }),
+    );
   });
 });
 
@@ -86,7 +99,17 @@ describe('bytes billed where queries are free (DuckDB)', () => {
       try {
         expect(dest.can.billing).toBeUndefined();
         // A runs table as an earlier version wrote it: no bytes_billed column.
-        await dest.write({ table: { name: RUNS_TABLE, key: ['run_id'], columns: [{ name: 'run_id', type: 'string' }, { name: 'command', type: 'string' }] }, rows: [{ run_id: 'old', command: 'sync' }] });
+        await dest.write({
+          table: {
+            name: RUNS_TABLE,
+            key: ['run_id'],
+            columns: [
+              { name: 'run_id', type: 'string' },
+              { name: 'command', type: 'string' },
+            ],
+          },
+          rows: [{ run_id: 'old', command: 'sync' }],
+        });
         await recordRun(dest, run(), [], silentLogger(), 'new');
       } finally {
         await dest.close();
@@ -103,7 +126,12 @@ describe('bytes billed where queries are free (DuckDB)', () => {
 });
 
 describe('bytes billed in the run summary', () => {
-  const billing = { bytesBilled: 470_000_000, bytesProcessed: 469_000_000, queryJobs: 7, byTable: { users: 450_000_000, events: 10 * MB, signals: 0 } };
+  const billing = {
+    bytesBilled: 470_000_000,
+    bytesProcessed: 469_000_000,
+    queryJobs: 7,
+    byTable: { users: 450_000_000, events: 10 * MB, signals: 0 },
+  };
 
   it('prints one line for BigQuery, largest tables first, and none for DuckDB', () => {
     expect(billingLine(billing)).toEqual(['BigQuery: 448 MB billed by 7 query job(s) (users 429 MB, events 10.0 MB)']);
@@ -115,7 +143,13 @@ describe('bytes billed in the run summary', () => {
     expect(billingJson(undefined)).toEqual({});
   });
 
-  it('formats bytes in binary units as BigQuery\'s console does', () => {
-    expect([0, 512, 10 * MB, 1.5 * 1024 * MB, 3 * 1024 * 1024 * MB].map(formatBytes)).toEqual(['0 B', '512 B', '10.0 MB', '1.50 GB', '3.00 TB']);
+  it("formats bytes in binary units as BigQuery's console does", () => {
+    expect([0, 512, 10 * MB, 1.5 * 1024 * MB, 3 * 1024 * 1024 * MB].map(formatBytes)).toEqual([
+      '0 B',
+      '512 B',
+      '10.0 MB',
+      '1.50 GB',
+      '3.00 TB',
+    ]);
   });
 });

@@ -31,7 +31,12 @@ function make(options: Partial<BigQueryDestinationOptions> = {}): BigQueryDestin
   return dest;
 }
 
-const user = (id: string, lastSeen: string, eventCount: number): ApiRecord => ({ id, first_seen: '2026-11-01T00:00:00Z', last_seen: lastSeen, event_count: eventCount });
+const user = (id: string, lastSeen: string, eventCount: number): ApiRecord => ({
+  id,
+  first_seen: '2026-11-01T00:00:00Z',
+  last_seen: lastSeen,
+  event_count: eventCount,
+});
 
 function usersBatch(records: readonly ApiRecord[], syncedAt: string): { table: TableSchema; rows: Row[] } {
   const tracker = new SchemaTracker(users, undefined, `run-${syncedAt}`);
@@ -40,14 +45,17 @@ function usersBatch(records: readonly ApiRecord[], syncedAt: string): { table: T
 
 /** Rows as sorted `id|last_seen|event_count|_synced_at` strings (`_synced_at` as an ISO instant). */
 const lines = (rows: readonly StoredRow[]): string[] =>
-  rows.map((r) => [r['id'], r['last_seen'], r['event_count'], new Date(String(r['_synced_at'])).toISOString()].join('|')).sort();
+  rows
+    .map((r) => [r['id'], r['last_seen'], r['event_count'], new Date(String(r['_synced_at'])).toISOString()].join('|'))
+    .sort();
 
 const HOUR = 60 * 60 * 1000;
 const T1 = '2026-11-20T10:00:00.000Z';
 const T2 = '2026-11-20T10:15:00.000Z';
 const T3 = '2026-11-20T12:00:00.000Z';
 const T4 = '2026-11-20T12:01:00.000Z';
-const isCompaction = (q: SubmittedQuery | undefined): boolean => q?.query.startsWith('DELETE FROM `proj`.`sync`.`users_changes` AS t') === true;
+const isCompaction = (q: SubmittedQuery | undefined): boolean =>
+  q?.query.startsWith('DELETE FROM `proj`.`sync`.`users_changes` AS t') === true;
 
 /**
  * A log with superseded rows and exact copies (a replayed batch: rows tied on key, version and
@@ -55,15 +63,31 @@ const isCompaction = (q: SubmittedQuery | undefined): boolean => q?.query.starts
  */
 async function seeded(fake: FakeBigQuery): Promise<void> {
   const first = make({ now: () => Date.parse(T1), compactEveryMs: HOUR });
-  await first.write(usersBatch([user('u1', '2026-11-20T09:00:00Z', 1), user('u2', '2026-11-20T09:00:00Z', 1), user('u4', '2026-11-20T09:00:00Z', 1)], T1));
-  const second = usersBatch([user('u1', '2026-11-20T10:05:00Z', 2), user('u4', '2026-11-20T09:30:00Z', 3), user('u5', '2026-11-20T10:00:00Z', 1)], T2);
+  await first.write(
+    usersBatch(
+      [
+        user('u1', '2026-11-20T09:00:00Z', 1),
+        user('u2', '2026-11-20T09:00:00Z', 1),
+        user('u4', '2026-11-20T09:00:00Z', 1),
+      ],
+      T1,
+    ),
+  );
+  const second = usersBatch(
+    [
+      user('u1', '2026-11-20T10:05:00Z', 2),
+      user('u4', '2026-11-20T09:30:00Z', 3),
+      user('u5', '2026-11-20T10:00:00Z', 1),
+    ],
+    T2,
+  );
   await first.write(second);
   await first.write(second);
   expect(fake.rows('sync', 'users_changes')).toHaveLength(9);
 }
 
 describe('compaction of a change log while another process appends to it', () => {
-  it('rows appended between the compaction\'s start and end survive, and the view is unchanged by the compaction', async () => {
+  it("rows appended between the compaction's start and end survive, and the view is unchanged by the compaction", async () => {
     const fake = new FakeBigQuery('proj');
     fake.addDataset('sync');
     fake.install();
@@ -90,7 +114,9 @@ describe('compaction of a change log while another process appends to it', () =>
 
     // The backfill appends while the compaction job runs: a newer u1 and a new u6.
     const backfill = make({ now: () => Date.parse(T3), compactEveryMs: 720 * HOUR });
-    await backfill.write(usersBatch([user('u1', '2026-11-20T11:00:00Z', 9), user('u6', '2026-11-20T11:00:00Z', 1)], T3));
+    await backfill.write(
+      usersBatch([user('u1', '2026-11-20T11:00:00Z', 9), user('u6', '2026-11-20T11:00:00Z', 1)], T3),
+    );
     expect(fake.queries.filter((q) => isCompaction(q))).toHaveLength(1);
     const viewMid = lines(fake.rows('sync', 'users'));
     const logMid = lines(fake.rows('sync', 'users_changes'));
@@ -103,13 +129,20 @@ describe('compaction of a change log while another process appends to it', () =>
     // The backfill's rows are in the log.
     expect(log).toEqual(expect.arrayContaining([`u1|2026-11-20T11:00:00Z|9|${T3}`, `u6|2026-11-20T11:00:00Z|1|${T3}`]));
     // Exactly the two superseded rows of the snapshot went (u1 and u4 of 09:00); u7 was appended after.
-    expect(fake.timeline).toContain(`table sync.users_changes: compaction deleted 2 of the ${read} rows it read (2 appended since it started kept)`);
+    expect(fake.timeline).toContain(
+      `table sync.users_changes: compaction deleted 2 of the ${read} rows it read (2 appended since it started kept)`,
+    );
     expect(log).toEqual(
-      [...logMid.filter((l) => l !== `u1|2026-11-20T09:00:00Z|1|${T1}` && l !== `u4|2026-11-20T09:00:00Z|1|${T1}`), `u7|2026-11-20T12:00:00Z|1|${T4}`].sort(),
+      [
+        ...logMid.filter((l) => l !== `u1|2026-11-20T09:00:00Z|1|${T1}` && l !== `u4|2026-11-20T09:00:00Z|1|${T1}`),
+        `u7|2026-11-20T12:00:00Z|1|${T4}`,
+      ].sort(),
     );
     // The view: what it was with the backfill's rows, plus the sync's u7; the compaction changed nothing in it.
     expect(lines(fake.rows('sync', 'users'))).toEqual([...viewMid, `u7|2026-11-20T12:00:00Z|1|${T4}`].sort());
-    expect(viewMid.filter((l) => !l.startsWith('u1|') && !l.startsWith('u6|'))).toEqual(viewBefore.filter((l) => !l.startsWith('u1|')));
+    expect(viewMid.filter((l) => !l.startsWith('u1|') && !l.startsWith('u6|'))).toEqual(
+      viewBefore.filter((l) => !l.startsWith('u1|')),
+    );
   });
 
   it('the double models why: a CREATE OR REPLACE TABLE of the log from itself, racing the same append, loses the appended rows', async () => {
@@ -117,9 +150,19 @@ describe('compaction of a change log while another process appends to it', () =>
     fake.addDataset('sync');
     fake.install();
     await seeded(fake);
-    const client = new BigQuery({ projectId: 'proj', authClient: new PassThroughClient(), retryOptions: { autoRetry: false, maxRetries: 0 } });
+    const client = new BigQuery({
+      projectId: 'proj',
+      authClient: new PassThroughClient(),
+      retryOptions: { autoRetry: false, maxRetries: 0 },
+    });
     const columns = (fake.tables.get('sync.users_changes')?.schema?.fields ?? []).map((f) => f.name);
-    const ctas = seedLogSql({ projectId: 'proj', dataset: 'sync' }, usersBatch([], T1).table, 'users_changes', columns, Date.parse(T3));
+    const ctas = seedLogSql(
+      { projectId: 'proj', dataset: 'sync' },
+      usersBatch([], T1).table,
+      'users_changes',
+      columns,
+      Date.parse(T3),
+    );
     const [job] = await client.createQueryJob({ query: ctas, location: 'US' });
     const backfill = make({ now: () => Date.parse(T3), compactEveryMs: 720 * HOUR });
     await backfill.write(usersBatch([user('u6', '2026-11-20T11:00:00Z', 1)], T3));
@@ -129,12 +172,16 @@ describe('compaction of a change log while another process appends to it', () =>
     expect(lines(fake.rows('sync', 'users_changes'))).not.toContain(`u6|2026-11-20T11:00:00Z|1|${T3}`);
   });
 
-  it('the double refuses the compaction\'s DELETE as BigQuery does: no WHERE, QUALIFY without WHERE, a column the log lacks; over a view', async () => {
+  it("the double refuses the compaction's DELETE as BigQuery does: no WHERE, QUALIFY without WHERE, a column the log lacks; over a view", async () => {
     const fake = new FakeBigQuery('proj');
     fake.addDataset('sync');
     fake.install();
     await seeded(fake);
-    const client = new BigQuery({ projectId: 'proj', authClient: new PassThroughClient(), retryOptions: { autoRetry: false, maxRetries: 0 } });
+    const client = new BigQuery({
+      projectId: 'proj',
+      authClient: new PassThroughClient(),
+      retryOptions: { autoRetry: false, maxRetries: 0 },
+    });
     const run = async (query: string): Promise<string> => {
       const [job] = await client.createQueryJob({ query, location: 'US' });
       const [metadata] = await job.getMetadata();
@@ -143,11 +190,18 @@ describe('compaction of a change log while another process appends to it', () =>
     const table = usersBatch([], T1).table;
     const sql = compactLogSql({ projectId: 'proj', dataset: 'sync' }, table);
     expect(await run(sql.slice(0, sql.indexOf('\n')))).toMatch(/DELETE must have a WHERE clause/);
-    expect(await run(sql.replace('AS c WHERE TRUE QUALIFY', 'AS c QUALIFY'))).toMatch(/QUALIFY clause requires GROUP BY, WHERE or HAVING clause/);
-    expect(await run(sql.replaceAll('`last_seen`', '`seen_last`'))).toMatch(/Unrecognized name: seen_last/);
-    expect(await run(compactLogSql({ projectId: 'proj', dataset: 'sync' }, { ...table, name: 'users_changes_x' }).replaceAll('users_changes_x_changes', 'users'))).toMatch(
-      /proj:sync\.users is not allowed for this operation because it is currently a VIEW/,
+    expect(await run(sql.replace('AS c WHERE TRUE QUALIFY', 'AS c QUALIFY'))).toMatch(
+      /QUALIFY clause requires GROUP BY, WHERE or HAVING clause/,
     );
+    expect(await run(sql.replaceAll('`last_seen`', '`seen_last`'))).toMatch(/Unrecognized name: seen_last/);
+    expect(
+      await run(
+        compactLogSql({ projectId: 'proj', dataset: 'sync' }, { ...table, name: 'users_changes_x' }).replaceAll(
+          'users_changes_x_changes',
+          'users',
+        ),
+      ),
+    ).toMatch(/proj:sync\.users is not allowed for this operation because it is currently a VIEW/);
     expect(fake.rows('sync', 'users_changes')).toHaveLength(9);
   });
 });

@@ -6,7 +6,12 @@ import type { ApiRecord, Row, TableSchema } from '../../src/core/types.js';
 import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery.js';
 import type { Destination } from '../../src/load/destination.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
-import { capturedLogger, isolateNock, testBigQueryDestination, testBigQueryDryRun } from '../fixtures/bigquery/destination.js';
+import {
+  capturedLogger,
+  isolateNock,
+  testBigQueryDestination,
+  testBigQueryDryRun,
+} from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, type StoredRow } from '../fixtures/bigquery/fake-bigquery.js';
 
 /**
@@ -30,19 +35,33 @@ function fresh(): FakeBigQuery {
   return fake;
 }
 
-function make(options: Partial<BigQueryDestinationOptions> = {}): { dest: BigQueryDestination; logs: Record<string, unknown>[] } {
+function make(options: Partial<BigQueryDestinationOptions> = {}): {
+  dest: BigQueryDestination;
+  logs: Record<string, unknown>[];
+} {
   const { logger, logs } = capturedLogger();
   const dest = testBigQueryDestination({ logger, ...options });
   open.push(dest);
   return { dest, logs };
 }
 
-const user = (id: string, lastSeen: string, eventCount: number): ApiRecord => ({ id, first_seen: '2026-11-01T00:00:00Z', last_seen: lastSeen, event_count: eventCount });
+const user = (id: string, lastSeen: string, eventCount: number): ApiRecord => ({
+  id,
+  first_seen: '2026-11-01T00:00:00Z',
+  last_seen: lastSeen,
+  event_count: eventCount,
+});
 
 /** A batch of users as the pipeline writes it (normalized, `_synced_at` = `syncedAt`). */
-function usersBatch(records: readonly ApiRecord[], syncedAt: string, extra?: ApiRecord): { table: TableSchema; rows: Row[] } {
+function usersBatch(
+  records: readonly ApiRecord[],
+  syncedAt: string,
+  extra?: ApiRecord,
+): { table: TableSchema; rows: Row[] } {
   const tracker = new SchemaTracker(users, undefined, `run-${syncedAt}`);
-  const rows = [...records, ...(extra === undefined ? [] : [extra])].map((r) => tracker.normalize(r, 'alpha', syncedAt));
+  const rows = [...records, ...(extra === undefined ? [] : [extra])].map((r) =>
+    tracker.normalize(r, 'alpha', syncedAt),
+  );
   return { table: tracker.schema, rows };
 }
 
@@ -63,7 +82,16 @@ describe('the change-log layout (users, conversations)', () => {
     const { dest } = make();
     await dest.write(usersBatch([user('u1', '2026-11-20T09:00:00Z', 1), user('u2', '2026-11-20T09:10:00Z', 4)], T1));
     // u1 seen again (newer), u2 re-read with an OLDER last_seen (a late copy: must not win), u3 new.
-    await dest.write(usersBatch([user('u1', '2026-11-20T10:05:00Z', 2), user('u2', '2026-11-20T08:00:00Z', 3), user('u3', '2026-11-20T10:01:00Z', 1)], T2));
+    await dest.write(
+      usersBatch(
+        [
+          user('u1', '2026-11-20T10:05:00Z', 2),
+          user('u2', '2026-11-20T08:00:00Z', 3),
+          user('u3', '2026-11-20T10:01:00Z', 1),
+        ],
+        T2,
+      ),
+    );
 
     expect(fake.tables.get('sync.users')?.type).toBe('VIEW');
     const log = fake.tables.get('sync.users_changes');
@@ -77,12 +105,18 @@ describe('the change-log layout (users, conversations)', () => {
     ]);
     // Appended by load jobs (WRITE_APPEND into the log), never merged.
     expect(fake.queries.some((q) => q.query.startsWith('MERGE') && q.query.includes('`users'))).toBe(false);
-    expect(fake.uploads.filter((u) => u.load.destinationTable.tableId === 'users_changes').map((u) => u.load.writeDisposition)).toEqual(['WRITE_APPEND', 'WRITE_APPEND']);
+    expect(
+      fake.uploads
+        .filter((u) => u.load.destinationTable.tableId === 'users_changes')
+        .map((u) => u.load.writeDisposition),
+    ).toEqual(['WRITE_APPEND', 'WRITE_APPEND']);
     expect(dest.billing().bytesBilled).toBe(0);
     // Counts (status, verify) read through the view.
     expect(await dest.count('users')).toBe(3);
     expect(await dest.countByProject('users')).toEqual({ alpha: 3 });
-    expect((await dest.describe('users'))?.map((c) => c.name)).toEqual(expect.arrayContaining(['id', 'last_seen', 'event_count', '_synced_at']));
+    expect((await dest.describe('users'))?.map((c) => c.name)).toEqual(
+      expect.arrayContaining(['id', 'last_seen', 'event_count', '_synced_at']),
+    );
   });
 
   it('a replayed batch (a crash after its load, before its state) leaves the view unchanged', async () => {
@@ -103,7 +137,12 @@ describe('the change-log layout (users, conversations)', () => {
     await dest.write(usersBatch([], T2, { ...user('u2', '2026-11-20T10:00:00Z', 1), country: 'DE' }));
     expect(fake.tables.get('sync.users_changes')?.schema?.fields.map((f) => f.name)).toContain('country');
     expect(fake.tables.get('sync.users')?.schema?.fields.map((f) => f.name)).toContain('country');
-    expect(fake.rows('sync', 'users').map((r) => [r['id'], r['country']])).toEqual(expect.arrayContaining([['u1', null], ['u2', 'DE']]));
+    expect(fake.rows('sync', 'users').map((r) => [r['id'], r['country']])).toEqual(
+      expect.arrayContaining([
+        ['u1', null],
+        ['u2', 'DE'],
+      ]),
+    );
   });
 
   it('compaction, once its interval has passed, keeps the view and deletes the superseded rows (one DELETE, billed), then stamps the label', async () => {
@@ -114,7 +153,8 @@ describe('the change-log layout (users, conversations)', () => {
     await dest.write(usersBatch([user('u1', '2026-11-20T10:05:00Z', 2), user('u2', '2026-11-20T10:06:00Z', 2)], T2));
     expect(fake.rows('sync', 'users_changes')).toHaveLength(4);
     const view = viewOf(fake);
-    const isCompaction = (q: { query: string }): boolean => q.query.startsWith('DELETE FROM `proj`.`sync`.`users_changes` AS t');
+    const isCompaction = (q: { query: string }): boolean =>
+      q.query.startsWith('DELETE FROM `proj`.`sync`.`users_changes` AS t');
     expect(fake.queries.some(isCompaction)).toBe(false);
 
     now += 2 * 60 * 60 * 1000;
@@ -131,9 +171,14 @@ describe('the change-log layout (users, conversations)', () => {
     expect(fake.rows('sync', 'users_changes')).toHaveLength(3);
     expect(viewOf(fake)).toEqual([...view, ['u3', '2026-11-20T11:59:00Z', '1']]);
     expect(fake.tables.get('sync.users_changes')?.timePartitioning).toEqual({ type: 'DAY', field: '_synced_at' });
-    expect(fake.tables.get('sync.users_changes')?.['labels']).toEqual({ 'query-sync': 'change-log', 'query-sync-compacted-at': String(Math.floor(now / 1000)) });
+    expect(fake.tables.get('sync.users_changes')?.['labels']).toEqual({
+      'query-sync': 'change-log',
+      'query-sync-compacted-at': String(Math.floor(now / 1000)),
+    });
     expect(later.billing().bytesBilled).toBeGreaterThan(0);
-    expect(logs.find((l) => l['msg'] === 'bigquery change log compacted: superseded rows deleted')?.['rowsDeleted']).toBe('2');
+    expect(
+      logs.find((l) => l['msg'] === 'bigquery change log compacted: superseded rows deleted')?.['rowsDeleted'],
+    ).toBe('2');
 
     // Not again within the interval.
     const count = fake.queries.filter(isCompaction).length;
@@ -160,7 +205,9 @@ describe('the change-log layout (users, conversations)', () => {
     const dest = testBigQueryDryRun({ print: (line) => void lines.push(line) });
     open.push(dest);
     await dest.write(usersBatch([user('u1', '2026-11-20T09:00:00Z', 1)], T1));
-    expect(lines[0]).toMatch(/^-- users: in the change-log layout .* one load job appending to users_changes \(WRITE_APPEND\) and no MERGE/);
+    expect(lines[0]).toMatch(
+      /^-- users: in the change-log layout .* one load job appending to users_changes \(WRITE_APPEND\) and no MERGE/,
+    );
     expect(fake.requests).toEqual([]);
   });
 
@@ -212,7 +259,9 @@ describe('an existing users table of the merge layout', () => {
       ['u1', '2026-11-20T10:00:00Z', '3'],
       ['u2', '2026-11-20T09:00:00Z', '2'],
     ]);
-    expect(logs.find((l) => String(l['msg']).startsWith('bigquery table users has the merge layout'))?.['msg']).toMatch(/--bq-upsert log/);
+    expect(logs.find((l) => String(l['msg']).startsWith('bigquery table users has the merge layout'))?.['msg']).toMatch(
+      /--bq-upsert log/,
+    );
   });
 
   it('--bq-upsert log migrates it: the log seeded from it, the table kept aside, the view in its place', async () => {
@@ -233,7 +282,9 @@ describe('an existing users table of the merge layout', () => {
     const { dest } = make({ upsert: 'log' });
     const error = await dest.write(usersBatch([user('u3', '2026-11-20T10:00:00Z', 1)], T2)).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LoadError);
-    expect((error as LoadError).message).toMatch(/would move table users of proj\.sync aside to users_merge_layout, but users_merge_layout exists.*nothing was changed/);
+    expect((error as LoadError).message).toMatch(
+      /would move table users of proj\.sync aside to users_merge_layout, but users_merge_layout exists.*nothing was changed/,
+    );
     expect(fake.tables.get('sync.users')?.type).toBeUndefined();
     expect(fake.tables.has('sync.users_changes')).toBe(false);
   });
@@ -244,11 +295,19 @@ describe('what the double refuses, as BigQuery does', () => {
     const fake = fresh();
     const { dest } = make({ upsert: 'merge' });
     await dest.write(usersBatch([user('u1', '2026-11-20T09:00:00Z', 1)], T1));
-    const collision = await dest.defineView('users', (sql) => `SELECT u.${sql.column('id')} FROM ${sql.table('users')} AS u`).catch((e: unknown) => e);
-    expect((collision as Error).message).toMatch(/proj:sync\.users is not allowed for this operation because it is currently a TABLE/);
+    const collision = await dest
+      .defineView('users', (sql) => `SELECT u.${sql.column('id')} FROM ${sql.table('users')} AS u`)
+      .catch((e: unknown) => e);
+    expect((collision as Error).message).toMatch(
+      /proj:sync\.users is not allowed for this operation because it is currently a TABLE/,
+    );
     expect(fake.tables.get('sync.users')?.type).toBeUndefined();
     const qualify = await dest
-      .defineView('users_latest', (sql) => `SELECT c.${sql.column('id')} FROM ${sql.table('users')} AS c QUALIFY ROW_NUMBER() OVER (PARTITION BY c.\`id\` ORDER BY TO_JSON_STRING(c) DESC) = 1`)
+      .defineView(
+        'users_latest',
+        (sql) =>
+          `SELECT c.${sql.column('id')} FROM ${sql.table('users')} AS c QUALIFY ROW_NUMBER() OVER (PARTITION BY c.\`id\` ORDER BY TO_JSON_STRING(c) DESC) = 1`,
+      )
       .catch((e: unknown) => e);
     expect((qualify as Error).message).toMatch(/QUALIFY clause requires GROUP BY, WHERE or HAVING clause/);
     expect(fake.tables.has('sync.users_latest')).toBe(false);
@@ -258,13 +317,29 @@ describe('what the double refuses, as BigQuery does', () => {
     const fake = fresh();
     const { BigQuery } = await import('@google-cloud/bigquery');
     const { PassThroughClient } = await import('google-auth-library');
-    const client = new BigQuery({ projectId: 'proj', authClient: new PassThroughClient(), retryOptions: { autoRetry: false, maxRetries: 0 } });
+    const client = new BigQuery({
+      projectId: 'proj',
+      authClient: new PassThroughClient(),
+      retryOptions: { autoRetry: false, maxRetries: 0 },
+    });
     const fields = ['a', 'b', 'c', 'd', 'e'].map((name) => ({ name, type: 'STRING' }));
     const create = (metadata: Record<string, unknown>): Promise<string> =>
-      client.dataset('sync').createTable('t', metadata).then(() => 'created', (e: unknown) => (e as Error).message);
-    expect(await create({ schema: { fields }, clustering: { fields: ['a', 'b', 'c', 'd', 'e'] } })).toMatch(/Too many clustering fields: 5, only 4 allowed/);
-    expect(await create({ schema: { fields: [...fields, { name: 'j', type: 'JSON' }] }, clustering: { fields: ['j'] } })).toMatch(/Field j is of type JSON which is not supported for clustering/);
-    expect(await create({ schema: { fields }, timePartitioning: { type: 'DAY', field: 'a' } })).toMatch(/Partitioning field a has type STRING/);
+      client
+        .dataset('sync')
+        .createTable('t', metadata)
+        .then(
+          () => 'created',
+          (e: unknown) => (e as Error).message,
+        );
+    expect(await create({ schema: { fields }, clustering: { fields: ['a', 'b', 'c', 'd', 'e'] } })).toMatch(
+      /Too many clustering fields: 5, only 4 allowed/,
+    );
+    expect(
+      await create({ schema: { fields: [...fields, { name: 'j', type: 'JSON' }] }, clustering: { fields: ['j'] } }),
+    ).toMatch(/Field j is of type JSON which is not supported for clustering/);
+    expect(await create({ schema: { fields }, timePartitioning: { type: 'DAY', field: 'a' } })).toMatch(
+      /Partitioning field a has type STRING/,
+    );
     expect(fake.tables.has('sync.t')).toBe(false);
   });
 });

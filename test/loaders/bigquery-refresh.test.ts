@@ -16,16 +16,30 @@ function open(): { fake: FakeBigQuery; dest: BigQueryDestination } {
   nock.disableNetConnect();
   const fake = new FakeBigQuery('proj');
   fake.install();
-  const dest = new BigQueryDestination({ projectId: 'proj', dataset: 'sync', authClient: new PassThroughClient(), logger: pino({ level: 'silent' }), sleep: async () => undefined });
+  const dest = new BigQueryDestination({
+    projectId: 'proj',
+    dataset: 'sync',
+    authClient: new PassThroughClient(),
+    logger: pino({ level: 'silent' }),
+    sleep: async () => undefined,
+  });
   return { fake, dest };
 }
 
-async function write(dest: BigQueryDestination | ShadowDestination, tracker: SchemaTracker, records: readonly ApiRecord[]): Promise<void> {
+async function write(
+  dest: BigQueryDestination | ShadowDestination,
+  tracker: SchemaTracker,
+  records: readonly ApiRecord[],
+): Promise<void> {
   const rows = records.map((r) => tracker.normalize(r, 'alpha', ts));
   await dest.write({ table: tracker.schema, rows });
 }
 
-const ids = (fake: FakeBigQuery, table: string, column = 'id'): string[] => fake.rows('sync', table).map((r) => String(r[column])).sort();
+const ids = (fake: FakeBigQuery, table: string, column = 'id'): string[] =>
+  fake
+    .rows('sync', table)
+    .map((r) => String(r[column]))
+    .sort();
 
 describe('sync --full-refresh on BigQuery (the real client, the strict double)', () => {
   afterEach(() => {
@@ -52,14 +66,23 @@ describe('sync --full-refresh on BigQuery (the real client, the strict double)',
     await dest.replaceTables(refreshedTables(events));
     expect(ids(fake, 'events')).toEqual(['kept']);
     expect(fake.rows('sync', 'events')[0]?.plan).toBe('pro');
-    expect(ids(fake, 'event_signals', 'signal_id'), 'no bridge row of an event the refresh no longer saw').toEqual(['s2']);
-    const swaps = fake.queries.slice(before).map((q) => q.query).filter((q) => q.includes('WHERE TRUE'));
+    expect(ids(fake, 'event_signals', 'signal_id'), 'no bridge row of an event the refresh no longer saw').toEqual([
+      's2',
+    ]);
+    const swaps = fake.queries
+      .slice(before)
+      .map((q) => q.query)
+      .filter((q) => q.includes('WHERE TRUE'));
     expect(swaps, 'one transaction for both tables').toHaveLength(1);
-    expect(swaps[0]).toMatch(/^BEGIN TRANSACTION;\nDELETE FROM `proj`\.`sync`\.`events` WHERE TRUE;\nINSERT INTO `proj`\.`sync`\.`events` \([^)]+\)\nSELECT [^\n]+ FROM `proj`\.`sync`\.`_query_sync_refresh_events`;\nDELETE FROM `proj`\.`sync`\.`event_signals` WHERE TRUE;\nINSERT INTO [\s\S]+\nCOMMIT TRANSACTION;$/);
+    expect(swaps[0]).toMatch(
+      /^BEGIN TRANSACTION;\nDELETE FROM `proj`\.`sync`\.`events` WHERE TRUE;\nINSERT INTO `proj`\.`sync`\.`events` \([^)]+\)\nSELECT [^\n]+ FROM `proj`\.`sync`\.`_query_sync_refresh_events`;\nDELETE FROM `proj`\.`sync`\.`event_signals` WHERE TRUE;\nINSERT INTO [\s\S]+\nCOMMIT TRANSACTION;$/,
+    );
     expect(fake.tables.has(`sync.${shadowTable('events')}`)).toBe(false);
     expect(fake.tables.has(`sync.${shadowTable('event_signals')}`)).toBe(false);
     // Ordinary merges go on after the swap.
-    await write(dest, new SchemaTracker(events, await dest.describe('events'), 'run-3'), [{ id: 'new', timestamp: ts }]);
+    await write(dest, new SchemaTracker(events, await dest.describe('events'), 'run-3'), [
+      { id: 'new', timestamp: ts },
+    ]);
     expect(ids(fake, 'events')).toEqual(['kept', 'new']);
     await dest.close();
   });
@@ -80,7 +103,9 @@ describe('sync --full-refresh on BigQuery (the real client, the strict double)',
   it('a column whose type differs between the table and its refreshed copy is refused before any row changes, saying what to do', async () => {
     const { fake, dest } = open();
     await write(dest, new SchemaTracker(events, undefined, 'run-1'), [{ id: 'e1', timestamp: ts, plan: 'pro' }]);
-    await write(new ShadowDestination(dest), new SchemaTracker(events, undefined, 'run-2'), [{ id: 'e2', timestamp: ts, plan: 3 }]);
+    await write(new ShadowDestination(dest), new SchemaTracker(events, undefined, 'run-2'), [
+      { id: 'e2', timestamp: ts, plan: 3 },
+    ]);
     await expect(dest.replaceTables([{ table: 'events', shadow: shadowTable('events') }])).rejects.toThrow(
       /column "plan" of table events is STRING but its refreshed copy _query_sync_refresh_events has "plan" INT64.*drop the table, then sync --full-refresh again/,
     );

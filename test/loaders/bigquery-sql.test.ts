@@ -4,7 +4,13 @@ import type { TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination } from '../../src/load/bigquery.js';
 import { backoffMs, classifyBigQueryError, errorInfo } from '../../src/load/bigquery-errors.js';
 import { dateOfTimestamp, encodeRows, timestampOfEpochNs } from '../../src/load/bigquery-rows.js';
-import { assertColumnNames, createTableDdl, mergeSql, pruningPredicate, quoteIdent } from '../../src/load/bigquery-sql.js';
+import {
+  assertColumnNames,
+  createTableDdl,
+  mergeSql,
+  pruningPredicate,
+  quoteIdent,
+} from '../../src/load/bigquery-sql.js';
 import { LAST_NS_OF_MAY_1, eventsTable, tracesTable, keyedTable } from '../fixtures/bigquery/tables.js';
 
 const target = { projectId: 'proj', dataset: 'sync' };
@@ -38,7 +44,11 @@ describe('encodeRows', () => {
     ]);
     expect(partitions).toEqual({ dates: ['2024-04-01', '2024-05-03'], hasNull: true });
     // A table with no time partition column is partitioned on a hash bucket of its key.
-    const keyed = encodeRows({ ...eventsTable, partitionColumn: undefined }, [{ project_id: 'a', id: '1' }, { project_id: 'a', id: '1' }, { project_id: 'b', id: '1' }]);
+    const keyed = encodeRows({ ...eventsTable, partitionColumn: undefined }, [
+      { project_id: 'a', id: '1' },
+      { project_id: 'a', id: '1' },
+      { project_id: 'b', id: '1' },
+    ]);
     expect(keyed.partitions?.dates).toHaveLength(2);
     expect(keyed.partitions?.dates.every((d) => Number(d) >= 0 && Number(d) < 4000)).toBe(true);
     expect(keyed.ndjson).toMatch(/"key_bucket":"\d+"/);
@@ -50,17 +60,31 @@ describe('encodeRows', () => {
       { project_id: 'a', id: '2', timestamp: '2024-05-01T05:30:00+0530' },
       { project_id: 'a', id: '3', timestamp: '2024-05-01T01:00:00.5+01' },
     ]);
-    expect(ndjson.split('\n').slice(0, 3).map((l) => (JSON.parse(l) as { timestamp: string }).timestamp)).toEqual([
-      '2024-05-01T00:00:00Z',
-      '2024-05-01T00:00:00Z',
-      '2024-05-01T00:00:00.5Z',
-    ]);
+    expect(
+      ndjson
+        .split('\n')
+        .slice(0, 3)
+        .map((l) => (JSON.parse(l) as { timestamp: string }).timestamp),
+    ).toEqual(['2024-05-01T00:00:00Z', '2024-05-01T00:00:00Z', '2024-05-01T00:00:00.5Z']);
   });
 
   it('writes every declared column, cuts timestamps to microseconds, spells non-finite floats', () => {
     const { ndjson } = encodeRows(eventsTable, [
-      { project_id: 'a', id: '1', timestamp: '2024-05-01T00:00:00.123456789Z', score: Number.NaN, duration_ns: 7, extra: 'x' },
-      { project_id: 'a', id: '2', timestamp: '2024-05-01T00:00:00Z', score: Number.NEGATIVE_INFINITY, properties: '42' },
+      {
+        project_id: 'a',
+        id: '1',
+        timestamp: '2024-05-01T00:00:00.123456789Z',
+        score: Number.NaN,
+        duration_ns: 7,
+        extra: 'x',
+      },
+      {
+        project_id: 'a',
+        id: '2',
+        timestamp: '2024-05-01T00:00:00Z',
+        score: Number.NEGATIVE_INFINITY,
+        properties: '42',
+      },
     ]);
     expect(ndjson).toBe(
       '{"project_id":"a","id":"1","timestamp":"2024-05-01T00:00:00.123456Z","event_name":null,"user_id":null,"properties":null,"duration_ns":"7","score":"NaN","is_test":null,"_synced_at":null}\n' +
@@ -69,14 +93,20 @@ describe('encodeRows', () => {
   });
 
   it('adds the derived start_time_ts TIMESTAMP for an ns partition column', () => {
-    const { ndjson, partitions } = encodeRows(tracesTable, [{ project_id: 'a', span_id: 's', start_time_ns: LAST_NS_OF_MAY_1 }]);
-    expect(ndjson).toContain('"start_time_ns":"1714607999999999999","end_time_ns":null,"attributes":null,"_synced_at":null,"start_time_ts":"2024-05-01T23:59:59.999999Z"}');
+    const { ndjson, partitions } = encodeRows(tracesTable, [
+      { project_id: 'a', span_id: 's', start_time_ns: LAST_NS_OF_MAY_1 },
+    ]);
+    expect(ndjson).toContain(
+      '"start_time_ns":"1714607999999999999","end_time_ns":null,"attributes":null,"_synced_at":null,"start_time_ts":"2024-05-01T23:59:59.999999Z"}',
+    );
     expect(partitions).toEqual({ dates: ['2024-05-01'], hasNull: false });
   });
 
   it('refuses invalid JSON text and non-integers in INT64 columns', () => {
     expect(() => encodeRows(eventsTable, [{ project_id: 'a', id: '1', properties: '{"a":' }])).toThrow(LoadError);
-    expect(() => encodeRows(eventsTable, [{ project_id: 'a', id: '1', duration_ns: 1.5 }])).toThrow(/expects an integer/);
+    expect(() => encodeRows(eventsTable, [{ project_id: 'a', id: '1', duration_ns: 1.5 }])).toThrow(
+      /expects an integer/,
+    );
     expect(() => encodeRows(eventsTable, [{ project_id: 'a', id: '1', timestamp: 'yesterday' }])).toThrow(/ISO-8601/);
   });
 });
@@ -90,20 +120,32 @@ describe('SQL text', () => {
     expect(pruningPredicate(spec, { dates: ['2024-05-01'], hasNull: true })).toBe(
       "(DATE(T.`timestamp`) IN (DATE '2024-05-01') OR T.`timestamp` IS NULL)",
     );
-    expect(pruningPredicate({ kind: 'epoch_ns', column: 'start_time_ns', field: 'start_time_ts' }, { dates: [], hasNull: true })).toBe(
-      'T.`start_time_ts` IS NULL',
-    );
+    expect(
+      pruningPredicate(
+        { kind: 'epoch_ns', column: 'start_time_ns', field: 'start_time_ts' },
+        { dates: [], hasNull: true },
+      ),
+    ).toBe('T.`start_time_ts` IS NULL');
   });
 
   it('skips unchanged rows of a full-refresh table (row hash) in the MERGE', () => {
     const signals: TableSchema = keyedTable('signals', [{ name: 'name', type: 'string' }], { fullRefresh: true });
     const sql = mergeSql({ target, table: signals, stage: 's' });
-    expect(sql).toContain('WHEN MATCHED AND (T.`row_hash` IS DISTINCT FROM S.`row_hash`) THEN\n  UPDATE SET `name` = S.`name`, `row_hash` = S.`row_hash`\n');
+    expect(sql).toContain(
+      'WHEN MATCHED AND (T.`row_hash` IS DISTINCT FROM S.`row_hash`) THEN\n  UPDATE SET `name` = S.`name`, `row_hash` = S.`row_hash`\n',
+    );
   });
 
   it('builds a MERGE without version condition for a table that has none, pruned to its key buckets', () => {
     const keyOnly: TableSchema = keyedTable('users');
-    expect(mergeSql({ target, table: keyOnly, stage: 'users__stage_x', partitions: { dates: ['7', '3999'], hasNull: false } })).toBe(
+    expect(
+      mergeSql({
+        target,
+        table: keyOnly,
+        stage: 'users__stage_x',
+        partitions: { dates: ['7', '3999'], hasNull: false },
+      }),
+    ).toBe(
       [
         'MERGE `proj`.`sync`.`users` AS T',
         'USING `proj`.`sync`.`users__stage_x` AS S',
@@ -112,9 +154,13 @@ describe('SQL text', () => {
         '  INSERT (`project_id`, `id`, `key_bucket`) VALUES (S.`project_id`, S.`id`, S.`key_bucket`);',
       ].join('\n'),
     );
-    expect(createTableDdl(target, keyOnly)).toContain('PARTITION BY RANGE_BUCKET(`key_bucket`, GENERATE_ARRAY(0, 4000, 1))\nCLUSTER BY `project_id`, `id`');
+    expect(createTableDdl(target, keyOnly)).toContain(
+      'PARTITION BY RANGE_BUCKET(`key_bucket`, GENERATE_ARRAY(0, 4000, 1))\nCLUSTER BY `project_id`, `id`',
+    );
     const withName: TableSchema = { ...keyOnly, columns: [...keyOnly.columns, { name: 'name', type: 'string' }] };
-    expect(mergeSql({ target, table: withName, stage: 's' })).toContain('WHEN MATCHED THEN\n  UPDATE SET `name` = S.`name`\n');
+    expect(mergeSql({ target, table: withName, stage: 's' })).toContain(
+      'WHEN MATCHED THEN\n  UPDATE SET `name` = S.`name`\n',
+    );
   });
 
   it('writes CREATE TABLE with PARTITION BY and CLUSTER BY', () => {
@@ -143,12 +189,25 @@ describe('SQL text', () => {
     expect(() => quoteIdent('a`b')).toThrow(LoadError);
     expect(() => quoteIdent('x'.repeat(301))).toThrow(LoadError);
     // Reserved prefixes, in any case (https://cloud.google.com/bigquery/docs/schemas#column_names).
-    for (const name of ['_partition_date', '_PARTITIONTIME', '_table_suffix', '_File_name', '_row_timestamp', '__root__x', '_colidentifier1']) {
+    for (const name of [
+      '_partition_date',
+      '_PARTITIONTIME',
+      '_table_suffix',
+      '_File_name',
+      '_row_timestamp',
+      '__root__x',
+      '_colidentifier1',
+    ]) {
       expect(() => assertColumnNames('t', [{ name, type: 'STRING' }]), name).toThrow(/reserves/);
     }
     expect(() => assertColumnNames('t', [{ name: 'partition_date', type: 'DATE' }])).not.toThrow();
     // Column names are case-insensitive: two fields differing in case cannot both be columns.
-    expect(() => assertColumnNames('t', [{ name: 'userId', type: 'STRING' }, { name: 'userid', type: 'STRING' }])).toThrow(/differ only in case/);
+    expect(() =>
+      assertColumnNames('t', [
+        { name: 'userId', type: 'STRING' },
+        { name: 'userid', type: 'STRING' },
+      ]),
+    ).toThrow(/differ only in case/);
   });
 
   it('refuses bad options with ConfigError', () => {
@@ -158,7 +217,11 @@ describe('SQL text', () => {
 });
 
 describe('error classification', () => {
-  const http = (code: number, reason?: string, message = 'm') => ({ code, message, errors: reason === undefined ? [] : [{ reason, message }] });
+  const http = (code: number, reason?: string, message = 'm') => ({
+    code,
+    message,
+    errors: reason === undefined ? [] : [{ reason, message }],
+  });
 
   it.each([
     [http(503, 'backendError'), 'retriable'],
@@ -173,8 +236,19 @@ describe('error classification', () => {
     [http(404, 'notFound', 'Not found: Table p:d.t'), 'notFound'],
     [http(409, 'duplicate'), 'alreadyExists'],
     [http(400, 'invalidQuery'), 'fatal'],
-    [http(400, 'invalidQuery', 'Could not serialize access to table proj:sync.events due to concurrent update'), 'retriable'],
-    [{ errorResult: { reason: 'invalidQuery', message: 'Could not serialize access to table proj:sync.events due to concurrent update' } }, 'retriable'],
+    [
+      http(400, 'invalidQuery', 'Could not serialize access to table proj:sync.events due to concurrent update'),
+      'retriable',
+    ],
+    [
+      {
+        errorResult: {
+          reason: 'invalidQuery',
+          message: 'Could not serialize access to table proj:sync.events due to concurrent update',
+        },
+      },
+      'retriable',
+    ],
     [{ errorResult: { reason: 'jobBackendError', message: 'x' } }, 'retriable'],
     [{ errorResult: { reason: 'invalid', message: 'x' }, errors: [{ reason: 'backendError', message: 'y' }] }, 'fatal'],
     [Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }), 'retriable'],

@@ -3,9 +3,26 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AuthError, ConfigError, LoadError, RetriesExhaustedError } from '../../src/core/errors.js';
 import type { LogicalType, TableSchema } from '../../src/core/types.js';
 import { BigQueryDestination, type BigQueryDestinationOptions } from '../../src/load/bigquery.js';
-import { capturedLogger, isolateNock, testBigQueryDestination, testBigQueryDryRun } from '../fixtures/bigquery/destination.js';
-import { FakeBigQuery, errorReply, type RecordedRequest, type TableResource } from '../fixtures/bigquery/fake-bigquery.js';
-import { BEYOND_2_53, LAST_NS_OF_MAY_1, eventRows, eventsTable, traceRows, tracesTable } from '../fixtures/bigquery/tables.js';
+import {
+  capturedLogger,
+  isolateNock,
+  testBigQueryDestination,
+  testBigQueryDryRun,
+} from '../fixtures/bigquery/destination.js';
+import {
+  FakeBigQuery,
+  errorReply,
+  type RecordedRequest,
+  type TableResource,
+} from '../fixtures/bigquery/fake-bigquery.js';
+import {
+  BEYOND_2_53,
+  LAST_NS_OF_MAY_1,
+  eventRows,
+  eventsTable,
+  traceRows,
+  tracesTable,
+} from '../fixtures/bigquery/tables.js';
 
 const NOW = Date.parse('2024-05-03T12:00:00Z');
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -20,9 +37,11 @@ const LEGACY_NAMES: Record<LogicalType, string> = {
   json: 'JSON',
 };
 /** What writing the fixture events fails with (the test says what it must be). */
-const writeError = (dest: BigQueryDestination): Promise<unknown> => dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
+const writeError = (dest: BigQueryDestination): Promise<unknown> =>
+  dest.write({ table: eventsTable, rows: eventRows }).catch((e: unknown) => e);
 /** A table's columns as BigQuery fields with those names. */
-const legacyFields = (table: TableSchema): { name: string; type: string }[] => table.columns.map((c) => ({ name: c.name, type: LEGACY_NAMES[c.type] }));
+const legacyFields = (table: TableSchema): { name: string; type: string }[] =>
+  table.columns.map((c) => ({ name: c.name, type: LEGACY_NAMES[c.type] }));
 
 interface Harness {
   readonly fake: FakeBigQuery;
@@ -87,9 +106,17 @@ describe('BigQueryDestination setup', () => {
     await dest.write({ table: eventsTable, rows: eventRows });
 
     const order = fake.requests.map((r) => `${r.api} ${r.id ?? ''}`.trim());
-    expect(order.slice(0, 4)).toEqual(['datasets.get sync', 'datasets.insert sync', 'tables.get events', 'tables.insert events']);
+    expect(order.slice(0, 4)).toEqual([
+      'datasets.get sync',
+      'datasets.insert sync',
+      'tables.get events',
+      'tables.insert events',
+    ]);
 
-    expect(body(fake.calls('datasets.insert')[0])).toMatchObject({ datasetReference: { datasetId: 'sync' }, location: 'EU' });
+    expect(body(fake.calls('datasets.insert')[0])).toMatchObject({
+      datasetReference: { datasetId: 'sync' },
+      location: 'EU',
+    });
     const created = body(fake.calls('tables.insert')[0]) as unknown as TableResource;
     expect(created.tableReference).toEqual({ projectId: 'proj', datasetId: 'sync', tableId: 'events' });
     expect(created.timePartitioning).toEqual({ type: 'DAY', field: 'timestamp' });
@@ -131,7 +158,10 @@ describe('BigQueryDestination setup', () => {
     // The derived column is written on insert.
     expect(merge).toMatch(/INSERT \([^)]*`start_time_ts`\) VALUES \([^)]*S\.`start_time_ts`\)/);
     // And the rows are in the table, in the partitions of their start.
-    expect(fake.rows('sync', 'traces').map((r) => r['start_time_ts'])).toEqual(['2024-05-01T23:59:59.999999Z', '2024-05-04T00:00:00Z']);
+    expect(fake.rows('sync', 'traces').map((r) => r['start_time_ts'])).toEqual([
+      '2024-05-01T23:59:59.999999Z',
+      '2024-05-04T00:00:00Z',
+    ]);
     // describe hides the derived column.
     expect((await dest.describe('traces'))?.map((c) => c.name)).toEqual(tracesTable.columns.map((c) => c.name));
   });
@@ -156,7 +186,10 @@ describe('BigQueryDestination setup', () => {
     expect(fake.calls('datasets.get')).toHaveLength(1);
     expect(fake.calls('tables.get')).toHaveLength(1);
     // Only staging tables were created: one per write.
-    expect(fake.calls('tables.insert').map((r) => r.id)).toEqual([expect.stringMatching(STAGE), expect.stringMatching(STAGE)]);
+    expect(fake.calls('tables.insert').map((r) => r.id)).toEqual([
+      expect.stringMatching(STAGE),
+      expect.stringMatching(STAGE),
+    ]);
     expect(fake.uploads).toHaveLength(2);
     expect(fake.queries).toHaveLength(2);
   });
@@ -288,10 +321,20 @@ describe('BigQueryDestination failures', () => {
     fake.outcome = ({ type }) =>
       type === 'load'
         ? {
-            errorResult: { reason: 'invalid', message: 'Error while reading data, error message: JSON table encountered too many errors' },
+            errorResult: {
+              reason: 'invalid',
+              message: 'Error while reading data, error message: JSON table encountered too many errors',
+            },
             errors: [
-              { reason: 'invalid', message: 'Error while reading data, error message: JSON table encountered too many errors' },
-              { reason: 'invalid', message: 'JSON parsing error in row starting at position 0: Could not convert value to integer. Field: duration_ns' },
+              {
+                reason: 'invalid',
+                message: 'Error while reading data, error message: JSON table encountered too many errors',
+              },
+              {
+                reason: 'invalid',
+                message:
+                  'JSON parsing error in row starting at position 0: Could not convert value to integer. Field: duration_ns',
+              },
             ],
           }
         : undefined;
@@ -337,7 +380,9 @@ describe('BigQueryDestination failures', () => {
   it('re-runs a job that failed with a transient reason under a new job id', async () => {
     const { fake, dest } = setup();
     fake.outcome = ({ jobId, type }) =>
-      type === 'load' && jobId.endsWith('_0') ? { errorResult: { reason: 'backendError', message: 'Transient backend error' } } : undefined;
+      type === 'load' && jobId.endsWith('_0')
+        ? { errorResult: { reason: 'backendError', message: 'Transient backend error' } }
+        : undefined;
     await dest.write({ table: eventsTable, rows: eventRows });
     expect(fake.uploads.map((u) => u.jobId.replace(/^.*_(\d+)$/, '$1'))).toEqual(['0', '1']);
     expect(fake.queries).toHaveLength(1);
@@ -350,7 +395,13 @@ describe('BigQueryDestination failures', () => {
       if (request.api === 'jobs.insert' && !lost) {
         lost = true;
         // Let the fake create the job, then pretend the answer never arrived.
-        fake.jobs.set(request.id ?? '', { jobId: request.id ?? '', type: 'query', configuration: {}, pollsLeft: 0, outcome: undefined });
+        fake.jobs.set(request.id ?? '', {
+          jobId: request.id ?? '',
+          type: 'query',
+          configuration: {},
+          pollsLeft: 0,
+          outcome: undefined,
+        });
         return errorReply(502, 'backendError', 'Bad Gateway');
       }
       return undefined;
@@ -396,7 +447,14 @@ describe('BigQueryDestination failures', () => {
 
   it('accessDenied is a clear AuthError naming the roles and the dataset, never retried', async () => {
     const { fake, dest, sleeps } = setup();
-    fake.failEvery('datasets.get', errorReply(403, 'accessDenied', 'Access Denied: Dataset proj:sync: Permission bigquery.datasets.get denied on dataset proj:sync'));
+    fake.failEvery(
+      'datasets.get',
+      errorReply(
+        403,
+        'accessDenied',
+        'Access Denied: Dataset proj:sync: Permission bigquery.datasets.get denied on dataset proj:sync',
+      ),
+    );
     const error = await writeError(dest);
     expect(error).toBeInstanceOf(AuthError);
     const message = (error as AuthError).message;
@@ -411,7 +469,14 @@ describe('BigQueryDestination failures', () => {
 
   it('accessDenied on the MERGE job (no bigquery.jobs.create) is an AuthError too', async () => {
     const { fake, dest } = setup();
-    fake.failEvery('jobs.insert', errorReply(403, 'accessDenied', 'Access Denied: Project proj: User does not have bigquery.jobs.create permission in project proj.'));
+    fake.failEvery(
+      'jobs.insert',
+      errorReply(
+        403,
+        'accessDenied',
+        'Access Denied: Project proj: User does not have bigquery.jobs.create permission in project proj.',
+      ),
+    );
     const error = await writeError(dest);
     expect(error).toBeInstanceOf(AuthError);
     expect(fake.calls('jobs.insert')).toHaveLength(1);
@@ -419,7 +484,14 @@ describe('BigQueryDestination failures', () => {
 
   it('quotaExceeded is a non-retriable LoadError with a clear message', async () => {
     const { fake, dest } = setup();
-    fake.failEvery('jobs.upload', errorReply(403, 'quotaExceeded', 'Quota exceeded: Your table exceeded quota for imports or query appends per table'));
+    fake.failEvery(
+      'jobs.upload',
+      errorReply(
+        403,
+        'quotaExceeded',
+        'Quota exceeded: Your table exceeded quota for imports or query appends per table',
+      ),
+    );
     const error = await writeError(dest);
     expect(error).toBeInstanceOf(LoadError);
     expect((error as LoadError).retriable).toBe(false);
@@ -441,7 +513,9 @@ describe('BigQueryDestination failures', () => {
   it('rejects a cell of the wrong type before sending anything', async () => {
     const { fake, dest } = setup();
     const rows = [{ ...eventRows[0], duration_ns: 'not a number' }];
-    await expect(dest.write({ table: eventsTable, rows })).rejects.toThrow(/column "duration_ns" of table events expects an integer/);
+    await expect(dest.write({ table: eventsTable, rows })).rejects.toThrow(
+      /column "duration_ns" of table events expects an integer/,
+    );
     expect(fake.requests).toHaveLength(0);
   });
 });
@@ -455,7 +529,11 @@ describe('BigQueryDestination schema evolution', () => {
   it('patches new columns onto the table BEFORE the load job', async () => {
     const { fake, dest } = setup();
     fake.addDataset('sync');
-    fake.addTable('sync', 'events', legacyFields(eventsTable).map((f) => ({ ...f, mode: 'NULLABLE' })));
+    fake.addTable(
+      'sync',
+      'events',
+      legacyFields(eventsTable).map((f) => ({ ...f, mode: 'NULLABLE' })),
+    );
     await dest.write({ table: withCountry, rows: eventRows.map((r) => ({ ...r, country: 'DE', retries: 2n })) });
 
     const patches = fake.calls('tables.patch');
@@ -495,17 +573,22 @@ describe('BigQueryDestination describe and count', () => {
   it('describe maps BigQuery types (legacy names too) back to logical types, hiding the derived columns', async () => {
     const { fake, dest } = setup();
     fake.addDataset('sync');
-    fake.addTable('sync', 'traces', [
-      { name: 'project_id', type: 'STRING' },
-      { name: 'span_id', type: 'STRING' },
-      { name: 'start_time_ns', type: 'INTEGER' },
-      { name: 'ratio', type: 'FLOAT' },
-      { name: 'ok', type: 'BOOLEAN' },
-      { name: 'at', type: 'TIMESTAMP' },
-      { name: 'attributes', type: 'JSON' },
-      { name: 'start_time_ts', type: 'TIMESTAMP' },
-      { name: 'row_hash', type: 'STRING' },
-    ], { timePartitioning: { type: 'DAY', field: 'start_time_ts' } });
+    fake.addTable(
+      'sync',
+      'traces',
+      [
+        { name: 'project_id', type: 'STRING' },
+        { name: 'span_id', type: 'STRING' },
+        { name: 'start_time_ns', type: 'INTEGER' },
+        { name: 'ratio', type: 'FLOAT' },
+        { name: 'ok', type: 'BOOLEAN' },
+        { name: 'at', type: 'TIMESTAMP' },
+        { name: 'attributes', type: 'JSON' },
+        { name: 'start_time_ts', type: 'TIMESTAMP' },
+        { name: 'row_hash', type: 'STRING' },
+      ],
+      { timePartitioning: { type: 'DAY', field: 'start_time_ts' } },
+    );
     expect(await dest.describe('traces')).toEqual([
       { name: 'project_id', type: 'string' },
       { name: 'span_id', type: 'string' },
@@ -549,7 +632,10 @@ describe('BigQueryDestination dry run', () => {
     const { fake, printed } = setup();
     const dest = testBigQueryDryRun({ now: () => NOW, print: (line) => void printed.push(line) });
     const result = await dest.write({ table: eventsTable, rows: eventRows });
-    const withNew: TableSchema = { ...eventsTable, columns: [...eventsTable.columns, { name: 'country', type: 'string' }] };
+    const withNew: TableSchema = {
+      ...eventsTable,
+      columns: [...eventsTable.columns, { name: 'country', type: 'string' }],
+    };
     await dest.write({ table: withNew, rows: eventRows });
     await dest.write({ table: tracesTable, rows: traceRows });
     expect(await dest.describe('events')).toBeUndefined();
@@ -562,13 +648,21 @@ describe('BigQueryDestination dry run', () => {
     expect(text.match(/CREATE SCHEMA IF NOT EXISTS `proj`\.`sync` OPTIONS \(location = 'US'\);/g)).toHaveLength(1);
     expect(text).toContain('CREATE TABLE IF NOT EXISTS `proj`.`sync`.`events` (\n  `project_id` STRING,');
     expect(text).toContain('`properties` JSON,\n  `duration_ns` INT64,');
-    expect(text).toContain('PARTITION BY DATE(`timestamp`)\nCLUSTER BY `project_id`, `id`\nOPTIONS (expiration_timestamp = NULL, partition_expiration_days = NULL);');
+    expect(text).toContain(
+      'PARTITION BY DATE(`timestamp`)\nCLUSTER BY `project_id`, `id`\nOPTIONS (expiration_timestamp = NULL, partition_expiration_days = NULL);',
+    );
     expect(text.match(/CREATE TABLE IF NOT EXISTS `proj`\.`sync`\.`events`/g)).toHaveLength(1);
     expect(text).toContain('ALTER TABLE `proj`.`sync`.`events`\n  ADD COLUMN IF NOT EXISTS `country` STRING;');
-    expect(text).toMatch(/CREATE TABLE `proj`\.`sync`\.`events__stage_[0-9a-f]{12}` \([\s\S]*OPTIONS \(expiration_timestamp = /);
-    expect(text).toMatch(/-- load job: 3 row\(s\) as NEWLINE_DELIMITED_JSON into `proj`\.`sync`\.`events__stage_[0-9a-f]{12}`/);
+    expect(text).toMatch(
+      /CREATE TABLE `proj`\.`sync`\.`events__stage_[0-9a-f]{12}` \([\s\S]*OPTIONS \(expiration_timestamp = /,
+    );
+    expect(text).toMatch(
+      /-- load job: 3 row\(s\) as NEWLINE_DELIMITED_JSON into `proj`\.`sync`\.`events__stage_[0-9a-f]{12}`/,
+    );
     expect(text).toContain("DATE(T.`timestamp`) IN (DATE '2024-05-01', DATE '2024-05-02')");
-    expect(text).toContain('`start_time_ts` TIMESTAMP\n)\nPARTITION BY DATE(`start_time_ts`)\nCLUSTER BY `project_id`, `span_id`');
+    expect(text).toContain(
+      '`start_time_ts` TIMESTAMP\n)\nPARTITION BY DATE(`start_time_ts`)\nCLUSTER BY `project_id`, `span_id`',
+    );
     expect(text).toMatch(/MERGE `proj`\.`sync`\.`traces` AS T/);
   });
 });

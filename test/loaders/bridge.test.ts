@@ -18,7 +18,12 @@ const ts = '2026-11-20T10:00:00.000Z';
 const sig = (id: string, score: number): ApiRecord => ({ id, name: `name of ${id}`, score });
 
 /** Normalize first: the schema passed with the rows must name every column they use. */
-function write(db: DuckDbDestination, t: SchemaTracker, records: readonly ApiRecord[], project: string): Promise<unknown> {
+function write(
+  db: DuckDbDestination,
+  t: SchemaTracker,
+  records: readonly ApiRecord[],
+  project: string,
+): Promise<unknown> {
   const rows = records.map((r) => t.normalize(r, project, ts));
   return db.write({ table: t.schema, rows });
 }
@@ -28,8 +33,11 @@ async function expectedBridge(db: DuckDbDestination): Promise<unknown[]> {
   const rows = await db.query(`SELECT project_id, id, signals FROM events ORDER BY project_id, id`);
   const out: unknown[] = [];
   for (const row of rows) {
-    const list = row.signals === null ? [] : (JSON.parse(String(row.signals)) as { id?: string; name?: string; score?: number }[]);
-    list.forEach((s, i) => out.push([row.project_id, row.id, BigInt(i), s.id ?? null, s.name ?? null, s.score ?? null]));
+    const list =
+      row.signals === null ? [] : (JSON.parse(String(row.signals)) as { id?: string; name?: string; score?: number }[]);
+    list.forEach((s, i) =>
+      out.push([row.project_id, row.id, BigInt(i), s.id ?? null, s.name ?? null, s.score ?? null]),
+    );
   }
   return out;
 }
@@ -37,7 +45,9 @@ async function expectedBridge(db: DuckDbDestination): Promise<unknown[]> {
 async function bridge(db: DuckDbDestination): Promise<unknown[]> {
   // Made once the events table has a signals column (before, it could hold nothing).
   if ((await db.describe('event_signals')) === undefined) return [];
-  const rows = await db.query(`SELECT project_id, event_id, ordinal, signal_id, signal_name, score FROM event_signals ORDER BY project_id, event_id, ordinal`);
+  const rows = await db.query(
+    `SELECT project_id, event_id, ordinal, signal_id, signal_name, score FROM event_signals ORDER BY project_id, event_id, ordinal`,
+  );
   return rows.map((r) => [r.project_id, r.event_id, r.ordinal, r.signal_id, r.signal_name, r.score]);
 }
 
@@ -75,7 +85,9 @@ describe('event_signals: the bridge written with the events, in the same transac
         ['beta', 'e1', 0n, 's9', 'name of s9', 0.1],
       ]);
       // Whatever an element carries stays in `signal` (JSON); the rows carry their event's run.
-      const rows = await db.query(`SELECT event_id, signal, _run_id FROM event_signals WHERE project_id = 'alpha' ORDER BY event_id, ordinal`);
+      const rows = await db.query(
+        `SELECT event_id, signal, _run_id FROM event_signals WHERE project_id = 'alpha' ORDER BY event_id, ordinal`,
+      );
       expect(rows.map((r) => [r.event_id, JSON.parse(String(r.signal)), r._run_id])).toEqual([
         ['e1', { id: 's3', name: 'name of s3', score: 0.3 }, 'run-2'],
         ['e3', { id: 's1', name: 'name of s1', score: 0.9 }, 'run-2'],
@@ -113,26 +125,50 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
     const bridgeRows = (): unknown[] =>
       fake
         .rows('sync', 'event_signals')
-        .map((r) => [String(r.project_id), String(r.event_id), Number(String(r.ordinal)), r.signal_id ?? null, r.signal_name ?? null, r.score === null || r.score === undefined ? null : Number(String(r.score)), r._run_id])
+        .map((r) => [
+          String(r.project_id),
+          String(r.event_id),
+          Number(String(r.ordinal)),
+          r.signal_id ?? null,
+          r.signal_name ?? null,
+          r.score === null || r.score === undefined ? null : Number(String(r.score)),
+          r._run_id,
+        ])
         .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
     const t = new SchemaTracker(events, undefined, 'run-1');
     const write = async (tracker: SchemaTracker, records: readonly ApiRecord[], project: string): Promise<void> => {
       const rows = records.map((r) => tracker.normalize(r, project, ts));
       await dest.write({ table: tracker.schema, rows });
     };
-    await write(t, [{ id: 'e1', timestamp: ts, signals: [sig('s1', 0.5), sig('s2', 1)] }, { id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] }] as ApiRecord[], 'alpha');
+    await write(
+      t,
+      [
+        { id: 'e1', timestamp: ts, signals: [sig('s1', 0.5), sig('s2', 1)] },
+        { id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] },
+      ] as ApiRecord[],
+      'alpha',
+    );
     expect(bridgeRows()).toEqual([
       ['alpha', 'e1', 0, 's1', 'name of s1', 0.5, 'run-1'],
       ['alpha', 'e1', 1, 's2', 'name of s2', 1, 'run-1'],
       ['alpha', 'e2', 0, 's2', 'name of s2', 0.75, 'run-1'],
     ]);
     const t2 = new SchemaTracker(events, await dest.describe('events'), 'run-2');
-    await write(t2, [{ id: 'e1', timestamp: ts, signals: [sig('s3', 0.25)] }, { id: 'e2', timestamp: ts }] as ApiRecord[], 'alpha');
+    await write(
+      t2,
+      [
+        { id: 'e1', timestamp: ts, signals: [sig('s3', 0.25)] },
+        { id: 'e2', timestamp: ts },
+      ] as ApiRecord[],
+      'alpha',
+    );
     expect(bridgeRows()).toEqual([['alpha', 'e1', 0, 's3', 'name of s3', 0.25, 'run-2']]);
     // The script ran after the MERGE, as one transaction.
     const scripts = fake.queries.map((q) => q.query).filter((q) => q.startsWith('BEGIN TRANSACTION;'));
     expect(scripts).toHaveLength(2);
-    expect(scripts[1]).toMatch(/^BEGIN TRANSACTION;\nDELETE FROM `proj`\.`sync`\.`event_signals` AS B WHERE EXISTS[\s\S]*UNNEST\(JSON_QUERY_ARRAY\(T\.`signals`\)\) AS E WITH OFFSET AS O[\s\S]*COMMIT TRANSACTION;$/);
+    expect(scripts[1]).toMatch(
+      /^BEGIN TRANSACTION;\nDELETE FROM `proj`\.`sync`\.`event_signals` AS B WHERE EXISTS[\s\S]*UNNEST\(JSON_QUERY_ARRAY\(T\.`signals`\)\) AS E WITH OFFSET AS O[\s\S]*COMMIT TRANSACTION;$/,
+    );
 
     // The conversation_events view, over the tables as they are (its columns follow theirs).
     const c = new SchemaTracker(conversations, undefined, 'run-2');
@@ -141,36 +177,68 @@ describe('event_signals in BigQuery (the real client, the strict double): rewrit
     await write(t2, [{ id: 'e3', timestamp: ts, convo_id: 'c1' }] as ApiRecord[], 'alpha');
     expect(await defineViews(dest, pino({ level: 'silent' }))).toEqual(['conversation_events']);
     // (conversations is itself a view, over its change log: this finds the view built on it.)
-    const view = fake.queries.map((q) => q.query).find((q) => q.startsWith('CREATE OR REPLACE VIEW `proj`.`sync`.`conversation_events`'));
-    expect(view).toMatch(/^CREATE OR REPLACE VIEW `proj`\.`sync`\.`conversation_events` AS SELECT e\.`project_id`, [\s\S]*ROW_NUMBER\(\) OVER \(PARTITION BY e\.`project_id`, e\.`convo_id` ORDER BY e\.`timestamp`, e\.`id`\) AS `turn`, c\.`started_at` AS `convo_started_at`[\s\S]* LEFT JOIN `proj`\.`sync`\.`conversations` AS c ON /);
+    const view = fake.queries
+      .map((q) => q.query)
+      .find((q) => q.startsWith('CREATE OR REPLACE VIEW `proj`.`sync`.`conversation_events`'));
+    expect(view).toMatch(
+      /^CREATE OR REPLACE VIEW `proj`\.`sync`\.`conversation_events` AS SELECT e\.`project_id`, [\s\S]*ROW_NUMBER\(\) OVER \(PARTITION BY e\.`project_id`, e\.`convo_id` ORDER BY e\.`timestamp`, e\.`id`\) AS `turn`, c\.`started_at` AS `convo_started_at`[\s\S]* LEFT JOIN `proj`\.`sync`\.`conversations` AS c ON /,
+    );
     const columns = (await dest.describe('conversation_events'))?.map((col) => `${col.name}:${col.type}`);
-    expect(columns).toEqual(expect.arrayContaining(['convo_id:string', 'turn:int64', 'convo_started_at:timestamp', 'convo_message_count:int64', '_run_id:string']));
+    expect(columns).toEqual(
+      expect.arrayContaining([
+        'convo_id:string',
+        'turn:int64',
+        'convo_started_at:timestamp',
+        'convo_message_count:int64',
+        '_run_id:string',
+      ]),
+    );
     await dest.close();
   });
 
-  it('reads the stored events only in the batch\'s partitions (as the MERGE does), and still rewrites exactly their signals', async () => {
+  it("reads the stored events only in the batch's partitions (as the MERGE does), and still rewrites exactly their signals", async () => {
     const fake = new FakeBigQuery('proj');
     fake.install();
     const dest = testBigQueryDestination();
     const t = new SchemaTracker(events, undefined, 'run-1');
     // 30 days of events with signals, then one event of the last day re-read with other signals.
-    const days = Array.from({ length: 30 }, (_, i) => new Date(Date.parse('2026-10-01T12:00:00Z') + i * 86_400_000).toISOString());
-    const first = days.flatMap((day, i) => [0, 1, 2].map((n) => ({ id: `e${i}-${n}`, timestamp: day, signals: [sig(`s${n}`, n)] })));
+    const days = Array.from({ length: 30 }, (_, i) =>
+      new Date(Date.parse('2026-10-01T12:00:00Z') + i * 86_400_000).toISOString(),
+    );
+    const first = days.flatMap((day, i) =>
+      [0, 1, 2].map((n) => ({ id: `e${i}-${n}`, timestamp: day, signals: [sig(`s${n}`, n)] })),
+    );
     const rows = first.map((r) => t.normalize(r as ApiRecord, 'alpha', ts));
     await dest.write({ table: t.schema, rows });
     const last = days[days.length - 1] as string;
-    const again = [t.normalize({ id: 'e29-0', timestamp: last, signals: [sig('s7', 7), sig('s8', 8)] } as ApiRecord, 'alpha', ts)];
+    const again = [
+      t.normalize({ id: 'e29-0', timestamp: last, signals: [sig('s7', 7), sig('s8', 8)] } as ApiRecord, 'alpha', ts),
+    ];
     await dest.write({ table: t.schema, rows: again });
 
     const bridgeJobs = [...fake.processed.keys()].filter((id) => id.startsWith('qs_bridge_event_signals_'));
-    const script = fake.queries.map((q) => q.query).filter((q) => q.startsWith('BEGIN TRANSACTION;')).at(-1);
-    expect(script).toMatch(/WHERE EXISTS \(SELECT 1 FROM [^;]+\) AND DATE\(T\.`timestamp`\) IN \(DATE '2026-10-30'\);\nCOMMIT TRANSACTION;$/);
-    const bytes = (table: string): number => fake.rows('sync', table).reduce((n, r) => n + Buffer.byteLength(JSON.stringify(r)), 0);
+    const script = fake.queries
+      .map((q) => q.query)
+      .filter((q) => q.startsWith('BEGIN TRANSACTION;'))
+      .at(-1);
+    expect(script).toMatch(
+      /WHERE EXISTS \(SELECT 1 FROM [^;]+\) AND DATE\(T\.`timestamp`\) IN \(DATE '2026-10-30'\);\nCOMMIT TRANSACTION;$/,
+    );
+    const bytes = (table: string): number =>
+      fake.rows('sync', table).reduce((n, r) => n + Buffer.byteLength(JSON.stringify(r)), 0);
     // The job reads the stage, the bridge (not partitioned by day) and the events it unnests.
     const lastBridgeBytes = fake.processed.get(bridgeJobs.at(-1) as string) ?? 0;
-    expect(lastBridgeBytes, 'one day of 30 of events read, not the whole table').toBeLessThan(bytes('event_signals') + bytes('events') / 5);
-    const bridge = fake.rows('sync', 'event_signals').filter((r) => r.event_id === 'e29-0').map((r) => [Number(String(r.ordinal)), r.signal_id]);
-    expect(bridge.sort()).toEqual([[0, 's7'], [1, 's8']]);
+    expect(lastBridgeBytes, 'one day of 30 of events read, not the whole table').toBeLessThan(
+      bytes('event_signals') + bytes('events') / 5,
+    );
+    const bridge = fake
+      .rows('sync', 'event_signals')
+      .filter((r) => r.event_id === 'e29-0')
+      .map((r) => [Number(String(r.ordinal)), r.signal_id]);
+    expect(bridge.sort()).toEqual([
+      [0, 's7'],
+      [1, 's8'],
+    ]);
     expect(fake.rows('sync', 'event_signals')).toHaveLength(89 + 2);
     await dest.close();
   });

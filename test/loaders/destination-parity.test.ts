@@ -30,7 +30,9 @@ describe('DuckDB and BigQuery destinations agree on a batch', () => {
       const raw = await duck.query(
         'SELECT *, epoch_us("timestamp") AS "timestamp__us", epoch_us("_synced_at") AS "_synced_at__us" FROM events',
       );
-      duckRows = raw.map((row) => normalizeRow(eventsTable, (name, type) => (type === 'timestamp' ? row[`${name}__us`] : row[name])));
+      duckRows = raw.map((row) =>
+        normalizeRow(eventsTable, (name, type) => (type === 'timestamp' ? row[`${name}__us`] : row[name])),
+      );
     } finally {
       await duck.close();
     }
@@ -54,7 +56,11 @@ describe('DuckDB and BigQuery destinations agree on a batch', () => {
     bqRows.sort(byKey);
 
     // Same keys: three rows, the duplicate resolved to the same (newer) copy on both sides.
-    expect(duckRows.map((r) => `${String(r['project_id'])}/${String(r['id'])}`)).toEqual(['alpha/evt_1', 'alpha/evt_2', 'beta/evt_3']);
+    expect(duckRows.map((r) => `${String(r['project_id'])}/${String(r['id'])}`)).toEqual([
+      'alpha/evt_1',
+      'alpha/evt_2',
+      'beta/evt_3',
+    ]);
     expect(bqRows).toEqual(duckRows);
 
     // And the values are the fixture's, not a shared mistake.
@@ -66,7 +72,13 @@ describe('DuckDB and BigQuery destinations agree on a batch', () => {
       '{"emoji":"🎉","line":"a\\nb","nested":{"big":9223372036854775807,"list":[1,2.5,"ü"],"ns":1714607999999999999}}',
     );
     expect(duckRows[1]?.['timestamp']).toBe(BigInt(Date.parse('2024-05-01T23:30:00Z')) * 1000n);
-    expect(duckRows[2]).toMatchObject({ event_name: null, properties: null, duration_ns: null, score: null, is_test: null });
+    expect(duckRows[2]).toMatchObject({
+      event_name: null,
+      properties: null,
+      duration_ns: null,
+      score: null,
+      is_test: null,
+    });
   });
 });
 
@@ -115,7 +127,14 @@ function isoToMicros(iso: string): bigint {
   const m = /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}(?::?\d{2})?)$/.exec(iso);
   if (m === null) throw new Error(`not an ISO instant: ${iso}`);
   const [, date, time, fraction = '', zone = 'Z'] = m;
-  const offset = zone === 'Z' ? 'Z' : zone.length === 3 ? `${zone}:00` : zone.includes(':') ? zone : `${zone.slice(0, 3)}:${zone.slice(3)}`;
+  const offset =
+    zone === 'Z'
+      ? 'Z'
+      : zone.length === 3
+        ? `${zone}:00`
+        : zone.includes(':')
+          ? zone
+          : `${zone.slice(0, 3)}:${zone.slice(3)}`;
   const wholeSecondMs = Date.parse(`${date}T${time}${offset}`);
   return BigInt(wholeSecondMs) * 1000n + BigInt((fraction + '000000').slice(0, 6));
 }

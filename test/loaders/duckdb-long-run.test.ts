@@ -29,6 +29,8 @@ describe('DuckDbDestination keeps its memory bound over a long run', () => {
     const check = await DuckDbDestination.open(path, { memoryLimit: '256MB' });
     const state = await check.readState();
     await check.close();
-    expect(state.map((r) => [r.key, (JSON.parse(r.value ?? 'null') as { n: number }).n])).toEqual([['section:backfills', 79]]);
+    expect(state.map((r) => [r.key, (JSON.parse(r.value ?? 'null') as { n: number }).n])).toEqual([
+      ['section:backfills', 79],
+    ]);
   }, 120_000);
 });

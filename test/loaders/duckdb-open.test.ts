@@ -25,7 +25,10 @@ function holdFile(path: string): Promise<{ release: () => void; exited: Promise<
     await c.run('CREATE TABLE IF NOT EXISTS t (a INTEGER)');
     process.stdout.write('open\\n');
     process.stdin.once('data', () => { c.closeSync(); instance.closeSync(); process.exit(0); });`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: process.cwd(), stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: process.cwd(),
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   cleanups.push(() => child.kill('SIGKILL'));
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   return new Promise((resolve, reject) => {
@@ -48,7 +51,9 @@ describe('DuckDbDestination.open while another process holds the file', () => {
       (e: unknown) => e,
     );
     expect(error).toBeInstanceOf(WarehouseBusyError);
-    expect((error as Error).message).toMatch(/warehouse\.duckdb is open in another process \(.*PID \d+\).*pass --lock-wait/);
+    expect((error as Error).message).toMatch(
+      /warehouse\.duckdb is open in another process \(.*PID \d+\).*pass --lock-wait/,
+    );
 
     // The wait is asked while the file is held, and the file is let go only after 300 ms of it: the
     // open must not resolve before that release.
@@ -70,7 +75,14 @@ describe('DuckDbDestination.open while another process holds the file', () => {
     cleanups.push(d.cleanup);
     const db = await DuckDbDestination.open(join(d.dir, 'w.duckdb'));
     cleanups.push(() => db.close());
-    expect(await db.countWindow('events', { projectId: 'a', column: 'timestamp', fromIso: '2026-01-01T00:00:00Z', toIso: '2026-01-02T00:00:00Z' })).toBe(0);
+    expect(
+      await db.countWindow('events', {
+        projectId: 'a',
+        column: 'timestamp',
+        fromIso: '2026-01-01T00:00:00Z',
+        toIso: '2026-01-02T00:00:00Z',
+      }),
+    ).toBe(0);
     expect(await db.countByProject('events')).toEqual({});
     await db.query(`CREATE TABLE events (project_id VARCHAR, id VARCHAR, "timestamp" TIMESTAMPTZ)`);
     await db.query(`INSERT INTO events VALUES
@@ -91,6 +103,8 @@ describe('DuckDbDestination.open while another process holds the file', () => {
     await writer.close();
     const reader = await DuckDbDestination.open(path, { readOnly: true });
     cleanups.push(() => reader.close());
-    expect(await reader.query("SELECT current_setting('threads') AS n")).toEqual([{ n: BigInt(availableParallelism()) }]);
+    expect(await reader.query("SELECT current_setting('threads') AS n")).toEqual([
+      { n: BigInt(availableParallelism()) },
+    ]);
   });
 });

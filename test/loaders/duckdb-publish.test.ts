@@ -30,12 +30,21 @@ async function read(path: string, sql: string): Promise<unknown[][]> {
 }
 
 /** A batch: rows normalized first, so the schema passed with them names their columns. */
-function batch(tracker: SchemaTracker, records: readonly ApiRecord[], at = '2026-11-26T12:00:00.000Z'): { table: SchemaTracker['schema']; rows: ReturnType<SchemaTracker['normalize']>[] } {
+function batch(
+  tracker: SchemaTracker,
+  records: readonly ApiRecord[],
+  at = '2026-11-26T12:00:00.000Z',
+): { table: SchemaTracker['schema']; rows: ReturnType<SchemaTracker['normalize']>[] } {
   const rows = records.map((r) => tracker.normalize(r, 'alpha', at));
   return { table: tracker.schema, rows };
 }
 
-const event = (id: string, day: string, text = 'x'): ApiRecord => ({ id, timestamp: `${day}T10:00:00.000Z`, user_input: text, signals: [{ id: `s-${id}`, name: 'n' }] });
+const event = (id: string, day: string, text = 'x'): ApiRecord => ({
+  id,
+  timestamp: `${day}T10:00:00.000Z`,
+  user_input: text,
+  signals: [{ id: `s-${id}`, name: 'n' }],
+});
 
 describe('publishing the read copy (real DuckDB files)', () => {
   it('a row is in the partition its SQL filter selects (the JS and SQL sides agree on days, in UTC)', () => {
@@ -47,7 +56,9 @@ describe('publishing the read copy (real DuckDB files)', () => {
     expect(partitionOfRow(spec, { timestamp: 'not a time' })).toBeUndefined();
     const ns = PARTITIONED.traces;
     if (ns === undefined) throw new Error('traces are partitioned');
-    expect(partitionOfRow(ns, { start_time_ns: 1795674998118555731n })).toBe(`dt=${new Date(1795674998118).toISOString().slice(0, 10)}`);
+    expect(partitionOfRow(ns, { start_time_ns: 1795674998118555731n })).toBe(
+      `dt=${new Date(1795674998118).toISOString().slice(0, 10)}`,
+    );
     expect(partitionFilter(spec, 'dt=2026-11-26', (n) => `"${n}"`)).toBe(
       `"timestamp" >= TIMESTAMPTZ '2026-11-26T00:00:00.000Z' AND "timestamp" < TIMESTAMPTZ '2026-11-27T00:00:00.000Z'`,
     );
@@ -61,26 +72,42 @@ describe('publishing the read copy (real DuckDB files)', () => {
     const ev = new SchemaTracker(events);
     const us = new SchemaTracker(users);
     const at = '2026-11-26T12:00:00.000Z';
-    await tracked.write(batch(ev, ['2026-11-20', '2026-11-21', '2026-11-22'].flatMap((day, i) => [event(`a${i}`, day), event(`b${i}`, day)]), at));
+    await tracked.write(
+      batch(
+        ev,
+        ['2026-11-20', '2026-11-21', '2026-11-22'].flatMap((day, i) => [event(`a${i}`, day), event(`b${i}`, day)]),
+        at,
+      ),
+    );
     await tracked.write(batch(us, [{ id: 'u1', last_seen: at }], at));
     const first = await publisher.publish(false);
     expect(first.rewritten).toBeGreaterThanOrEqual(5); // three days of events, event_signals, users
     const before = readManifest(layout.manifest);
-    expect(Object.keys(before?.tables.events?.partitions ?? {})).toEqual(['dt=2026-11-20', 'dt=2026-11-21', 'dt=2026-11-22']);
+    expect(Object.keys(before?.tables.events?.partitions ?? {})).toEqual([
+      'dt=2026-11-20',
+      'dt=2026-11-21',
+      'dt=2026-11-22',
+    ]);
 
     // One event changed on the 21st, one new on the 23rd: two event partitions, and the bridge.
     await tracked.write(batch(ev, [event('a1', '2026-11-21', 'changed'), event('c', '2026-11-23')], at));
     const second = await publisher.publish(true);
     expect(second.rewritten).toBe(3);
     const after = readManifest(layout.manifest);
-    expect(after?.tables.events?.partitions['dt=2026-11-20']?.version).toBe(before?.tables.events?.partitions['dt=2026-11-20']?.version);
+    expect(after?.tables.events?.partitions['dt=2026-11-20']?.version).toBe(
+      before?.tables.events?.partitions['dt=2026-11-20']?.version,
+    );
     expect(after?.tables.users?.partitions['']?.version).toBe(before?.tables.users?.partitions['']?.version);
-    expect(after?.tables.events?.partitions['dt=2026-11-21']?.version).not.toBe(before?.tables.events?.partitions['dt=2026-11-21']?.version);
+    expect(after?.tables.events?.partitions['dt=2026-11-21']?.version).not.toBe(
+      before?.tables.events?.partitions['dt=2026-11-21']?.version,
+    );
     expect(after?.tables.events?.rows).toBe(7);
     expect(await read(layout.published, `SELECT user_input FROM events WHERE id = 'a1'`)).toEqual([['changed']]);
     expect(await read(layout.published, 'SELECT count(*) FROM event_signals')).toEqual([[7n]]);
     // The superseded file stays for readers of the older catalog.
-    expect(existsSync(join(layout.files, before?.tables.events?.partitions['dt=2026-11-21']?.version ?? 'missing'))).toBe(true);
+    expect(
+      existsSync(join(layout.files, before?.tables.events?.partitions['dt=2026-11-21']?.version ?? 'missing')),
+    ).toBe(true);
     await db.close();
 
     // The Parquet set, read with a glob, equals the working tables.
@@ -89,7 +116,11 @@ describe('publishing the read copy (real DuckDB files)', () => {
     await c.run(`ATTACH '${layout.work}' AS w (READ_ONLY)`);
     for (const table of ['events', 'event_signals', 'users']) {
       const glob = `read_parquet('${layout.files}/${table}/**/*.parquet', hive_partitioning = false)`;
-      const diff = (await c.runAndReadAll(`SELECT (SELECT count(*) FROM (SELECT * FROM w.main.${table} EXCEPT ALL SELECT * FROM ${glob})) + (SELECT count(*) FROM (SELECT * FROM ${glob} EXCEPT ALL SELECT * FROM w.main.${table}))`)).getRows();
+      const diff = (
+        await c.runAndReadAll(
+          `SELECT (SELECT count(*) FROM (SELECT * FROM w.main.${table} EXCEPT ALL SELECT * FROM ${glob})) + (SELECT count(*) FROM (SELECT * FROM ${glob} EXCEPT ALL SELECT * FROM w.main.${table}))`,
+        )
+      ).getRows();
       expect(diff, table).toEqual([[0n]]);
     }
     c.closeSync();

@@ -28,7 +28,13 @@ async function open(): Promise<DuckDbDestination> {
 describe('full refresh in DuckDB', () => {
   it('writes go to the shadow table; the swap replaces the table in one step and leaves no shadow', async () => {
     const db = await open();
-    await db.write({ table: users, rows: [{ project_id: 'p', id: 'old', plan: 'free' }, { project_id: 'p', id: 'gone', plan: 'free' }] });
+    await db.write({
+      table: users,
+      rows: [
+        { project_id: 'p', id: 'old', plan: 'free' },
+        { project_id: 'p', id: 'gone', plan: 'free' },
+      ],
+    });
     const shadow = new ShadowDestination(db);
     await shadow.write({ table: users, rows: [{ project_id: 'p', id: 'old', plan: 'pro' }] });
     expect(await db.count('users'), 'the table is untouched until the swap').toBe(2);
@@ -61,7 +67,8 @@ describe('full refresh in DuckDB', () => {
       { id: 'deleted-at-source', timestamp: ts, signals: [signal('s9')] },
     ].map((r) => old.normalize(r, 'p', ts));
     await db.write({ table: old.schema, rows: oldRows });
-    const bridge = (table: string): Promise<Record<string, unknown>[]> => db.query(`SELECT event_id, signal_id FROM ${table} ORDER BY event_id, ordinal`);
+    const bridge = (table: string): Promise<Record<string, unknown>[]> =>
+      db.query(`SELECT event_id, signal_id FROM ${table} ORDER BY event_id, ordinal`);
     expect(await bridge('event_signals')).toHaveLength(3);
 
     const fresh = new SchemaTracker(events, undefined, 'run-2');
@@ -75,13 +82,17 @@ describe('full refresh in DuckDB', () => {
     expect(swaps.map((t) => t.table)).toEqual(['events', 'event_signals']);
     await db.replaceTables(swaps);
     expect(await db.query('SELECT id FROM events')).toEqual([{ id: 'kept' }]);
-    expect(await bridge('event_signals'), 'no bridge row of an event the refresh no longer saw').toEqual([{ event_id: 'kept', signal_id: 's2' }]);
+    expect(await bridge('event_signals'), 'no bridge row of an event the refresh no longer saw').toEqual([
+      { event_id: 'kept', signal_id: 's2' },
+    ]);
     expect(await db.describe(shadowTable('event_signals'))).toBeUndefined();
   });
 
   it('a destination that cannot swap tables is refused before anything is read, saying what to do instead', () => {
     const withoutSwaps = { kind: 'custom', can: {} } as unknown as Destination;
     expect(() => assertCanRefresh(withoutSwaps)).toThrow(ConfigError);
-    expect(() => assertCanRefresh(withoutSwaps)).toThrow(/custom destination cannot do \(DuckDB and BigQuery can\).*query-sync reset --resources <names> --yes, then sync/);
+    expect(() => assertCanRefresh(withoutSwaps)).toThrow(
+      /custom destination cannot do \(DuckDB and BigQuery can\).*query-sync reset --resources <names> --yes, then sync/,
+    );
   });
 });

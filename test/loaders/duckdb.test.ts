@@ -26,15 +26,31 @@ describe('DuckDbDestination', () => {
     const first = recs.map((r) => t.normalize(r, 'alpha', at));
     await db.write({ table: t.schema, rows: first });
     // The same key again in another project is another row; the same (project, key) replaces.
-    await db.write({ table: t.schema, rows: [t.normalize({ id: 'e1', timestamp: '2026-11-20T10:00:00.123Z', user_input: 'new' }, 'beta', at)] });
-    await db.write({ table: t.schema, rows: [t.normalize({ id: 'e2', timestamp: '2026-11-20T10:00:00.123Z', user_input: 'y' }, 'alpha', at)] });
-    const rows = await db.query('SELECT project_id, id, user_input, properties, timestamp FROM events ORDER BY project_id, id');
+    await db.write({
+      table: t.schema,
+      rows: [t.normalize({ id: 'e1', timestamp: '2026-11-20T10:00:00.123Z', user_input: 'new' }, 'beta', at)],
+    });
+    await db.write({
+      table: t.schema,
+      rows: [t.normalize({ id: 'e2', timestamp: '2026-11-20T10:00:00.123Z', user_input: 'y' }, 'alpha', at)],
+    });
+    const rows = await db.query(
+      'SELECT project_id, id, user_input, properties, timestamp FROM events ORDER BY project_id, id',
+    );
     expect(rows).toEqual([
-      { project_id: 'alpha', id: 'e1', user_input: tricky, properties: '{"n":1800000000123456789}', timestamp: '2026-11-20T10:00:00.123Z' },
+      {
+        project_id: 'alpha',
+        id: 'e1',
+        user_input: tricky,
+        properties: '{"n":1800000000123456789}',
+        timestamp: '2026-11-20T10:00:00.123Z',
+      },
       { project_id: 'alpha', id: 'e2', user_input: 'y', properties: null, timestamp: '2026-11-20T10:00:00.123Z' },
       { project_id: 'beta', id: 'e1', user_input: 'new', properties: null, timestamp: '2026-11-20T10:00:00.123Z' },
     ]);
-    const exact = await db.query(`SELECT CAST(json_extract(properties, '$.n') AS BIGINT) AS n FROM events WHERE id = 'e1' AND project_id = 'alpha'`);
+    const exact = await db.query(
+      `SELECT CAST(json_extract(properties, '$.n') AS BIGINT) AS n FROM events WHERE id = 'e1' AND project_id = 'alpha'`,
+    );
     expect(exact[0]?.n).toBe(1800000000123456789n);
     await db.close();
 
@@ -91,12 +107,24 @@ describe('DuckDbDestination', () => {
     await db.close();
   });
 
-  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', { tags: ['slow'], timeout: 180_000 }, async () => {
+  it('writes a batch too large for the memory limit in parts: every row lands once, nothing fails', {
+    tags: ['slow'],
+    timeout: 180_000,
+  }, async () => {
     const path = dbPath();
     const t = new SchemaTracker(events);
     const batch = (from: number, n: number): ReturnType<SchemaTracker['normalize']>[] =>
       Array.from({ length: n }, (_, i) =>
-        t.normalize({ id: `e${from + i}`, timestamp: at, user_input: `${from + i} `.padEnd(4000, 'x'), properties: { i: from + i } }, 'p', at),
+        t.normalize(
+          {
+            id: `e${from + i}`,
+            timestamp: at,
+            user_input: `${from + i} `.padEnd(4000, 'x'),
+            properties: { i: from + i },
+          },
+          'p',
+          at,
+        ),
       );
     // 8,000 rows of ~4 KB: far more than 16MB once staged and merged.
     const db = await DuckDbDestination.open(path, { memoryLimit: '16MB' });
@@ -108,13 +136,20 @@ describe('DuckDbDestination', () => {
     await db.close();
     // Checked with room to read it all back.
     const check = await DuckDbDestination.open(path, { memoryLimit: '512MB' });
-    const [summary] = await check.query('SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, MIN(properties::JSON->>\'i\')::INT AS lo FROM events');
+    const [summary] = await check.query(
+      "SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, MIN(properties::JSON->>'i')::INT AS lo FROM events",
+    );
     expect(summary).toEqual({ n: 12_000n, ids: 12_000n, lo: 0 });
-    expect(await check.query("SELECT id FROM events WHERE user_input NOT LIKE split_part(id, 'e', 2) || ' %'")).toEqual([]);
+    expect(await check.query("SELECT id FROM events WHERE user_input NOT LIKE split_part(id, 'e', 2) || ' %'")).toEqual(
+      [],
+    );
     await check.close();
   });
 
-  it('writes many times its memory limit of 200 KB rows, write after write, without raising the limit or splitting a batch', { tags: ['slow'], timeout: 180_000 }, async () => {
+  it('writes many times its memory limit of 200 KB rows, write after write, without raising the limit or splitting a batch', {
+    tags: ['slow'],
+    timeout: 180_000,
+  }, async () => {
     // 300 rows × 200 KB (60 MB) at 16MB, 5 rows a write. DuckDB keeps rows written since its last
     // checkpoint in memory (strings this large cannot spill): without a checkpoint every quarter
     // of the limit, and with DuckDB's vacuum re-merging small row groups, this failed after ~75 rows.
@@ -123,27 +158,44 @@ describe('DuckDbDestination', () => {
     const db = await DuckDbDestination.open(path, { memoryLimit: '16MB' });
     const [before] = await db.query("SELECT current_setting('memory_limit') AS m");
     for (let w = 0; w < 60; w++) {
-      const rows = Array.from({ length: 5 }, (_, i) => t.normalize({ id: `big${w * 5 + i}`, timestamp: at, user_input: `${w * 5 + i} `.padEnd(200_000, 'y') }, 'p', at));
+      const rows = Array.from({ length: 5 }, (_, i) =>
+        t.normalize(
+          { id: `big${w * 5 + i}`, timestamp: at, user_input: `${w * 5 + i} `.padEnd(200_000, 'y') },
+          'p',
+          at,
+        ),
+      );
       expect(await db.write({ table: t.schema, rows })).toEqual({ rows: 5 });
     }
     // Re-sent rows (a lookback re-read) update in place, also within the limit.
-    const again = Array.from({ length: 5 }, (_, i) => t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} again `.padEnd(200_000, 'w') }, 'p', at));
+    const again = Array.from({ length: 5 }, (_, i) =>
+      t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} again `.padEnd(200_000, 'w') }, 'p', at),
+    );
     expect(await db.write({ table: t.schema, rows: again })).toEqual({ rows: 5 });
     expect(db.outOfMemorySplits).toBe(0);
     expect(await db.query("SELECT current_setting('memory_limit') AS m")).toEqual([before]);
     expect(await db.count('events')).toBe(300);
     await db.close();
     const check = await DuckDbDestination.open(path, { memoryLimit: '512MB' });
-    expect(await check.query("SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, COUNT(*) FILTER (WHERE user_input LIKE '% again %') AS updated FROM events")).toEqual([
-      { n: 300n, ids: 300n, updated: 5n },
-    ]);
-    expect(await check.query("SELECT id FROM events WHERE NOT starts_with(user_input, split_part(id, 'big', 2) || ' ')")).toEqual([]);
+    expect(
+      await check.query(
+        "SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, COUNT(*) FILTER (WHERE user_input LIKE '% again %') AS updated FROM events",
+      ),
+    ).toEqual([{ n: 300n, ids: 300n, updated: 5n }]);
+    expect(
+      await check.query("SELECT id FROM events WHERE NOT starts_with(user_input, split_part(id, 'big', 2) || ' ')"),
+    ).toEqual([]);
     await check.close();
   });
 
-  it('never raises its memory limit: one batch of 72 MB at 16MB is written in parts within it', { tags: ['slow'], timeout: 180_000 }, async () => {
+  it('never raises its memory limit: one batch of 72 MB at 16MB is written in parts within it', {
+    tags: ['slow'],
+    timeout: 180_000,
+  }, async () => {
     const t = new SchemaTracker(events);
-    const rows = Array.from({ length: 120 }, (_, i) => t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at));
+    const rows = Array.from({ length: 120 }, (_, i) =>
+      t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at),
+    );
     const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
     const [before] = await db.query("SELECT current_setting('memory_limit') AS m");
     expect(await db.write({ table: t.schema, rows })).toEqual({ rows: 120 });

@@ -12,7 +12,8 @@ import { describe, expect, it } from 'vitest';
 const ROOT = process.cwd();
 const LIBRARY = ['src/pipeline', 'src/extract', 'src/state', 'src/normalize'];
 /** Defaults of settings a user gives (`--batch-rows`, `--batch-bytes`, `--settle`, `--concurrency`, the limits). */
-const SETTING_DEFAULT = /\bDEFAULT_(?:BATCH_ROWS|BATCH_BYTES|SETTLE\w*|SPLIT_CONCURRENCY|BACKFILL_CONCURRENCY|CONCURRENCY|RATE_LIMITS|LOOKBACK\w*|WINDOW\w*)\b/;
+const SETTING_DEFAULT =
+  /\bDEFAULT_(?:BATCH_ROWS|BATCH_BYTES|SETTLE\w*|SPLIT_CONCURRENCY|BACKFILL_CONCURRENCY|CONCURRENCY|RATE_LIMITS|LOOKBACK\w*|WINDOW\w*)\b/;
 const IMPORT_OF_DEFAULT = /import\s*\{[^}]*\bDEFAULT_\w+[^}]*\}\s*from\s*'(\.\.\/[^']+)'/;
 
 function sourceFiles(dir: string): string[] {
@@ -26,17 +27,19 @@ function sourceFiles(dir: string): string[] {
 function restated(): string[] {
   const found: string[] = [];
   for (const file of LIBRARY.flatMap(sourceFiles)) {
-    readFileSync(join(ROOT, file), 'utf8').split('\n').forEach((line, i) => {
-      if (/^\s*(?:\*|\/\/|\/\*\*)/.test(line)) return;
-      const imported = IMPORT_OF_DEFAULT.exec(line);
-      if (imported !== null || SETTING_DEFAULT.test(line)) found.push(`${file}:${i + 1}: ${line.trim()}`);
-    });
+    readFileSync(join(ROOT, file), 'utf8')
+      .split('\n')
+      .forEach((line, i) => {
+        if (/^\s*(?:\*|\/\/|\/\*\*)/.test(line)) return;
+        const imported = IMPORT_OF_DEFAULT.exec(line);
+        if (imported !== null || SETTING_DEFAULT.test(line)) found.push(`${file}:${i + 1}: ${line.trim()}`);
+      });
   }
   return found;
 }
 
 describe('configuration flows into the pipeline', () => {
-  it('no library module imports a default from another layer or restates a setting\'s default', () => {
+  it("no library module imports a default from another layer or restates a setting's default", () => {
     expect(restated()).toEqual([]);
   });
 });

@@ -1,8 +1,26 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AuthError, ConfigError, DataError, FatalApiError, LoadError, RunStoppedError, StateError, WarehouseBusyError, type StopCause } from '../../src/core/errors.js';
-import { EXIT_CODES, exitCode, exitCodeFor, outcomeOf, runExitCode, stopExitCode, type ExitOutcome } from '../../src/core/exit-codes.js';
+import {
+  AuthError,
+  ConfigError,
+  DataError,
+  FatalApiError,
+  LoadError,
+  RunStoppedError,
+  StateError,
+  WarehouseBusyError,
+  type StopCause,
+} from '../../src/core/errors.js';
+import {
+  EXIT_CODES,
+  exitCode,
+  exitCodeFor,
+  outcomeOf,
+  runExitCode,
+  stopExitCode,
+  type ExitOutcome,
+} from '../../src/core/exit-codes.js';
 
 /** The table as the README and `--help` promise it to schedulers: changing a code breaks their scripts. */
 const PROMISED: Readonly<Record<ExitOutcome, number>> = {
@@ -20,7 +38,8 @@ const PROMISED: Readonly<Record<ExitOutcome, number>> = {
 describe('the exit-code table', () => {
   it('holds each promised outcome with its code, and no two outcomes share one', () => {
     expect({ ...EXIT_CODES }).toEqual(PROMISED);
-    for (const [outcome, code] of Object.entries(PROMISED) as [ExitOutcome, number][]) expect(exitCode(outcome)).toBe(code);
+    for (const [outcome, code] of Object.entries(PROMISED) as [ExitOutcome, number][])
+      expect(exitCode(outcome)).toBe(code);
     expect(new Set(Object.values(EXIT_CODES)).size).toBe(Object.keys(EXIT_CODES).length);
     expect(Object.isFrozen(EXIT_CODES)).toBe(true);
   });
@@ -46,7 +65,12 @@ describe('the exit-code table', () => {
   });
 
   it('a stopped run exits with its cause: 128 + the signal, 6 for --max-run-time, the state code for a lost lease', () => {
-    const causes: [StopCause, number][] = [['SIGINT', 130], ['SIGTERM', 143], ['max-run-time', 6], ['lease-lost', 4]];
+    const causes: [StopCause, number][] = [
+      ['SIGINT', 130],
+      ['SIGTERM', 143],
+      ['max-run-time', 6],
+      ['lease-lost', 4],
+    ];
     for (const [cause, code] of causes) {
       expect(stopExitCode(cause)).toBe(code);
       expect(exitCodeFor(new RunStoppedError(`${cause} received`, cause))).toBe(code);
@@ -96,7 +120,9 @@ function withoutTextAndComments(line: string): string {
 }
 
 function isCommand(file: string): boolean {
-  return file.startsWith('src/commands/') || file.startsWith('src/app/') || file === 'src/cli.ts' || file === 'src/demo.ts';
+  return (
+    file.startsWith('src/commands/') || file.startsWith('src/app/') || file === 'src/cli.ts' || file === 'src/demo.ts'
+  );
 }
 
 function literalCodes(): string[] {
@@ -104,12 +130,15 @@ function literalCodes(): string[] {
   for (const file of [...sourceFiles('src'), ...sourceFiles('connectors')]) {
     if (file === TABLE) continue; // (the emulator, with its own statuses, is outside src/)
     let inExitFunction = false;
-    readFileSync(join(ROOT, file), 'utf8').split('\n').forEach((line, i) => {
-      const code = withoutTextAndComments(line);
-      if (EXIT_FUNCTION.test(code)) inExitFunction = true;
-      if (EXIT_LITERAL.test(code) || ((isCommand(file) || inExitFunction) && COMMAND_RETURN.test(code))) found.push(`${file}:${i + 1}: ${line.trim()}`);
-      if (line === '}') inExitFunction = false;
-    });
+    readFileSync(join(ROOT, file), 'utf8')
+      .split('\n')
+      .forEach((line, i) => {
+        const code = withoutTextAndComments(line);
+        if (EXIT_FUNCTION.test(code)) inExitFunction = true;
+        if (EXIT_LITERAL.test(code) || ((isCommand(file) || inExitFunction) && COMMAND_RETURN.test(code)))
+          found.push(`${file}:${i + 1}: ${line.trim()}`);
+        if (line === '}') inExitFunction = false;
+      });
   }
   return found;
 }
@@ -120,10 +149,23 @@ describe('exit codes are chosen in one place', () => {
   });
 
   it('the guard sees the shapes it forbids', () => {
-    for (const line of ['process.exit(2);', 'process.exitCode = 1;', 'export const VERIFY_MISMATCH_EXIT = 5;', "print(JSON.stringify({ exitCode: 0 }))"]) expect(EXIT_LITERAL.test(line)).toBe(true);
-    for (const line of ['return 0;', '    return 2;', 'return report.ok ? 0 : 1;', 'return failed === undefined ? 0 : exitCodeFor(e);']) expect(COMMAND_RETURN.test(line)).toBe(true);
+    for (const line of [
+      'process.exit(2);',
+      'process.exitCode = 1;',
+      'export const VERIFY_MISMATCH_EXIT = 5;',
+      'print(JSON.stringify({ exitCode: 0 }))',
+    ])
+      expect(EXIT_LITERAL.test(line)).toBe(true);
+    for (const line of [
+      'return 0;',
+      '    return 2;',
+      'return report.ok ? 0 : 1;',
+      'return failed === undefined ? 0 : exitCodeFor(e);',
+    ])
+      expect(COMMAND_RETURN.test(line)).toBe(true);
     expect(EXIT_FUNCTION.test('export function checkExitCode(report: CheckReport): number {')).toBe(true);
-    expect(withoutTextAndComments("print(`reconcile: 1 window still differs (exit 5)`); // exit 5")).not.toMatch(/5/);
-    for (const line of ['return EXIT_CODES.ok;', 'return exitCodeFor(error);', 'process.exit(code);', 'return code;']) expect(EXIT_LITERAL.test(line) || COMMAND_RETURN.test(line)).toBe(false);
+    expect(withoutTextAndComments('print(`reconcile: 1 window still differs (exit 5)`); // exit 5')).not.toMatch(/5/);
+    for (const line of ['return EXIT_CODES.ok;', 'return exitCodeFor(error);', 'process.exit(code);', 'return code;'])
+      expect(EXIT_LITERAL.test(line) || COMMAND_RETURN.test(line)).toBe(false);
   });
 });

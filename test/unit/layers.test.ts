@@ -48,8 +48,27 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   // The commands: everything below them (and `emulate` serves the emulator), never `cli.ts` or the demo.
   'src/commands': [...STAGES, 'src/pipeline', 'src/publish', 'src/app', 'connectors', ...CONFIG, 'emulator'],
   // The top: the CLI and the demo see the commands, the configuration and what those see.
-  'src/cli.ts': [...STAGES, 'src/pipeline', 'src/publish', 'src/app', 'src/commands', 'connectors', ...CONFIG, 'emulator'],
-  'src/demo.ts': [...STAGES, 'src/pipeline', 'src/publish', 'src/app', 'src/commands', 'connectors', ...CONFIG, 'emulator', 'src/cli.ts'],
+  'src/cli.ts': [
+    ...STAGES,
+    'src/pipeline',
+    'src/publish',
+    'src/app',
+    'src/commands',
+    'connectors',
+    ...CONFIG,
+    'emulator',
+  ],
+  'src/demo.ts': [
+    ...STAGES,
+    'src/pipeline',
+    'src/publish',
+    'src/app',
+    'src/commands',
+    'connectors',
+    ...CONFIG,
+    'emulator',
+    'src/cli.ts',
+  ],
   // The test oracle imports nothing of ours (independence.test.ts also refuses packages).
   emulator: [],
 };
@@ -81,7 +100,10 @@ function specifiers(text: string): { readonly spec: string; readonly dynamic: bo
     .importedFiles.filter((f) => f.fileName.startsWith('.'))
     .map((f) => {
       const before = text.slice(Math.max(0, f.pos - 40), f.pos); // up to the opening quote
-      return { spec: f.fileName, dynamic: /\bimport\s*\(\s*$/.test(before) && !/\btypeof\s+import\s*\(\s*$/.test(before) };
+      return {
+        spec: f.fileName,
+        dynamic: /\bimport\s*\(\s*$/.test(before) && !/\btypeof\s+import\s*\(\s*$/.test(before),
+      };
     });
 }
 
@@ -203,7 +225,10 @@ describe('layers', () => {
     const configFiles = ['src/config.ts', ...sourceFiles('src/config')];
     for (const file of configFiles) {
       expect(importsOf(file), file).not.toContain('src/http/client.ts');
-      expect(importsOf(file).filter((target) => target.startsWith('src/pipeline/')), file).toEqual([]);
+      expect(
+        importsOf(file).filter((target) => target.startsWith('src/pipeline/')),
+        file,
+      ).toEqual([]);
     }
     const edges = graph();
     // Transitively too.
@@ -230,7 +255,12 @@ describe('layers', () => {
     for (const file of [...sourceFiles('src'), ...sourceFiles('connectors')]) {
       for (const target of importsOf(file)) seen.add(`${layerOf(file)} -> ${layerOf(target)}`);
     }
-    for (const edge of ['src/pipeline -> src/extract', 'src/extract -> src/http', 'src/http -> src/core', 'connectors -> src/core']) {
+    for (const edge of [
+      'src/pipeline -> src/extract',
+      'src/extract -> src/http',
+      'src/http -> src/core',
+      'connectors -> src/core',
+    ]) {
       expect(seen, edge).toContain(edge);
     }
     for (const edge of ['src/cli.ts -> src/commands']) {
@@ -275,6 +305,8 @@ describe('layers', () => {
       'src/core/c.ts → src/core/d.ts → src/pipeline/e.ts (src/core may import nothing of ours)',
       'src/core/d.ts → src/pipeline/e.ts (src/core may import nothing of ours)',
     ]);
-    expect(violations(new Map([['src/newthing/x.ts', []]]))).toEqual(['src/newthing/x.ts belongs to no layer (src/newthing): give it a rule in ALLOWED']);
+    expect(violations(new Map([['src/newthing/x.ts', []]]))).toEqual([
+      'src/newthing/x.ts belongs to no layer (src/newthing): give it a rule in ALLOWED',
+    ]);
   });
 });

@@ -47,7 +47,10 @@ export class TtyProgressDisplay implements ProgressDisplay {
   private timer: ReturnType<typeof setInterval> | undefined;
   private frame = 0;
 
-  constructor(tracker: ProgressTracker, out: NodeJS.WritableStream & { columns?: number; isTTY?: boolean } = process.stderr) {
+  constructor(
+    tracker: ProgressTracker,
+    out: NodeJS.WritableStream & { columns?: number; isTTY?: boolean } = process.stderr,
+  ) {
     this.tracker = tracker;
     this.out = out;
     // showCursor: the cursor is hidden while drawing and shown again by `done()` (and on exit).
@@ -84,7 +87,13 @@ export class TtyProgressDisplay implements ProgressDisplay {
 
   private draw(): void {
     this.frame += 1;
-    this.update(renderProgress(this.tracker.snapshot(), { columns: this.out.columns ?? 80, color: this.color, frame: this.frame }).join('\n'));
+    this.update(
+      renderProgress(this.tracker.snapshot(), {
+        columns: this.out.columns ?? 80,
+        color: this.color,
+        frame: this.frame,
+      }).join('\n'),
+    );
   }
 }
 
@@ -95,7 +104,11 @@ export function renderProgress(snap: ProgressSnapshot, options: RenderOptions = 
   const fit = (line: string): string => cut(line, columns - 1);
   const spin = SPINNER[(options.frame ?? 0) % SPINNER.length] ?? '*';
   if (snap.phase === 'planning') {
-    return [fit(`${spin} planning the run: ${snap.requests} count request${snap.requests === 1 ? '' : 's'} · ${seconds(snap.elapsedSeconds)}`)];
+    return [
+      fit(
+        `${spin} planning the run: ${snap.requests} count request${snap.requests === 1 ? '' : 's'} · ${seconds(snap.elapsedSeconds)}`,
+      ),
+    ];
   }
   const wide = columns >= WIDE_COLUMNS;
   const nameWidth = Math.max(6, ...snap.resources.map((r) => r.resource.length));
@@ -107,7 +120,8 @@ export function renderProgress(snap: ProgressSnapshot, options: RenderOptions = 
       return options.color === true ? paint(r, line) : line;
     }),
   );
-  const eta = snap.etaSeconds === undefined ? 'ETA ?' : `ETA ${snap.etaIsLowerBound ? '≥ ' : ''}${seconds(snap.etaSeconds)}`;
+  const eta =
+    snap.etaSeconds === undefined ? 'ETA ?' : `ETA ${snap.etaIsLowerBound ? '≥ ' : ''}${seconds(snap.etaSeconds)}`;
   const ended = snap.resources.length > 0 && snap.resources.every((r) => r.done);
   const total = [`elapsed ${seconds(snap.elapsedSeconds)}`, ...(ended ? [] : [eta]), `${num(snap.requests)} requests`];
   if (snap.rateLimited > 0) total.push(`${num(snap.rateLimited)} × 429`);
@@ -128,7 +142,10 @@ function renderResource(
   // While running, rows read of the plan's count; once ended, the rows stored (a plan is an estimate).
   const rows = r.done ? r.rows : r.rowsRead;
   const planned = r.plannedRows === undefined || r.done ? '' : `/${r.resumed ? '≤' : ''}${num(r.plannedRows)}`;
-  const pages = r.plannedPages === undefined || r.done ? num(r.pages) : `${num(r.pages)}/${r.resumed ? '≤' : ''}${num(r.plannedPages)}`;
+  const pages =
+    r.plannedPages === undefined || r.done
+      ? num(r.pages)
+      : `${num(r.pages)}/${r.resumed ? '≤' : ''}${num(r.plannedPages)}`;
   const parts = [`${mark} ${r.resource.padEnd(nameWidth)}`];
   if (wide) {
     parts.push(`rows ${num(rows)}${planned}`.padEnd(22), `pages ${pages}`.padEnd(16));
@@ -139,7 +156,8 @@ function renderResource(
     parts.push(`${num(rows)}${planned} rows`.padStart(19), `${num(r.pages)} pg`.padStart(8));
     if (windows) parts.push(`${r.windowsDone}/${r.windowsTotal} win`.padStart(8));
     // Narrow: a waiting or backing-off state takes the rate's place.
-    if (!r.done && r.activity === undefined && r.failed.length === 0) parts.push(`${num(Math.round(r.rowsPerSecond))}/s`.padStart(7));
+    if (!r.done && r.activity === undefined && r.failed.length === 0)
+      parts.push(`${num(Math.round(r.rowsPerSecond))}/s`.padStart(7));
   }
   const state = stateText(r, wide);
   if (wide || r.failed.length === 0) return [[...parts, state].join(' ')];
@@ -173,7 +191,6 @@ function paint(r: ResourceProgress, line: string): string {
   if (r.activity !== undefined) return styleText('yellow', line);
   return line;
 }
-
 
 function cut(line: string, width: number): string {
   const chars = [...line.trimEnd()];

@@ -5,8 +5,15 @@ import { render, runOn, type SqlFormat } from '../sql.js';
 
 /** A line-based shell: a statement ends with `;` (or at the end of a line when none is open); `.quit` leaves. */
 export async function shell(path: string, format: SqlFormat, io: CommandIo): Promise<number> {
-  io.print(`query-sync sql on ${path} (the published copy; each statement reads the newest publish). End statements with ;  .quit to leave.`);
-  const rl = createInterface({ input: process.stdin, output: process.stdout, prompt: 'sql> ', terminal: process.stdin.isTTY === true });
+  io.print(
+    `query-sync sql on ${path} (the published copy; each statement reads the newest publish). End statements with ;  .quit to leave.`,
+  );
+  const rl = createInterface({
+    input: process.stdin,
+    output: process.stdout,
+    prompt: 'sql> ',
+    terminal: process.stdin.isTTY === true,
+  });
   let pending = '';
   rl.prompt();
   for await (const line of rl) {

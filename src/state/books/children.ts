@@ -26,7 +26,10 @@ export function childSection(doc: Pick<StateDocument, 'sections'>, name: string)
 }
 
 /** `fresh` parents (per project: id → parent instant) pending, but for those already done or to be rechecked. */
-export function withQueued(section: ChildSection, fresh: ReadonlyMap<string, ReadonlyMap<string, number>>): ChildSection {
+export function withQueued(
+  section: ChildSection,
+  fresh: ReadonlyMap<string, ReadonlyMap<string, number>>,
+): ChildSection {
   const next: Record<string, ProjectUnits> = { ...section };
   for (const [project, ids] of fresh) {
     const units = next[project] ?? { pending: {}, done: {} };

@@ -91,13 +91,17 @@ export function updateStreamLedger(
 export type MsInterval = TimeWindow;
 
 export const toMs = (i: Interval): MsInterval => ({ fromMs: Date.parse(i.from), toMs: Date.parse(i.to) });
-export const toIso = (i: MsInterval): Interval => ({ from: new Date(i.fromMs).toISOString(), to: new Date(i.toMs).toISOString() });
+export const toIso = (i: MsInterval): Interval => ({
+  from: new Date(i.fromMs).toISOString(),
+  to: new Date(i.toMs).toISOString(),
+});
 
 /** Sorted, non-overlapping, adjacent ones joined; empty intervals dropped (`mergeWindows`). */
 export const mergeIntervals: (intervals: readonly MsInterval[]) => MsInterval[] = mergeWindows;
 
 /** The parts of `from` not covered by `minus` (`subtractWindows`). */
-export const subtractIntervals: (from: readonly MsInterval[], minus: readonly MsInterval[]) => MsInterval[] = subtractWindows;
+export const subtractIntervals: (from: readonly MsInterval[], minus: readonly MsInterval[]) => MsInterval[] =
+  subtractWindows;
 
 /** Whether `window` lies wholly inside the finished windows. */
 export function isCovered(window: MsInterval, done: readonly Interval[]): boolean {
@@ -109,7 +113,8 @@ export function ledgerGaps(stream: StreamLedger): Interval[] {
   return subtractIntervals(stream.requested.map(toMs), stream.done.map(toMs)).map(toIso);
 }
 
-const sameWindow = (a: Interval, b: Interval): boolean => Date.parse(a.from) === Date.parse(b.from) && Date.parse(a.to) === Date.parse(b.to);
+const sameWindow = (a: Interval, b: Interval): boolean =>
+  Date.parse(a.from) === Date.parse(b.from) && Date.parse(a.to) === Date.parse(b.to);
 
 /** Add intervals to `requested`. */
 export function withRequested(stream: StreamLedger, intervals: readonly MsInterval[]): StreamLedger {
@@ -169,9 +174,17 @@ export function ledgerUnits(stream: StreamLedger, windows: readonly TimeWindow[]
 }
 
 /** Change one stream's ledger through `state` (the store, or the batch the change commits with). */
-export function changeStreamLedger(state: StateWriter, key: string, change: (current: StreamLedger) => StreamLedger): Promise<void> {
+export function changeStreamLedger(
+  state: StateWriter,
+  key: string,
+  change: (current: StreamLedger) => StreamLedger,
+): Promise<void> {
   return state.updateSection<BackfillLedger>(BACKFILL_SECTION, (current) =>
-    updateStreamLedger(current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }), key, change),
+    updateStreamLedger(
+      current === undefined ? undefined : readLedger({ sections: { [BACKFILL_SECTION]: current } }),
+      key,
+      change,
+    ),
   );
 }
 
@@ -198,7 +211,9 @@ export function ledgerBook(options: {
       const at = new Date(options.now()).toISOString();
       const counts = options.counts();
       await changeStreamLedger(state, key, (s) =>
-        nextCursor === null ? withDone(s, { ...unit, ...counts, at }) : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since: options.since }),
+        nextCursor === null
+          ? withDone(s, { ...unit, ...counts, at })
+          : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since: options.since }),
       );
     },
     cursorRejected: async (unit) => {

@@ -28,13 +28,18 @@ export type SyncUnit =
   /** A settle re-read (`settlePending` when it has a cursor); done moves `settled` to `settledTo`. */
   | { readonly kind: 'settle'; readonly window: TimeWindow; readonly cursor?: string; readonly settledTo: number };
 
-
 type WindowOptions = { readonly runStartMs: number; readonly lookbackMs: number; readonly startMs?: number };
 
 /** The next window to read, resuming a checkpoint first; `undefined` when caught up. */
-export function nextWindow(st: StreamState, options: WindowOptions): { window: TimeWindow; cursor: string | undefined } | undefined {
+export function nextWindow(
+  st: StreamState,
+  options: WindowOptions,
+): { window: TimeWindow; cursor: string | undefined } | undefined {
   if (st.pending !== undefined) {
-    return { window: { fromMs: Date.parse(st.pending.from), toMs: Date.parse(st.pending.to) }, cursor: st.pending.cursor };
+    return {
+      window: { fromMs: Date.parse(st.pending.from), toMs: Date.parse(st.pending.to) },
+      cursor: st.pending.cursor,
+    };
   }
   const window = syncWindow(st.mark === undefined ? undefined : Date.parse(st.mark), options);
   return window === undefined ? undefined : { window, cursor: undefined };
@@ -45,13 +50,20 @@ export function splitUnits(st: StreamState): SyncUnit[] | undefined {
   const split = st.split;
   if (split === undefined) return undefined;
   const whole = msWindow(split);
-  return split.parts.map((p) => ({ kind: 'part', window: msWindow(p), split: whole, ...(p.cursor === undefined ? {} : { cursor: p.cursor }) }));
+  return split.parts.map((p) => ({
+    kind: 'part',
+    window: msWindow(p),
+    split: whole,
+    ...(p.cursor === undefined ? {} : { cursor: p.cursor }),
+  }));
 }
 
 /** The window unit a sync reads next (after any split in state); `undefined` when caught up. */
 export function syncWindowUnit(st: StreamState, options: WindowOptions): SyncUnit | undefined {
   const next = nextWindow(st, options);
-  return next === undefined ? undefined : { kind: 'window', window: next.window, ...(next.cursor === undefined ? {} : { cursor: next.cursor }) };
+  return next === undefined
+    ? undefined
+    : { kind: 'window', window: next.window, ...(next.cursor === undefined ? {} : { cursor: next.cursor }) };
 }
 
 /**
@@ -63,7 +75,10 @@ export function syncWindowUnit(st: StreamState, options: WindowOptions): SyncUni
 export function nextSyncUnits(
   st: StreamState,
   options: WindowOptions,
-): { readonly kind: 'split'; readonly parts: SyncUnit[] } | { readonly kind: 'window'; readonly unit: SyncUnit } | undefined {
+):
+  | { readonly kind: 'split'; readonly parts: SyncUnit[] }
+  | { readonly kind: 'window'; readonly unit: SyncUnit }
+  | undefined {
   const parts = splitUnits(st);
   if (parts !== undefined) return { kind: 'split', parts };
   const unit = syncWindowUnit(st, options);
@@ -75,7 +90,12 @@ export function resumedSettleUnit(st: StreamState): SyncUnit | undefined {
   const resumed = st.settlePending;
   if (resumed === undefined) return undefined;
   const window = msWindow(resumed);
-  return { kind: 'settle', window, settledTo: window.toMs, ...(resumed.cursor === undefined ? {} : { cursor: resumed.cursor }) };
+  return {
+    kind: 'settle',
+    window,
+    settledTo: window.toMs,
+    ...(resumed.cursor === undefined ? {} : { cursor: resumed.cursor }),
+  };
 }
 
 /**
@@ -94,7 +114,8 @@ export function settleWindow(
   const settledTo = Math.max(options.startMs ?? 0, options.runStartMs - options.settleMs);
   let fromMs: number;
   if (st.settled !== undefined) fromMs = Date.parse(st.settled);
-  else if (markBefore !== undefined) fromMs = Date.parse(markBefore) - options.lookbackMs - options.settleMs; // state from before the settle pass
+  else if (markBefore !== undefined)
+    fromMs = Date.parse(markBefore) - options.lookbackMs - options.settleMs; // state from before the settle pass
   else fromMs = settledTo; // first sync
   fromMs = Math.max(options.startMs ?? 0, fromMs);
   const toMs = Math.min(settledTo, readFromMs ?? settledTo);
@@ -109,9 +130,13 @@ export function withUnitCheckpoint(s: StreamState, unit: SyncUnit, nextCursor: s
   const pending = (): PendingWindow => ({ ...isoWindow(unit.window), cursor: nextCursor as string });
   switch (unit.kind) {
     case 'window':
-      return nextCursor === null ? { ...s, mark: maxIso(s.mark, iso(unit.window.toMs)), pending: undefined } : { ...s, pending: pending() };
+      return nextCursor === null
+        ? { ...s, mark: maxIso(s.mark, iso(unit.window.toMs)), pending: undefined }
+        : { ...s, pending: pending() };
     case 'settle':
-      return nextCursor === null ? { ...s, settled: maxIso(s.settled, iso(unit.settledTo)), settlePending: undefined } : { ...s, settlePending: pending() };
+      return nextCursor === null
+        ? { ...s, settled: maxIso(s.settled, iso(unit.settledTo)), settlePending: undefined }
+        : { ...s, settlePending: pending() };
     case 'part':
       return withPartCheckpoint(s, { part: isoWindow(unit.window), anchor: unit.anchor?.() }, nextCursor);
   }
@@ -123,7 +148,10 @@ export function withoutUnitCursor(s: StreamState, unit: SyncUnit): StreamState {
     case 'window':
       return { ...s, pending: s.pending ? { from: s.pending.from, to: s.pending.to } : undefined };
     case 'settle':
-      return { ...s, settlePending: s.settlePending ? { from: s.settlePending.from, to: s.settlePending.to } : undefined };
+      return {
+        ...s,
+        settlePending: s.settlePending ? { from: s.settlePending.from, to: s.settlePending.to } : undefined,
+      };
     case 'part':
       return withoutPartCursor(s, { part: isoWindow(unit.window), anchor: unit.anchor?.() });
   }
@@ -154,12 +182,22 @@ const asRef = (part: PendingWindow | PartRef): PartRef => ('part' in part ? part
  * A sub-window's checkpoint: its next cursor, or (`null`) it is stored to the end and leaves the
  * split; when none is left, the mark moves to the end of the window, in the same write.
  */
-export function withPartCheckpoint(s: StreamState, part: PendingWindow | PartRef, nextCursor: string | null): StreamState {
+export function withPartCheckpoint(
+  s: StreamState,
+  part: PendingWindow | PartRef,
+  nextCursor: string | null,
+): StreamState {
   const split = s.split;
   if (split === undefined) return s;
   const same = isPart(asRef(part));
   if (nextCursor !== null) {
-    return { ...s, split: { ...split, parts: split.parts.map((p) => (same(p) ? { from: p.from, to: p.to, cursor: nextCursor } : p)) } };
+    return {
+      ...s,
+      split: {
+        ...split,
+        parts: split.parts.map((p) => (same(p) ? { from: p.from, to: p.to, cursor: nextCursor } : p)),
+      },
+    };
   }
   const left = split.parts.filter((p) => !same(p));
   if (left.length > 0) return { ...s, split: { ...split, parts: left } };
@@ -185,7 +223,11 @@ export function withoutPartCursor(s: StreamState, part: PendingWindow | PartRef)
  * halves. The cut must lie inside the part as it is in state (else nothing changes: the part was
  * stored to the end meanwhile, or cut already).
  */
-export function withPartCut(s: StreamState, ref: PartRef & { readonly anchor: 'from' | 'to' }, atMs: number): StreamState {
+export function withPartCut(
+  s: StreamState,
+  ref: PartRef & { readonly anchor: 'from' | 'to' },
+  atMs: number,
+): StreamState {
   const split = s.split;
   if (split === undefined) return s;
   const same = isPart(ref);
@@ -193,7 +235,15 @@ export function withPartCut(s: StreamState, ref: PartRef & { readonly anchor: 'f
   const parts = split.parts.flatMap((p) => {
     if (!same(p) || !(Date.parse(p.from) < atMs && atMs < Date.parse(p.to))) return [p];
     const cursor = p.cursor === undefined ? {} : { cursor: p.cursor };
-    return ref.anchor === 'to' ? [{ from: at, to: p.to, ...cursor }, { from: p.from, to: at }] : [{ from: p.from, to: at, ...cursor }, { from: at, to: p.to }];
+    return ref.anchor === 'to'
+      ? [
+          { from: at, to: p.to, ...cursor },
+          { from: p.from, to: at },
+        ]
+      : [
+          { from: p.from, to: at, ...cursor },
+          { from: at, to: p.to },
+        ];
   });
   return { ...s, split: { ...split, parts } };
 }
@@ -201,7 +251,11 @@ export function withPartCut(s: StreamState, ref: PartRef & { readonly anchor: 'f
 /** A new split of `window` into `parts` (each read from its first page). */
 export function newSplit(window: TimeWindow, parts: readonly TimeWindow[]): SplitWindow {
   const iso = (ms: number): string => new Date(ms).toISOString();
-  return { from: iso(window.fromMs), to: iso(window.toMs), parts: parts.map((p) => ({ from: iso(p.fromMs), to: iso(p.toMs) })) };
+  return {
+    from: iso(window.fromMs),
+    to: iso(window.toMs),
+    parts: parts.map((p) => ({ from: iso(p.fromMs), to: iso(p.toMs) })),
+  };
 }
 
 /** A sub-window not yet read replaced by the sub-windows that cover it (one state write: a kill keeps one or the other). */
@@ -209,7 +263,9 @@ export function withPartReplaced(s: StreamState, part: PendingWindow, subs: read
   const split = s.split;
   if (split === undefined) return s;
   const iso = (ms: number): string => new Date(ms).toISOString();
-  const parts = split.parts.flatMap((p) => (p.from === part.from && p.to === part.to ? subs.map((w) => ({ from: iso(w.fromMs), to: iso(w.toMs) })) : [p]));
+  const parts = split.parts.flatMap((p) =>
+    p.from === part.from && p.to === part.to ? subs.map((w) => ({ from: iso(w.fromMs), to: iso(w.toMs) })) : [p],
+  );
   return { ...s, split: { ...split, parts } };
 }
 
@@ -227,7 +283,10 @@ export function syncBook(store: StateWriter, key: string): Book<SyncUnit> {
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 const isoWindow = (w: TimeWindow): PendingWindow => ({ from: iso(w.fromMs), to: iso(w.toMs) });
-const msWindow = (w: { readonly from: string; readonly to: string }): TimeWindow => ({ fromMs: Date.parse(w.from), toMs: Date.parse(w.to) });
+const msWindow = (w: { readonly from: string; readonly to: string }): TimeWindow => ({
+  fromMs: Date.parse(w.from),
+  toMs: Date.parse(w.to),
+});
 
 function maxIso(a: string | undefined, b: string): string {
   return a !== undefined && Date.parse(a) > Date.parse(b) ? a : b;

@@ -14,7 +14,16 @@ function capture(): { lines: () => Record<string, unknown>[]; stream: Writable }
       cb();
     },
   });
-  return { stream, lines: () => out.join('').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  return {
+    stream,
+    lines: () =>
+      out
+        .join('')
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 describe('RepeatedLogs', () => {
@@ -23,11 +32,17 @@ describe('RepeatedLogs', () => {
     const repeats = new RepeatedLogs();
     const logger = createLogger({ destination: stream, admit: repeats.admit });
     for (const project of ['alpha', 'beta', 'gamma']) {
-      logger.error({ resource: 'traces', project }, `[resource traces, project ${project}] the API key was rejected (401)`);
+      logger.error(
+        { resource: 'traces', project },
+        `[resource traces, project ${project}] the API key was rejected (401)`,
+      );
       logger.info({ resource: 'traces', project }, 'stream done');
     }
     logger.warn('slow'); // a different message: its own line
-    logger.error({ resource: 'events', project: '*[a,b]' }, '[resource events, project *[a,b]] the API key was rejected (401)');
+    logger.error(
+      { resource: 'events', project: '*[a,b]' },
+      '[resource events, project *[a,b]] the API key was rejected (401)',
+    );
     repeats.flush(logger);
     expect(lines().map((l) => l.msg)).toEqual([
       '[resource traces, project alpha] the API key was rejected (401)',
@@ -37,7 +52,11 @@ describe('RepeatedLogs', () => {
       'slow',
       'the same error came 3 more times (traces beta, traces gamma, events *[a,b]): the API key was rejected (401)',
     ]);
-    expect(lines().at(-1)).toMatchObject({ level: 50, repeated: 3, streams: ['traces beta', 'traces gamma', 'events *[a,b]'] });
+    expect(lines().at(-1)).toMatchObject({
+      level: 50,
+      repeated: 3,
+      streams: ['traces beta', 'traces gamma', 'events *[a,b]'],
+    });
     // Flushed: a new run of repeats starts over.
     repeats.flush(logger);
     expect(lines()).toHaveLength(6);
@@ -63,20 +82,32 @@ describe('summaryLines', () => {
     error,
   });
   it('a failure shared by several streams is one note; a failure of one stream stays on its line', () => {
-    const auth = (project: string): AuthError => new AuthError('the API key was rejected (401)', 401, { context: { resource: 'traces', project } });
+    const auth = (project: string): AuthError =>
+      new AuthError('the API key was rejected (401)', 401, { context: { resource: 'traces', project } });
     const lines = summaryLines(
-      [stream('events', '*'), stream('traces', 'alpha', auth('alpha')), stream('traces', 'beta', auth('beta')), stream('users', '*', new DataError('bad body', { context: { resource: 'users', project: '*' } }))],
+      [
+        stream('events', '*'),
+        stream('traces', 'alpha', auth('alpha')),
+        stream('traces', 'beta', auth('beta')),
+        stream('users', '*', new DataError('bad body', { context: { resource: 'users', project: '*' } })),
+      ],
       'sync FAILED in 1.0 s',
     );
     expect(lines[0]).toMatch(/^events .* ok$/);
     expect(lines[1]).toMatch(/^traces +alpha .* FAILED: \[E1\] \(below\)$/);
     expect(lines[2]).toMatch(/^traces +beta .* FAILED: \[E1\] \(below\)$/);
     expect(lines[3]).toMatch(/FAILED: \[resource users, project \*\] bad body$/);
-    expect(lines.slice(4)).toEqual(['[E1] AuthError in 2 streams: the API key was rejected (401)', 'sync FAILED in 1.0 s']);
+    expect(lines.slice(4)).toEqual([
+      '[E1] AuthError in 2 streams: the API key was rejected (401)',
+      'sync FAILED in 1.0 s',
+    ]);
   });
 
   it('the rows= column lines up whatever the longest resource and scope (a search is "name@project")', () => {
-    const lines = summaryLines([stream('events', '*[alpha,default]'), stream('search_results', 'refunds@default'), stream('users', '*')], 'sync ok in 1.0 s');
+    const lines = summaryLines(
+      [stream('events', '*[alpha,default]'), stream('search_results', 'refunds@default'), stream('users', '*')],
+      'sync ok in 1.0 s',
+    );
     const at = lines.slice(0, 3).map((l) => l.indexOf('rows='));
     expect(new Set(at).size).toBe(1);
     expect(lines[1]).toMatch(/^search_results refunds@default +rows=0 /);

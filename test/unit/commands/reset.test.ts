@@ -19,7 +19,8 @@ async function stateWithMarks(): Promise<string> {
   cleanups.push(d.cleanup);
   const path = join(d.dir, 'state.json');
   const store = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
-  for (const key of ['users:*', 'users:alpha', 'users:*[alpha,beta]', 'events:*']) await store.updateStream(key, () => ({ mark: MARK, lastRun }));
+  for (const key of ['users:*', 'users:alpha', 'users:*[alpha,beta]', 'events:*'])
+    await store.updateStream(key, () => ({ mark: MARK, lastRun }));
   await store.close();
   return path;
 }
@@ -31,13 +32,23 @@ describe('reset', () => {
     const lines: string[] = [];
     const questions: string[] = [];
     const config = resolveResetConfig({ state: path, resources: 'users', project: '*' }, {});
-    const no = await resetCommand(config, { print: (l) => lines.push(l), interactive: true, ask: (q) => (questions.push(q), Promise.resolve('n')) });
+    const no = await resetCommand(config, {
+      print: (l) => lines.push(l),
+      interactive: true,
+      ask: (q) => (questions.push(q), Promise.resolve('n')),
+    });
     expect(no).toBe(1);
-    expect(questions[0]).toMatch(/Forget the marks of 2 streams \(users:\*, users:\*\[alpha,beta\]\) in .*state\.json\? .*\[y\/N\]/);
+    expect(questions[0]).toMatch(
+      /Forget the marks of 2 streams \(users:\*, users:\*\[alpha,beta\]\) in .*state\.json\? .*\[y\/N\]/,
+    );
     expect(lines).toContain('reset cancelled: nothing changed');
     expect(await StateStore.read(path)).toEqual(before);
 
-    const yes = await resetCommand(config, { print: (l) => lines.push(l), interactive: true, ask: () => Promise.resolve('y') });
+    const yes = await resetCommand(config, {
+      print: (l) => lines.push(l),
+      interactive: true,
+      ask: () => Promise.resolve('y'),
+    });
     expect(yes).toBe(0);
     const after = await StateStore.read(path);
     expect(after.streams['users:*']).toEqual({ lastRun });
@@ -52,17 +63,37 @@ describe('reset', () => {
     const running = await StateStore.open(path, { clock: systemClock, purpose: 'sync' });
     cleanups.push(() => void running.close());
     const lines: string[] = [];
-    const code = await resetCommand(resolveResetConfig({ state: path, resources: 'users', yes: true }, {}), { print: (l) => lines.push(l), interactive: false });
-    expect({ code, line: lines.at(-1) }).toEqual({ code: EXIT_CODES.state, line: expect.stringMatching(/^reset FAILED: .*(sync|lock|lease)/i) as unknown });
+    const code = await resetCommand(resolveResetConfig({ state: path, resources: 'users', yes: true }, {}), {
+      print: (l) => lines.push(l),
+      interactive: false,
+    });
+    expect({ code, line: lines.at(-1) }).toEqual({
+      code: EXIT_CODES.state,
+      line: expect.stringMatching(/^reset FAILED: .*(sync|lock|lease)/i) as unknown,
+    });
     expect(await StateStore.read(path)).toEqual(before);
   });
 
   it('refuses to run without --resources, and without --yes off a terminal (exit 2)', async () => {
     const path = await stateWithMarks();
     const lines: string[] = [];
-    expect(await resetCommand(resolveResetConfig({ state: path, yes: true }, {}), { print: (l) => lines.push(l), interactive: false })).toBe(2);
-    expect(lines.pop()).toMatch(new RegExp(`name the streams to forget with --resources .*every resource: --resources ${RESOURCE_NAMES.join(',')}\\)$`));
-    expect(await resetCommand(resolveResetConfig({ state: path, resources: 'users' }, {}), { print: (l) => lines.push(l), interactive: false })).toBe(2);
+    expect(
+      await resetCommand(resolveResetConfig({ state: path, yes: true }, {}), {
+        print: (l) => lines.push(l),
+        interactive: false,
+      }),
+    ).toBe(2);
+    expect(lines.pop()).toMatch(
+      new RegExp(
+        `name the streams to forget with --resources .*every resource: --resources ${RESOURCE_NAMES.join(',')}\\)$`,
+      ),
+    );
+    expect(
+      await resetCommand(resolveResetConfig({ state: path, resources: 'users' }, {}), {
+        print: (l) => lines.push(l),
+        interactive: false,
+      }),
+    ).toBe(2);
     expect(lines.pop()).toMatch(/pass --yes/);
   });
 });

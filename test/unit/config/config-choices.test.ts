@@ -24,10 +24,21 @@ function refused(env: NodeJS.ProcessEnv): string {
 describe('choices come from the option table', () => {
   it('every choice sync takes refuses a value outside its choices, naming the variable, the choices and the value', () => {
     const choices = OPTIONS.filter((o) => o.kind === 'choice' && o.commands.includes('sync') && o.name !== 'log-level');
-    expect(choices.map((o) => o.name).sort()).toEqual(['aggregates-interval', 'bq-upsert', 'destination', 'log-format', 'reconcile', 'schema-contract', 'traces']);
+    expect(choices.map((o) => o.name).sort()).toEqual([
+      'aggregates-interval',
+      'bq-upsert',
+      'destination',
+      'log-format',
+      'reconcile',
+      'schema-contract',
+      'traces',
+    ]);
     for (const option of choices) {
       // The BigQuery layout is read only for a BigQuery destination.
-      const bigquery = option.name === 'bq-upsert' ? { [envName('destination')]: 'bigquery', [envName('bq-project')]: 'p', [envName('bq-dataset')]: 'd' } : {};
+      const bigquery =
+        option.name === 'bq-upsert'
+          ? { [envName('destination')]: 'bigquery', [envName('bq-project')]: 'p', [envName('bq-dataset')]: 'd' }
+          : {};
       const message = refused({ ...ENV, ...bigquery, [envName(option.name)]: 'bogus' });
       expect(message, option.name).toMatch(new RegExp(`^${envName(option.name)}: expected .+, got "bogus"$`));
       for (const choice of option.choices ?? []) expect(message, option.name).toContain(choice);
@@ -38,8 +49,12 @@ describe('choices come from the option table', () => {
     expect(refused({ ...ENV, [envName('traces')]: 'some' })).toBe(
       `${envName('traces')}: expected all, traced (events whose tool_calls, error_spans or model show a trace) or none, got "some"`,
     );
-    expect(refused({ ...ENV, [envName('reconcile')]: 'on' })).toBe(`${envName('reconcile')}: expected off, check (report differences, exit 5) or repair (re-read them), got "on"`);
-    expect(refused({ ...ENV, [envName('destination')]: 'pg' })).toBe(`${envName('destination')}: expected duckdb or bigquery, got "pg"`);
+    expect(refused({ ...ENV, [envName('reconcile')]: 'on' })).toBe(
+      `${envName('reconcile')}: expected off, check (report differences, exit 5) or repair (re-read them), got "on"`,
+    );
+    expect(refused({ ...ENV, [envName('destination')]: 'pg' })).toBe(
+      `${envName('destination')}: expected duckdb or bigquery, got "pg"`,
+    );
   });
 
   it('nothing given takes each default from the table; a valid choice is taken as given', () => {
@@ -50,7 +65,15 @@ describe('choices come from the option table', () => {
     expect(config.destination).toBe('duckdb');
     expect(config.aggregatesInterval).toBe('day');
     expect(config.bigquery).toBeUndefined();
-    const chosen = resolveSyncConfig({}, { ...ENV, [envName('traces')]: 'traced', [envName('reconcile')]: 'off', [envName('aggregates-interval')]: 'hour' });
+    const chosen = resolveSyncConfig(
+      {},
+      {
+        ...ENV,
+        [envName('traces')]: 'traced',
+        [envName('reconcile')]: 'off',
+        [envName('aggregates-interval')]: 'hour',
+      },
+    );
     expect([chosen.traces, chosen.reconcile, chosen.aggregatesInterval]).toEqual(['traced', 'off', 'hour']);
   });
 });

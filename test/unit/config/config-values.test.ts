@@ -34,15 +34,20 @@ describe('parseStrictDuration', () => {
 
   it('takes a bare zero (no unit to get wrong), and refuses any other bare number, suggesting units', () => {
     for (const zero of ['0', '00', '0.0', ' 0 ']) expect(parseStrictDuration('--lock-wait', zero), zero).toBe(0);
-    expect(refusal(() => parseStrictDuration('--window', '90'))).toBe('--window: "90" has no unit; write it with one, e.g. 90s, 90m, 90h or 90d (units: ms, s, m, h, d, w)');
-    expect(refusal(() => parseStrictDuration('QUERY_SYNC_LOOKBACK', '0.5'))).toMatch(/^QUERY_SYNC_LOOKBACK: "0\.5" has no unit/);
+    expect(refusal(() => parseStrictDuration('--window', '90'))).toBe(
+      '--window: "90" has no unit; write it with one, e.g. 90s, 90m, 90h or 90d (units: ms, s, m, h, d, w)',
+    );
+    expect(refusal(() => parseStrictDuration('QUERY_SYNC_LOOKBACK', '0.5'))).toMatch(
+      /^QUERY_SYNC_LOOKBACK: "0\.5" has no unit/,
+    );
   });
 
   it('refuses unknown units, negative and empty values, naming the setting and the value', () => {
     for (const bad of ['15 minutes', '1y', '-5m', '', 'm', '1h30m', '1e3s']) {
-      expect(refusal(() => parseStrictDuration('--lookback', bad)), bad).toBe(
-        `--lookback: expected a duration with a unit such as 500ms, 30s, 15m, 1h or 1d, got "${bad}"`,
-      );
+      expect(
+        refusal(() => parseStrictDuration('--lookback', bad)),
+        bad,
+      ).toBe(`--lookback: expected a duration with a unit such as 500ms, 30s, 15m, 1h or 1d, got "${bad}"`);
     }
   });
 });
@@ -61,9 +66,14 @@ describe('parseSize', () => {
   });
 
   it('refuses a bare number, suggesting units, and anything else that is not a size', () => {
-    expect(refusal(() => parseSize('--batch-bytes', '8'))).toBe('--batch-bytes: "8" has no unit; write it with one, e.g. 8MB or 8GB (units: KB, MB, GB, TB, KiB, MiB, GiB)');
+    expect(refusal(() => parseSize('--batch-bytes', '8'))).toBe(
+      '--batch-bytes: "8" has no unit; write it with one, e.g. 8MB or 8GB (units: KB, MB, GB, TB, KiB, MiB, GiB)',
+    );
     for (const bad of ['8 megabytes', 'MB', '-1GB', '1PB', '']) {
-      expect(refusal(() => parseSize('--batch-bytes', bad)), bad).toBe(`--batch-bytes: expected a size with a unit such as 32MB or 1GB, got "${bad}"`);
+      expect(
+        refusal(() => parseSize('--batch-bytes', bad)),
+        bad,
+      ).toBe(`--batch-bytes: expected a size with a unit such as 32MB or 1GB, got "${bad}"`);
     }
   });
 });
@@ -78,20 +88,37 @@ describe('parseInstant', () => {
   });
 
   it('refuses days and hours that do not exist rather than rolling them over', () => {
-    for (const bad of ['2026-02-29T00:00:00Z', '2026-02-30T00:00:00Z', '2026-04-31T00:00:00Z', '2026-13-01T00:00:00Z', '2026-03-01T24:00:00Z', '2026-03-01T10:60:00Z', '2026-03-01T10:00:60Z']) {
-      expect(refusal(() => parseInstant('--to', bad)), bad).toMatch(new RegExp(`^--to: "${bad}" is not a real date and time \\(no such day or hour\\)`));
+    for (const bad of [
+      '2026-02-29T00:00:00Z',
+      '2026-02-30T00:00:00Z',
+      '2026-04-31T00:00:00Z',
+      '2026-13-01T00:00:00Z',
+      '2026-03-01T24:00:00Z',
+      '2026-03-01T10:60:00Z',
+      '2026-03-01T10:00:60Z',
+    ]) {
+      expect(
+        refusal(() => parseInstant('--to', bad)),
+        bad,
+      ).toMatch(new RegExp(`^--to: "${bad}" is not a real date and time \\(no such day or hour\\)`));
     }
   });
 
   it('refuses a time without an offset (the machine zone would be guessed), saying to add one; other text gets the expected form', () => {
     const example = 'such as 2026-01-01T00:00:00Z or 2026-01-01T09:00:00+09:00';
     for (const local of ['2026-03-01', '2026-03-01T10:00', '2026-03-01T10:00:00.5']) {
-      expect(refusal(() => parseInstant('--start', local)), local).toBe(
+      expect(
+        refusal(() => parseInstant('--start', local)),
+        local,
+      ).toBe(
         `--start: expected an ISO-8601 instant with its offset, ${example}, got "${local}" (it has no offset: add Z for UTC, or +hh:mm)`,
       );
     }
     for (const other of ['yesterday', '1740787200', '2026-03-01 10:00:00Z', '2026-03-01T10:00:00+0900']) {
-      expect(refusal(() => parseInstant('--start', other)), other).toBe(`--start: expected an ISO-8601 instant with its offset, ${example}, got "${other}"`);
+      expect(
+        refusal(() => parseInstant('--start', other)),
+        other,
+      ).toBe(`--start: expected an ISO-8601 instant with its offset, ${example}, got "${other}"`);
     }
   });
 });

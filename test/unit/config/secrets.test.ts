@@ -12,13 +12,26 @@ describe('the secrets a process was given, for the one redaction of everything i
     const fromEnv = join(d, 'key-b');
     writeFileSync(fromFlag, 'qs_org_from_flag_file\n');
     writeFileSync(fromEnv, 'qs_org_from_env_file');
-    const found = secretsGiven(['sync', '--api-key', 'qs_org_flag', '--api-key-file', fromFlag, '--hash-salt=pepper-1234'], {
-      QUERY_API_KEY: 'qs_org_env',
-      QUERY_SYNC_API_KEY: 'qs_org_env2',
-      QUERY_SYNC_API_KEY_FILE: fromEnv,
-      QUERY_SYNC_HASH_SALT: 'salt-from-env',
-    });
-    expect(new Set(found)).toEqual(new Set(['qs_org_env', 'qs_org_env2', 'salt-from-env', 'qs_org_flag', 'pepper-1234', 'qs_org_from_flag_file', 'qs_org_from_env_file']));
+    const found = secretsGiven(
+      ['sync', '--api-key', 'qs_org_flag', '--api-key-file', fromFlag, '--hash-salt=pepper-1234'],
+      {
+        QUERY_API_KEY: 'qs_org_env',
+        QUERY_SYNC_API_KEY: 'qs_org_env2',
+        QUERY_SYNC_API_KEY_FILE: fromEnv,
+        QUERY_SYNC_HASH_SALT: 'salt-from-env',
+      },
+    );
+    expect(new Set(found)).toEqual(
+      new Set([
+        'qs_org_env',
+        'qs_org_env2',
+        'salt-from-env',
+        'qs_org_flag',
+        'pepper-1234',
+        'qs_org_from_flag_file',
+        'qs_org_from_env_file',
+      ]),
+    );
     // What a last-resort error print would show.
     const message = 'Error: GET /v1/events failed: server said "qs_org_from_flag_file is not allowed"';
     expect(redact(message, found)).toBe('Error: GET /v1/events failed: server said "[redacted] is not allowed"');

@@ -3,7 +3,15 @@ import { conversations } from '../../../connectors/conversations.js';
 import { OrderLearner, offsetOf } from '../../../src/extract/list-watch.js';
 
 const at = (minute: number): string => new Date(Date.UTC(2026, 10, 20, 10, minute)).toISOString();
-const convo = (id: string, started: number, last: number): { id: string; started_at: string; last_message_at: string } => ({ id, started_at: at(started), last_message_at: at(last) });
+const convo = (
+  id: string,
+  started: number,
+  last: number,
+): { id: string; started_at: string; last_message_at: string } => ({
+  id,
+  started_at: at(started),
+  last_message_at: at(last),
+});
 
 describe('OrderLearner: the order of a list, from its records only', () => {
   it('sequential conversations look sorted by both fields: nothing is proven (the walk must read on)', () => {

@@ -15,7 +15,6 @@ import { onCleanup } from '../../fakes/lifecycle.js';
 
 /** The cursor loop of `src/extract/paginate.ts` against a real HTTP server on loopback, through the real client. */
 
-
 const FROM = Date.parse('2026-11-20T00:00:00Z');
 const TO = Date.parse('2026-11-20T01:00:00Z');
 
@@ -28,7 +27,10 @@ interface Seen {
 async function server(answer: (cursor: string | null, res: ServerResponse) => void) {
   const seen: Seen[] = [];
   const handler = (req: IncomingMessage, url: URL, res: ServerResponse): void => {
-    seen.push({ query: Object.fromEntries(url.searchParams), project: req.headers['x-service-project-id'] as string | undefined });
+    seen.push({
+      query: Object.fromEntries(url.searchParams),
+      project: req.headers['x-service-project-id'] as string | undefined,
+    });
     answer(url.searchParams.get('cursor'), res);
   };
   const srv = await startServer({ '/v1/events': handler, '/v1/users': handler });
@@ -63,7 +65,12 @@ async function collect(pages: AsyncGenerator<Page>): Promise<{ ids: string[]; er
   return { ids };
 }
 
-const eventsWalk = (extra: Partial<WalkRequest> = {}): WalkRequest => ({ resource: events, scope: singleProjectScope('alpha'), window: { fromMs: FROM, toMs: TO }, ...extra });
+const eventsWalk = (extra: Partial<WalkRequest> = {}): WalkRequest => ({
+  resource: events,
+  scope: singleProjectScope('alpha'),
+  window: { fromMs: FROM, toMs: TO },
+  ...extra,
+});
 
 describe('walkQuery: the first page', () => {
   it('sends the resource params, the page size, the window as [gte, lt) and a narrowed "*" as project_ids', () => {
@@ -73,7 +80,11 @@ describe('walkQuery: the first page', () => {
       'timestamp[gte]': '2026-11-20T00:00:00.000Z',
       'timestamp[lt]': '2026-11-20T01:00:00.000Z',
     });
-    expect(walkQuery({ resource: events, scope: allProjectsScope(['b', 'a']) })).toEqual({ order_by: '-timestamp', limit: '100', project_ids: 'a,b' });
+    expect(walkQuery({ resource: events, scope: allProjectsScope(['b', 'a']) })).toEqual({
+      order_by: '-timestamp',
+      limit: '100',
+      project_ids: 'a,b',
+    });
     const q = walkQuery({ resource: users, scope: singleProjectScope(undefined) });
     expect(q).not.toHaveProperty('project_ids');
     expect(q).not.toHaveProperty('cursor');
@@ -98,7 +109,9 @@ describe('paginate: every page of one walk', () => {
   });
 
   it('pulls one page at a time: no request for the next page until the caller asks for it', async () => {
-    const { seen, client } = await server((cursor, res) => json(res, 200, cursor === null ? page(['a'], 'c1', true) : page(['b'], null, false)));
+    const { seen, client } = await server((cursor, res) =>
+      json(res, 200, cursor === null ? page(['a'], 'c1', true) : page(['b'], null, false)),
+    );
     const walk = paginate(client, eventsWalk(), ctx());
     const first = await walk.next();
     expect(first.done).toBe(false);
@@ -110,7 +123,9 @@ describe('paginate: every page of one walk', () => {
   });
 
   it('resumes from a checkpointed cursor, and treats the server handing it back as a loop', async () => {
-    const { seen, client } = await server((cursor, res) => json(res, 200, cursor === 'saved' ? page(['x'], 'next', true) : page(['y'], 'saved', true)));
+    const { seen, client } = await server((cursor, res) =>
+      json(res, 200, cursor === 'saved' ? page(['x'], 'next', true) : page(['y'], 'saved', true)),
+    );
     const { ids, error } = await collect(paginate(client, eventsWalk({ startCursor: 'saved' }), ctx()));
     expect(seen.map((s) => s.query.cursor)).toEqual(['saved', 'next']);
     expect(ids).toEqual(['x', 'y']); // the pages read are yielded before the loop is found
@@ -119,7 +134,9 @@ describe('paginate: every page of one walk', () => {
   });
 
   it('stops on a cursor seen twice in one walk', async () => {
-    const { client } = await server((cursor, res) => json(res, 200, page([cursor ?? 'first'], cursor === null ? 'c1' : cursor === 'c1' ? 'c2' : 'c1', true)));
+    const { client } = await server((cursor, res) =>
+      json(res, 200, page([cursor ?? 'first'], cursor === null ? 'c1' : cursor === 'c1' ? 'c2' : 'c1', true)),
+    );
     const { ids, error } = await collect(paginate(client, eventsWalk(), ctx()));
     expect(ids).toEqual(['first', 'c1', 'c2']);
     expect(error).toBeInstanceOf(PaginationError);
@@ -146,7 +163,9 @@ describe('paginate: every page of one walk', () => {
   it('a 400, 404 or 410 on a page with a cursor is a refused cursor; on the first page it stays the API error it is', async () => {
     for (const status of [400, 404, 410]) {
       const { client } = await server((cursor, res) =>
-        cursor === null ? json(res, 200, page(['a'], 'old', true)) : json(res, status, { error: { code: 'bad_request', message: 'gone' } }),
+        cursor === null
+          ? json(res, 200, page(['a'], 'old', true))
+          : json(res, status, { error: { code: 'bad_request', message: 'gone' } }),
       );
       const { ids, error } = await collect(paginate(client, eventsWalk(), ctx()));
       expect(ids).toEqual(['a']);
@@ -154,7 +173,9 @@ describe('paginate: every page of one walk', () => {
       expect((error as CursorRejectedError).status).toBe(status);
       expect((error as Error).message).toMatch(/^the server refused cursor old: /);
     }
-    const { client } = await server((_c, res) => json(res, 400, { error: { code: 'bad_request', message: 'unknown field' } }));
+    const { client } = await server((_c, res) =>
+      json(res, 400, { error: { code: 'bad_request', message: 'unknown field' } }),
+    );
     const { error } = await collect(paginate(client, eventsWalk(), ctx()));
     expect(error).toBeInstanceOf(FatalApiError);
     expect(error).not.toBeInstanceOf(CursorRejectedError);
@@ -162,7 +183,9 @@ describe('paginate: every page of one walk', () => {
 
   it('another 4xx on a page with a cursor is a refused cursor only when its body speaks of the cursor', async () => {
     const answer = (message: string) => (cursor: string | null, res: ServerResponse) =>
-      cursor === null ? json(res, 200, page(['a'], 'c1', true)) : json(res, 422, { error: { code: 'invalid', message } });
+      cursor === null
+        ? json(res, 200, page(['a'], 'c1', true))
+        : json(res, 422, { error: { code: 'invalid', message } });
     const named = await server(answer('Cursor expired'));
     expect((await collect(paginate(named.client, eventsWalk(), ctx()))).error).toBeInstanceOf(CursorRejectedError);
     const other = await server(answer('limit too large'));

@@ -28,16 +28,27 @@ const MIN = 60_000;
 
 describe('nextWindow', () => {
   it('reads all history (or from --start) on a first sync, up to the run start', () => {
-    expect(nextWindow({}, { runStartMs: T, lookbackMs: 15 * MIN })).toEqual({ window: { fromMs: 0, toMs: T }, cursor: undefined });
-    expect(nextWindow({}, { runStartMs: T, lookbackMs: 15 * MIN, startMs: T - 100 })?.window).toEqual({ fromMs: T - 100, toMs: T });
+    expect(nextWindow({}, { runStartMs: T, lookbackMs: 15 * MIN })).toEqual({
+      window: { fromMs: 0, toMs: T },
+      cursor: undefined,
+    });
+    expect(nextWindow({}, { runStartMs: T, lookbackMs: 15 * MIN, startMs: T - 100 })?.window).toEqual({
+      fromMs: T - 100,
+      toMs: T,
+    });
   });
   it('re-reads the lookback before the mark', () => {
     const mark = new Date(T - 60 * MIN).toISOString();
-    expect(nextWindow({ mark }, { runStartMs: T, lookbackMs: 15 * MIN })?.window).toEqual({ fromMs: T - 75 * MIN, toMs: T });
+    expect(nextWindow({ mark }, { runStartMs: T, lookbackMs: 15 * MIN })?.window).toEqual({
+      fromMs: T - 75 * MIN,
+      toMs: T,
+    });
   });
   it('resumes a checkpoint before anything else', () => {
     const pending = { from: new Date(0).toISOString(), to: new Date(T - MIN).toISOString(), cursor: 'c9' };
-    expect(nextWindow({ mark: new Date(T - 5 * MIN).toISOString(), pending }, { runStartMs: T, lookbackMs: MIN })).toEqual({
+    expect(
+      nextWindow({ mark: new Date(T - 5 * MIN).toISOString(), pending }, { runStartMs: T, lookbackMs: MIN }),
+    ).toEqual({
       window: { fromMs: 0, toMs: T - MIN },
       cursor: 'c9',
     });
@@ -87,7 +98,13 @@ describe('extract/windows: making and comparing windows', () => {
     expect(isEmptyWindow({ fromMs: 6, toMs: 5 })).toBe(true);
     expect(isEmptyWindow({ fromMs: 5, toMs: 6 })).toBe(false);
     expect(sameWindow({ fromMs: 1, toMs: 2 }, { fromMs: 1, toMs: 2 })).toBe(true);
-    expect([{ fromMs: 2, toMs: 3 }, { fromMs: 1, toMs: 5 }, { fromMs: 1, toMs: 2 }].sort(compareWindows)).toEqual([
+    expect(
+      [
+        { fromMs: 2, toMs: 3 },
+        { fromMs: 1, toMs: 5 },
+        { fromMs: 1, toMs: 2 },
+      ].sort(compareWindows),
+    ).toEqual([
       { fromMs: 1, toMs: 2 },
       { fromMs: 1, toMs: 5 },
       { fromMs: 2, toMs: 3 },
@@ -108,13 +125,19 @@ describe('extract/windows: making and comparing windows', () => {
     expect(syncWindow(undefined, { runStartMs: T, lookbackMs: MIN })).toEqual({ fromMs: 0, toMs: T });
     expect(syncWindow(undefined, { runStartMs: T, lookbackMs: MIN, startMs: T })).toBeUndefined();
     expect(syncWindow(T - 10 * MIN, { runStartMs: T, lookbackMs: MIN })).toEqual({ fromMs: T - 11 * MIN, toMs: T });
-    expect(syncWindow(T - 10 * MIN, { runStartMs: T, lookbackMs: MIN, startMs: T - 5 * MIN - 1 })).toEqual({ fromMs: T - 5 * MIN - 1, toMs: T });
+    expect(syncWindow(T - 10 * MIN, { runStartMs: T, lookbackMs: MIN, startMs: T - 5 * MIN - 1 })).toEqual({
+      fromMs: T - 5 * MIN - 1,
+      toMs: T,
+    });
     expect(syncWindow(T, { runStartMs: T, lookbackMs: MIN })).toBeUndefined();
   });
 });
 
 /** Every sub-window list must cover the window exactly: consecutive, no gap, no overlap, none empty. */
-function expectExactCover(window: { fromMs: number; toMs: number }, parts: readonly { fromMs: number; toMs: number }[]): void {
+function expectExactCover(
+  window: { fromMs: number; toMs: number },
+  parts: readonly { fromMs: number; toMs: number }[],
+): void {
   expect(parts[0]?.fromMs).toBe(window.fromMs);
   expect(parts[parts.length - 1]?.toMs).toBe(window.toMs);
   for (let i = 0; i < parts.length; i += 1) {
@@ -230,7 +253,12 @@ describe('extract/windows: finished ranges and the gaps they leave', () => {
       { fromMs: 30, toMs: 40 },
     ]);
     // A one-ms hole stays a hole.
-    expect(mergeWindows([{ fromMs: 0, toMs: 5 }, { fromMs: 6, toMs: 9 }])).toHaveLength(2);
+    expect(
+      mergeWindows([
+        { fromMs: 0, toMs: 5 },
+        { fromMs: 6, toMs: 9 },
+      ]),
+    ).toHaveLength(2);
   });
 
   it('computes the gaps left, finished in any order', () => {
@@ -246,8 +274,18 @@ describe('extract/windows: finished ranges and the gaps they leave', () => {
       { fromMs: 0, toMs: 4 },
       { fromMs: 5, toMs: 10 },
     ]);
-    expect(isCovered(window, [{ fromMs: 0, toMs: 50 }, { fromMs: 50, toMs: 100 }])).toBe(true);
-    expect(isCovered(window, [{ fromMs: 0, toMs: 50 }, { fromMs: 51, toMs: 100 }])).toBe(false);
+    expect(
+      isCovered(window, [
+        { fromMs: 0, toMs: 50 },
+        { fromMs: 50, toMs: 100 },
+      ]),
+    ).toBe(true);
+    expect(
+      isCovered(window, [
+        { fromMs: 0, toMs: 50 },
+        { fromMs: 51, toMs: 100 },
+      ]),
+    ).toBe(false);
     expect(isCovered({ fromMs: 3, toMs: 3 }, [])).toBe(true);
   });
 
@@ -280,7 +318,10 @@ describe('extract/windows: finding the data with few counts', () => {
     const buckets = await suffixCounts(window, 3000, count);
     expect(asked).toBeLessThanOrEqual(6);
     expect(buckets.reduce((n, b) => n + b.count, 0)).toBe(3000);
-    expectExactCover(window, buckets.map((b) => b.window));
+    expectExactCover(
+      window,
+      buckets.map((b) => b.window),
+    );
     const parts = splitByCounts(window, 6, buckets);
     expectExactCover(window, parts);
     const perPart = parts.map((p) => times.filter((t) => inWindow(p, t)).length);
@@ -311,7 +352,10 @@ describe('extract/windows: finding the data with few counts', () => {
 describe('splitIntoPages', () => {
   const w = { fromMs: 0, toMs: 1_000 };
   // 100 buckets of 10 ms; 37 records each except a few.
-  const counts = Array.from({ length: 100 }, (_, i) => ({ window: { fromMs: i * 10, toMs: i * 10 + 10 }, count: i % 7 === 0 ? 13 : 37 }));
+  const counts = Array.from({ length: 100 }, (_, i) => ({
+    window: { fromMs: i * 10, toMs: i * 10 + 10 },
+    count: i % 7 === 0 ? 13 : 37,
+  }));
   const total = counts.reduce((n, c) => n + c.count, 0);
   const inside = (sub: { fromMs: number; toMs: number }): number =>
     counts.filter((c) => c.window.fromMs >= sub.fromMs && c.window.toMs <= sub.toMs).reduce((n, c) => n + c.count, 0);
@@ -330,7 +374,11 @@ describe('splitIntoPages', () => {
     const pages = parts.reduce((n, p) => n + Math.ceil(inside(p) / 100), 0);
     expect(pages).toBeLessThanOrEqual(Math.ceil(total / 100) + 1);
     // Cutting at equal shares instead (splitByCounts) spends about one partial page per sub-window.
-    const naive = splitByCounts(w, 4, counts).reduce((n, p) => n + Math.ceil(inside({ fromMs: Math.ceil(p.fromMs / 10) * 10, toMs: Math.ceil(p.toMs / 10) * 10 }) / 100), 0);
+    const naive = splitByCounts(w, 4, counts).reduce(
+      (n, p) =>
+        n + Math.ceil(inside({ fromMs: Math.ceil(p.fromMs / 10) * 10, toMs: Math.ceil(p.toMs / 10) * 10 }) / 100),
+      0,
+    );
     expect(pages).toBeLessThanOrEqual(naive);
   });
 
@@ -341,7 +389,10 @@ describe('splitIntoPages', () => {
     seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
     return seed / 2_147_483_648;
   };
-  const hours = Array.from({ length: 720 }, (_, i) => ({ window: { fromMs: i * 10, toMs: i * 10 + 10 }, count: 90 + Math.floor(random() * 40) }));
+  const hours = Array.from({ length: 720 }, (_, i) => ({
+    window: { fromMs: i * 10, toMs: i * 10 + 10 },
+    count: 90 + Math.floor(random() * 40),
+  }));
   const hoursTotal = hours.reduce((n, c) => n + c.count, 0);
 
   it('reads no more pages than one walk when the total is not a whole number of pages, at every number of parts', () => {
@@ -374,7 +425,9 @@ describe('splitIntoPages', () => {
     const subs = splitIntoPages({ fromMs: 0, toMs: 7_200 }, 8, hours, 100);
     for (const p of subs) {
       expect(p.fromMs % 10).toBe(0);
-      const records = hours.filter((c) => c.window.fromMs >= p.fromMs && c.window.toMs <= p.toMs).reduce((n, c) => n + c.count, 0);
+      const records = hours
+        .filter((c) => c.window.fromMs >= p.fromMs && c.window.toMs <= p.toMs)
+        .reduce((n, c) => n + c.count, 0);
       // Each cut within an eighth of a share of its target: a part within a quarter of a share.
       expect(Math.abs(records - hoursTotal / 8)).toBeLessThanOrEqual(hoursTotal / 8 / 4 + 130);
     }
@@ -391,14 +444,20 @@ describe('splitIntoPages', () => {
     const even = splitIntoPages(window, 2, buckets, 100);
     expect(splitPages(even, buckets, 100), 'within an eighth: a page more than one walk').toBe(21);
     const whole = splitIntoPages(window, 2, buckets, 100, 1 / 4);
-    expect(whole).toEqual([{ fromMs: 0, toMs: 10 }, { fromMs: 10, toMs: 1_730 }]);
+    expect(whole).toEqual([
+      { fromMs: 0, toMs: 10 },
+      { fromMs: 10, toMs: 1_730 },
+    ]);
     expect(splitPages(whole, buckets, 100)).toBe(20);
     // An eighth (the default): the same cut as without.
     expect(splitIntoPages(window, 2, buckets, 100, 1 / 8)).toEqual(even);
   });
 
   it('falls back to time where the counts say nothing', () => {
-    expect(splitIntoPages(w, 2, [], 100)).toEqual([{ fromMs: 0, toMs: 500 }, { fromMs: 500, toMs: 1_000 }]);
+    expect(splitIntoPages(w, 2, [], 100)).toEqual([
+      { fromMs: 0, toMs: 500 },
+      { fromMs: 500, toMs: 1_000 },
+    ]);
     expect(splitIntoPages({ fromMs: 5, toMs: 5 }, 2, counts, 100)).toEqual([]);
   });
 });

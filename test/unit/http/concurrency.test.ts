@@ -7,7 +7,10 @@ function fakeClock(): { now: () => number; advance: (ms: number) => void } {
   return { now: () => t, advance: (ms) => (t += ms) };
 }
 
-function controller(options: Partial<ConcurrencyOptions> & { max: number }): { c: ConcurrencyController; clock: ReturnType<typeof fakeClock> } {
+function controller(options: Partial<ConcurrencyOptions> & { max: number }): {
+  c: ConcurrencyController;
+  clock: ReturnType<typeof fakeClock>;
+} {
   const clock = fakeClock();
   return { c: new ConcurrencyController({ now: clock.now, ...options }), clock };
 }

@@ -26,7 +26,9 @@ describe('classifyStatus', () => {
   });
   it('retries resets and timeouts, not programming errors', () => {
     expect(classifyTransportError(Object.assign(new Error('x'), { code: 'ECONNRESET' })).kind).toBe('retry');
-    expect(classifyTransportError(Object.assign(new Error('x'), { code: 'UND_ERR_HEADERS_TIMEOUT' })).kind).toBe('retry');
+    expect(classifyTransportError(Object.assign(new Error('x'), { code: 'UND_ERR_HEADERS_TIMEOUT' })).kind).toBe(
+      'retry',
+    );
     expect(classifyTransportError(new Error('other side closed')).kind).toBe('retry');
     expect(classifyTransportError(new TypeError('bad')).kind).toBe('fail');
   });

@@ -456,9 +456,9 @@ describe('createScheduler: throughput', () => {
 describe('createScheduler: options', () => {
   it('rejects limits it cannot keep', () => {
     expect(() => createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 0 } })).toThrow(RangeError);
-    expect(() =>
-      createScheduler({ limits: DEFAULT_RATE_LIMITS, safetyMarginMs: { secondMs: -1 } }),
-    ).toThrow(RangeError);
+    expect(() => createScheduler({ limits: DEFAULT_RATE_LIMITS, safetyMarginMs: { secondMs: -1 } })).toThrow(
+      RangeError,
+    );
   });
 
   it('uses the given margins', async () => {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { capabilitiesOf, keepsState, refreshes, type OptionalCapabilities } from '../../../src/load/destination-capabilities.js';
+import {
+  capabilitiesOf,
+  keepsState,
+  refreshes,
+  type OptionalCapabilities,
+} from '../../../src/load/destination-capabilities.js';
 import type { Destination } from '../../../src/load/destination.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
 import type { Publisher } from '../../../src/publish/publisher.js';
@@ -15,7 +20,14 @@ describe('destination capabilities, checked once', () => {
       expect(offered(duckdb)).toEqual(['byProject', 'drop', 'refresh', 'state', 'views', 'windows']);
       expect(duckdb.can, 'checked once, when it was made').toBe(duckdb.can);
       expect(duckdb.can.state?.stateLocation).toBe('table _query_sync_state of DuckDB file :memory:');
-      expect(await duckdb.can.windows?.countWindow('missing', { projectId: 'p', column: 'timestamp', fromIso: '2024-01-01T00:00:00Z', toIso: '2024-01-02T00:00:00Z' })).toBe(0);
+      expect(
+        await duckdb.can.windows?.countWindow('missing', {
+          projectId: 'p',
+          column: 'timestamp',
+          fromIso: '2024-01-01T00:00:00Z',
+          toIso: '2024-01-02T00:00:00Z',
+        }),
+      ).toBe(0);
     } finally {
       await duckdb.close();
     }
@@ -23,7 +35,16 @@ describe('destination capabilities, checked once', () => {
 
   it('BigQuery also bills and keeps the run lease in its dataset', async () => {
     const bigquery = testBigQueryDestination();
-    expect(offered(bigquery)).toEqual(['billing', 'byProject', 'drop', 'leases', 'refresh', 'state', 'views', 'windows']);
+    expect(offered(bigquery)).toEqual([
+      'billing',
+      'byProject',
+      'drop',
+      'leases',
+      'refresh',
+      'state',
+      'views',
+      'windows',
+    ]);
     expect(bigquery.can.billing?.billing()).toEqual({ bytesBilled: 0, bytesProcessed: 0, queryJobs: 0, byTable: {} });
     await bigquery.close();
   });
@@ -48,11 +69,17 @@ describe('destination capabilities, checked once', () => {
       const tracked = trackWrites(duckdb, { mark: (table: string) => void marked.push(table) } as unknown as Publisher);
       expect(offered(tracked)).toEqual(offered(duckdb));
       expect(tracked.can.windows).toBe(duckdb.can.windows);
-      await duckdb.query('CREATE TABLE users (id VARCHAR); CREATE TABLE _query_sync_refresh_users (id VARCHAR); CREATE TABLE gone (id VARCHAR)');
+      await duckdb.query(
+        'CREATE TABLE users (id VARCHAR); CREATE TABLE _query_sync_refresh_users (id VARCHAR); CREATE TABLE gone (id VARCHAR)',
+      );
       await tracked.can.refresh?.replaceTables([{ table: 'users', shadow: '_query_sync_refresh_users' }]);
       await tracked.can.drop?.dropTable('gone');
       expect(marked).toEqual(['users', 'gone']);
-      expect((await duckdb.query("SELECT table_name FROM duckdb_tables() WHERE NOT temporary ORDER BY table_name")).map((r) => r.table_name)).toEqual(['users']);
+      expect(
+        (await duckdb.query('SELECT table_name FROM duckdb_tables() WHERE NOT temporary ORDER BY table_name')).map(
+          (r) => r.table_name,
+        ),
+      ).toEqual(['users']);
     } finally {
       await duckdb.close();
     }

@@ -20,11 +20,15 @@ describe('withContract', () => {
     expect(() => frozen.transform?.({ id: 'e2', timestamp: '2026-01-01T00:00:00Z', model: 'gpt' })).toThrow(
       /a record of events \(key e2\) has the new field "model" \(string\)/,
     );
-    expect(() => frozen.transform?.({ id: 'e3', n: 'three' })).toThrow(/field "n" of events \(key e3\) is a string where column "n" is int64; .* variant column n__v_string/);
+    expect(() => frozen.transform?.({ id: 'e3', n: 'three' })).toThrow(
+      /field "n" of events \(key e3\) is a string where column "n" is int64; .* variant column n__v_string/,
+    );
     expect(() => frozen.transform?.({ id: 'e3', n: 'three' })).toThrow(DataError);
   });
 
   it('freeze refuses a table that does not exist yet', () => {
-    expect(() => withContract(events, undefined, 'freeze').transform?.({ id: 'e' })).toThrow(/table "events" does not exist/);
+    expect(() => withContract(events, undefined, 'freeze').transform?.({ id: 'e' })).toThrow(
+      /table "events" does not exist/,
+    );
   });
 });

@@ -46,7 +46,9 @@ describe('SchemaTracker.normalize', () => {
 
   it('keeps nanosecond integers beyond 2^53 exact as bigint', () => {
     const t = new SchemaTracker(traces);
-    const rec = parseJson('{"span_id":"s1","start_time_ns":1763630000123456789,"end_time_ns":1763630000223456789}') as ApiRecord;
+    const rec = parseJson(
+      '{"span_id":"s1","start_time_ns":1763630000123456789,"end_time_ns":1763630000223456789}',
+    ) as ApiRecord;
     const row = t.normalize(rec, 'p', at);
     expect(row.start_time_ns).toBe(1763630000123456789n);
     expect(row.end_time_ns).toBe(1763630000223456789n);
@@ -102,10 +104,18 @@ describe('parseJson', () => {
   });
 
   it('takes the lossless parser only for a long number token, not for digits inside strings', () => {
-    for (const text of ['{"a":9007199254740993}', '{"a": \n -9007199254740993}', '[1,12345678901234567]', '12345678901234567', '{"a":[ 1234567890123456.5]}']) {
+    for (const text of [
+      '{"a":9007199254740993}',
+      '{"a": \n -9007199254740993}',
+      '[1,12345678901234567]',
+      '12345678901234567',
+      '{"a":[ 1234567890123456.5]}',
+    ]) {
       expect(mayHoldUnsafeInteger(text), text).toBe(true);
     }
-    const page = JSON.stringify({ data: [{ span_id: '7831528000000034', user_input: `${'9'.repeat(40)} ok`, n: 123456789012345 }] });
+    const page = JSON.stringify({
+      data: [{ span_id: '7831528000000034', user_input: `${'9'.repeat(40)} ok`, n: 123456789012345 }],
+    });
     expect(mayHoldUnsafeInteger(page)).toBe(false);
     expect(parseJson(page)).toEqual(JSON.parse(page));
   });

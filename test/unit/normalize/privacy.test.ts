@@ -12,10 +12,21 @@ const hmac = (text: string): string => createHmac('sha256', SALT).update(text).d
 
 describe('privacy rules', () => {
   it('drops excluded fields and replaces hashed ones by HMAC-SHA256(salt, value) before normalization', () => {
-    const resource = withPrivacy(events, { exclude: { events: ['user_input'] }, hash: { events: ['user_id', 'properties'] } }, SALT);
+    const resource = withPrivacy(
+      events,
+      { exclude: { events: ['user_input'] }, hash: { events: ['user_id', 'properties'] } },
+      SALT,
+    );
     const tracker = new SchemaTracker(resource);
     const row = tracker.normalize(
-      { id: 'e1', timestamp: '2026-01-01T00:00:00Z', user_id: 'u-42', user_input: 'my secret', properties: { plan: 'pro', n: 12345678901234567890n }, model: null },
+      {
+        id: 'e1',
+        timestamp: '2026-01-01T00:00:00Z',
+        user_id: 'u-42',
+        user_input: 'my secret',
+        properties: { plan: 'pro', n: 12345678901234567890n },
+        model: null,
+      },
       'alpha',
       '2026-01-02T00:00:00Z',
     );
@@ -34,7 +45,10 @@ describe('privacy rules', () => {
   it('keeps the connector transform, and leaves resources no rule names untouched', () => {
     const base = { ...events, transform: (r: Record<string, unknown>) => ({ ...r, derived: 'x' }) } as typeof events;
     const wrapped = withPrivacy(base, { exclude: { events: ['derived'] }, hash: {} }, undefined);
-    expect(wrapped.transform?.({ id: 'e', timestamp: '2026-01-01T00:00:00Z' })).toEqual({ id: 'e', timestamp: '2026-01-01T00:00:00Z' });
+    expect(wrapped.transform?.({ id: 'e', timestamp: '2026-01-01T00:00:00Z' })).toEqual({
+      id: 'e',
+      timestamp: '2026-01-01T00:00:00Z',
+    });
     expect(withPrivacy(events, { exclude: { traces: ['input'] }, hash: {} }, undefined)).toBe(events);
   });
 
@@ -54,18 +68,30 @@ describe('privacy rules', () => {
     expect(refuse({ excludeColumns: 'orders.total' })).toMatch(/expected resource\.field items/);
     expect(refuse({ excludeColumns: 'user_input' })).toMatch(/expected resource\.field items/);
     expect(refuse({ hashColumns: 'traces.duration_ns' })).toMatch(/declared as int64/);
-    expect(refuse({ hashColumns: 'events.user_id' }, null)).toMatch(/--hash-columns needs a salt: set QUERY_SYNC_HASH_SALT/);
+    expect(refuse({ hashColumns: 'events.user_id' }, null)).toMatch(
+      /--hash-columns needs a salt: set QUERY_SYNC_HASH_SALT/,
+    );
     expect(refuse({ hashColumns: 'events.user_id' }, 'short')).toMatch(/at least 16 characters/);
     expect(refuse({ excludeColumns: 'events.user_id', hashColumns: 'events.user_id' })).toMatch(/in both/);
-    expect(refuse({ excludeColumns: 'events.user_input,traces.input', hashColumns: 'events.user_id' })).toBe('accepted');
+    expect(refuse({ excludeColumns: 'events.user_input,traces.input', hashColumns: 'events.user_id' })).toBe(
+      'accepted',
+    );
   });
 
   it('config applies the rules to the resources of every command, and keeps the salt out of the config', () => {
     const config = resolveSyncConfig(
-      { baseUrl: 'http://127.0.0.1:1', apiKey: 'k', excludeColumns: 'events.user_input,traces.input', hashColumns: 'events.user_id' },
+      {
+        baseUrl: 'http://127.0.0.1:1',
+        apiKey: 'k',
+        excludeColumns: 'events.user_input,traces.input',
+        hashColumns: 'events.user_id',
+      },
       { QUERY_SYNC_HASH_SALT: SALT },
     );
-    expect(config.privacy).toEqual({ exclude: { events: ['user_input'], traces: ['input'] }, hash: { events: ['user_id'] } });
+    expect(config.privacy).toEqual({
+      exclude: { events: ['user_input'], traces: ['input'] },
+      hash: { events: ['user_id'] },
+    });
     const ev = config.resources.find((r) => r.name === 'events');
     expect(ev?.transform?.({ id: 'e', user_input: 'x', user_id: 'u' })).toEqual({ id: 'e', user_id: hmac('u') });
     expect(JSON.stringify(config)).not.toContain(SALT);

@@ -3,7 +3,14 @@ import { events } from '../../../connectors/events.js';
 import { traces } from '../../../connectors/traces.js';
 import { formatStatus } from '../../../src/app/reports.js';
 import { DEFAULT_RATE_LIMITS } from '../../../src/http/budget.js';
-import { addToLoad, childLoad, childLoadSection, deficitLine, KEEP_DAYS, tracedSavingLine } from '../../../src/pipeline/children-load.js';
+import {
+  addToLoad,
+  childLoad,
+  childLoadSection,
+  deficitLine,
+  KEEP_DAYS,
+  tracedSavingLine,
+} from '../../../src/pipeline/children-load.js';
 import { buildStatus } from '../../../src/pipeline/status.js';
 import type { StateDocument } from '../../../src/state/store.js';
 
@@ -31,13 +38,25 @@ describe('can per-event reads keep up with the events a day', () => {
     expect(load.queued).toEqual({ '2026-03-08': 2, '2026-03-09': 1, '2026-03-10': 1 });
     expect(load.shown).toEqual({ '2026-03-09': 1 });
     // Days before the last KEEP_DAYS are dropped as the counts are updated.
-    expect(Object.keys(addToLoad(load, [NOW + KEEP_DAYS * DAY], [], NOW + KEEP_DAYS * DAY).queued)).toEqual(['2026-03-10', '2026-03-18']);
+    expect(Object.keys(addToLoad(load, [NOW + KEEP_DAYS * DAY], [], NOW + KEEP_DAYS * DAY).queued)).toEqual([
+      '2026-03-10',
+      '2026-03-18',
+    ]);
   });
 
   it('1,000,000 events a day at 400 a minute: status, plan and the summary say the backlog grows by 424,000 a day', () => {
-    const doc = docWith({ queued: { '2026-03-08': 900_000, '2026-03-09': 1_000_000, '2026-03-10': 300_000 }, shown: { '2026-03-09': 250_000 } });
+    const doc = docWith({
+      queued: { '2026-03-08': 900_000, '2026-03-09': 1_000_000, '2026-03-10': 300_000 },
+      shown: { '2026-03-09': 250_000 },
+    });
     const load = childLoad(doc, traces, DEFAULT_RATE_LIMITS, NOW);
-    expect(load).toEqual({ perDay: 1_000_000, partialDay: false, capacityPerDay: 576_000, deficitPerDay: 424_000, shownPerDay: 250_000 });
+    expect(load).toEqual({
+      perDay: 1_000_000,
+      partialDay: false,
+      capacityPerDay: 576_000,
+      deficitPerDay: 424_000,
+      shownPerDay: 250_000,
+    });
     const line = deficitLine(traces, load, DEFAULT_RATE_LIMITS) ?? '';
     expect(line).toContain('1,000,000 events a day need one request each');
     expect(line).toContain('allows 576,000 a day (400/min): the backlog grows by 424,000 a day');
@@ -50,9 +69,15 @@ describe('can per-event reads keep up with the events a day', () => {
 
   it('says nothing where the limit keeps up, and uses today so far when no full day is known', () => {
     const within = docWith({ queued: { '2026-03-09': 500_000 }, shown: {} });
-    expect(deficitLine(traces, childLoad(within, traces, DEFAULT_RATE_LIMITS, NOW), DEFAULT_RATE_LIMITS)).toBeUndefined();
+    expect(
+      deficitLine(traces, childLoad(within, traces, DEFAULT_RATE_LIMITS, NOW), DEFAULT_RATE_LIMITS),
+    ).toBeUndefined();
     const today = docWith({ queued: { '2026-03-10': 600_000 }, shown: {} });
-    expect(childLoad(today, traces, DEFAULT_RATE_LIMITS, NOW)).toMatchObject({ perDay: 600_000, partialDay: true, deficitPerDay: 24_000 });
+    expect(childLoad(today, traces, DEFAULT_RATE_LIMITS, NOW)).toMatchObject({
+      perDay: 600_000,
+      partialDay: true,
+      deficitPerDay: 24_000,
+    });
     expect(childLoad(docWith(undefined), traces, DEFAULT_RATE_LIMITS, NOW)).toBeUndefined();
   });
 });

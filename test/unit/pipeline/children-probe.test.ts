@@ -13,7 +13,11 @@ describe('probeVerdict', () => {
   });
 
   it('400 naming event_id in details.field is kept; a 5xx says nothing', () => {
-    expect(probeVerdict('/v1/traces', 'event_id', { error: new FatalApiError('missing', 400, { field: 'event_id' }) })).toMatchObject({ byParent: true, keep: true });
-    expect(probeVerdict('/v1/traces', 'event_id', { error: new RetriableError('down', { status: 503 }) })).toBeUndefined();
+    expect(
+      probeVerdict('/v1/traces', 'event_id', { error: new FatalApiError('missing', 400, { field: 'event_id' }) }),
+    ).toMatchObject({ byParent: true, keep: true });
+    expect(
+      probeVerdict('/v1/traces', 'event_id', { error: new RetriableError('down', { status: 503 }) }),
+    ).toBeUndefined();
   });
 });

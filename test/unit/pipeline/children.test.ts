@@ -43,7 +43,11 @@ describe('showsChildren', () => {
 describe('ChildQueue (the per-event traces backlog in state)', () => {
   it('queues the selected events of a stored batch once, hands them out oldest first, and survives a reopen', async () => {
     const { state, path } = await openState();
-    const queue = new ChildQueue({ child: traces, parent: events, selection: 'traced', lookbackMs: 0 }, state, systemClock);
+    const queue = new ChildQueue(
+      { child: traces, parent: events, selection: 'traced', lookbackMs: 0 },
+      state,
+      systemClock,
+    );
     await queue.enqueue([
       event('e2', '2026-01-01T00:00:02Z', { model: 'm' }),
       event('e1', '2026-01-01T00:00:01Z', { tool_calls: '[1]' }),
@@ -62,7 +66,11 @@ describe('ChildQueue (the per-event traces backlog in state)', () => {
 
   it('selection "all" queues every event', async () => {
     const { state } = await openState();
-    const queue = new ChildQueue({ child: traces, parent: events, selection: 'all', lookbackMs: 0 }, state, systemClock);
+    const queue = new ChildQueue(
+      { child: traces, parent: events, selection: 'all', lookbackMs: 0 },
+      state,
+      systemClock,
+    );
     await queue.enqueue([event('a', '2026-01-01T00:00:00Z'), event('b', '2026-01-01T00:00:01Z')]);
     expect(queue.pendingCount('default')).toBe(2);
     await state.close();
@@ -70,8 +78,15 @@ describe('ChildQueue (the per-event traces backlog in state)', () => {
 
   it('a done event is not queued again when its window is re-read, until it falls behind every re-read horizon', async () => {
     const { state } = await openState();
-    const queue = new ChildQueue({ child: traces, parent: events, selection: 'all', lookbackMs: 60_000 }, state, systemClock);
-    await state.updateStream('events:default', () => ({ mark: '2026-01-01T01:00:00.000Z', settled: '2026-01-01T00:30:00.000Z' }));
+    const queue = new ChildQueue(
+      { child: traces, parent: events, selection: 'all', lookbackMs: 60_000 },
+      state,
+      systemClock,
+    );
+    await state.updateStream('events:default', () => ({
+      mark: '2026-01-01T01:00:00.000Z',
+      settled: '2026-01-01T00:30:00.000Z',
+    }));
     await queue.enqueue([event('old', '2026-01-01T00:10:00Z'), event('new', '2026-01-01T00:40:00Z')]);
     const units = queue.take('default', 10, new Set());
     await queue.complete('default', units);
@@ -85,7 +100,11 @@ describe('ChildQueue (the per-event traces backlog in state)', () => {
 
   it('a drain waits while parents run and knows when they ended', async () => {
     const { state } = await openState();
-    const queue = new ChildQueue({ child: traces, parent: events, selection: 'all', lookbackMs: 0 }, state, systemClock);
+    const queue = new ChildQueue(
+      { child: traces, parent: events, selection: 'all', lookbackMs: 0 },
+      state,
+      systemClock,
+    );
     queue.parentStarted();
     expect(queue.parentsDoneAt()).toBeUndefined();
     const woke = queue.changed();

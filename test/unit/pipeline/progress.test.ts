@@ -30,13 +30,23 @@ describe('ProgressTracker', () => {
     t.page('events', 500);
     t.windowDone('events');
     const [events] = t.snapshot().resources;
-    expect(events).toMatchObject({ resource: 'events', rows: 500, pages: 2, windowsDone: 3, windowsTotal: 10, done: false });
+    expect(events).toMatchObject({
+      resource: 'events',
+      rows: 500,
+      pages: 2,
+      windowsDone: 3,
+      windowsTotal: 10,
+      done: false,
+    });
     expect(events?.rowsPerSecond).toBe(250);
   });
 
   it('ETA from the plan: the floor of the limits early on, the observed pace later', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 80_000, pages: 800, minimumSeconds: 69 } }, minimumSeconds: 69 });
+    const t = new ProgressTracker(clock, LIMITS, {
+      resources: { events: { rows: 80_000, pages: 800, minimumSeconds: 69 } },
+      minimumSeconds: 69,
+    });
     t.addWindows('events', 30);
     // A fast first burst: 400 pages in 10 s would extrapolate to 20 s; the floor says 69 s.
     for (let i = 0; i < 400; i++) t.page('events', 100);
@@ -51,7 +61,10 @@ describe('ProgressTracker', () => {
 
   it('past its planned pages and still running (a backlog the run grows), a resource has no ETA, and the run none rather than "at least 0 s"', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { pages: 2, minimumSeconds: 1 }, traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 2 });
+    const t = new ProgressTracker(clock, LIMITS, {
+      resources: { events: { pages: 2, minimumSeconds: 1 }, traces: { pages: 3, minimumSeconds: 1 } },
+      minimumSeconds: 2,
+    });
     t.addWindows('events', 1);
     t.addWindows('traces', 1);
     t.page('events', 100);
@@ -69,7 +82,10 @@ describe('ProgressTracker', () => {
 
   it('a per-parent backlog has an ETA: one request per pending parent, at its drain pace, never faster than a minute limit', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, LIMITS, { resources: { traces: { pages: 3, minimumSeconds: 1 } }, minimumSeconds: 1 });
+    const t = new ProgressTracker(clock, LIMITS, {
+      resources: { traces: { pages: 3, minimumSeconds: 1 } },
+      minimumSeconds: 1,
+    });
     t.addWindows('traces', 1);
     t.backlog('traces', 60);
     // Nothing drained yet: at 400 a minute, 60 requests take 9 s at least.
@@ -191,7 +207,9 @@ describe('observedBudget', () => {
     expect(await p).toBe(42);
     expect(seen).toEqual(['queued /v1/events events|*', 'dequeued events|* true']);
     const aborted = AbortSignal.abort();
-    await expect(budget.schedule('/v1/users', async () => 1, { lane: 'users|*', signal: aborted })).rejects.toThrow('aborted');
+    await expect(budget.schedule('/v1/users', async () => 1, { lane: 'users|*', signal: aborted })).rejects.toThrow(
+      'aborted',
+    );
     expect(seen.at(-1)).toBe('dequeued users|* false');
     budget.onRateLimited('/v1/events', 3000);
     expect(seen.at(-1)).toBe('429 /v1/events 3000');
@@ -200,7 +218,10 @@ describe('observedBudget', () => {
 });
 
 function runningTracker(clock: ReturnType<typeof fakeClock>): ProgressTracker {
-  const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 150_059, pages: 1501, minimumSeconds: 200 } }, minimumSeconds: 200 });
+  const t = new ProgressTracker(clock, LIMITS, {
+    resources: { events: { rows: 150_059, pages: 1501, minimumSeconds: 200 } },
+    minimumSeconds: 200,
+  });
   for (const r of ['events', 'users', 'conversations']) t.addWindows(r, 1);
   t.addWindows('traces', 3);
   for (let i = 0; i < 450; i++) t.page('events', i % 50 === 49 ? 5000 : 0, 100);
@@ -213,7 +234,11 @@ describe('renderProgress', () => {
   it('fits every line to the terminal, narrow or wide', () => {
     const clock = fakeClock();
     const t = runningTracker(clock);
-    t.streamFailed('traces', 'beta', '[resource traces, project beta] the API key was rejected (401). Expected the Organization API Key (the write key used for ingestion is not accepted).');
+    t.streamFailed(
+      'traces',
+      'beta',
+      '[resource traces, project beta] the API key was rejected (401). Expected the Organization API Key (the write key used for ingestion is not accepted).',
+    );
     clock.advance(30_000);
     for (const columns of [40, 60, 80, 120, 200]) {
       const lines = renderProgress(t.snapshot(), { columns });
@@ -225,14 +250,20 @@ describe('renderProgress', () => {
     expect(narrow[3]).toMatch(/^✗ traces .* FAILED, running$/);
     expect(narrow[4]).toMatch(/^  └ the API key was rejected \(401\)\. Expected the Organization API Key .*…$/);
     const wide = renderProgress(t.snapshot(), { columns: 200 });
-    expect(wide[0]).toMatch(/^\S events\s+rows 45,000\/150,059\s+pages 450\/1,501\s+windows 0\/1\s+[\d,]+ rows\/s\s+ETA/);
-    expect(wide[3]).toContain('FAILED, others running: the API key was rejected (401). Expected the Organization API Key');
+    expect(wide[0]).toMatch(
+      /^\S events\s+rows 45,000\/150,059\s+pages 450\/1,501\s+windows 0\/1\s+[\d,]+ rows\/s\s+ETA/,
+    );
+    expect(wide[3]).toContain(
+      'FAILED, others running: the API key was rejected (401). Expected the Organization API Key',
+    );
     expect(wide.at(-1)).toMatch(/^elapsed 30s · ETA .* · 0 requests$/);
   });
 
   it('a resumed sync window: the plan is an upper bound while running, and the stored rows alone once done', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 150_059, pages: 1501, resumed: true } } });
+    const t = new ProgressTracker(clock, LIMITS, {
+      resources: { events: { rows: 150_059, pages: 1501, resumed: true } },
+    });
     t.addWindows('events', 1);
     t.page('events', 120_059, 120_059);
     let lines = renderProgress(t.snapshot(), { columns: 80 });
@@ -276,7 +307,9 @@ describe('renderProgress', () => {
 describe('TtyProgressDisplay', () => {
   it('redraws in place with log-update, prints log lines above, and leaves its last frame', () => {
     const clock = fakeClock();
-    const t = new ProgressTracker(clock, LIMITS, { resources: { events: { rows: 1000, pages: 10, minimumSeconds: 5 } } });
+    const t = new ProgressTracker(clock, LIMITS, {
+      resources: { events: { rows: 1000, pages: 10, minimumSeconds: 5 } },
+    });
     t.addWindows('events', 4);
     const out = Object.assign(new PassThrough(), { columns: 60 });
     let written = '';

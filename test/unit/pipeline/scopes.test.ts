@@ -10,7 +10,13 @@ import { systemClock } from '../../../src/core/clock.js';
 import type { ConfigError } from '../../../src/core/errors.js';
 import { silentLogger } from '../../../src/core/log.js';
 import type { ProjectScope, ResourceDefinition } from '../../../src/core/types.js';
-import { allProjectsScope, forEachScope, initialScopes, singleProjectScope, type ScopeHooks } from '../../../src/pipeline/scopes.js';
+import {
+  allProjectsScope,
+  forEachScope,
+  initialScopes,
+  singleProjectScope,
+  type ScopeHooks,
+} from '../../../src/pipeline/scopes.js';
 import { StateStore, type StateDocument } from '../../../src/state/store.js';
 
 /** Project discovery (`src/pipeline/scopes.ts`): which (resource, project scope) walks a run starts. */
@@ -27,14 +33,24 @@ function state(projects: readonly string[] = []): StateStore {
 }
 
 /** A walk that records what it was started with and answers as `answer` says (default: ok). */
-function recorder(answer: (resource: ResourceDefinition, scope: ProjectScope, hooks: ScopeHooks) => Promise<Result['outcome']> | Result['outcome'] = () => 'ok') {
+function recorder(
+  answer: (
+    resource: ResourceDefinition,
+    scope: ProjectScope,
+    hooks: ScopeHooks,
+  ) => Promise<Result['outcome']> | Result['outcome'] = () => 'ok',
+) {
   const calls: Array<{ id: string; scope: ProjectScope; hooks: ScopeHooks }> = [];
   const walk = async (resource: ResourceDefinition, scope: ProjectScope, hooks: ScopeHooks): Promise<Result> => {
     const id = `${resource.name}:${scope.key}`;
     calls.push({ id, scope, hooks });
     return { outcome: await answer(resource, scope, hooks), id };
   };
-  const noProjects = (resource: ResourceDefinition, error: ConfigError): Result => ({ outcome: 'no-projects', id: `${resource.name}:-`, error });
+  const noProjects = (resource: ResourceDefinition, error: ConfigError): Result => ({
+    outcome: 'no-projects',
+    id: `${resource.name}:-`,
+    error,
+  });
   return { calls, walk, noProjects, ids: () => calls.map((c) => c.id).sort() };
 }
 
@@ -45,15 +61,35 @@ describe('scopes of one project', () => {
   });
 
   it('all projects: "*", narrowed by a sorted --project-ids list that becomes part of the key', () => {
-    expect(allProjectsScope(undefined)).toEqual({ key: '*', header: '*', projectIds: undefined, fallbackProjectId: undefined });
-    expect(allProjectsScope([])).toEqual({ key: '*', header: '*', projectIds: undefined, fallbackProjectId: undefined });
-    expect(allProjectsScope(['beta', 'alpha'])).toEqual({ key: '*[alpha,beta]', header: '*', projectIds: ['alpha', 'beta'], fallbackProjectId: undefined });
+    expect(allProjectsScope(undefined)).toEqual({
+      key: '*',
+      header: '*',
+      projectIds: undefined,
+      fallbackProjectId: undefined,
+    });
+    expect(allProjectsScope([])).toEqual({
+      key: '*',
+      header: '*',
+      projectIds: undefined,
+      fallbackProjectId: undefined,
+    });
+    expect(allProjectsScope(['beta', 'alpha'])).toEqual({
+      key: '*[alpha,beta]',
+      header: '*',
+      projectIds: ['alpha', 'beta'],
+      fallbackProjectId: undefined,
+    });
   });
 
   it('without "*" every resource is walked once in that project, whatever it declares, and state is not touched', async () => {
     const r = recorder();
     const s = state();
-    const results = await forEachScope({ resources: [events, traces, users], project: 'alpha' }, { state: s, logger: silentLogger() }, r.walk, r.noProjects);
+    const results = await forEachScope(
+      { resources: [events, traces, users], project: 'alpha' },
+      { state: s, logger: silentLogger() },
+      r.walk,
+      r.noProjects,
+    );
     expect(r.ids()).toEqual(['events:alpha', 'traces:alpha', 'users:alpha']);
     expect(results.map((x) => x.id).sort()).toEqual(['events:alpha', 'traces:alpha', 'users:alpha']);
     expect(r.calls.every((c) => c.hooks.onProjects === undefined)).toBe(true);
@@ -96,7 +132,12 @@ describe('"*": one all-projects walk where the endpoint takes it, one walk per p
       return 'ok';
     });
     const s = state(['alpha']);
-    const results = await forEachScope({ resources: [events, users, traces, signals], project: '*' }, { state: s, logger: silentLogger() }, r.walk, r.noProjects);
+    const results = await forEachScope(
+      { resources: [events, users, traces, signals], project: '*' },
+      { state: s, logger: silentLogger() },
+      r.walk,
+      r.noProjects,
+    );
     expect(r.ids()).toEqual([
       'events:*',
       'signals:alpha',
@@ -114,12 +155,19 @@ describe('"*": one all-projects walk where the endpoint takes it, one walk per p
 
   it('no project known and none discovered: the per-project resources report a ConfigError naming --project-ids; nothing is walked for them', async () => {
     const r = recorder();
-    const results = await forEachScope({ resources: [events, traces, signals], project: '*' }, { state: state(), logger: silentLogger() }, r.walk, r.noProjects);
+    const results = await forEachScope(
+      { resources: [events, traces, signals], project: '*' },
+      { state: state(), logger: silentLogger() },
+      r.walk,
+      r.noProjects,
+    );
     expect(r.ids()).toEqual(['events:*']);
     const failed = results.filter((x) => x.outcome === 'no-projects');
     expect(failed.map((x) => x.id).sort()).toEqual(['signals:-', 'traces:-']);
     for (const f of failed) {
-      expect(f.error?.message).toMatch(/does not accept the all-projects scope "\*", and no project slugs are known yet .*pass --project-ids a,b/);
+      expect(f.error?.message).toMatch(
+        /does not accept the all-projects scope "\*", and no project slugs are known yet .*pass --project-ids a,b/,
+      );
     }
   });
 
@@ -134,13 +182,22 @@ describe('"*": one all-projects walk where the endpoint takes it, one walk per p
         },
       }),
     );
-    const r = recorder((resource, scope) => (resource.name === 'conversations' && scope.key === '*' ? 'scope-rejected' : 'ok'));
-    const results = await forEachScope({ resources: [conversations, events], project: '*' }, { state: state(['alpha', 'beta']), logger }, r.walk, r.noProjects);
+    const r = recorder((resource, scope) =>
+      resource.name === 'conversations' && scope.key === '*' ? 'scope-rejected' : 'ok',
+    );
+    const results = await forEachScope(
+      { resources: [conversations, events], project: '*' },
+      { state: state(['alpha', 'beta']), logger },
+      r.walk,
+      r.noProjects,
+    );
     expect(r.ids()).toEqual(['conversations:*', 'conversations:alpha', 'conversations:beta', 'events:*']);
     expect(results.map((x) => x.id).sort()).toEqual(['conversations:alpha', 'conversations:beta', 'events:*']);
     expect(results.every((x) => x.outcome === 'ok')).toBe(true);
     await new Promise((resolve) => setImmediate(resolve));
-    expect(lines.map((l) => [l.resource, l.msg])).toEqual([['conversations', '"*" was rejected (400); reading conversations one project at a time']]);
+    expect(lines.map((l) => [l.resource, l.msg])).toEqual([
+      ['conversations', '"*" was rejected (400); reading conversations one project at a time'],
+    ]);
   });
 });
 
@@ -152,8 +209,14 @@ describe('initialScopes (plan, verify, status: no discovery)', () => {
 
   it('"*": the all-projects scope where the endpoint takes it; else --project-ids, else the known projects, sorted; undefined when none is known', () => {
     expect(initialScopes(events, { project: '*', projectIds: ['b', 'a'] }, [])).toEqual([allProjectsScope(['a', 'b'])]);
-    expect(initialScopes(traces, { project: '*', projectIds: ['b', 'a'] }, ['c'])).toEqual([singleProjectScope('a'), singleProjectScope('b')]);
-    expect(initialScopes(traces, { project: '*' }, ['c', 'a'])).toEqual([singleProjectScope('a'), singleProjectScope('c')]);
+    expect(initialScopes(traces, { project: '*', projectIds: ['b', 'a'] }, ['c'])).toEqual([
+      singleProjectScope('a'),
+      singleProjectScope('b'),
+    ]);
+    expect(initialScopes(traces, { project: '*' }, ['c', 'a'])).toEqual([
+      singleProjectScope('a'),
+      singleProjectScope('c'),
+    ]);
     expect(initialScopes(traces, { project: '*' }, [])).toBeUndefined();
   });
 });

@@ -26,7 +26,10 @@ describe('settleWindow (the settle re-read of late-enriched events)', () => {
   it('after a pause longer than settle, the part this run just read (already settled) is not read twice', () => {
     const st = { mark: at(T0), settled: at(T0 - 2 * H) };
     const readFrom = T0 - 15 * M;
-    expect(settleWindow(st, options, st.mark, readFrom)).toEqual({ window: { fromMs: T0 - 2 * H, toMs: readFrom }, settledTo: T0 + 8 * H });
+    expect(settleWindow(st, options, st.mark, readFrom)).toEqual({
+      window: { fromMs: T0 - 2 * H, toMs: readFrom },
+      settledTo: T0 + 8 * H,
+    });
   });
 
   it('runs back to back leave a sliver for later: the settle mark does not move', () => {

@@ -16,7 +16,11 @@ describe('split state', () => {
     { fromMs: T + 100, toMs: T + 200 },
     { fromMs: T + 200, toMs: T + 300 },
   ]);
-  const [a, b, c] = split.parts as [NonNullable<StreamState['split']>['parts'][number], NonNullable<StreamState['split']>['parts'][number], NonNullable<StreamState['split']>['parts'][number]];
+  const [a, b, c] = split.parts as [
+    NonNullable<StreamState['split']>['parts'][number],
+    NonNullable<StreamState['split']>['parts'][number],
+    NonNullable<StreamState['split']>['parts'][number],
+  ];
 
   it('checkpoints each sub-window on its own; the mark moves only in the write that finishes the last one, in any order', () => {
     let s: StreamState = { mark: iso(T - 1), split };
@@ -33,7 +37,11 @@ describe('split state', () => {
   });
 
   it('never moves a mark back, drops a refused cursor, and ignores a state without a split', () => {
-    const later = withPartCheckpoint(withPartCheckpoint(withPartCheckpoint({ mark: iso(T + 999), split }, a, null), b, null), c, null);
+    const later = withPartCheckpoint(
+      withPartCheckpoint(withPartCheckpoint({ mark: iso(T + 999), split }, a, null), b, null),
+      c,
+      null,
+    );
     expect(later.mark).toBe(iso(T + 999));
     const refused = withoutPartCursor(withPartCheckpoint({ split }, a, 'a1'), a);
     expect(refused.split?.parts[0]).toEqual({ from: a.from, to: a.to });
@@ -54,7 +62,11 @@ describe('cutting a running sub-window (tail work-stealing)', () => {
     // A checkpoint applied before the cut lands finds the whole part by its anchor.
     s = withPartCheckpoint(s, ref, 'c1');
     s = withPartCut(s, ref, T + 150);
-    expect(s.split?.parts).toEqual([split.parts[0], { from: iso(T + 150), to: iso(T + 300), cursor: 'c1' }, { from: iso(T + 100), to: iso(T + 150) }]);
+    expect(s.split?.parts).toEqual([
+      split.parts[0],
+      { from: iso(T + 150), to: iso(T + 300), cursor: 'c1' },
+      { from: iso(T + 100), to: iso(T + 150) },
+    ]);
     s = withPartCheckpoint(s, ref, 'c2');
     expect(s.split?.parts[1]).toEqual({ from: iso(T + 150), to: iso(T + 300), cursor: 'c2' });
     // Cut again: the anchored part is the one that keeps `to`.
@@ -74,12 +86,19 @@ describe('cutting a running sub-window (tail work-stealing)', () => {
   it('oldest first: the walk keeps [from, cut); a cut outside the part or on a part stored to its end changes nothing', () => {
     const ref = { part: big, anchor: 'from' } as const;
     let s: StreamState = withPartCut({ split }, ref, T + 250);
-    expect(s.split?.parts.slice(1)).toEqual([{ from: iso(T + 100), to: iso(T + 250) }, { from: iso(T + 250), to: iso(T + 300) }]);
+    expect(s.split?.parts.slice(1)).toEqual([
+      { from: iso(T + 100), to: iso(T + 250) },
+      { from: iso(T + 250), to: iso(T + 300) },
+    ]);
     expect(withPartCut(s, ref, T + 260)).toEqual(s);
     expect(withPartCut(s, ref, T + 100)).toEqual(s);
     s = withPartCheckpoint(s, ref, null);
     expect(withPartCut(s, ref, T + 120)).toEqual(s);
-    expect(withoutPartCursor(withPartCheckpoint(s, { part: split.parts[0] as typeof big }, 'x'), { part: split.parts[0] as typeof big }).split?.parts[0]).toEqual(split.parts[0]);
+    expect(
+      withoutPartCursor(withPartCheckpoint(s, { part: split.parts[0] as typeof big }, 'x'), {
+        part: split.parts[0] as typeof big,
+      }).split?.parts[0],
+    ).toEqual(split.parts[0]);
   });
 
   const rec = (ms: number): Record<string, string> => ({ id: String(ms), timestamp: iso(ms) });
@@ -87,14 +106,25 @@ describe('cutting a running sub-window (tail work-stealing)', () => {
   it('a walk learns its direction from its records, says what it has left, and stops past its cut; rows equal to the cut stay on one side', () => {
     for (const direction of ['desc', 'asc'] as const) {
       const bounds = new WalkBounds({ fromMs: T, toMs: T + 1000 }, events);
-      const pages = direction === 'desc' ? [[999, 990, 980], [970, 960, 950]] : [[0, 10, 20], [30, 40, 50]];
+      const pages =
+        direction === 'desc'
+          ? [
+              [999, 990, 980],
+              [970, 960, 950],
+            ]
+          : [
+              [0, 10, 20],
+              [30, 40, 50],
+            ];
       expect(bounds.left()).toBeUndefined();
       expect(bounds.observe(pages[0]!.map((ms) => rec(T + ms)))).toBe(false);
       expect(bounds.left()).toBeUndefined(); // one page: no density yet
       bounds.observe(pages[1]!.map((ms) => rec(T + ms)));
       const left = bounds.left();
       expect(left?.direction).toBe(direction);
-      expect(left?.range).toEqual(direction === 'desc' ? { fromMs: T, toMs: T + 951 } : { fromMs: T + 50, toMs: T + 1000 });
+      expect(left?.range).toEqual(
+        direction === 'desc' ? { fromMs: T, toMs: T + 951 } : { fromMs: T + 50, toMs: T + 1000 },
+      );
       expect(left?.pages).toBeGreaterThan(MIN_STEAL_PAGES);
       const at = stealCut(left!.range, undefined) as number;
       const far = bounds.cut(at, direction);
@@ -140,18 +170,24 @@ describe('walkParts', () => {
     let running = 0;
     let peak = 0;
     const done: number[] = [];
-    await walkParts([1, 2, 3, 4, 5, 6], controller, streamCtx, { now: () => t, sleep: async () => undefined }, async (part, sub) => {
-      running += 1;
-      peak = Math.max(peak, running);
-      for (let page = 0; page < 2; page += 1) {
-        await new Promise((r) => setTimeout(r, 2));
-        t += 100;
-        sub.ctx.stats.requests += 1;
-        sub.onPage(); // no wait for budget: the controller grows
-      }
-      running -= 1;
-      done.push(part);
-    });
+    await walkParts(
+      [1, 2, 3, 4, 5, 6],
+      controller,
+      streamCtx,
+      { now: () => t, sleep: async () => undefined },
+      async (part, sub) => {
+        running += 1;
+        peak = Math.max(peak, running);
+        for (let page = 0; page < 2; page += 1) {
+          await new Promise((r) => setTimeout(r, 2));
+          t += 100;
+          sub.ctx.stats.requests += 1;
+          sub.onPage(); // no wait for budget: the controller grows
+        }
+        running -= 1;
+        done.push(part);
+      },
+    );
     expect(done.sort()).toEqual([1, 2, 3, 4, 5, 6]);
     expect(peak).toBeGreaterThan(1);
     expect(peak).toBeLessThanOrEqual(3);
@@ -162,12 +198,18 @@ describe('walkParts', () => {
     const controller = new ConcurrencyController({ max: 2, initial: 2, now: () => 0 });
     const started: number[] = [];
     const finished: number[] = [];
-    const run = walkParts([1, 2, 3, 4], controller, ctx(), { now: () => 0, sleep: async () => undefined }, async (part) => {
-      started.push(part);
-      await new Promise((r) => setTimeout(r, part === 1 ? 1 : 20));
-      if (part === 1) throw new Error('part 1 failed');
-      finished.push(part);
-    });
+    const run = walkParts(
+      [1, 2, 3, 4],
+      controller,
+      ctx(),
+      { now: () => 0, sleep: async () => undefined },
+      async (part) => {
+        started.push(part);
+        await new Promise((r) => setTimeout(r, part === 1 ? 1 : 20));
+        if (part === 1) throw new Error('part 1 failed');
+        finished.push(part);
+      },
+    );
     await expect(run).rejects.toThrow('part 1 failed');
     expect(started).toEqual([1, 2]);
     expect(finished).toEqual([2]);

@@ -22,13 +22,21 @@ describe('status: arrival delay, settle mark, per-event backlog', () => {
       },
       sections: {
         server: { perParent: { traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'x' } } },
-        'children:traces': { default: { pending: Object.fromEntries(Array.from({ length: 800 }, (_, i) => [`e${i}`, i])), done: { z: 1 } } },
+        'children:traces': {
+          default: { pending: Object.fromEntries(Array.from({ length: 800 }, (_, i) => [`e${i}`, i])), done: { z: 1 } },
+        },
       },
     };
     const report = buildStatus('state.json', doc, [events, traces], warehouse, DEFAULT_RATE_LIMITS);
     const tr = report.resources.find((r) => r.resource === 'traces');
     expect(tr?.readBy).toBe('parent');
-    expect(tr?.backlog).toMatchObject({ total: 800, pending: { default: 800 }, remembered: 1, etaSeconds: 120, ratePerMinute: 400 });
+    expect(tr?.backlog).toMatchObject({
+      total: 800,
+      pending: { default: 800 },
+      remembered: 1,
+      etaSeconds: 120,
+      ratePerMinute: 400,
+    });
     const text = formatStatus(report).join('\n');
     expect(text).toContain('settled (re-read after enrichment) up to 2026-01-01T10:00:00.000Z');
     expect(text).toContain('p50 1.5s, p99 1m35s');

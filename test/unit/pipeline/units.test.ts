@@ -3,18 +3,30 @@ import { describe, expect, it } from 'vitest';
 import { newCallStats, type CallContext } from '../../../src/http/client.js';
 import { runUnits, unitList, type UnitSource } from '../../../src/pipeline/units.js';
 import { ledgerUnits, type StreamLedger } from '../../../src/state/books/ledger.js';
-import { resumedSettleUnit, splitUnits, syncWindowUnit, withoutUnitCursor, withUnitCheckpoint } from '../../../src/state/books/sync.js';
+import {
+  resumedSettleUnit,
+  splitUnits,
+  syncWindowUnit,
+  withoutUnitCursor,
+  withUnitCheckpoint,
+} from '../../../src/state/books/sync.js';
 import type { StreamState } from '../../../src/state/store.js';
 
 const T = Date.parse('2026-03-01T00:00:00.000Z');
 const H = 3_600_000;
 const iso = (ms: number): string => new Date(ms).toISOString();
-const ctx = (signal?: AbortSignal): CallContext => ({ resource: 'events', project: '*', lane: 'events|*', stats: newCallStats(), signal });
+const ctx = (signal?: AbortSignal): CallContext => ({
+  resource: 'events',
+  project: '*',
+  lane: 'events|*',
+  stats: newCallStats(),
+  signal,
+});
 const clock = { now: () => 0 };
 const tick = (ms = 2): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 describe('runUnits (the one runner)', () => {
-  it("runs beyond the limit while the source says it has room, and back within it when it has none", async () => {
+  it('runs beyond the limit while the source says it has room, and back within it when it has none', async () => {
     let room = 3;
     let running = 0;
     const peaks: number[] = [];
@@ -107,7 +119,14 @@ describe('the sync producer and its book (state in, units out)', () => {
   it('a split under way is its parts; finishing every part moves the mark to its end and the next unit is the window after it', () => {
     const st: StreamState = {
       mark: iso(T),
-      split: { from: iso(T - H), to: iso(T + 5 * H), parts: [{ from: iso(T - H), to: iso(T + 2 * H), cursor: 'c1' }, { from: iso(T + 2 * H), to: iso(T + 5 * H) }] },
+      split: {
+        from: iso(T - H),
+        to: iso(T + 5 * H),
+        parts: [
+          { from: iso(T - H), to: iso(T + 2 * H), cursor: 'c1' },
+          { from: iso(T + 2 * H), to: iso(T + 5 * H) },
+        ],
+      },
     };
     const parts = splitUnits(st) ?? [];
     expect(parts.map((p) => [p.window.fromMs, p.window.toMs, p.cursor])).toEqual([
@@ -127,17 +146,37 @@ describe('the sync producer and its book (state in, units out)', () => {
     expect(unit).toEqual({ kind: 'window', window: { fromMs: T - H, toMs: T + 10 * H } });
     const open = withUnitCheckpoint({ mark: iso(T) }, unit as NonNullable<typeof unit>, 'c9');
     expect(open.pending).toEqual({ from: iso(T - H), to: iso(T + 10 * H), cursor: 'c9' });
-    expect(syncWindowUnit(open, options)).toEqual({ kind: 'window', window: { fromMs: T - H, toMs: T + 10 * H }, cursor: 'c9' });
-    expect(withoutUnitCursor(open, unit as NonNullable<typeof unit>).pending).toEqual({ from: iso(T - H), to: iso(T + 10 * H) });
+    expect(syncWindowUnit(open, options)).toEqual({
+      kind: 'window',
+      window: { fromMs: T - H, toMs: T + 10 * H },
+      cursor: 'c9',
+    });
+    expect(withoutUnitCursor(open, unit as NonNullable<typeof unit>).pending).toEqual({
+      from: iso(T - H),
+      to: iso(T + 10 * H),
+    });
     const done = withUnitCheckpoint(open, unit as NonNullable<typeof unit>, null);
     expect(done).toEqual({ mark: iso(T + 10 * H), pending: undefined });
   });
 
   it('a settle re-read a killed run left is resumed from its cursor, and finishing it moves the settle mark only', () => {
-    const st: StreamState = { mark: iso(T + 9 * H), settled: iso(T), settlePending: { from: iso(T), to: iso(T + 3 * H), cursor: 's1' } };
+    const st: StreamState = {
+      mark: iso(T + 9 * H),
+      settled: iso(T),
+      settlePending: { from: iso(T), to: iso(T + 3 * H), cursor: 's1' },
+    };
     const unit = resumedSettleUnit(st);
-    expect(unit).toEqual({ kind: 'settle', window: { fromMs: T, toMs: T + 3 * H }, cursor: 's1', settledTo: T + 3 * H });
-    expect(withUnitCheckpoint(st, unit as NonNullable<typeof unit>, null)).toEqual({ mark: iso(T + 9 * H), settled: iso(T + 3 * H), settlePending: undefined });
+    expect(unit).toEqual({
+      kind: 'settle',
+      window: { fromMs: T, toMs: T + 3 * H },
+      cursor: 's1',
+      settledTo: T + 3 * H,
+    });
+    expect(withUnitCheckpoint(st, unit as NonNullable<typeof unit>, null)).toEqual({
+      mark: iso(T + 9 * H),
+      settled: iso(T + 3 * H),
+      settlePending: undefined,
+    });
   });
 });
 
@@ -155,7 +194,11 @@ describe('the ledger producer (backfill, verify --repair, plan)', () => {
       { window: w(1), resumed: stream.running[0] },
       { window: w(2) },
     ]);
-    expect(ledgerUnits(stream, [w(0), w(1), w(2)], true)).toEqual([{ window: w(0) }, { window: w(1) }, { window: w(2) }]);
+    expect(ledgerUnits(stream, [w(0), w(1), w(2)], true)).toEqual([
+      { window: w(0) },
+      { window: w(1) },
+      { window: w(2) },
+    ]);
   });
 });
 

@@ -25,13 +25,19 @@ describe('the run lease', () => {
     leaveLease(path, { host: 'pod-7f9c', pid: 1, renewedMsAgo: 2_000 });
     const error = await acquireLock(path, { purpose: 'sync', clock: systemClock }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StateError);
-    expect((error as Error).message).toMatch(/held by sync \(pid 1 on pod-7f9c, since .*\).*renewed 2 s ago and expires in 28 s.*--lock-wait/);
+    expect((error as Error).message).toMatch(
+      /held by sync \(pid 1 on pod-7f9c, since .*\).*renewed 2 s ago and expires in 28 s.*--lock-wait/,
+    );
 
     // The other host's run died: its heartbeat stopped more than a lease ago.
     leaveLeaseAgain(path, { host: 'pod-7f9c', pid: 1, renewedMsAgo: LEASE_MS + 1_000 });
     const logged: string[] = [];
     const lock = await acquireLock(path, { purpose: 'sync', clock: systemClock, onTakeOver: (m) => logged.push(m) });
-    expect(logged).toEqual([expect.stringMatching(/took over the lease .* from sync \(pid 1 on pod-7f9c.*its lease expired \(last renewed 31 s ago, lease 30 s\)/)]);
+    expect(logged).toEqual([
+      expect.stringMatching(
+        /took over the lease .* from sync \(pid 1 on pod-7f9c.*its lease expired \(last renewed 31 s ago, lease 30 s\)/,
+      ),
+    ]);
     const owner = JSON.parse(readFileSync(`${path}.owner.json`, 'utf8')) as LeaseOwner;
     expect(owner.pid).toBe(process.pid);
     expect(owner.inode).toBe(statSync(path).ino);
@@ -42,7 +48,12 @@ describe('the run lease', () => {
 
   it('a lease whose owner record states no usable length is judged by the run lease: it still expires', async () => {
     const path = leasePath();
-    leaveLease(path, { host: 'pod-7f9c', pid: 1, renewedMsAgo: LEASE_MS + 1_000, leaseMs: 'forever' as unknown as number });
+    leaveLease(path, {
+      host: 'pod-7f9c',
+      pid: 1,
+      renewedMsAgo: LEASE_MS + 1_000,
+      leaseMs: 'forever' as unknown as number,
+    });
     const logged: string[] = [];
     const lock = await acquireLock(path, { purpose: 'sync', clock: systemClock, onTakeOver: (m) => logged.push(m) });
     expect(logged).toEqual([expect.stringMatching(/its lease expired \(last renewed 31 s ago, lease 30 s\)/)]);
@@ -64,7 +75,9 @@ describe('the run lease', () => {
     // the shell before it exec'd (once in a CI run: its /proc entry was gone).
     const parent = spawn('sh', ['-c', 'sleep 2 & echo $!; exec sleep 120'], { stdio: ['ignore', 'pipe', 'ignore'] });
     cleanups.push(() => parent.kill('SIGKILL'));
-    const zombiePid = await new Promise<number>((resolve) => parent.stdout.once('data', (b: Buffer) => resolve(Number(b.toString().trim()))));
+    const zombiePid = await new Promise<number>((resolve) =>
+      parent.stdout.once('data', (b: Buffer) => resolve(Number(b.toString().trim()))),
+    );
     let state = '';
     // Until the child has run and exited: on a loaded machine that took more than the 2 s this
     // once allowed. The deadline is a net for a hang, not a bound on the time.
@@ -92,14 +105,21 @@ describe('the run lease', () => {
     // Another host or another pid namespace (another container): only the expiry decides.
     expect(holderIsDead({ ...alive, startTicks: '1', host: 'elsewhere' })).toBe(false);
     expect(holderIsDead({ ...alive, startTicks: '1', pidNamespace: 'pid:[1]' })).toBe(false);
-    const exited = Number(spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString());
+    const exited = Number(
+      spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString(),
+    );
     expect(holderIsDead({ ...alive, pid: exited, startTicks: undefined })).toBe(true);
   });
 
   it('the holder renews its lease; when another run took it (the heartbeat finds it changed), the holder is told it lost it', async () => {
     const path = leasePath();
     const lost: Error[] = [];
-    const lock = await acquireLock(path, { purpose: 'sync', clock: systemClock, leaseMs: 3_000, onLost: (e) => lost.push(e) });
+    const lock = await acquireLock(path, {
+      purpose: 'sync',
+      clock: systemClock,
+      leaseMs: 3_000,
+      onLost: (e) => lost.push(e),
+    });
     const acquired = statSync(path).mtimeMs;
     // The heartbeat (every second here) is awaited, not a fixed sleep: a loaded machine delays timers.
     for (let i = 0; i < 200 && statSync(path).mtimeMs <= acquired; i++) await new Promise((r) => setTimeout(r, 50));

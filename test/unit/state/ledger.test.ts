@@ -57,7 +57,9 @@ describe('the ledger of one stream', () => {
     expect(ledgerGaps(s)).toEqual([{ from: day(2), to: day(5) }]);
     // Done again (a repair): replaced, not duplicated.
     s = withDone(s, { from: day(0), to: day(1), rows: 11, pages: 1, at: day(1) });
-    expect(s.done.filter((d) => d.from === day(0))).toEqual([{ from: day(0), to: day(1), rows: 11, pages: 1, at: day(1) }]);
+    expect(s.done.filter((d) => d.from === day(0))).toEqual([
+      { from: day(0), to: day(1), rows: 11, pages: 1, at: day(1) },
+    ]);
   });
 
   it('a refused cursor drops the checkpoint; a new run keeps only the checkpoints of its own windows', () => {
@@ -70,7 +72,11 @@ describe('the ledger of one stream', () => {
   it('reads the section from a state document, and refuses one that is not a ledger', () => {
     expect(readLedger({ sections: {} })).toEqual({ version: 1, streams: {} });
     const ledger = updateStreamLedger(undefined, 'events:*', (s) => withRequested(s, [win(0, 1)]));
-    expect(readLedger({ sections: { backfills: ledger } }).streams['events:*']?.requested).toEqual([{ from: day(0), to: day(1) }]);
-    expect(() => readLedger({ sections: { backfills: { version: 9 } } })).toThrow(/not a backfill ledger.*remove that section/);
+    expect(readLedger({ sections: { backfills: ledger } }).streams['events:*']?.requested).toEqual([
+      { from: day(0), to: day(1) },
+    ]);
+    expect(() => readLedger({ sections: { backfills: { version: 9 } } })).toThrow(
+      /not a backfill ledger.*remove that section/,
+    );
   });
 });

@@ -42,14 +42,22 @@ describe('state committed with its batch', () => {
     await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         state.withBatch(
-          (batch) => batch.updateSection<Record<string, number>>('parts', (current = {}) => ({ ...current, [`p${i}`]: i })),
-          (commit) => db.write({ table, rows: [{ project_id: 'a', id: String(i) }], ...(commit === undefined ? {} : { state: commit }) }),
+          (batch) =>
+            batch.updateSection<Record<string, number>>('parts', (current = {}) => ({ ...current, [`p${i}`]: i })),
+          (commit) =>
+            db.write({
+              table,
+              rows: [{ project_id: 'a', id: String(i) }],
+              ...(commit === undefined ? {} : { state: commit }),
+            }),
         ),
       ),
     );
     expect(Object.keys(state.document.sections['parts'] as object)).toHaveLength(20);
     const restored = await StateStore.readWith(join(dir, 'nowhere.json'), db.can.state);
-    expect(Object.keys(restored.sections['parts'] as object).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `p${i}`).sort());
+    expect(Object.keys(restored.sections['parts'] as object).sort()).toEqual(
+      Array.from({ length: 20 }, (_, i) => `p${i}`).sort(),
+    );
     expect(await db.count('parts')).toBe(20);
   });
 
@@ -57,11 +65,15 @@ describe('state committed with its batch', () => {
     const { dir, state, db } = await open();
     const tricky = `it's a cursor with 'quotes', a backslash \\, a semicolon; COMMIT; -- and ${'é'.repeat(3)} \u2028 $1`;
     const big = `${'x'.repeat(100_000)}'`;
-    const write = (rows: Row[]) => (commit: StateCommit | undefined) => db.write({ table: typedTable, rows, ...(commit === undefined ? {} : { state: commit }) });
-    await state.withBatch(async (batch) => {
-      await batch.updateSection('small', () => ({ tricky }));
-      await batch.updateSection('large', () => ({ big }));
-    }, write([{ project_id: 'a', id: '1', n: '1' }]));
+    const write = (rows: Row[]) => (commit: StateCommit | undefined) =>
+      db.write({ table: typedTable, rows, ...(commit === undefined ? {} : { state: commit }) });
+    await state.withBatch(
+      async (batch) => {
+        await batch.updateSection('small', () => ({ tricky }));
+        await batch.updateSection('large', () => ({ big }));
+      },
+      write([{ project_id: 'a', id: '1', n: '1' }]),
+    );
     const restored = async (): Promise<readonly unknown[]> => {
       const doc = await StateStore.readWith(join(dir, 'nowhere.json'), db.can.state);
       return [doc.sections['small'], doc.sections['large']];
@@ -69,10 +81,13 @@ describe('state committed with its batch', () => {
     expect(await restored()).toEqual([{ tricky }, { big }]);
     // A batch that fails (text that is no BIGINT) with a bound value in its state leaves both as they were.
     const failed = await state
-      .withBatch(async (batch) => {
-        await batch.updateSection('small', () => ({ tricky: 'changed' }));
-        await batch.updateSection('large', () => ({ big: 'y'.repeat(100_000) }));
-      }, write([{ project_id: 'a', id: '2', n: 'abc' }]))
+      .withBatch(
+        async (batch) => {
+          await batch.updateSection('small', () => ({ tricky: 'changed' }));
+          await batch.updateSection('large', () => ({ big: 'y'.repeat(100_000) }));
+        },
+        write([{ project_id: 'a', id: '2', n: 'abc' }]),
+      )
       .catch((e: unknown) => e);
     expect((failed as Error).message).toMatch(/DuckDB write to table typed failed/);
     expect(await restored()).toEqual([{ tricky }, { big }]);
@@ -88,7 +103,15 @@ describe('state committed with its batch', () => {
     const failed = await state
       .withBatch(
         (batch) => batch.updateStream('events:*', () => ({ mark: '2026-02-01T00:00:00.000Z' })),
-        (commit) => db.write({ table: typed, rows: [{ project_id: 'a', id: '1', n: '2' }, { project_id: 'a', id: '2', n: 'abc' }], ...(commit === undefined ? {} : { state: commit }) }),
+        (commit) =>
+          db.write({
+            table: typed,
+            rows: [
+              { project_id: 'a', id: '1', n: '2' },
+              { project_id: 'a', id: '2', n: 'abc' },
+            ],
+            ...(commit === undefined ? {} : { state: commit }),
+          }),
       )
       .catch((e: unknown) => e);
     expect((failed as Error).message).toMatch(/DuckDB write to table typed failed/);
@@ -110,7 +133,11 @@ describe('state committed with its batch', () => {
       },
       async (commit) => {
         seen.push(`write sees mark ${state.stream('events:*').mark ?? 'none'}`);
-        return db.write({ table, rows: [{ project_id: 'a', id: 'x' }], ...(commit === undefined ? {} : { state: commit }) });
+        return db.write({
+          table,
+          rows: [{ project_id: 'a', id: 'x' }],
+          ...(commit === undefined ? {} : { state: commit }),
+        });
       },
     );
     expect(seen).toEqual(['write sees mark none', 'hook sees mark 2026-03-01T00:00:00.000Z']);
