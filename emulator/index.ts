@@ -135,6 +135,12 @@ export interface EmulatorOptions {
    * disagree for good (reconcile must say so, not loop). @default none
    */
   unlistedEvents?: { readonly fromMs: number; readonly toMs: number };
+  /**
+   * The key is revoked once this many requests have been admitted: every later request is answered
+   * 401 `invalid_api_key` (a key rotated or revoked mid-run). `EmulatorStats.afterUnauthorized`
+   * counts what a client sends once it has been told. @default never
+   */
+  revokeKeyAfter?: number;
   /** Clock in ms. @default Date.now */
   now?: () => number;
   /** List behaviours of servers we have not met (offset cursors, page caps, …: `quirks.ts`). @default none */
@@ -212,6 +218,7 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     latencyJitterMs: Math.max(0, options.latencyJitterMs ?? latencyMs / 5),
     allProjects: options.allProjects ?? true,
     unlistedEvents: options.unlistedEvents,
+    revokeKeyAfter: options.revokeKeyAfter,
   };
   const projectHeader = options.projectHeader ?? PROJECT_HEADERS[flavor];
   const store = new Store({

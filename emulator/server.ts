@@ -34,6 +34,8 @@ export interface Settings {
   allProjects: boolean;
   /** Events in this window are counted but never listed (`EmulatorOptions.unlistedEvents`). */
   unlistedEvents?: { readonly fromMs: number; readonly toMs: number } | undefined;
+  /** The key is revoked once this many requests have been admitted (`EmulatorOptions.revokeKeyAfter`). */
+  revokeKeyAfter?: number | undefined;
 }
 
 /** What a request looked like, for tests that check what a client sends. */
@@ -182,7 +184,10 @@ function refuse(
         'The write key is not accepted by the Query API; use the Organization API Key',
       );
   }
-  if (key !== server.apiKey) return (res) => sendError(res, 401, 'invalid_api_key', 'The API key is not valid');
+  if (key !== server.apiKey) return (res) => unauthorized(server, res, 'The API key is not valid');
+  const revokeAfter = server.settings.revokeKeyAfter;
+  if (revokeAfter !== undefined && server.stats.admitted() >= revokeAfter)
+    return (res) => unauthorized(server, res, 'The API key has been revoked');
   const limiter = server.settings.limiter;
   if (limiter) {
     const decision = limiter.admit(key, route.template, arrival);
@@ -196,6 +201,12 @@ function refuse(
   }
   server.stats.accepted(arrival, route.template);
   return undefined;
+}
+
+/** A 401 for the key, counted when it is answered (`EmulatorStats.unauthorized`). */
+function unauthorized(server: ServerContext, res: ServerResponse, message: string): void {
+  sendError(res, 401, 'invalid_api_key', message);
+  server.stats.unauthorized();
 }
 
 function run(

@@ -20,6 +20,13 @@ export interface EmulatorStats {
   maxPerMinuteByEndpoint: Record<string, number>;
   /** Arrival time (ms, emulator clock) of every request. */
   requestTimes: number[];
+  /** 401s sent for a key that is not (or no longer) valid. */
+  unauthorized: number;
+  /**
+   * Requests that arrived after the first 401 had been answered: what a client sent once it could
+   * know its key was refused (those already in flight arrived before).
+   */
+  afterUnauthorized: number;
 }
 
 export class StatsRecorder {
@@ -36,17 +43,30 @@ export class StatsRecorder {
       maxPerSecond: 0,
       maxPerMinuteByEndpoint: {},
       requestTimes: [],
+      unauthorized: 0,
+      afterUnauthorized: 0,
     };
+  }
+
+  /** Whether a 401 has been answered (requests received after it, in the server's event order, are counted). */
+  private answeredUnauthorized = false;
+  /** Requests admitted (past the key and the rate limiter) so far. */
+  private admittedCount = 0;
+
+  admitted(): number {
+    return this.admittedCount;
   }
 
   received(time: number, template: string | undefined): void {
     this.current.requests++;
+    if (this.answeredUnauthorized) this.current.afterUnauthorized++;
     this.current.requestTimes.push(time);
     if (template !== undefined) this.current.byEndpoint[template] = (this.current.byEndpoint[template] ?? 0) + 1;
   }
 
   /** A request that passed authentication and the rate limiter. */
   accepted(time: number, template: string): void {
+    this.admittedCount++;
     this.perSecond.add(time);
     this.current.maxPerSecond = Math.max(this.current.maxPerSecond, this.perSecond.count(time));
     let minute = this.perMinute.get(template);
@@ -58,6 +78,11 @@ export class StatsRecorder {
     const inMinute = minute.count(time);
     const byEndpoint = this.current.maxPerMinuteByEndpoint;
     byEndpoint[template] = Math.max(byEndpoint[template] ?? 0, inMinute);
+  }
+
+  unauthorized(): void {
+    this.current.unauthorized++;
+    this.answeredUnauthorized = true;
   }
 
   rateLimited(): void {
@@ -79,11 +104,14 @@ export class StatsRecorder {
       maxPerSecond: s.maxPerSecond,
       maxPerMinuteByEndpoint: { ...s.maxPerMinuteByEndpoint },
       requestTimes: [...s.requestTimes],
+      unauthorized: s.unauthorized,
+      afterUnauthorized: s.afterUnauthorized,
     };
   }
 
   reset(): void {
     this.current = StatsRecorder.empty();
+    this.answeredUnauthorized = false;
     this.perSecond = new SlidingWindow(1000);
     this.perMinute = new Map();
   }

@@ -7,7 +7,7 @@ import { runJson, runSettings } from './run-json.js';
 import { planBackfill } from '../pipeline/plan.js';
 import { backfillProgressHooks } from './runtime.js';
 import type { CommandIo } from './io.js';
-import { logStreams, planForProgress, runWriting, streamsExitCode, type RunOutcome } from './writing-run.js';
+import { logStreams, planForProgress, runWriting, streamsEnd, type RunOutcome } from './writing-run.js';
 import { billingOf, endRun, recordWritingRun, startRun, stoppedLines } from './run-envelope.js';
 
 /**
@@ -48,6 +48,8 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
       backfillProgressHooks(runtime.tracker),
     );
     const { reason, streams } = endRun(runtime, stop, summary.streams);
+    const end = streamsEnd(reason, streams);
+    const { code } = end;
     const billing = billingOf(config, destination);
     await recordWritingRun(
       config,
@@ -59,9 +61,10 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
         streams,
         settings: { ...runSettings(config), from: summary.from, to: summary.to, windowMs: config.range.windowMs },
         secrets,
+        end,
         ...(billing === undefined ? {} : { billing }),
       },
-      { clock, logger },
+      runtime,
     );
     logStreams(
       config,
@@ -79,7 +82,6 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
         outcome: s.outcome,
       })),
     );
-    const code = streamsExitCode(reason, streams);
     if (config.json) {
       const run = runJson('backfill', { ...summary, streams }, code);
       const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { SyncConfig } from '../config.js';
 import type { RunStoppedError } from '../core/errors.js';
-import type { Clock, ColumnDef, ResourceDefinition } from '../core/types.js';
+import type { RunEndCode } from '../core/exit-codes.js';
+import type { ColumnDef, ResourceDefinition } from '../core/types.js';
 import type { Logger } from '../core/log.js';
 import type { BillingTotals, Destination } from '../load/destination.js';
 import { withContract } from '../normalize/contract.js';
@@ -82,13 +83,19 @@ export async function recordWritingRun(
   config: Pick<SyncConfig, 'dryRun'>,
   destination: Destination,
   started: StartedRun,
-  run: Omit<RunRecord, 'endedAt'>,
-  { clock, logger }: { readonly clock: Clock; readonly logger: Logger },
+  run: Omit<RunRecord, 'endedAt' | 'requests' | 'rateLimited' | 'end'> & { readonly end: RunEndCode },
+  { clock, logger, client, budget }: Pick<Runtime, 'clock' | 'logger' | 'client' | 'budget'>,
 ): Promise<string | undefined> {
   if (config.dryRun) return undefined;
   return recordRun(
     destination,
-    { ...run, endedAt: new Date(clock.now()).toISOString() },
+    {
+      ...run,
+      endedAt: new Date(clock.now()).toISOString(),
+      // The run's own totals, not the streams' sum: the plan, probes, reconcile and settle re-reads too.
+      requests: client.requestsSent,
+      rateLimited: budget.stats().rateLimited,
+    },
     schemaChanges(started.columnsBefore, await columnsOf(destination, started.tables)),
     logger,
     started.runId,

@@ -16,7 +16,7 @@ import { billingJson, billingLine } from './billing.js';
 import type { CommandIo } from './io.js';
 import { runJson, runSettings } from './run-json.js';
 import { syncProgressHooks } from './runtime.js';
-import { logStreams, planForProgress, runWriting, streamsExitCode, type RunOutcome } from './writing-run.js';
+import { logStreams, planForProgress, runWriting, streamsEnd, type RunOutcome } from './writing-run.js';
 import { billingOf, defineWarehouseExtras, endRun, recordWritingRun, startRun, stoppedLines } from './run-envelope.js';
 import { formatReconcile } from './reconcile-lines.js';
 import {
@@ -84,8 +84,10 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     );
     // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
     // shown in the same display.
+    // A rejected key (401) ends the run's reading: nothing more is sent, so nothing more is tried.
+    const keyRejected = client.keyRejected !== undefined;
     const extra =
-      config.dryRun || stop.reason !== undefined
+      config.dryRun || stop.reason !== undefined || keyRejected
         ? []
         : await analystStreams(
             config,
@@ -99,12 +101,17 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     // shadow tables until the end).
     const reconcileMode = config.reconcile ?? 'repair';
     const reconciled: ReconcileReport | undefined =
-      reconcileMode === 'off' || config.dryRun || config.fullRefresh === true || stop.reason !== undefined
+      reconcileMode === 'off' ||
+      config.dryRun ||
+      config.fullRefresh === true ||
+      stop.reason !== undefined ||
+      client.keyRejected !== undefined
         ? undefined
         : await reconcileRun(
             {
               mode: reconcileMode,
-              resources: config.resources,
+              // The run's resources, under its schema contract: a repair writes as the walk did.
+              resources: started.resources,
               project: config.project,
               projectIds: config.projectIds,
               runStartMs: Date.parse(summary.startedAt),
@@ -142,6 +149,9 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
           `full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`,
         );
     }
+    const differing = reconciled?.remaining ?? 0;
+    const end = streamsEnd(reason, streams, differing > 0);
+    const { code } = end;
     const billing = billingOf(config, destination);
     const recordedRunId = await recordWritingRun(
       config,
@@ -153,10 +163,11 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
         streams,
         settings: runSettings(config),
         secrets,
+        end,
         ...(billing === undefined ? {} : { billing }),
         ...(reconciled === undefined ? {} : { reconcile: reconcileBrief(reconciled) }),
       },
-      { clock, logger },
+      runtime,
     );
     if (recordedRunId !== undefined && reconciled !== undefined && reconciled.windows.length > 0) {
       await destination
@@ -192,8 +203,6 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
       (r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
     );
     for (const line of deficits) logger.warn(line);
-    const differing = reconciled?.remaining ?? 0;
-    const code = streamsExitCode(reason, streams, differing > 0);
     const stopped = stoppedLines('sync', reason, streams);
     const output = config.json
       ? [

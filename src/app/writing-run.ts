@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config.js';
 import { RunStoppedError } from '../core/errors.js';
-import { exitCodeFor, runExitCode } from '../core/exit-codes.js';
+import { exitCodeFor, runEndCode, type RunEndCode } from '../core/exit-codes.js';
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { toProgressPlan, type Plan } from '../pipeline/plan.js';
@@ -141,13 +141,16 @@ export function logStreams(
   for (const s of streams) perStream(s, message);
 }
 
-/** The exit code of a walk's streams (`runExitCode` in `core/exit-codes.ts`: stopped, else the first failed stream, else a difference left, else ok). */
-export function streamsExitCode(
+/**
+ * The exit code of a walk's streams and the outcome its history row records (`runEndCode` in
+ * `core/exit-codes.ts`: stopped, else the first failed stream, else a difference left, else ok).
+ */
+export function streamsEnd(
   reason: RunStoppedError | undefined,
   streams: readonly StreamResult[],
   mismatch = false,
-): number {
-  return runExitCode({ stop: reason, failed: streams.find((s) => s.outcome !== 'ok'), mismatch });
+): RunEndCode {
+  return runEndCode({ stop: reason, failed: streams.find((s) => s.outcome !== 'ok'), mismatch });
 }
 
 /**

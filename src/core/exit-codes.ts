@@ -84,3 +84,37 @@ export function runExitCode(end: RunEnd, order: 'failure-first' | 'mismatch-firs
   const mismatch = end.mismatch === true ? EXIT_CODES.mismatch : undefined;
   return (order === 'failure-first' ? (failed ?? mismatch) : (mismatch ?? failed)) ?? EXIT_CODES.ok;
 }
+
+/**
+ * How `_query_sync_runs.outcome` names a run's end, chosen with the same precedence as its exit code
+ * (`runExitCode`), so the row and the code agree: `stopped` (6, 130, 143, or 4 for a lost lease),
+ * `failed` (1, 3, 4: a stream's error), `mismatch` (5: a difference left), `ok` (0).
+ */
+export type RunOutcomeName = 'ok' | 'failed' | 'mismatch' | 'stopped';
+
+/** A run's end as its exit code and its history row's outcome, from one precedence. */
+export interface RunEndCode {
+  readonly code: number;
+  readonly outcome: RunOutcomeName;
+}
+
+/** The exit code and the outcome name of a run that read streams (see `runExitCode` for `order`). */
+export function runEndCode(end: RunEnd, order: 'failure-first' | 'mismatch-first' = 'failure-first'): RunEndCode {
+  const code = runExitCode(end, order);
+  if (end.stop !== undefined) return { code, outcome: 'stopped' };
+  const failed = end.failed !== undefined;
+  const mismatch = end.mismatch === true;
+  const outcome: RunOutcomeName =
+    order === 'failure-first'
+      ? failed
+        ? 'failed'
+        : mismatch
+          ? 'mismatch'
+          : 'ok'
+      : mismatch
+        ? 'mismatch'
+        : failed
+          ? 'failed'
+          : 'ok';
+  return { code, outcome };
+}

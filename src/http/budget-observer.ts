@@ -52,5 +52,8 @@ export function observedBudget(inner: RequestBudget, observer: BudgetObserver): 
     seedStarts(starts: Readonly<Record<string, readonly number[]>>): void {
       inner.seedStarts?.(starts);
     },
+    close(reason: unknown): void {
+      inner.close?.(reason);
+    },
   };
 }

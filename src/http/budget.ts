@@ -58,6 +58,12 @@ export interface RequestBudget {
    * every window the scheduler keeps starts full where that run left it. Call before any request.
    */
   seedStarts?(starts: Readonly<Record<string, readonly number[]>>): void;
+  /**
+   * No request starts after this: every request waiting for the budget, and every one scheduled
+   * later, is refused with `reason` (the key was rejected: nothing more may leave). Requests
+   * already started are not touched. Optional: a budget without it keeps scheduling.
+   */
+  close?(reason: unknown): void;
 }
 
 /** Limits of the Query API. Sources: `../shared/spec/query-api.md`, section Limits. */

@@ -120,6 +120,20 @@ export class ApiClient {
   private readonly longWaitMs: number;
   /** Per endpoint and kind of wait: when the last long-wait line was logged (one line per interval). */
   private readonly waitLogged = new Map<string, number>();
+  /** Requests that left (their head written to a socket): what the server counts. */
+  private sent = 0;
+  /** The first 401's message (no context): once set, no request leaves any more. */
+  private rejectedKey: string | undefined;
+
+  /** Every request this client sent (attempts and retries alike), as the server counts them. */
+  get requestsSent(): number {
+    return this.sent;
+  }
+
+  /** The first 401's error message once the server has refused the key (nothing is sent after it). */
+  get keyRejected(): string | undefined {
+    return this.rejectedKey;
+  }
 
   /**
    * Requests to `endpoint` its per-minute budget still allows before it binds (see
@@ -188,6 +202,7 @@ export class ApiClient {
     for (;;) {
       let decision: Decision;
       let response: RawResponse | undefined;
+      if (this.rejectedKey !== undefined) throw new AuthError(this.rejectedKey, 401, { context: ctx });
       try {
         ctx.stats.requests += 1;
         const queuedAt = clock.now();
@@ -203,7 +218,12 @@ export class ApiClient {
                   `other waits on it are logged at most every ${Math.round(WAIT_LOG_INTERVAL_MS / 1000)} s (the summary counts them all)`,
               );
             }
-            return this.send(url, req.project, ctx.signal, sent);
+            // Queued before the 401 and started after it (a budget without `close`): not sent.
+            if (this.rejectedKey !== undefined) throw new AuthError(this.rejectedKey, 401, { context: ctx });
+            return this.send(url, req.project, ctx.signal, () => {
+              this.sent += 1;
+              sent();
+            });
           },
           {
             lane: ctx.lane,
@@ -216,6 +236,9 @@ export class ApiClient {
         }
       } catch (error) {
         if (ctx.signal?.aborted) throw error;
+        // Refused unsent by the closed budget (or in the task) after the key was rejected.
+        if (this.rejectedKey !== undefined && response === undefined)
+          throw new AuthError(this.rejectedKey, 401, { context: ctx });
         decision = classifyTransportError(error);
         if (decision.kind === 'fail') throw error;
       }
@@ -238,6 +261,7 @@ export class ApiClient {
         case 'ok':
           throw new Error('unreachable');
         case 'auth':
+          if (response?.status === 401) this.refuseAfter(response, req);
           throw this.authError(response, req, ctx);
         case 'fail':
           throw this.fatalError(response, req, ctx);
@@ -315,6 +339,16 @@ export class ApiClient {
         }
       }
     }
+  }
+
+  /**
+   * The key was refused: nothing more may leave. Every request waiting for the budget, and every
+   * later one, fails with the same error unsent; those in flight are answered (issue 31, item 5).
+   */
+  private refuseAfter(response: RawResponse, req: ApiRequest): void {
+    if (this.rejectedKey !== undefined) return;
+    this.rejectedKey = authError(response, req, {}, (text, max) => this.said(text, max)).message;
+    this.options.budget.close?.(new AuthError(this.rejectedKey, 401));
   }
 
   async close(): Promise<void> {

@@ -10,6 +10,8 @@ export interface Waiter {
   readonly start: (startedAt: number) => void;
   /** Called when it leaves the queue (started or aborted). */
   readonly detach: () => void;
+  /** Taken out of the queue unstarted (the budget was closed): rejects the caller's promise with `reason`. */
+  readonly cancel: (reason: unknown) => void;
 }
 
 /** One endpoint's budget and its waiting requests. */

@@ -110,6 +110,15 @@ export class LaneQueues<T> {
     return true;
   }
 
+  /** Take every waiting item out, with its lane (the queue is empty after). */
+  drain(): [string, T][] {
+    const out: [string, T][] = [];
+    for (const [lane, queue] of this.#queues) for (const item of queue) out.push([lane, item]);
+    for (const lane of [...this.#queues.keys()]) this.#dropLane(lane);
+    this.#size = 0;
+    return out;
+  }
+
   #dropLane(lane: string): void {
     this.#queues.delete(lane);
     this.#ring.delete(lane);

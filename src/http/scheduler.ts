@@ -90,6 +90,8 @@ class Scheduler implements RequestBudget {
   #dispatchQueued = false;
   #requests = 0;
   #rateLimited = 0;
+  /** Set by `close`: the reason every later request is refused with. */
+  #closed: { readonly reason: unknown } | undefined;
   #maxPerSecond = 0;
 
   constructor(options: SchedulerOptions) {
@@ -126,6 +128,7 @@ class Scheduler implements RequestBudget {
   schedule<T>(endpoint: string, task: (sent: () => void) => Promise<T>, options: ScheduleOptions = {}): Promise<T> {
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(signal.reason);
+    if (this.#closed !== undefined) return Promise.reject(this.#closed.reason);
     const bucket = this.#bucket(endpoint);
     const lane = options.lane ?? DEFAULT_LANE;
     return new Promise<T>((resolve, reject) => {
@@ -154,12 +157,28 @@ class Scheduler implements RequestBudget {
           this.#queue.add(() => task(sent)).then(resolve, reject);
         },
         detach: () => signal?.removeEventListener('abort', onAbort),
+        cancel: (reason) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(reason);
+        },
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       bucket.waiting.push(lane, waiter);
       this.#join(lane);
       this.#requestDispatch();
     });
+  }
+
+  close(reason: unknown): void {
+    if (this.#closed !== undefined) return;
+    this.#closed = { reason };
+    for (const bucket of this.#buckets.values()) {
+      for (const [lane, waiter] of bucket.waiting.drain()) {
+        this.#leave(lane);
+        waiter.cancel(reason);
+      }
+    }
+    this.#wakeAt(Number.POSITIVE_INFINITY);
   }
 
   onRateLimited(endpoint: string, retryAfterMs: number | undefined): void {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { RunEndCode } from '../core/exit-codes.js';
 import { redact, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { tableSchema } from '../core/table-schema.js';
@@ -19,7 +20,10 @@ export const RUNS_SCHEMA: TableSchema = tableSchema(RUNS_TABLE, ['run_id'], {
   command: 'string',
   started_at: 'timestamp',
   ended_at: 'timestamp',
+  // `ok`, `failed`, `mismatch` or `stopped`, chosen as the exit code is (`runEndCode`); NULL for a row written without one.
   outcome: 'string',
+  // The process's exit code (docs/exit-codes.md).
+  exit_code: 'int64',
   rows: 'int64',
   pages: 'int64',
   requests: 'int64',
@@ -101,6 +105,15 @@ export interface RunRecord {
   readonly billing?: BillingTotals;
   /** The reconcile step's outcome in brief (`reconcileBrief`), absent when it did not run. */
   readonly reconcile?: Readonly<Record<string, unknown>>;
+  /** The run's exit code and its name (`runEndCode`); absent: `ok` when every stream is, else `failed`, and no code. */
+  readonly end?: RunEndCode;
+  /**
+   * Every request the run sent, as the server counts them (plan, probes, reconcile, settle
+   * re-reads, per-event reads: `ApiClient.requestsSent`); absent: the streams' own counts summed.
+   */
+  readonly requests?: number;
+  /** Every 429 the run was answered (the scheduler's count); absent: the streams' summed. */
+  readonly rateLimited?: number;
 }
 
 /**
@@ -139,12 +152,13 @@ export async function recordRun(
     command: run.command,
     started_at: run.startedAt,
     ended_at: run.endedAt,
-    outcome: run.streams.every((s) => s.outcome === 'ok') ? 'ok' : 'failed',
+    outcome: run.end?.outcome ?? (run.streams.every((s) => s.outcome === 'ok') ? 'ok' : 'failed'),
+    exit_code: run.end === undefined ? null : BigInt(run.end.code),
     rows: sum((s) => s.rows),
     pages: sum((s) => s.pages),
-    requests: sum((s) => s.stats.requests),
+    requests: run.requests === undefined ? sum((s) => s.stats.requests) : BigInt(run.requests),
     retries: sum((s) => s.stats.retries),
-    rate_limited: sum((s) => s.stats.rateLimited),
+    rate_limited: run.rateLimited === undefined ? sum((s) => s.stats.rateLimited) : BigInt(run.rateLimited),
     streams: JSON.stringify(
       run.streams.map((s) => ({
         resource: s.resource,

@@ -4,6 +4,7 @@ import { startEmulator, type Emulator, type EmulatorOptions, type RequestInfo } 
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { RECONCILE_TABLE } from '../../src/pipeline/reconcile-run.js';
+import { RUNS_TABLE } from '../../src/pipeline/run-history.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { asTheCliLaysItOut } from '../fakes/cli-warehouse.js';
@@ -188,6 +189,36 @@ describe('sync reconciles itself', () => {
     );
     const recorded = await readTable(dir, RECONCILE_TABLE);
     expect(recorded.map((r) => r.outcome)).toEqual(Array.from({ length: busy }, () => 'differs'));
+  });
+
+  it('the runs row of a run that exits 5 says so, and counts every request the server counted', async () => {
+    const { emu, dir, args } = await setup();
+    // The first sync is a means here: in-process, into the CLI's layout.
+    expect(
+      (
+        await syncOnce({
+          baseUrl: emu.url,
+          apiKey: emu.apiKey,
+          dir,
+          project: '*',
+          resources: [events],
+          destination: asTheCliLaysItOut(dir),
+        })
+      ).ok,
+    ).toBe(true);
+    expect(await deleteHour(dir, victimHour())).toBeGreaterThan(0);
+    emu.resetStats();
+    // Not --quiet: the progress's plan counts too. The plan, the walk, the settle re-reads and the
+    // reconcile's series: all in one figure.
+    const loud = args.filter((a) => a !== '--quiet');
+    const checked = await runCli(emu, [...loud, '--reconcile', 'check', '--json']);
+    expect(checked.code, checked.stdout + checked.stderr).toBe(5);
+    const { runId } = JSON.parse(checked.stdout.trim().split('\n').pop() ?? '{}') as { runId: string };
+    const row = (await readTable(dir, RUNS_TABLE)).find((r) => r.run_id === runId);
+    const server = emu.stats().requests;
+    // Before: outcome "ok", and the streams' requests alone (the reconcile's left out).
+    expect(row).toMatchObject({ outcome: 'mismatch', exit_code: 5n, requests: BigInt(server) });
+    expect(JSON.parse(String(row?.reconcile))).toMatchObject({ remaining: 1 });
   });
 
   it('--reconcile off sends no reconcile request; the default sends one per project', async () => {

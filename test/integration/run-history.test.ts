@@ -129,8 +129,18 @@ describe('run history and schema changes in the warehouse (the real CLI into a r
     expect(run.code).toBe(3);
     const [row, ...more] = await readTable(d, '_query_sync_runs');
     expect(more).toHaveLength(0);
-    // A first sync's two timeseries requests go out at once (all history and its last months), each once: no retry of a 401.
-    expect(row).toMatchObject({ command: 'sync', outcome: 'failed', rows: 0n, requests: 2n });
+    // Every request the server counted: no retry of a 401, and nothing sent once the first is read (a
+    // first sync's two timeseries requests: the second leaves only if it was in flight already).
+    const server = emu.stats();
+    expect(server.requests).toBe(server.unauthorized);
+    expect(row).toMatchObject({
+      command: 'sync',
+      outcome: 'failed',
+      exit_code: 3n,
+      rows: 0n,
+      requests: BigInt(server.requests),
+    });
+    expect(server.requests).toBeLessThanOrEqual(2);
     expect(JSON.parse(String(row?.errors))).toEqual([expect.stringMatching(/the API key was rejected \(401\)/)]);
     expect(JSON.stringify(row, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).not.toContain(
       'secret-wrong-key-77',

@@ -17,6 +17,7 @@ import {
   exitCode,
   exitCodeFor,
   outcomeOf,
+  runEndCode,
   runExitCode,
   stopExitCode,
   type ExitOutcome,
@@ -88,6 +89,28 @@ describe('the exit-code table', () => {
     expect(runExitCode({ failed, mismatch: true }, 'mismatch-first')).toBe(5);
     expect(runExitCode({ failed }, 'mismatch-first')).toBe(3);
     expect(runExitCode({ stop, failed, mismatch: true }, 'mismatch-first')).toBe(6);
+  });
+
+  it("a run's history row names its end as its exit code does, on every path (1, 3, 4, 5, 6, 130, 143)", () => {
+    const failed = (error: unknown): { error: unknown } => ({ error });
+    const cases: [Parameters<typeof runEndCode>[0], number, string][] = [
+      [{}, 0, 'ok'],
+      [{ failed: failed(new Error('the destination refused the batch')) }, 1, 'failed'],
+      [{ failed: failed(new AuthError('401: the key was refused', 401)) }, 3, 'failed'],
+      [{ failed: failed(new StateError('state unreadable')) }, 4, 'failed'],
+      [{ mismatch: true }, 5, 'mismatch'],
+      [{ stop: new RunStoppedError('--max-run-time 1m reached', 'max-run-time'), mismatch: true }, 6, 'stopped'],
+      [{ stop: new RunStoppedError('SIGINT received', 'SIGINT') }, 130, 'stopped'],
+      [{ stop: new RunStoppedError('SIGTERM received', 'SIGTERM'), failed: failed(new Error('x')) }, 143, 'stopped'],
+      [{ stop: new RunStoppedError('another run took the lease', 'lease-lost') }, 4, 'stopped'],
+    ];
+    for (const [end, code, outcome] of cases) {
+      expect(runEndCode(end)).toEqual({ code, outcome });
+      expect(runEndCode(end).code).toBe(runExitCode(end));
+    }
+    const both = { failed: failed(new AuthError('401: the key was refused', 401)), mismatch: true };
+    expect(runEndCode(both, 'mismatch-first')).toEqual({ code: 5, outcome: 'mismatch' });
+    expect(runEndCode(both)).toEqual({ code: 3, outcome: 'failed' });
   });
 });
 
