@@ -1,6 +1,6 @@
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { VerifyConfig } from '../config.js';
-import { exitCodeFor, runExitCode } from '../core/exit-codes.js';
+import { exitCodeFor, runEndCode, runExitCode, type RunEndCode } from '../core/exit-codes.js';
 import type { Destination } from '../load/destination.js';
 
 import {
@@ -19,6 +19,8 @@ import { stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
 import { budgetOwner, seedBudget } from './budget-carry.js';
 import { printOutcome, runWriting, type OpenRun, type RunOutcome } from './writing-run.js';
+import { endRun, recordWritingRun, startRun } from './run-envelope.js';
+import { runSettings } from './run-json.js';
 
 /**
  * A verify run (`query-sync verify --from --to [--repair]`): compare API counts with warehouse
@@ -92,12 +94,14 @@ async function verifyAndRepair(
 
   const mismatched = report.windows.filter((w) => !w.match);
   print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
-  runtime.tracker.markStart();
-  runtime.display.start();
+  // A repair writes as a sync does: under the run's schema contract, with its run id, recorded.
+  const started = await startRun(runtime, destination, config);
+  const startedAt = new Date(clock.now()).toISOString();
   const streams = await repairWindows(
     mismatched,
     {
-      resources: config.resources,
+      resources: started.resources,
+      runId: started.runId,
       concurrency: config.concurrency,
       batchRows: config.batchRows,
       batchBytes: config.batchBytes,
@@ -106,17 +110,39 @@ async function verifyAndRepair(
     },
     { client, destination, state, clock, logger },
   );
-  runtime.display.stop();
+  const { reason } = endRun(runtime, stop, streams);
   for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
-  if (stop.reason !== undefined) {
+  const record = (end: RunEndCode): Promise<unknown> =>
+    recordWritingRun(
+      config,
+      destination,
+      started,
+      {
+        command: 'verify',
+        startedAt,
+        streams,
+        settings: {
+          ...runSettings(config),
+          from: new Date(config.range.fromMs).toISOString(),
+          to: new Date(config.range.toMs).toISOString(),
+          repair: true,
+        },
+        secrets: [config.apiKey],
+        end,
+      },
+      runtime,
+    );
+  if (reason !== undefined) {
     print(
       stoppedLine(
         'verify --repair',
-        stop.reason,
+        reason,
         streams.reduce((n, s) => n + s.rows, 0),
       ),
     );
-    return { code: runExitCode({ stop: stop.reason }), output: [] };
+    const end = runEndCode({ stop: reason });
+    await record(end);
+    return { code: end.code, output: [] };
   }
   const repaired = config.resources.filter((r) => mismatched.some((w) => w.resource === r.name));
   const again = await verifyWindows(repaired, projects, windowsOf(mismatched), { client, destination, logger });
@@ -127,13 +153,12 @@ async function verifyAndRepair(
       'note: the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse (see README)',
     );
   }
-  return {
-    code: runExitCode(
-      { failed: streams.find((s) => s.outcome !== 'ok'), mismatch: again.mismatches > 0 },
-      'mismatch-first',
-    ),
-    output: [],
-  };
+  const end = runEndCode(
+    { failed: streams.find((s) => s.outcome !== 'ok'), mismatch: again.mismatches > 0 },
+    'mismatch-first',
+  );
+  await record(end);
+  return { code: end.code, output: [] };
 }
 
 function windowsOf(

@@ -250,6 +250,106 @@ describe('--schema-contract (the real CLI into a real DuckDB file)', () => {
   });
 });
 
+describe('the repairs are runs too: verify --repair and the reconcile repair', () => {
+  it('honour --schema-contract and write a _query_sync_runs row each', async () => {
+    const HOUR = 3_600_000;
+    const emu = await emulator({ seed: 33, eventsPerProject: 300, historyDays: 3, projects: ['alpha'] });
+    const d = dir();
+    const files = [
+      '--duckdb-path',
+      dbPathOf(d),
+      '--state',
+      statePathOf(d),
+      '--project',
+      'alpha',
+      '--resources',
+      'events',
+    ];
+    // A warehouse whose events table has no user_input (as `--exclude-columns events.user_input` left
+    // it): in-process, into the CLI's layout.
+    const withoutUserInput = withPrivacy(events, { exclude: { events: ['user_input'] }, hash: {} }, undefined);
+    const first = await syncOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      project: 'alpha',
+      resources: [withoutUserInput],
+      destination: asTheCliLaysItOut(d),
+    });
+    expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
+    // An hour of events lost from the warehouse, well inside the range a sync's reconcile checks.
+    const hour = Math.floor(Date.now() / HOUR) * HOUR - 5 * HOUR;
+    const where = `timestamp >= '${new Date(hour).toISOString()}' AND timestamp < '${new Date(hour + HOUR).toISOString()}'`;
+    const { DuckDBInstance } = await import('@duckdb/node-api');
+    const db = await DuckDBInstance.create(layoutOf(dbPathOf(d)).work);
+    const c = await db.connect();
+    const lost = Number(
+      (await c.runAndReadAll(`SELECT count(*) AS n FROM events WHERE ${where}`)).getRowObjects()[0]?.n,
+    );
+    await c.run(`DELETE FROM events WHERE ${where}`);
+    c.closeSync();
+    db.closeSync();
+    expect(lost).toBeGreaterThan(0);
+    const contract = /--schema-contract freeze-columns: a record of events \(key .+\) has the new field "user_input"/;
+    const unchanged = async (): Promise<void> => {
+      const rows = await readTable(d, 'events');
+      expect(Object.keys(rows[0] ?? {})).not.toContain('user_input');
+      expect(
+        rows.filter((r) => Date.parse(String(r.timestamp)) >= hour && Date.parse(String(r.timestamp)) < hour + HOUR),
+      ).toEqual([]);
+    };
+
+    // verify --repair re-reads the hour under the contract: refused, the hour still differs (exit 5).
+    const range = [
+      '--from',
+      new Date(hour).toISOString(),
+      '--to',
+      new Date(hour + HOUR).toISOString(),
+      '--window',
+      '1h',
+    ];
+    const verified = await runCli(emu, [
+      'verify',
+      ...range,
+      ...files,
+      '--repair',
+      '--schema-contract',
+      'freeze-columns',
+    ]);
+    expect(verified.code, verified.stdout + verified.stderr).toBe(5);
+    expect(verified.stdout).toMatch(contract);
+    await unchanged();
+    const [verifyRow, ...none] = await readTable(d, '_query_sync_runs');
+    expect(none).toEqual([]);
+    expect(verifyRow).toMatchObject({ command: 'verify', outcome: 'mismatch', exit_code: 5n });
+    expect(JSON.parse(String(verifyRow?.errors))).toEqual([expect.stringMatching(contract)]);
+
+    // A sync's reconcile finds the hour and repairs it with the run's contract-wrapped resources: refused
+    // too. (No lookback, no settle: the walk itself reads nothing the contract would refuse.)
+    const synced = await runCli(emu, [
+      'sync',
+      ...files,
+      '--schema-contract',
+      'freeze-columns',
+      '--lookback',
+      '0s',
+      '--settle',
+      '0',
+      '--json',
+    ]);
+    expect(synced.code, synced.stdout + synced.stderr).toBe(5);
+    const summary = JSON.parse(synced.stdout) as RunJson & {
+      runId: string;
+      reconcile: { remaining: number; windows: { reason?: string }[] };
+    };
+    expect(summary.reconcile.remaining).toBe(1);
+    expect(summary.reconcile.windows.map((w) => w.reason)).toEqual([expect.stringMatching(contract)]);
+    await unchanged();
+    const syncRow = (await readTable(d, '_query_sync_runs')).find((r) => r.run_id === summary.runId);
+    expect(syncRow).toMatchObject({ command: 'sync', outcome: 'mismatch', exit_code: 5n });
+  });
+});
+
 describe('run history through the BigQuery destination (real client, strict double)', () => {
   it('recordRun writes _query_sync_runs and _query_sync_schema_changes with the ordinary keyed write', async () => {
     const d = dir();
