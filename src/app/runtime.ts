@@ -33,6 +33,8 @@ export interface Runtime {
   readonly showsProgress: boolean;
   /** Repeated warnings and errors, held back as they come: `flush` logs one line each with a count. */
   readonly repeats: RepeatedLogs;
+  /** Tell `hook` of every request as it leaves (a writing run's spend journal); `undefined` stops. */
+  recordRequests(hook: ((endpoint: string, atMs: number) => void) | undefined): void;
   close(): Promise<void>;
 }
 
@@ -50,6 +52,7 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     // On a TTY, log lines go through the live display, which prints them above its lines.
     ...(tty === undefined ? {} : { destination: tty.logStream }),
   });
+  let requestHook: ((endpoint: string, atMs: number) => void) | undefined;
   let display: ProgressDisplay = NO_PROGRESS;
   if (tty !== undefined) display = tty;
   else if (config.progress === 'log' && logger.isLevelEnabled('info'))
@@ -63,6 +66,7 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     logger,
     timeouts: config.timeouts,
     onBackoff: (ctx, delayMs, reason) => tracker.backingOff(ctx.resource, delayMs, reason),
+    onRequestStart: (endpoint, atMs) => requestHook?.(endpoint, atMs),
     maxRetryAfterMs: config.maxRetryAfterMs,
     // Observed: the display shows requests waiting for the budget, and 429 pauses.
     observe: (scheduler) =>
@@ -81,6 +85,9 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     display,
     showsProgress: display !== NO_PROGRESS,
     repeats,
+    recordRequests: (hook) => {
+      requestHook = hook;
+    },
     close: async () => {
       display.stop();
       await client.close();

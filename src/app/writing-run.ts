@@ -11,7 +11,15 @@ import type { Destination } from '../load/destination.js';
 import { StateStore, type StateStoreOptions } from '../state/store.js';
 import { workingPathForReading } from '../publish/layout.js';
 import { keepStateIn } from './state-home.js';
-import { budgetOwner, saveBudget, seedBudget } from './budget-carry.js';
+import {
+  budgetOwner,
+  journalPath,
+  readJournal,
+  saveBudget,
+  seedBudget,
+  SpendJournal,
+  spendChange,
+} from './budget-carry.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
 import type { CommandIo } from './io.js';
 import { failedRunJson } from './run-json.js';
@@ -60,6 +68,7 @@ export async function runWriting(
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   let publishing: RunPublishing | undefined;
+  let journal: SpendJournal | undefined;
   let outcome: RunOutcome;
   try {
     ({ state, destination } = await openStateAndDestination(
@@ -68,8 +77,27 @@ export async function runWriting(
       { clock, logger, stop },
       config.json ? (line) => logger.info(line) : io.print,
     ));
-    // The previous run's requests still in the rate-limit windows count against this run's.
-    seedBudget(state.document, runtime.budget, owner, logger);
+    // The previous runs' requests still in the rate-limit windows count against this run's: those
+    // committed in state and, from a run killed after its last commit, those in the journal.
+    const journalFile = journalPath(config.statePath);
+    const journaled = config.dryRun ? [] : readJournal(journalFile, clock.now());
+    seedBudget(state.document, runtime.budget, owner, logger, journaled);
+    if (!config.dryRun) {
+      // From now on the spend is committed with every batch, and each request journaled as it leaves.
+      const { budget } = runtime;
+      const openState = state;
+      openState.withEachCommit(() => spendChange(budget, owner, clock.now()));
+      try {
+        const opened = new SpendJournal(journalFile, owner, journaled);
+        journal = opened;
+        runtime.recordRequests((endpoint, atMs) => opened.record(endpoint, atMs));
+      } catch (error) {
+        logger.warn(
+          { err: (error as Error).message },
+          `could not open the request journal ${journalFile}: a run started right after this one is killed may draw 429s`,
+        );
+      }
+    }
     // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
     publishing = config.dryRun
       ? undefined
@@ -97,6 +125,8 @@ export async function runWriting(
         ),
       );
     }
+    runtime.recordRequests(undefined);
+    journal?.close();
     await destination?.close().catch(() => undefined);
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);

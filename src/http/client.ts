@@ -68,6 +68,8 @@ export interface ApiClientOptions {
   readonly random?: () => number;
   /** Told before each backoff sleep (the progress display shows "backing off"). */
   readonly onBackoff?: (ctx: CallContext, delayMs: number, reason: string) => void;
+  /** Told as each request leaves the budget for the network (the rate-limit spend's journal). */
+  readonly onRequestStart?: (endpoint: string, atMs: number) => void;
 }
 
 /** Counters one walk accumulates; they go into the run summary. */
@@ -220,6 +222,7 @@ export class ApiClient {
             }
             // Queued before the 401 and started after it (a budget without `close`): not sent.
             if (this.rejectedKey !== undefined) throw new AuthError(this.rejectedKey, 401, { context: ctx });
+            this.options.onRequestStart?.(req.endpoint, clock.now());
             return this.send(url, req.project, ctx.signal, () => {
               this.sent += 1;
               sent();

@@ -6,6 +6,8 @@ import { redact } from '../core/log.js';
 import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
+
+export type { Change } from './batch.js';
 import { acquireLock, fileLeases, WRITE_LEASE_MS, type LeaseProvider, type Lock } from './lock.js';
 import type { StateDocument, StreamState } from './document.js';
 import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
@@ -72,6 +74,8 @@ export class StateStore implements StateWriter {
   private warehouse: StateTable | undefined;
   /** Held from a commit's `prepare` to its `finish`: commits apply one at a time, in order. */
   private commitTail: Promise<void> = Promise.resolve();
+  /** Changes made afresh with every commit (`withEachCommit`). */
+  private readonly riders: (() => Change)[] = [];
 
   private constructor(path: string, doc: StateDocument, options: StateStoreOptions, runLock: Lock) {
     this.path = path;
@@ -226,6 +230,20 @@ export class StateStore implements StateWriter {
     return result;
   }
 
+  /**
+   * Make `change()` (asked anew each time) part of every later commit: each batch's, in its
+   * transaction, and each write of its own. What a run must not lose to a kill -9 rides with the
+   * rows it has stored (the rate-limit spend: `app/budget-carry.ts`), at no commit of its own.
+   */
+  withEachCommit(change: () => Change): void {
+    this.riders.push(change);
+  }
+
+  /** `changes` and the riders' changes now. */
+  private withRiders(changes: readonly Change[]): readonly Change[] {
+    return this.riders.length === 0 ? changes : [...changes, ...this.riders.map((rider) => rider())];
+  }
+
   /** The store's writes are durable when they resolve: `callback` runs at once. */
   whenCommitted(callback: () => void): void {
     callback();
@@ -261,7 +279,8 @@ export class StateStore implements StateWriter {
       return Promise.resolve();
     }
     if (this.warehouse !== undefined) return this.commitAlone([change]);
-    return this.writeFile(change);
+    if (this.riders.length === 0) return this.writeFile(change);
+    return this.writeFile((doc) => this.withRiders([change]).reduce((d, c) => c(d), doc));
   }
 
   private commitAlone(changes: readonly Change[]): Promise<void> {
@@ -277,6 +296,8 @@ export class StateStore implements StateWriter {
   private commitOf(changes: readonly Change[], rows?: ReturnType<typeof rowsOfDocument>): StateCommit {
     let release: (() => void) | undefined;
     let next: StateDocument | undefined;
+    // The riders ride with a batch's own changes, not with a whole document written at once (`attach`).
+    let all: readonly Change[] = changes;
     return {
       prepare: async () => {
         const previous = this.commitTail;
@@ -285,7 +306,8 @@ export class StateStore implements StateWriter {
         });
         await previous;
         const base = this.doc;
-        next = changes.reduce((doc, change) => change(doc), base);
+        if (rows === undefined) all = this.withRiders(changes);
+        next = all.reduce((doc, change) => change(doc), base);
         return (rows ?? rowsOfChange(base, next)).map((row) =>
           row.value === null ? row : { ...row, value: this.clean(row.value) },
         );
@@ -294,7 +316,7 @@ export class StateStore implements StateWriter {
         try {
           if (committed && next !== undefined) {
             this.doc = next;
-            await this.exportFile((doc) => changes.reduce((d, change) => change(d), doc));
+            await this.exportFile((doc) => all.reduce((d, change) => change(d), doc));
           }
         } finally {
           release?.();

@@ -37,6 +37,31 @@ const table = keyedTable('parts');
 const typedTable = keyedTable('typed', [{ name: 'n', type: 'int64' }]);
 
 describe('state committed with its batch', () => {
+  it("a change made with each commit (withEachCommit) rides in every batch's transaction, asked anew each time", async () => {
+    const { dir, state, db } = await open();
+    let asked = 0;
+    state.withEachCommit(() => {
+      asked += 1;
+      const n = asked;
+      return (doc) => ({ ...doc, sections: { ...doc.sections, rider: { n } } });
+    });
+    for (const i of [1, 2]) {
+      await state.withBatch(
+        (batch) => batch.updateSection('parts', () => ({ i })),
+        (commit) =>
+          db.write({
+            table,
+            rows: [{ project_id: 'a', id: String(i) }],
+            ...(commit === undefined ? {} : { state: commit }),
+          }),
+      );
+      // What a process killed now leaves in the warehouse: the rider as of this batch, with it.
+      const restored = await StateStore.readWith(join(dir, 'nowhere.json'), db.can.state);
+      expect(restored.sections).toMatchObject({ parts: { i }, rider: { n: asked } });
+    }
+    expect(asked).toBe(2);
+  });
+
   it('twenty concurrent batches changing one section all land, each with its rows', async () => {
     const { dir, state, db } = await open();
     await Promise.all(
