@@ -138,6 +138,8 @@ describe('stats', () => {
       maxPerSecond: 0,
       maxPerMinuteByEndpoint: {},
       requestTimes: [],
+      unauthorized: 0,
+      afterUnauthorized: 0,
     });
   });
 });
