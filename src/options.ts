@@ -55,7 +55,8 @@ export type OptionGroup =
   | 'Privacy and schema'
   | 'State and run'
   | 'Pacing'
-  | 'Logging and output';
+  | 'Logging and output'
+  | 'Monitoring';
 
 export interface OptionSpec {
   /** Flag name (kebab-case); its key in a config file. */
@@ -89,6 +90,8 @@ const RUN: readonly CommandName[] = ['sync', 'check', 'backfill', 'plan', 'verif
 const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
 const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset', 'dbt-sources'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
+/** The scheduled runs an operator monitors (docs/monitoring.md). */
+const MONITORED: readonly CommandName[] = ['sync', 'backfill'];
 
 /** Filled with the `DEFAULT_*` constants below, so help and behaviour share one source. */
 export interface OptionDefaults {
@@ -352,7 +355,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       group: 'Destination',
       defaultText: d.publishEvery,
       describe:
-        "DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run's end (0: only at the end). See docs/analysts.md",
+        "DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run's end (0: only at the end). See docs/analysts.md. The metrics (--metrics-file, --pushgateway) are published as often",
       commands: ['sync', 'backfill', 'dbt-sources'],
     },
     {
@@ -653,6 +656,89 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       describe: 'sql: the answer as CSV (a header line, then one line a row)',
       commands: ['sql'],
     },
+    // Monitoring (docs/monitoring.md): what a run tells the operator's tools at its start and end.
+    {
+      name: 'metrics-file',
+      kind: 'path',
+      group: 'Monitoring',
+      describe:
+        "write the run's Prometheus metrics to this file (node_exporter's textfile collector: name it *.prom), atomically, at every --publish-every and at the run's end, failed or stopped too",
+      commands: MONITORED,
+    },
+    {
+      name: 'pushgateway',
+      kind: 'string',
+      group: 'Monitoring',
+      describe:
+        'push the same metrics to this Prometheus Pushgateway (http://host:9091) at the same moments; one that is down or slow is a warning after --monitor-timeout, never a failed run',
+      commands: MONITORED,
+    },
+    {
+      name: 'pushgateway-job',
+      kind: 'string',
+      group: 'Monitoring',
+      defaultText: DEFAULT_PUSHGATEWAY_JOB,
+      describe: "the Pushgateway's job label (its grouping key with --pushgateway-instance)",
+      commands: MONITORED,
+    },
+    {
+      name: 'pushgateway-instance',
+      kind: 'string',
+      group: 'Monitoring',
+      defaultText: "the warehouse's name (DuckDB: the file's name without .duckdb; BigQuery: project.dataset)",
+      describe:
+        'the instance label the Pushgateway groups this sync by: stable from run to run (a pod name is not), one per warehouse',
+      commands: MONITORED,
+    },
+    {
+      name: 'ping-url',
+      kind: 'string',
+      group: 'Monitoring',
+      describe:
+        'healthchecks.io-style pings: URL/start as the run starts, URL when it succeeds, URL/fail on any other end (the summary as the body); only its origin is ever logged',
+      commands: MONITORED,
+    },
+    {
+      name: 'ping-exit-code',
+      kind: 'boolean',
+      group: 'Monitoring',
+      defaultText: 'false',
+      describe: 'end pings as URL/<exit code> (URL/0 on success) instead of URL and URL/fail',
+      commands: MONITORED,
+    },
+    {
+      name: 'notify-url',
+      kind: 'string',
+      group: 'Monitoring',
+      describe:
+        'POST one JSON message {"text": …} per event to this webhook (Slack, Mattermost, Discord\'s /slack, Teams workflows); only its origin is ever logged',
+      commands: MONITORED,
+    },
+    {
+      name: 'notify-on',
+      kind: 'string',
+      group: 'Monitoring',
+      defaultText: DEFAULT_NOTIFY_ON,
+      describe: `the events --notify-url hears of, comma-separated: ${NOTIFY_KINDS.join(', ')} (stale needs --max-lag)`,
+      commands: MONITORED,
+    },
+    {
+      name: 'max-lag',
+      kind: 'duration',
+      group: 'Monitoring',
+      defaultText: 'none',
+      describe: 'a stream whose mark is further behind now than this after the run is stale (--notify-on stale)',
+      commands: ['sync'],
+    },
+    {
+      name: 'monitor-timeout',
+      kind: 'duration',
+      group: 'Monitoring',
+      defaultText: DEFAULT_MONITOR_TIMEOUT,
+      describe:
+        'the longest a push, a ping or a notification may take (one retry inside it); what does not answer in time is a warning, and the run goes on',
+      commands: MONITORED,
+    },
   ];
 }
 
@@ -696,6 +782,21 @@ export const DEFAULT_BQ_LOCATION = 'US';
 export const DEFAULT_DRY_RUN_LIMIT = 100;
 /** Default window of a backfill or verify: one day. */
 export const DEFAULT_WINDOW = '1d';
+/** The Pushgateway's job label of a run (`--pushgateway-job`). */
+export const DEFAULT_PUSHGATEWAY_JOB = 'query-sync';
+/** What `--notify-on` can name. */
+export const NOTIFY_KINDS = ['failure', 'difference', 'schema-change', 'stale'] as const;
+/**
+ * What a webhook hears of by default: what asks the operator to act (a failure, a difference left,
+ * data older than --max-lag). A schema change is opt-in: the default contract (`evolve`) takes new
+ * columns by itself, so it asks nothing of anyone.
+ */
+export const DEFAULT_NOTIFY_ON = 'failure,difference,stale';
+/**
+ * The longest a push, a ping or a notification takes (`--monitor-timeout`): healthchecks.io and the
+ * Pushgateway answer in milliseconds; a few seconds bound what a dead endpoint adds to a run.
+ */
+export const DEFAULT_MONITOR_TIMEOUT = '5s';
 /** Default windows read at once by a backfill. */
 export const DEFAULT_CONCURRENCY = 4;
 /** Sub-walks of one large window of a sync at once, at most (`pipeline/split.ts`). */

@@ -37,7 +37,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)),
     state: existsSync(config.statePath),
   };
-  return runWriting('sync', config, io, async ({ runtime, stop, state, destination }) => {
+  return runWriting('sync', config, io, async ({ runtime, stop, state, destination, monitor }) => {
     const { clock, logger, client } = runtime;
     const secrets = [config.apiKey];
     const warnings = mismatchWarnings(
@@ -58,7 +58,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     const stateBefore = runState.document;
     const started = await startRun(runtime, destination, config, analystTables(config));
     const { runId } = started;
-    const hooks = syncProgressHooks(runtime.tracker);
+    const hooks = monitor.observe(syncProgressHooks(runtime.tracker));
     // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
     const capabilities = new Capabilities({ state: runState, clock, logger });
     const summary = await runSync(
@@ -124,6 +124,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
             logger.error({ err: (error as Error).message }, `reconcile could not run: ${(error as Error).message}`);
             return undefined;
           });
+    if (reconciled !== undefined) monitor.reconciled(reconciled);
     const { reason, streams } = endRun(runtime, stop, [...summary.streams, ...extra]);
     const runOk = summary.ok && extra.every((s) => s.outcome === 'ok');
     const refreshLines: string[] = [];
@@ -143,7 +144,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
         );
     }
     const billing = billingOf(config, destination);
-    const recordedRunId = await recordWritingRun(
+    const recorded = await recordWritingRun(
       config,
       destination,
       started,
@@ -158,6 +159,8 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
       },
       { clock, logger },
     );
+    if (recorded !== undefined) monitor.schemaChanged(recorded.changes);
+    const recordedRunId = recorded?.runId;
     if (recordedRunId !== undefined && reconciled !== undefined && reconciled.windows.length > 0) {
       await destination
         .write({

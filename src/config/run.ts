@@ -28,6 +28,7 @@ import {
 } from './defaults.js';
 import { reader, type Reader } from './reader.js';
 import { resolveApiKey, resolveResources, resolveWarehouse, SLUG, type BigQueryConfig } from './parts.js';
+import { resolveMonitor, type MonitorConfig } from './monitor.js';
 
 /** The settings of a run that reads the API (sync, check, and the base of backfill, plan, verify). */
 
@@ -96,6 +97,8 @@ export interface SyncConfig {
   readonly fullRefresh?: boolean;
   /** DuckDB: publish the read copy this often during a run (`--publish-every`; 0: only at the end). @default 5m */
   readonly publishEveryMs?: number;
+  /** Metrics, pings and notifications (`--metrics-file`, `--pushgateway`, `--ping-url`, `--notify-url`); absent when none is asked for. */
+  readonly monitor?: MonitorConfig;
 }
 
 /**
@@ -154,6 +157,16 @@ export interface SyncFlags {
   readonly search?: string | readonly string[];
   readonly aggregates?: boolean;
   readonly dbtSources?: string;
+  readonly metricsFile?: string;
+  readonly pushgateway?: string;
+  readonly pushgatewayJob?: string;
+  readonly pushgatewayInstance?: string;
+  readonly pingUrl?: string;
+  readonly pingExitCode?: boolean;
+  readonly notifyUrl?: string;
+  readonly notifyOn?: string;
+  readonly maxLag?: string;
+  readonly monitorTimeout?: string;
 }
 
 export function resolveSyncConfig(
@@ -255,6 +268,11 @@ export function resolveRun(
   if (progressIntervalMs <= 0)
     throw new ConfigError(`${read.label('progress-interval')}: expected a positive duration such as 5s`);
 
+  const monitor = resolveMonitor(read, {
+    destination,
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    bigquery,
+  });
   const config: SyncConfig = {
     baseUrl: normalizeBaseUrl(url.toString()),
     apiKey,
@@ -296,6 +314,7 @@ export function resolveRun(
     aggregates: read.bool('aggregates') ?? false,
     aggregatesInterval: aggregatesInterval(read),
     dbtSourcesPath: read.text('dbt-sources'),
+    ...(monitor === undefined ? {} : { monitor }),
   };
   return { config: Object.freeze(config), read };
 }
