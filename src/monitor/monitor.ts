@@ -192,15 +192,16 @@ class ActiveMonitor implements RunMonitor {
     // A publication at --publish-every still under way ends first (it is bounded the same way).
     await this.within(this.publishing, left());
     const endedMs = this.context.clock.now();
-    const figures = await this.figures(endedMs, outcome.code, left());
+    const figures = this.figures(endedMs, outcome.code);
     const timings: Record<string, number> = {};
     const timed = async (what: string, job: () => Promise<void>): Promise<void> => {
       const t0 = Date.now();
       await job();
       timings[what] = Date.now() - t0;
     };
+    // Side by side, each within what is left of the one timeout: a dead endpoint holds up no other.
     await Promise.all([
-      timed('metricsMs', () => this.publishFigures(figures, left())),
+      timed('metricsMs', async () => this.publishFigures(await this.withLastSuccess(figures, left()), left())),
       timed('pingMs', () => this.pingEnd(outcome, left)),
       timed('notifyMs', () => this.notifyAll(figures, left())),
     ]);
@@ -258,8 +259,17 @@ class ActiveMonitor implements RunMonitor {
 
   /** A publication while the run goes on (`--publish-every`). */
   private async publishMetrics(budgetMs: number | undefined): Promise<void> {
-    const figures = await this.figures(undefined, undefined, budgetMs ?? this.settings.timeoutMs);
-    await this.publishFigures(figures, budgetMs);
+    const figures = this.figures(undefined, undefined);
+    await this.publishFigures(await this.withLastSuccess(figures, budgetMs ?? this.settings.timeoutMs), budgetMs);
+  }
+
+  /**
+   * The figures with the last success: this run's end when it succeeded, else the one published
+   * before it (waited for at most `budgetMs`; unknown, the metric is left out).
+   */
+  private async withLastSuccess(figures: RunFigures, budgetMs: number): Promise<RunFigures> {
+    const lastSuccessMs = figures.status === 'ok' ? figures.endedMs : await this.within(this.previousSuccess, budgetMs);
+    return lastSuccessMs === undefined ? figures : { ...figures, lastSuccessMs };
   }
 
   private async publishFigures(figures: RunFigures, budgetMs: number | undefined): Promise<void> {
@@ -344,12 +354,10 @@ class ActiveMonitor implements RunMonitor {
     return redact(text, this.context.secrets);
   }
 
-  /** The run's figures now; `code` given: its end. */
-  private async figures(endedMs: number | undefined, code: number | undefined, budgetMs: number): Promise<RunFigures> {
+  /** The run's figures now (without the last success: `withLastSuccess`); `code` given: its end. */
+  private figures(endedMs: number | undefined, code: number | undefined): RunFigures {
     const nowMs = endedMs ?? this.context.clock.now();
     const status: RunStatus = code === undefined ? 'running' : statusOf(code);
-    const previous = await this.within(this.previousSuccess, budgetMs);
-    const lastSuccessMs = status === 'ok' ? nowMs : previous;
     const doc = this.state?.document;
     const status_ =
       doc === undefined
@@ -381,7 +389,6 @@ class ActiveMonitor implements RunMonitor {
       ...(endedMs === undefined ? {} : { endedMs }),
       status,
       ...(code === undefined ? {} : { exitCode: code }),
-      ...(lastSuccessMs === undefined ? {} : { lastSuccessMs }),
       streams: this.streamFigures(code !== undefined),
       endpoints: Object.entries(this.budget?.stats().endpoints ?? {}).map(([endpoint, e]) => ({
         endpoint,
@@ -464,7 +471,7 @@ class ActiveMonitor implements RunMonitor {
 }
 
 /** The `status` of a run's exit code (`core/exit-codes.ts`). */
-export function statusOf(code: number): RunStatus {
+function statusOf(code: number): RunStatus {
   if (code === EXIT_CODES.ok) return 'ok';
   if (code === EXIT_CODES.mismatch) return 'difference';
   if (code === EXIT_CODES.maxRunTime || code === EXIT_CODES.SIGINT || code === EXIT_CODES.SIGTERM) return 'stopped';
