@@ -60,10 +60,11 @@ export async function runWriting(
   const { clock, logger } = runtime;
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   const owner = budgetOwner(config.baseUrl, config.apiKey);
-  // Metrics, pings and notifications: started first (the start ping), told the end last.
+  // Metrics, pings and notifications: started first (the start ping), told the end last. A dry run
+  // (BigQuery: prints what it would send) writes nothing, and is no scheduled run to report.
   const monitor = startRunMonitor({
     command,
-    settings: config.monitor,
+    settings: config.dryRun ? undefined : config.monitor,
     everyMs: config.publishEveryMs ?? 0,
     ...(config.destination === 'duckdb' && !config.dryRun ? { publishedPath: config.duckdbPath } : {}),
     resources: config.resources,

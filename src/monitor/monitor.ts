@@ -28,7 +28,8 @@ import { lastSuccessInFile, writeMetricsFile } from './textfile.js';
  *
  * Where the last success comes from when a run fails: the run itself moves it only when it
  * succeeds; a failed run publishes the value it finds in the previous metrics file, else in the
- * Pushgateway's group (read back once at the start). Both are where that value was published, and
+ * Pushgateway's group (read back once, when first needed: a run that succeeds at its first
+ * publication never asks). Both are where that value was published, and
  * both can be read when the warehouse cannot (a held lock, BigQuery unreachable: the failures a
  * failed run is most often about), at no query's cost.
  */
@@ -117,8 +118,8 @@ class ActiveMonitor implements RunMonitor {
   private report: ReconcileReport | undefined;
   private changes: readonly SchemaChange[] = [];
   private runError: { code: string; message: string } | undefined;
-  /** The last success published before this run, once read (the file, the Pushgateway). */
-  private readonly previousSuccess: Promise<number | undefined>;
+  /** The last success published before this run (the file, the Pushgateway), read when first needed. */
+  private previous: Promise<number | undefined> | undefined;
   private readonly started: Promise<Sent | undefined>;
   private readonly timer: NodeJS.Timeout | undefined;
   private publishing: Promise<void> | undefined;
@@ -130,7 +131,6 @@ class ActiveMonitor implements RunMonitor {
   ) {
     this.startedMs = context.clock.now();
     this.http = new MonitorHttp(settings.timeoutMs);
-    this.previousSuccess = this.readPreviousSuccess();
     const ping = settings.ping;
     this.started =
       ping === undefined
@@ -268,7 +268,10 @@ class ActiveMonitor implements RunMonitor {
    * before it (waited for at most `budgetMs`; unknown, the metric is left out).
    */
   private async withLastSuccess(figures: RunFigures, budgetMs: number): Promise<RunFigures> {
-    const lastSuccessMs = figures.status === 'ok' ? figures.endedMs : await this.within(this.previousSuccess, budgetMs);
+    const lastSuccessMs =
+      figures.status === 'ok'
+        ? figures.endedMs
+        : await this.within((this.previous ??= this.readPreviousSuccess()), budgetMs);
     return lastSuccessMs === undefined ? figures : { ...figures, lastSuccessMs };
   }
 
