@@ -1,3 +1,5 @@
+import { createRequire } from 'node:module';
+import type * as PromClient from 'prom-client';
 import type { RunFigures } from './figures.js';
 import { METRICS } from './metric-list.js';
 
@@ -5,15 +7,11 @@ import { METRICS } from './metric-list.js';
 export const LAST_SUCCESS_METRIC = 'query_sync_last_success_timestamp_seconds';
 
 /**
- * The run's figures in Prometheus' text format, made by prom-client (loaded here, when a run has
- * metrics to publish: the other runs never load it). A registry of its own per publication: the
- * figures are whole each time, nothing accumulates between two.
+ * The run's figures in Prometheus' text format, made by prom-client. A registry of its own per
+ * publication: the figures are whole each time, nothing accumulates between two.
  */
 export async function metricsText(figures: RunFigures): Promise<string> {
-  const loaded = await import('prom-client');
-  // Bundled (dist/bin/cli.js), the CommonJS package comes as its `default`; from node_modules, by name.
-  const { Registry, Counter, Gauge } =
-    'Registry' in loaded ? loaded : (loaded as unknown as { readonly default: typeof loaded }).default;
+  const { Registry, Counter, Gauge } = promClient();
   const registry = new Registry();
   for (const spec of METRICS) {
     const samples = spec.samples(figures);
@@ -35,4 +33,20 @@ export function lastSuccessIn(text: string): number | undefined {
   const line = new RegExp(`^${LAST_SUCCESS_METRIC}(?:\\{[^}]*\\})? ([0-9.e+]+)\\s*$`, 'm').exec(text);
   const seconds = line === null ? Number.NaN : Number(line[1]);
   return Number.isFinite(seconds) && seconds > 0 ? Math.round(seconds * 1000) : undefined;
+}
+
+/**
+ * prom-client's registry, Counter and Gauge, loaded when a run first publishes metrics (the other
+ * runs never load it), from their own files: its index also loads histograms, summaries, the
+ * Pushgateway client, the default process metrics, cluster support and OpenTelemetry's API, which
+ * cost 400-700 ms of a start on a busy two-core machine against 30-40 ms for these three (measured:
+ * docs/benchmarks.md, monitoring). Its package has no `exports` map: these paths are its files.
+ */
+function promClient(): Pick<typeof PromClient, 'Registry' | 'Counter' | 'Gauge'> {
+  const require = createRequire(import.meta.url);
+  return {
+    Registry: require('prom-client/lib/registry') as typeof PromClient.Registry,
+    Counter: require('prom-client/lib/counter') as typeof PromClient.Counter,
+    Gauge: require('prom-client/lib/gauge') as typeof PromClient.Gauge,
+  };
 }

@@ -268,10 +268,9 @@ class ActiveMonitor implements RunMonitor {
    * before it (waited for at most `budgetMs`; unknown, the metric is left out).
    */
   private async withLastSuccess(figures: RunFigures, budgetMs: number): Promise<RunFigures> {
-    const lastSuccessMs =
-      figures.status === 'ok'
-        ? figures.endedMs
-        : await this.within((this.previous ??= this.readPreviousSuccess()), budgetMs);
+    if (figures.status === 'ok') return { ...figures, lastSuccessMs: figures.endedMs ?? figures.nowMs };
+    this.previous ??= this.readPreviousSuccess();
+    const lastSuccessMs = await this.within(this.previous, budgetMs);
     return lastSuccessMs === undefined ? figures : { ...figures, lastSuccessMs };
   }
 
