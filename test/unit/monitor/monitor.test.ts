@@ -1,7 +1,13 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { events } from '../../../connectors/events.js';
 import { resolveSyncConfig } from '../../../src/config.js';
+import { systemClock } from '../../../src/core/clock.js';
+import { silentLogger } from '../../../src/core/log.js';
+import { DEFAULT_RATE_LIMITS, type RequestBudget } from '../../../src/http/budget.js';
+import { newCallStats } from '../../../src/http/client.js';
+import { startRunMonitor } from '../../../src/monitor/monitor.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import type { RunFigures } from '../../../src/monitor/figures.js';
 import { METRICS } from '../../../src/monitor/metric-list.js';
@@ -247,6 +253,72 @@ describe('the monitoring settings', () => {
     expect(() => resolveSyncConfig({ pingUrl: 'ftp://x/y' }, ENV)).toThrow(/expected http or https/);
     expect(() => resolveSyncConfig({ notifyUrl: 'https://x/y', notifyOn: 'failure,oops' }, ENV)).toThrow(
       /--notify-on: expected a comma-separated list of failure, difference, schema-change, stale, got "oops"/,
+    );
+  });
+});
+
+describe('a run monitor', () => {
+  it('publishes at every --publish-every while the run goes on (running, rows so far), and the end over it', async () => {
+    const d = dir();
+    const metricsFile = join(d, 'q.prom');
+    const budget: RequestBudget = {
+      schedule: (_e, task) => task(() => undefined),
+      onRateLimited: () => undefined,
+      stats: () => ({
+        requests: 3,
+        rateLimited: 1,
+        maxPerSecond: 1,
+        endpoints: { '/v1/events': { requests: 3, rateLimited: 1, waitedMs: 2000, currentRpm: 240 } },
+      }),
+    };
+    const monitor = startRunMonitor({
+      command: 'sync',
+      settings: { name: 'w', metricsFile, timeoutMs: 1000 },
+      everyMs: 20,
+      resources: [events],
+      limits: DEFAULT_RATE_LIMITS,
+      secrets: [],
+      clock: systemClock,
+      logger: silentLogger(),
+    });
+    const mark = new Date(Date.now() - 60_000).toISOString();
+    monitor.attach({
+      state: { document: { version: 1, streams: { 'events:alpha': { mark } }, projects: [], sections: {} } },
+      budget,
+    });
+    const hooks = monitor.observe({});
+    hooks.onPage?.('events', 'alpha', { records: 50, rowsStored: 50 });
+    hooks.onPage?.('events', 'alpha', { records: 20, rowsStored: 20 });
+    await vi.waitFor(() => expect(existsSync(metricsFile)).toBe(true), { timeout: 10_000 });
+    const during = readFileSync(metricsFile, 'utf8');
+    expect(sampleValue(during, 'query_sync_last_run_outcome', { status: 'running' })).toBe(1);
+    expect(sampleValue(during, 'query_sync_rows_total', { resource: 'events', project: 'alpha' })).toBe(70);
+    expect(sampleValue(during, 'query_sync_endpoint_rate_limited_total', { endpoint: '/v1/events' })).toBe(1);
+    expect(sampleValue(during, 'query_sync_endpoint_allowed_requests_per_second', { endpoint: '/v1/events' })).toBe(4);
+    expect(sampleValue(during, 'query_sync_stream_mark_timestamp_seconds', { resource: 'events' })).toBe(
+      Date.parse(mark) / 1000,
+    );
+    expect(during).not.toMatch(/^query_sync_last_run_exit_code /m);
+
+    // The stream ends: its result replaces what was counted page by page.
+    hooks.onStreamDone?.({
+      resource: 'events',
+      scope: 'alpha',
+      outcome: 'ok',
+      rows: 70,
+      pages: 2,
+      windows: 1,
+      stats: { ...newCallStats(), requests: 3, retries: 1 },
+      seconds: 1,
+    });
+    await monitor.finish({ code: 0, output: ['sync ok in 1.0 s'] });
+    const end = readFileSync(metricsFile, 'utf8');
+    expect(promtoolCheckMetrics(end)).toEqual({ code: 0, output: '' });
+    expect(sampleValue(end, 'query_sync_last_run_outcome', { status: 'ok' })).toBe(1);
+    expect(sampleValue(end, 'query_sync_rows_total', { resource: 'events', project: 'alpha' })).toBe(70);
+    expect(sampleValue(end, 'query_sync_retries_total', { resource: 'events', project: 'alpha' })).toBe(1);
+    expect(sampleValue(end, 'query_sync_last_success_timestamp_seconds')).toBe(
+      sampleValue(end, 'query_sync_last_run_end_timestamp_seconds'),
     );
   });
 });
