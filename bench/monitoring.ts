@@ -4,7 +4,8 @@
  * each mechanism alone (the real Pushgateway, a local ping and webhook endpoint answering at once),
  * in rotating order. Printed per variant, medians: the run's wall time, and the time its end spent
  * publishing (the `monitoring: the run's end published in N ms` line: metrics made by prom-client,
- * loaded then, and sent; the end ping; the notifications).
+ * loaded then, and sent; the end ping; the notifications). Then the monitor alone, in this process:
+ * each mechanism's end 21 times, the first (which loads prom-client) apart from the median of the rest.
  *
  *   npm run bench:monitoring [-- ROUNDS]   (default 7)
  */
@@ -15,6 +16,12 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/index.js';
+import { events } from '../connectors/events.js';
+import { systemClock } from '../src/core/clock.js';
+import { silentLogger } from '../src/core/log.js';
+import { DEFAULT_RATE_LIMITS, type RequestBudget } from '../src/http/budget.js';
+import { newCallStats } from '../src/http/client.js';
+import { startRunMonitor, type MonitorSettings } from '../src/monitor/monitor.js';
 
 const CLI = join(process.cwd(), 'dist', 'bin', 'cli.js');
 const rounds = Number(process.argv[2] ?? 7);
@@ -122,6 +129,61 @@ try {
     const end = list.flatMap((x) => (x.endMs === undefined ? [] : [x.endMs]));
     process.stdout.write(
       `${name.padEnd(14)} ${String(median(list.map((x) => x.wallMs))).padStart(11)} ${(end.length === 0 ? '—' : String(median(end))).padStart(12)}\n`,
+    );
+  }
+  process.stdout.write('\nthe monitor alone, in this process (ms): first, then the median of 20\n');
+  const budget: RequestBudget = {
+    schedule: (_e, task) => task(() => undefined),
+    onRateLimited: () => undefined,
+    stats: () => ({
+      requests: 4,
+      rateLimited: 0,
+      maxPerSecond: 1,
+      endpoints: { '/v1/events': { requests: 4, rateLimited: 0, waitedMs: 10, currentRpm: 400 } },
+    }),
+  };
+  const doc = {
+    version: 1 as const,
+    streams: { 'events:alpha': { mark: new Date(Date.now() - 60_000).toISOString() } },
+    projects: [],
+    sections: {},
+  };
+  const alone: Record<string, Omit<MonitorSettings, 'name' | 'timeoutMs'>> = {
+    'metrics file': { metricsFile: join(dir, 'alone.prom') },
+    Pushgateway: { pushgateway: { url: `http://127.0.0.1:${port}`, job: 'bench', instance: 'alone' } },
+    ping: { ping: { url: `${local}/ping/uuid`, exitCode: false } },
+    notify: { notify: { url: `${local}/hook`, on: ['stale'] }, maxLagMs: 1 },
+  };
+  for (const [name, settings] of Object.entries(alone)) {
+    const times: number[] = [];
+    for (let i = 0; i < 21; i++) {
+      const t0 = performance.now();
+      const monitor = startRunMonitor({
+        command: 'sync',
+        settings: { name: 'w', timeoutMs: 5000, ...settings },
+        everyMs: 0,
+        resources: [events],
+        limits: DEFAULT_RATE_LIMITS,
+        secrets: [],
+        clock: systemClock,
+        logger: silentLogger(),
+      });
+      monitor.attach({ state: { document: doc }, budget });
+      monitor.observe({}).onStreamDone?.({
+        resource: 'events',
+        scope: 'alpha',
+        outcome: 'ok',
+        rows: 10,
+        pages: 1,
+        windows: 1,
+        stats: newCallStats(),
+        seconds: 1,
+      });
+      await monitor.finish({ code: 0, output: ['sync ok'] });
+      times.push(performance.now() - t0);
+    }
+    process.stdout.write(
+      `${name.padEnd(14)} ${(times[0] ?? 0).toFixed(1).padStart(8)} ${median(times.slice(1)).toFixed(1).padStart(8)}\n`,
     );
   }
 } finally {

@@ -76,7 +76,7 @@ interface WatchedHooks {
 
 export interface RunMonitor {
   /** The run's hooks, with rows and pages counted as they are stored and each stream's result kept. */
-  observe<H extends WatchedHooks>(hooks: H): H;
+  observe<H extends WatchedHooks>(hooks: H): H & Required<WatchedHooks>;
   /** The run's state and budget, once open: marks, backlog and per-endpoint figures come from them. */
   attach(sources: { readonly state: { readonly document: StateDocument }; readonly budget: RequestBudget }): void;
   reconciled(report: ReconcileReport): void;
@@ -88,7 +88,7 @@ export interface RunMonitor {
 }
 
 const NOTHING: RunMonitor = {
-  observe: (hooks) => hooks,
+  observe: (hooks) => ({ onPage: () => undefined, onStreamDone: () => undefined, ...hooks }),
   attach: () => undefined,
   reconciled: () => undefined,
   schemaChanged: () => undefined,
@@ -148,7 +148,7 @@ class ActiveMonitor implements RunMonitor {
     this.timer?.unref();
   }
 
-  observe<H extends WatchedHooks>(hooks: H): H {
+  observe<H extends WatchedHooks>(hooks: H): H & Required<WatchedHooks> {
     const onPage: PageHook = (resource, scope, page) => {
       const t = this.tally(`${resource} ${scope}`);
       t.rows += page.rowsStored;
