@@ -96,6 +96,8 @@ export interface SyncConfig {
   readonly fullRefresh?: boolean;
   /** DuckDB: publish the read copy this often during a run (`--publish-every`; 0: only at the end). @default 5m */
   readonly publishEveryMs?: number;
+  /** `--freshness-target`: warn at the run's end when a per-event backlog's forecast passes it. @default none */
+  readonly freshnessTargetMs?: number;
 }
 
 /**
@@ -154,6 +156,7 @@ export interface SyncFlags {
   readonly search?: string | readonly string[];
   readonly aggregates?: boolean;
   readonly dbtSources?: string;
+  readonly freshnessTarget?: string;
 }
 
 export function resolveSyncConfig(
@@ -296,6 +299,7 @@ export function resolveRun(
     aggregates: read.bool('aggregates') ?? false,
     aggregatesInterval: aggregatesInterval(read),
     dbtSourcesPath: read.text('dbt-sources'),
+    freshnessTargetMs: read.duration('freshness-target'),
   };
   return { config: Object.freeze(config), read };
 }
