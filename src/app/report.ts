@@ -75,7 +75,9 @@ export async function readReport(config: ReportConfig, nowMs: number): Promise<R
     );
   const path = config.duckdbPath;
   if (!existsSync(path))
-    throw new ConfigError(`report: no published copy at ${path} yet: a sync writes it (or --duckdb-path names another)`);
+    throw new ConfigError(
+      `report: no published copy at ${path} yet: a sync writes it (or --duckdb-path names another)`,
+    );
   const names = new Set(
     (
       await select(
@@ -88,7 +90,9 @@ export async function readReport(config: ReportConfig, nowMs: number): Promise<R
   const published = has(PUBLISHED_TABLE)
     ? (await select(path, `SELECT publish, epoch_ms(as_of) AS as_of_ms, run_id FROM ${PUBLISHED_TABLE}`))[0]
     : undefined;
-  const total = has(RUNS_TABLE) ? Number((await select(path, `SELECT count(*) AS n FROM ${RUNS_TABLE}`))[0]?.n ?? 0) : 0;
+  const total = has(RUNS_TABLE)
+    ? Number((await select(path, `SELECT count(*) AS n FROM ${RUNS_TABLE}`))[0]?.n ?? 0)
+    : 0;
   const runs = has(RUNS_TABLE)
     ? await select(
         path,

@@ -83,7 +83,9 @@ export function freshnessFacts(
         ...(asOf === undefined ? {} : { asOf }),
         ...(run === undefined
           ? {}
-          : { lastRun: { at: run.at, outcome: run.outcome, ...(run.error === undefined ? {} : { error: run.error }) } }),
+          : {
+              lastRun: { at: run.at, outcome: run.outcome, ...(run.error === undefined ? {} : { error: run.error }) },
+            }),
       });
     }
   }

@@ -145,7 +145,9 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
         );
     }
     // When each per-event backlog will be whole at the budget: said in the summary, kept in the run's row.
-    const forecasts = config.dryRun ? [] : backlogForecasts(runState.document, config.resources, config.limits, clock.now());
+    const forecasts = config.dryRun
+      ? []
+      : backlogForecasts(runState.document, config.resources, config.limits, clock.now());
     const billing = billingOf(config, destination);
     const recordedRunId = await recordWritingRun(
       config,

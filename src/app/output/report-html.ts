@@ -63,7 +63,11 @@ export function reportHtml(data: ReportData): string {
         values: runs.map((run) => run.backlog?.find((b) => b.resource === resource)?.pending ?? null),
         tip: (_v, run) => forecastLine(run.backlog?.find((b) => b.resource === resource) ?? emptyForecast(resource)),
       })),
-      { line: true, zero: true, empty: 'no resource is read one event at a time on this server (or no run has recorded one yet)' },
+      {
+        line: true,
+        zero: true,
+        empty: 'no resource is read one event at a time on this server (or no run has recorded one yet)',
+      },
     ),
     chart(
       'requests',
@@ -105,7 +109,9 @@ export function reportHtml(data: ReportData): string {
         {
           name: 'matched',
           color: OK,
-          values: runs.map((run) => (run.reconcile === undefined ? null : run.reconcile.checked - run.reconcile.differed)),
+          values: runs.map((run) =>
+            run.reconcile === undefined ? null : run.reconcile.checked - run.reconcile.differed,
+          ),
         },
         {
           name: 'repaired',
@@ -126,7 +132,9 @@ export function reportHtml(data: ReportData): string {
       (['new table', 'new column', 'variant column'] as const).map((kind, i) => ({
         name: kind,
         color: [GREY, '#2563eb', AMBER][i] ?? GREY,
-        values: runs.map((run) => data.schemaChanges.filter((c) => c.runId === run.runId && c.change === kind).length || null),
+        values: runs.map(
+          (run) => data.schemaChanges.filter((c) => c.runId === run.runId && c.change === kind).length || null,
+        ),
       })),
       { stacked: true, empty: 'no schema change in these runs' },
     ),
@@ -365,7 +373,9 @@ function cards(data: ReportData): string {
     card(
       'Last run',
       last === undefined ? 'none' : last.outcome,
-      last === undefined ? 'no run recorded' : `${last.command} ${stamp(last.startedMs)} UTC, took ${spoken(last.endedMs - last.startedMs)}`,
+      last === undefined
+        ? 'no run recorded'
+        : `${last.command} ${stamp(last.startedMs)} UTC, took ${spoken(last.endedMs - last.startedMs)}`,
       last === undefined || last.outcome !== 'ok' ? 'warn' : 'good',
     ) +
     card(
