@@ -223,6 +223,13 @@ function chart(
   const top = niceMax(Math.max(...totals, counts ? 4 : 1));
   const y = (v: number): number => H - PAD.bottom - (v / top) * (H - PAD.top - PAD.bottom);
   const parts: string[] = [];
+  // A run that failed is shaded in every chart, so a gap in its bars reads as what it is.
+  runs.forEach((run, i) => {
+    if (run.outcome !== 'ok')
+      parts.push(
+        `<rect x="${f(x(i) - step / 2)}" y="${PAD.top}" width="${f(step)}" height="${H - PAD.top - PAD.bottom}" class="failed"><title>${esc(`${when(run.startedMs)} · ${run.command} ${run.outcome}`)}</title></rect>`,
+      );
+  });
   for (let t = 0; t <= 4; t++) {
     const v = (top * t) / 4;
     parts.push(
@@ -267,9 +274,11 @@ function chart(
       if (options.stacked === true) base[i] = from + v;
     });
   }
-  const legend = drawn
-    .map((s) => `<span class="key"><i style="background:${s.color}"></i>${esc(s.name)}</span>`)
-    .join('');
+  const legend =
+    drawn.map((s) => `<span class="key"><i style="background:${s.color}"></i>${esc(s.name)}</span>`).join('') +
+    (runs.some((r) => r.outcome !== 'ok')
+      ? '<span class="key"><i class="failed-key"></i>a run that failed</span>'
+      : '');
   return (
     `${head}<svg data-chart="${id}" viewBox="0 0 ${W} ${H}" role="img" aria-label="${esc(title)}">${parts.join('')}</svg>` +
     `<div class="legend">${legend}</div></section>`
@@ -342,7 +351,7 @@ function runsTable(runs: readonly ReportRun[]): string {
         `<tr class="${r.outcome === 'ok' ? '' : 'bad'}"><td>${esc(stamp(r.startedMs))}</td><td>${esc(r.command)}</td>` +
         `<td><b class="badge ${r.outcome === 'ok' ? 'ok' : 'fail'}">${esc(r.outcome)}</b></td><td class="num">${r.rows.toLocaleString('en-US')}</td>` +
         `<td class="num">${r.requests.toLocaleString('en-US')}</td><td class="num">${r.rateLimited}</td>` +
-        `<td class="num">${esc(spoken(r.endedMs - r.startedMs))}</td><td class="err">${esc(r.errors.join('; '))}</td></tr>`,
+        `<td class="num">${esc(spoken(r.endedMs - r.startedMs))}</td><td class="err">${esc(errorsCell(r.errors))}</td></tr>`,
     )
     .join('');
   return (
@@ -350,6 +359,15 @@ function runsTable(runs: readonly ReportRun[]): string {
     `<th class="num">rows</th><th class="num">requests</th><th class="num">429s</th><th class="num">took</th><th>errors</th></tr></thead>` +
     `<tbody>${rows}</tbody></table></section>`
   );
+}
+
+/** The first error, trimmed (a refused key fails every stream with the same words), and how many more. */
+function errorsCell(errors: readonly string[]): string {
+  const [first] = errors;
+  if (first === undefined) return '';
+  const text = first.replace(/^\[resource [^\]]*\] /, '');
+  const trimmed = text.length > 160 ? `${text.slice(0, 159)}…` : text;
+  return errors.length === 1 ? trimmed : `${trimmed} (+${errors.length - 1} more)`;
 }
 
 function stamp(ms: number): string {
@@ -408,7 +426,7 @@ header h1{font-size:22px;margin:0 0 4px}header p{margin:0;color:var(--muted)}
 .empty{color:var(--muted);font-style:italic;margin:8px 0}
 svg{width:100%;height:auto;display:block}
 .grid{stroke:#eef2f7;stroke-width:1}.axis{fill:#64748b;font-size:11px}
-.pt:hover{opacity:.75}
+.pt:hover{opacity:.75}.failed{fill:#fee2e2;opacity:.7}.key i.failed-key{background:#fecaca}
 .legend{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:12px;color:#334155}
 .key i{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 table{width:100%;border-collapse:collapse;font-size:12.5px}th,td{text-align:left;padding:5px 8px;border-bottom:1px solid var(--line)}
