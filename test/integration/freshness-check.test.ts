@@ -170,5 +170,34 @@ describe('status --check', () => {
     expect(run.code, run.stdout + run.stderr).toBe(EXIT_CODES.ok);
     expect(run.stdout + run.stderr).not.toMatch(/open in another|WarehouseBusy|lock-wait/);
     expect(checkedWhileRunning, 'the check ran while the sync held the warehouse').toBe(true);
+    // Its summary says when the traces backlog is whole: it drained.
+    expect(run.stdout).toMatch(/^forecast traces: whole, no events waiting/m);
+
+    // A run stopped with events still waiting: the summary forecasts them, and warns past --freshness-target.
+    w.emu.addEvents('alpha', 200);
+    const stopped = await runCli(w.emu, [
+      'sync',
+      '--project',
+      'alpha',
+      '--resources',
+      'events,traces',
+      '--max-rpm',
+      '60',
+      '--max-run-time',
+      '4s',
+      '--freshness-target',
+      '1m',
+      '--quiet',
+      ...w.files,
+    ]);
+    expect(stopped.code, stopped.stdout + stopped.stderr).toBe(EXIT_CODES.maxRunTime);
+    const waiting = /^forecast traces: ([\d,]+) events waiting, whole in (\d+) min at 60\/min/m.exec(stopped.stdout);
+    expect(waiting, stopped.stdout).not.toBeNull();
+    const left = Number(waiting?.[1]?.replace(/,/g, ''));
+    expect(left).toBeGreaterThan(100);
+    expect(stopped.stdout).toContain(
+      `WARNING: traces: ${waiting?.[1]} events waiting, whole in ${waiting?.[2]} min at 60/min`,
+    );
+    expect(stopped.stdout).toMatch(/past --freshness-target 1 min$/m);
   });
 });

@@ -20,7 +20,7 @@ import { onCleanup } from '../fakes/lifecycle.js';
  */
 
 const CHROMIUM = '/usr/bin/chromium';
-export const SCREENSHOT = join(process.cwd(), '.tmp', 'artifacts', 'report.png');
+const SCREENSHOT = join(process.cwd(), '.tmp', 'artifacts', 'report.png');
 
 /** Chromium headless, isolated: no network of its own, a fresh profile removed after. */
 function chromium(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
