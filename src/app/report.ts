@@ -4,7 +4,7 @@ import { ConfigError } from '../core/errors.js';
 import type { BacklogForecast } from '../pipeline/freshness.js';
 import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../pipeline/run-history.js';
 import { PUBLISHED_TABLE } from '../publish/publisher.js';
-import { runOn } from './sql.js';
+import { DuckDBInstance } from '../load/duckdb-instance.js';
 
 /**
  * What `report --html` draws, read from the published read copy (`--duckdb-path`): the run history
@@ -63,9 +63,26 @@ export interface ReportData {
 
 type Row = Readonly<Record<string, unknown>>;
 
-async function select(path: string, sql: string): Promise<Row[]> {
-  const answer = await runOn(path, sql);
-  return answer.rows.map((row) => Object.fromEntries(answer.columns.map((c, i) => [c, row[i]])));
+/** Read the copy through one read-only connection (a reader holds no lock the sync needs). */
+async function withCopy<T>(path: string, read: (select: (sql: string) => Promise<Row[]>) => Promise<T>): Promise<T> {
+  const instance = await DuckDBInstance.create(path, { access_mode: 'READ_ONLY' });
+  try {
+    const connection = await instance.connect();
+    try {
+      await connection.run("SET TimeZone = 'UTC'");
+      return await read(async (sql) => {
+        const reader = await connection.runAndReadAll(sql);
+        const columns = reader.columnNames();
+        return (reader.getRowsJson() as unknown as unknown[][]).map((row) =>
+          Object.fromEntries(columns.map((c, i) => [c, row[i]])),
+        );
+      });
+    } finally {
+      connection.closeSync();
+    }
+  } finally {
+    instance.closeSync();
+  }
 }
 
 export async function readReport(config: ReportConfig, nowMs: number): Promise<ReportData> {
@@ -78,24 +95,24 @@ export async function readReport(config: ReportConfig, nowMs: number): Promise<R
     throw new ConfigError(
       `report: no published copy at ${path} yet: a sync writes it (or --duckdb-path names another)`,
     );
+  return withCopy(path, (select) => readHistory(select, path, nowMs));
+}
+
+async function readHistory(select: (sql: string) => Promise<Row[]>, path: string, nowMs: number): Promise<ReportData> {
   const names = new Set(
     (
       await select(
-        path,
         `SELECT view_name AS name FROM duckdb_views() WHERE NOT internal UNION SELECT table_name FROM duckdb_tables()`,
       )
     ).map((r) => String(r.name)),
   );
   const has = (table: string): boolean => names.has(table);
   const published = has(PUBLISHED_TABLE)
-    ? (await select(path, `SELECT publish, epoch_ms(as_of) AS as_of_ms, run_id FROM ${PUBLISHED_TABLE}`))[0]
+    ? (await select(`SELECT publish, epoch_ms(as_of) AS as_of_ms, run_id FROM ${PUBLISHED_TABLE}`))[0]
     : undefined;
-  const total = has(RUNS_TABLE)
-    ? Number((await select(path, `SELECT count(*) AS n FROM ${RUNS_TABLE}`))[0]?.n ?? 0)
-    : 0;
+  const total = has(RUNS_TABLE) ? Number((await select(`SELECT count(*) AS n FROM ${RUNS_TABLE}`))[0]?.n ?? 0) : 0;
   const runs = has(RUNS_TABLE)
     ? await select(
-        path,
         `SELECT * EXCLUDE (started_at, ended_at), epoch_ms(started_at) AS started_ms, epoch_ms(ended_at) AS ended_ms
          FROM ${RUNS_TABLE} ORDER BY started_at DESC LIMIT ${REPORT_RUNS}`,
       )
@@ -104,7 +121,6 @@ export async function readReport(config: ReportConfig, nowMs: number): Promise<R
   const changes =
     has(SCHEMA_CHANGES_TABLE) && runs.length > 0
       ? await select(
-          path,
           `SELECT run_id, epoch_ms(changed_at) AS changed_ms, table_name, column_name, column_type, change
            FROM ${SCHEMA_CHANGES_TABLE} WHERE epoch_ms(changed_at) >= ${oldest} ORDER BY changed_at, table_name, column_name`,
         )
