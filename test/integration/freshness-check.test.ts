@@ -147,7 +147,7 @@ describe('status --check', () => {
     w.emu.addEvents('alpha', 20);
     counting = true;
     let syncEnded = false;
-    const sync = runCli(w.emu, [
+    const paced = [
       'sync',
       '--project',
       'alpha',
@@ -157,7 +157,8 @@ describe('status --check', () => {
       '60',
       '--quiet',
       ...w.files,
-    ]).then((run) => {
+    ];
+    const sync = runCli(w.emu, paced).then((run) => {
       syncEnded = true;
       return run;
     });
@@ -175,21 +176,7 @@ describe('status --check', () => {
 
     // A run stopped with events still waiting: the summary forecasts them, and warns past --freshness-target.
     w.emu.addEvents('alpha', 200);
-    const stopped = await runCli(w.emu, [
-      'sync',
-      '--project',
-      'alpha',
-      '--resources',
-      'events,traces',
-      '--max-rpm',
-      '60',
-      '--max-run-time',
-      '4s',
-      '--freshness-target',
-      '1m',
-      '--quiet',
-      ...w.files,
-    ]);
+    const stopped = await runCli(w.emu, [...paced, '--max-run-time', '4s', '--freshness-target', '1m']);
     expect(stopped.code, stopped.stdout + stopped.stderr).toBe(EXIT_CODES.maxRunTime);
     const waiting = /^forecast traces: ([\d,]+) events waiting, whole in (\d+) min at 60\/min/m.exec(stopped.stdout);
     expect(waiting, stopped.stdout).not.toBeNull();
