@@ -31,6 +31,7 @@ export function reportHtml(data: ReportData): string {
   const runs = data.runs;
   const resources = [...new Set(runs.flatMap((r) => r.streams.map((s) => s.resource)))];
   const color = (name: string): string => PALETTE[resources.indexOf(name) % PALETTE.length] ?? GREY;
+  const lag = lagSeries(runs, resources, color);
   const sections = [
     chart(
       'rows',
@@ -46,10 +47,10 @@ export function reportHtml(data: ReportData): string {
     ),
     chart(
       'lag',
-      'Data lag at each run’s end, per resource (minutes)',
+      `Data lag at each run’s end, per resource (${lag.unit})`,
       'How old the newest stored data was when the run ended: its own start after a good run; it grows while runs fail.',
       runs,
-      lagSeries(runs, resources, color),
+      lag.series,
       { line: true },
     ),
     chart(
@@ -149,23 +150,35 @@ function sumOf(run: ReportRun, resource: string, f: (s: ReportRun['streams'][num
   return streams.length === 0 ? null : streams.reduce((n, s) => n + f(s), 0) || null;
 }
 
-/** Per resource, at each run's end: minutes since the start of the last run that read it whole. */
-function lagSeries(runs: readonly ReportRun[], resources: readonly string[], color: (n: string) => string): Series[] {
-  return resources.map((resource) => {
+/**
+ * Per resource, at each run's end: the time since the start of the last run that read it whole, in
+ * minutes, or in hours once some lag passes three hours (a schedule that stopped for a day).
+ */
+function lagSeries(
+  runs: readonly ReportRun[],
+  resources: readonly string[],
+  color: (n: string) => string,
+): { readonly unit: string; readonly series: Series[] } {
+  const lags = resources.map((resource) => {
     let asOf: number | undefined;
-    const values = runs.map((run) => {
+    return runs.map((run) => {
       const streams = run.streams.filter((s) => s.resource === resource);
       if (streams.length === 0) return null;
       if (streams.every((s) => s.outcome === 'ok')) asOf = run.startedMs;
-      return asOf === undefined ? null : Math.max(0, (run.endedMs - asOf) / 60_000);
+      return asOf === undefined ? null : Math.max(0, run.endedMs - asOf);
     });
-    return {
+  });
+  const hours = lags.some((values) => values.some((v) => v !== null && v > 3 * 3_600_000));
+  const unitMs = hours ? 3_600_000 : 60_000;
+  return {
+    unit: hours ? 'hours' : 'minutes',
+    series: resources.map((resource, i) => ({
       name: resource,
       color: color(resource),
-      values,
-      tip: (v) => `${resource}: ${spoken(v * 60_000)} behind`,
-    };
-  });
+      values: (lags[i] ?? []).map((v) => (v === null ? null : v / unitMs)),
+      tip: (v) => `${resource}: ${spoken(v * unitMs)} behind`,
+    })),
+  };
 }
 
 function busiest(run: ReportRun): { resource: string; requests: number } {
