@@ -233,7 +233,7 @@ function chart(
   );
   // Counts (429s, windows, changes) get whole ticks: at least 4 on a scale of quarters.
   const counts = drawn.every((s) => s.values.every((v) => v === null || Number.isInteger(v)));
-  const top = niceMax(Math.max(...totals, counts ? 4 : 1));
+  const top = niceMax(Math.max(...totals, counts ? 4 : 1), counts);
   const y = (v: number): number => H - PAD.bottom - (v / top) * (H - PAD.top - PAD.bottom);
   const parts: string[] = [];
   // A run that failed is shaded in every chart, so a gap in its bars reads as what it is.
@@ -252,7 +252,7 @@ function chart(
   }
   for (const i of labelIndexes(n))
     parts.push(
-      `<text x="${f(x(i))}" y="${H - PAD.bottom + 18}" class="axis" text-anchor="middle">${esc(when(runs[i]?.startedMs ?? 0))}</text>`,
+      `<text x="${f(x(i))}" y="${H - PAD.bottom + 18}" class="axis" text-anchor="${n > 1 && i === n - 1 ? 'end' : 'middle'}">${esc(when(runs[i]?.startedMs ?? 0))}</text>`,
     );
   const barWidth = Math.max(1.5, Math.min(28, step * 0.7));
   const base = runs.map(() => 0);
@@ -304,10 +304,14 @@ function labelIndexes(n: number): number[] {
   return [...new Set([0, 1, 2, 3, 4, 5].map((k) => Math.round((k * (n - 1)) / 5)))];
 }
 
-function niceMax(v: number): number {
+/** The top of a scale of four ticks; for counts, one whose quarters are whole numbers. */
+function niceMax(v: number, counts = false): number {
   const p = 10 ** Math.floor(Math.log10(v));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
-  return 10 * p;
+  for (const m of [1, 2, 2.5, 4, 5, 8, 10]) {
+    const top = m * p;
+    if (top >= v && (!counts || top % 4 === 0) && (counts || m !== 4) && (counts || m !== 8)) return top;
+  }
+  return counts ? Math.ceil((10 * p) / 4) * 4 : 10 * p;
 }
 
 function short(v: number): string {
