@@ -49,6 +49,9 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
   'test/integration/configured-limits.test.ts', // two CLI plans and two splits of 30,000 events, at 200 and 400 a minute
   'test/integration/monitoring.test.ts', // six CLI syncs against the real Pushgateway, pings, webhooks, dead endpoints
+  // Mostly waiting: a sync paced to one traces request a second while status --check runs beside it
+  'test/integration/freshness-check.test.ts',
+  'test/integration/report-html.test.ts', // the HTML report rendered in headless Chromium
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));

@@ -28,7 +28,8 @@ export type CommandName =
   | 'reset'
   | 'dbt-sources'
   | 'sql'
-  | 'publish';
+  | 'publish'
+  | 'report';
 
 export type OptionKind =
   /** Free text. */
@@ -120,6 +121,8 @@ export interface OptionDefaults {
   readonly dryRunLimit: number;
   readonly splitConcurrency: number;
   readonly publishEvery: string;
+  readonly maxLag: string;
+  readonly maxBacklogEta: string;
 }
 
 export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
@@ -338,7 +341,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       choices: ['duckdb', 'bigquery'],
       default: 'duckdb',
       describe: 'where rows go',
-      commands: WAREHOUSE,
+      commands: [...WAREHOUSE, 'report'],
     },
     {
       name: 'duckdb-path',
@@ -347,7 +350,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       defaultText: d.duckdbPath,
       describe:
         'DuckDB file readers open: the published read copy (the sync writes <name>.work.duckdb beside it; docs/analysts.md). Relative to the working directory: give an absolute path in cron',
-      commands: [...WAREHOUSE, 'sql', 'publish'],
+      commands: [...WAREHOUSE, 'sql', 'publish', 'report'],
     },
     {
       name: 'publish-every',
@@ -489,7 +492,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       kind: 'path',
       group: 'State and run',
       describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it',
-      commands: [...STATE, 'dbt-sources', 'sql', 'publish'],
+      commands: [...STATE, 'dbt-sources', 'sql', 'publish', 'report'],
     },
     {
       name: 'state',
@@ -649,6 +652,49 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       commands: ['sync', 'backfill', 'check', 'plan', 'status', 'sql'],
     },
     {
+      name: 'check',
+      kind: 'boolean',
+      group: 'Logging and output',
+      defaultText: 'false',
+      describe:
+        'status: judge freshness instead of listing: exit 7 with one line per published copy, stream or backlog past --max-lag or --max-backlog-eta, else 0 and one line (reads state and the copy only)',
+      commands: ['status'],
+    },
+    {
+      name: 'max-lag',
+      kind: 'duration',
+      group: 'Logging and output',
+      defaultText: `${d.maxLag} (status --check); none (sync)`,
+      describe:
+        'status --check: longest lag (now − as-of) of the published copy and of each stream; sync: a stream whose mark lags more after the run is stale (--notify-on stale)',
+      commands: ['status', 'sync'],
+    },
+    {
+      name: 'max-backlog-eta',
+      kind: 'duration',
+      group: 'Logging and output',
+      defaultText: d.maxBacklogEta,
+      describe:
+        'status --check: longest forecast for a per-event backlog (traces) to be whole at --max-rpm; one that never drains always breaches',
+      commands: ['status'],
+    },
+    {
+      name: 'freshness-target',
+      kind: 'duration',
+      group: 'Logging and output',
+      defaultText: 'none',
+      describe:
+        'warn at the end of a run when a per-event backlog (traces) will not be whole within this long at --max-rpm (docs/running.md)',
+      commands: ['sync'],
+    },
+    {
+      name: 'html',
+      kind: 'path',
+      group: 'Logging and output',
+      describe: 'report: write the run history as one self-contained HTML page with charts here (docs/report.md)',
+      commands: ['report'],
+    },
+    {
       name: 'csv',
       kind: 'boolean',
       group: 'Logging and output',
@@ -723,14 +769,6 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       commands: MONITORED,
     },
     {
-      name: 'max-lag',
-      kind: 'duration',
-      group: 'Monitoring',
-      defaultText: 'none',
-      describe: 'a stream whose mark is further behind now than this after the run is stale (--notify-on stale)',
-      commands: ['sync'],
-    },
-    {
       name: 'monitor-timeout',
       kind: 'duration',
       group: 'Monitoring',
@@ -799,6 +837,14 @@ export const DEFAULT_NOTIFY_ON = 'failure,difference,stale';
 export const DEFAULT_MONITOR_TIMEOUT = '5s';
 /** Default windows read at once by a backfill. */
 export const DEFAULT_CONCURRENCY = 4;
+/**
+ * `status --check`'s bounds when none is given. A check with no bound would pass whatever the data,
+ * so `--check` alone checks something sane: two hours is an hourly schedule that missed one run (or
+ * ran long), the issue's own example; six hours for a traces backlog is a working day's events read
+ * before the next one starts. Set them to the schedule you run (docs/running.md).
+ */
+export const DEFAULT_MAX_LAG = '2h';
+export const DEFAULT_MAX_BACKLOG_ETA = '6h';
 /** Sub-walks of one large window of a sync at once, at most (`pipeline/split.ts`). */
 export const DEFAULT_SPLIT_CONCURRENCY = 16;
 
@@ -826,6 +872,8 @@ export const OPTIONS = optionTable({
   splitConcurrency: DEFAULT_SPLIT_CONCURRENCY,
   dryRunLimit: DEFAULT_DRY_RUN_LIMIT,
   publishEvery: DEFAULT_PUBLISH_EVERY,
+  maxLag: DEFAULT_MAX_LAG,
+  maxBacklogEta: DEFAULT_MAX_BACKLOG_ETA,
 });
 
 /** `QUERY_SYNC_<FLAG>`: the environment variable of a flag. */

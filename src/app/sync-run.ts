@@ -3,6 +3,8 @@ import { resolve } from 'node:path';
 import type { SyncConfig } from '../config.js';
 import { planSync } from '../pipeline/plan.js';
 import { childLoad, deficitLine } from '../pipeline/children-load.js';
+import { backlogForecasts } from '../pipeline/status.js';
+import { forecastLine, spoken, type BacklogForecast } from '../pipeline/freshness.js';
 import { runSync } from '../pipeline/run.js';
 import { Capabilities } from '../pipeline/capabilities.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pipeline/aggregates.js';
@@ -143,6 +145,10 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
           `full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`,
         );
     }
+    // When each per-event backlog will be whole at the budget: said in the summary, kept in the run's row.
+    const forecasts = config.dryRun
+      ? []
+      : backlogForecasts(runState.document, config.resources, config.limits, clock.now());
     const billing = billingOf(config, destination);
     const recorded = await recordWritingRun(
       config,
@@ -156,6 +162,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
         secrets,
         ...(billing === undefined ? {} : { billing }),
         ...(reconciled === undefined ? {} : { reconcile: reconcileBrief(reconciled) }),
+        ...(forecasts.length === 0 ? {} : { backlog: forecasts }),
       },
       { clock, logger },
     );
@@ -195,6 +202,8 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
       (r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
     );
     for (const line of deficits) logger.warn(line);
+    const late = lateForecasts(forecasts, config.freshnessTargetMs);
+    for (const line of late) logger.warn(line);
     const differing = reconciled?.remaining ?? 0;
     const code = streamsExitCode(reason, streams, differing > 0);
     const stopped = stoppedLines('sync', reason, streams);
@@ -206,11 +215,15 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
             ...(recordedRunId === undefined ? {} : { runId: recordedRunId }),
             ...(reconciled === undefined ? {} : { reconcile: reconciled }),
             ...(reason === undefined ? {} : { stopped: reason.stopCause }),
-            ...(warnings.length + deficits.length === 0 ? {} : { warnings: [...warnings, ...deficits] }),
+            ...(forecasts.length === 0 ? {} : { forecast: forecasts }),
+            ...(warnings.length + deficits.length + late.length === 0
+              ? {}
+              : { warnings: [...warnings, ...deficits, ...late] }),
           }),
         ]
       : [
-          ...[...warnings, ...deficits].map((w) => `WARNING: ${w}`),
+          ...[...warnings, ...deficits, ...late].map((w) => `WARNING: ${w}`),
+          ...forecasts.map((f) => `forecast ${forecastLine(f)}`),
           ...refreshLines,
           ...billingLine(billing),
           ...(reconciled === undefined ? [] : formatReconcile(reconciled)),
@@ -225,6 +238,14 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
         ];
     return { code, output };
   });
+}
+
+/** `--freshness-target`: the backlogs whose forecast passes it (or that never drain), as warnings. */
+function lateForecasts(forecasts: readonly BacklogForecast[], targetMs: number | undefined): string[] {
+  if (targetMs === undefined) return [];
+  return forecasts
+    .filter((f) => f.wholeInSeconds === null || f.wholeInSeconds * 1000 > targetMs)
+    .map((f) => `${forecastLine(f)}: past --freshness-target ${spoken(targetMs)}`);
 }
 
 /** Tables the analyst features write this run (their schema changes are recorded like the others'). */

@@ -99,6 +99,8 @@ export interface SyncConfig {
   readonly publishEveryMs?: number;
   /** Metrics, pings and notifications (`--metrics-file`, `--pushgateway`, `--ping-url`, `--notify-url`); absent when none is asked for. */
   readonly monitor?: MonitorConfig;
+  /** `--freshness-target`: warn at the run's end when a per-event backlog's forecast passes it. @default none */
+  readonly freshnessTargetMs?: number;
 }
 
 /**
@@ -167,6 +169,7 @@ export interface SyncFlags {
   readonly notifyOn?: string;
   readonly maxLag?: string;
   readonly monitorTimeout?: string;
+  readonly freshnessTarget?: string;
 }
 
 export function resolveSyncConfig(
@@ -315,6 +318,7 @@ export function resolveRun(
     aggregatesInterval: aggregatesInterval(read),
     dbtSourcesPath: read.text('dbt-sources'),
     ...(monitor === undefined ? {} : { monitor }),
+    freshnessTargetMs: read.duration('freshness-target'),
   };
   return { config: Object.freeze(config), read };
 }

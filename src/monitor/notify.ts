@@ -1,6 +1,5 @@
-import { formatDuration } from '../core/duration.js';
 import type { RunFigures } from './figures.js';
-import { staleStreams } from './stale.js';
+import { evaluateFreshness } from '../pipeline/freshness.js';
 
 /**
  * Notifications (`--notify-url`, `--notify-on`): one JSON POST `{"text": …}` per event, the shape
@@ -96,14 +95,22 @@ export function notifications(f: RunFigures, ctx: NotifyContext): Notification[]
         'Fix: nothing, with --schema-contract evolve (the default); to refuse new columns: --schema-contract freeze-columns (docs/warehouse.md)',
     });
   }
-  for (const s of staleStreams(f.marks, f.nowMs, ctx.command === 'sync' ? ctx.maxLagMs : undefined)) {
+  // The same rule as `status --check` (pipeline/freshness.ts), over the marks this run left.
+  const maxLagMs = ctx.command === 'sync' ? ctx.maxLagMs : undefined;
+  const streams = f.marks.map((m) => ({
+    resource: m.resource,
+    project: m.project,
+    asOf: new Date(m.markMs).toISOString(),
+  }));
+  for (const b of evaluateFreshness(
+    { nowMs: f.nowMs, streams, backlogs: [] },
+    maxLagMs === undefined ? {} : { maxLagMs },
+  )) {
     add({
       kind: 'stale',
-      resource: s.resource,
-      project: s.project,
-      text:
-        `${head}: ${s.resource} ${s.project} is stale: its newest stored data is ${formatDuration(s.lagMs)} old (mark ${new Date(s.markMs).toISOString()}), beyond --max-lag ${formatDuration(ctx.maxLagMs ?? 0)}. ` +
-        `Fix: see why with \`query-sync status\`, then ${again(s.resource, s.project)}`,
+      resource: b.resource,
+      project: b.project,
+      text: `${head}: ${b.line}`,
     });
   }
   return out;

@@ -71,6 +71,19 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
     const statusJson = await runCli({ url: server.url, apiKey: '' }, ['status', '--json', ...common]);
     expect(statusText.stdout).toMatch(/failed .*\[redacted\]/);
     expect(JSON.parse(statusJson.stdout)).toBeTypeOf('object');
+    // The freshness check and the HTML report (it shows each run's errors): read without the key too.
+    const check = await runCli({ url: server.url, apiKey: '' }, ['status', '--check', ...common]);
+    expect(check.code).toBe(7);
+    const report = await runCli({ url: server.url, apiKey: '' }, [
+      'report',
+      '--html',
+      join(d, 'report.html'),
+      '--duckdb-path',
+      join(d, 'w.duckdb'),
+    ]);
+    expect(report.code, report.stdout + report.stderr).toBe(0);
+    const page = readFileSync(join(d, 'report.html'), 'utf8');
+    expect(page).toMatch(/<b class="badge fail">failed<\/b>.*HTTP 400/);
     // The sync's working file, the published copy and its Parquet set (docs/analysts.md): none holds the key.
     const parquet = readdirSync(join(d, 'w.duckdb.files'), { recursive: true })
       .map(String)
@@ -89,6 +102,8 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
       'state.json': state,
       'status text': statusText.stdout + statusText.stderr,
       'status --json': statusJson.stdout + statusJson.stderr,
+      'status --check': check.stdout + check.stderr,
+      'report --html': page + report.stdout + report.stderr,
       'warehouse file': warehouse,
       'metrics file': readFileSync(metricsFile, 'utf8'),
       'pings and notifications': receiver.received.map((r) => `${r.url}\n${r.body}`).join('\n'),
