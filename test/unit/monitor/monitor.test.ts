@@ -152,7 +152,7 @@ describe('notifications', () => {
     );
     expect(list[2]?.text).toContain('new column model (string), variant column score__v_string (string)');
     expect(list[3]?.text).toMatch(
-      /events alpha is stale: its newest stored data is 3h1m old .* beyond --max-lag 1h0m\. Fix: see why/,
+      /STALE events alpha: stored up to .*, lag 3 h 1 min > --max-lag 1 h .*: run query-sync sync --resources events/,
     );
   });
 
