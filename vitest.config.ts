@@ -31,6 +31,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
   'test/integration/server-matrix-2.test.ts',
   'test/integration/server-matrix-3.test.ts',
+  'test/integration/server-matrix-4.test.ts', // issue 31: counts that lag, deletions marked and deleted (7 CLI syncs)
   'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
   'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations
   'test/integration/published-copy.test.ts',

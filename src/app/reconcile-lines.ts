@@ -63,9 +63,7 @@ export function formatReconcile(report: ReconcileReport): string[] {
   for (const n of report.notChecked.filter((x) => x.project !== undefined))
     lines.push(`reconcile: ${n.resource} ${n.project ?? ''} not checked: ${n.reason}`);
   if (report.remaining > 0) {
-    const names = report.windows
-      .filter(isRemaining)
-      .map((w) => `${w.resource} ${w.project} [${w.from}, ${w.to})`);
+    const names = report.windows.filter(isRemaining).map((w) => `${w.resource} ${w.project} [${w.from}, ${w.to})`);
     lines.push(
       `reconcile: ${report.remaining} window${report.remaining === 1 ? '' : 's'} still differ${report.remaining === 1 ? 's' : ''}: ${names.join('; ')} (exit ${EXIT_CODES.mismatch})`,
     );

@@ -298,7 +298,9 @@ async function readLedgerUnit(
         syncedAt: options.syncedAt,
         ctx,
         onProjects: options.onProjects,
-        ...(options.onStored === undefined ? {} : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),
+        ...(options.onStored === undefined
+          ? {}
+          : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),
         onPage,
         checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
         onCursorRejected: () => book.cursorRejected(iso),

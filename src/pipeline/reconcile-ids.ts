@@ -108,14 +108,23 @@ export function keptBefore(
  */
 export function rememberKept(
   state: StateWriter,
-  said: readonly { resource: string; project: string; from: string; to: string; expected: number; found: number; ids: number }[],
+  said: readonly {
+    resource: string;
+    project: string;
+    from: string;
+    to: string;
+    expected: number;
+    found: number;
+    ids: number;
+  }[],
   forgetBeforeMs: number,
 ): Promise<void> {
   return state.updateSection<ReconcileSection>(RECONCILE_SECTION, (current) => {
     const kept: Record<string, KeptWindow> = {};
     for (const [k, v] of Object.entries(current?.kept ?? {}))
       if (Date.parse(k.split('|')[3] ?? '') >= forgetBeforeMs) kept[k] = v;
-    for (const w of said) kept[keptKey(w.resource, w.project, w.from, w.to)] = { expected: w.expected, found: w.found, ids: w.ids };
+    for (const w of said)
+      kept[keptKey(w.resource, w.project, w.from, w.to)] = { expected: w.expected, found: w.found, ids: w.ids };
     return { ...current, kept };
   });
 }

@@ -13,14 +13,7 @@ import {
   type Difference,
   type ReconcileMode,
 } from './reconcile.js';
-import {
-  compareIds,
-  followersOf,
-  keptBefore,
-  ListedIds,
-  RECONCILE_SECTION,
-  rememberKept,
-} from './reconcile-ids.js';
+import { compareIds, followersOf, keptBefore, ListedIds, RECONCILE_SECTION, rememberKept } from './reconcile-ids.js';
 import type { SyncDeps } from './run.js';
 import { allProjectsScope, singleProjectScope } from './scopes.js';
 import type { StreamResult } from './stream.js';
@@ -280,7 +273,12 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
   if (kept.length > 0 || keptEarlier > 0 || deps.state.document.sections[RECONCILE_SECTION] !== undefined)
     await rememberKept(
       deps.state,
-      kept.map((w) => ({ ...w, expected: w.expected, found: w.after?.found ?? w.found, ids: w.deleted?.ids.length ?? 0 })),
+      kept.map((w) => ({
+        ...w,
+        expected: w.expected,
+        found: w.after?.found ?? w.found,
+        ids: w.deleted?.ids.length ?? 0,
+      })),
       options.runStartMs - RECONCILE_RECENT_MS - DAY_MS,
     );
   const deleted = (action: 'marked' | 'deleted' | 'kept'): number =>
@@ -355,7 +353,8 @@ async function repair(
       found: f.difference.warehouse,
     };
     const failed = streams.find(
-      (s) => s.resource === f.resource.name && s.scope === singleProjectScope(f.project.header).key && s.outcome !== 'ok',
+      (s) =>
+        s.resource === f.resource.name && s.scope === singleProjectScope(f.project.header).key && s.outcome !== 'ok',
     );
     if (tracks === undefined || failed !== undefined) {
       const after = await countAgain(f.resource, f.project, f.difference.window, deps, options.signal, stats);
@@ -403,7 +402,8 @@ async function repair(
         deleted = { ids: gone, action: mode === 'mark' ? 'marked' : 'deleted', followers };
       }
     }
-    const live = keys.live.length + restored.length - (deleted !== undefined && deleted.action !== 'kept' ? gone.length : 0);
+    const live =
+      keys.live.length + restored.length - (deleted !== undefined && deleted.action !== 'kept' ? gone.length : 0);
     const after = { expected: f.difference.api, found: live };
     const common = {
       ...base,
@@ -434,7 +434,9 @@ async function repair(
         outcome: 'repaired',
         ...(restored.length === 0
           ? {}
-          : { reason: `${restored.length} record${restored.length === 1 ? '' : 's'} listed again: deletion mark cleared` }),
+          : {
+              reason: `${restored.length} record${restored.length === 1 ? '' : 's'} listed again: deletion mark cleared`,
+            }),
       });
     else
       out.push({
