@@ -42,8 +42,9 @@ export function formatReconcile(report: ReconcileReport): string[] {
           : w.deleted?.action === 'deleted'
             ? `deleted from the warehouse${followers === '' ? '' : ` with ${followers}`}`
             : 'kept as they are (--deletions keep; said once for this window)';
+      const bytes = w.deleted?.bytesProcessed === undefined ? '' : `; ${w.deleted.bytesProcessed} bytes processed`;
       lines.push(
-        `${head}: ${n} record${n === 1 ? '' : 's'} no longer listed (deleted at the source), ${what}; ${w.listed ?? '?'} listed${restored}`,
+        `${head}: ${n} record${n === 1 ? '' : 's'} no longer listed (deleted at the source), ${what}; ${w.listed ?? '?'} listed${restored}${bytes}`,
       );
     } else if (w.outcome === 'count disagrees')
       lines.push(

@@ -87,8 +87,10 @@ export interface ReconciledWindow {
   readonly deleted?: {
     readonly ids: readonly string[];
     readonly action: 'marked' | 'deleted' | 'kept';
-    /** Rows of the tables that follow them (spans, bridge rows), per table. */
+    /** Rows of the tables that follow them (spans, bridge rows), per table (BigQuery: not reported). */
     readonly followers: Readonly<Record<string, number>>;
+    /** Bytes the destination processed to mark or delete them (BigQuery). */
+    readonly bytesProcessed?: number;
   };
   /** Records marked deleted that the list returns again: their mark cleared. */
   readonly restored?: number;
@@ -399,7 +401,12 @@ async function repair(
       else {
         const result = await change(mode === 'mark' ? 'mark' : 'delete', gone);
         const followers = Object.fromEntries(Object.entries(result.rows).filter(([t]) => t !== f.resource.name));
-        deleted = { ids: gone, action: mode === 'mark' ? 'marked' : 'deleted', followers };
+        deleted = {
+          ids: gone,
+          action: mode === 'mark' ? 'marked' : 'deleted',
+          followers,
+          ...(result.bytesProcessed === undefined ? {} : { bytesProcessed: result.bytesProcessed }),
+        };
       }
     }
     const live =
