@@ -237,14 +237,7 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
   let keptEarlier = 0;
   const toRepair: typeof found = [];
   for (const f of found) {
-    const base = {
-      resource: f.resource.name,
-      project: f.project.slug,
-      from: iso(f.difference.window.fromMs),
-      to: iso(f.difference.window.toMs),
-      expected: f.difference.api,
-      found: f.difference.warehouse,
-    };
+    const base = windowBase(f);
     // The re-read lists about as many records as the larger count: a count that lags says 0.
     const cost = Math.max(f.difference.api, f.difference.warehouse);
     if (options.mode === 'check') windows.push({ ...base, outcome: 'not repaired', reason: '--reconcile check' });
@@ -362,14 +355,7 @@ async function repair(
   // One window at a time: each applies its deletions in a transaction of its own.
   const out: ReconciledWindow[] = [];
   for (const f of found) {
-    const base = {
-      resource: f.resource.name,
-      project: f.project.slug,
-      from: iso(f.difference.window.fromMs),
-      to: iso(f.difference.window.toMs),
-      expected: f.difference.api,
-      found: f.difference.warehouse,
-    };
+    const base = windowBase(f);
     const failed = streams.find(
       (s) =>
         s.resource === f.resource.name && s.scope === singleProjectScope(f.project.header).key && s.outcome !== 'ok',
@@ -512,6 +498,22 @@ export function touchedFrom(
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** What every outcome of a window that differed says of it: where, and the two counts when found. */
+function windowBase(f: {
+  readonly resource: ResourceDefinition;
+  readonly project: VerifyProject;
+  readonly difference: Difference;
+}): Pick<ReconciledWindow, 'resource' | 'project' | 'from' | 'to' | 'expected' | 'found'> {
+  return {
+    resource: f.resource.name,
+    project: f.project.slug,
+    from: iso(f.difference.window.fromMs),
+    to: iso(f.difference.window.toMs),
+    expected: f.difference.api,
+    found: f.difference.warehouse,
+  };
+}
 const DAY_MS = 86_400_000;
 
 /** One row per window that differed, per run: `_query_sync_runs`' child, keyed by the run. */

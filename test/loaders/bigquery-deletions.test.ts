@@ -3,6 +3,7 @@ import { tableSchema } from '../../src/core/table-schema.js';
 import type { Row } from '../../src/core/types.js';
 import type { BigQueryDestination } from '../../src/load/bigquery.js';
 import type { DeletionChange } from '../../src/load/destination.js';
+import { deletionOfE2 } from '../fakes/deletions.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
@@ -79,18 +80,8 @@ const window = {
   fromIso: '2024-05-01T10:00:00.000Z',
   toIso: '2024-05-01T11:00:00.000Z',
 };
-const change = (action: DeletionChange['action'], atIso = '2024-05-03T12:00:00.000Z'): DeletionChange => ({
-  action,
-  projectId: 'alpha',
-  ids: ['e2'],
-  parent: { ...window, table: 'events', key: 'id' },
-  followers: [
-    { table: 'traces', column: 'event_id' },
-    { table: 'event_signals', column: 'event_id' },
-  ],
-  atIso,
-  runId: 'run-1',
-});
+const change = (action: DeletionChange['action'], atIso = '2024-05-03T12:00:00.000Z'): DeletionChange =>
+  deletionOfE2(action, window, atIso);
 const marked = (fake: FakeBigQuery, table: string): string[] =>
   (fake.data.get(`sync.${table}`) ?? [])
     .filter((r) => r['_deleted_at'] != null)

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { tableSchema } from '../../src/core/table-schema.js';
 import type { DeletionChange } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { deletionOfE2 } from '../fakes/deletions.js';
 import { tempDir } from '../fakes/tmp.js';
 
 /** Reconcile's deletions in a real DuckDB file (issue 31): keys, mark once, clear, delete, followers. */
@@ -26,19 +27,9 @@ const window = {
   fromIso: '2026-11-01T10:00:00.000Z',
   toIso: '2026-11-01T11:00:00.000Z',
 };
-const change = (action: DeletionChange['action'], atIso: string): DeletionChange => ({
-  action,
-  projectId: 'a',
-  ids: ['e2'],
-  parent: { ...window, table: 'events', key: 'id' },
-  // event_signals is absent: a follower the warehouse does not hold is skipped.
-  followers: [
-    { table: 'traces', column: 'event_id' },
-    { table: 'event_signals', column: 'event_id' },
-  ],
-  atIso,
-  runId: 'r2',
-});
+// event_signals is absent here: a follower the warehouse does not hold is skipped.
+const change = (action: DeletionChange['action'], atIso: string): DeletionChange =>
+  deletionOfE2(action, window, atIso, 'r2');
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
