@@ -275,6 +275,14 @@ const emulateOptions = <T>(y: Argv<T>) =>
     .option('convo-enrich-after', {
       type: 'string',
       describe: 'conversations get signals this long after their last message, e.g. 10m',
+    })
+    .option('count-lag', {
+      type: 'string',
+      describe: 'counts and timeseries trail the list by this long (a rollup behind), e.g. 60s',
+    })
+    .option('retention', {
+      type: 'string',
+      describe: 'delete events older than this at the source, with their spans, as retention would, e.g. 2d',
     });
 
 /** `emulate`: through the same shell as the other commands, its flags resolved to the emulator's. */
@@ -300,6 +308,8 @@ const EMULATE = {
       hideModel: argv['hide-model'],
       spanLag: argv['span-lag'],
       convoEnrichAfter: argv['convo-enrich-after'],
+      countLag: argv['count-lag'],
+      retention: argv.retention,
     }),
     async () => (await import('./commands/emulate.js')).emulateCommand,
     'no signals',

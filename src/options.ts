@@ -285,6 +285,17 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       commands: ['sync', 'plan'],
     },
     {
+      name: 'deletions',
+      kind: 'choice',
+      group: 'Scope',
+      choices: ['mark', 'delete', 'keep'],
+      default: 'mark',
+      expected: 'mark (set _deleted_at), delete (remove the rows) or keep (leave them, said once per window)',
+      describe:
+        "rows reconcile finds in the warehouse but no longer in the API's list of their window (deleted at the source), with their spans and event_signals rows: mark sets _deleted_at (cleared if the record is listed again); delete removes them; keep leaves them, said once per window",
+      commands: ['sync'],
+    },
+    {
       name: 'from',
       kind: 'instant',
       group: 'Scope',

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { SyncConfig } from '../config.js';
+import { RESOURCES } from '../../connectors/index.js';
 import { planSync } from '../pipeline/plan.js';
 import { childLoad, deficitLine } from '../pipeline/children-load.js';
 import { backlogForecasts } from '../pipeline/status.js';
@@ -119,6 +120,8 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
               batchBytes: config.batchBytes,
               runId,
               signal: stop.signal,
+              deletions: config.deletions ?? 'mark',
+              catalog: RESOURCES,
             },
             { client, destination, state, clock, logger },
           ).catch((error: unknown) => {

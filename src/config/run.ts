@@ -12,6 +12,7 @@ import { DEFAULT_BASE_URL, normalizeBaseUrl } from '../http/conventions.js';
 import { type SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
 import { type ReconcileMode } from '../core/reconcile-mode.js';
+import type { DeletionMode } from '../core/deletions.js';
 import type { CommandName } from '../options.js';
 import {
   ENV,
@@ -55,6 +56,8 @@ export interface SyncConfig {
   readonly traces: ChildSelection;
   /** After the writes, check the API's counts against the warehouse (`reconcile.ts`). @default 'repair' */
   readonly reconcile?: ReconcileMode;
+  /** Rows reconcile finds deleted at the source (`core/deletions.ts`). @default 'mark' */
+  readonly deletions?: DeletionMode;
   readonly startMs: number | undefined;
   readonly batchRows: number;
   readonly limits: RateLimits;
@@ -238,6 +241,7 @@ export function resolveRun(
   // A choice is checked against its option's choices and defaulted there (options.ts, config/reader.ts).
   const traces = read.choice('traces') as ChildSelection;
   const reconcile = read.choice('reconcile') as ReconcileMode;
+  const deletions = read.choice('deletions') as DeletionMode;
 
   const limits: RateLimits = {
     maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm,
@@ -295,6 +299,7 @@ export function resolveRun(
     settleMs,
     traces,
     reconcile,
+    deletions,
     startMs: read.instant('start'),
     batchRows: read.integer('batch-rows') ?? DEFAULT_BATCH_ROWS[destination],
     limits,
