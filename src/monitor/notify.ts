@@ -44,7 +44,9 @@ export function notifications(f: RunFigures, ctx: NotifyContext): Notification[]
       ? `run the same backfill again (it skips the windows done): \`query-sync backfill --resources ${resource} ${projectFlag(project)} --from … --to …\``
       : `run it again (it resumes where it stopped): \`query-sync sync --resources ${resource} ${projectFlag(project)}\``;
 
-  for (const [stream, error] of Object.entries(f.streamErrors)) {
+  // A stopped run (--max-run-time, SIGTERM) saved its progress and continues at the next: its
+  // streams ended by the stop are no failure to act on.
+  for (const [stream, error] of f.status === 'stopped' ? [] : Object.entries(f.streamErrors)) {
     const [resource = stream, project = ''] = stream.split(' ');
     add({
       kind: 'failure',

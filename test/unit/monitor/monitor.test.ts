@@ -158,6 +158,11 @@ describe('notifications', () => {
 
   it('only the kinds asked for; stale only with --max-lag, and only after a sync', () => {
     expect(notifications(figures(), { ...ctx, on: ['failure'] })).toEqual([]);
+    const stopped = figures({
+      status: 'stopped',
+      streamErrors: { 'events alpha': { code: 'E_STOPPED', message: 'stopped by --max-run-time' } },
+    });
+    expect(notifications(stopped, { ...ctx, on: ['failure'] })).toEqual([]);
     expect(notifications(figures(), { ...ctx, on: ['stale'] })).toEqual([]);
     expect(notifications(figures(), { ...ctx, command: 'backfill', on: ['stale'], maxLagMs: 1 })).toEqual([]);
     const runFailed = notifications(
