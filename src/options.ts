@@ -7,7 +7,8 @@ import { RESOURCE_NAMES } from '../connectors/index.js';
 import type { ChildSelection } from './core/types.js';
 import { DEFAULT_RATE_LIMITS } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT } from './load/duckdb-memory.js';
-import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS } from './http/timeouts.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS } from './http/retry-after.js';
+import { DEFAULT_TIMEOUTS } from './http/timeouts.js';
 
 /**
  * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
