@@ -9,6 +9,7 @@ import { DEFAULT_RATE_LIMITS } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT } from './load/duckdb-memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './http/retry-after.js';
 import { DEFAULT_TIMEOUTS } from './http/timeouts.js';
+import { DESTINATION_NAMES } from './load/registry.js';
 
 /**
  * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
@@ -333,7 +334,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       name: 'destination',
       kind: 'choice',
       group: 'Destination',
-      choices: ['duckdb', 'bigquery'],
+      choices: DESTINATION_NAMES,
       default: 'duckdb',
       describe: 'where rows go',
       commands: WAREHOUSE,

@@ -2,7 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { RESOURCES } from '../../connectors/index.js';
 import type { BigQueryConfig } from '../config.js';
-import { duckdbType, bigqueryType } from '../core/column-types.js';
+import { DESTINATIONS, type DestinationName } from '../load/registry.js';
 import type { ColumnDef } from '../core/types.js';
 import type { Destination } from '../load/destination.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from '../pipeline/aggregates.js';
@@ -146,7 +146,7 @@ export function describeColumn(table: string, column: string): string {
 }
 
 export interface DbtTarget {
-  readonly destination: 'duckdb' | 'bigquery';
+  readonly destination: DestinationName;
   readonly bigquery?: BigQueryConfig;
   /** DuckDB: the published copy dbt reads (`--duckdb-path`), named in the file for the profile's `path`. */
   readonly duckdbPath?: string;
@@ -209,7 +209,7 @@ async function dbtSources(
 }
 
 function sqlType(column: ColumnDef, target: DbtTarget): string {
-  return target.destination === 'bigquery' ? bigqueryType(column.type) : duckdbType(column.type);
+  return DESTINATIONS[target.destination].sqlType(column.type);
 }
 
 /**

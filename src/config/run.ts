@@ -30,6 +30,7 @@ import {
 } from './defaults.js';
 import { reader, type Reader } from './reader.js';
 import { resolveApiKey, resolveResources, resolveWarehouse, SLUG, type BigQueryConfig } from './parts.js';
+import type { DestinationName } from '../load/registry.js';
 
 /** The settings of a run that reads the API (sync, check, and the base of backfill, plan, verify). */
 
@@ -40,7 +41,7 @@ export interface SyncConfig {
   readonly projectIds: readonly string[] | undefined;
   readonly projectHeader: string | readonly string[];
   readonly resources: readonly ResourceDefinition[];
-  readonly destination: 'duckdb' | 'bigquery';
+  readonly destination: DestinationName;
   readonly duckdbPath: string;
   readonly duckdbMemoryLimit: string;
   readonly bigquery?: BigQueryConfig;
