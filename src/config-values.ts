@@ -1,7 +1,7 @@
 import { parseDuration } from './core/duration.js';
 import { ConfigError } from './core/errors.js';
 import type { SavedSearch } from './core/types.js';
-import { megabytes } from './load/duckdb-memory.js';
+import { megabytes } from './config/size.js';
 
 /**
  * The values a setting can take, parsed and checked: numbers, durations, sizes, instants, lists and

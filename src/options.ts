@@ -7,7 +7,9 @@ import { RESOURCE_NAMES } from '../connectors/index.js';
 import type { ChildSelection } from './core/types.js';
 import { DEFAULT_RATE_LIMITS } from './http/budget.js';
 import { DEFAULT_MEMORY_LIMIT } from './load/duckdb-memory.js';
-import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS } from './http/timeouts.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS } from './http/retry-after.js';
+import { DEFAULT_TIMEOUTS } from './http/timeouts.js';
+import { DESTINATION_NAMES } from './load/registry.js';
 
 /**
  * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
@@ -349,7 +351,7 @@ export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       name: 'destination',
       kind: 'choice',
       group: 'Destination',
-      choices: ['duckdb', 'bigquery'],
+      choices: DESTINATION_NAMES,
       default: 'duckdb',
       describe: 'where rows go',
       commands: [...WAREHOUSE, 'report'],

@@ -1,20 +1,15 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { RESOURCES } from '../../connectors/index.js';
-import type { BigQueryConfig, StatusConfig } from '../config.js';
-import { duckdbType, bigqueryType } from '../core/column-types.js';
+import type { BigQueryConfig } from '../config.js';
+import { DESTINATIONS, type DestinationName } from '../load/registry.js';
 import type { ColumnDef } from '../core/types.js';
 import type { Destination } from '../load/destination.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from '../pipeline/aggregates.js';
 import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../pipeline/run-history.js';
 import { SEARCH_RESULTS_TABLE } from '../pipeline/searches.js';
 import { CONVERSATION_EVENTS_VIEW } from '../pipeline/views.js';
-import { openReadOnly } from './open-destination.js';
-import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { DEFAULT_PUBLISH_EVERY } from '../config.js';
-import { parseDuration } from '../core/duration.js';
-import { DuckDbDestination } from '../load/duckdb.js';
 import { SYNCED_AT_COLUMN } from '../normalize/normalize.js';
 import { layoutOf } from '../publish/layout.js';
 
@@ -153,12 +148,15 @@ export function describeColumn(table: string, column: string): string {
 }
 
 export interface DbtTarget {
-  readonly destination: 'duckdb' | 'bigquery';
+  readonly destination: DestinationName;
   readonly bigquery?: BigQueryConfig;
   /** DuckDB: the published copy dbt reads (`--duckdb-path`), named in the file for the profile's `path`. */
   readonly duckdbPath?: string;
-  /** How often the read copy is published (`--publish-every`): the freshness thresholds follow it. */
-  readonly publishEveryMs?: number;
+  /**
+   * How often the read copy is published (`--publish-every`, 0 when it is not): the freshness
+   * thresholds follow it.
+   */
+  readonly publishEveryMs: number;
 }
 
 /** The sources.yml text for the tables of `destination` as they are now, and how many it lists. */
@@ -213,7 +211,7 @@ async function dbtSources(
 }
 
 function sqlType(column: ColumnDef, target: DbtTarget): string {
-  return target.destination === 'bigquery' ? bigqueryType(column.type) : duckdbType(column.type);
+  return DESTINATIONS[target.destination].sqlType(column.type);
 }
 
 /**
@@ -222,7 +220,7 @@ function sqlType(column: ColumnDef, target: DbtTarget): string {
  * more frequent) runs the newest row is under an hour and an interval old while syncs run. Warn at
  * twice that, error at six times (a run missed, then several).
  */
-export function freshnessOf(publishEveryMs = parseDuration(DEFAULT_PUBLISH_EVERY)): {
+export function freshnessOf(publishEveryMs: number): {
   warn_after: { count: number; period: 'minute' };
   error_after: { count: number; period: 'minute' };
 } {
@@ -246,28 +244,6 @@ export async function writeDbtSources(
   await mkdir(dirname(absolute), { recursive: true });
   await writeFile(absolute, text);
   return { path: absolute, tables };
-}
-
-/**
- * `query-sync dbt-sources [--out sources.yml]`: reads the warehouse (a DuckDB file read-only) and
- * writes the file; the caller closes nothing (the warehouse is closed here).
- */
-export async function writeDbtSourcesOf(
-  config: StatusConfig & { readonly out: string; readonly publishEveryMs?: number },
-  print: (line: string) => void,
-): Promise<{ readonly path: string; readonly tables: number }> {
-  let destination: Destination | undefined;
-  try {
-    // DuckDB: the columns as readers see them, in the published copy (the working file before a first publish).
-    const published = config.destination === 'duckdb' ? layoutOf(config.duckdbPath) : undefined;
-    destination =
-      published !== undefined && existsSync(published.manifest)
-        ? await DuckDbDestination.open(published.published, { readOnly: true })
-        : await openReadOnly(config, print);
-    return await writeDbtSources(destination, config.out, { ...config, publishEveryMs: config.publishEveryMs });
-  } finally {
-    await destination?.close().catch(() => undefined);
-  }
 }
 
 /**

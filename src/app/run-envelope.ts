@@ -138,7 +138,7 @@ export async function defineWarehouseExtras(
         destination: config.destination,
         bigquery: config.bigquery,
         duckdbPath: config.duckdbPath,
-        publishEveryMs: config.publishEveryMs,
+        publishEveryMs: config.publishEveryMs ?? 0,
       }).catch((error: unknown) => {
         logger.warn(
           { err: (error as Error).message },

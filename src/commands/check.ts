@@ -1,9 +1,38 @@
 import type { SyncConfig } from '../config.js';
-import { exitCodeFor } from '../core/exit-codes.js';
-import { checkExitCode } from '../pipeline/check.js';
-import { checkReport } from '../app/check.js';
-import { formatCheck } from '../app/reports.js';
+import { Capabilities } from '../pipeline/capabilities.js';
+import { checkApi, checkExitCode, type CheckReport } from '../pipeline/check.js';
+import { readStateDocument } from '../app/state-home.js';
+import { createRuntime } from '../app/runtime.js';
 import type { CommandIo } from '../app/io.js';
+import { exitCodeFor } from '../core/exit-codes.js';
+import { formatCheck } from '../app/reports.js';
+
+/**
+ * What `query-sync check` finds: one request per endpoint and project scope (first pages only,
+ * nothing written, no lock taken), with the projects and capabilities the state knows, if any.
+ */
+async function checkReport(config: SyncConfig, io: CommandIo): Promise<CheckReport> {
+  const runtime = createRuntime({ ...config, progress: 'off' }, io);
+  try {
+    const doc = await readStateDocument(config, runtime.logger, {}).catch(() => undefined);
+    return await checkApi(
+      {
+        resources: config.resources,
+        project: config.project,
+        projectIds: config.projectIds,
+        knownProjects: doc?.projects ?? [],
+        signal: io.signal,
+        searches: config.searches,
+        aggregates: config.aggregates,
+        aggregatesInterval: config.aggregatesInterval,
+        recordedCapabilities: doc === undefined ? {} : Capabilities.facts({ document: doc }),
+      },
+      runtime.client,
+    );
+  } finally {
+    await runtime.close().catch(() => undefined);
+  }
+}
 
 /**
  * `query-sync check`: one request per endpoint and project scope (first pages only, nothing

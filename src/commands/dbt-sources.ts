@@ -1,10 +1,15 @@
 import type { StatusConfig } from '../config.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
-import { DBT_SOURCE_NAME, writeDbtSourcesOf } from '../app/dbt-sources.js';
+import { existsSync } from 'node:fs';
+import { DBT_SOURCE_NAME, writeDbtSources } from '../app/dbt-sources.js';
+import { openReadOnly } from '../app/open-destination.js';
+import type { Destination } from '../load/destination.js';
+import { DuckDbDestination } from '../load/duckdb.js';
+import { layoutOf } from '../publish/layout.js';
 
 /** `query-sync dbt-sources [--out sources.yml]`: reads the warehouse (a DuckDB file read-only). */
 export async function dbtSourcesCommand(
-  config: StatusConfig & { readonly out: string; readonly publishEveryMs?: number },
+  config: StatusConfig & { readonly out: string; readonly publishEveryMs: number },
   io: { readonly print: (line: string) => void },
 ): Promise<number> {
   try {
@@ -14,5 +19,27 @@ export async function dbtSourcesCommand(
   } catch (error) {
     io.print(`dbt-sources FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);
+  }
+}
+
+/**
+ * `query-sync dbt-sources [--out sources.yml]`: reads the warehouse (a DuckDB file read-only) and
+ * writes the file; the caller closes nothing (the warehouse is closed here).
+ */
+async function writeDbtSourcesOf(
+  config: StatusConfig & { readonly out: string; readonly publishEveryMs: number },
+  print: (line: string) => void,
+): Promise<{ readonly path: string; readonly tables: number }> {
+  let destination: Destination | undefined;
+  try {
+    // DuckDB: the columns as readers see them, in the published copy (the working file before a first publish).
+    const published = config.destination === 'duckdb' ? layoutOf(config.duckdbPath) : undefined;
+    destination =
+      published !== undefined && existsSync(published.manifest)
+        ? await DuckDbDestination.open(published.published, { readOnly: true })
+        : await openReadOnly(config, print);
+    return await writeDbtSources(destination, config.out, config);
+  } finally {
+    await destination?.close().catch(() => undefined);
   }
 }

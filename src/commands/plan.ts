@@ -1,8 +1,43 @@
 import type { PlanConfig } from '../config.js';
-import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
-import { planOf } from '../app/plan.js';
-import { formatPlan } from '../app/reports.js';
+import { planBackfill, planSync, type Plan } from '../pipeline/plan.js';
+import { readStateDocument } from '../app/state-home.js';
+import { createRuntime } from '../app/runtime.js';
 import type { CommandIo } from '../app/io.js';
+import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
+import { formatPlan } from '../app/reports.js';
+
+/**
+ * What `query-sync plan` estimates: with `--from/--to` that backfill, else the next sync from state.
+ * Reads state without a lock (from the warehouse, opened read-only, or the state file) and makes
+ * only count requests.
+ */
+async function planOf(config: PlanConfig, io: CommandIo): Promise<Plan> {
+  // The plan is the output: no progress display.
+  const runtime = createRuntime({ ...config, progress: 'off' }, io);
+  const { clock, logger, client } = runtime;
+  try {
+    const state = await readStateDocument(config, logger);
+    const deps = { client, state, clock, logger, limits: config.limits };
+    const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
+    return config.range === undefined
+      ? await planSync(
+          {
+            ...scope,
+            lookbackMs: config.lookbackMs,
+            startMs: config.startMs,
+            settleMs: config.settleMs,
+            searches: config.searches,
+            aggregates: config.aggregates,
+            aggregatesInterval: config.aggregatesInterval,
+            reconcile: config.reconcile ?? 'repair',
+          },
+          deps,
+        )
+      : await planBackfill({ ...scope, ...config.range }, deps);
+  } finally {
+    await runtime.close().catch(() => undefined);
+  }
+}
 
 /**
  * `query-sync plan`: with `--from/--to` the plan of that backfill, else of the next sync from state

@@ -1,10 +1,124 @@
-import type { StatusCommandConfig } from '../config.js';
+import { existsSync } from 'node:fs';
+import type { StatusCommandConfig, StatusConfig } from '../config.js';
+import { silentLogger } from '../core/log.js';
+import { systemClock } from '../core/clock.js';
+import type { Destination } from '../load/destination.js';
+import { StateStore, type StateDocument } from '../state/store.js';
+import { evaluateFreshness, freshLine, type FreshnessFacts, type StreamFreshness } from '../pipeline/freshness.js';
+import {
+  analystTablesOf,
+  buildStatus,
+  type StatusReport,
+  type TableCounts,
+  type WarehouseStatus,
+} from '../pipeline/status.js';
+import { readStateFrom } from '../app/state-home.js';
+import { openReadOnly } from '../app/open-destination.js';
+import { workingPathForReading } from '../publish/layout.js';
+import { publishedLine, publishedStatus, type PublishedStatus } from '../publish/status.js';
+import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { formatStatus } from '../app/reports.js';
-import { freshnessOf, statusOf } from '../app/status.js';
-import { evaluateFreshness, freshLine } from '../pipeline/freshness.js';
-import { publishedLine } from '../publish/status.js';
-import type { CommandIo } from '../app/io.js';
+
+/**
+ * What `query-sync status` reports: state (read without taking any run lock), warehouse counts and,
+ * for DuckDB, the published read copy. A warehouse another process holds open (a running sync) is
+ * reported as unavailable, not an error.
+ */
+async function statusOf(
+  config: StatusCommandConfig,
+  io: CommandIo,
+): Promise<{ readonly report: StatusReport; readonly published: PublishedStatus | undefined }> {
+  const { document: doc, location } = await readStateFrom(config, silentLogger());
+  const warehouse = await readWarehouse(config, doc, io);
+  const report = buildStatus(
+    location,
+    doc,
+    config.resources,
+    warehouse,
+    config.limits,
+    (io.clock ?? systemClock).now(),
+  );
+  const published =
+    config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
+  return { report, published };
+}
+
+/**
+ * The facts `status --check` judges, read from state and the published copy's manifest only: no
+ * lease, no table counted, no API request. With DuckDB, the state file (which a run rewrites after
+ * each commit, as the export of the warehouse's state) is read rather than the working file: a
+ * probe that opened that file, even read-only, for the instant a scheduled sync starts would make
+ * the sync exit 4 (DuckDB lets one process open a file to write, or many to read, never both).
+ * Without a state file (never written, or lost), the state is read as `status` reads it.
+ */
+async function freshnessOf(config: StatusCommandConfig, io: CommandIo): Promise<FreshnessFacts> {
+  const nowMs = (io.clock ?? systemClock).now();
+  const doc =
+    config.destination === 'duckdb' && existsSync(config.statePath)
+      ? await StateStore.read(config.statePath)
+      : (await readStateFrom(config, silentLogger())).document;
+  const unread: WarehouseStatus = { destination: config.destination, location: '', available: false, tables: {} };
+  const report = buildStatus(config.statePath, doc, config.resources, unread, config.limits, nowMs);
+  const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, nowMs) : undefined;
+  return freshnessFacts(report, published, nowMs);
+}
+
+/** A status report's facts for `evaluateFreshness`: each sync stream's as-of, each backlog's forecast. */
+function freshnessFacts(report: StatusReport, published: PublishedStatus | undefined, nowMs: number): FreshnessFacts {
+  const streams: StreamFreshness[] = [];
+  for (const r of report.resources) {
+    for (const scope of r.scopes) {
+      const sync = scope.sync;
+      if (sync === undefined) continue;
+      const run = sync.lastRun;
+      // A stream without a mark (read whole each run, or one parent at a time) holds what its last good run read.
+      const asOf = sync.highWaterMark ?? (run?.outcome === 'ok' ? run.at : undefined);
+      streams.push({
+        resource: r.resource,
+        project: scope.project,
+        ...(asOf === undefined ? {} : { asOf }),
+        ...(run === undefined
+          ? {}
+          : {
+              lastRun: { at: run.at, outcome: run.outcome, ...(run.error === undefined ? {} : { error: run.error }) },
+            }),
+      });
+    }
+  }
+  return {
+    nowMs,
+    ...(published === undefined ? {} : { published: { path: published.path, asOf: published.asOf } }),
+    streams,
+    backlogs: report.resources.flatMap((r) => (r.backlog === undefined ? [] : [r.backlog.forecast])),
+  };
+}
+
+async function readWarehouse(config: StatusConfig, doc: StateDocument, io: CommandIo): Promise<WarehouseStatus> {
+  const location =
+    config.destination === 'duckdb'
+      ? config.duckdbPath
+      : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
+  const base = { destination: config.destination, location };
+  if (config.destination === 'duckdb' && !existsSync(workingPathForReading(config.duckdbPath))) {
+    return { ...base, available: false, reason: 'no warehouse file yet', tables: {} };
+  }
+  let destination: Destination | undefined;
+  try {
+    destination = await openReadOnly(config, io.print);
+    const tables: Record<string, TableCounts> = {};
+    for (const table of [...config.resources.map((r) => r.name), ...analystTablesOf(doc)]) {
+      const rows = await destination.count(table);
+      const byProject = await destination.can.byProject?.countByProject(table);
+      tables[table] = { rows, byProject };
+    }
+    return { ...base, available: true, tables };
+  } catch (error) {
+    return { ...base, available: false, reason: (error as Error).message, tables: {} };
+  } finally {
+    await destination?.close().catch(() => undefined);
+  }
+}
 
 /**
  * `query-sync status [--json]`: state (read without taking any run lock) and warehouse counts.

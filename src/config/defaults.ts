@@ -1,5 +1,5 @@
 import { parseDuration } from '../core/duration.js';
-import { megabytes } from '../load/duckdb-memory.js';
+import { megabytes } from './size.js';
 import {
   DEFAULT_BATCH_BYTES,
   DEFAULT_BATCH_ROWS,

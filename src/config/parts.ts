@@ -7,6 +7,7 @@ import { bareApiKey } from '../http/conventions.js';
 import { envName } from '../options.js';
 import { ENV, DEFAULT_BQ_LOCATION } from './defaults.js';
 import type { Reader } from './reader.js';
+import type { DestinationName } from '../load/registry.js';
 
 /** Settings more than one command reads the same way: the API key, the resources, the warehouse, project slugs. */
 
@@ -80,10 +81,10 @@ export function resolveResources(read: Reader): readonly ResourceDefinition[] {
 
 /** `--destination` and the BigQuery flags. */
 export function resolveWarehouse(read: Reader): {
-  destination: 'duckdb' | 'bigquery';
+  destination: DestinationName;
   bigquery: BigQueryConfig | undefined;
 } {
-  const destination = read.choice('destination') as 'duckdb' | 'bigquery';
+  const destination = read.choice('destination') as DestinationName;
   let bigquery: BigQueryConfig | undefined;
   if (destination === 'bigquery') {
     const projectId = read.text('bq-project');

@@ -6,8 +6,10 @@ import { ConfigError } from '../core/errors.js';
 import type { LogFormat } from '../core/log.js';
 import type { ChildSelection, ResourceDefinition, SavedSearch } from '../core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/budget.js';
-import { DEFAULT_MEMORY_LIMIT, megabytes } from '../load/duckdb-memory.js';
-import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from '../http/timeouts.js';
+import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb-memory.js';
+import { megabytes } from './size.js';
+import { DEFAULT_MAX_RETRY_AFTER_MS } from '../http/retry-after.js';
+import { DEFAULT_TIMEOUTS, type TimeoutOptions } from '../http/timeouts.js';
 import { DEFAULT_BASE_URL, normalizeBaseUrl } from '../http/conventions.js';
 import { type SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
@@ -29,6 +31,7 @@ import {
 } from './defaults.js';
 import { reader, type Reader } from './reader.js';
 import { resolveApiKey, resolveResources, resolveWarehouse, SLUG, type BigQueryConfig } from './parts.js';
+import type { DestinationName } from '../load/registry.js';
 import { resolveMonitor, type MonitorConfig } from './monitor.js';
 
 /** The settings of a run that reads the API (sync, check, and the base of backfill, plan, verify). */
@@ -40,7 +43,7 @@ export interface SyncConfig {
   readonly projectIds: readonly string[] | undefined;
   readonly projectHeader: string | readonly string[];
   readonly resources: readonly ResourceDefinition[];
-  readonly destination: 'duckdb' | 'bigquery';
+  readonly destination: DestinationName;
   readonly duckdbPath: string;
   readonly duckdbMemoryLimit: string;
   readonly bigquery?: BigQueryConfig;

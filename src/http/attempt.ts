@@ -1,6 +1,6 @@
 import { request, type Dispatcher } from 'undici';
 import { formatDuration } from '../core/duration.js';
-import { parseRetryAfterMs } from './conventions.js';
+import type { WaitHeaders } from './retry-after.js';
 
 /**
  * One GET attempt of the Query API client over undici: bounded as a whole by a deadline (connect +
@@ -12,11 +12,9 @@ import { parseRetryAfterMs } from './conventions.js';
 export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
 
 /** One response, read whole. */
-export interface RawResponse {
+/** A response as it came: its status, its body, and the wait headers as sent (read in `retry-after.ts`). */
+export interface RawResponse extends WaitHeaders {
   readonly status: number;
-  readonly retryAfter: string | undefined;
-  /** `retry-after-ms`, read before `Retry-After` as the SDK does (conventions.ts). */
-  readonly retryAfterMs: number | undefined;
   readonly text: string;
 }
 
@@ -59,7 +57,7 @@ export async function sendAttempt(o: AttemptOptions): Promise<RawResponse> {
     return {
       status: res.statusCode,
       retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-      retryAfterMs: parseRetryAfterMs(Array.isArray(retryAfterMs) ? retryAfterMs[0] : retryAfterMs),
+      retryAfterMsHeader: Array.isArray(retryAfterMs) ? retryAfterMs[0] : retryAfterMs,
       text,
     };
   } catch (error) {

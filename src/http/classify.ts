@@ -10,10 +10,9 @@ export type Decision =
   | { readonly kind: 'auth'; readonly reason: string }
   | { readonly kind: 'fail'; readonly reason: string };
 
-/** Classify an HTTP status. `retryAfter` is the raw `Retry-After` header, if any. */
-export function classifyStatus(status: number, retryAfter: string | undefined, nowMs: number): Decision {
+/** Classify an HTTP status. `retryAfterMs` is the wait the response asked for (`retry-after.ts` `serverWaitMs`). */
+export function classifyStatus(status: number, retryAfterMs: number | undefined): Decision {
   if (status >= 200 && status < 300) return { kind: 'ok' };
-  const retryAfterMs = parseRetryAfter(retryAfter, nowMs);
   if (status === 429) return { kind: 'rate-limited', retryAfterMs };
   if (status === 408) return { kind: 'retry', reason: 'HTTP 408 request timeout', retryAfterMs };
   if (status >= 500) return { kind: 'retry', reason: `HTTP ${status}`, retryAfterMs };
@@ -53,21 +52,4 @@ export function classifyTransportError(error: unknown): Decision {
     return { kind: 'retry', reason: error.message, retryAfterMs: undefined };
   }
   return { kind: 'fail', reason: error instanceof Error ? error.message : String(error) };
-}
-
-/**
- * `Retry-After` as milliseconds: delta-seconds or an HTTP date. `0`, missing or unparseable gives
- * `undefined`, so the caller falls back to its own backoff.
- */
-export function parseRetryAfter(value: string | undefined, nowMs: number): number | undefined {
-  if (value === undefined) return undefined;
-  const trimmed = value.trim();
-  if (/^\d+(\.\d+)?$/.test(trimmed)) {
-    const ms = Math.round(Number(trimmed) * 1000);
-    return ms > 0 ? ms : undefined;
-  }
-  const at = Date.parse(trimmed);
-  if (Number.isNaN(at)) return undefined;
-  const ms = at - nowMs;
-  return ms > 0 ? ms : undefined;
 }

@@ -10,15 +10,22 @@ import {
 import { parseJson } from '../core/json.js';
 import { redact, redactError, type Logger } from '../core/log.js';
 import type { Clock, JsonValue } from '../core/types.js';
-import { backoffDelay, DEFAULT_BACKOFF, type BackoffOptions } from './backoff.js';
+import {
+  DEFAULT_BACKOFF,
+  DEFAULT_MAX_RETRY_AFTER_MS,
+  retryDelayMs,
+  serverWaitMs,
+  waitTooLong,
+  type BackoffOptions,
+} from './retry-after.js';
 import type { RequestBudget } from './budget.js';
 import { classifyStatus, classifyTransportError, type Decision } from './classify.js';
-import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from './timeouts.js';
+import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './timeouts.js';
 import { bareApiKey, normalizeBaseUrl, userAgent } from './conventions.js';
 import { REQUEST_DEADLINE_CODE, sendAttempt, type RawResponse } from './attempt.js';
 import { authError, fatalError } from './client-errors.js';
 
-export { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions };
+export { DEFAULT_TIMEOUTS, type TimeoutOptions };
 
 export interface RetryOptions {
   /** Attempts for 5xx, 408, resets, timeouts and unreadable bodies, the first included. @default 6 */
@@ -233,10 +240,7 @@ export class ApiClient {
             signal: ctx.signal,
           },
         );
-        decision = classifyStatus(response.status, response.retryAfter, clock.now());
-        if (response.retryAfterMs !== undefined && (decision.kind === 'rate-limited' || decision.kind === 'retry')) {
-          decision = { ...decision, retryAfterMs: response.retryAfterMs };
-        }
+        decision = classifyStatus(response.status, serverWaitMs(response, clock.now()));
       } catch (error) {
         if (ctx.signal?.aborted) throw error;
         // Refused unsent by the closed budget (or in the task) after the key was rejected.
@@ -318,10 +322,7 @@ export class ApiClient {
             );
           }
           this.checkRetryAfter(decision.retryAfterMs, response, req, ctx);
-          const delay = Math.max(
-            decision.retryAfterMs ?? 0,
-            backoffDelay(failures - 1, this.retry.backoff, this.options.random),
-          );
+          const delay = retryDelayMs(decision.retryAfterMs, failures, this.retry.backoff, this.options.random);
           ctx.stats.retries += 1;
           ctx.stats.backoffMs += delay;
           const reason = this.redact(decision.reason);
@@ -370,22 +371,21 @@ export class ApiClient {
     return trimBody(this.redact(text), maxChars);
   }
 
-  /** A `Retry-After` beyond `maxRetryAfterMs` ends the request: the run must end in bounded time. */
+  /** A wait beyond `maxRetryAfterMs` ends the request (`retry-after.ts`): the run must end in bounded time. */
   private checkRetryAfter(
     retryAfterMs: number | undefined,
     response: RawResponse | undefined,
     req: ApiRequest,
     ctx: CallContext,
   ): void {
-    if (retryAfterMs === undefined || retryAfterMs <= this.maxRetryAfterMs) return;
-    throw new RetriesExhaustedError(
-      `GET ${req.path} got HTTP ${response?.status ?? '?'} asking to wait ${Math.round(retryAfterMs / 1000)} s (Retry-After: ${this.redact(
-        response?.retryAfter ?? '?',
-      )}), longer than --max-retry-after (${Math.round(this.maxRetryAfterMs / 1000)} s). Not waited: the stream stops at its last ` +
-        `stored batch. Run again later, or raise --max-retry-after.`,
-      1,
-      { context: ctx },
+    const header = this.redact(response?.retryAfter ?? response?.retryAfterMsHeader ?? '?');
+    const error = waitTooLong(
+      retryAfterMs,
+      this.maxRetryAfterMs,
+      { path: req.path, status: response?.status, header },
+      ctx,
     );
+    if (error !== undefined) throw error;
   }
 
   /**

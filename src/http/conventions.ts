@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 
 /**
  * The vendor SDK's HTTP conventions (node_modules/@raindrop-ai/query), followed so a server or a
- * user that works with the SDK works with query-sync: its default server, its bearer handling and
- * its retry header. Each function cites the SDK file it follows.
+ * user that works with the SDK works with query-sync: its default server and its bearer handling
+ * (its retry headers are read in `retry-after.ts`). Each function cites the SDK file it follows.
  */
 
 /** The SDK's one server (`src/lib/config.ts`, `ServerList[0]`, "Production"). */
@@ -28,19 +28,6 @@ export function bareApiKey(key: string): string {
     .trim()
     .replace(/^bearer\s+/i, '')
     .trim();
-}
-
-/**
- * The wait a 429 or 5xx asks for, in ms: `retry-after-ms` first (milliseconds, as the SDK reads it
- * in `src/lib/retries.ts`, `retryIntervalFromResponse`), else `undefined` (the caller reads
- * `Retry-After`).
- */
-export function parseRetryAfterMs(value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const trimmed = value.trim();
-  if (!/^\d+(\.\d+)?$/.test(trimmed)) return undefined;
-  const ms = Math.ceil(Number(trimmed));
-  return Number.isFinite(ms) && ms > 0 ? ms : undefined;
 }
 
 /** `query-sync/<version>`, the version read once from this package's package.json. */

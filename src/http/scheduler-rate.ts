@@ -1,3 +1,4 @@
+import { isServerWait, pauseAfter429 } from './retry-after.js';
 /**
  * How one endpoint's bucket reacts to 429s: a pause, then AIMD on its rate.
  *
@@ -102,11 +103,7 @@ export class AdaptiveRate {
   onRateLimited(now: number, retryAfterMs: number | undefined): RateLimitedOutcome {
     const o = this.#options;
     const current = this.factorAt(now);
-    const short =
-      retryAfterMs !== undefined &&
-      Number.isFinite(retryAfterMs) &&
-      retryAfterMs > 0 &&
-      retryAfterMs <= o.forgiveRetryAfterMs;
+    const short = isServerWait(retryAfterMs) && retryAfterMs <= o.forgiveRetryAfterMs;
     const isolated = now - this.#lastRateLimitedAt > o.quietPeriodMs;
     if (short && (isolated || now - this.#forgivenAt < o.episodeMs)) {
       // A lone short refusal (and the rest of its burst): pause, keep the rate (see `forgiveRetryAfterMs`).
@@ -130,8 +127,7 @@ export class AdaptiveRate {
     }
     this.#lastRateLimitedAt = now;
     const backoffMs = Math.min(o.backoffMaxMs, o.backoffInitialMs * 2 ** Math.max(0, this.#episodes - 1));
-    const pauseMs =
-      retryAfterMs !== undefined && Number.isFinite(retryAfterMs) && retryAfterMs > 0 ? retryAfterMs : backoffMs;
+    const pauseMs = pauseAfter429(retryAfterMs, backoffMs);
     this.#pausedUntil = Math.max(this.#pausedUntil, now + pauseMs);
     this.#quietSince = Math.max(this.#quietSince, this.#pausedUntil);
     return { pauseMs: this.#pausedUntil - now, decreased, factor: this.#base };

@@ -25,10 +25,3 @@ export const DEFAULT_TIMEOUTS: TimeoutOptions = Object.freeze({
   bodyMs: 60_000,
   requestMs: 120_000,
 });
-
-/**
- * The longest `Retry-After` honoured. A larger one fails the stream, naming the wait asked for: a
- * scheduled run must end, and a server asking for an hour is better answered by the next run.
- * @default 300_000 (5 minutes, the retry loop's own time budget)
- */
-export const DEFAULT_MAX_RETRY_AFTER_MS = 300_000;

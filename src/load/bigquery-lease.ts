@@ -3,7 +3,6 @@ import { hostname } from 'node:os';
 import type { TableField } from '@google-cloud/bigquery';
 import { StateError } from '../core/errors.js';
 import { HEARTBEAT_MS, LEASE_MS, type LeaseProvider, type Lock, type LockOptions } from '../core/lease.js';
-import { tablePath, type BigQueryTarget } from './bigquery-sql.js';
 
 /**
  * The run lease in BigQuery, for runs that share no file (pods, CI runners): one row per purpose
@@ -28,7 +27,10 @@ export const LEASE_FIELDS: TableField[] = [
 
 /** What the lease needs of the destination: its table, DML with the rows it changed, a SELECT. */
 export interface LeaseSql {
-  readonly target: BigQueryTarget;
+  /** The lease table's path as SQL names it (`` `project`.`dataset`.`_query_sync_lease` ``). */
+  readonly table: string;
+  /** `project.dataset`, for messages. */
+  readonly dataset: string;
   ensureLeaseTable(): Promise<void>;
   /** Run one DML statement with named parameters; the rows it changed. */
   dml(operation: string, sql: string, params: Record<string, string | number>): Promise<number>;
@@ -43,8 +45,8 @@ interface Holder {
   readonly expiresInMs: number;
 }
 
-export function leaseSql(target: BigQueryTarget): { take: string; renew: string; release: string; look: string } {
-  const table = tablePath(target, LEASE_TABLE);
+/** The lease's statements on `table`, the lease table's path as SQL names it. */
+export function leaseSql(table: string): { take: string; renew: string; release: string; look: string } {
   const expires = `TIMESTAMP_ADD(CURRENT_TIMESTAMP(), INTERVAL @lease_ms MILLISECOND)`;
   return {
     take: [
@@ -71,8 +73,8 @@ export class BigQueryLeases implements LeaseProvider {
     const name = options.purpose;
     const leaseMs = options.leaseMs ?? LEASE_MS;
     const owner = randomUUID();
-    const where = `the ${name} lease in table ${LEASE_TABLE} of BigQuery dataset ${this.sql.target.projectId}.${this.sql.target.dataset}`;
-    const statements = leaseSql(this.sql.target);
+    const where = `the ${name} lease in table ${LEASE_TABLE} of BigQuery dataset ${this.sql.dataset}`;
+    const statements = leaseSql(this.sql.table);
     const params = { name, owner, host: hostname(), pid: process.pid, lease_ms: leaseMs };
     await this.sql.ensureLeaseTable();
     const deadline = options.clock.now() + (options.waitMs ?? 0);

@@ -262,7 +262,8 @@ export class BigQueryDestination implements Destination {
    */
   get leases(): LeaseProvider {
     return new BigQueryLeases({
-      target: this.target,
+      table: tablePath(this.target, LEASE_TABLE),
+      dataset: `${this.target.projectId}.${this.target.dataset}`,
       ensureLeaseTable: async () => {
         await this.tables.ensureDataset();
         await this.tables.ensurePlainTable(LEASE_TABLE, LEASE_FIELDS);

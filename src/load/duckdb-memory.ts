@@ -1,6 +1,7 @@
 import type { TableSchema, Row } from '../core/types.js';
 import type { StateRow } from '../core/state-table.js';
 import type { DuckDbFile } from './duckdb-connection.js';
+import { megabytes } from '../config/size.js';
 
 /**
  * DuckDB's memory limit, how a write tells it ran out of memory, and the policy that keeps a run
@@ -18,11 +19,6 @@ import type { DuckDbFile } from './duckdb-connection.js';
  * follows the settings, not the data; a row that does not fit alone fails naming the setting.
  */
 export const DEFAULT_MEMORY_LIMIT = '32MB';
-
-/** A DuckDB size setting such as `32MB` or `1GB`. */
-export function isDuckDbSize(text: string): boolean {
-  return megabytes(text) !== undefined;
-}
 
 /**
  * Text written since the last checkpoint that triggers one before the next write: this fraction of
@@ -87,15 +83,6 @@ export function isInvalidated(error: unknown): boolean {
 }
 /** Times one write reopens a file DuckDB invalidated (see `DuckDbDestination.recoverInvalidated`). */
 export const MAX_REATTACH_PER_WRITE = 2;
-
-/** A DuckDB size setting in (decimal) megabytes, as DuckDB reads it: `MB` = 1000², `MiB` = 1024². */
-export function megabytes(size: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)\s*(K|M|G|T)(i?)B$/i.exec(size);
-  if (m === null) return undefined;
-  const base = m[3] === '' ? 1000 : 1024;
-  const power = { K: 1, M: 2, G: 3, T: 4 }[(m[2] ?? 'M').toUpperCase() as 'K' | 'M' | 'G' | 'T'];
-  return (Number(m[1]) * base ** power) / 1e6;
-}
 
 /**
  * Memory of the rows not yet checkpointed (all tables) that makes a checkpoint due before a write,

@@ -5,7 +5,7 @@ import { users } from '../../connectors/users.js';
 import { parseJson } from '../../src/core/json.js';
 import type { ApiRecord } from '../../src/core/types.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { megabytes } from '../../src/load/duckdb-memory.js';
+import { megabytes } from '../../src/config/size.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { dir } from '../fakes/lifecycle.js';
 
