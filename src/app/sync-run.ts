@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { RESOURCES } from '../../connectors/index.js';
 import { resolve } from 'node:path';
 import type { SyncConfig } from '../config.js';
 import { planSync } from '../pipeline/plan.js';
@@ -12,6 +13,7 @@ import type { StreamResult } from '../pipeline/stream.js';
 import { isEmpty, type StateDocument } from '../state/store.js';
 import { beginRefresh, finishRefresh } from './refresh.js';
 import { summaryLines } from './repeats.js';
+import { owedVerdict } from './reports.js';
 import { billingJson, billingLine } from './billing.js';
 import type { CommandIo } from './io.js';
 import { runJson, runSettings } from './run-json.js';
@@ -64,6 +66,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     const summary = await runSync(
       {
         resources: started.resources,
+        declared: RESOURCES,
         project: config.project,
         projectIds: config.projectIds,
         lookbackMs: config.lookbackMs,
@@ -214,6 +217,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
           ...summaryLines(
             streams,
             `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s` +
+              owedVerdict(streams) +
               (differing === 0
                 ? ''
                 : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),

@@ -169,6 +169,8 @@ export function buildStatus(
   limits: Pick<RateLimits, 'maxRpm'>,
   /** Now (the daily load's "today"). @default Date.now() */
   nowMs: number = Date.now(),
+  /** Per child: parents owed their children per project, from the warehouse's book (the state queue's pending otherwise). */
+  owed?: Readonly<Record<string, Readonly<Record<string, number>>>>,
 ): StatusReport {
   const ledger = readLedger(doc);
   const out: ResourceStatus[] = [];
@@ -219,12 +221,13 @@ export function buildStatus(
     let backlog: ChildBacklogStatus | undefined;
     if (byParent === true) {
       const b = childBacklog(doc, resource);
-      const total = Object.values(b.pending).reduce((n, x) => n + x, 0);
+      const pending = owed?.[resource.name] ?? b.pending;
+      const total = Object.values(pending).reduce((n, x) => n + x, 0);
       const rate = limits.maxRpm;
       const load = childLoad(doc, resource, limits, nowMs);
       const deficit = deficitLine(resource, load, limits);
       backlog = {
-        pending: b.pending,
+        pending,
         total,
         remembered: b.done,
         etaSeconds: Math.ceil((total / rate) * 60),
