@@ -76,12 +76,12 @@ export function owedWhere(
   }
   if (bookExists) {
     const settle = `INTERVAL (${Math.max(0, Math.round(query.settleMs))}) MILLISECOND`;
-    const now = `CAST(${param(new Date(query.nowMs).toISOString())} AS TIMESTAMPTZ)`;
     // A read is final when it answered children, or when its parent was settle-old; a parent read
     // empty while young is not due again until it is settle-old itself.
     const settled =
       query.settleMs > 0
-        ? `b.children > 0 OR b.read_at >= b.parent_at + ${settle} OR ${time} > ${now} - ${settle}`
+        ? `b.children > 0 OR b.read_at >= b.parent_at + ${settle} OR ` +
+          `${time} > CAST(${param(new Date(query.nowMs).toISOString())} AS TIMESTAMPTZ) - ${settle}`
         : 'TRUE';
     parentFilters.push(
       `NOT EXISTS (SELECT 1 FROM main.${ident(CHILD_BOOK_TABLE)} AS b WHERE b.resource = ${param(query.child)} ` +
