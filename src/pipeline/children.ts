@@ -189,7 +189,10 @@ export class ChildQueue {
       if (known !== undefined && (id in known.pending || id in known.done || id in (known.recheck ?? {}))) continue;
       const at = Date.parse(String(row[parent.cursorField ?? '']));
       let forProject = fresh.get(project);
-      if (forProject === undefined) fresh.set(project, (forProject = new Map()));
+      if (forProject === undefined) {
+        forProject = new Map();
+        fresh.set(project, forProject);
+      }
       forProject.set(id, Number.isNaN(at) ? 0 : at);
       if (shown && !Number.isNaN(at)) shownAts.push(at);
     }

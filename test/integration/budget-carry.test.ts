@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { traces } from '../../connectors/traces.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
-import { childBacklog } from '../../src/pipeline/children.js';
+import { owedTraces } from '../fakes/owed.js';
 import { StateStore } from '../../src/state/store.js';
 import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
 import { runCli } from '../fakes/cli.js';
@@ -71,7 +70,7 @@ describe('budgets across runs: a run knows what the previous run spent in the cu
     expect(owners).toHaveLength(1);
     expect(owners[0]).toMatch(/^sha256:[0-9a-f]{16}$/);
     // What the second run could not read in the window is still queued (or it finished: nothing lost).
-    const left = childBacklog(doc, traces).pending.default ?? 0;
+    const left = (await owedTraces(dbPathOf(d))).default ?? 0;
     expect(secondTraces + left).toBeGreaterThanOrEqual(100);
   }, 120_000);
 });

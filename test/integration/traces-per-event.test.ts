@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { childBacklog, DEFAULT_CHILD_CONCURRENCY } from '../../src/pipeline/children.js';
-import { StateStore } from '../../src/state/store.js';
+import { DEFAULT_CHILD_CONCURRENCY } from '../../src/pipeline/children.js';
+import { owedTraces } from '../fakes/owed.js';
 import { runCli } from '../fakes/cli.js';
 import { runSync } from '../../src/pipeline/run.js';
 import {
@@ -56,8 +56,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
     const perEvent = emu.stats().byEndpoint['/v1/traces'] ?? 0;
     expect(perEvent).toBe(emu.snapshot('events').length); // one request per event, none twice
     expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces'), 'span_id', 'traces');
-    const doc = await StateStore.read(statePathOf(d));
-    expect(Object.values(childBacklog(doc, traces).pending).reduce((a, b) => a + b, 0)).toBe(0);
+    expect(Object.values(await owedTraces(dbPathOf(d))).reduce((a, b) => a + b, 0)).toBe(0);
 
     emu.resetStats();
     const second = await syncOnce({
