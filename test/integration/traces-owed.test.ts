@@ -135,7 +135,10 @@ describe('traces owed by every event in the warehouse (real-service shape)', () 
   });
 });
 
-describe('traces owed after the warehouse is changed by the CLI (real-service shape)', { tags: ['slow'] }, () => {
+describe('traces owed after the warehouse is changed by the CLI (real-service shape)', {
+  tags: ['slow'],
+  timeout: 240_000,
+}, () => {
   const storage = (d: string): string[] => [
     '--duckdb-path',
     dbPathOf(d),
