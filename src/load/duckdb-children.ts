@@ -1,6 +1,7 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { CHILD_BOOK_TABLE, type ChildRead } from '../core/state-table.js';
 import type { LogicalType } from '../core/types.js';
+import { DELETED_AT_COLUMN } from '../core/deletions.js';
 import type { OwedChildren } from './destination-capabilities.js';
 import { ident } from './duckdb-sql.js';
 
@@ -56,6 +57,8 @@ export function owedWhere(
   query: OwedChildren,
   bookExists: boolean,
   project: string | undefined,
+  /** Whether the parent table has `_deleted_at` (records deleted at the source are marked there). */
+  marksDeletions = false,
 ): { readonly sql: string; readonly params: readonly string[] } {
   const params: string[] = [];
   const param = (value: string): string => {
@@ -66,8 +69,8 @@ export function owedWhere(
   const parentFilters: string[] = [`${time} IS NOT NULL`];
   if (query.fromIso !== undefined) parentFilters.push(`${time} >= CAST(${param(query.fromIso)} AS TIMESTAMPTZ)`);
   if (project !== undefined) parentFilters.push(`p.project_id = ${param(project)}`);
-  // Parents deleted at the source owe nothing: once the parent table has `_deleted_at` (issue 31,
-  // item 2), its one line goes here: parentFilters.push('p._deleted_at IS NULL').
+  // Parents deleted at the source owe nothing (their spans follow them: `--deletions`).
+  if (marksDeletions) parentFilters.push(`p.${ident(DELETED_AT_COLUMN)} IS NULL`);
   if (query.shownBy !== undefined && query.shownBy.length > 0) {
     const shown = query.shownBy.map(
       (c) => `COALESCE(TRIM(CAST(p.${ident(c)} AS VARCHAR)), '') NOT IN ('', '[]', '{}', 'null', 'false')`,
@@ -92,8 +95,14 @@ export function owedWhere(
 }
 
 /** Up to `limit` owed parents of a project, newest first (ties by id, so pages are stable). */
-export function owedSelectSql(query: OwedChildren, bookExists: boolean, project: string, limit: number) {
-  const where = owedWhere(query, bookExists, project);
+export function owedSelectSql(
+  query: OwedChildren,
+  bookExists: boolean,
+  project: string,
+  limit: number,
+  marksDeletions = false,
+) {
+  const where = owedWhere(query, bookExists, project, marksDeletions);
   const time = `p.${ident(query.parentTime)}`;
   const key = `CAST(p.${ident(query.parentKey)} AS VARCHAR)`;
   return {
@@ -103,7 +112,7 @@ export function owedSelectSql(query: OwedChildren, bookExists: boolean, project:
 }
 
 /** Owed parents per project. */
-export function owedCountSql(query: OwedChildren, bookExists: boolean) {
-  const where = owedWhere(query, bookExists, undefined);
+export function owedCountSql(query: OwedChildren, bookExists: boolean, marksDeletions = false) {
+  const where = owedWhere(query, bookExists, undefined, marksDeletions);
   return { sql: `SELECT p.project_id, COUNT(*) ${where.sql} GROUP BY 1 ORDER BY 1`, params: where.params };
 }
