@@ -8,6 +8,7 @@ import { DuckDbFile, type DuckDbOpenOptions } from './duckdb-connection.js';
 import { DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './duckdb-sql.js';
 import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './duckdb-deletions.js';
+import { DELETED_AT_COLUMN } from '../core/deletions.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, writeStateRows } from './duckdb-state.js';
 import {
   CHILD_BOOK_COLUMNS,
