@@ -2,6 +2,7 @@ import type { BackfillConfig } from '../config.js';
 import { runBackfill, type BackfillStreamResult } from '../pipeline/backfill.js';
 import { formatBackfillStreams, formatBackfillSummary } from './reports.js';
 import { summaryLines } from './repeats.js';
+import { RESOURCES } from '../../connectors/index.js';
 import { billingJson, billingLine } from './billing.js';
 import { runJson, runSettings } from './run-json.js';
 import { planBackfill } from '../pipeline/plan.js';
@@ -38,6 +39,7 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
       {
         ...options,
         resources: started.resources,
+        declared: RESOURCES,
         concurrency: config.concurrency,
         batchRows: config.batchRows,
         batchBytes: config.batchBytes,
@@ -92,11 +94,12 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
         from: summary.from,
         to: summary.to,
         streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
+        ...(summary.owed === undefined ? {} : { owed: summary.owed }),
         ...(reason === undefined ? {} : { stopped: reason.stopCause }),
       };
       return { code, output: [JSON.stringify(json)] };
     }
-    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] });
+    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] }).slice(-1);
     const output = [
       ...billingLine(billing),
       ...summaryLines(

@@ -248,17 +248,40 @@ export function formatStreamLine(
     ...(s.lists?.foreignRowsDropped === undefined ? [] : [`foreign_rows_dropped=${s.lists.foreignRowsDropped}`]),
     s.outcome === 'ok'
       ? s.lacking === undefined
-        ? 'ok'
+        ? s.owed === undefined || s.owed === 0
+          ? 'ok'
+          : `ok, ${s.owed} still owed (their parents' ${s.resource} are read by later runs)`
         : `skipped: ${s.lacking}`
-      : `FAILED: ${s.error?.message ?? 'unknown error'}`,
+      : `FAILED: ${s.error?.message ?? 'unknown error'}${s.owed === undefined || s.owed === 0 ? '' : ` (${s.owed} still owed)`}`,
   ].join(' ');
+}
+
+/**
+ * What the run's verdict line adds when per-parent children are still owed (`''` when none):
+ * a run that leaves some owed never says `ok` alone.
+ */
+export function owedVerdict(streams: readonly Pick<StreamResult, 'resource' | 'owed'>[]): string {
+  const byResource = new Map<string, number>();
+  for (const s of streams)
+    if ((s.owed ?? 0) > 0) byResource.set(s.resource, (byResource.get(s.resource) ?? 0) + (s.owed ?? 0));
+  if (byResource.size === 0) return '';
+  const parts = [...byResource].map(
+    ([resource, n]) => `${n.toLocaleString('en-US')} records still owe their ${resource}`,
+  );
+  return `, ${parts.join(', ')} (the next runs read them; status shows the drain ETA)`;
 }
 
 /** One line per resource and project scope, and a last line for the run. */
 export function formatBackfillSummary(summary: BackfillSummary): string[] {
   const lines = formatBackfillStreams(summary.streams);
+  const owed = (summary.owed ?? []).map((o) =>
+    o.total === undefined
+      ? `${o.resource} are read one ${o.parent} record at a time on this server: not backfilled, sync reads them`
+      : `${o.total.toLocaleString('en-US')} ${o.parent} records owe their ${o.resource} (read one at a time on this server): the next sync reads them`,
+  );
   lines.push(
-    `backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s`,
+    `backfill ${summary.from} → ${summary.to} ${summary.ok ? 'ok' : 'FAILED'} in ${summary.seconds.toFixed(1)} s` +
+      (owed.length === 0 ? '' : `; ${owed.join('; ')}`),
   );
   return lines;
 }

@@ -8,6 +8,7 @@ import { openStateAndDestination } from './writing-run.js';
 import { DuckDbDestination } from '../load/duckdb.js';
 import { Publisher } from '../publish/publisher.js';
 import { readStateDocument } from './state-home.js';
+import { childSectionName, type ChildSection } from '../state/books/children.js';
 
 /**
  * `query-sync reset`'s work, without its questions: which streams of the state match
@@ -26,7 +27,10 @@ export async function streamsToReset(config: ResetConfig): Promise<string[]> {
  * State and destination are opened as a writing run opens them (`openStateAndDestination`), except
  * that reset never creates a warehouse.
  */
-export async function resetStreams(config: ResetConfig, keys: readonly string[]): Promise<string | undefined> {
+export async function resetStreams(
+  config: ResetConfig,
+  keys: readonly string[],
+): Promise<{ readonly published?: string; readonly children: readonly string[] }> {
   const logger = silentLogger();
   const stop = createRunStop({ logger });
   let opened: { readonly state: StateStore; readonly destination: Destination | undefined } | undefined;
@@ -40,9 +44,10 @@ export async function resetStreams(config: ResetConfig, keys: readonly string[])
       if (stop.reason !== undefined) throw stop.reason;
       await state.updateStream(key, forget);
     }
+    const children = await forgetChildReads(config, state, destination);
     if (destination instanceof DuckDbDestination && !config.dryRun && config.duckdbPath !== ':memory:')
-      return await publishAfterReset(config.duckdbPath, destination);
-    return undefined;
+      return { published: await publishAfterReset(config.duckdbPath, destination), children };
+    return { children };
   } finally {
     stop.dispose();
     await opened?.destination?.close().catch(() => undefined);
@@ -62,6 +67,37 @@ async function publishAfterReset(path: string, destination: DuckDbDestination): 
   } catch (error) {
     return `reset: warning: ${(error as Error).message}`;
   }
+}
+
+/**
+ * Per-parent children named by `--resources` (traces read one event at a time): forget which
+ * parents had them read (the warehouse's children book, and the state queue of older versions), so
+ * every parent in the table owes them again and the next sync reads them. Returns what it forgot.
+ */
+async function forgetChildReads(
+  config: ResetConfig,
+  state: StateStore,
+  destination: Destination | undefined,
+): Promise<string[]> {
+  const lines: string[] = [];
+  for (const child of config.resources.filter((r) => r.perParent !== undefined)) {
+    const project = config.project === '*' ? undefined : config.project;
+    await destination?.can.childBook?.forgetChildren(child.name, project);
+    const section = childSectionName(child);
+    const queued = state.document.sections[section] as ChildSection | undefined;
+    if (queued !== undefined) {
+      await state.updateSection<ChildSection | undefined>(section, (current) => {
+        if (project === undefined || current === undefined) return undefined;
+        const { [project]: _forgotten, ...rest } = current;
+        return rest;
+      });
+    }
+    lines.push(
+      `reset: forgot which ${child.perParent?.parent ?? 'parent'} records had their ${child.name} read${project === undefined ? '' : ` in project ${project}`}; ` +
+        `the next sync reads them again for every ${child.perParent?.parent ?? 'parent'} record in the warehouse`,
+    );
+  }
+  return lines;
 }
 
 /** Keep the record of the last run (for `status`); drop the mark and any checkpoint. */

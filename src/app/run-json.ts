@@ -25,6 +25,8 @@ export interface StreamJson {
   readonly lists?: StreamResult['lists'];
   /** Skipped, not failed: what this server lacks. */
   readonly lacking?: string;
+  /** Per-parent children: parents of this scope still owed their children when the run ended. */
+  readonly owed?: number;
 }
 
 export interface ErrorJson {
@@ -71,6 +73,7 @@ export function runJson(command: string, summary: RunSummary, exitCode: number):
       ...(s.lists === undefined ? {} : { lists: s.lists }),
       ...(s.outcome !== 'ok' && s.error !== undefined ? { error: errorJson(s.error) } : {}),
       ...(s.lacking === undefined ? {} : { lacking: s.lacking }),
+      ...(s.owed === undefined ? {} : { owed: s.owed }),
     }),
   );
   const errors = new Map<string, ErrorJson & { streams: string[] }>();
@@ -94,6 +97,7 @@ export function runJson(command: string, summary: RunSummary, exitCode: number):
       requests: sum((s) => s.requests),
       retries: sum((s) => s.retries),
       rateLimited: sum((s) => s.rateLimited),
+      ...(streams.some((s) => s.owed !== undefined) ? { owed: sum((s) => s.owed ?? 0) } : {}),
     },
     streams,
     errors: [...errors.values()],

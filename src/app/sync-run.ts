@@ -15,6 +15,7 @@ import type { StreamResult } from '../pipeline/stream.js';
 import { isEmpty, type StateDocument } from '../state/store.js';
 import { beginRefresh, finishRefresh } from './refresh.js';
 import { summaryLines } from './repeats.js';
+import { owedVerdict } from './reports.js';
 import { billingJson, billingLine } from './billing.js';
 import type { CommandIo } from './io.js';
 import { runJson, runSettings } from './run-json.js';
@@ -67,6 +68,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     const summary = await runSync(
       {
         resources: started.resources,
+        declared: RESOURCES,
         project: config.project,
         projectIds: config.projectIds,
         lookbackMs: config.lookbackMs,
@@ -161,7 +163,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     // When each per-event backlog will be whole at the budget: said in the summary, kept in the run's row.
     const forecasts = config.dryRun
       ? []
-      : backlogForecasts(runState.document, config.resources, config.limits, clock.now());
+      : backlogForecasts(runState.document, config.resources, config.limits, clock.now(), owedOfStreams(streams));
     const billing = billingOf(config, destination);
     const recorded = await recordWritingRun(
       config,
@@ -242,6 +244,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
           ...summaryLines(
             streams,
             `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s` +
+              owedVerdict(streams) +
               (differing === 0
                 ? ''
                 : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),
@@ -258,6 +261,20 @@ function lateForecasts(forecasts: readonly BacklogForecast[], targetMs: number |
   return forecasts
     .filter((f) => f.wholeInSeconds === null || f.wholeInSeconds * 1000 > targetMs)
     .map((f) => `${forecastLine(f)}: past --freshness-target ${spoken(targetMs)}`);
+}
+
+/** What the run's drains left owed, per child resource and project (from the warehouse's children book). */
+function owedOfStreams(
+  streams: readonly StreamResult[],
+): Readonly<Record<string, Readonly<Record<string, number>>>> | undefined {
+  const out: Record<string, Record<string, number>> = {};
+  for (const s of streams) {
+    if (s.owed === undefined) continue;
+    const byProject = out[s.resource] ?? {};
+    byProject[s.scope] = (byProject[s.scope] ?? 0) + s.owed;
+    out[s.resource] = byProject;
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
 }
 
 /** Tables the analyst features write this run (their schema changes are recorded like the others'). */

@@ -5,6 +5,31 @@ import { createRuntime } from '../app/runtime.js';
 import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { formatPlan } from '../app/reports.js';
+import { existsSync } from 'node:fs';
+import type { StateDocument } from '../state/store.js';
+import { workingPathForReading } from '../publish/layout.js';
+import { openReadOnly } from '../app/open-destination.js';
+import { owedChildren, type OwedByResource } from '../app/owed.js';
+
+/** What the warehouse's children book says is owed (undefined where it cannot be read: the state queue is shown then). */
+async function owedOf(config: PlanConfig, doc: StateDocument, nowMs: number): Promise<OwedByResource | undefined> {
+  if (config.destination === 'duckdb' && !existsSync(workingPathForReading(config.duckdbPath))) return undefined;
+  if (!config.resources.some((r) => r.perParent !== undefined)) return undefined;
+  let destination: Awaited<ReturnType<typeof openReadOnly>> | undefined;
+  try {
+    destination = await openReadOnly(config, () => undefined);
+    return await owedChildren(destination, doc, config.resources, {
+      nowMs,
+      settleMs: config.settleMs,
+      selection: config.traces,
+      ...(config.startMs === undefined ? {} : { startMs: config.startMs }),
+    });
+  } catch {
+    return undefined;
+  } finally {
+    await destination?.close().catch(() => undefined);
+  }
+}
 
 /**
  * What `query-sync plan` estimates: with `--from/--to` that backfill, else the next sync from state.
@@ -17,7 +42,8 @@ async function planOf(config: PlanConfig, io: CommandIo): Promise<Plan> {
   const { clock, logger, client } = runtime;
   try {
     const state = await readStateDocument(config, logger);
-    const deps = { client, state, clock, logger, limits: config.limits };
+    const owed = await owedOf(config, state, clock.now());
+    const deps = { client, state, clock, logger, limits: config.limits, ...(owed === undefined ? {} : { owed }) };
     const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
     return config.range === undefined
       ? await planSync(

@@ -48,11 +48,12 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
         return EXIT_CODES.failed;
       }
     }
-    const publishedLine = await resetStreams(config, keys);
+    const reset = await resetStreams(config, keys);
     io.print(
       `reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`,
     );
-    if (publishedLine !== undefined) io.print(publishedLine);
+    for (const line of reset.children) io.print(line);
+    if (reset.published !== undefined) io.print(reset.published);
     return EXIT_CODES.ok;
   } catch (error) {
     io.print(`reset FAILED: ${(error as Error).message}`);

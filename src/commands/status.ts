@@ -19,6 +19,7 @@ import { publishedLine, publishedStatus, type PublishedStatus } from '../publish
 import type { CommandIo } from '../app/io.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { formatStatus } from '../app/reports.js';
+import { owedChildren, type OwedByResource } from '../app/owed.js';
 
 /**
  * What `query-sync status` reports: state (read without taking any run lock), warehouse counts and,
@@ -30,15 +31,9 @@ async function statusOf(
   io: CommandIo,
 ): Promise<{ readonly report: StatusReport; readonly published: PublishedStatus | undefined }> {
   const { document: doc, location } = await readStateFrom(config, silentLogger());
-  const warehouse = await readWarehouse(config, doc, io);
-  const report = buildStatus(
-    location,
-    doc,
-    config.resources,
-    warehouse,
-    config.limits,
-    (io.clock ?? systemClock).now(),
-  );
+  const nowMs = (io.clock ?? systemClock).now();
+  const { warehouse, owed } = await readWarehouse(config, doc, io, nowMs);
+  const report = buildStatus(location, doc, config.resources, warehouse, config.limits, nowMs, owed);
   const published =
     config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
   return { report, published };
@@ -94,14 +89,19 @@ function freshnessFacts(report: StatusReport, published: PublishedStatus | undef
   };
 }
 
-async function readWarehouse(config: StatusConfig, doc: StateDocument, io: CommandIo): Promise<WarehouseStatus> {
+async function readWarehouse(
+  config: StatusConfig,
+  doc: StateDocument,
+  io: CommandIo,
+  nowMs: number,
+): Promise<{ readonly warehouse: WarehouseStatus; readonly owed?: OwedByResource }> {
   const location =
     config.destination === 'duckdb'
       ? config.duckdbPath
       : `${config.bigquery?.projectId ?? '?'}.${config.bigquery?.dataset ?? '?'}`;
   const base = { destination: config.destination, location };
   if (config.destination === 'duckdb' && !existsSync(workingPathForReading(config.duckdbPath))) {
-    return { ...base, available: false, reason: 'no warehouse file yet', tables: {} };
+    return { warehouse: { ...base, available: false, reason: 'no warehouse file yet', tables: {} } };
   }
   let destination: Destination | undefined;
   try {
@@ -112,9 +112,10 @@ async function readWarehouse(config: StatusConfig, doc: StateDocument, io: Comma
       const byProject = await destination.can.byProject?.countByProject(table);
       tables[table] = { rows, byProject };
     }
-    return { ...base, available: true, tables };
+    const owed = await owedChildren(destination, doc, config.resources, { nowMs });
+    return { warehouse: { ...base, available: true, tables }, owed };
   } catch (error) {
-    return { ...base, available: false, reason: (error as Error).message, tables: {} };
+    return { warehouse: { ...base, available: false, reason: (error as Error).message, tables: {} } };
   } finally {
     await destination?.close().catch(() => undefined);
   }

@@ -21,9 +21,32 @@ export interface StateRow {
   readonly value: string | null;
 }
 
+/**
+ * One read of a parent record's children (the children book, `_query_sync_children`): appended in
+ * the transaction of the children rows it describes. The book is what makes the set of parents
+ * whose children are owed a fact of the warehouse: a parent row with no final read is owed.
+ */
+export interface ChildRead {
+  /** The child resource, e.g. `traces`. */
+  readonly resource: string;
+  readonly projectId: string;
+  readonly parentId: string;
+  /** The parent's own time (ISO): a read while the parent was young and empty is not final. */
+  readonly parentAt: string;
+  /** Children rows the read answered. */
+  readonly children: number;
+  /** When it was read (ISO). */
+  readonly readAt: string;
+}
+
+/** Name of the children book in every destination that keeps one. */
+export const CHILD_BOOK_TABLE = '_query_sync_children';
+
 export interface StateCommit {
   /** The rows to write; called once, right before the transaction. Holds other commits back until `finish`. */
   prepare(): Promise<readonly StateRow[]>;
+  /** Reads of the children book to append in the same transaction (none: absent or empty). */
+  readonly childReads?: readonly ChildRead[];
   /** Called once after `prepare`: whether the transaction (rows and state) committed. */
   finish(committed: boolean): Promise<void>;
 }

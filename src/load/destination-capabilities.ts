@@ -43,6 +43,41 @@ export interface WindowCount {
   readonly toIso: string;
 }
 
+/** Which parents owe their children: the parent table, the child, and what counts as read. */
+export interface OwedChildren {
+  /** The child resource, e.g. `traces` (the book's `resource`). */
+  readonly child: string;
+  /** The parent's table, key column and time column, e.g. `events`, `id`, `timestamp`. */
+  readonly parentTable: string;
+  readonly parentKey: string;
+  readonly parentTime: string;
+  /** Parents before this instant (`--start`, ISO) are not owed. @default every parent in the table */
+  readonly fromIso?: string;
+  readonly nowMs: number;
+  /** A read that answered none while its parent was younger than this is asked again once it is this old (`--settle`); 0: every read is final. */
+  readonly settleMs: number;
+  /** `--traces traced`: only parents where one of these columns is not empty. @default every parent */
+  readonly shownBy?: readonly string[];
+}
+
+/**
+ * The children book (`_query_sync_children`, appended through `StateCommit.childReads` in the
+ * transaction of the children rows): which parents in the warehouse owe their children. A parent
+ * row owes them until a final read is booked: one that answered children, or answered none once
+ * the parent was `settleMs` old. A read that answered none while the parent was young makes it
+ * owed again once it is `settleMs` old.
+ */
+export interface KeepsChildBook {
+  /** Up to `limit` parents of `project` that owe their children, newest first (`at`: epoch ms). */
+  owedChildren(
+    query: OwedChildren & { readonly project: string; readonly limit: number },
+  ): Promise<readonly { readonly id: string; readonly at: number }[]>;
+  /** Parents that owe their children, per project (those not due yet, young and read empty, not counted). */
+  countOwedChildren(query: OwedChildren): Promise<Readonly<Record<string, number>>>;
+  /** Forget every read of `child` (of `project` only, when given): their parents owe them again. */
+  forgetChildren(child: string, project?: string): Promise<void>;
+}
+
 /** Where the run lease lives when not beside the state file (BigQuery: runs in pods share no file). */
 export interface KeepsLeases {
   readonly leases: LeaseProvider;
@@ -143,7 +178,15 @@ export interface DefinesViews {
 
 /** The optional members, as a destination declares them (each may be absent). */
 export type OptionalCapabilities = Partial<
-  StateTable & KeepsLeases & Billed & CountsWindows & TracksDeletions & CountsByProject & Refreshes & DefinesViews
+  StateTable &
+    KeepsLeases &
+    Billed &
+    CountsWindows &
+    TracksDeletions &
+    CountsByProject &
+    Refreshes &
+    DefinesViews &
+    KeepsChildBook
 >;
 
 export function keepsState<D extends OptionalCapabilities>(d: D): d is D & StateTable {
@@ -173,6 +216,9 @@ export function replacesTables<D extends OptionalCapabilities>(d: D): d is D & R
 export function refreshes<D extends OptionalCapabilities>(d: D): d is D & Refreshes {
   return d.replaceTables !== undefined && d.dropTable !== undefined;
 }
+export function keepsChildBook<D extends OptionalCapabilities>(d: D): d is D & KeepsChildBook {
+  return d.owedChildren !== undefined && d.countOwedChildren !== undefined && d.forgetChildren !== undefined;
+}
 export function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
   return d.defineView !== undefined;
 }
@@ -188,6 +234,7 @@ export interface Capabilities {
   readonly drop?: DropsTables;
   readonly refresh?: Refreshes;
   readonly views?: DefinesViews;
+  readonly childBook?: KeepsChildBook;
 }
 
 /** Check every capability of `d` once (where it is opened). Methods stay bound to `d`. */
@@ -219,5 +266,14 @@ export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
       ? { refresh: { replaceTables: (swaps) => d.replaceTables(swaps), dropTable: (table) => d.dropTable(table) } }
       : {}),
     ...(definesViews(d) ? { views: { defineView: (name, select) => d.defineView(name, select) } } : {}),
+    ...(keepsChildBook(d)
+      ? {
+          childBook: {
+            owedChildren: (query) => d.owedChildren(query),
+            countOwedChildren: (query) => d.countOwedChildren(query),
+            forgetChildren: (child, project) => d.forgetChildren(child, project),
+          },
+        }
+      : {}),
   };
 }

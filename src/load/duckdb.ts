@@ -1,14 +1,23 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../core/errors.js';
-import { STATE_TABLE, type StateCommit, type StateRow } from '../core/state-table.js';
+import { CHILD_BOOK_TABLE, STATE_TABLE, type ChildRead, type StateCommit, type StateRow } from '../core/state-table.js';
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { rowBytes } from '../core/row-bytes.js';
 import { DuckDbFile, type DuckDbOpenOptions } from './duckdb-connection.js';
 import { DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './duckdb-sql.js';
 import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './duckdb-deletions.js';
+import { DELETED_AT_COLUMN } from '../core/deletions.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, writeStateRows } from './duckdb-state.js';
+import {
+  CHILD_BOOK_COLUMNS,
+  createChildBook,
+  owedCountSql,
+  owedSelectSql,
+  writeChildReads,
+} from './duckdb-children.js';
+import type { OwedChildren } from './destination-capabilities.js';
 import {
   assertRowsFitSchema,
   capabilitiesOf,
@@ -155,6 +164,48 @@ export class DuckDbDestination implements Destination {
     });
   }
 
+  /** The children book (`duckdb-children.ts`): up to `limit` parents of a project that owe their children, newest first. */
+  owedChildren(
+    query: OwedChildren & { readonly project: string; readonly limit: number },
+  ): Promise<readonly { readonly id: string; readonly at: number }[]> {
+    return this.serial(async () => {
+      const parent = await this.describeNow(query.parentTable);
+      if (parent === undefined) return [];
+      const bookExists = (await this.describeNow(CHILD_BOOK_TABLE)) !== undefined;
+      const marks = parent.some((c) => c.name === DELETED_AT_COLUMN);
+      const { sql, params } = owedSelectSql(query, bookExists, query.project, query.limit, marks);
+      const reader = await this.connection.runAndReadAll(sql, [...params]);
+      return reader.getRows().map(([id, at]) => ({ id: String(id), at: Number(at) }));
+    });
+  }
+
+  countOwedChildren(query: OwedChildren): Promise<Readonly<Record<string, number>>> {
+    return this.serial(async () => {
+      const parent = await this.describeNow(query.parentTable);
+      if (parent === undefined) return {};
+      const bookExists = (await this.describeNow(CHILD_BOOK_TABLE)) !== undefined;
+      const { sql, params } = owedCountSql(
+        query,
+        bookExists,
+        parent.some((c) => c.name === DELETED_AT_COLUMN),
+      );
+      const reader = await this.connection.runAndReadAll(sql, [...params]);
+      const out: Record<string, number> = {};
+      for (const [project, n] of reader.getRows()) out[String(project)] = Number(n);
+      return out;
+    });
+  }
+
+  forgetChildren(child: string, project?: string): Promise<void> {
+    return this.serial(async () => {
+      if ((await this.describeNow(CHILD_BOOK_TABLE)) === undefined) return;
+      await this.connection.run(
+        `DELETE FROM main.${ident(CHILD_BOOK_TABLE)} WHERE resource = $1${project === undefined ? '' : ' AND project_id = $2'}`,
+        project === undefined ? [child] : [child, project],
+      );
+    });
+  }
+
   replaceTables(swaps: readonly TableSwap[]): Promise<void> {
     return this.serial(async () => {
       const present = new Map<string, boolean>();
@@ -294,8 +345,10 @@ export class DuckDbDestination implements Destination {
       const withArrays = this.tables.get(table.name);
       for (const bridge of table.bridges ?? [])
         if (withArrays?.has(bridge.sourceColumn) === true) await this.ensureTable(bridge.table);
+      const reads = batch.state?.childReads ?? [];
       if (batch.state !== undefined) {
         await this.ensureStateTable();
+        if (reads.length > 0) await this.ensureChildBook();
         stateRows = await batch.state.prepare();
       }
       // The state rows count too: a long backfill's ledger is one value of a few hundred KB,
@@ -304,8 +357,9 @@ export class DuckDbDestination implements Destination {
       const budget = { reattached: 0 };
       warnings.push(...this.pendingWarnings.splice(0));
       await this.memory.checkpointIfDue(table.name, bytes, warnings, budget);
+      // The book's reads go where the state goes: with the last part of a batch written in parts.
       const merge = (part: readonly Row[], partState?: readonly StateRow[]): Promise<void> =>
-        this.stageAndMerge(table, part, partState);
+        this.stageAndMerge(table, part, partState, partState === undefined ? [] : reads);
       await this.memory.upsert(table, rows, merge, warnings, budget, stateRows);
       committed = true;
       this.memory.wrote(bytes);
@@ -339,6 +393,8 @@ export class DuckDbDestination implements Destination {
     let committed = false;
     try {
       await this.ensureStateTable();
+      const reads = commit.childReads ?? [];
+      if (reads.length > 0) await this.ensureChildBook();
       // A window's end is a state write of its own, so a backfill of many small windows writes
       // mostly these: they make checkpoints due as batches do (see `checkpointIfDue`).
       const bytes = stateBytes(rows);
@@ -346,6 +402,7 @@ export class DuckDbDestination implements Destination {
       await this.connection.run('BEGIN TRANSACTION');
       try {
         await writeStateRows(this.connection, rows);
+        await writeChildReads(this.connection, reads);
         await this.connection.run('COMMIT');
         committed = true;
         this.memory.wrote(bytes);
@@ -362,6 +419,13 @@ export class DuckDbDestination implements Destination {
     }
   }
 
+  private async ensureChildBook(): Promise<void> {
+    if (this.tables.has(CHILD_BOOK_TABLE)) return;
+    this.described.delete(CHILD_BOOK_TABLE);
+    await createChildBook(this.connection);
+    this.tables.set(CHILD_BOOK_TABLE, new Map(CHILD_BOOK_COLUMNS));
+  }
+
   private async ensureStateTable(): Promise<void> {
     if (this.tables.has(STATE_TABLE)) return;
     this.described.delete(STATE_TABLE);
@@ -373,6 +437,7 @@ export class DuckDbDestination implements Destination {
     table: TableSchema,
     rows: readonly Row[],
     stateRows?: readonly StateRow[],
+    reads: readonly ChildRead[] = [],
   ): Promise<void> {
     const stage = `_stage_${table.name}`;
     const columns = table.columns;
@@ -409,6 +474,7 @@ export class DuckDbDestination implements Destination {
         try {
           await this.connection.run(statements.join(';\n'));
           if (stateRows !== undefined) await writeStateRows(this.connection, stateRows);
+          await writeChildReads(this.connection, reads);
           await this.connection.run('COMMIT');
         } catch (error) {
           await this.connection.run('ROLLBACK').catch(() => undefined);

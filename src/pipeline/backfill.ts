@@ -1,7 +1,7 @@
 import PQueue from 'p-queue';
 import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
-import { failedBeforeStart } from './run.js';
+import { bookOf, failedBeforeStart, probeScope } from './run.js';
 import { StreamFrame, type StreamResult } from './frame.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import {
@@ -18,7 +18,7 @@ import {
 } from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
-import { readsByParent } from './children.js';
+import { learnChildMode, owedQuery, readsByParent } from './children.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';
@@ -49,6 +49,19 @@ export interface BackfillOptions extends ScopeOptions {
   readonly signal?: AbortSignal;
   /** `_run_id` of every row written (the run's id in `_query_sync_runs`). */
   readonly runId?: string;
+  /** Every declared resource: a child's parent table when the backfill does not read the parent. @default resources */
+  readonly declared?: readonly ResourceDefinition[];
+  /** A read that answered none while its parent was younger than this is not final (`--settle`), for the owed count. @default 0 */
+  readonly settleMs?: number;
+}
+
+/** Per-parent children a backfill leaves owed: the next sync reads them (the warehouse's book says which). */
+export interface OwedChildrenNote {
+  readonly resource: string;
+  readonly parent: string;
+  /** Parents owed their children, per project (absent where the warehouse keeps no book). */
+  readonly byProject?: Readonly<Record<string, number>>;
+  readonly total?: number;
 }
 
 /** Progress callbacks (the live display and the progress log lines). */
@@ -78,6 +91,8 @@ export interface BackfillSummary {
   readonly seconds: number;
   readonly streams: readonly BackfillStreamResult[];
   readonly ok: boolean;
+  /** Children read one parent at a time on this server: not walked by window, left owed to the next sync. */
+  readonly owed?: readonly OwedChildrenNote[];
 }
 
 /** Rows each of `concurrency` windows buffers, so that together they hold about `batchRows`. */
@@ -95,16 +110,19 @@ export async function runBackfill(
   const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
   const concurrency = options.concurrency;
   const slots = new PQueue({ concurrency });
-  // Children this server reads one parent at a time have no windows to backfill: `sync` reads them.
-  const resources = options.resources.filter((r) => {
-    const byParent = r.perParent !== undefined && readsByParent(deps.state.document, r) === true;
-    if (byParent)
-      deps.logger.warn(
-        { resource: r.name },
-        `${r.name} are read per ${r.perParent?.parent ?? 'parent'} record on this server: backfill skips them (sync reads them)`,
+  // Children this server reads one parent at a time have no windows to backfill: learned as a sync
+  // learns it (the probe), they are left owed, and the next sync reads them from the warehouse's book.
+  const resources: ResourceDefinition[] = [];
+  const perParent: ResourceDefinition[] = [];
+  for (const r of options.resources) {
+    let byParent = r.perParent === undefined ? false : readsByParent(deps.state.document, r);
+    if (byParent === undefined)
+      byParent = await learnChildMode(r, probeScope(options, deps.state.document.projects), deps, options.signal).catch(
+        () => undefined,
       );
-    return !byParent;
-  });
+    if (byParent === true) perParent.push(r);
+    else resources.push(r);
+  }
   const trackers = new Map<string, SchemaTracker>();
   for (const resource of resources) {
     trackers.set(
@@ -136,14 +154,49 @@ export async function runBackfill(
       ).then((result) => (hooks.onStreamDone?.(result), result)),
     (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
+  const owed = await owedAfterBackfill(perParent, options, deps);
   return {
     startedAt: new Date(runStartMs).toISOString(),
+    ...(owed.length === 0 ? {} : { owed }),
     from: new Date(options.fromMs).toISOString(),
     to: new Date(options.toMs).toISOString(),
     seconds: (deps.clock.now() - runStartMs) / 1000,
     streams,
     ok: streams.every((s) => s.outcome === 'ok'),
   };
+}
+
+/** What the skipped per-parent children owe once the backfill's parents are stored, said once per child. */
+async function owedAfterBackfill(
+  children: readonly ResourceDefinition[],
+  options: BackfillOptions,
+  deps: SyncDeps,
+): Promise<OwedChildrenNote[]> {
+  const notes: OwedChildrenNote[] = [];
+  const book = bookOf(deps);
+  for (const child of children) {
+    const parentName = child.perParent?.parent ?? 'parent';
+    const parent = [...options.resources, ...(options.declared ?? [])].find((r) => r.name === parentName);
+    let byProject: Readonly<Record<string, number>> | undefined;
+    if (book !== undefined && parent !== undefined) {
+      const query = owedQuery(child, parent, { selection: 'all', settleMs: options.settleMs ?? 0 }, deps.clock.now());
+      byProject = await book.countOwedChildren(query).catch(() => undefined);
+    }
+    const total = byProject === undefined ? undefined : Object.values(byProject).reduce((a, b) => a + b, 0);
+    deps.logger.warn(
+      { resource: child.name, owed: total },
+      `${child.name} are read one ${parentName} record at a time on this server: backfill does not read them; ` +
+        (total === undefined
+          ? 'sync reads them'
+          : `${total} ${parentName} records of the warehouse owe their ${child.name}, the next sync reads them (newest first)`),
+    );
+    notes.push({
+      resource: child.name,
+      parent: parentName,
+      ...(byProject === undefined ? {} : { byProject, total }),
+    });
+  }
+  return notes;
 }
 
 export interface StreamBackfillOptions {

@@ -53,6 +53,8 @@ export async function drainChildren(
   const totals = { rows: 0, pages: 0, windows: 0 };
   let outcome: StreamResult['outcome'] = 'ok';
   let failure: Error | undefined;
+  /** Parents still owed their children when the drain ended (the summary says so). */
+  let owed: number | undefined;
   // Chunks read at once: a chunk's reads wait on the network together, then its write and state
   // write; more chunks keep requests flowing meanwhile, as many as the controller finds useful.
   const controller = new ConcurrencyController({
@@ -62,8 +64,10 @@ export async function drainChildren(
   // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
   // Units answered empty while young are asked again at settle (spans can lag their event).
   const later = new WeakMap<ChildChunk, ReadonlySet<string>>();
+  const answered = new WeakMap<ChildChunk, ReadonlyMap<string, number>>();
   const book: Book<ChildChunk> = {
-    checkpoint: (units, _cursor, state) => options.queue.complete(project, units, later.get(units), state),
+    checkpoint: (units, _cursor, state) =>
+      options.queue.complete(project, units, later.get(units), state, answered.get(units)),
     cursorRejected: async () => undefined,
   };
   const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<void> => {
@@ -74,9 +78,11 @@ export async function drainChildren(
     );
     const rows: Row[] = [];
     const again = new Set<string>();
+    const counts = new Map<string, number>();
     pages.forEach((records, i) => {
       const unit = units[i] as { readonly id: string; readonly at: number };
       const parentId = unit.id;
+      counts.set(parentId, records.length);
       if (records.length === 0 && options.queue.recheckLater(unit)) again.add(parentId);
       if (records.length >= resource.maxPageSize) {
         // The per-event answer has no cursor: a full page may have been cut by the server.
@@ -91,6 +97,7 @@ export async function drainChildren(
       }
     });
     if (again.size > 0) later.set(units, again);
+    answered.set(units, counts);
     const n = Math.max(1, units.length);
     const waited = chunkCtx.stats.waitedMs / n;
     sub.record({
@@ -131,7 +138,8 @@ export async function drainChildren(
       readChunk,
     );
     if (ended === 'aborted') throw options.signal?.reason ?? new Error('aborted');
-    const left = options.queue.pendingCount(project);
+    const left = await options.queue.owedCount(project);
+    owed = left;
     if (left > 0) {
       deps.logger.info(
         { resource: resource.name, project: scope.key, backlog: left },
@@ -147,14 +155,23 @@ export async function drainChildren(
   const seconds = frame.elapsed();
   const lastRun = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals, seconds, failure);
   await deps.state.updateStream(frame.key, (s) => ({ ...s, lastRun })).catch(() => undefined);
-  return { resource: resource.name, scope: scope.key, outcome, ...totals, stats: ctx.stats, seconds, error: failure };
+  return {
+    resource: resource.name,
+    scope: scope.key,
+    outcome,
+    ...totals,
+    stats: ctx.stats,
+    seconds,
+    error: failure,
+    ...(owed === undefined ? {} : { owed }),
+  };
 }
 
 /** A work unit of the children: a chunk of parent records (id, parent instant) whose children are due. */
 type ChildChunk = readonly { readonly id: string; readonly at: number }[];
 
 /**
- * The queue's producer: chunks of pending parents (oldest first, none twice at once); waits for
+ * The queue's producer: chunks of owed parents (newest first in the warehouse's book, oldest first in the state queue; none twice at once); waits for
  * parents while they are still walked, ends when none is left after them or the drain time is spent.
  */
 function chunkUnits(options: ChildDrainOptions, project: string, clock: Clock): UnitSource<ChildChunk> {
@@ -163,7 +180,8 @@ function chunkUnits(options: ChildDrainOptions, project: string, clock: Clock): 
     take: () => {
       const doneAt = options.queue.parentsDoneAt();
       if (doneAt !== undefined && clock.now() - doneAt >= options.drainAfterParentsMs) return 'end';
-      const units = options.queue.take(project, options.chunk, inFlight);
+      const units = options.queue.next(project, options.chunk, inFlight);
+      if (units === 'wait') return 'wait';
       if (units.length === 0) return doneAt === undefined ? 'wait' : undefined;
       for (const u of units) inFlight.add(u.id);
       return units;

@@ -26,6 +26,8 @@ export interface StreamResult {
   readonly lists?: ListSummary;
   /** Skipped, not failed: what this server lacks (an optional resource's route, `optional.ts`). */
   readonly lacking?: string;
+  /** Per-parent children: parents of this scope whose children are still owed when the drain ended. */
+  readonly owed?: number;
 }
 
 /** The call context of one (resource, scope) walk: its fairness lane and its own counters. */

@@ -92,6 +92,8 @@ export interface PlanDeps {
   readonly limits: RateLimits;
   /** Count requests in flight at once (the scheduler paces them). @default 8 */
   readonly concurrency?: number;
+  /** Per child read one parent at a time: parents owed their children per project (the warehouse's book). @default the state queue's pending */
+  readonly owed?: Readonly<Record<string, Readonly<Record<string, number>>>>;
 }
 
 export interface BackfillPlanOptions extends ScopeOptions {
@@ -284,8 +286,9 @@ function planTargets(
         targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
       continue;
     }
-    // Per-parent children: one request per queued parent record (the backlog in state).
-    const pending = childBacklog(deps.state, resource).pending;
+    // Per-parent children: one request per owed parent record (the warehouse's book, else the state queue).
+    const fromBook = deps.owed?.[resource.name];
+    const pending = fromBook ?? childBacklog(deps.state, resource).pending;
     for (const scope of scopes) {
       const requests = pending[scope.fallbackProjectId ?? scope.key] ?? 0;
       unknownRows.push({
@@ -300,7 +303,14 @@ function planTargets(
       });
     }
     notes.push(
-      `${resource.name} are read one ${resource.perParent?.parent ?? 'parent'} record at a time on this server: the requests shown are the backlog in state; ` +
+      `${resource.name} are read one ${resource.perParent?.parent ?? 'parent'} record at a time on this server: the requests shown are ` +
+        (fromBook === undefined
+          ? 'the backlog in state; '
+          : `the ${Object.values(fromBook)
+              .reduce((a, b) => a + b, 0)
+              .toLocaleString(
+                'en-US',
+              )} ${resource.perParent?.parent ?? 'parent'} records of the warehouse that owe their ${resource.name}, drained in at least ${Math.ceil(Object.values(fromBook).reduce((a, b) => a + b, 0) / deps.limits.maxRpm)} min at ${deps.limits.maxRpm}/min; `) +
         `the sync adds one per new record it selects (--traces)`,
     );
     const load = childLoad(deps.state, resource, deps.limits, deps.clock.now());

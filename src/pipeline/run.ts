@@ -8,7 +8,8 @@ import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { Capabilities } from './capabilities.js';
 import { optionalWalk } from './optional.js';
-import { ChildQueue, learnChildMode, type ChildSelection } from './children.js';
+import { ChildQueue, childSectionName, learnChildMode, type ChildSelection } from './children.js';
+import type { KeepsChildBook } from '../load/destination-capabilities.js';
 import { drainChildren } from './children-drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
 import { syncStream, type StreamOptions, type StreamResult } from './stream.js';
@@ -16,6 +17,8 @@ import type { SplitLimits } from './split.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];
+  /** Every declared resource: a child read without its parent (`--resources traces`) finds the parent's table here. @default resources */
+  readonly declared?: readonly ResourceDefinition[];
   /** A slug, `*` for all projects, or `undefined` (no header: the service reads `default`). */
   readonly project: string | undefined;
   /** Narrows `*`; also the project list for endpoints that reject `*`. */
@@ -128,6 +131,8 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
   } else {
     for (const child of children) {
       const parent = options.resources.find((r) => r.name === child.perParent?.parent);
+      // The parent's table, even when this run does not read the parent: the owed parents are in it.
+      const parentTable = parent ?? options.declared?.find((r) => r.name === child.perParent?.parent);
       const byParent = learnChildMode(
         child,
         probeScope(options, deps.state.document.projects),
@@ -137,14 +142,22 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
       byParent.catch(() => undefined);
       const onBacklog =
         hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
+      // Where the warehouse keeps the children book, the owed parents are derived from its tables
+      // (every parent whose children were never read, read empty while young, or failed), whoever
+      // wrote the parents; the state section's queue is then only a leftover of an older version.
+      const book = parentTable === undefined ? undefined : bookOf(deps);
+      if (book !== undefined && deps.state.document.sections[childSectionName(child)] !== undefined)
+        await deps.state.updateSection(childSectionName(child), () => undefined);
       const queue = new ChildQueue(
         {
           child,
-          parent,
+          parent: book === undefined ? parent : parentTable,
           selection,
           lookbackMs: options.lookbackMs,
           settleMs: streamOptions.settleMs ?? 0,
           ...(onBacklog === undefined ? {} : { onBacklog }),
+          ...(book === undefined ? {} : { book }),
+          ...(options.startMs === undefined ? {} : { startMs: options.startMs }),
         },
         deps.state,
         deps.clock,
@@ -252,8 +265,16 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
   }
 }
 
+/** The warehouse's children book, where it keeps one and the state commits with the rows there. */
+export function bookOf(deps: Pick<SyncDeps, 'destination' | 'state'>): KeepsChildBook | undefined {
+  return deps.state.inWarehouse ? deps.destination.can.childBook : undefined;
+}
+
 /** The scope the one-time probe of a child resource is read in (one project: children refuse `*`). */
-function probeScope(options: SyncPlanOptions, knownProjects: readonly string[]): ProjectScope {
+export function probeScope(
+  options: Pick<SyncPlanOptions, 'project' | 'projectIds'>,
+  knownProjects: readonly string[],
+): ProjectScope {
   if (options.project !== '*') return singleProjectScope(options.project);
   return singleProjectScope(options.projectIds?.[0] ?? knownProjects[0]);
 }

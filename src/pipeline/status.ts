@@ -172,6 +172,8 @@ export function buildStatus(
   limits: Pick<RateLimits, 'maxRpm'>,
   /** Now (the daily load's "today"). @default Date.now() */
   nowMs: number = Date.now(),
+  /** Per child: parents owed their children per project, from the warehouse's book (the state queue's pending otherwise). */
+  owed?: Readonly<Record<string, Readonly<Record<string, number>>>>,
 ): StatusReport {
   const ledger = readLedger(doc);
   const out: ResourceStatus[] = [];
@@ -219,7 +221,8 @@ export function buildStatus(
     }
     const table = warehouse.tables[resource.name] ?? {};
     const byParent = resource.perParent === undefined ? undefined : readsByParent(doc, resource);
-    const backlog = byParent === true ? childBacklogStatus(doc, resource, limits, nowMs) : undefined;
+    const backlog =
+      byParent === true ? childBacklogStatus(doc, resource, limits, nowMs, owed?.[resource.name]) : undefined;
     out.push({
       resource: resource.name,
       ...(byParent === undefined ? {} : { readBy: byParent ? ('parent' as const) : ('time' as const) }),
@@ -250,14 +253,17 @@ export function childBacklogStatus(
   resource: ResourceDefinition,
   limits: Pick<RateLimits, 'maxRpm'>,
   nowMs: number,
+  /** Parents owed their children per project, from the warehouse's children book. @default the state queue's pending */
+  owed?: Readonly<Record<string, number>>,
 ): ChildBacklogStatus {
   const b = childBacklog(doc, resource);
-  const total = Object.values(b.pending).reduce((n, x) => n + x, 0);
+  const pending = owed ?? b.pending;
+  const total = Object.values(pending).reduce((n, x) => n + x, 0);
   const rate = limits.maxRpm;
   const load = childLoad(doc, resource, limits, nowMs);
   const deficit = deficitLine(resource, load, limits);
   return {
-    pending: b.pending,
+    pending,
     total,
     remembered: b.done,
     etaSeconds: Math.ceil((total / rate) * 60),
@@ -280,10 +286,12 @@ export function backlogForecasts(
   resources: readonly ResourceDefinition[],
   limits: Pick<RateLimits, 'maxRpm'>,
   nowMs: number,
+  /** Per child: parents still owed per project (a run's drains say so from the warehouse's book). */
+  owed?: Readonly<Record<string, Readonly<Record<string, number>>>>,
 ): BacklogForecast[] {
   return resources
     .filter((r) => r.perParent !== undefined && readsByParent(doc, r) === true)
-    .map((r) => childBacklogStatus(doc, r, limits, nowMs).forecast);
+    .map((r) => childBacklogStatus(doc, r, limits, nowMs, owed?.[r.name]).forecast);
 }
 
 /** Rows of a scope: one project's, the listed projects' (`*[a,b]`), or all (`*`). */

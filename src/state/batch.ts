@@ -1,3 +1,4 @@
+import type { ChildRead } from '../core/state-table.js';
 import type { StateDocument, StreamState } from './document.js';
 
 /**
@@ -21,6 +22,8 @@ export interface StateWriter {
   updateSection<T>(name: string, change: (current: T | undefined) => T): Promise<void>;
   /** Run `callback` once what this writer wrote so far is committed (at once for the store). */
   whenCommitted(callback: () => void): void;
+  /** Append reads to the children book (`_query_sync_children`), committed as this writer commits. */
+  recordChildReads(reads: readonly ChildRead[]): Promise<void>;
 }
 
 export const streamChange =
@@ -46,6 +49,7 @@ export function projectsChange(doc: StateDocument, slugs: Iterable<string>): Cha
 export class StateBatch implements StateWriter {
   private readonly changes: Change[] = [];
   private readonly callbacks: (() => void)[] = [];
+  private readonly reads: ChildRead[] = [];
   private closed = false;
 
   /** `current`: the store's state as last committed (a project already known is not written again). */
@@ -69,11 +73,25 @@ export class StateBatch implements StateWriter {
     this.callbacks.push(callback);
   }
 
-  /** The changes and callbacks collected; the batch takes no more. */
-  take(): { readonly changes: readonly Change[]; readonly callbacks: readonly (() => void)[] } {
+  recordChildReads(reads: readonly ChildRead[]): Promise<void> {
+    try {
+      this.open();
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    this.reads.push(...reads);
+    return Promise.resolve();
+  }
+
+  /** The changes, children reads and callbacks collected; the batch takes no more. */
+  take(): {
+    readonly changes: readonly Change[];
+    readonly reads: readonly ChildRead[];
+    readonly callbacks: readonly (() => void)[];
+  } {
     this.open();
     this.closed = true;
-    return { changes: this.changes, callbacks: this.callbacks };
+    return { changes: this.changes, reads: this.reads, callbacks: this.callbacks };
   }
 
   private add(change: Change): Promise<void> {

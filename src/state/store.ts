@@ -3,7 +3,7 @@ import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StateError } from '../core/errors.js';
 import { redact } from '../core/log.js';
-import type { StateCommit, StateTable } from '../core/state-table.js';
+import type { ChildRead, StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
 
@@ -142,6 +142,14 @@ export class StateStore implements StateWriter {
     return this.doc.streams[key] ?? {};
   }
 
+  /**
+   * Whether state commits with the rows in a warehouse (so the children book, appended in the same
+   * transactions, is kept there too); a dry run's in-memory store and a file-only store do not.
+   */
+  get inWarehouse(): boolean {
+    return this.warehouse !== undefined && this.options.inMemory !== true;
+  }
+
   /** Where the state is read from and committed to, for messages. */
   get location(): string {
     return this.warehouse?.stateLocation ?? `state file ${this.path}`;
@@ -207,23 +215,24 @@ export class StateStore implements StateWriter {
     // 1. The state of the batch, collected.
     const batch = new StateBatch(() => this.doc);
     await changes(batch);
-    const { changes: recorded, callbacks } = batch.take();
+    const { changes: recorded, reads, callbacks } = batch.take();
     // 2. The rows, with that state.
     let result: T;
-    if (recorded.length === 0) {
+    if (recorded.length === 0 && reads.length === 0) {
       result = await write(undefined);
     } else {
       let used = false;
-      const commit = this.commitOf(recorded);
+      const commit = this.commitOf(recorded, undefined, reads);
       const tracked: StateCommit = {
         prepare: () => {
           used = true;
           return commit.prepare();
         },
         finish: (ok) => commit.finish(ok),
+        ...(reads.length === 0 ? {} : { childReads: reads }),
       };
       result = await write(tracked);
-      if (!used) await this.commitAlone(recorded);
+      if (!used) await this.commitAlone(recorded, reads);
     }
     // 3. What waited for the commit.
     for (const callback of callbacks) callback();
@@ -263,6 +272,12 @@ export class StateStore implements StateWriter {
     return this.write(sectionChange(name, change));
   }
 
+  /** Reads of the children book, in a commit of their own (nowhere without a warehouse: nothing keeps the book). */
+  recordChildReads(reads: readonly ChildRead[]): Promise<void> {
+    if (!this.inWarehouse || reads.length === 0) return Promise.resolve();
+    return this.commitAlone([], reads);
+  }
+
   async close(): Promise<void> {
     await this.chain.catch(() => undefined);
     await this.runLock.release();
@@ -283,22 +298,27 @@ export class StateStore implements StateWriter {
     return this.writeFile((doc) => this.withRiders([change]).reduce((d, c) => c(d), doc));
   }
 
-  private commitAlone(changes: readonly Change[]): Promise<void> {
+  private commitAlone(changes: readonly Change[], reads: readonly ChildRead[] = []): Promise<void> {
     const warehouse = this.warehouse;
     if (warehouse === undefined) throw new Error('unreachable: commitAlone without a warehouse');
-    return warehouse.writeState(this.commitOf(changes));
+    return warehouse.writeState(this.commitOf(changes, undefined, reads));
   }
 
   /**
    * The commit of `changes`: applied to the state as last committed when the destination prepares
    * its transaction, made the store's state once it committed, then exported to the file.
    */
-  private commitOf(changes: readonly Change[], rows?: ReturnType<typeof rowsOfDocument>): StateCommit {
+  private commitOf(
+    changes: readonly Change[],
+    rows?: ReturnType<typeof rowsOfDocument>,
+    reads: readonly ChildRead[] = [],
+  ): StateCommit {
     let release: (() => void) | undefined;
     let next: StateDocument | undefined;
     // The riders ride with a batch's own changes, not with a whole document written at once (`attach`).
     let all: readonly Change[] = changes;
     return {
+      ...(reads.length === 0 ? {} : { childReads: reads }),
       prepare: async () => {
         const previous = this.commitTail;
         this.commitTail = new Promise<void>((resolve) => {

@@ -1,9 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { traces } from '../../connectors/traces.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
-import { childBacklog } from '../../src/pipeline/children.js';
+import { owedTraces } from '../fakes/owed.js';
 import { StateStore } from '../../src/state/store.js';
 import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
 import { runCli } from '../fakes/cli.js';
@@ -71,7 +70,7 @@ describe('budgets across runs: a run knows what the previous run spent in the cu
     expect(owners).toHaveLength(1);
     expect(owners[0]).toMatch(/^sha256:[0-9a-f]{16}$/);
     // What the second run could not read in the window is still queued (or it finished: nothing lost).
-    const left = childBacklog(doc, traces).pending.default ?? 0;
+    const left = (await owedTraces(dbPathOf(d))).default ?? 0;
     expect(secondTraces + left).toBeGreaterThanOrEqual(100);
   }, 120_000);
 
@@ -100,24 +99,16 @@ describe('budgets across runs: a run knows what the previous run spent in the cu
       '--log-level',
       'warn',
     ];
-    // Events whose spans are still owed, in the state file (rewritten after each commit).
-    const owed = async (): Promise<number> =>
-      existsSync(statePathOf(d))
-        ? (childBacklog(await StateStore.read(statePathOf(d)), traces).pending.default ?? 0)
-        : 0;
-    // Each run is killed once it has committed 40 more events' spans (the queue it found, or its walk
-    // filled, shrank by 40), an event seen in the state file: six runs send most of a minute's 400 to
-    // /v1/traces, some of it after their last commit (the reads in flight), unknown to the next run
-    // unless it is told. Measured: 9 × 429 when only a run's end saved its spend, 7 with the spend
-    // committed with each batch alone, 0 with the request journal too.
+    // Each run is killed once the server has answered 40 more of its span reads (an event the
+    // emulator counts, not a timer): six runs send most of a minute's 400 to /v1/traces, some of it
+    // after their last commit (the reads in flight), unknown to the next run unless it is told.
+    // Measured: 9 × 429 when only a run's end saved its spend, 7 with the spend committed with each
+    // batch alone, 0 with the request journal too.
+    const tracesRead = async (): Promise<number> => (await emu.stats()).byEndpoint['/v1/traces'] ?? 0;
     for (let i = 0; i < 6; i += 1) {
-      let most = await owed();
+      const before = await tracesRead();
       const run = await runCli(emu, args, {
-        killWhen: async () => {
-          const now = await owed();
-          most = Math.max(most, now);
-          return most - now >= 40;
-        },
+        killWhen: async () => (await tracesRead()) - before >= 40,
       });
       expect(run.signal, run.stdout + run.stderr).toBe('SIGKILL');
     }

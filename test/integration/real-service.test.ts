@@ -6,7 +6,8 @@ import type { Emulator } from '../../emulator/index.js';
 import { systemClock } from '../../src/core/clock.js';
 import type { Clock } from '../../src/core/types.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import { childBacklog, readsByParent } from '../../src/pipeline/children.js';
+import { readsByParent } from '../../src/pipeline/children.js';
+import { owedTraces } from '../fakes/owed.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
@@ -71,7 +72,7 @@ describe('sync against the real-service flavor with only --base-url and --api-ke
     expect(first.stderr).not.toMatch(/MaxListenersExceededWarning/);
     const doc = await StateStore.read(statePathOf(d));
     expect(readsByParent(doc, traces)).toBe(true);
-    expect(Object.values(childBacklog(doc, traces).pending).reduce((a, b) => a + b, 0)).toBe(0);
+    expect(Object.values(await owedTraces(dbPathOf(d))).reduce((a, b) => a + b, 0)).toBe(0);
     expect(doc.streams['events:default']?.lateness?.records).toBeGreaterThan(0);
 
     clock.forward(ENRICH_MS + 200); // the fresh events' enrichment falls due

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { systemClock } from '../../src/core/clock.js';
 import { traces } from '../../connectors/traces.js';
-import { childBacklog, readsByParent } from '../../src/pipeline/children.js';
+import { readsByParent } from '../../src/pipeline/children.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
@@ -90,8 +90,11 @@ describe('per-event traces are exact on servers that differ from our assumptions
     const first = await syncOnce(run);
     expect(first.ok).toBe(true);
     const freshIds = new Set(fresh.map((e) => String(e.id)));
-    // The fresh events answered no span yet (the lag): kept to be asked again, not done.
-    expect(childBacklog(await StateStore.read(statePathOf(d)), traces).recheck).toBe(fresh.length);
+    // The fresh events answered no span yet (the lag): booked as read empty while young, to be asked again, not done.
+    const booked = await readTable(d, '_query_sync_children');
+    expect(booked.filter((r) => freshIds.has(String(r.parent_id)) && Number(r.children) === 0).length).toBe(
+      fresh.length,
+    );
     expect((await readTable(d, 'traces')).some((r) => freshIds.has(String(r.event_id)))).toBe(false);
 
     // Past the lag but before settle: the rechecks are not due yet.
@@ -107,7 +110,9 @@ describe('per-event traces are exact on servers that differ from our assumptions
     expect(third.ok).toBe(true);
     expect(emu.stats().byEndpoint['/v1/traces']).toBe(fresh.length); // only the rechecks
     expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces', 'default'), 'span_id', 'traces');
-    expect(childBacklog(await StateStore.read(statePathOf(d)), traces).recheck).toBe(0);
+    // Each fresh event now has a final read (the one at settle) booked beside its young one.
+    const final = await readTable(d, '_query_sync_children');
+    expect(final.filter((r) => freshIds.has(String(r.parent_id))).length).toBe(2 * fresh.length);
   });
 
   it('the probe keeps "by time" only with a record that proves it: a 200 with no record reads per event, and asks again next run', async () => {

@@ -1,0 +1,22 @@
+import { events } from '../../connectors/events.js';
+import { traces } from '../../connectors/traces.js';
+import { PIPELINE_DEFAULTS } from '../../src/config.js';
+import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { owedQuery } from '../../src/pipeline/children.js';
+import { workingPathForReading } from '../../src/publish/layout.js';
+
+/**
+ * Events of a DuckDB warehouse that still owe their traces, per project, as the warehouse's children
+ * book says (the owed set a sync drains), at the default `--settle`. Open it only once no run holds it.
+ */
+export async function owedTraces(
+  dbPath: string,
+  settleMs: number = PIPELINE_DEFAULTS.sync.settleMs,
+): Promise<Readonly<Record<string, number>>> {
+  const db = await DuckDbDestination.open(workingPathForReading(dbPath));
+  try {
+    return await db.countOwedChildren(owedQuery(traces, events, { selection: 'all', settleMs }, Date.now()));
+  } finally {
+    await db.close();
+  }
+}
