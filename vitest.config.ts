@@ -48,6 +48,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/publish-kill.test.ts', // publish processes killed -9 mid-publish
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
   'test/integration/configured-limits.test.ts', // two CLI plans and two splits of 30,000 events, at 200 and 400 a minute
+  'test/integration/soak.test.ts', // ten CLI syncs with nothing new into one warehouse
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));
