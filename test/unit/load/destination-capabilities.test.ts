@@ -17,7 +17,7 @@ describe('destination capabilities, checked once', () => {
   it('DuckDB keeps state, counts, refreshes and defines views; it bills nothing and keeps no lease of its own', async () => {
     const duckdb = await DuckDbDestination.open(':memory:');
     try {
-      expect(offered(duckdb)).toEqual(['byProject', 'drop', 'refresh', 'state', 'views', 'windows']);
+      expect(offered(duckdb)).toEqual(['byProject', 'deletions', 'drop', 'refresh', 'state', 'views', 'windows']);
       expect(duckdb.can, 'checked once, when it was made').toBe(duckdb.can);
       expect(duckdb.can.state?.stateLocation).toBe('table _query_sync_state of DuckDB file :memory:');
       expect(
@@ -38,6 +38,7 @@ describe('destination capabilities, checked once', () => {
     expect(offered(bigquery)).toEqual([
       'billing',
       'byProject',
+      'deletions',
       'drop',
       'leases',
       'refresh',
