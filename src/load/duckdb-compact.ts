@@ -38,7 +38,7 @@ async function tailOf(
 
 /**
  * Rewrite the trailing row groups of `table` as one row group (in one transaction: the same rows,
- * deleted and appended again; a table fully deleted row group is dropped at the next checkpoint),
+ * deleted and appended again; a row group whose rows are all deleted is dropped at the next checkpoint),
  * when there are two or more and their rows, at the table's average size, are no more than the
  * blocks they hold and no more than `maxBytes` (they are held in memory until the checkpoint).
  * Returns whether it did. Any failure is rolled back and left for the next run.
