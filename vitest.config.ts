@@ -54,6 +54,7 @@ export const SLOW_FILES: readonly string[] = [
   // Mostly waiting: a sync paced to one traces request a second while status --check runs beside it
   'test/integration/freshness-check.test.ts',
   'test/integration/report-html.test.ts', // the HTML report rendered in headless Chromium
+  'test/integration/soak.test.ts', // ten CLI syncs with nothing new into one warehouse
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));

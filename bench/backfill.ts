@@ -10,6 +10,9 @@
  *  2y              4,000 events over two years, every resource, limits off: 731 daily windows ×
  *                  4 windowed resources, so many small windows, each rewriting the state (the
  *                  ledger grows with every window) — DuckDB's memory at a long history (docs/memory.md).
+ *  windows         the same many small windows (2,928 = 732 daily windows × 4 windowed resources),
+ *                  limits off so only our own work counts: seconds per window, requests per window
+ *                  and by route, CPU seconds of the backfill process (issue 34's 2,924-window case).
  *
  * Any failure (the backfill's exit code, rows missing) exits non-zero: a run out of memory fails loudly.
  *
@@ -17,10 +20,12 @@
  * so the backfill's memory (`process.resourceUsage().maxRSS`, via `rss-probe.js`) is its own.
  *
  * Environment: BENCH_BACKFILL_ARGS (more backfill flags), BENCH_CHILD_NODE_FLAGS (node flags for
- * the backfill process), BENCH_SAMPLES (print every memory sample).
+ * the backfill process), BENCH_SAMPLES (print every memory sample), BENCH_CLI (another build's
+ * `dist/bin/cli.js`, to measure a commit before a change side by side with this one), BENCH_DAYS
+ * (days of history, and of daily windows, instead of the mode's).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,7 +37,7 @@ import type { Plan } from '../src/pipeline/plan.js';
 
 const DAY = 86_400_000;
 const here = fileURLToPath(new URL('.', import.meta.url));
-const CLI = join(here, '..', 'bin', 'cli.js');
+const CLI = process.env.BENCH_CLI ?? join(here, '..', 'bin', 'cli.js');
 const PROBE = join(here, 'rss-probe.js');
 
 interface Mode {
@@ -44,6 +49,8 @@ interface Mode {
   readonly days?: number;
   /** `--resources`; undefined: all of them. @default events */
   readonly resources?: string | undefined;
+  /** Print seconds and requests per window (the ledger's windows), and requests by route. */
+  readonly perWindow?: boolean;
 }
 
 const MODES: Readonly<Record<string, Mode>> = {
@@ -55,6 +62,14 @@ const MODES: Readonly<Record<string, Mode>> = {
     limits: undefined,
     days: 731,
     resources: undefined,
+  },
+  windows: {
+    name: 'many small windows: 4,000 events over two years in daily windows, every resource, limits off',
+    events: 4_000,
+    limits: undefined,
+    days: 731,
+    resources: undefined,
+    perWindow: true,
   },
 };
 
@@ -90,7 +105,7 @@ async function main(): Promise<number> {
   const out = (line: string): void => void process.stdout.write(`${line}\n`);
   out(`== backfill benchmark: ${mode.name} ==`);
   const seedStarted = performance.now();
-  const days = mode.days ?? 30;
+  const days = Number(process.env.BENCH_DAYS ?? mode.days ?? 30);
   const emu = await startEmulator({
     seed: 5,
     eventsPerProject: mode.events,
@@ -157,6 +172,7 @@ async function main(): Promise<number> {
         ? undefined
         : (JSON.parse(probeLine.slice('rss-probe '.length)) as {
             maxRssMb: number;
+            cpuSeconds?: number;
             samplesMb: number[];
             heapMb?: number[];
             peakSample?: { rssMb: number; heapMb: number; externalMb: number; second: number };
@@ -194,6 +210,20 @@ async function main(): Promise<number> {
     out(
       `  peak RSS of the backfill process: ${probe?.maxRssMb ?? '?'} MB (samples at 25/50/75/100 % of the run: ${[0.25, 0.5, 0.75, 1].map((q) => at(q)).join(' / ')} MB; of which V8 heap ${[0.25, 0.5, 0.75, 1].map((q) => at(q, probe?.heapMb ?? [])).join(' / ')} MB)`,
     );
+    if (mode.perWindow === true) {
+      const ledger = (
+        JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as {
+          sections: { backfills?: { streams: Record<string, { done: unknown[] }> } };
+        }
+      ).sections.backfills;
+      const windows = Object.values(ledger?.streams ?? {}).reduce((n, s) => n + s.done.length, 0);
+      const all = Object.values(stats.byEndpoint).reduce((n, c) => n + c, 0);
+      const run = Number(inner);
+      out(
+        `  windows done in the ledger: ${windows}; ${((run / windows) * 1000).toFixed(1)} ms a window (run), ${(all / windows).toFixed(2)} requests a window; CPU ${probe?.cpuSeconds ?? '?'} s (${(((probe?.cpuSeconds ?? Number.NaN) / windows) * 1000).toFixed(1)} ms a window)`,
+      );
+      out(`  requests ${all}, by route: ${JSON.stringify(stats.byEndpoint)}`);
+    }
     const peak = probe?.peakSample;
     if (process.env.BENCH_SAMPLES !== undefined)
       out(

@@ -33,6 +33,11 @@ export interface LoadResult {
   readonly bytesProcessed?: number;
   /** What the destination had to adapt to write the batch (logged as warnings). */
   readonly warnings?: readonly string[];
+  /**
+   * 0 where the destination can tell that the write changed nothing (DuckDB: a re-read of the same
+   * content): the tables are as they were, and a publish has nothing to rewrite. Absent otherwise.
+   */
+  readonly changed?: number;
 }
 
 /**

@@ -90,6 +90,12 @@ export const MAX_REATTACH_PER_WRITE = 2;
  */
 const UNWRITTEN_CHECKPOINTS = 3;
 
+/**
+ * Text written between two probes of DuckDB's memory before a write, as a share of `checkpointAt`
+ * (1 MB at 32MB; see `checkpointIfDue`): well under what either probed bound allows to grow.
+ */
+const PROBE_SHARE = 1 / 8;
+
 /** Reopens of an invalidated file left to one write (see `recoverInvalidated`). */
 export interface ReattachBudget {
   reattached: number;
@@ -122,9 +128,15 @@ export class DuckDbMemory {
     this.pinnedAt = pinnedBytes(file.memoryLimit);
   }
 
-  /** Text (of rows or state) a commit wrote: it stays in DuckDB's memory until the next checkpoint. */
-  wrote(bytes: number): void {
+  /** `sinceCheckpoint` when DuckDB's memory was last probed (`heldMemory`). */
+  private probedAt = 0;
+  /** Tables written since the last checkpoint (each holds blocks of a row group being filled). */
+  private readonly written = new Set<string>();
+
+  /** Text (of rows or state) a commit wrote to `table`: it stays in DuckDB's memory until the next checkpoint. */
+  wrote(bytes: number, table: string): void {
     this.sinceCheckpoint += bytes;
+    this.written.add(table);
   }
 
   /**
@@ -150,6 +162,14 @@ export class DuckDbMemory {
   async checkpointIfDue(table: string, bytes: number, warnings: string[], budget: ReattachBudget): Promise<void> {
     if (this.checkpointAt === undefined || this.sinceCheckpoint === 0) return;
     if (this.sinceCheckpoint + bytes <= this.checkpointAt) {
+      // What the probe looks for grows with the text written (updated rows) and with the tables
+      // written (a row group's blocks each): probed once a table is first written since the last
+      // checkpoint, or once another `PROBE_SHARE` of the limit's text was written, not before every
+      // write (the probe cost a small window's write more than its rows did).
+      const probeDue =
+        !this.written.has(table) || this.sinceCheckpoint + bytes - this.probedAt >= this.checkpointAt * PROBE_SHARE;
+      if (!probeDue) return;
+      this.probedAt = this.sinceCheckpoint;
       const held = await this.heldMemory();
       if (held.updated <= (this.releaseAt ?? Infinity) && held.unwritten <= this.checkpointAt * UNWRITTEN_CHECKPOINTS)
         return;
@@ -232,6 +252,8 @@ export class DuckDbMemory {
   private async checkpoint(): Promise<void> {
     await this.file.connection.run('CHECKPOINT');
     this.sinceCheckpoint = 0;
+    this.probedAt = 0;
+    this.written.clear();
     await this.releaseHeldMemory();
   }
 

@@ -3,6 +3,10 @@ import type { BridgeSchema, LogicalType, TableSchema } from '../core/types.js';
 
 /** The SQL the DuckDB destination runs, as text (tested and documented on its own). */
 
+/** Our columns a re-read changes without changing the row's content. */
+const RUN_ID = '_run_id';
+const SYNCED_AT = '_synced_at';
+
 /** The MERGE that upserts the staged batch; exported for tests and for documentation. */
 export function mergeSql(table: TableSchema, stage: string): string {
   const casts = table.columns
@@ -11,7 +15,20 @@ export function mergeSql(table: TableSchema, stage: string): string {
   const on = table.key.map((k) => `t.${ident(k)} = s.${ident(k)}`).join(' AND ');
   const v = table.versionColumn === undefined ? undefined : ident(table.versionColumn);
   // An older copy of a row (e.g. a user seen by a backfill of an old window) never overwrites a newer one.
-  const matched = v === undefined ? 'WHEN MATCHED' : `WHEN MATCHED AND (t.${v} IS NULL OR s.${v} >= t.${v})`;
+  const conditions = v === undefined ? [] : [`(t.${v} IS NULL OR s.${v} >= t.${v})`];
+  // A copy with the same content (apart from when and by which run it was read) is not written
+  // again: a re-read that finds nothing new changes nothing (and the bridge, which follows the
+  // rows this run wrote, is left as it is: see `bridgeSql`). Only where rows carry `_run_id`.
+  if (table.columns.some((c) => c.name === RUN_ID)) {
+    const compared = table.columns.filter(
+      (c) => !(table.insertOnly ?? []).includes(c.name) && c.name !== RUN_ID && c.name !== SYNCED_AT,
+    );
+    if (compared.length > 0)
+      conditions.push(
+        `(${compared.map((c) => `t.${ident(c.name)} IS DISTINCT FROM s.${ident(c.name)}`).join(' OR ')})`,
+      );
+  }
+  const matched = conditions.length === 0 ? 'WHEN MATCHED' : `WHEN MATCHED AND ${conditions.join(' AND ')}`;
   // Explicit column lists: the table may have columns this batch does not name (they keep their value).
   const names = table.columns.map((c) => ident(c.name));
   // Insert-only columns (e.g. when a search first matched) keep their first value.
@@ -65,12 +82,17 @@ export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: stri
   const versionType = parent.columns.find((c) => c.name === parent.versionColumn)?.type ?? 'string';
   // After the MERGE, a staged row was applied when the stored version is not above it (an
   // equi-join, which DuckDB hashes; a NOT EXISTS here was measured ten times slower).
+  // Where rows carry `_run_id`, a staged row the MERGE left as it was (the same content) has the
+  // stored row's run id, not this run's: its bridge rows stay as they are.
+  const byRun = parent.columns.some((c) => c.name === RUN_ID);
   const appliedWhere = (extra?: string): string => {
     const conditions = [
       ...(v === undefined ? [] : [`(t.${v} IS NULL OR t.${v} <= CAST(s.${v} AS ${duckdbType(versionType)}))`]),
+      ...(byRun ? [`t.${ident(RUN_ID)} IS NOT DISTINCT FROM s.${ident(RUN_ID)}`] : []),
       ...(extra === undefined ? [] : [extra]),
     ];
-    const join = v === undefined ? '' : ` JOIN main.${ident(parent.name)} AS t ON t.${p} = s.${p} AND t.${k} = s.${k}`;
+    const join =
+      v === undefined && !byRun ? '' : ` JOIN main.${ident(parent.name)} AS t ON t.${p} = s.${p} AND t.${k} = s.${k}`;
     return `SELECT s.* FROM temp.main.${ident(stage)} AS s${join}${conditions.length === 0 ? '' : ` WHERE ${conditions.join(' AND ')}`}`;
   };
   const applied = appliedWhere();

@@ -5,7 +5,8 @@ import { CHILD_BOOK_TABLE, STATE_TABLE, type ChildRead, type StateCommit, type S
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../core/types.js';
 import { rowBytes } from '../core/row-bytes.js';
 import { DuckDbFile, type DuckDbOpenOptions } from './duckdb-connection.js';
-import { DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
+import { checkpointBytes, DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
+import { compactTail } from './duckdb-compact.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './duckdb-sql.js';
 import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './duckdb-deletions.js';
 import { DELETED_AT_COLUMN } from '../core/deletions.js';
@@ -56,6 +57,8 @@ export class DuckDbDestination implements Destination {
   /** Warnings of a state-only write (which returns none), handed on with the next batch's result. */
   private pendingWarnings: string[] = [];
   private readonly memory: DuckDbMemory;
+  /** Tables this process wrote rows to (compacted at `close`). */
+  private readonly written = new Set<string>();
 
   /** Where state lives, for messages. */
   readonly stateLocation: string;
@@ -285,7 +288,22 @@ export class DuckDbDestination implements Destination {
     });
   }
 
-  close(): Promise<void> {
+  /**
+   * Before the file closes (and DuckDB checkpoints it), the tables this run wrote have their
+   * trailing row groups rewritten as one where that frees blocks (`duckdb-compact.ts`): a run that
+   * wrote a few rows leaves the file about as large as it found it.
+   */
+  async close(): Promise<void> {
+    const written = [...this.written];
+    this.written.clear();
+    if (written.length > 0) {
+      const maxBytes = checkpointBytes(this.file.memoryLimit) ?? checkpointBytes(DEFAULT_MEMORY_LIMIT) ?? 0;
+      await this.serial(async () => {
+        for (const table of written) {
+          if ((await this.describeNow(table)) !== undefined) await compactTail(this.connection, table, maxBytes);
+        }
+      }).catch(() => undefined);
+    }
     return this.file.close();
   }
 
@@ -357,13 +375,20 @@ export class DuckDbDestination implements Destination {
       const budget = { reattached: 0 };
       warnings.push(...this.pendingWarnings.splice(0));
       await this.memory.checkpointIfDue(table.name, bytes, warnings, budget);
+      let changed = 0;
       // The book's reads go where the state goes: with the last part of a batch written in parts.
-      const merge = (part: readonly Row[], partState?: readonly StateRow[]): Promise<void> =>
-        this.stageAndMerge(table, part, partState, partState === undefined ? [] : reads);
+      const merge = async (part: readonly Row[], partState?: readonly StateRow[]): Promise<void> => {
+        changed += await this.stageAndMerge(table, part, partState, partState === undefined ? [] : reads);
+      };
       await this.memory.upsert(table, rows, merge, warnings, budget, stateRows);
       committed = true;
-      this.memory.wrote(bytes);
-      return warnings.length === 0 ? { rows: rows.length } : { rows: rows.length, warnings };
+      this.memory.wrote(bytes, table.name);
+      this.written.add(table.name);
+      for (const bridge of table.bridges ?? []) this.written.add(bridge.table.name);
+      if (stateRows !== undefined) this.written.add(STATE_TABLE);
+      // `changed` is told when nothing changed: what a publish skips (see `LoadResult.changed`).
+      const result = { rows: rows.length, ...(changed === 0 ? { changed } : {}) };
+      return warnings.length === 0 ? result : { ...result, warnings };
     } catch (error) {
       // A table or column made in the failed write may have been rolled back.
       this.described.clear();
@@ -405,7 +430,8 @@ export class DuckDbDestination implements Destination {
         await writeChildReads(this.connection, reads);
         await this.connection.run('COMMIT');
         committed = true;
-        this.memory.wrote(bytes);
+        this.memory.wrote(bytes, STATE_TABLE);
+        this.written.add(STATE_TABLE);
       } catch (error) {
         await this.connection.run('ROLLBACK').catch(() => undefined);
         throw new LoadError(
@@ -433,12 +459,13 @@ export class DuckDbDestination implements Destination {
     this.tables.set(STATE_TABLE, new Map(STATE_COLUMNS));
   }
 
+  /** Stage `rows` and MERGE them (with their bridge rows and state); returns the rows the MERGE inserted or changed. */
   private async stageAndMerge(
     table: TableSchema,
     rows: readonly Row[],
     stateRows?: readonly StateRow[],
     reads: readonly ChildRead[] = [],
-  ): Promise<void> {
+  ): Promise<number> {
     const stage = `_stage_${table.name}`;
     const columns = table.columns;
     await this.connection.run(
@@ -461,25 +488,29 @@ export class DuckDbDestination implements Destination {
       const known = this.tables.get(table.name);
       const bridges = (table.bridges ?? []).filter((b) => known?.has(b.sourceColumn) === true);
       if (bridges.length === 0 && stateRows === undefined) {
-        await this.connection.run(mergeSql(table, stage));
-      } else {
-        // The rows, their bridge rows and the state that describes them commit together, or none does.
-        // The statements without parameters go in one call: each call costs a round trip through
-        // the binding's thread pool, which was most of a small batch's time.
-        const statements = ['BEGIN TRANSACTION', mergeSql(table, stage)];
-        for (const bridge of bridges) {
-          const hasArrays = rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
-          statements.push(...bridgeSql(table, bridge, stage, hasArrays));
+        return (await this.connection.run(mergeSql(table, stage))).rowsChanged;
+      }
+      // The rows, their bridge rows and the state that describes them commit together, or none does.
+      // The statements without parameters go in as few calls as can be: each call costs a round
+      // trip through the binding's thread pool, which was most of a small batch's time.
+      try {
+        const changed = (await this.connection.run(`BEGIN TRANSACTION;\n${mergeSql(table, stage)}`)).rowsChanged;
+        // A MERGE that changed nothing (a re-read of the same content) leaves the bridge as it is.
+        const statements: string[] = [];
+        if (changed > 0) {
+          for (const bridge of bridges) {
+            const hasArrays = rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
+            statements.push(...bridgeSql(table, bridge, stage, hasArrays));
+          }
         }
-        try {
-          await this.connection.run(statements.join(';\n'));
-          if (stateRows !== undefined) await writeStateRows(this.connection, stateRows);
-          await writeChildReads(this.connection, reads);
-          await this.connection.run('COMMIT');
-        } catch (error) {
-          await this.connection.run('ROLLBACK').catch(() => undefined);
-          throw error;
-        }
+        if (statements.length > 0) await this.connection.run(statements.join(';\n'));
+        if (stateRows !== undefined) await writeStateRows(this.connection, stateRows);
+        await writeChildReads(this.connection, reads);
+        await this.connection.run('COMMIT');
+        return changed;
+      } catch (error) {
+        await this.connection.run('ROLLBACK').catch(() => undefined);
+        throw error;
       }
     } finally {
       await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);

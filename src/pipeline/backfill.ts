@@ -19,9 +19,11 @@ import {
 import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
 import { learnChildMode, owedQuery, readsByParent } from './children.js';
+import { ListNotes, listFacts, type ListFact } from './list-facts.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';
+import type { PartFilter } from '../extract/paginate.js';
 import { runUnits, unitList } from './units.js';
 
 /**
@@ -235,7 +237,22 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> =>
     changeStreamLedger(state, key, change);
   let failure: Error | undefined;
-  const stream: LedgerStream = { key, ctx, ledger, totals };
+  // What the list's records proved of its order, shared by the stream's windows: once one window's
+  // walk proved conversations newest first, the others stop at their window's start (a daily
+  // window holds too few records to prove it alone, and would read to the end of the list).
+  const notes = new ListNotes(resource.name);
+  let fact: ListFact = listFacts(deps.state.document)[resource.name] ?? {};
+  const lists = {
+    notes,
+    get fact(): ListFact {
+      return fact;
+    },
+    learned: (): void => {
+      const order = notes.observation.order;
+      if (order !== undefined && order !== fact.order) fact = { ...fact, order };
+    },
+  };
+  const stream: LedgerStream = { key, ctx, ledger, totals, lists };
 
   let units: LedgerUnit[];
   if (resource.mode === 'full') {
@@ -305,6 +322,21 @@ interface LedgerStream {
   /** Change the stream's ledger through `state` (the store, or the batch the change commits with). */
   readonly ledger: (state: StateWriter, change: (current: StreamLedger) => StreamLedger) => Promise<void>;
   readonly totals: { rows: number; pages: number; windows: number };
+  /** What the stream's walks learned of the list (its order), passed to each walk. */
+  readonly lists: { readonly notes: ListNotes; readonly fact: ListFact; readonly learned: () => void };
+}
+
+/**
+ * A list with no filter on its cursor field but one on a field never later than it (conversations:
+ * `started_at`, windows on `last_message_at`) is asked for what started before the window's end:
+ * nothing after that can be in the window, and without it each window's walk, newest first, paged
+ * through everything after the window before reaching it (a two-year backfill in daily windows read
+ * ~15 pages a conversations window where one holds its rows).
+ */
+function endedBy(resource: ResourceDefinition, window: TimeWindow): PartFilter | undefined {
+  const split = resource.split;
+  if (resource.stopPastWindow !== true || split?.partGte === undefined || split.partLt === undefined) return undefined;
+  return { gte: split.partGte, lt: split.partLt, window: { fromMs: 0, toMs: window.toMs } };
 }
 
 /** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
@@ -312,7 +344,7 @@ async function readLedgerUnit(
   { window, resumed }: LedgerUnit,
   options: StreamBackfillOptions,
   deps: SyncDeps,
-  { key: frameKey, ctx, ledger, totals }: LedgerStream,
+  { key: frameKey, ctx, ledger, totals, lists }: LedgerStream,
 ): Promise<void> {
   const { resource, scope, hooks = {} } = options;
   const onPage =
@@ -345,6 +377,7 @@ async function readLedgerUnit(
         scope,
         tracker: options.tracker,
         window,
+        partFilter: window === undefined ? undefined : endedBy(resource, window),
         startCursor: resumed?.cursor,
         batchRows: options.batchRows,
         batchBytes: options.batchBytes,
@@ -357,10 +390,12 @@ async function readLedgerUnit(
         onPage,
         checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
         onCursorRejected: () => book.cursorRejected(iso),
+        lists,
       },
       deps,
       windowTotals,
     );
+    lists.learned();
     if (iso === undefined) {
       const at = new Date(deps.clock.now()).toISOString();
       await ledger(deps.state, (s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));

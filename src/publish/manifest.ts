@@ -34,6 +34,11 @@ export interface ManifestTable {
   readonly partitionedBy: string | null;
   readonly rows: number;
   readonly partitions: Readonly<Record<string, ManifestPartition>>;
+  /**
+   * A table without `_synced_at` (the run history, the schema changes): its row count and the sum
+   * of its rows' hashes when published, so the next publish rewrites it only when it changed.
+   */
+  readonly fingerprint?: string;
 }
 
 export interface ManifestPartition {

@@ -151,7 +151,14 @@ async function snapshotTable(
     JSON.stringify(prev.columns) === JSON.stringify(columns) &&
     prev.partitionedBy === (spec?.column ?? null);
   const mark = input.marks.get(name);
-  let full = forceFull || !same || mark === 'all' || !columns.some((c) => c.name === SYNCED_AT);
+  // A table without `_synced_at` cannot tell which rows are new: it is rewritten whole, when its
+  // content is not what the last publish wrote (a run with nothing new left it as it was).
+  const timed = columns.some((c) => c.name === SYNCED_AT);
+  const fingerprint = timed ? undefined : await fingerprintOf(connection, table);
+  const unchanged =
+    !forceFull && same && mark === undefined && fingerprint !== undefined && prev?.fingerprint === fingerprint;
+  if (unchanged) return { ...prev, columns };
+  let full = forceFull || !same || mark === 'all' || !timed;
   const dirty = new Set<string>(mark instanceof Set ? mark : []);
   if (!full && input.firstOfProcess) {
     const through = input.previous?.syncedThrough ?? null;
@@ -202,7 +209,19 @@ async function snapshotTable(
     snap.replaced.splice(replacedBefore);
     return snapshotTable(connection, input, snap, name, columns, spec, true);
   }
-  return { columns, partitionedBy: spec?.column ?? null, rows: total, partitions };
+  return {
+    columns,
+    partitionedBy: spec?.column ?? null,
+    rows: total,
+    partitions,
+    ...(fingerprint === undefined ? {} : { fingerprint }),
+  };
+}
+
+/** A table's row count and the sum of its rows' hashes: equal when its rows are (in any order). */
+async function fingerprintOf(connection: DuckDBConnection, table: string): Promise<string> {
+  const [row] = await rows(connection, `SELECT count(*), CAST(sum(hash(t)) AS VARCHAR) FROM ${table} AS t`);
+  return `${String(row?.[0] ?? 0)}:${String(row?.[1] ?? 0)}`;
 }
 
 /** The tables readers see: every table but the state and a full refresh's shadows. */

@@ -10,6 +10,8 @@ import type { Publisher } from './publisher.js';
 export function trackWrites(destination: Destination, publisher: Publisher): Destination {
   const write = async (batch: LoadBatch): Promise<LoadResult> => {
     const result = await destination.write(batch);
+    // A write that changed nothing (a re-read of the same content) leaves the published copy as it is.
+    if (result.changed === 0) return result;
     const spec = PARTITIONED[batch.table.name];
     if (spec === undefined) publisher.mark(batch.table.name, [WHOLE]);
     else {

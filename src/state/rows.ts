@@ -18,14 +18,20 @@ export function rowsOfDocument(doc: StateDocument): StateRow[] {
 
 /**
  * The rows that differ between two documents (a key gone is a `null` value: deleted), and always
- * `version`: the table then says its format from its first commit on.
+ * `version`: the table then says its format from its first commit on. Changes replace what they
+ * change and keep the rest (`state/batch.ts`), so an entry that is the same object in both is the
+ * same row and is not serialized again: a backfill's commit serializes its ledger once, not every
+ * stream and section twice.
  */
 export function rowsOfChange(before: StateDocument, after: StateDocument): StateRow[] {
-  const old = entries(before);
+  const old = new Map(entryValues(before));
   const rows: StateRow[] = [];
-  for (const [key, value] of entries(after)) {
-    if (old.get(key) !== value || key === 'version') rows.push({ key, value });
+  for (const [key, value] of entryValues(after)) {
+    const was = old.get(key);
     old.delete(key);
+    if (key !== 'version' && was !== undefined && was === value) continue;
+    const text = serialized(value);
+    if (key === 'version' || was === undefined || serialized(was) !== text) rows.push({ key, value: text });
   }
   for (const key of old.keys()) rows.push({ key, value: null });
   return rows;
@@ -62,11 +68,31 @@ export function documentFromRows(rows: readonly StateRow[], where: string): Reco
 
 function entries(doc: StateDocument): Map<string, string> {
   const out = new Map<string, string>();
-  out.set('version', JSON.stringify(doc.version));
-  out.set('projects', JSON.stringify(doc.projects));
-  for (const [key, stream] of Object.entries(doc.streams)) out.set(`${STREAM}${key}`, JSON.stringify(stream));
-  for (const [name, section] of Object.entries(doc.sections)) {
-    if (section !== undefined) out.set(`${SECTION}${name}`, JSON.stringify(section));
-  }
+  for (const [key, value] of entryValues(doc)) out.set(key, JSON.stringify(value));
   return out;
+}
+
+/**
+ * The JSON text of a state value, kept per object: state is changed by replacing objects, never by
+ * mutating them, so the text of the ledger a commit wrote is the "before" of the next commit's.
+ */
+const texts = new WeakMap<object, string>();
+function serialized(value: unknown): string {
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  let text = texts.get(value);
+  if (text === undefined) {
+    text = JSON.stringify(value);
+    texts.set(value, text);
+  }
+  return text;
+}
+
+/** Every key of a document with its value, not yet serialized. */
+function* entryValues(doc: StateDocument): Generator<[string, unknown]> {
+  yield ['version', doc.version];
+  yield ['projects', doc.projects];
+  for (const [key, stream] of Object.entries(doc.streams)) yield [`${STREAM}${key}`, stream];
+  for (const [name, section] of Object.entries(doc.sections)) {
+    if (section !== undefined) yield [`${SECTION}${name}`, section];
+  }
 }

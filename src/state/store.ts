@@ -1,5 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
-import { open, readFile, rename, unlink } from 'node:fs/promises';
+import { open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StateError } from '../core/errors.js';
 import { redact } from '../core/log.js';
@@ -72,6 +72,8 @@ export class StateStore implements StateWriter {
   private chain: Promise<unknown> = Promise.resolve();
   /** The warehouse that holds the state, once attached. */
   private warehouse: StateTable | undefined;
+  /** The file as this store last wrote it (see `writeFile`). */
+  private lastWritten: { readonly stamp: FileStamp; readonly doc: StateDocument } | undefined;
   /** Held from a commit's `prepare` to its `finish`: commits apply one at a time, in order. */
   private commitTail: Promise<void> = Promise.resolve();
   /** Changes made afresh with every commit (`withEachCommit`). */
@@ -367,9 +369,20 @@ export class StateStore implements StateWriter {
         onTakeOver: this.options.onLockTakeOver,
       });
       try {
-        // Re-read: another purpose's run may have written its own streams since.
-        const latest = change(await readState(this.path, this.options));
+        // Re-read: another purpose's run may have written its own streams since. Every writer
+        // replaces the file by rename, so the file still being the one this store wrote last (same
+        // inode, size and time) means no one did: what it holds is what was written, and a long
+        // backfill's ledger is not read back and validated after every window.
+        const mine = this.lastWritten;
+        const now = mine === undefined ? undefined : await fileStamp(this.path);
+        const current =
+          mine !== undefined && now !== undefined && sameStamp(mine.stamp, now)
+            ? mine.doc
+            : await readState(this.path, this.options);
+        const latest = change(current);
         await writeAtomically(this.path, this.clean(`${JSON.stringify(latest, null, 2)}\n`));
+        const stamp = await fileStamp(this.path);
+        this.lastWritten = stamp === undefined ? undefined : { stamp, doc: latest };
         if (keepDoc) this.doc = latest;
       } finally {
         await lock.release();
@@ -428,6 +441,25 @@ async function readState(path: string, options: ValidateOptions): Promise<StateD
   }
   return checked.doc as unknown as StateDocument;
 }
+
+/** What tells one version of a file from another that replaced it. */
+interface FileStamp {
+  readonly ino: number;
+  readonly size: number;
+  readonly mtimeNs: bigint;
+}
+
+async function fileStamp(path: string): Promise<FileStamp | undefined> {
+  try {
+    const s = await stat(path, { bigint: true });
+    return { ino: Number(s.ino), size: Number(s.size), mtimeNs: s.mtimeNs };
+  } catch {
+    return undefined;
+  }
+}
+
+const sameStamp = (a: FileStamp, b: FileStamp): boolean =>
+  a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs;
 
 /** Temp file in the same folder, fsync, rename over the target, fsync the folder. */
 export async function writeAtomically(path: string, content: string): Promise<void> {
