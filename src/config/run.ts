@@ -9,9 +9,9 @@ import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/budget.js';
 import { DEFAULT_MEMORY_LIMIT, megabytes } from '../load/duckdb-memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS, DEFAULT_TIMEOUTS, type TimeoutOptions } from '../http/timeouts.js';
 import { DEFAULT_BASE_URL, normalizeBaseUrl } from '../http/conventions.js';
-import { type SchemaContract } from '../normalize/contract.js';
+import type { SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
-import { type ReconcileMode } from '../core/reconcile-mode.js';
+import type { ReconcileMode } from '../core/reconcile-mode.js';
 import type { CommandName } from '../options.js';
 import {
   ENV,

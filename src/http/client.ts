@@ -1,8 +1,8 @@
 import { Agent, type Dispatcher } from 'undici';
 import {
-  AuthError,
+  type AuthError,
   DataError,
-  FatalApiError,
+  type FatalApiError,
   RetriesExhaustedError,
   trimBody,
   type ErrorContext,

@@ -28,13 +28,7 @@
 
 import PQueue from 'p-queue';
 import type { Logger } from '../core/log.js';
-import {
-  type BudgetStats,
-  type EndpointStats,
-  type RateLimits,
-  type RequestBudget,
-  type ScheduleOptions,
-} from './budget.js';
+import type { BudgetStats, EndpointStats, RateLimits, RequestBudget, ScheduleOptions } from './budget.js';
 import { Bucket, type Waiter } from './scheduler-bucket.js';
 import { RoundRobin } from './scheduler-lanes.js';
 import { SlidingLog } from './scheduler-window.js';

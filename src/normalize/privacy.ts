@@ -114,7 +114,9 @@ export function parseColumnList(
         `${flag}: ${item} is declared as ${declared} in connectors/${resource.name}.ts, and a hash is a string: exclude it instead`,
       );
     }
-    (out[resource.name] ??= []).push(field);
+    const fields = out[resource.name] ?? [];
+    fields.push(field);
+    out[resource.name] = fields;
   }
   return out;
 }

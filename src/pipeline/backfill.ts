@@ -133,7 +133,10 @@ export async function runBackfill(
           hooks,
         },
         deps,
-      ).then((result) => (hooks.onStreamDone?.(result), result)),
+      ).then((result) => {
+        hooks.onStreamDone?.(result);
+        return result;
+      }),
     (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
   return {

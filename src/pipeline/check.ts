@@ -293,7 +293,7 @@ async function checkList(
   } catch (error) {
     return { ...base, ...classify(error, scope) };
   }
-  let page;
+  let page: ReturnType<typeof readEnvelope>;
   try {
     page = readEnvelope(body, ctx);
   } catch (error) {

@@ -126,8 +126,8 @@ export class ChildQueue {
       const known = current[project];
       if (known !== undefined && (id in known.pending || id in known.done || id in (known.recheck ?? {}))) continue;
       const at = Date.parse(String(row[parent.cursorField ?? '']));
-      let forProject = fresh.get(project);
-      if (forProject === undefined) fresh.set(project, (forProject = new Map()));
+      const forProject = fresh.get(project) ?? new Map<string, number>();
+      fresh.set(project, forProject);
       forProject.set(id, Number.isNaN(at) ? 0 : at);
       if (shown && !Number.isNaN(at)) shownAts.push(at);
     }

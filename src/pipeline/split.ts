@@ -11,7 +11,7 @@ import { cursorMillis } from '../normalize/normalize.js';
 import type { RateLimits } from '../http/budget.js';
 import type { ConcurrencyController } from '../http/concurrency.js';
 import type { ApiClient, CallContext } from '../http/client.js';
-import { runUnits, unitList, type SubWalk } from './units.js';
+import { runUnits, unitList, type MoreUnits, type SubWalk } from './units.js';
 
 /**
  * Split walks: one large window of a stream read as sub-windows at once.
@@ -339,7 +339,7 @@ export async function walkParts<P>(
   controller: ConcurrencyController,
   streamCtx: CallContext,
   clock: Clock,
-  walkPart: (part: P, sub: SubWalk) => Promise<readonly P[] | void>,
+  walkPart: (part: P, sub: SubWalk) => Promise<MoreUnits<P>>,
 ): Promise<void> {
   await runUnits(unitList(parts), { limit: controller, ctx: streamCtx, clock }, walkPart);
 }

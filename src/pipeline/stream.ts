@@ -82,7 +82,7 @@ export async function syncStream(
     } else {
       const markBefore = deps.state.stream(key).mark;
       const run = { limit: reader.controller, ctx, clock: deps.clock };
-      const read = (unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | void> => reader.read(unit, sub);
+      const read = (unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | undefined> => reader.read(unit, sub);
       if ((await runUnits(reader.windowUnits(), run, read)) === 'aborted') options.signal?.throwIfAborted();
       if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
         const settle = reader.settleUnits(markBefore, options.settleMs ?? 0);

@@ -54,8 +54,7 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
   // Everything else goes to the destination itself, bound to it (its queue and connection are its own).
   return new Proxy(destination, {
     get(target, prop, receiver) {
-      if (Object.prototype.hasOwnProperty.call(overrides, prop))
-        return (overrides as Record<string | symbol, unknown>)[prop];
+      if (Object.hasOwn(overrides, prop)) return (overrides as Record<string | symbol, unknown>)[prop];
       const value: unknown = Reflect.get(target, prop, receiver);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync, type Stats } from 'node:fs';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import lockfile from 'proper-lockfile';
@@ -82,7 +82,7 @@ interface Seen {
 }
 
 async function inspect(path: string, callerLeaseMs: number): Promise<Seen | undefined> {
-  let info;
+  let info: Stats;
   try {
     info = await stat(path);
   } catch (error) {

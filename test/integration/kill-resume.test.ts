@@ -131,11 +131,11 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
     expect(final.stdout).toMatch(/events\s+\*\s+rows=\d+ pages=\d+ requests=\d+/);
     expect(final.stdout + final.stderr).not.toContain(emu.apiKey);
     // Compare up to an instant the final run certainly covered (a span may start after its event).
-    const before = (resource: ResourceDefinition, r: Record<string, unknown>): boolean =>
+    const coveredByFinal = (resource: ResourceDefinition, r: Record<string, unknown>): boolean =>
       (cursorMillis(resource, r as ApiRecord) ?? 0) < finalStartedBefore;
     for (const resource of RESOURCES) {
-      const rows = (await readTable(d.dir, resource.name)).filter((r) => before(resource, r));
-      const expected = emu.snapshot(resource.name).filter((r) => before(resource, r));
+      const rows = (await readTable(d.dir, resource.name)).filter((r) => coveredByFinal(resource, r));
+      const expected = emu.snapshot(resource.name).filter((r) => coveredByFinal(resource, r));
       expectTableMatches(rows, expected, resource.key, resource.name);
     }
   });

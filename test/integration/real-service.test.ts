@@ -21,7 +21,13 @@ const ENRICH_MS = 1500;
  */
 function movableClock(): Clock & { readonly forward: (ms: number) => void } {
   let ahead = 0;
-  return { now: () => Date.now() + ahead, sleep: systemClock.sleep, forward: (ms) => void (ahead += ms) };
+  return {
+    now: () => Date.now() + ahead,
+    sleep: systemClock.sleep,
+    forward: (ms) => {
+      ahead += ms;
+    },
+  };
 }
 
 /** Every table equals the API's `default` project as served now, up to `cutoffMs` on each cursor field. */

@@ -138,7 +138,7 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
       if (++ticks > 100) return clearInterval(arrivals);
       for (const p of ['default', 'alpha', 'beta']) emu.addEvents(p, 3);
     }, 20);
-    let first;
+    let first: Awaited<ReturnType<typeof syncOnce>>;
     try {
       first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', batchRows: 300 });
     } finally {

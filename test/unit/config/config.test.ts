@@ -16,7 +16,9 @@ import { CLI } from '../../fakes/cli.js';
 import { tempDir } from '../../fakes/tmp.js';
 
 const cleanups: Array<() => void> = [];
-afterEach(() => cleanups.splice(0).forEach((c) => c()));
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
 function dir(): string {
   const d = tempDir();
   cleanups.push(d.cleanup);

@@ -484,7 +484,10 @@ describe('createScheduler: a request counts from when it is sent', () => {
       await new Promise((r) => setTimeout(r, 300));
       sent();
     });
-    const second = budget.schedule(EVENTS, async (sent) => void (starts.push(Date.now()), sent()));
+    const second = budget.schedule(EVENTS, async (sent) => {
+      starts.push(Date.now());
+      sent();
+    });
     await vi.advanceTimersByTimeAsync(3_000);
     await Promise.all([first, second]);
     // The second waits for the first to leave the one-second window from its send time (300), not its start (0).

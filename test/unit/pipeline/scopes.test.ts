@@ -99,7 +99,7 @@ describe('scopes of one project', () => {
 
 describe('"*": one all-projects walk where the endpoint takes it, one walk per project elsewhere', () => {
   it('--project-ids: the narrowed "*" walk plus one per listed project; slugs seen in rows start nothing; the list is kept in state', async () => {
-    const r = recorder((resource, _scope, hooks) => {
+    const r = recorder((_resource, _scope, hooks) => {
       hooks.onProjects?.(new Set(['gamma'])); // ignored: the list was given
       return 'ok';
     });

@@ -12,7 +12,9 @@ import { leaveLease } from '../../fakes/lease.js';
 import { tempDir } from '../../fakes/tmp.js';
 
 const dirs: Array<{ cleanup(): void }> = [];
-afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
+afterEach(() => {
+  for (const d of dirs.splice(0)) d.cleanup();
+});
 function statePath(): string {
   const d = tempDir();
   dirs.push(d);
