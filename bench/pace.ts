@@ -28,7 +28,7 @@ import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src
 import { SPEC_RATE_LIMITS } from '../emulator/index.js';
 import { connectApi } from '../src/app/runtime.js';
 import { minimumSeconds } from '../src/http/floor.js';
-import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
+import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler-options.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';

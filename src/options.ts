@@ -91,7 +91,7 @@ const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset', 'dbt-sourc
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 
 /** Filled with the `DEFAULT_*` constants below, so help and behaviour share one source. */
-export interface OptionDefaults {
+interface OptionDefaults {
   readonly connectTimeoutMs: number;
   readonly headersTimeoutMs: number;
   readonly bodyTimeoutMs: number;
@@ -119,7 +119,7 @@ export interface OptionDefaults {
   readonly publishEvery: string;
 }
 
-export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
+function optionTable(d: OptionDefaults): readonly OptionSpec[] {
   const ms = (n: number): string => {
     for (const [unit, size] of [
       ['d', 86_400_000],
@@ -678,7 +678,7 @@ export const DEFAULT_PUBLISH_EVERY = '5m';
 export const DEFAULT_LOOKBACK = '15m';
 export const DEFAULT_PROGRESS_INTERVAL = '5s';
 /** Both project headers are sent unless one is named: the vendor SDK's and the spec's (connectors/service.ts). */
-export const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
+const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
 /**
  * Re-read each events window once it is this old (late enrichment): the SDK says enriched fields
  * "may be absent for very recent events", with no figure. Two hours covers the enrichment delays

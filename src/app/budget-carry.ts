@@ -40,7 +40,7 @@ export function budgetOwner(baseUrl: string, apiKey: string): string {
 }
 
 /** The starts a previous run with the same owner left in state (empty when none). */
-export function carriedStarts(doc: StateDocument, owner: string): Readonly<Record<string, readonly number[]>> {
+function carriedStarts(doc: StateDocument, owner: string): Readonly<Record<string, readonly number[]>> {
   const section = (doc.sections[BUDGET_SECTION] ?? {}) as BudgetSection;
   return section[owner]?.starts ?? {};
 }

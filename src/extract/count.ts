@@ -2,7 +2,7 @@ import { DataError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import type { JsonValue, ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { ApiClient, CallContext } from '../http/client.js';
-import type { TimeWindow } from './paginate.js';
+import type { TimeWindow } from './windows.js';
 import { memoGetJson } from './memo.js';
 
 /**

@@ -16,7 +16,7 @@ export const INTERVALS = ['minute', 'hour', 'day', 'week', 'month'] as const;
 export type Interval = (typeof INTERVALS)[number];
 
 /** Most buckets asked for in one request (the service states no cap; a month of hours is 744). */
-export const MAX_BUCKETS = 1500;
+const MAX_BUCKETS = 1500;
 
 const LENGTH_MS: Record<Interval, number> = {
   minute: 60_000,

@@ -9,7 +9,7 @@ import { parseRetryAfterMs } from './conventions.js';
  */
 
 /** `code` of the error an attempt fails with when its deadline passes (retried like a timeout: `classify.ts`). */
-export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
+const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
 
 /** One response, read whole. */
 export interface RawResponse {

@@ -34,15 +34,8 @@ import { RoundRobin } from './scheduler-lanes.js';
 import { SlidingLog } from './scheduler-window.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_SAFETY_MARGINS, type SchedulerOptions } from './scheduler-options.js';
 
-export {
-  DEFAULT_MAX_IN_FLIGHT,
-  DEFAULT_SAFETY_MARGINS,
-  type SafetyMargins,
-  type SchedulerOptions,
-} from './scheduler-options.js';
-
 /** Lane of requests scheduled without one. */
-export const DEFAULT_LANE = 'default';
+const DEFAULT_LANE = 'default';
 
 const MINUTE_MS = 60_000;
 const SECOND_MS = 1_000;

@@ -44,36 +44,36 @@ export interface WindowCount {
 }
 
 /** Where the run lease lives when not beside the state file (BigQuery: runs in pods share no file). */
-export interface KeepsLeases {
+interface KeepsLeases {
   readonly leases: LeaseProvider;
 }
 
 /** What the destination's queries were billed (absent where queries cost nothing: DuckDB). */
-export interface Billed {
+interface Billed {
   /** Bytes billed by this destination's queries so far (the run's, as a destination is opened per run). */
   billing(): BillingTotals;
 }
 
 /** Rows of one project in a time window, for `verify` and reconciliation. */
-export interface CountsWindows {
+interface CountsWindows {
   /** Rows of one project whose `column` lies in [fromIso, toIso); 0 when the table does not exist. */
   countWindow(table: string, window: WindowCount): Promise<number>;
 }
 
 /** Rows per project, for `status`. */
-export interface CountsByProject {
+interface CountsByProject {
   /** Rows per `project_id`; empty when the table does not exist. */
   countByProject(table: string): Promise<Readonly<Record<string, number>>>;
 }
 
 /** Drop a table (a shadow a refresh that did not finish left behind). */
-export interface DropsTables {
+interface DropsTables {
   /** Drop a table if it exists. */
   dropTable(table: string): Promise<void>;
 }
 
 /** `sync --full-refresh`: tables replaced by their shadows at once. */
-export interface ReplacesTables {
+interface ReplacesTables {
   /**
    * Replace each `table` with its `shadow`, all in one transaction (a table and its bridge tables):
    * readers see the old rows or the new ones, never a half-empty table or a bridge out of step with
@@ -86,7 +86,7 @@ export interface ReplacesTables {
 export type Refreshes = ReplacesTables & DropsTables;
 
 /** Views over the tables (the conversation-events view). */
-export interface DefinesViews {
+interface DefinesViews {
   /**
    * Create or replace a view. `select` builds its query in this destination's dialect from how it
    * names a table and quotes a column.
@@ -102,28 +102,25 @@ export type OptionalCapabilities = Partial<
 export function keepsState<D extends OptionalCapabilities>(d: D): d is D & StateTable {
   return d.readState !== undefined && d.writeState !== undefined && d.stateLocation !== undefined;
 }
-export function keepsLeases<D extends OptionalCapabilities>(d: D): d is D & KeepsLeases {
+function keepsLeases<D extends OptionalCapabilities>(d: D): d is D & KeepsLeases {
   return d.leases !== undefined;
 }
-export function isBilled<D extends OptionalCapabilities>(d: D): d is D & Billed {
+function isBilled<D extends OptionalCapabilities>(d: D): d is D & Billed {
   return d.billing !== undefined;
 }
-export function countsWindows<D extends OptionalCapabilities>(d: D): d is D & CountsWindows {
+function countsWindows<D extends OptionalCapabilities>(d: D): d is D & CountsWindows {
   return d.countWindow !== undefined;
 }
-export function countsByProject<D extends OptionalCapabilities>(d: D): d is D & CountsByProject {
+function countsByProject<D extends OptionalCapabilities>(d: D): d is D & CountsByProject {
   return d.countByProject !== undefined;
 }
-export function dropsTables<D extends OptionalCapabilities>(d: D): d is D & DropsTables {
+function dropsTables<D extends OptionalCapabilities>(d: D): d is D & DropsTables {
   return d.dropTable !== undefined;
-}
-export function replacesTables<D extends OptionalCapabilities>(d: D): d is D & ReplacesTables {
-  return d.replaceTables !== undefined;
 }
 export function refreshes<D extends OptionalCapabilities>(d: D): d is D & Refreshes {
   return d.replaceTables !== undefined && d.dropTable !== undefined;
 }
-export function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
+function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
   return d.defineView !== undefined;
 }
 

@@ -28,7 +28,7 @@ export interface DuckDbOpenOptions {
  * 150 MB at the default size, so a long backfill's memory would peak at every checkpoint. 16,384
  * keeps a checkpoint small (and the writes faster); queries lose nothing noticeable at this size.
  */
-export const ROW_GROUP_SIZE = 16_384;
+const ROW_GROUP_SIZE = 16_384;
 
 /**
  * DuckDB threads of a process that writes (sync, backfill, repair, reset; readers keep DuckDB's

@@ -19,11 +19,6 @@ import type { DuckDbFile } from './duckdb-connection.js';
  */
 export const DEFAULT_MEMORY_LIMIT = '32MB';
 
-/** A DuckDB size setting such as `32MB` or `1GB`. */
-export function isDuckDbSize(text: string): boolean {
-  return megabytes(text) !== undefined;
-}
-
 /**
  * Text written since the last checkpoint that triggers one before the next write: this fraction of
  * the memory limit (8 MB at 32MB). DuckDB holds rows written since its last checkpoint in memory,
@@ -32,10 +27,10 @@ export function isDuckDbSize(text: string): boolean {
  * would pass this share keeps that bounded by the setting, whatever the row size. With vacuum off
  * (`open`), each checkpoint writes only the row group of the rows since the previous one.
  */
-export const CHECKPOINT_SHARE = 0.25;
+const CHECKPOINT_SHARE = 0.25;
 
 /** Text bytes (strings by length, other cells 8) after which a checkpoint is due; undefined: never (no limit). */
-export function checkpointBytes(memoryLimit: string): number | undefined {
+function checkpointBytes(memoryLimit: string): number | undefined {
   const mb = megabytes(memoryLimit);
   return mb === undefined ? undefined : mb * 1e6 * CHECKPOINT_SHARE;
 }
@@ -48,10 +43,10 @@ export function checkpointBytes(memoryLimit: string): number | undefined {
  * re-read of 15,000 events into existing rows ran 32MB out after ~10,400 of them. Writing new rows
  * leaves none of this behind (but see `PINNED_SHARE`).
  */
-export const RELEASE_SHARE = 1 / 16;
+const RELEASE_SHARE = 1 / 16;
 
 /** ALLOCATOR bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
-export function releaseBytes(memoryLimit: string): number | undefined {
+function releaseBytes(memoryLimit: string): number | undefined {
   const mb = megabytes(memoryLimit);
   return mb === undefined ? undefined : mb * 1e6 * RELEASE_SHARE;
 }
@@ -68,10 +63,10 @@ export function releaseBytes(memoryLimit: string): number | undefined {
  * (the MERGE's scan of the key columns), so past this share the file is reattached after nearly
  * every checkpoint of a large table: one DETACH/ATTACH per ~8 MB written, a few ms each.
  */
-export const PINNED_SHARE = 1 / 8;
+const PINNED_SHARE = 1 / 8;
 
 /** BASE_TABLE bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
-export function pinnedBytes(memoryLimit: string): number | undefined {
+function pinnedBytes(memoryLimit: string): number | undefined {
   const mb = megabytes(memoryLimit);
   return mb === undefined ? undefined : mb * 1e6 * PINNED_SHARE;
 }
@@ -86,7 +81,7 @@ export function isInvalidated(error: unknown): boolean {
   return /has been invalidated/i.test((error as Error)?.message ?? '');
 }
 /** Times one write reopens a file DuckDB invalidated (see `DuckDbDestination.recoverInvalidated`). */
-export const MAX_REATTACH_PER_WRITE = 2;
+const MAX_REATTACH_PER_WRITE = 2;
 
 /** A DuckDB size setting in (decimal) megabytes, as DuckDB reads it: `MB` = 1000², `MiB` = 1024². */
 export function megabytes(size: string): number | undefined {

@@ -21,8 +21,6 @@ import {
   type WindowCount,
 } from './destination.js';
 
-export { ROW_GROUP_SIZE, type DuckDbOpenOptions } from './duckdb-connection.js';
-
 const PROJECT_ID = 'project_id';
 
 /**

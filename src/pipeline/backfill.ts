@@ -18,7 +18,7 @@ import {
 } from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
-import { readsByParent } from './children.js';
+import { readsByParent } from './children-probe.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';

@@ -27,11 +27,6 @@ import { addToLoad, childLoadSection, type LoadSection } from './children-load.j
  *   asked again once its parent is `settle` old, by whichever run comes then, and is done after that.
  */
 
-export type { ChildSelection };
-export { learnChildMode, readsByParent, serverFacts, SERVER_SECTION, type ServerFacts } from './children-probe.js';
-
-export { childSectionName };
-
 /** The backlog of one child resource as read from a state document (for `status` and `plan`). */
 export function childBacklog(
   doc: StateDocument,

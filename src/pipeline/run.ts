@@ -8,10 +8,14 @@ import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { Capabilities } from './capabilities.js';
 import { optionalWalk } from './optional.js';
-import { ChildQueue, learnChildMode, type ChildSelection } from './children.js';
+import { ChildQueue } from './children.js';
+import { learnChildMode } from './children-probe.js';
+import type { ChildSelection } from '../core/types.js';
 import { drainChildren } from './children-drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
-import { syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import { syncStream } from './stream.js';
+import type { StreamOptions } from './stream-options.js';
+import type { StreamResult } from './frame.js';
 import type { SplitLimits } from './split.js';
 
 export interface SyncPlanOptions {
@@ -48,7 +52,7 @@ export interface SyncPlanOptions {
  * then spends most of each interval draining a backlog (400 trace reads a minute) and no run blocks
  * the next for long. What is left waits, durably, for the next run.
  */
-export const DEFAULT_CHILD_DRAIN_MS = 10 * 60_000;
+const DEFAULT_CHILD_DRAIN_MS = 10 * 60_000;
 
 /** Parent records whose children are read in one chunk (one write and one state write each). */
 const CHILD_CHUNK = 25;
@@ -69,8 +73,6 @@ export interface RunSummary {
   readonly streams: readonly StreamResult[];
   readonly ok: boolean;
 }
-
-export { allProjectsScope, singleProjectScope } from './scopes.js';
 
 /** Progress callbacks of a run (the live display and the progress log lines). */
 export interface RunHooks {

@@ -25,7 +25,7 @@ import { runUnits, unitList, type MoreUnits, type SubWalk } from './units.js';
  */
 
 /** Least pages a sub-window should hold: fewer would spend more on partial last pages than they win. */
-export const MIN_PAGES_PER_PART = 10;
+const MIN_PAGES_PER_PART = 10;
 
 /** The configured limits a split is sized by (`--max-rps`, `--max-rpm`), never the compiled-in defaults. */
 export type SplitLimits = Pick<RateLimits, 'maxRps' | 'maxRpm'>;
@@ -55,7 +55,7 @@ export interface FirstPage {
  * the window (from either end, whatever the order); records spread evenly would fill the rest at
  * the same rate. Free (no request); the split's timeseries corrects it before cutting.
  */
-export function pagesFromFirstPage(
+function pagesFromFirstPage(
   resource: ResourceDefinition,
   window: TimeWindow,
   page: Pick<FirstPage, 'records' | 'hasMore'>,

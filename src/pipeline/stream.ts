@@ -8,12 +8,6 @@ import { UnitReader } from './stream-reader.js';
 import type { SyncUnit } from '../state/books/sync.js';
 import { runUnits, type SubWalk } from './units.js';
 
-// The sync's producer functions live in its book (`state/books/sync.ts`); tests import them here too.
-export { nextWindow, settleWindow } from '../state/books/sync.js';
-// The frame's result and call context, where importers have long found them.
-export { streamCallContext, type StreamResult } from './frame.js';
-export type { StreamDeps, StreamOptions } from './stream-options.js';
-
 /**
  * Sync one (resource, project scope): read each window [mark − lookback, run start), walk every
  * page, write in batches, and checkpoint after each write: the cursor of the next page while the

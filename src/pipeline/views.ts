@@ -13,7 +13,7 @@ const CONVERSATION_COLUMNS = ['started_at', 'last_message_at', 'message_count'] 
  * message and message count when the conversations table has them. `null` when the events table
  * has no `convo_id` yet.
  */
-export function conversationEventsQuery(
+function conversationEventsQuery(
   eventColumns: readonly string[] | undefined,
   conversationColumns: readonly string[] | undefined,
 ): ((sql: ViewDialect) => string) | undefined {

@@ -22,7 +22,7 @@ export const PARTITIONED: Readonly<Record<string, PartitionSpec>> = {
 /** The partition of a table with no day column. */
 export const WHOLE = '';
 /** The partition of rows whose day column is NULL. */
-export const NULL_DAY = 'dt=null';
+const NULL_DAY = 'dt=null';
 
 const NS_PER_MS = 1_000_000n;
 

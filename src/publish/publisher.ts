@@ -20,10 +20,10 @@ import { takeSnapshot, type DirtyMarks } from './snapshot.js';
  */
 
 /** How long a file stays after a publish made it no longer current: readers holding an older catalog read it meanwhile. */
-export const KEEP_SUPERSEDED_MS = 60 * 60_000;
+const KEEP_SUPERSEDED_MS = 60 * 60_000;
 
 /** The catalog's table saying what the copy holds. */
-export const PUBLISHED_TABLE = '_query_sync_published';
+const PUBLISHED_TABLE = '_query_sync_published';
 
 export interface PublishResult {
   readonly publish: number;

@@ -22,17 +22,7 @@ import { StateError } from '../core/errors.js';
  * `expires_at` < now): the callers only see this interface.
  */
 
-import {
-  HEARTBEAT_MS,
-  LEASE_MS,
-  WRITE_LEASE_MS,
-  type LeaseOwner,
-  type LeaseProvider,
-  type Lock,
-  type LockOptions,
-} from '../core/lease.js';
-
-export { HEARTBEAT_MS, LEASE_MS, WRITE_LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions };
+import { LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions } from '../core/lease.js';
 
 /** Leases as folders beside files (`<name>` is the folder, `<name>.owner.json` says who holds it). */
 export const fileLeases: LeaseProvider = { acquire: (name, options) => acquireLock(name, options) };

@@ -6,13 +6,14 @@ import { redact } from '../core/log.js';
 import type { StateCommit, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
-import { acquireLock, fileLeases, WRITE_LEASE_MS, type LeaseProvider, type Lock } from './lock.js';
+import { acquireLock, fileLeases } from './lock.js';
+import { WRITE_LEASE_MS, type LeaseProvider, type Lock } from '../core/lease.js';
 import type { StateDocument, StreamState } from './document.js';
 import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
 
 export type { StateWriter } from './batch.js';
-export type { LastRun, Lateness, PendingWindow, SplitWindow, StateDocument, StreamState } from './document.js';
+export type { LastRun, Lateness, StateDocument, StreamState } from './document.js';
 
 const EMPTY: StateDocument = { version: STATE_VERSION, streams: {}, projects: [], sections: {} };
 
@@ -388,7 +389,7 @@ async function readState(path: string, options: ValidateOptions): Promise<StateD
 }
 
 /** Temp file in the same folder, fsync, rename over the target, fsync the folder. */
-export async function writeAtomically(path: string, content: string): Promise<void> {
+async function writeAtomically(path: string, content: string): Promise<void> {
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
   const handle = await open(tmp, 'w');

@@ -10,7 +10,7 @@ import {
   resolveSyncConfig,
 } from '../../../src/config.js';
 import { ConfigError } from '../../../src/core/errors.js';
-import { DEFAULT_TIMEOUTS } from '../../../src/http/client.js';
+import { DEFAULT_TIMEOUTS } from '../../../src/http/timeouts.js';
 import { envName } from '../../../src/options.js';
 import { CLI } from '../../fakes/cli.js';
 import { tempDir } from '../../fakes/tmp.js';

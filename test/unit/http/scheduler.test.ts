@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RATE_LIMITS, SEARCH_ENDPOINT, type RateLimits, type RequestBudget } from '../../../src/http/budget.js';
-import { createScheduler, DEFAULT_SAFETY_MARGINS } from '../../../src/http/scheduler.js';
+import { createScheduler } from '../../../src/http/scheduler.js';
+import { DEFAULT_SAFETY_MARGINS } from '../../../src/http/scheduler-options.js';
 
 const EVENTS = '/v1/events';
 const USERS = '/v1/users';

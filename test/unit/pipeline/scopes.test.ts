@@ -17,7 +17,8 @@ import {
   singleProjectScope,
   type ScopeHooks,
 } from '../../../src/pipeline/scopes.js';
-import { StateStore, type StateDocument } from '../../../src/state/store.js';
+import { StateStore } from '../../../src/state/store.js';
+import type { StateDocument } from '../../../src/state/document.js';
 
 /** Project discovery (`src/pipeline/scopes.ts`): which (resource, project scope) walks a run starts. */
 

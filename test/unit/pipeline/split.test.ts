@@ -5,7 +5,7 @@ import { events } from '../../../connectors/events.js';
 import { MIN_STEAL_PAGES, partsForLatency, stealCut, walkParts } from '../../../src/pipeline/split.js';
 import { newSplit, withoutPartCursor, withPartCheckpoint, withPartCut } from '../../../src/state/books/sync.js';
 import { WalkBounds } from '../../../src/pipeline/walk.js';
-import type { StreamState } from '../../../src/state/store.js';
+import type { StreamState } from '../../../src/state/document.js';
 
 const T = Date.parse('2026-11-01T00:00:00Z');
 const iso = (ms: number): string => new Date(ms).toISOString();

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../../src/core/clock.js';
 import { StateError } from '../../../src/core/errors.js';
-import { acquireLock, holderIsDead, LEASE_MS, type LeaseOwner } from '../../../src/state/lock.js';
+import { acquireLock, holderIsDead } from '../../../src/state/lock.js';
+import { LEASE_MS, type LeaseOwner } from '../../../src/core/lease.js';
 import { leaveLease } from '../../fakes/lease.js';
 import { tempDir } from '../../fakes/tmp.js';
 
