@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type ApiClient } from '../http/client.js';
-import { beginRequestMemo } from '../extract/memo.js';
+import { RequestMemo } from '../extract/memo.js';
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
@@ -100,7 +100,13 @@ export interface RunHooks {
 export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: RunHooks = {}): Promise<RunSummary> {
   // One capabilities book for the run: what one stream learns, the others use (and it is logged once).
   const caps = given.capabilities ?? new Capabilities(given);
-  const deps: SyncDeps = { ...given, capabilities: caps };
+  // Identical aggregate requests (split planning's timeseries for events, users, conversations) go out
+  // once: one memo for this run, in its streams' deps.
+  const deps: SyncDeps & { readonly aggregates: RequestMemo } = {
+    ...given,
+    capabilities: caps,
+    aggregates: new RequestMemo(given.client),
+  };
   const runStartMs = deps.clock.now();
   const streamOptions: StreamOptions = {
     runStartMs,
@@ -244,14 +250,8 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
     return result;
   };
 
-  // Identical aggregate requests (split planning's timeseries for events, users, conversations) go out once.
-  const endMemo = beginRequestMemo(deps.client);
-  try {
-    const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
-    return summarize(runStartMs, streams, deps.clock);
-  } finally {
-    endMemo();
-  }
+  const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
+  return summarize(runStartMs, streams, deps.clock);
 }
 
 /** The scope the one-time probe of a child resource is read in (one project: children refuse `*`). */

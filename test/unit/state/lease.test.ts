@@ -136,6 +136,22 @@ describe('the run lease', () => {
     expect(existsSync(path)).toBe(true);
   });
 
+  it('a lease this process holds is live to another taker in the same process (its record names our pid and start time)', async () => {
+    const path = leasePath();
+    const held = await acquireLock(path, { purpose: 'sync', clock: systemClock });
+    cleanups.push(() => held.release());
+    const record = JSON.parse(readFileSync(`${path}.owner.json`, 'utf8')) as LeaseOwner;
+    expect(record).toMatchObject({ pid: process.pid, startTicks: ticksOf(process.pid) });
+    expect(holderIsDead(record)).toBe(false);
+    const second = await acquireLock(path, { purpose: 'backfill', clock: systemClock }).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(StateError);
+    expect((second as Error).message).toMatch(/is held by sync \(pid \d+/);
+    // Released: the next taker gets it at once.
+    await held.release();
+    const third = await acquireLock(path, { purpose: 'backfill', clock: systemClock });
+    await third.release();
+  });
+
   it('a lease whose owner record belongs to an earlier lease (another inode) is judged by its age only', async () => {
     const path = leasePath();
     leaveLease(path, { pid: 999_999, inode: 1 });
