@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
-import { RESOURCE_NAMES } from '../../connectors/index.js';
+import { RESOURCE_NAMES, RESOURCES } from '../../connectors/index.js';
+import { partitionedTables } from '../publish/partitions.js';
 import type { SyncConfig } from '../config.js';
 import { RunStoppedError } from '../core/errors.js';
 import { exitCodeFor, runExitCode } from '../core/exit-codes.js';
@@ -73,7 +74,13 @@ export async function runWriting(
     // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
     publishing = config.dryRun
       ? undefined
-      : publishDuringRun(destination, { path: config.duckdbPath, everyMs: config.publishEveryMs ?? 0, clock, logger });
+      : publishDuringRun(destination, {
+          path: config.duckdbPath,
+          everyMs: config.publishEveryMs ?? 0,
+          clock,
+          logger,
+          partitioned: partitionedTables(RESOURCES),
+        });
     outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination });
   } catch (error) {
     const code = exitCodeFor(error);

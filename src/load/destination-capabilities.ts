@@ -1,3 +1,4 @@
+import type { DuckDBConnection } from '@duckdb/node-api';
 import type { LeaseProvider } from '../core/lease.js';
 import type { StateTable } from '../core/state-table.js';
 
@@ -94,9 +95,15 @@ interface DefinesViews {
   defineView(name: string, select: (sql: ViewDialect) => string): Promise<void>;
 }
 
+/** The destination is a DuckDB file a read copy is published from (`publish/`), between two of its writes. */
+export interface PublishesCopy {
+  /** Run `work` on the destination's connection between two writes: it sees the file as of the last commit. */
+  exclusive<T>(work: (connection: DuckDBConnection) => Promise<T>): Promise<T>;
+}
+
 /** The optional members, as a destination declares them (each may be absent). */
 export type OptionalCapabilities = Partial<
-  StateTable & KeepsLeases & Billed & CountsWindows & CountsByProject & Refreshes & DefinesViews
+  StateTable & KeepsLeases & Billed & CountsWindows & CountsByProject & Refreshes & DefinesViews & PublishesCopy
 >;
 
 export function keepsState<D extends OptionalCapabilities>(d: D): d is D & StateTable {
@@ -123,6 +130,9 @@ export function refreshes<D extends OptionalCapabilities>(d: D): d is D & Refres
 function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
   return d.defineView !== undefined;
 }
+function publishesCopy<D extends OptionalCapabilities>(d: D): d is D & PublishesCopy {
+  return d.exclusive !== undefined;
+}
 
 /** What one destination offers, each capability checked once; absent ones are `undefined`. */
 export interface Capabilities {
@@ -134,6 +144,7 @@ export interface Capabilities {
   readonly drop?: DropsTables;
   readonly refresh?: Refreshes;
   readonly views?: DefinesViews;
+  readonly publish?: PublishesCopy;
 }
 
 /** Check every capability of `d` once (where it is opened). Methods stay bound to `d`. */
@@ -157,5 +168,6 @@ export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
       ? { refresh: { replaceTables: (swaps) => d.replaceTables(swaps), dropTable: (table) => d.dropTable(table) } }
       : {}),
     ...(definesViews(d) ? { views: { defineView: (name, select) => d.defineView(name, select) } } : {}),
+    ...(publishesCopy(d) ? { publish: { exclusive: (work) => d.exclusive(work) } } : {}),
   };
 }

@@ -1,5 +1,5 @@
 import type { Capabilities, Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
-import { PARTITIONED, partitionOfRow, WHOLE } from './partitions.js';
+import { partitionOfRow, partitionOfTable, WHOLE } from './partitions.js';
 import type { Publisher } from './publisher.js';
 
 /**
@@ -10,7 +10,7 @@ import type { Publisher } from './publisher.js';
 export function trackWrites(destination: Destination, publisher: Publisher): Destination {
   const write = async (batch: LoadBatch): Promise<LoadResult> => {
     const result = await destination.write(batch);
-    const spec = PARTITIONED[batch.table.name];
+    const spec = partitionOfTable(batch.table);
     if (spec === undefined) publisher.mark(batch.table.name, [WHOLE]);
     else {
       const days = new Set<string>();
