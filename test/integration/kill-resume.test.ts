@@ -34,15 +34,22 @@ function hasProgress(doc: StateDocument): boolean {
 }
 
 /**
- * When to SIGKILL the child: after a fixed time, or once it has written `checkpoints` new
- * checkpoints to the state file (plus `thenMs`), so the kill lands mid-walk however slow the
- * machine is at starting Node and DuckDB.
+ * When to SIGKILL the child, on what it does (never after a time, so every kill lands mid-run however
+ * slow the machine is at starting Node and DuckDB): once it holds its lease and has said so in its
+ * owner record (before anything is stored), or on the `requests`-th request the API receives after its `checkpoints`-th checkpoint
+ * reached the state file (0: at that checkpoint), so the kills land at varied points of a batch.
  */
-type KillPolicy = { readonly afterMs: number } | { readonly checkpoints: number; readonly thenMs: number };
+type KillPolicy = { readonly lease: true } | { readonly checkpoints: number; readonly requests: number };
+
+/** Requests the emulator receives, told to the run that waits for them (`runCli`). */
+const requestListeners = new Set<() => void>();
 
 /** Run the real CLI in a child process; SIGKILL it as `kill` says, if given. */
 function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun> {
   const statePath = statePathOf(dir);
+  // The lease's owner record: written once the run holds its lease (a kill before it leaves a lease
+  // only its expiry frees, 30 s later: `state/lock.ts`).
+  const leaseOwner = `${statePath}.sync.lock.owner.json`;
   const readState = (): string => (existsSync(statePath) ? readFileSync(statePath, 'utf8') : '');
   let lastState = readState();
   const child = spawn(
@@ -71,8 +78,18 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
   child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
   const timers: NodeJS.Timeout[] = [];
+  let onRequest: (() => void) | undefined;
   const killNow = (): void => void child.kill('SIGKILL');
-  if (kill && 'afterMs' in kill) timers.push(setTimeout(killNow, kill.afterMs));
+  // The state file and the lease are watched by looking every 10 ms (a rename into place is not
+  // always reported by fs.watch); what is waited for is what the run did, not a time.
+  if (kill && 'lease' in kill) {
+    const poll = setInterval(() => {
+      if (!existsSync(leaseOwner)) return;
+      clearInterval(poll);
+      killNow();
+    }, 10);
+    timers.push(poll);
+  }
   if (kill && 'checkpoints' in kill) {
     let seen = 0;
     const poll = setInterval(() => {
@@ -83,13 +100,20 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
       seen += 1;
       if (seen < kill.checkpoints) return;
       clearInterval(poll);
-      timers.push(setTimeout(killNow, kill.thenMs));
+      if (kill.requests === 0) return killNow();
+      let requests = 0;
+      onRequest = () => {
+        requests += 1;
+        if (requests === kill.requests) killNow();
+      };
+      requestListeners.add(onRequest);
     }, 10);
     timers.push(poll);
   }
   return new Promise((resolve) => {
     child.on('exit', (code, signal) => {
       for (const t of timers) clearTimeout(t);
+      if (onRequest !== undefined) requestListeners.delete(onRequest);
       resolve({ code, signal, stdout, stderr });
     });
   });
@@ -100,18 +124,25 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
     expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
     // The documented limits make the first sync take several seconds, so the kills land mid-walk
     // (1,500 events a project: all five runs were killed, and the final run reads half as much).
-    const emu = await startEmulator({ seed: 21, eventsPerProject: 1500, limits: { ...SPEC_RATE_LIMITS } });
+    const emu = await startEmulator({
+      seed: 21,
+      eventsPerProject: 1500,
+      limits: { ...SPEC_RATE_LIMITS },
+      onRequest: () => {
+        for (const listener of requestListeners) listener();
+      },
+    });
     cleanups.push(() => emu.close());
     const d = tempDir();
     cleanups.push(d.cleanup);
 
     // One kill before anything is stored, then kills a few checkpoints in, at varied offsets.
     const kills: KillPolicy[] = [
-      { afterMs: 300 },
-      { checkpoints: 1, thenMs: 0 },
-      { checkpoints: 3, thenMs: 150 },
-      { checkpoints: 2, thenMs: 40 },
-      { checkpoints: 4, thenMs: 90 },
+      { lease: true },
+      { checkpoints: 1, requests: 0 },
+      { checkpoints: 3, requests: 2 },
+      { checkpoints: 2, requests: 1 },
+      { checkpoints: 4, requests: 3 },
     ];
     let killed = 0;
     let checkpointsSeen = 0;
@@ -123,7 +154,7 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
         if (hasProgress(await StateStore.read(statePathOf(d.dir)))) checkpointsSeen += 1;
       }
     }
-    expect(killed).toBeGreaterThanOrEqual(3); // most runs were really killed mid-sync
+    expect(killed).toBe(kills.length); // every run was really killed mid-sync
     expect(checkpointsSeen).toBeGreaterThan(0); // and progress was kept between kills
 
     const finalStartedBefore = Date.now();
