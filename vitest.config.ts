@@ -31,6 +31,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
   'test/integration/server-matrix-2.test.ts',
   'test/integration/server-matrix-3.test.ts',
+  'test/integration/server-matrix-4.test.ts', // issue 31: counts that lag, deletions marked and deleted (7 CLI syncs)
   'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
   'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations
   'test/integration/published-copy.test.ts',
@@ -40,6 +41,7 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through CLI runs
   'test/integration/verify.test.ts', // verify --repair through the CLI
   'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
+  'test/integration/reconcile-deletions.test.ts', // CLI syncs: --deletions keep said once, a mark cleared
   'test/integration/reconcile.test.ts', // CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
   'test/integration/big-rows.test.ts', // memory bounds: the data size is the point
   'test/integration/recipes.test.ts', // docs/scheduling.md's crontab, Kubernetes and GitHub Actions recipes
@@ -48,6 +50,10 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/publish-kill.test.ts', // publish processes killed -9 mid-publish
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
   'test/integration/configured-limits.test.ts', // two CLI plans and two splits of 30,000 events, at 200 and 400 a minute
+  'test/integration/monitoring.test.ts', // six CLI syncs against the real Pushgateway, pings, webhooks, dead endpoints
+  // Mostly waiting: a sync paced to one traces request a second while status --check runs beside it
+  'test/integration/freshness-check.test.ts',
+  'test/integration/report-html.test.ts', // the HTML report rendered in headless Chromium
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));

@@ -226,6 +226,16 @@ function matcher(
   };
 }
 
+/**
+ * The events a count includes: those `predicate` keeps, less those indexed within the store's count
+ * lag (a rollup that trails the list, `EmulatorOptions.countLagMs`).
+ */
+function counted(context: RequestContext, predicate: Predicate | undefined): Predicate | undefined {
+  const { store, now } = context;
+  if (store.countLagMs === 0) return predicate;
+  return (e) => store.isCounted(e, now) && (predicate === undefined || predicate(e));
+}
+
 /** `count_by` (`event_id` | `user_id` | `convo_id`): count events, or distinct users or conversations. */
 function parseCountBy(params: URLSearchParams): CountBy {
   const raw = optional(params, 'count_by') ?? 'event_id';
@@ -252,7 +262,7 @@ export const countEvents: Handler = (context) => {
   const window = parseTimeWindow(context.params);
   const countBy = parseCountBy(context.params);
   const lists = context.projects.map((p) => p.events);
-  const predicate = eventPredicate(context);
+  const predicate = counted(context, eventPredicate(context));
   if (countBy === 'event_id') return { data: { total: count(lists, window.lower, window.upper, predicate) } };
   const distinct = counter(countBy);
   scan(lists, window.lower, window.upper, (e) => {
@@ -277,7 +287,7 @@ export const eventTimeseries: Handler = (context) => {
   }
   const interval = raw as Interval;
   const window = parseTimeWindow(context.params);
-  const predicate = eventPredicate(context);
+  const predicate = counted(context, eventPredicate(context));
   const buckets = new Map<number, number>();
   let total = 0;
   // Events arrive in time order per project, so count runs of one bucket and touch the map per run.

@@ -135,6 +135,17 @@ export interface EmulatorOptions {
    * disagree for good (reconcile must say so, not loop). @default none
    */
   unlistedEvents?: { readonly fromMs: number; readonly toMs: number };
+  /**
+   * `/v1/events/count` and `/v1/events/timeseries` trail the list by this long: an event indexed
+   * (visible) less than this ago is listed but not yet counted, as a rollup a minute behind. Seeded
+   * events count as indexed when the emulator starts. @default 0
+   */
+  countLagMs?: number;
+  /**
+   * Events whose timestamp is older than this are deleted at the source, with their spans, as the
+   * service's retention would (gone from lists, counts and lookups). @default none (kept for ever)
+   */
+  retentionMs?: number;
   /** Clock in ms. @default Date.now */
   now?: () => number;
   /** List behaviours of servers we have not met (offset cursors, page caps, …: `quirks.ts`). @default none */
@@ -165,6 +176,11 @@ export interface Emulator {
    * it: ground truth for a client that records which event it read a span for).
    */
   snapshot(resource: string, project?: string, options?: { spanEventId?: boolean }): ApiRecord[];
+  /**
+   * Deletes events of `project` at the source, as an erasure request (`ids`) or retention (`beforeMs`:
+   * every event older) does: gone from lists, counts, lookups, with their spans. Returns copies of them.
+   */
+  deleteEvents(project: string, select: { ids?: readonly string[]; beforeMs?: number }): ApiRecord[];
   /** Live counters (a copy). */
   stats(): EmulatorStats;
   resetStats(): void;
@@ -230,6 +246,8 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     spanLagMs: options.spanLagMs,
     convoEnrichAfterMs: options.convoEnrichAfterMs,
     tracesWithoutEvent: options.tracesWithoutEvent,
+    countLagMs: options.countLagMs,
+    retentionMs: options.retentionMs,
   });
   const stats = new StatsRecorder();
   const timers = new Set<{ timer: NodeJS.Timeout; resolve: () => void }>();
@@ -285,6 +303,10 @@ export async function startEmulator(options: EmulatorOptions = {}): Promise<Emul
     },
     snapshot(resource, project, snapshotOptions) {
       return store.snapshot(resource, now(), project, snapshotOptions?.spanEventId);
+    },
+    deleteEvents(project, select) {
+      store.advance(now());
+      return store.deleteEvents(project, select);
     },
     stats: () => stats.snapshot(),
     resetStats: () => stats.reset(),

@@ -80,6 +80,10 @@ export interface StoreOptions {
   readonly convoEnrichAfterMs?: number;
   /** The real flavor's answer to `/v1/traces` without `event_id` (`EmulatorOptions.tracesWithoutEvent`). */
   readonly tracesWithoutEvent?: 'refuse' | 'empty' | 'unprocessable';
+  /** Counts and timeseries leave out events indexed less than this long ago (`EmulatorOptions.countLagMs`). */
+  readonly countLagMs?: number;
+  /** Events older than this are removed, with their spans, as retention would (`EmulatorOptions.retentionMs`). */
+  readonly retentionMs?: number;
 }
 
 export interface AddEventsOptions {
@@ -104,8 +108,17 @@ export class Store {
   /** The filler `eventAt` pads `user_input` with, as long as the padded length (none: no padding). */
   private readonly filler: string | undefined;
   private readonly instantTexts: boolean;
+  readonly countLagMs: number;
+  private readonly retentionMs: number | undefined;
+  /** When the store was made: the seeded events were indexed then (a server that just loaded them). */
+  private readonly startMs: number;
+  /** When each added event was indexed: as it was added, or when it became visible if later. */
+  private readonly addedAt = new WeakMap<EventEntry, number>();
 
   constructor(options: StoreOptions) {
+    this.countLagMs = Math.max(0, options.countLagMs ?? 0);
+    this.retentionMs = options.retentionMs;
+    this.startMs = options.startMs;
     this.enrichAfterMs = Math.max(0, options.enrichAfterMs);
     const chars = Math.floor(options.userInputChars ?? 0);
     this.filler =
@@ -169,8 +182,47 @@ export class Store {
     };
   }
 
-  /** Makes every pending event whose time has come visible. */
+  /**
+   * Whether the counts (`/v1/events/count`, `/timeseries`) include `event` at `now`: a rollup that
+   * trails the list by `countLagMs` leaves out what was indexed (became visible) less than that ago.
+   */
+  isCounted(event: EventEntry, now: number): boolean {
+    if (this.countLagMs === 0) return true;
+    const indexed = this.addedAt.get(event) ?? Math.max(event.visibleFrom, this.startMs);
+    return indexed <= now - this.countLagMs;
+  }
+
+  /**
+   * Deletes events at the source, as an erasure request or retention does: gone from every list,
+   * count and lookup with their spans. Users and conversations keep what they were derived from
+   * (a service's rollups are not rewritten by a deletion). Returns copies of the deleted events.
+   */
+  deleteEvents(slug: string, select: { readonly ids?: readonly string[]; readonly beforeMs?: number }): ApiRecord[] {
+    const project = this.requireProject(slug);
+    const victims = new Set<EventEntry>();
+    for (const id of select.ids ?? []) {
+      const event = project.eventsById.get(id);
+      if (event !== undefined) victims.add(event);
+    }
+    if (select.beforeMs !== undefined)
+      for (const event of project.events.values()) {
+        if (event.sortKey >= select.beforeMs) break;
+        victims.add(event);
+      }
+    const out: ApiRecord[] = [];
+    for (const event of victims) {
+      out.push(cloneJson({ ...this.eventAt(event, Number.POSITIVE_INFINITY), project_id: slug }));
+      project.events.remove(event);
+      project.eventsById.delete(event.id);
+      for (const span of event.spans) project.traces.remove(span);
+    }
+    return out;
+  }
+
+  /** Makes every pending event whose time has come visible; removes what retention no longer keeps. */
   advance(now: number): void {
+    if (this.retentionMs !== undefined)
+      for (const slug of this.projects.keys()) this.deleteEvents(slug, { beforeMs: now - this.retentionMs });
     for (const project of this.projects.values()) {
       const pending = project.pending;
       let ready = 0;
@@ -190,6 +242,7 @@ export class Store {
       if (options.lateByMs === undefined && options.lateRate > 0 && this.lateRng.chance(options.lateRate))
         lateBy = options.lateMs;
       const event = project.generator.event(ms, ms + lateBy, { recent: true, toolCalls: true }, NEW_USER_RATE);
+      this.addedAt.set(event, Math.max(now, event.visibleFrom));
       if (event.visibleFrom <= now) this.makeVisible(project, event);
       else insertPending(project.pending, event);
       added.push(event);

@@ -15,6 +15,7 @@ import {
   resolvePublishConfig,
   resolveDbtSourcesConfig,
   resolveStatusConfig,
+  resolveReportConfig,
   resolveSyncConfig,
   resolveVerifyConfig,
   type RunFlags,
@@ -173,7 +174,8 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
     run: runs(resolvePlanConfig, async () => (await import('./commands/plan.js')).planCommand, 'no signals'),
   },
   status: {
-    describe: 'marks, last runs, backfill ledger and gaps, table row counts (reads state without locking it)',
+    describe:
+      'marks, last runs, backfill ledger and gaps, table row counts (reads state without locking it); --check: exit 7 when behind --max-lag or --max-backlog-eta',
     readsApi: false,
     run: runs(resolveStatusConfig, async () => (await import('./commands/status.js')).statusCommand, 'no signals'),
   },
@@ -208,6 +210,11 @@ const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {
       'publish the read copy (--duckdb-path) and its Parquet set now, from the working file (a sync does it at its end and every --publish-every)',
     readsApi: false,
     run: runs(resolvePublishConfig, async () => (await import('./commands/publish.js')).publishCommand, 'no signals'),
+  },
+  report: {
+    describe: 'write the run history as one self-contained HTML page with charts (--html FILE; docs/report.md)',
+    readsApi: false,
+    run: runs(resolveReportConfig, async () => (await import('./commands/report.js')).reportCommand, 'no signals'),
   },
 };
 
@@ -282,6 +289,14 @@ const emulateOptions = <T>(y: Argv<T>) =>
     .option('convo-enrich-after', {
       type: 'string',
       describe: 'conversations get signals this long after their last message, e.g. 10m',
+    })
+    .option('count-lag', {
+      type: 'string',
+      describe: 'counts and timeseries trail the list by this long (a rollup behind), e.g. 60s',
+    })
+    .option('retention', {
+      type: 'string',
+      describe: 'delete events older than this at the source, with their spans, as retention would, e.g. 2d',
     });
 
 /** `emulate`: through the same shell as the other commands, its flags resolved to the emulator's. */
@@ -307,6 +322,8 @@ const EMULATE = {
       hideModel: argv['hide-model'],
       spanLag: argv['span-lag'],
       convoEnrichAfter: argv['convo-enrich-after'],
+      countLag: argv['count-lag'],
+      retention: argv.retention,
     }),
     async () => (await import('./commands/emulate.js')).emulateCommand,
     'no signals',
@@ -329,7 +346,7 @@ async function main(): Promise<number> {
     .command('emulate', EMULATE.describe, EMULATE.options)
     .demandCommand(
       1,
-      'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources, sql, publish or emulate',
+      'name a command: sync, check, backfill, plan, status, verify, reset, dbt-sources, sql, publish, report or emulate',
     )
     .strict()
     .help()

@@ -28,7 +28,8 @@ export type CommandName =
   | 'reset'
   | 'dbt-sources'
   | 'sql'
-  | 'publish';
+  | 'publish'
+  | 'report';
 
 export type OptionKind =
   /** Free text. */
@@ -55,7 +56,8 @@ export type OptionGroup =
   | 'Privacy and schema'
   | 'State and run'
   | 'Pacing'
-  | 'Logging and output';
+  | 'Logging and output'
+  | 'Monitoring';
 
 export interface OptionSpec {
   /** Flag name (kebab-case); its key in a config file. */
@@ -89,6 +91,8 @@ const RUN: readonly CommandName[] = ['sync', 'check', 'backfill', 'plan', 'verif
 const WRITES: readonly CommandName[] = ['sync', 'backfill', 'verify'];
 const WAREHOUSE: readonly CommandName[] = [...RUN, 'status', 'reset', 'dbt-sources'];
 const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
+/** The scheduled runs an operator monitors (docs/monitoring.md). */
+const MONITORED: readonly CommandName[] = ['sync', 'backfill'];
 
 /** Filled with the `DEFAULT_*` constants below, so help and behaviour share one source. */
 interface OptionDefaults {
@@ -117,6 +121,8 @@ interface OptionDefaults {
   readonly dryRunLimit: number;
   readonly splitConcurrency: number;
   readonly publishEvery: string;
+  readonly maxLag: string;
+  readonly maxBacklogEta: string;
 }
 
 function optionTable(d: OptionDefaults): readonly OptionSpec[] {
@@ -279,6 +285,17 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       commands: ['sync', 'plan'],
     },
     {
+      name: 'deletions',
+      kind: 'choice',
+      group: 'Scope',
+      choices: ['mark', 'delete', 'keep'],
+      default: 'mark',
+      expected: 'mark (set _deleted_at), delete (remove the rows) or keep (leave them, said once per window)',
+      describe:
+        "rows reconcile finds in the warehouse but no longer in the API's list of their window (deleted at the source), with their spans and event_signals rows: mark sets _deleted_at (cleared if the record is listed again); delete removes them; keep leaves them, said once per window",
+      commands: ['sync'],
+    },
+    {
       name: 'from',
       kind: 'instant',
       group: 'Scope',
@@ -335,7 +352,7 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       choices: ['duckdb', 'bigquery'],
       default: 'duckdb',
       describe: 'where rows go',
-      commands: WAREHOUSE,
+      commands: [...WAREHOUSE, 'report'],
     },
     {
       name: 'duckdb-path',
@@ -344,7 +361,7 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       defaultText: d.duckdbPath,
       describe:
         'DuckDB file readers open: the published read copy (the sync writes <name>.work.duckdb beside it; docs/analysts.md). Relative to the working directory: give an absolute path in cron',
-      commands: [...WAREHOUSE, 'sql', 'publish'],
+      commands: [...WAREHOUSE, 'sql', 'publish', 'report'],
     },
     {
       name: 'publish-every',
@@ -352,7 +369,7 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       group: 'Destination',
       defaultText: d.publishEvery,
       describe:
-        "DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run's end (0: only at the end). See docs/analysts.md",
+        "DuckDB: during a run, publish the read copy (--duckdb-path, and its Parquet set) this often; also at every run's end (0: only at the end). See docs/analysts.md. The metrics (--metrics-file, --pushgateway) are published as often",
       commands: ['sync', 'backfill', 'dbt-sources'],
     },
     {
@@ -486,7 +503,7 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       kind: 'path',
       group: 'State and run',
       describe: 'settings file (YAML or JSON; keys are flag names); flags and environment override it',
-      commands: [...STATE, 'dbt-sources', 'sql', 'publish'],
+      commands: [...STATE, 'dbt-sources', 'sql', 'publish', 'report'],
     },
     {
       name: 'state',
@@ -646,12 +663,130 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       commands: ['sync', 'backfill', 'check', 'plan', 'status', 'sql'],
     },
     {
+      name: 'check',
+      kind: 'boolean',
+      group: 'Logging and output',
+      defaultText: 'false',
+      describe:
+        'status: judge freshness instead of listing: exit 7 with one line per published copy, stream or backlog past --max-lag or --max-backlog-eta, else 0 and one line (reads state and the copy only)',
+      commands: ['status'],
+    },
+    {
+      name: 'max-lag',
+      kind: 'duration',
+      group: 'Logging and output',
+      defaultText: `${d.maxLag} (status --check); none (sync)`,
+      describe:
+        'status --check: longest lag (now − as-of) of the published copy and of each stream; sync: a stream whose mark lags more after the run is stale (--notify-on stale)',
+      commands: ['status', 'sync'],
+    },
+    {
+      name: 'max-backlog-eta',
+      kind: 'duration',
+      group: 'Logging and output',
+      defaultText: d.maxBacklogEta,
+      describe:
+        'status --check: longest forecast for a per-event backlog (traces) to be whole at --max-rpm; one that never drains always breaches',
+      commands: ['status'],
+    },
+    {
+      name: 'freshness-target',
+      kind: 'duration',
+      group: 'Logging and output',
+      defaultText: 'none',
+      describe:
+        'warn at the end of a run when a per-event backlog (traces) will not be whole within this long at --max-rpm (docs/running.md)',
+      commands: ['sync'],
+    },
+    {
+      name: 'html',
+      kind: 'path',
+      group: 'Logging and output',
+      describe: 'report: write the run history as one self-contained HTML page with charts here (docs/report.md)',
+      commands: ['report'],
+    },
+    {
       name: 'csv',
       kind: 'boolean',
       group: 'Logging and output',
       defaultText: 'false',
       describe: 'sql: the answer as CSV (a header line, then one line a row)',
       commands: ['sql'],
+    },
+    // Monitoring (docs/monitoring.md): what a run tells the operator's tools at its start and end.
+    {
+      name: 'metrics-file',
+      kind: 'path',
+      group: 'Monitoring',
+      describe:
+        "write the run's Prometheus metrics to this file (node_exporter's textfile collector: name it *.prom), atomically, at every --publish-every and at the run's end, failed or stopped too",
+      commands: MONITORED,
+    },
+    {
+      name: 'pushgateway',
+      kind: 'string',
+      group: 'Monitoring',
+      describe:
+        'push the same metrics to this Prometheus Pushgateway (http://host:9091) at the same moments; one that is down or slow is a warning after --monitor-timeout, never a failed run',
+      commands: MONITORED,
+    },
+    {
+      name: 'pushgateway-job',
+      kind: 'string',
+      group: 'Monitoring',
+      defaultText: DEFAULT_PUSHGATEWAY_JOB,
+      describe: "the Pushgateway's job label (its grouping key with --pushgateway-instance)",
+      commands: MONITORED,
+    },
+    {
+      name: 'pushgateway-instance',
+      kind: 'string',
+      group: 'Monitoring',
+      defaultText: "the warehouse's name (DuckDB: the file's name without .duckdb; BigQuery: project.dataset)",
+      describe:
+        'the instance label the Pushgateway groups this sync by: stable from run to run (a pod name is not), one per warehouse',
+      commands: MONITORED,
+    },
+    {
+      name: 'ping-url',
+      kind: 'string',
+      group: 'Monitoring',
+      describe:
+        'healthchecks.io-style pings: URL/start as the run starts, URL when it succeeds, URL/fail on any other end (the summary as the body); only its origin is ever logged',
+      commands: MONITORED,
+    },
+    {
+      name: 'ping-exit-code',
+      kind: 'boolean',
+      group: 'Monitoring',
+      defaultText: 'false',
+      describe: 'end pings as URL/<exit code> (URL/0 on success) instead of URL and URL/fail',
+      commands: MONITORED,
+    },
+    {
+      name: 'notify-url',
+      kind: 'string',
+      group: 'Monitoring',
+      describe:
+        'POST one JSON message {"text": …} per event to this webhook (Slack, Mattermost, Discord\'s /slack, Teams workflows); only its origin is ever logged',
+      commands: MONITORED,
+    },
+    {
+      name: 'notify-on',
+      kind: 'string',
+      group: 'Monitoring',
+      defaultText: DEFAULT_NOTIFY_ON,
+      describe: `the events --notify-url hears of, comma-separated: ${NOTIFY_KINDS.join(', ')} (stale needs --max-lag)`,
+      commands: MONITORED,
+    },
+    {
+      name: 'monitor-timeout',
+      kind: 'duration',
+      group: 'Monitoring',
+      defaultText: DEFAULT_MONITOR_TIMEOUT,
+      describe:
+        'the longest a push, a ping or a notification may take (one retry inside it); what does not answer in time is a warning, and the run goes on',
+      commands: MONITORED,
     },
   ];
 }
@@ -696,8 +831,31 @@ export const DEFAULT_BQ_LOCATION = 'US';
 export const DEFAULT_DRY_RUN_LIMIT = 100;
 /** Default window of a backfill or verify: one day. */
 export const DEFAULT_WINDOW = '1d';
+/** The Pushgateway's job label of a run (`--pushgateway-job`). */
+export const DEFAULT_PUSHGATEWAY_JOB = 'query-sync';
+/** What `--notify-on` can name. */
+export const NOTIFY_KINDS = ['failure', 'difference', 'schema-change', 'stale'] as const;
+/**
+ * What a webhook hears of by default: what asks the operator to act (a failure, a difference left,
+ * data older than --max-lag). A schema change is opt-in: the default contract (`evolve`) takes new
+ * columns by itself, so it asks nothing of anyone.
+ */
+export const DEFAULT_NOTIFY_ON = 'failure,difference,stale';
+/**
+ * The longest a push, a ping or a notification takes (`--monitor-timeout`): healthchecks.io and the
+ * Pushgateway answer in milliseconds; a few seconds bound what a dead endpoint adds to a run.
+ */
+export const DEFAULT_MONITOR_TIMEOUT = '5s';
 /** Default windows read at once by a backfill. */
 export const DEFAULT_CONCURRENCY = 4;
+/**
+ * `status --check`'s bounds when none is given. A check with no bound would pass whatever the data,
+ * so `--check` alone checks something sane: two hours is an hourly schedule that missed one run (or
+ * ran long), the issue's own example; six hours for a traces backlog is a working day's events read
+ * before the next one starts. Set them to the schedule you run (docs/running.md).
+ */
+export const DEFAULT_MAX_LAG = '2h';
+export const DEFAULT_MAX_BACKLOG_ETA = '6h';
 /** Sub-walks of one large window of a sync at once, at most (`pipeline/split.ts`). */
 export const DEFAULT_SPLIT_CONCURRENCY = 16;
 
@@ -725,6 +883,8 @@ export const OPTIONS = optionTable({
   splitConcurrency: DEFAULT_SPLIT_CONCURRENCY,
   dryRunLimit: DEFAULT_DRY_RUN_LIMIT,
   publishEvery: DEFAULT_PUBLISH_EVERY,
+  maxLag: DEFAULT_MAX_LAG,
+  maxBacklogEta: DEFAULT_MAX_BACKLOG_ETA,
 });
 
 /** `QUERY_SYNC_<FLAG>`: the environment variable of a flag. */

@@ -16,7 +16,7 @@ import { billingOf, endRun, recordWritingRun, startRun, stoppedLines } from './r
  * may run); its exit code (0 only when every stream finished every window) and its summary.
  */
 export async function backfillRun(config: BackfillConfig, io: CommandIo): Promise<RunOutcome> {
-  return runWriting('backfill', config, io, async ({ runtime, stop, state, destination }) => {
+  return runWriting('backfill', config, io, async ({ runtime, stop, state, destination, monitor }) => {
     const { clock, logger, client } = runtime;
     const secrets = [config.apiKey];
     const options = {
@@ -45,11 +45,11 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
         runId: started.runId,
       },
       { client, destination, state, clock, logger },
-      backfillProgressHooks(runtime.tracker),
+      monitor.observe(backfillProgressHooks(runtime.tracker)),
     );
     const { reason, streams } = endRun(runtime, stop, summary.streams);
     const billing = billingOf(config, destination);
-    await recordWritingRun(
+    const recorded = await recordWritingRun(
       config,
       destination,
       started,
@@ -63,6 +63,7 @@ export async function backfillRun(config: BackfillConfig, io: CommandIo): Promis
       },
       { clock, logger },
     );
+    if (recorded !== undefined) monitor.schemaChanged(recorded.changes);
     logStreams(
       config,
       logger,

@@ -50,6 +50,8 @@ const COMMON_COLUMNS: Readonly<Record<string, string>> = {
   project_id: 'Project slug the row belongs to.',
   _synced_at: 'When the run that last wrote the row started.',
   _run_id: 'The run that last wrote the row (run_id in _query_sync_runs).',
+  _deleted_at:
+    "When reconcile found the record deleted at the source (no longer in the API's list of its window); NULL while it is listed. Filter on _deleted_at IS NULL for what the API holds now.",
 };
 
 const COLUMN_DOCS: Readonly<Record<string, Readonly<Record<string, string>>>> = {

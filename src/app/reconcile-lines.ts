@@ -1,4 +1,4 @@
-import type { ReconcileReport } from '../pipeline/reconcile-run.js';
+import { isRemaining, type ReconcileReport } from '../pipeline/reconcile-run.js';
 import type { ReconcilePlan } from '../pipeline/plan-reconcile.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
 
@@ -10,15 +10,46 @@ export function formatReconcile(report: ReconcileReport): string[] {
   const lines: string[] = [];
   const scopes = new Set(report.checked.map((c) => `${c.resource} ${c.project}`));
   const differed = report.windows.length;
+  const by = (outcome: string): number => report.windows.filter((w) => w.outcome === outcome).length;
+  const parts = [
+    `${by('repaired')} repaired`,
+    ...(by('deleted') + by('kept') === 0
+      ? []
+      : [
+          `${by('deleted') + by('kept')} with records deleted at the source (${report.deletions.found} found: ${report.deletions.marked} marked, ${report.deletions.deleted} deleted, ${report.deletions.kept} kept)`,
+        ]),
+    ...(by('count disagrees') === 0 ? [] : [`${by('count disagrees')} where the count disagrees with the list`]),
+  ];
   lines.push(
     `reconcile (${report.mode}): ${scopes.size} resource-project range${scopes.size === 1 ? '' : 's'} checked with ${report.requests} request${report.requests === 1 ? '' : 's'}; ` +
       (differed === 0
         ? 'API and warehouse agree'
-        : `${differed} window${differed === 1 ? '' : 's'} differed, ${differed - report.remaining} repaired`),
+        : `${differed} window${differed === 1 ? '' : 's'} differed, ${parts.join(', ')}`),
   );
   for (const w of report.windows) {
     const head = `reconcile: ${w.resource} ${w.project} [${w.from}, ${w.to}) expected ${w.expected}, found ${w.found}`;
-    if (w.outcome === 'repaired') lines.push(`${head}: repaired (${w.after?.found ?? w.expected} after the re-read)`);
+    const restored = w.restored === undefined ? '' : `; ${w.restored} listed again, their deletion mark cleared`;
+    const followers = Object.entries(w.deleted?.followers ?? {})
+      .map(([t, n]) => `${n} ${t} row${n === 1 ? '' : 's'}`)
+      .join(', ');
+    if (w.outcome === 'repaired')
+      lines.push(`${head}: repaired (${w.after?.found ?? w.expected} after the re-read${restored})`);
+    else if (w.outcome === 'deleted' || w.outcome === 'kept') {
+      const n = w.deleted?.ids.length ?? 0;
+      const what =
+        w.deleted?.action === 'marked'
+          ? `marked _deleted_at${followers === '' ? '' : ` with ${followers}`}`
+          : w.deleted?.action === 'deleted'
+            ? `deleted from the warehouse${followers === '' ? '' : ` with ${followers}`}`
+            : 'kept as they are (--deletions keep; said once for this window)';
+      const bytes = w.deleted?.bytesProcessed === undefined ? '' : `; ${w.deleted.bytesProcessed} bytes processed`;
+      lines.push(
+        `${head}: ${n} record${n === 1 ? '' : 's'} no longer listed (deleted at the source), ${what}; ${w.listed ?? '?'} listed${restored}${bytes}`,
+      );
+    } else if (w.outcome === 'count disagrees')
+      lines.push(
+        `${head}: count disagrees with the list (${w.listed ?? '?'} listed, all in the warehouse): not a loss, checked again by the next run${restored}`,
+      );
     else if (w.outcome === 'differs')
       lines.push(
         `${head}: STILL DIFFERS after the re-read (expected ${w.after?.expected ?? '?'}, found ${w.after?.found ?? '?'}): ${w.reason ?? ''}`,
@@ -33,9 +64,7 @@ export function formatReconcile(report: ReconcileReport): string[] {
   for (const n of report.notChecked.filter((x) => x.project !== undefined))
     lines.push(`reconcile: ${n.resource} ${n.project ?? ''} not checked: ${n.reason}`);
   if (report.remaining > 0) {
-    const names = report.windows
-      .filter((w) => w.outcome !== 'repaired')
-      .map((w) => `${w.resource} ${w.project} [${w.from}, ${w.to})`);
+    const names = report.windows.filter(isRemaining).map((w) => `${w.resource} ${w.project} [${w.from}, ${w.to})`);
     lines.push(
       `reconcile: ${report.remaining} window${report.remaining === 1 ? '' : 's'} still differ${report.remaining === 1 ? 's' : ''}: ${names.join('; ')} (exit ${EXIT_CODES.mismatch})`,
     );

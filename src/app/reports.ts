@@ -1,5 +1,6 @@
 import { formatReconcilePlan } from './reconcile-lines.js';
 import { formatDuration } from '../core/duration.js';
+import { forecastLine } from '../pipeline/freshness.js';
 import type { CheckReport, CheckResult } from '../pipeline/check.js';
 import type { BackfillStreamResult, BackfillSummary } from '../pipeline/backfill.js';
 import type { Plan } from '../pipeline/plan.js';
@@ -110,6 +111,7 @@ export function formatStatus(report: StatusReport): string[] {
           `, drains in ${formatSeconds(b.etaSeconds)} at ${b.ratePerMinute}/min; ${b.remembered} done records remembered` +
           (b.recheck > 0 ? `; ${b.recheck} answered empty while young, asked again at settle` : ''),
       );
+      lines.push(`  forecast ${forecastLine(b.forecast)}`);
       if (b.deficit !== undefined) lines.push(`  WARNING: ${b.deficit}`);
     }
     if (r.scopes.length === 0) lines.push('  never synced or backfilled');

@@ -5,7 +5,7 @@ import type { Clock, ColumnDef, ResourceDefinition } from '../core/types.js';
 import type { Logger } from '../core/log.js';
 import type { BillingTotals, Destination } from '../load/destination.js';
 import { withContract } from '../normalize/contract.js';
-import { columnsOf, recordRun, schemaChanges, type RunRecord } from '../pipeline/run-history.js';
+import { columnsOf, recordRun, schemaChanges, type RunRecord, type SchemaChange } from '../pipeline/run-history.js';
 import type { StreamResult } from '../pipeline/frame.js';
 import { defineViews } from '../pipeline/views.js';
 import { writeDbtSources } from './dbt-sources.js';
@@ -76,7 +76,7 @@ export function billingOf(config: Pick<SyncConfig, 'dryRun'>, destination: Desti
 
 /**
  * The run's row in `_query_sync_runs` and the schema changes it made (none for a dry run, which
- * writes nothing): returns the run id recorded, undefined when nothing was.
+ * writes nothing): returns the run id recorded and the changes, undefined when nothing was.
  */
 export async function recordWritingRun(
   config: Pick<SyncConfig, 'dryRun'>,
@@ -84,15 +84,17 @@ export async function recordWritingRun(
   started: StartedRun,
   run: Omit<RunRecord, 'endedAt'>,
   { clock, logger }: { readonly clock: Clock; readonly logger: Logger },
-): Promise<string | undefined> {
+): Promise<{ readonly runId: string; readonly changes: readonly SchemaChange[] } | undefined> {
   if (config.dryRun) return undefined;
-  return recordRun(
+  const changes = schemaChanges(started.columnsBefore, await columnsOf(destination, started.tables));
+  const runId = await recordRun(
     destination,
     { ...run, endedAt: new Date(clock.now()).toISOString() },
-    schemaChanges(started.columnsBefore, await columnsOf(destination, started.tables)),
+    changes,
     logger,
     started.runId,
   );
+  return { runId, changes };
 }
 
 /** The closing line of a stopped run (none when it was not stopped), with the rows it wrote. */

@@ -123,6 +123,9 @@ export function runSettings(config: SyncConfig): Record<string, unknown> {
     projectIds: config.projectIds ?? null,
     resources: config.resources.map((r) => r.name),
     lookbackMs: config.lookbackMs,
+    // The budget the run was given: the report draws its requests against it.
+    maxRpm: config.limits.maxRpm,
+    maxRps: config.limits.maxRps,
     excludedColumns: config.privacy.exclude,
     hashedColumns: config.privacy.hash,
   };

@@ -11,6 +11,8 @@ import {
   type TableCounts,
   type WarehouseStatus,
 } from '../pipeline/status.js';
+import { StateStore } from '../state/store.js';
+import type { FreshnessFacts, StreamFreshness } from '../pipeline/freshness.js';
 import { readStateFrom } from './state-home.js';
 import { openReadOnly } from './open-destination.js';
 import { workingPathForReading } from '../publish/layout.js';
@@ -39,6 +41,56 @@ export async function statusOf(
   const published =
     config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, (io.clock ?? systemClock).now()) : undefined;
   return { report, published };
+}
+
+/**
+ * The facts `status --check` judges, read from state and the published copy's manifest only: no
+ * lease, no table counted, no API request. With DuckDB, the state file (which a run rewrites after
+ * each commit, as the export of the warehouse's state) is read rather than the working file: a
+ * probe that opened that file, even read-only, for the instant a scheduled sync starts would make
+ * the sync exit 4 (DuckDB lets one process open a file to write, or many to read, never both).
+ * Without a state file (never written, or lost), the state is read as `status` reads it.
+ */
+export async function freshnessOf(config: StatusCommandConfig, io: CommandIo): Promise<FreshnessFacts> {
+  const nowMs = (io.clock ?? systemClock).now();
+  const doc =
+    config.destination === 'duckdb' && existsSync(config.statePath)
+      ? await StateStore.read(config.statePath)
+      : (await readStateFrom(config, silentLogger())).document;
+  const unread: WarehouseStatus = { destination: config.destination, location: '', available: false, tables: {} };
+  const report = buildStatus(config.statePath, doc, config.resources, unread, config.limits, nowMs);
+  const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, nowMs) : undefined;
+  return freshnessFacts(report, published, nowMs);
+}
+
+/** A status report's facts for `evaluateFreshness`: each sync stream's as-of, each backlog's forecast. */
+function freshnessFacts(report: StatusReport, published: PublishedStatus | undefined, nowMs: number): FreshnessFacts {
+  const streams: StreamFreshness[] = [];
+  for (const r of report.resources) {
+    for (const scope of r.scopes) {
+      const sync = scope.sync;
+      if (sync === undefined) continue;
+      const run = sync.lastRun;
+      // A stream without a mark (read whole each run, or one parent at a time) holds what its last good run read.
+      const asOf = sync.highWaterMark ?? (run?.outcome === 'ok' ? run.at : undefined);
+      streams.push({
+        resource: r.resource,
+        project: scope.project,
+        ...(asOf === undefined ? {} : { asOf }),
+        ...(run === undefined
+          ? {}
+          : {
+              lastRun: { at: run.at, outcome: run.outcome, ...(run.error === undefined ? {} : { error: run.error }) },
+            }),
+      });
+    }
+  }
+  return {
+    nowMs,
+    ...(published === undefined ? {} : { published: { path: published.path, asOf: published.asOf } }),
+    streams,
+    backlogs: report.resources.flatMap((r) => (r.backlog === undefined ? [] : [r.backlog.forecast])),
+  };
 }
 
 async function readWarehouse(config: StatusConfig, doc: StateDocument, io: CommandIo): Promise<WarehouseStatus> {

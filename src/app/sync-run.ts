@@ -1,8 +1,11 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { SyncConfig } from '../config.js';
+import { RESOURCES } from '../../connectors/index.js';
 import { planSync } from '../pipeline/plan.js';
 import { childLoad, deficitLine } from '../pipeline/children-load.js';
+import { backlogForecasts } from '../pipeline/status.js';
+import { forecastLine, spoken, type BacklogForecast } from '../pipeline/freshness.js';
 import { runSync } from '../pipeline/run.js';
 import { Capabilities } from '../pipeline/capabilities.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pipeline/aggregates.js';
@@ -37,7 +40,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)),
     state: existsSync(config.statePath),
   };
-  return runWriting('sync', config, io, async ({ runtime, stop, state, destination }) => {
+  return runWriting('sync', config, io, async ({ runtime, stop, state, destination, monitor }) => {
     const { clock, logger, client } = runtime;
     const secrets = [config.apiKey];
     const warnings = mismatchWarnings(
@@ -58,7 +61,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
     const stateBefore = runState.document;
     const started = await startRun(runtime, destination, config, analystTables(config));
     const { runId } = started;
-    const hooks = syncProgressHooks(runtime.tracker);
+    const hooks = monitor.observe(syncProgressHooks(runtime.tracker));
     // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
     const capabilities = new Capabilities({ state: runState, clock, logger });
     const summary = await runSync(
@@ -117,6 +120,8 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
               batchBytes: config.batchBytes,
               runId,
               signal: stop.signal,
+              deletions: config.deletions ?? 'mark',
+              catalog: RESOURCES,
             },
             { client, destination, state, clock, logger },
           ).catch((error: unknown) => {
@@ -124,6 +129,7 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
             logger.error({ err: (error as Error).message }, `reconcile could not run: ${(error as Error).message}`);
             return undefined;
           });
+    if (reconciled !== undefined) monitor.reconciled(reconciled);
     const { reason, streams } = endRun(runtime, stop, [...summary.streams, ...extra]);
     const runOk = summary.ok && extra.every((s) => s.outcome === 'ok');
     const refreshLines: string[] = [];
@@ -142,8 +148,12 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
           `full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`,
         );
     }
+    // When each per-event backlog will be whole at the budget: said in the summary, kept in the run's row.
+    const forecasts = config.dryRun
+      ? []
+      : backlogForecasts(runState.document, config.resources, config.limits, clock.now());
     const billing = billingOf(config, destination);
-    const recordedRunId = await recordWritingRun(
+    const recorded = await recordWritingRun(
       config,
       destination,
       started,
@@ -155,9 +165,12 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
         secrets,
         ...(billing === undefined ? {} : { billing }),
         ...(reconciled === undefined ? {} : { reconcile: reconcileBrief(reconciled) }),
+        ...(forecasts.length === 0 ? {} : { backlog: forecasts }),
       },
       { clock, logger },
     );
+    if (recorded !== undefined) monitor.schemaChanged(recorded.changes);
+    const recordedRunId = recorded?.runId;
     if (recordedRunId !== undefined && reconciled !== undefined && reconciled.windows.length > 0) {
       await destination
         .write({
@@ -192,6 +205,8 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
       (r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
     );
     for (const line of deficits) logger.warn(line);
+    const late = lateForecasts(forecasts, config.freshnessTargetMs);
+    for (const line of late) logger.warn(line);
     const differing = reconciled?.remaining ?? 0;
     const code = streamsExitCode(reason, streams, differing > 0);
     const stopped = stoppedLines('sync', reason, streams);
@@ -203,11 +218,15 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
             ...(recordedRunId === undefined ? {} : { runId: recordedRunId }),
             ...(reconciled === undefined ? {} : { reconcile: reconciled }),
             ...(reason === undefined ? {} : { stopped: reason.stopCause }),
-            ...(warnings.length + deficits.length === 0 ? {} : { warnings: [...warnings, ...deficits] }),
+            ...(forecasts.length === 0 ? {} : { forecast: forecasts }),
+            ...(warnings.length + deficits.length + late.length === 0
+              ? {}
+              : { warnings: [...warnings, ...deficits, ...late] }),
           }),
         ]
       : [
-          ...[...warnings, ...deficits].map((w) => `WARNING: ${w}`),
+          ...[...warnings, ...deficits, ...late].map((w) => `WARNING: ${w}`),
+          ...forecasts.map((f) => `forecast ${forecastLine(f)}`),
           ...refreshLines,
           ...billingLine(billing),
           ...(reconciled === undefined ? [] : formatReconcile(reconciled)),
@@ -222,6 +241,14 @@ export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOut
         ];
     return { code, output };
   });
+}
+
+/** `--freshness-target`: the backlogs whose forecast passes it (or that never drain), as warnings. */
+function lateForecasts(forecasts: readonly BacklogForecast[], targetMs: number | undefined): string[] {
+  if (targetMs === undefined) return [];
+  return forecasts
+    .filter((f) => f.wholeInSeconds === null || f.wholeInSeconds * 1000 > targetMs)
+    .map((f) => `${forecastLine(f)}: past --freshness-target ${spoken(targetMs)}`);
 }
 
 /** Tables the analyst features write this run (their schema changes are recorded like the others'). */

@@ -19,6 +19,7 @@ import { failedRunJson } from './run-json.js';
 import { createRuntime, type Runtime } from './runtime.js';
 import { createRunStop, type RunStop } from './stop.js';
 import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
+import { startRunMonitor, type RunMonitor } from '../monitor/monitor.js';
 
 /**
  * The shell of a command that writes (sync, backfill, verify --repair): its runtime, stop, state
@@ -38,6 +39,8 @@ export interface OpenRun {
   readonly stop: RunStop;
   readonly state: StateStore;
   readonly destination: Destination;
+  /** The run's monitoring (docs/monitoring.md): told the run's walks, reconcile and schema changes. */
+  readonly monitor: RunMonitor;
 }
 
 /**
@@ -58,6 +61,19 @@ export async function runWriting(
   const { clock, logger } = runtime;
   const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
   const owner = budgetOwner(config.baseUrl, config.apiKey);
+  // Metrics, pings and notifications: started first (the start ping), told the end last. A dry run
+  // (BigQuery: prints what it would send) writes nothing, and is no scheduled run to report.
+  const monitor = startRunMonitor({
+    command,
+    settings: config.dryRun ? undefined : config.monitor,
+    everyMs: config.publishEveryMs ?? 0,
+    ...(config.destination === 'duckdb' && !config.dryRun ? { publishedPath: config.duckdbPath } : {}),
+    resources: config.resources,
+    limits: config.limits,
+    secrets: [config.apiKey],
+    clock,
+    logger,
+  });
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   let publishing: RunPublishing | undefined;
@@ -71,6 +87,7 @@ export async function runWriting(
     ));
     // The previous run's requests still in the rate-limit windows count against this run's.
     seedBudget(state.document, runtime.budget, owner, logger);
+    monitor.attach({ state, budget: runtime.budget });
     // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
     publishing = config.dryRun
       ? undefined
@@ -81,9 +98,10 @@ export async function runWriting(
           logger,
           partitioned: partitionedTables(RESOURCES),
         });
-    outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination });
+    outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination, monitor });
   } catch (error) {
     const code = exitCodeFor(error);
+    monitor.failed(error);
     outcome = {
       code,
       output: config.json
@@ -108,6 +126,7 @@ export async function runWriting(
     await runtime.close().catch(() => undefined);
     await state?.close().catch(() => undefined);
   }
+  await monitor.finish(outcome);
   return outcome;
 }
 

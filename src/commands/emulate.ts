@@ -39,6 +39,10 @@ export interface EmulateFlags {
   readonly spanLag?: string | undefined;
   /** A duration: conversations' `signals` appear this long after their last message. */
   readonly convoEnrichAfter?: string | undefined;
+  /** A duration: counts and timeseries trail the list by it. */
+  readonly countLag?: string | undefined;
+  /** A duration: events older than it are deleted at the source. */
+  readonly retention?: string | undefined;
 }
 
 function list(flag: string, text: string | undefined, allowed: readonly string[]): string[] | undefined {
@@ -100,6 +104,8 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     ...(flags.convoEnrichAfter === undefined
       ? {}
       : { convoEnrichAfterMs: duration('convo-enrich-after', flags.convoEnrichAfter) }),
+    ...(flags.countLag === undefined ? {} : { countLagMs: duration('count-lag', flags.countLag) }),
+    ...(flags.retention === undefined ? {} : { retentionMs: duration('retention', flags.retention) }),
   });
   io.print(
     `Query API emulator (${emulator.flavor} flavor, project header ${emulator.projectHeader}) on ${emulator.url}`,
@@ -109,6 +115,8 @@ export async function emulateCommand(flags: EmulateFlags, io: CommandIo): Promis
     ...(flags.lacks === undefined ? [] : [`lacks ${flags.lacks}`]),
     ...(flags.timeseriesIntervals === undefined ? [] : [`timeseries intervals ${flags.timeseriesIntervals} only`]),
     ...(flags.timeseriesShape === 'rows' ? ['timeseries in another shape (rows)'] : []),
+    ...(flags.countLag === undefined ? [] : [`counts trail the list by ${flags.countLag}`]),
+    ...(flags.retention === undefined ? [] : [`events older than ${flags.retention} deleted (retention)`]),
   ];
   if (differs.length > 0) io.print(`  differs: ${differs.join('; ')} (docs/server-differences.md)`);
   io.print(

@@ -7,6 +7,8 @@ import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb-memory.js';
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_DUCKDB_PATH,
+  DEFAULT_MAX_BACKLOG_ETA,
+  DEFAULT_MAX_LAG,
   DEFAULT_PUBLISH_EVERY,
   DEFAULT_STATE_PATH,
   DEFAULT_WINDOW,
@@ -27,6 +29,10 @@ export interface RunFlags extends SyncFlags {
   readonly json?: boolean;
   readonly repair?: boolean;
   readonly yes?: boolean;
+  readonly check?: boolean;
+  readonly maxLag?: string;
+  readonly maxBacklogEta?: string;
+  readonly html?: string;
 }
 
 /** A closed-open interval [from, to) sliced into windows. */
@@ -74,6 +80,8 @@ export interface StatusConfig
 /** `status` itself: also the per-endpoint minute limit the syncs run with (`--max-rpm`), which a backlog's ETA assumes. */
 export interface StatusCommandConfig extends StatusConfig {
   readonly limits: Pick<RateLimits, 'maxRpm'>;
+  /** `--check`: judge freshness against these bounds (exit 7 on a breach) instead of listing. */
+  readonly check?: { readonly maxLagMs: number; readonly maxBacklogEtaMs: number };
 }
 
 /** What `reset` needs: the state file and which streams to forget. */
@@ -144,13 +152,28 @@ export function resolveStatusConfig(
   env: NodeJS.ProcessEnv = process.env,
 ): Readonly<StatusCommandConfig> {
   const read = reader('status', flags, env);
+  const check = read.bool('check') ?? false;
+  for (const flag of ['max-lag', 'max-backlog-eta'])
+    if (!check && read.text(flag) !== undefined)
+      throw new ConfigError(`${read.label(flag)} bounds status --check: add --check`);
+  if (check && (read.bool('json') ?? false))
+    throw new ConfigError('status: --check prints one line per breach and exits 7; leave out --json');
   return Object.freeze({
     ...readWarehouse(read),
     statePath: read.text('state') ?? DEFAULT_STATE_PATH,
     resources: resolveResources(read),
     json: read.bool('json') ?? false,
     limits: { maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm },
+    ...(check ? { check: freshnessBounds(read) } : {}),
   });
+}
+
+/** `status --check`'s bounds: each flag, else its default (options.ts). */
+function freshnessBounds(read: Reader): NonNullable<StatusCommandConfig['check']> {
+  return {
+    maxLagMs: read.duration('max-lag') ?? parseDuration(DEFAULT_MAX_LAG),
+    maxBacklogEtaMs: read.duration('max-backlog-eta') ?? parseDuration(DEFAULT_MAX_BACKLOG_ETA),
+  };
 }
 
 /** The warehouse settings of a command that reads it or changes only state (status, dbt-sources, reset). */
@@ -215,6 +238,24 @@ function resolveRange(read: Reader, command: string): RangeConfig | undefined {
   const windowMs = read.duration('window') ?? parseDuration(DEFAULT_WINDOW);
   if (windowMs <= 0) throw new ConfigError(`${read.label('window')}: expected a positive duration such as 1d or 6h`);
   return { fromMs: from, toMs: to, windowMs };
+}
+
+/** `report --html FILE`: the run history of the warehouse as one HTML page (DuckDB's published copy). */
+export interface ReportConfig {
+  readonly destination: string;
+  readonly duckdbPath: string;
+  readonly html: string;
+}
+
+export function resolveReportConfig(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): Readonly<ReportConfig> {
+  const read = reader('report', flags, env);
+  const html = read.text('html');
+  if (html === undefined || html === '') throw new ConfigError('report needs --html FILE: the page to write');
+  return Object.freeze({
+    destination: read.choice('destination') ?? 'duckdb',
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    html,
+  });
 }
 
 /** `sql` and `publish`: the warehouse file only (DuckDB). */

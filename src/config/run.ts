@@ -12,6 +12,7 @@ import { DEFAULT_BASE_URL, normalizeBaseUrl } from '../http/conventions.js';
 import type { SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
 import type { ReconcileMode } from '../core/reconcile-mode.js';
+import type { DeletionMode } from '../core/deletions.js';
 import type { CommandName } from '../options.js';
 import {
   ENV,
@@ -28,6 +29,7 @@ import {
 } from './defaults.js';
 import { reader, type Reader } from './reader.js';
 import { resolveApiKey, resolveResources, resolveWarehouse, SLUG, type BigQueryConfig } from './parts.js';
+import { resolveMonitor, type MonitorConfig } from './monitor.js';
 
 /** The settings of a run that reads the API (sync, check, and the base of backfill, plan, verify). */
 
@@ -54,6 +56,8 @@ export interface SyncConfig {
   readonly traces: ChildSelection;
   /** After the writes, check the API's counts against the warehouse (`reconcile.ts`). @default 'repair' */
   readonly reconcile?: ReconcileMode;
+  /** Rows reconcile finds deleted at the source (`core/deletions.ts`). @default 'mark' */
+  readonly deletions?: DeletionMode;
   readonly startMs: number | undefined;
   readonly batchRows: number;
   readonly limits: RateLimits;
@@ -96,6 +100,10 @@ export interface SyncConfig {
   readonly fullRefresh?: boolean;
   /** DuckDB: publish the read copy this often during a run (`--publish-every`; 0: only at the end). @default 5m */
   readonly publishEveryMs?: number;
+  /** Metrics, pings and notifications (`--metrics-file`, `--pushgateway`, `--ping-url`, `--notify-url`); absent when none is asked for. */
+  readonly monitor?: MonitorConfig;
+  /** `--freshness-target`: warn at the run's end when a per-event backlog's forecast passes it. @default none */
+  readonly freshnessTargetMs?: number;
 }
 
 /**
@@ -154,6 +162,17 @@ export interface SyncFlags {
   readonly search?: string | readonly string[];
   readonly aggregates?: boolean;
   readonly dbtSources?: string;
+  readonly metricsFile?: string;
+  readonly pushgateway?: string;
+  readonly pushgatewayJob?: string;
+  readonly pushgatewayInstance?: string;
+  readonly pingUrl?: string;
+  readonly pingExitCode?: boolean;
+  readonly notifyUrl?: string;
+  readonly notifyOn?: string;
+  readonly maxLag?: string;
+  readonly monitorTimeout?: string;
+  readonly freshnessTarget?: string;
 }
 
 export function resolveSyncConfig(
@@ -222,6 +241,7 @@ export function resolveRun(
   // A choice is checked against its option's choices and defaulted there (options.ts, config/reader.ts).
   const traces = read.choice('traces') as ChildSelection;
   const reconcile = read.choice('reconcile') as ReconcileMode;
+  const deletions = read.choice('deletions') as DeletionMode;
 
   const limits: RateLimits = {
     maxRpm: read.number('max-rpm') ?? DEFAULT_RATE_LIMITS.maxRpm,
@@ -255,6 +275,11 @@ export function resolveRun(
   if (progressIntervalMs <= 0)
     throw new ConfigError(`${read.label('progress-interval')}: expected a positive duration such as 5s`);
 
+  const monitor = resolveMonitor(read, {
+    destination,
+    duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
+    bigquery,
+  });
   const config: SyncConfig = {
     baseUrl: normalizeBaseUrl(url.toString()),
     apiKey,
@@ -274,6 +299,7 @@ export function resolveRun(
     settleMs,
     traces,
     reconcile,
+    deletions,
     startMs: read.instant('start'),
     batchRows: read.integer('batch-rows') ?? DEFAULT_BATCH_ROWS[destination],
     limits,
@@ -296,6 +322,8 @@ export function resolveRun(
     aggregates: read.bool('aggregates') ?? false,
     aggregatesInterval: aggregatesInterval(read),
     dbtSourcesPath: read.text('dbt-sources'),
+    ...(monitor === undefined ? {} : { monitor }),
+    freshnessTargetMs: read.duration('freshness-target'),
   };
   return { config: Object.freeze(config), read };
 }

@@ -21,6 +21,8 @@ export const EXIT_CODES = Object.freeze({
   mismatch: 5,
   /** `--max-run-time` stopped the run; what was stored is recorded: run again to continue. */
   maxRunTime: 6,
+  /** `status --check`: the published copy, a stream or a per-event backlog is behind its bound. */
+  stale: 7,
   /** SIGINT (Ctrl-C) stopped the run: 128 + 2. */
   SIGINT: 130,
   /** SIGTERM stopped the run: 128 + 15. */

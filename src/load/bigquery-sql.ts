@@ -403,12 +403,12 @@ export function windowCountSql(
 }
 
 /** A GoogleSQL string literal. */
-function stringLiteral(value: string): string {
+export function stringLiteral(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
 
 /** A GoogleSQL TIMESTAMP literal of an ISO instant, in UTC. */
-function timestampLiteral(iso: string): string {
+export function timestampLiteral(iso: string): string {
   const canonical = canonicalTimestamp(iso);
   if (canonical === undefined) throw new Error(`not an ISO-8601 instant with an offset: ${iso}`);
   return `TIMESTAMP '${canonical.replace('T', ' ').replace('Z', '+00')}'`;

@@ -332,6 +332,13 @@ export class BigQueryTables {
     );
   }
 
+  /** Add (tables.patch) `fields` to `table` where it lacks them (reconcile's `_deleted_at`). */
+  async addFields(table: string, fields: readonly TableField[]): Promise<void> {
+    await this.patchColumns(table, `adding ${fields.map((f) => f.name).join(', ')} to table ${table}`, (existing) =>
+      fields.filter((f) => !existing.some((e) => e.name === f.name)),
+    );
+  }
+
   /**
    * Add (tables.patch) the columns `table` declares that BigQuery lacks; refuse changed types.
    * `cached` is the schema as last seen: when it already has every column, nothing is sent.

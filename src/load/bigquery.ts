@@ -38,6 +38,8 @@
  * per staging table, so a retried jobs.insert whose first response was lost finds the job (409)
  * and waits on it instead of running it twice.
  */
+import { DELETED_AT_COLUMN } from '../core/deletions.js';
+import { deletionScript, windowKeysSql, type DeletionTable } from './bigquery-deletions.js';
 import { randomBytes } from 'node:crypto';
 import { BigQuery, type BigQueryOptions, type Job, type Query } from '@google-cloud/bigquery';
 import type { LeaseProvider } from '../core/lease.js';
@@ -54,6 +56,9 @@ import {
   type TableSwap,
   type ViewDialect,
   type WindowCount,
+  type WindowKeys,
+  type DeletionChange,
+  type DeletionResult,
 } from './destination.js';
 import { BillingTally } from './bigquery-billing.js';
 import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './bigquery-coalesce.js';
@@ -318,9 +323,59 @@ export class BigQueryDestination implements Destination {
 
   async countWindow(table: string, window: WindowCount): Promise<number> {
     if (!(await this.tableExists(table))) return 0;
-    const sql = windowCountSql(this.target, table, window);
+    const marks = (await this.tables.fields(table))?.some((f) => f.name === DELETED_AT_COLUMN) === true;
+    const sql = windowCountSql(this.target, table, window) + (marks ? ` AND \`${DELETED_AT_COLUMN}\` IS NULL` : '');
     const rows = await this.select(`window count of table ${table} for project ${window.projectId}`, table, sql);
     return Number(rows[0]?.['n'] ?? 0);
+  }
+
+  async keysInWindow(table: string, window: WindowCount & { readonly key: string }): Promise<WindowKeys> {
+    if (!(await this.tableExists(table))) return { live: [], marked: [] };
+    const marks = (await this.tables.fields(table))?.some((f) => f.name === DELETED_AT_COLUMN) === true;
+    const rows = await this.select(
+      `keys of table ${table} for project ${window.projectId} in a window`,
+      table,
+      windowKeysSql(this.target, table, window, marks),
+    );
+    const out = { live: [] as string[], marked: [] as string[] };
+    for (const row of rows) (row['m'] === true ? out.marked : out.live).push(String(row['k']));
+    return out;
+  }
+
+  /**
+   * One reconcile window's deletions (`bigquery-deletions.ts`): `_deleted_at` added where a mark needs
+   * it (a schema patch: BigQuery's DDL is not transactional), then one transaction of MERGEs, each
+   * pruned to its table's partitions. Rows changed per table are not reported (a script's job gives
+   * no per-statement count); the bytes it processed are.
+   */
+  async applyDeletions(change: DeletionChange): Promise<DeletionResult> {
+    const tables: (DeletionTable & { parent: boolean })[] = [];
+    for (const t of [
+      { table: change.parent.table, column: change.parent.key, parent: true },
+      ...change.followers.map((f) => ({ ...f, parent: false })),
+    ]) {
+      if (!(await this.tableExists(t.table))) continue;
+      const fields = (await this.tables.fields(t.table)) ?? [];
+      const has = (name: string): boolean => fields.some((f) => f.name === name);
+      if (!has(t.column) || !has('project_id')) continue;
+      if (change.action === 'unmark' && !has(DELETED_AT_COLUMN)) continue;
+      if (change.action === 'mark' && !has(DELETED_AT_COLUMN))
+        await this.tables.addFields(t.table, [{ name: DELETED_AT_COLUMN, type: 'TIMESTAMP', mode: 'NULLABLE' }]);
+      const day = (await this.tables.metadata(t.table))?.timePartitioning?.field ?? undefined;
+      tables.push({
+        ...t,
+        ...(day === undefined || day === null ? {} : { dayField: day }),
+        meta: change.action === 'delete' ? [] : ['_synced_at', '_run_id'].filter(has),
+      });
+    }
+    if (tables.length === 0 || change.ids.length === 0) return { rows: {} };
+    const job = await this.jobs.run(
+      this.subject(`${change.action} of ${change.ids.length} rows deleted at the source`, change.parent.table),
+      `qs_deletions_${randomBytes(6).toString('hex')}`,
+      (jobId) => this.createQueryJob(deletionScript(this.target, change, tables), jobId),
+    );
+    const bytes = Number(job.metadata.statistics?.query?.totalBytesProcessed ?? Number.NaN);
+    return { rows: {}, ...(Number.isFinite(bytes) ? { bytesProcessed: bytes } : {}) };
   }
 
   async countByProject(table: string): Promise<Readonly<Record<string, number>>> {

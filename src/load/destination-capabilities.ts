@@ -57,8 +57,55 @@ interface Billed {
 
 /** Rows of one project in a time window, for `verify` and reconciliation. */
 interface CountsWindows {
-  /** Rows of one project whose `column` lies in [fromIso, toIso); 0 when the table does not exist. */
+  /**
+   * Rows of one project whose `column` lies in [fromIso, toIso), not counting rows marked deleted at
+   * the source (`_deleted_at`); 0 when the table does not exist.
+   */
   countWindow(table: string, window: WindowCount): Promise<number>;
+}
+
+/** The keys of one project's rows in a window (`TracksDeletions.keysInWindow`). */
+export interface WindowKeys {
+  /** Rows not marked deleted. */
+  readonly live: readonly string[];
+  /** Rows marked deleted at the source (`_deleted_at` set). */
+  readonly marked: readonly string[];
+}
+
+/** Rows of one project that follow a parent's deletion: a child or bridge table and its parent-key column. */
+export interface DeletionFollower {
+  readonly table: string;
+  /** The column holding the parent's key, e.g. `event_id`. */
+  readonly column: string;
+}
+
+/** One reconcile window's deletions, applied to a parent table and the tables that follow it. */
+export interface DeletionChange {
+  /** `mark`: set `_deleted_at` where unset; `delete`: remove; `unmark`: clear `_deleted_at` (the record is listed again). */
+  readonly action: 'mark' | 'delete' | 'unmark';
+  readonly projectId: string;
+  /** The parent's keys. */
+  readonly ids: readonly string[];
+  /** The parent table, its key and time column, and the window its rows lie in (a partitioned table is pruned to it). */
+  readonly parent: WindowCount & { readonly table: string; readonly key: string };
+  readonly followers: readonly DeletionFollower[];
+  /** `_deleted_at` of marked rows, and their `_synced_at` (the row was written by this run). */
+  readonly atIso: string;
+  readonly runId: string;
+}
+
+/** Rows changed per table by a `DeletionChange`, and the bytes the destination processed for it (when it reports them). */
+export interface DeletionResult {
+  readonly rows: Readonly<Record<string, number>>;
+  readonly bytesProcessed?: number;
+}
+
+/** Reconcile's id comparison and the deletion mark (`core/deletions.ts`). */
+interface TracksDeletions {
+  /** Keys of one project's rows whose `column` lies in [fromIso, toIso); empty when the table does not exist. */
+  keysInWindow(table: string, window: WindowCount & { readonly key: string }): Promise<WindowKeys>;
+  /** Apply one window's deletions to the parent and its followers at once (one transaction). */
+  applyDeletions(change: DeletionChange): Promise<DeletionResult>;
 }
 
 /** Rows per project, for `status`. */
@@ -103,7 +150,15 @@ export interface PublishesCopy {
 
 /** The optional members, as a destination declares them (each may be absent). */
 export type OptionalCapabilities = Partial<
-  StateTable & KeepsLeases & Billed & CountsWindows & CountsByProject & Refreshes & DefinesViews & PublishesCopy
+  StateTable &
+    KeepsLeases &
+    Billed &
+    CountsWindows &
+    TracksDeletions &
+    CountsByProject &
+    Refreshes &
+    DefinesViews &
+    PublishesCopy
 >;
 
 export function keepsState<D extends OptionalCapabilities>(d: D): d is D & StateTable {
@@ -117,6 +172,9 @@ function isBilled<D extends OptionalCapabilities>(d: D): d is D & Billed {
 }
 function countsWindows<D extends OptionalCapabilities>(d: D): d is D & CountsWindows {
   return d.countWindow !== undefined;
+}
+function tracksDeletions<D extends OptionalCapabilities>(d: D): d is D & TracksDeletions {
+  return d.keysInWindow !== undefined && d.applyDeletions !== undefined;
 }
 function countsByProject<D extends OptionalCapabilities>(d: D): d is D & CountsByProject {
   return d.countByProject !== undefined;
@@ -140,6 +198,7 @@ export interface Capabilities {
   readonly leases?: LeaseProvider;
   readonly billing?: Billed;
   readonly windows?: CountsWindows;
+  readonly deletions?: TracksDeletions;
   readonly byProject?: CountsByProject;
   readonly drop?: DropsTables;
   readonly refresh?: Refreshes;
@@ -162,6 +221,14 @@ export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
     ...(keepsLeases(d) ? { leases: d.leases } : {}),
     ...(isBilled(d) ? { billing: { billing: () => d.billing() } } : {}),
     ...(countsWindows(d) ? { windows: { countWindow: (table, window) => d.countWindow(table, window) } } : {}),
+    ...(tracksDeletions(d)
+      ? {
+          deletions: {
+            keysInWindow: (table, window) => d.keysInWindow(table, window),
+            applyDeletions: (change) => d.applyDeletions(change),
+          },
+        }
+      : {}),
     ...(countsByProject(d) ? { byProject: { countByProject: (table) => d.countByProject(table) } } : {}),
     ...(dropsTables(d) ? { drop: { dropTable: (table) => d.dropTable(table) } } : {}),
     ...(refreshes(d)

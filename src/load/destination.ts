@@ -2,7 +2,16 @@ import type { StateCommit } from '../core/state-table.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import type { Capabilities } from './destination-capabilities.js';
 
-export type { BillingTotals, Capabilities, TableSwap, ViewDialect, WindowCount } from './destination-capabilities.js';
+export type {
+  BillingTotals,
+  Capabilities,
+  DeletionChange,
+  DeletionResult,
+  TableSwap,
+  ViewDialect,
+  WindowCount,
+  WindowKeys,
+} from './destination-capabilities.js';
 export { capabilitiesOf } from './destination-capabilities.js';
 
 /** One batch to upsert into one table. Rows are already unique by key (see `dedupeRows`). */

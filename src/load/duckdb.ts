@@ -7,18 +7,22 @@ import { rowBytes } from '../core/row-bytes.js';
 import { DuckDbFile, type DuckDbOpenOptions } from './duckdb-connection.js';
 import { DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './duckdb-memory.js';
 import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './duckdb-sql.js';
+import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './duckdb-deletions.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, writeStateRows } from './duckdb-state.js';
 import {
   assertRowsFitSchema,
   capabilitiesOf,
   dedupeRows,
   type Capabilities,
+  type DeletionChange,
+  type DeletionResult,
   type Destination,
   type LoadBatch,
   type LoadResult,
   type TableSwap,
   type ViewDialect,
   type WindowCount,
+  type WindowKeys,
 } from './destination.js';
 
 const PROJECT_ID = 'project_id';
@@ -111,13 +115,29 @@ export class DuckDbDestination implements Destination {
 
   countWindow(table: string, window: WindowCount): Promise<number> {
     return this.serial(async () => {
-      if ((await this.describeNow(table)) === undefined) return 0;
+      const columns = await this.describeNow(table);
+      if (columns === undefined) return 0;
       const reader = await this.connection.runAndReadAll(
-        `SELECT COUNT(*) AS n FROM main.${ident(table)}
-          WHERE ${ident(PROJECT_ID)} = $1 AND ${ident(window.column)} >= CAST($2 AS TIMESTAMPTZ) AND ${ident(window.column)} < CAST($3 AS TIMESTAMPTZ)`,
+        `SELECT COUNT(*) AS n FROM main.${ident(table)} WHERE ${windowWhere(window)}${notDeleted(columns)}`,
         [window.projectId, window.fromIso, window.toIso],
       );
       return Number(reader.getRows()[0]?.[0] ?? 0);
+    });
+  }
+
+  keysInWindow(table: string, window: WindowCount & { readonly key: string }): Promise<WindowKeys> {
+    return this.serial(() => keysInWindow(this.connection, (t) => this.describeNow(t), table, window));
+  }
+
+  applyDeletions(change: DeletionChange): Promise<DeletionResult> {
+    return this.serial(async () => {
+      try {
+        return { rows: await applyDeletions(this.connection, (t) => this.describeNow(t), change) };
+      } finally {
+        // A column may have been added: the next write describes the tables again.
+        this.described.clear();
+        for (const t of [change.parent.table, ...change.followers.map((f) => f.table)]) this.tables.delete(t);
+      }
     });
   }
 

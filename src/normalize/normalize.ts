@@ -1,3 +1,4 @@
+import { DELETED_AT_COLUMN } from '../core/deletions.js';
 import { createHash } from 'node:crypto';
 import { bridgeTable } from '../core/bridge.js';
 import { DataError, trimBody } from '../core/errors.js';
@@ -101,6 +102,8 @@ export class SchemaTracker {
     // a table created before `_run_id` existed gets it by the usual ALTER TABLE ADD COLUMN.
     this.owners.set(RUN_ID_COLUMN, 'meta');
     if (runId !== undefined) this.claim(RUN_ID_COLUMN, 'meta', 'string');
+    // Reconcile's deletion mark is set and cleared by reconcile alone: a write leaves it as it is.
+    this.owners.set(DELETED_AT_COLUMN, 'meta');
     this.claim(resource.key, `field:${resource.key}`, resource.columns?.[resource.key] ?? 'string');
     this.fieldColumns.set(resource.key, resource.key);
     for (const column of existing ?? []) {

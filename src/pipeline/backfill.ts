@@ -1,5 +1,5 @@
 import PQueue from 'p-queue';
-import type { ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import { failedBeforeStart } from './run.js';
 import { StreamFrame, type StreamResult } from './frame.js';
@@ -166,6 +166,8 @@ export interface StreamBackfillOptions {
   readonly syncedAt: string;
   readonly signal?: AbortSignal;
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;
+  /** Each batch's rows once durable (reconcile's repair collects the ids the list returned). */
+  readonly onStored?: (rows: readonly Row[]) => void;
   readonly hooks?: BackfillHooks;
 }
 
@@ -299,6 +301,9 @@ async function readLedgerUnit(
         syncedAt: options.syncedAt,
         ctx,
         onProjects: options.onProjects,
+        ...(options.onStored === undefined
+          ? {}
+          : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),
         onPage,
         checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
         onCursorRejected: () => book.cursorRejected(iso),

@@ -5,8 +5,10 @@ import { countRecords } from '../extract/count.js';
 import type { TimeWindow } from '../extract/windows.js';
 import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
 import { streamKey, type StateDocument, type StreamState } from '../state/store.js';
-import { findDifferences, reconcileRange, type Difference } from './reconcile.js';
+import type { DeletionMode } from '../core/deletions.js';
 import type { ReconcileMode } from '../core/reconcile-mode.js';
+import { findDifferences, RECONCILE_RECENT_MS, reconcileRange, type Difference } from './reconcile.js';
+import { compareIds, followersOf, keptBefore, ListedIds, RECONCILE_SECTION, rememberKept } from './reconcile-ids.js';
 import type { SyncDeps } from './run.js';
 import { allProjectsScope, singleProjectScope } from './scopes.js';
 import type { StreamResult } from './frame.js';
@@ -45,6 +47,13 @@ export interface ReconcileOptions {
   readonly signal?: AbortSignal;
   /** @default MAX_REPAIR_RECORDS */
   readonly maxRepairRecords?: number;
+  /** Rows found deleted at the source (`--deletions`). @default 'mark' */
+  readonly deletions?: DeletionMode;
+  /**
+   * Every declared resource: a deleted event's spans and bridge rows follow it whether or not this
+   * run reads them. @default resources
+   */
+  readonly catalog?: readonly ResourceDefinition[];
 }
 
 /** A window that differed, and what became of it. */
@@ -58,10 +67,32 @@ interface ReconciledWindow {
   readonly found: number;
   /** The warehouse's count after the repair (and the API's then), when repaired. */
   readonly after?: { readonly expected: number; readonly found: number };
-  /** `repaired`: equal after the re-read; `differs`: still not; `not repaired`: with `reason`. */
-  readonly outcome: 'repaired' | 'differs' | 'not repaired';
+  /**
+   * `repaired`: the list and the warehouse agree after the re-read, and the count with them;
+   * `deleted`: rows no longer listed were marked or deleted (`--deletions`); `kept`: such rows left
+   * as they are (`--deletions keep`); `count disagrees`: the list and the warehouse agree, the count
+   * does not (late or wrong: checked again next run); `differs`: the list returns rows the warehouse
+   * still lacks (exit 5); `not repaired`: with `reason` (exit 5).
+   */
+  readonly outcome: 'repaired' | 'deleted' | 'kept' | 'count disagrees' | 'differs' | 'not repaired';
   readonly reason?: string;
+  /** Records the API's list returned for the window (the repair's re-read). */
+  readonly listed?: number;
+  /** Records in the warehouse the list no longer returns, and what was done with them. */
+  readonly deleted?: {
+    readonly ids: readonly string[];
+    readonly action: 'marked' | 'deleted' | 'kept';
+    /** Rows of the tables that follow them (spans, bridge rows), per table (BigQuery: not reported). */
+    readonly followers: Readonly<Record<string, number>>;
+    /** Bytes the destination processed to mark or delete them (BigQuery). */
+    readonly bytesProcessed?: number;
+  };
+  /** Records marked deleted that the list returns again: their mark cleared. */
+  readonly restored?: number;
 }
+
+/** Windows that differ for good: exit 5. */
+export const isRemaining = (w: ReconciledWindow): boolean => w.outcome === 'differs' || w.outcome === 'not repaired';
 
 export interface ReconcileReport {
   readonly mode: Exclude<ReconcileMode, 'off'>;
@@ -78,6 +109,17 @@ export interface ReconcileReport {
   readonly notChecked: readonly { readonly resource: string; readonly project?: string; readonly reason: string }[];
   /** Windows that still differ (repair not asked, not possible, or not enough). */
   readonly remaining: number;
+  /** Records found deleted at the source this run, by what became of them. */
+  readonly deletions: {
+    readonly mode: DeletionMode;
+    readonly found: number;
+    readonly marked: number;
+    readonly deleted: number;
+    readonly kept: number;
+    readonly restored: number;
+    /** Windows `--deletions keep` said on an earlier run, unchanged since: not said nor read again. */
+    readonly keptBefore: number;
+  };
 }
 
 /** Why a resource cannot be reconciled by counts; `undefined` when it can. */
@@ -185,33 +227,30 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
 
   const windows: ReconciledWindow[] = [];
   const budget = options.maxRepairRecords ?? MAX_REPAIR_RECORDS;
+  const mode = options.deletions ?? 'mark';
   let planned = 0;
+  let keptEarlier = 0;
   const toRepair: typeof found = [];
   for (const f of found) {
-    const base = {
-      resource: f.resource.name,
-      project: f.project.slug,
-      from: iso(f.difference.window.fromMs),
-      to: iso(f.difference.window.toMs),
-      expected: f.difference.api,
-      found: f.difference.warehouse,
-    };
+    const base = windowBase(f);
+    // The re-read lists about as many records as the larger count: a count that lags says 0.
+    const cost = Math.max(f.difference.api, f.difference.warehouse);
     if (options.mode === 'check') windows.push({ ...base, outcome: 'not repaired', reason: '--reconcile check' });
-    else if (f.difference.warehouse > f.difference.api) {
+    else if (keptBefore(deps.state.document.sections, mode, base)) keptEarlier += 1;
+    else if (deps.destination.can.deletions === undefined && f.difference.warehouse > f.difference.api) {
       windows.push({
         ...base,
         outcome: 'not repaired',
-        reason:
-          'the warehouse has rows the API no longer counts: records deleted at the source are not deleted in the warehouse',
+        reason: `the warehouse has rows the API no longer counts, and the ${deps.destination.kind} destination cannot compare their ids`,
       });
-    } else if (planned + f.difference.api > budget) {
+    } else if (planned + cost > budget) {
       windows.push({
         ...base,
         outcome: 'not repaired',
         reason: `over this run's repair budget (${budget} records): query-sync verify --from ${base.from} --to ${base.to} --repair re-reads it`,
       });
     } else {
-      planned += f.difference.api;
+      planned += cost;
       toRepair.push(f);
     }
   }
@@ -220,33 +259,77 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
     (a, b) =>
       a.from.localeCompare(b.from) || a.resource.localeCompare(b.resource) || a.project.localeCompare(b.project),
   );
+  const kept = windows.filter((w) => w.deleted?.action === 'kept');
+  if (kept.length > 0 || keptEarlier > 0 || deps.state.document.sections[RECONCILE_SECTION] !== undefined)
+    await rememberKept(
+      deps.state,
+      kept.map((w) => ({
+        ...w,
+        expected: w.expected,
+        found: w.after?.found ?? w.found,
+        ids: w.deleted?.ids.length ?? 0,
+      })),
+      options.runStartMs - RECONCILE_RECENT_MS - DAY_MS,
+    );
+  const deleted = (action: 'marked' | 'deleted' | 'kept'): number =>
+    windows.reduce((n, w) => n + (w.deleted?.action === action ? w.deleted.ids.length : 0), 0);
   return {
     mode: options.mode,
     requests: stats.reduce((n, s) => n + s.requests, 0),
     checked,
     windows,
     notChecked,
-    remaining: windows.filter((w) => w.outcome !== 'repaired').length,
+    remaining: windows.filter(isRemaining).length,
+    deletions: {
+      mode,
+      found: deleted('marked') + deleted('deleted') + deleted('kept'),
+      marked: deleted('marked'),
+      deleted: deleted('deleted'),
+      kept: deleted('kept'),
+      restored: windows.reduce((n, w) => n + (w.restored ?? 0), 0),
+      keptBefore: keptEarlier,
+    },
   };
 }
 
-/** Re-read the windows (the backfill's forced window walk), then count each again. */
+/**
+ * Re-read the windows (the backfill's forced window walk), collecting the ids the list returns; then
+ * compare them with the warehouse's (`reconcile-ids.ts`) and apply `--deletions` to the rows no
+ * longer listed, with the rows that follow them. A destination that cannot give ids is counted again.
+ */
 async function repair(
   found: readonly { resource: ResourceDefinition; project: VerifyProject; difference: Difference }[],
   options: ReconcileOptions,
   deps: SyncDeps,
   stats: CallStats[],
 ): Promise<ReconciledWindow[]> {
-  const asVerify: VerifyWindow[] = found.map((f) => ({
-    resource: f.resource.name,
-    project: f.project.slug,
-    header: f.project.header,
-    from: iso(f.difference.window.fromMs),
-    to: iso(f.difference.window.toMs),
-    api: f.difference.api,
-    warehouse: f.difference.warehouse,
-    match: false,
-  }));
+  // Adjacent windows of one (resource, project) are read as one walk (a count that lags makes every
+  // hour differ: one walk of the run of hours, not one walk and one ledger write per hour); each is
+  // still compared on its own, by the instants of the ids listed.
+  const asVerify: VerifyWindow[] = [];
+  for (const f of [...found].sort(
+    (a, b) =>
+      a.resource.name.localeCompare(b.resource.name) ||
+      a.project.slug.localeCompare(b.project.slug) ||
+      a.difference.window.fromMs - b.difference.window.fromMs,
+  )) {
+    const last = asVerify.at(-1);
+    const from = iso(f.difference.window.fromMs);
+    if (last !== undefined && last.resource === f.resource.name && last.project === f.project.slug && last.to === from)
+      asVerify[asVerify.length - 1] = { ...last, to: iso(f.difference.window.toMs) };
+    else
+      asVerify.push({
+        resource: f.resource.name,
+        project: f.project.slug,
+        header: f.project.header,
+        from,
+        to: iso(f.difference.window.toMs),
+        api: f.difference.api,
+        warehouse: f.difference.warehouse,
+        match: false,
+      });
+  }
+  const listed = new ListedIds(options.resources);
   const streams = await repairWindows(
     asVerify,
     {
@@ -256,24 +339,29 @@ async function repair(
       batchBytes: options.batchBytes,
       signal: options.signal,
       runId: options.runId,
+      onStored: (resource, project, rows) => listed.add(resource, project, rows),
     },
     deps,
   );
   for (const s of streams) stats.push(s.stats);
-  const failed = streams.find((s) => s.outcome !== 'ok');
-  return Promise.all(
-    found.map(async (f): Promise<ReconciledWindow> => {
-      const base = {
-        resource: f.resource.name,
-        project: f.project.slug,
-        from: iso(f.difference.window.fromMs),
-        to: iso(f.difference.window.toMs),
-        expected: f.difference.api,
-        found: f.difference.warehouse,
-      };
+  const tracks = deps.destination.can.deletions;
+  const mode = options.deletions ?? 'mark';
+  const atIso = new Date(deps.clock.now()).toISOString();
+  // One window at a time: each applies its deletions in a transaction of its own.
+  const out: ReconciledWindow[] = [];
+  for (const f of found) {
+    const base = windowBase(f);
+    const failed = streams.find(
+      (s) =>
+        s.resource === f.resource.name && s.scope === singleProjectScope(f.project.header).key && s.outcome !== 'ok',
+    );
+    if (tracks === undefined || failed !== undefined) {
       const after = await countAgain(f.resource, f.project, f.difference.window, deps, options.signal, stats);
-      if (after.expected === after.found) return { ...base, after, outcome: 'repaired' };
-      return {
+      if (after.expected === after.found) {
+        out.push({ ...base, after, outcome: 'repaired' });
+        continue;
+      }
+      out.push({
         ...base,
         after,
         outcome: 'differs',
@@ -281,9 +369,87 @@ async function repair(
           failed?.error === undefined
             ? 'the API still counts other records than its list returns'
             : `the re-read failed: ${failed.error.message}`,
-      };
-    }),
-  );
+      });
+      continue;
+    }
+    const window = {
+      projectId: f.project.slug,
+      column: f.resource.cursorField as string,
+      fromIso: base.from,
+      toIso: base.to,
+    };
+    const ids = listed.inWindow(f.resource.name, f.project.slug, f.difference.window.fromMs, f.difference.window.toMs);
+    const keys = await tracks.keysInWindow(f.resource.name, { ...window, key: f.resource.key });
+    const { lost, gone, restored } = compareIds(ids, keys);
+    const change = (action: 'mark' | 'delete' | 'unmark', of: readonly string[]) =>
+      tracks.applyDeletions({
+        action,
+        projectId: f.project.slug,
+        ids: of,
+        parent: { ...window, table: f.resource.name, key: f.resource.key },
+        followers: followersOf(f.resource, options.catalog ?? options.resources),
+        atIso,
+        runId: options.runId,
+      });
+    if (restored.length > 0) await change('unmark', restored);
+    let deleted: ReconciledWindow['deleted'];
+    if (gone.length > 0 && lost.length === 0) {
+      if (mode === 'keep') deleted = { ids: gone, action: 'kept', followers: {} };
+      else {
+        const result = await change(mode === 'mark' ? 'mark' : 'delete', gone);
+        const followers = Object.fromEntries(Object.entries(result.rows).filter(([t]) => t !== f.resource.name));
+        deleted = {
+          ids: gone,
+          action: mode === 'mark' ? 'marked' : 'deleted',
+          followers,
+          ...(result.bytesProcessed === undefined ? {} : { bytesProcessed: result.bytesProcessed }),
+        };
+      }
+    }
+    const live =
+      keys.live.length + restored.length - (deleted !== undefined && deleted.action !== 'kept' ? gone.length : 0);
+    const after = { expected: f.difference.api, found: live };
+    const common = {
+      ...base,
+      after,
+      listed: ids.size,
+      ...(deleted === undefined ? {} : { deleted }),
+      ...(restored.length === 0 ? {} : { restored: restored.length }),
+    };
+    const countNote =
+      ids.size === f.difference.api
+        ? ''
+        : `; the count disagrees with the list (the API counts ${f.difference.api}, its list returns ${ids.size})`;
+    if (lost.length > 0)
+      out.push({
+        ...common,
+        outcome: 'differs',
+        reason: `the list returns ${lost.length} record${lost.length === 1 ? '' : 's'} the warehouse does not hold after the re-read (${lost.slice(0, 3).join(', ')}${lost.length > 3 ? ', …' : ''})`,
+      });
+    else if (deleted !== undefined)
+      out.push({
+        ...common,
+        outcome: deleted.action === 'kept' ? 'kept' : 'deleted',
+        reason: `${gone.length} record${gone.length === 1 ? '' : 's'} no longer listed: deleted at the source${countNote}`,
+      });
+    else if (ids.size === f.difference.api)
+      out.push({
+        ...common,
+        outcome: 'repaired',
+        ...(restored.length === 0
+          ? {}
+          : {
+              reason: `${restored.length} record${restored.length === 1 ? '' : 's'} listed again: deletion mark cleared`,
+            }),
+      });
+    else
+      out.push({
+        ...common,
+        outcome: 'count disagrees',
+        reason: `count disagrees with the list: the API counts ${f.difference.api}, its list returns ${ids.size}, all in the warehouse (a count that lags or is wrong: checked again by the next run)`,
+      });
+  }
+  return out;
 }
 
 async function countAgain(
@@ -328,6 +494,23 @@ export function touchedFrom(
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
+/** What every outcome of a window that differed says of it: where, and the two counts when found. */
+function windowBase(f: {
+  readonly resource: ResourceDefinition;
+  readonly project: VerifyProject;
+  readonly difference: Difference;
+}): Pick<ReconciledWindow, 'resource' | 'project' | 'from' | 'to' | 'expected' | 'found'> {
+  return {
+    resource: f.resource.name,
+    project: f.project.slug,
+    from: iso(f.difference.window.fromMs),
+    to: iso(f.difference.window.toMs),
+    expected: f.difference.api,
+    found: f.difference.warehouse,
+  };
+}
+const DAY_MS = 86_400_000;
+
 /** One row per window that differed, per run: `_query_sync_runs`' child, keyed by the run. */
 export const RECONCILE_TABLE = '_query_sync_reconcile';
 export const RECONCILE_SCHEMA: TableSchema = tableSchema(
@@ -346,6 +529,11 @@ export const RECONCILE_SCHEMA: TableSchema = tableSchema(
     found_after: 'int64',
     outcome: 'string',
     reason: 'string',
+    listed: 'int64',
+    deleted: 'int64',
+    deleted_ids: 'json',
+    deletion: 'string',
+    restored: 'int64',
   },
 );
 
@@ -360,6 +548,7 @@ export function reconcileBrief(report: ReconcileReport): Readonly<Record<string,
     checked: report.checked.length,
     differed: report.windows.length,
     remaining: report.remaining,
+    deletions: report.deletions,
     not_checked: report.notChecked,
   };
 }
@@ -378,5 +567,10 @@ export function reconcileRows(runId: string, checkedAt: string, report: Reconcil
     found_after: w.after === undefined ? null : BigInt(w.after.found),
     outcome: w.outcome,
     reason: w.reason ?? null,
+    listed: w.listed === undefined ? null : BigInt(w.listed),
+    deleted: w.deleted === undefined ? null : BigInt(w.deleted.ids.length),
+    deleted_ids: w.deleted === undefined ? null : JSON.stringify(w.deleted.ids),
+    deletion: w.deleted?.action ?? null,
+    restored: w.restored === undefined ? null : BigInt(w.restored),
   }));
 }

@@ -4,6 +4,7 @@ import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { tableSchema } from '../core/table-schema.js';
 import type { BillingTotals, Destination } from '../load/destination.js';
 import type { StreamResult } from './frame.js';
+import type { BacklogForecast } from './freshness.js';
 
 /**
  * Run history and schema drift in the warehouse itself (as dlt's `_dlt_loads`): one row per run in
@@ -33,6 +34,9 @@ const RUNS_SCHEMA: TableSchema = tableSchema(RUNS_TABLE, ['run_id'], {
   // What the run's reconcile proved and did not: windows that differed, remaining, and each
   // resource it could not check (per-event traces, users, conversations) with why; NULL when off.
   reconcile: 'json',
+  // Each per-event backlog at the run's end and when it will be whole at the budget (`freshness.ts`
+  // BacklogForecast); NULL where none is read one parent at a time. The report charts it over time.
+  backlog: 'json',
 });
 
 const SCHEMA_CHANGES_SCHEMA: TableSchema = tableSchema(SCHEMA_CHANGES_TABLE, ['run_id', 'table_name', 'column_name'], {
@@ -97,6 +101,8 @@ export interface RunRecord {
   readonly billing?: BillingTotals;
   /** The reconcile step's outcome in brief (`reconcileBrief`), absent when it did not run. */
   readonly reconcile?: Readonly<Record<string, unknown>>;
+  /** Each per-event backlog's forecast at the run's end, absent where none is read. */
+  readonly backlog?: readonly BacklogForecast[];
 }
 
 /**
@@ -160,6 +166,7 @@ export async function recordRun(
     settings: JSON.stringify(run.settings),
     bytes_billed: run.billing === undefined ? null : BigInt(run.billing.bytesBilled),
     reconcile: run.reconcile === undefined ? null : JSON.stringify(run.reconcile),
+    backlog: run.backlog === undefined ? null : JSON.stringify(run.backlog),
   };
   try {
     if (changes.length > 0) {

@@ -6,6 +6,7 @@ import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './ag
 import { childBacklog } from './children.js';
 import { readsByParent } from './children-probe.js';
 import { childLoad, deficitLine, type ChildLoad } from './children-load.js';
+import { forecastBacklog, type BacklogForecast } from './freshness.js';
 import { definitionQuery, SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from './searches.js';
 
 /**
@@ -80,6 +81,8 @@ interface ChildBacklogStatus {
   readonly load?: ChildLoad;
   /** Said when the limit cannot keep up (with the daily deficit). */
   readonly deficit?: string;
+  /** When it will be whole at `ratePerMinute`, parents still arriving at the daily load. */
+  readonly forecast: BacklogForecast;
 }
 
 interface ResourceStatus {
@@ -217,24 +220,7 @@ export function buildStatus(
     }
     const table = warehouse.tables[resource.name] ?? {};
     const byParent = resource.perParent === undefined ? undefined : readsByParent(doc, resource);
-    let backlog: ChildBacklogStatus | undefined;
-    if (byParent === true) {
-      const b = childBacklog(doc, resource);
-      const total = Object.values(b.pending).reduce((n, x) => n + x, 0);
-      const rate = limits.maxRpm;
-      const load = childLoad(doc, resource, limits, nowMs);
-      const deficit = deficitLine(resource, load, limits);
-      backlog = {
-        pending: b.pending,
-        total,
-        remembered: b.done,
-        etaSeconds: Math.ceil((total / rate) * 60),
-        ratePerMinute: rate,
-        recheck: b.recheck,
-        ...(load === undefined ? {} : { load }),
-        ...(deficit === undefined ? {} : { deficit }),
-      };
-    }
+    const backlog = byParent === true ? childBacklogStatus(doc, resource, limits, nowMs) : undefined;
     out.push({
       resource: resource.name,
       ...(byParent === undefined ? {} : { readBy: byParent ? ('parent' as const) : ('time' as const) }),
@@ -254,6 +240,51 @@ export function buildStatus(
     resources: out,
     ...(analysts === undefined ? {} : { analysts }),
   };
+}
+
+/**
+ * The backlog of a child read one parent at a time, its daily load and its forecast at the
+ * per-endpoint minute limit (`status`, and a sync's summary at its end).
+ */
+function childBacklogStatus(
+  doc: StateDocument,
+  resource: ResourceDefinition,
+  limits: Pick<RateLimits, 'maxRpm'>,
+  nowMs: number,
+): ChildBacklogStatus {
+  const b = childBacklog(doc, resource);
+  const total = Object.values(b.pending).reduce((n, x) => n + x, 0);
+  const rate = limits.maxRpm;
+  const load = childLoad(doc, resource, limits, nowMs);
+  const deficit = deficitLine(resource, load, limits);
+  return {
+    pending: b.pending,
+    total,
+    remembered: b.done,
+    etaSeconds: Math.ceil((total / rate) * 60),
+    ratePerMinute: rate,
+    recheck: b.recheck,
+    ...(load === undefined ? {} : { load }),
+    ...(deficit === undefined ? {} : { deficit }),
+    forecast: forecastBacklog(
+      resource.name,
+      total,
+      rate,
+      load === undefined ? undefined : { perDay: load.perDay, partialDay: load.partialDay },
+    ),
+  };
+}
+
+/** The forecast of each child read one parent at a time on this server (a sync's summary, its run history). */
+export function backlogForecasts(
+  doc: StateDocument,
+  resources: readonly ResourceDefinition[],
+  limits: Pick<RateLimits, 'maxRpm'>,
+  nowMs: number,
+): BacklogForecast[] {
+  return resources
+    .filter((r) => r.perParent !== undefined && readsByParent(doc, r) === true)
+    .map((r) => childBacklogStatus(doc, r, limits, nowMs).forecast);
 }
 
 /** Rows of a scope: one project's, the listed projects' (`*[a,b]`), or all (`*`). */

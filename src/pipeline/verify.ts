@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import PQueue from 'p-queue';
 import { ConfigError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
-import type { ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { countRecords } from '../extract/count.js';
 import { bucketStart, readTimeseries, type Bucket, type Interval } from '../extract/analytics.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
@@ -210,6 +210,8 @@ export interface RepairOptions {
   readonly hooks?: BackfillHooks;
   /** `_run_id` of the rows a repair writes. */
   readonly runId?: string;
+  /** Each batch of a (resource, project) once durable: the records its list returned. */
+  readonly onStored?: (resource: string, project: string, rows: readonly Row[]) => void;
 }
 
 /**
@@ -223,12 +225,15 @@ export async function repairWindows(
 ): Promise<BackfillStreamResult[]> {
   const slots = new PQueue({ concurrency: options.concurrency });
   const syncedAt = new Date(deps.clock.now()).toISOString();
-  const groups = new Map<string, { resource: ResourceDefinition; header: string | undefined; windows: TimeWindow[] }>();
+  const groups = new Map<
+    string,
+    { resource: ResourceDefinition; project: string; header: string | undefined; windows: TimeWindow[] }
+  >();
   for (const w of mismatched) {
     const resource = options.resources.find((r) => r.name === w.resource);
     if (resource === undefined) continue;
     const id = `${w.resource}\u0000${w.project}`;
-    const group = groups.get(id) ?? { resource, header: w.header, windows: [] };
+    const group = groups.get(id) ?? { resource, project: w.project, header: w.header, windows: [] };
     group.windows.push({ fromMs: Date.parse(w.from), toMs: Date.parse(w.to) });
     groups.set(id, group);
   }
@@ -256,6 +261,9 @@ export async function repairWindows(
           syncedAt,
           signal: options.signal,
           hooks: options.hooks,
+          ...(options.onStored === undefined
+            ? {}
+            : { onStored: (rows: readonly Row[]) => options.onStored?.(group.resource.name, group.project, rows) }),
         },
         deps,
       ),

@@ -1,3 +1,4 @@
+import { DELETED_AT_COLUMN } from '../core/deletions.js';
 import type { Logger } from '../core/log.js';
 import type { Destination, ViewDialect } from '../load/destination.js';
 
@@ -10,8 +11,8 @@ const CONVERSATION_COLUMNS = ['started_at', 'last_message_at', 'message_count'] 
 /**
  * The query of `conversation_events`: every event that names a conversation (`convo_id`), its
  * position in it (`turn`, 1-based, by `timestamp` then `id`), and its conversation's start, last
- * message and message count when the conversations table has them. `null` when the events table
- * has no `convo_id` yet.
+ * message and message count when the conversations table has them; events marked deleted at the
+ * source (`_deleted_at`) left out. `null` when the events table has no `convo_id` yet.
  */
 function conversationEventsQuery(
   eventColumns: readonly string[] | undefined,
@@ -28,7 +29,10 @@ function conversationEventsQuery(
       conversationColumns === undefined
         ? `FROM ${table('events')} AS e`
         : `FROM ${table('events')} AS e LEFT JOIN ${table('conversations')} AS c ON c.${q('project_id')} = e.${q('project_id')} AND c.${q('id')} = e.${q('convo_id')}`;
-    return `SELECT ${[eventsSelect, turn, ...joined].join(', ')} ${from} WHERE e.${q('convo_id')} IS NOT NULL`;
+    // Events reconcile marked deleted at the source are kept in `events` (with `_deleted_at`), not in
+    // the conversation: its turns are those the API still holds.
+    const live = eventColumns.includes(DELETED_AT_COLUMN) ? ` AND e.${q(DELETED_AT_COLUMN)} IS NULL` : '';
+    return `SELECT ${[eventsSelect, turn, ...joined].join(', ')} ${from} WHERE e.${q('convo_id')} IS NOT NULL${live}`;
   };
 }
 

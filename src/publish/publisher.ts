@@ -24,7 +24,7 @@ import type { PartitionSpec } from './partitions.js';
 const KEEP_SUPERSEDED_MS = 60 * 60_000;
 
 /** The catalog's table saying what the copy holds. */
-const PUBLISHED_TABLE = '_query_sync_published';
+export const PUBLISHED_TABLE = '_query_sync_published';
 
 export interface PublishResult {
   readonly publish: number;
@@ -63,6 +63,11 @@ export class Publisher {
     private readonly options: PublisherOptions,
   ) {
     this.layout = layoutOf(path);
+  }
+
+  /** The tables cut by day, as this publisher cuts them. */
+  get partitioned(): Readonly<Record<string, PartitionSpec>> {
+    return this.options.partitioned;
   }
 
   /** Rows were written to these partitions of `table` (`undefined`: cannot tell, rewrite it whole). */

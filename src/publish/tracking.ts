@@ -1,5 +1,5 @@
 import type { Capabilities, Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
-import { partitionOfRow, partitionOfTable, WHOLE } from './partitions.js';
+import { partitionOfRow, partitionOfTable, WHOLE, type PartitionSpec } from './partitions.js';
 import type { Publisher } from './publisher.js';
 
 /**
@@ -28,7 +28,7 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
   };
   // Tables its capabilities replace or drop are marked too (rewritten whole); the rest of what it
   // offers is its own.
-  const { refresh, drop } = destination.can;
+  const { refresh, drop, deletions } = destination.can;
   const marking =
     (dropTable: (table: string) => Promise<void>) =>
     async (table: string): Promise<void> => {
@@ -38,6 +38,24 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
   const can: Capabilities = {
     ...destination.can,
     ...(drop === undefined ? {} : { drop: { dropTable: marking((table) => drop.dropTable(table)) } }),
+    ...(deletions === undefined
+      ? {}
+      : {
+          deletions: {
+            keysInWindow: (table, window) => deletions.keysInWindow(table, window),
+            // Reconcile's marks and deletions change rows too: the parent's days of the window, and the
+            // tables that follow it whole (their rows' days are not known here).
+            applyDeletions: async (change) => {
+              const result = await deletions.applyDeletions(change);
+              publisher.mark(
+                change.parent.table,
+                windowDays(publisher.partitioned[change.parent.table], change.parent),
+              );
+              for (const f of change.followers) if ((result.rows[f.table] ?? 0) > 0) publisher.mark(f.table, undefined);
+              return result;
+            },
+          },
+        }),
     ...(refresh === undefined
       ? {}
       : {
@@ -59,4 +77,19 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
+}
+
+/** The partitions of a table (cut as `spec` says) a window's rows lie in (`undefined`: the table is not cut by that column, rewrite it whole). */
+function windowDays(
+  spec: PartitionSpec | undefined,
+  window: { readonly column: string; readonly fromIso: string; readonly toIso: string },
+): ReadonlySet<string> | undefined {
+  if (spec === undefined) return new Set([WHOLE]);
+  if (spec.column !== window.column || spec.kind !== 'timestamp') return undefined;
+  const days = new Set<string>();
+  const DAY_MS = 86_400_000;
+  const toMs = Date.parse(window.toIso);
+  for (let ms = Math.floor(Date.parse(window.fromIso) / DAY_MS) * DAY_MS; ms < toMs; ms += DAY_MS)
+    days.add(partitionOfRow(spec, { [spec.column]: new Date(ms).toISOString() }) ?? '');
+  return days;
 }

@@ -389,7 +389,7 @@ async function readState(path: string, options: ValidateOptions): Promise<StateD
 }
 
 /** Temp file in the same folder, fsync, rename over the target, fsync the folder. */
-async function writeAtomically(path: string, content: string): Promise<void> {
+export async function writeAtomically(path: string, content: string): Promise<void> {
   const dir = dirname(path);
   const tmp = join(dir, `.${basename(path)}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`);
   const handle = await open(tmp, 'w');

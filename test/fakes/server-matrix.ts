@@ -47,6 +47,14 @@ export interface Variant {
   readonly heldBack?: 'spans' | 'conversation signals';
   /** Options the server makes necessary, and which the first run without them must name when it exits non-zero. */
   readonly needs?: readonly string[];
+  /**
+   * Events (some with spans) are deleted at the source between the first run and the second, which
+   * must find them, `mark` or `delete` them with their spans and bridge rows, and exit 0; a third run
+   * must not find them again (issue 31).
+   */
+  readonly deletes?: 'mark' | 'delete';
+  /** The counts trail the list: windows may differ, each only as "count disagrees", never a deletion or exit 5. */
+  readonly countsLag?: boolean;
 }
 
 export const VARIANTS: readonly Variant[] = [
@@ -76,7 +84,59 @@ export const VARIANTS: readonly Variant[] = [
     heldBack: 'conversation signals',
   },
   { name: 'events with model hidden', options: { hideModel: true } },
+  // Issue 31: every seeded event counts as indexed when the server starts, so both runs meet counts of 0.
+  { name: 'counts that lag the list by 60s', options: { countLagMs: 60_000 }, countsLag: true },
+  { name: 'events deleted at the source', options: {}, deletes: 'mark' },
+  { name: 'events deleted at the source, --deletions delete', options: {}, deletes: 'delete' },
 ];
+
+const HOUR_MS = 3_600_000;
+
+/**
+ * Erase events of every project, as an erasure request would: five with spans and two without, in
+ * the hours every sync checks (older than the lookback's hour edge, within two days). Returns them.
+ */
+function eraseSome(emu: Emulator): ApiRecord[] {
+  const spanned = new Set(emu.snapshot('traces', undefined, { spanEventId: true }).map((t) => String(t.event_id)));
+  const edge = Math.floor((Date.now() - 20 * 60_000) / HOUR_MS) * HOUR_MS;
+  const out: ApiRecord[] = [];
+  for (const p of PROJECTS) {
+    const inRange = emu
+      .snapshot('events', p)
+      .filter(
+        (e) =>
+          Date.parse(String(e.timestamp)) < edge - HOUR_MS && Date.parse(String(e.timestamp)) > edge - 40 * HOUR_MS,
+      );
+    const ids = [
+      ...inRange.filter((e) => spanned.has(String(e.id))).slice(0, 5),
+      ...inRange.filter((e) => !spanned.has(String(e.id))).slice(0, 2),
+    ].map((e) => String(e.id));
+    out.push(...emu.deleteEvents(p, { ids }));
+  }
+  return out;
+}
+
+/** Rows of `table` whose (project, `column`) names one of `records`, with how many are marked deleted. */
+async function rowsOf(
+  path: string,
+  table: string,
+  column: string,
+  records: readonly ApiRecord[],
+): Promise<{ total: number; marked: number }> {
+  const db = await DuckDbDestination.open(path, { readOnly: true, memoryLimit: '512MB' });
+  try {
+    const columns = (await db.describe(table))?.map((c) => c.name) ?? [];
+    // Ids repeat across projects (evt-000007 in alpha and in beta): the key is the pair.
+    const list = records.map((r) => `'${String(r.project_id)}/${String(r.id)}'`).join(', ');
+    const marked = columns.includes('_deleted_at') ? 'count(_deleted_at)' : '0';
+    const [row] = await db.query(
+      `SELECT count(*) AS total, ${marked} AS marked FROM "${table}" WHERE project_id || '/' || "${column}" IN (${list})`,
+    );
+    return { total: Number(row?.total), marked: Number(row?.marked) };
+  } finally {
+    await db.close();
+  }
+}
 
 const PROJECTS = ['alpha', 'beta'];
 
@@ -91,8 +151,10 @@ async function expectExact(path: string, emu: Emulator, label: string): Promise<
       // A route the server lacks has nothing to sync (the emulator still holds its records).
       const lacked = resource.name === 'signal_groups' && variantOf(emu)?.lacks?.includes('signal-groups') === true;
       const expected = lacked ? [] : emu.snapshot(resource.name);
-      const rows =
-        (await db.describe(resource.name)) === undefined ? [] : await db.query(`SELECT * FROM "${resource.name}"`);
+      const columns = (await db.describe(resource.name))?.map((c) => c.name);
+      // Rows marked deleted at the source are the warehouse's record of them, not the API's rows.
+      const live = columns?.includes('_deleted_at') === true ? ' WHERE _deleted_at IS NULL' : '';
+      const rows = columns === undefined ? [] : await db.query(`SELECT * FROM "${resource.name}"${live}`);
       expectTableMatches(rows, expected, resource.key, `${label} ${resource.name}`);
     }
   } finally {
@@ -110,11 +172,16 @@ async function runsOf(path: string): Promise<Record<string, unknown>[]> {
 }
 
 /** The run's JSON summary (its last stdout line). */
-function summaryOf(run: ChildRun): { ok?: boolean; reconcile?: { remaining?: number; windows?: unknown[] } } {
-  return JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}') as {
-    ok?: boolean;
-    reconcile?: { remaining?: number; windows?: unknown[] };
+interface Summary {
+  ok?: boolean;
+  reconcile?: {
+    remaining?: number;
+    windows?: { project: string; outcome: string; deleted?: { ids: string[]; action: string } }[];
+    deletions?: { found: number; marked: number; deleted: number };
   };
+}
+function summaryOf(run: ChildRun): Summary {
+  return JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}') as Summary;
 }
 
 /**
@@ -149,7 +216,12 @@ export function describeServerMatrix(variants: readonly Variant[]): void {
           'warn',
           ...UNPACED,
         ];
-        const args = [...base, ...(variant.needs ?? [])];
+        const args = [
+          ...base,
+          ...(variant.needs ?? []),
+          ...(variant.deletes === 'delete' ? ['--deletions', 'delete'] : []),
+        ];
+        let erased: ApiRecord[] = [];
         let failedRuns = 0;
         const added: ApiRecord[] = [];
         if (variant.needs !== undefined) {
@@ -159,7 +231,8 @@ export function describeServerMatrix(variants: readonly Variant[]): void {
           failedRuns = 1;
         }
 
-        for (const round of [1, 2]) {
+        for (const round of variant.deletes === undefined ? [1, 2] : [1, 2, 3]) {
+          if (round === 2 && variant.deletes !== undefined) erased = eraseSome(emu);
           if (round === 2) {
             // Dated SPAN_SPREAD_MS back (well inside the default 15-minute lookback): the emulator
             // starts child spans up to 2 s after their event, and a run reads spans listed by time up
@@ -191,8 +264,46 @@ export function describeServerMatrix(variants: readonly Variant[]): void {
             not_checked: { resource: string }[];
           };
           expect(brief.remaining, where).toBe(0);
-          // Nothing was deleted by hand: a window that "differed" (even if repaired) is a false difference.
-          expect(brief.differed, where).toBe(0);
+          const windows = summary.reconcile?.windows ?? [];
+          if (variant.countsLag === true) {
+            // The count is late, the list and the warehouse agree: said, never read as a deletion.
+            expect(new Set(windows.map((w) => w.outcome)), where).toEqual(
+              new Set(windows.length === 0 ? [] : ['count disagrees']),
+            );
+            expect(summary.reconcile?.deletions?.found, where).toBe(0);
+          } else if (variant.deletes !== undefined && round === 2) {
+            // Each erased event found once, in the windows that held them, and done as asked.
+            const found = windows.flatMap((w) => (w.deleted?.ids ?? []).map((id) => `${w.project}/${id}`));
+            expect(found.sort(), where).toEqual(erased.map((e) => `${String(e.project_id)}/${String(e.id)}`).sort());
+            expect(new Set(windows.map((w) => w.outcome)), where).toEqual(new Set(['deleted']));
+            expect(summary.reconcile?.deletions, where).toMatchObject(
+              variant.deletes === 'mark'
+                ? { found: erased.length, marked: erased.length, deleted: 0 }
+                : { found: erased.length, marked: 0, deleted: erased.length },
+            );
+            expect(brief.differed, where).toBe(windows.length);
+          } else {
+            // Nothing was deleted: a window that "differed" (even if repaired) is a false difference;
+            // and a deletion found before is not found again.
+            expect(brief.differed, where).toBe(0);
+          }
+          if (variant.deletes !== undefined && round >= 2) {
+            // The erased events, their spans and their event_signals rows: marked in both copies, or gone.
+            for (const path of [layout.work, layout.published])
+              for (const [table, column] of [
+                ['events', 'id'],
+                ['traces', 'event_id'],
+                ['event_signals', 'event_id'],
+              ] as const) {
+                const held = await rowsOf(path, table, column, erased);
+                const at = `${where.slice(0, 80)} ${path === layout.work ? 'working file' : 'published copy'} ${table}`;
+                if (variant.deletes === 'delete') expect(held.total, at).toBe(0);
+                else {
+                  expect(held.marked, at).toBe(held.total);
+                  if (table !== 'event_signals') expect(held.total, at).toBeGreaterThan(0);
+                }
+              }
+          }
           expect(
             brief.not_checked.map((n) => n.resource),
             where,

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { json, startServer } from '../fakes/bad-server.js';
 import { runCli } from '../fakes/cli.js';
 import { dir, onCleanup } from '../fakes/lifecycle.js';
+import { startReceiver } from '../fakes/monitoring.js';
 
 // A key with characters that URL-encoding and JSON escaping change, so every echoed form is tried.
 const KEY = 'qs_org_s3cret/KEY+42==tail';
@@ -35,15 +36,30 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
     onCleanup(server.close);
     const d = dir();
     const common = ['--state', join(d, 'state.json'), '--duckdb-path', join(d, 'w.duckdb')];
+    // Every monitoring output on too (docs/monitoring.md): the metrics file, the pings' bodies, the
+    // notifications (whose failure texts quote the errors the server echoed the key into).
+    const receiver = await startReceiver('ok');
+    const metricsFile = join(d, 'query-sync.prom');
     const sync = await runCli({ url: server.url, apiKey: KEY }, [
       'sync',
       '--resources',
       'events,users,signals',
       '--log-format',
       'json',
+      '--metrics-file',
+      metricsFile,
+      '--ping-url',
+      `${receiver.url}/ping`,
+      '--notify-url',
+      `${receiver.url}/hook`,
+      '--notify-on',
+      'failure,difference,schema-change',
       ...common,
     ]);
     expect(sync.code).not.toBe(0);
+    const notified = receiver.received.filter((r) => r.url.startsWith('/hook')).map((r) => r.body);
+    expect(notified.join('\n')).toMatch(/FAILED: users default: E_AUTH: .*unknown key \[redacted\]/);
+    expect(receiver.received.filter((r) => r.url.startsWith('/ping/fail'))).toHaveLength(1);
     // The failures were reported, with the echoes in place of the key.
     expect(sync.stdout).toMatch(/events .*FAILED: .*HTTP 400.*your key \[redac/);
     expect(sync.stdout).toMatch(/users .*FAILED: .*401.*\[redacted\]/);
@@ -55,6 +71,19 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
     const statusJson = await runCli({ url: server.url, apiKey: '' }, ['status', '--json', ...common]);
     expect(statusText.stdout).toMatch(/failed .*\[redacted\]/);
     expect(JSON.parse(statusJson.stdout)).toBeTypeOf('object');
+    // The freshness check and the HTML report (it shows each run's errors): read without the key too.
+    const check = await runCli({ url: server.url, apiKey: '' }, ['status', '--check', ...common]);
+    expect(check.code).toBe(7);
+    const report = await runCli({ url: server.url, apiKey: '' }, [
+      'report',
+      '--html',
+      join(d, 'report.html'),
+      '--duckdb-path',
+      join(d, 'w.duckdb'),
+    ]);
+    expect(report.code, report.stdout + report.stderr).toBe(0);
+    const page = readFileSync(join(d, 'report.html'), 'utf8');
+    expect(page).toMatch(/<b class="badge fail">failed<\/b>.*HTTP 400/);
     // The sync's working file, the published copy and its Parquet set (docs/analysts.md): none holds the key.
     const parquet = readdirSync(join(d, 'w.duckdb.files'), { recursive: true })
       .map(String)
@@ -73,7 +102,11 @@ describe('the API key never reaches logs, state, status or the warehouse, whatev
       'state.json': state,
       'status text': statusText.stdout + statusText.stderr,
       'status --json': statusJson.stdout + statusJson.stderr,
+      'status --check': check.stdout + check.stderr,
+      'report --html': page + report.stdout + report.stderr,
       'warehouse file': warehouse,
+      'metrics file': readFileSync(metricsFile, 'utf8'),
+      'pings and notifications': receiver.received.map((r) => `${r.url}\n${r.body}`).join('\n'),
     })) {
       for (const form of [PREFIX, encodeURIComponent(KEY).slice(13, 25)]) {
         expect(text.includes(form), `${where} holds "${form}"`).toBe(false);

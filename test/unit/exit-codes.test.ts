@@ -31,6 +31,7 @@ const PROMISED: Readonly<Record<ExitOutcome, number>> = {
   state: 4,
   mismatch: 5,
   maxRunTime: 6,
+  stale: 7,
   SIGINT: 130,
   SIGTERM: 143,
 };

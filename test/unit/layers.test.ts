@@ -42,16 +42,29 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   // The configuration turns flags into values for the stages (limits, timeouts, memory policy,
   // privacy, contract, resources); it never sees the pipeline, the commands or the CLI.
   ...Object.fromEntries(CONFIG.map((file) => [file, [...STAGES, 'connectors', ...CONFIG]])),
+  // A run's monitoring (metrics, pings, notifications) reads what the run did: the stages' results,
+  // the state, the published copy. It is given its settings as values, never the configuration.
+  'src/monitor': [...STAGES, 'src/pipeline', 'src/publish', 'connectors'],
   // The application layer (run envelope, reports, output) sits under the command shells: it may use
   // every layer below and the configuration, never `commands/` or `cli.ts`.
-  'src/app': [...STAGES, 'src/pipeline', 'src/publish', 'connectors', ...CONFIG],
+  'src/app': [...STAGES, 'src/pipeline', 'src/publish', 'src/monitor', 'connectors', ...CONFIG],
   // The commands: everything below them (and `emulate` serves the emulator), never `cli.ts` or the demo.
-  'src/commands': [...STAGES, 'src/pipeline', 'src/publish', 'src/app', 'connectors', ...CONFIG, 'emulator'],
+  'src/commands': [
+    ...STAGES,
+    'src/pipeline',
+    'src/publish',
+    'src/monitor',
+    'src/app',
+    'connectors',
+    ...CONFIG,
+    'emulator',
+  ],
   // The top: the CLI and the demo see the commands, the configuration and what those see.
   'src/cli.ts': [
     ...STAGES,
     'src/pipeline',
     'src/publish',
+    'src/monitor',
     'src/app',
     'src/commands',
     'connectors',
@@ -62,6 +75,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     ...STAGES,
     'src/pipeline',
     'src/publish',
+    'src/monitor',
     'src/app',
     'src/commands',
     'connectors',

@@ -27,6 +27,7 @@ describe('choices come from the option table', () => {
     expect(choices.map((o) => o.name).sort()).toEqual([
       'aggregates-interval',
       'bq-upsert',
+      'deletions',
       'destination',
       'log-format',
       'reconcile',
@@ -51,6 +52,9 @@ describe('choices come from the option table', () => {
     );
     expect(refused({ ...ENV, [envName('reconcile')]: 'on' })).toBe(
       `${envName('reconcile')}: expected off, check (report differences, exit 5) or repair (re-read them), got "on"`,
+    );
+    expect(refused({ ...ENV, [envName('deletions')]: 'erase' })).toBe(
+      `${envName('deletions')}: expected mark (set _deleted_at), delete (remove the rows) or keep (leave them, said once per window), got "erase"`,
     );
     expect(refused({ ...ENV, [envName('destination')]: 'pg' })).toBe(
       `${envName('destination')}: expected duckdb or bigquery, got "pg"`,

@@ -17,7 +17,16 @@ describe('destination capabilities, checked once', () => {
   it('DuckDB keeps state, counts, refreshes, defines views and is published as a read copy; it bills nothing and keeps no lease of its own', async () => {
     const duckdb = await DuckDbDestination.open(':memory:');
     try {
-      expect(offered(duckdb)).toEqual(['byProject', 'drop', 'publish', 'refresh', 'state', 'views', 'windows']);
+      expect(offered(duckdb)).toEqual([
+        'byProject',
+        'deletions',
+        'drop',
+        'publish',
+        'refresh',
+        'state',
+        'views',
+        'windows',
+      ]);
       expect(duckdb.can, 'checked once, when it was made').toBe(duckdb.can);
       expect(duckdb.can.state?.stateLocation).toBe('table _query_sync_state of DuckDB file :memory:');
       expect(
@@ -38,6 +47,7 @@ describe('destination capabilities, checked once', () => {
     expect(offered(bigquery)).toEqual([
       'billing',
       'byProject',
+      'deletions',
       'drop',
       'leases',
       'refresh',
