@@ -21,7 +21,8 @@ import { RESOURCES } from '../connectors/index.js';
 import { startEmulator } from '../emulator/index.js';
 import type { TableSchema } from '../src/core/types.js';
 import { KEY_BUCKETS, encodeRow, keyBucket, partitionSpec } from '../src/load/bigquery-rows.js';
-import { SYNCED_AT_COLUMN, SchemaTracker } from '../src/normalize/normalize.js';
+import { SYNCED_AT_COLUMN } from '../src/core/table-schema.js';
+import { SchemaTracker } from '../src/normalize/normalize.js';
 
 const EVENTS_PER_DAY = 1_000_000;
 const DAYS = 90;

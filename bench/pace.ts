@@ -28,7 +28,7 @@ import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src
 import { SPEC_RATE_LIMITS } from '../emulator/index.js';
 import { connectApi } from '../src/app/runtime.js';
 import { minimumSeconds } from '../src/http/floor.js';
-import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler.js';
+import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler-options.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { runSync, type RunSummary } from '../src/pipeline/run.js';
 import { StateStore } from '../src/state/store.js';
@@ -402,15 +402,16 @@ const latencies = (args.includes('--latency') && latencyArg !== undefined ? late
 if (latencies.some((v) => !Number.isFinite(v) || v < 0))
   throw new Error(`--latency: expected ms values like 0,100,300, got ${String(latencyArg)}`);
 // `--lacks timeseries`, `--timeseries-intervals hour,day`, `--timeseries-shape rows`: the server run1 plays.
-const valueOf = (flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+const flagValue = (flag: string): string | undefined =>
+  args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined;
 const serverDifferences: Pick<EmulatorOptions, 'lacks' | 'timeseriesIntervals' | 'timeseriesShape'> = {
-  ...(valueOf('--lacks') === undefined
+  ...(flagValue('--lacks') === undefined
     ? {}
-    : { lacks: (valueOf('--lacks') ?? '').split(',') as EmulatorOptions['lacks'] }),
-  ...(valueOf('--timeseries-intervals') === undefined
+    : { lacks: (flagValue('--lacks') ?? '').split(',') as EmulatorOptions['lacks'] }),
+  ...(flagValue('--timeseries-intervals') === undefined
     ? {}
-    : { timeseriesIntervals: (valueOf('--timeseries-intervals') ?? '').split(',') }),
-  ...(valueOf('--timeseries-shape') === 'rows' ? { timeseriesShape: 'rows' as const } : {}),
+    : { timeseriesIntervals: (flagValue('--timeseries-intervals') ?? '').split(',') }),
+  ...(flagValue('--timeseries-shape') === 'rows' ? { timeseriesShape: 'rows' as const } : {}),
 };
 const differs = Object.keys(serverDifferences).length === 0 ? '' : ` ${JSON.stringify(serverDifferences)}`;
 const runs: Record<string, (latencyMs: number) => Promise<void>> = { run1, run2, run3: () => run3() };

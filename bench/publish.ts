@@ -18,6 +18,8 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { systemClock } from '../src/core/clock.js';
 import { DuckDbDestination } from '../src/load/duckdb.js';
 import { layoutOf } from '../src/publish/layout.js';
+import { RESOURCES } from '../connectors/index.js';
+import { partitionedTables } from '../src/publish/partitions.js';
 import { Publisher } from '../src/publish/publisher.js';
 
 const SIZES: Record<string, number> = { '100k': 100_000, '1m': 1_000_000, '10m': 10_000_000 };
@@ -104,7 +106,7 @@ async function bench(label: string, events: number): Promise<void> {
 
     // 3. query-sync's publish, at the default memory limit the sync runs with.
     const db = await DuckDbDestination.open(layout.work);
-    const publisher = new Publisher(layout.published, db, systemClock);
+    const publisher = new Publisher(layout.published, db, systemClock, { partitioned: partitionedTables(RESOURCES) });
     const [full] = await timed(() => publisher.publish(false));
     cpu.full = lastCpuMs;
     const fullBytes = bytesUnder(layout.files) + bytesUnder(layout.published);

@@ -6,14 +6,7 @@ import { Random } from './random.js';
 
 export type FaultKind = 'http500' | 'http503_html' | 'reset' | 'slow' | 'duplicate_row' | 'truncated';
 
-export const FAULT_KINDS: readonly FaultKind[] = [
-  'http500',
-  'http503_html',
-  'reset',
-  'slow',
-  'duplicate_row',
-  'truncated',
-];
+const FAULT_KINDS: readonly FaultKind[] = ['http500', 'http503_html', 'reset', 'slow', 'duplicate_row', 'truncated'];
 
 export interface FaultOptions {
   /** Probability (0..1) that a request gets a fault. */

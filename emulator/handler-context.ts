@@ -40,7 +40,7 @@ export interface RequestContext {
 /** A handler returns the 200 body, or throws an `ApiError`. */
 export type Handler = (context: RequestContext) => JsonValue;
 
-export function withProject(context: RequestContext, record: ApiRecord, project: string): ApiRecord {
+function withProject(context: RequestContext, record: ApiRecord, project: string): ApiRecord {
   return context.allProjects ? { ...record, project_id: project } : record;
 }
 

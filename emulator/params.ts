@@ -53,7 +53,7 @@ export function parseLimit(params: URLSearchParams, fallback: number, max: numbe
 
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
 
-export function parseIsoTime(name: string, raw: string): number {
+function parseIsoTime(name: string, raw: string): number {
   const ms = ISO_DATE_TIME.test(raw) ? Date.parse(raw) : Number.NaN;
   if (!Number.isFinite(ms))
     throw badRequest(`${name} must be an ISO-8601 date-time such as 2026-11-20T10:00:00Z, got "${raw}"`, name);
@@ -139,8 +139,8 @@ export function parseOrderDirection(params: URLSearchParams, fallback: Direction
   });
 }
 
-export const COMPARE_OPS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte'] as const;
-export type CompareOp = (typeof COMPARE_OPS)[number];
+const COMPARE_OPS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte'] as const;
+type CompareOp = (typeof COMPARE_OPS)[number];
 
 /** One `<group>[key]=value` or `<group>[key][op]=value` filter (`properties`, `traits`). */
 export interface KeyedFilter {
@@ -170,7 +170,7 @@ export function parseKeyedFilters(params: URLSearchParams, group: 'properties' |
   return filters;
 }
 
-export const STRING_OPS = ['eq', 'neq', 'startsWith', 'endsWith', 'contains'] as const;
+const STRING_OPS = ['eq', 'neq', 'startsWith', 'endsWith', 'contains'] as const;
 export type StringOp = (typeof STRING_OPS)[number];
 
 /**

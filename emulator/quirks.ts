@@ -31,7 +31,7 @@ export interface ListQuirks {
 }
 
 /** The names `--list-quirks` takes, comma-separated (`page-cap=N` takes a number). */
-export const LIST_QUIRK_NAMES = [
+const LIST_QUIRK_NAMES = [
   'conversations-by-started-at',
   'ignore-order-by',
   'page-cap=N',

@@ -31,7 +31,7 @@ import {
   parseTimeWindow,
   type TimeWindow,
 } from './params.js';
-import { SortedList, walk, type Direction, type Entry, type Position } from './sorted-list.js';
+import { type SortedList, walk, type Direction, type Entry, type Position } from './sorted-list.js';
 import type { ProjectData } from './store.js';
 import type { ApiRecord, JsonValue } from './types.js';
 

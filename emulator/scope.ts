@@ -7,8 +7,8 @@ import { ApiError } from './params.js';
 
 const SLUG = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 /** Read when the header is absent: the organization's Production project. */
-export const DEFAULT_PROJECT = 'default';
-export const ALL_PROJECTS = '*';
+const DEFAULT_PROJECT = 'default';
+const ALL_PROJECTS = '*';
 
 export interface ProjectScope {
   readonly projects: readonly string[];

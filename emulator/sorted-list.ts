@@ -22,7 +22,7 @@ export interface Position {
 
 export type Direction = 'asc' | 'desc';
 
-export function comparePositions(a: Position, b: Position): number {
+function comparePositions(a: Position, b: Position): number {
   if (a.sortKey < b.sortKey) return -1;
   if (a.sortKey > b.sortKey) return 1;
   if (a.id < b.id) return -1;

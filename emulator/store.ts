@@ -32,8 +32,8 @@ const TOOL_CALLS_SHARE = 0.02;
 /** Share of added events that come from a user never seen before. */
 const NEW_USER_RATE = 0.05;
 
-export const RESOURCES = ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations'] as const;
-export type ResourceName = (typeof RESOURCES)[number];
+const RESOURCES = ['events', 'traces', 'signals', 'signal_groups', 'users', 'conversations'] as const;
+type ResourceName = (typeof RESOURCES)[number];
 
 export interface ProjectData {
   readonly slug: string;

@@ -96,7 +96,8 @@ async function startWorker<R>(file: URL, workerData: unknown): Promise<StartedWo
   });
   let next = 0;
   const call = <T>(op: string, extra: object = {}): Promise<T> => {
-    const id = (next += 1);
+    next += 1;
+    const id = next;
     return new Promise<T>((resolve, reject) => {
       const onMessage = (msg: { id?: number; value?: T; error?: string }): void => {
         if (msg.id !== id) return;

@@ -19,8 +19,6 @@ export interface ServerVariant {
   readonly timeseriesShape: TimeseriesShape;
 }
 
-export const NO_VARIANT: ServerVariant = { lacks: new Set(), timeseriesIntervals: undefined, timeseriesShape: 'sdk' };
-
 export function serverVariant(options: {
   lacks?: readonly string[];
   timeseriesIntervals?: readonly string[];

@@ -2,7 +2,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parentPort } from 'node:worker_threads';
 
 /** A request from `thread.ts` to one of the emulator's worker threads. */
-export type PortRequest = { readonly id: number; readonly op: string } & Record<string, unknown>;
+type PortRequest = { readonly id: number; readonly op: string } & Record<string, unknown>;
 
 /** What a worker serves: stats, their reset and close, and any ops of its own. */
 export interface PortServer {

@@ -33,7 +33,7 @@ const emulatorOutside = {
   setup(b) {
     b.onResolve({ filter: /\/emulator\// }, (args) => {
       const file = resolve(args.resolveDir, args.path);
-      if (!file.startsWith(join(root, 'emulator') + '/')) return undefined;
+      if (!file.startsWith(`${join(root, 'emulator')}/`)) return undefined;
       const compiled = join(root, 'dist', relative(root, file));
       return { path: `./${relative(outdir, compiled)}`.replace(/^\.\/\.\.\//, '../'), external: true };
     });

@@ -132,9 +132,23 @@ function runs<C, F = RunFlags>(
   return async (argv) => {
     const config = resolve(argv, process.env, isTty());
     const command = await load();
-    const io = { print, interactive: process.stdin.isTTY === true && process.stdout.isTTY === true };
+    const io = {
+      print,
+      interactive: process.stdin.isTTY === true && process.stdout.isTTY === true,
+      publishHooks: testHooks(process.env),
+    };
     return signals === 'signals' ? withSignals((signal) => command(config, { ...io, signal })) : command(config, io);
   };
+}
+
+/**
+ * Tests of a kill between a publish's catalog rename and its manifest ask the process, through its
+ * environment, to stop there (that step is too short to hit by timing): read here, at the edge, and
+ * handed to the publisher, which reads no environment.
+ */
+function testHooks(env: NodeJS.ProcessEnv): CommandIo['publishHooks'] {
+  if (env.QSYNC_TEST_HOLD_AFTER_CATALOG !== '1') return undefined;
+  return { afterCatalog: async (files) => (await import('./publish/publisher.js')).holdForKill(files) };
 }
 
 const COMMANDS: Readonly<Record<CommandName, CliCommand>> = {

@@ -9,4 +9,3 @@ export * from './config/defaults.js';
 export * from './config/run.js';
 export * from './config/commands.js';
 export type { BigQueryConfig } from './config/parts.js';
-export type { MonitorConfig, NotifyKind } from './config/monitor.js';

@@ -97,7 +97,7 @@ const STATE: readonly CommandName[] = [...RUN, 'status', 'reset'];
 const MONITORED: readonly CommandName[] = ['sync', 'backfill'];
 
 /** Filled with the `DEFAULT_*` constants below, so help and behaviour share one source. */
-export interface OptionDefaults {
+interface OptionDefaults {
   readonly connectTimeoutMs: number;
   readonly headersTimeoutMs: number;
   readonly bodyTimeoutMs: number;
@@ -127,7 +127,7 @@ export interface OptionDefaults {
   readonly maxBacklogEta: string;
 }
 
-export function optionTable(d: OptionDefaults): readonly OptionSpec[] {
+function optionTable(d: OptionDefaults): readonly OptionSpec[] {
   const ms = (n: number): string => {
     for (const [unit, size] of [
       ['d', 86_400_000],
@@ -815,7 +815,7 @@ export const DEFAULT_PUBLISH_EVERY = '5m';
 export const DEFAULT_LOOKBACK = '15m';
 export const DEFAULT_PROGRESS_INTERVAL = '5s';
 /** Both project headers are sent unless one is named: the vendor SDK's and the spec's (connectors/service.ts). */
-export const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
+const DEFAULT_PROJECT_HEADER = PROJECT_HEADERS.join(' and ');
 /**
  * Re-read each events window once it is this old (late enrichment): the SDK says enriched fields
  * "may be absent for very recent events", with no figure. Two hours covers the enrichment delays

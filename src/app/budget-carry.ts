@@ -51,12 +51,6 @@ export function budgetOwner(baseUrl: string, apiKey: string): string {
   return `sha256:${createHash('sha256').update(`${baseUrl}\n${apiKey}`).digest('hex').slice(0, 16)}`;
 }
 
-/** The starts a previous run with the same owner left in state (empty when none). */
-export function carriedStarts(doc: StateDocument, owner: string): Readonly<Record<string, readonly number[]>> {
-  const section = (doc.sections[BUDGET_SECTION] ?? {}) as BudgetSection;
-  return section[owner]?.starts ?? {};
-}
-
 /**
  * Seed the run's scheduler with what the previous runs spent in the windows still open: the starts
  * committed in state, and the journal's starts after that commit (`journal`: `readJournal`).

@@ -10,7 +10,7 @@ import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../pipeline/run-history.js';
 import { SEARCH_RESULTS_TABLE } from '../pipeline/searches.js';
 import { CONVERSATION_EVENTS_VIEW } from '../pipeline/views.js';
 import { createRequire } from 'node:module';
-import { SYNCED_AT_COLUMN } from '../normalize/normalize.js';
+import { SYNCED_AT_COLUMN } from '../core/table-schema.js';
 import { layoutOf } from '../publish/layout.js';
 
 /**
@@ -116,7 +116,7 @@ const COLUMN_DOCS: Readonly<Record<string, Readonly<Record<string, string>>>> = 
 };
 
 /** Every table query-sync may write, in the order the file lists them. */
-export function knownTables(): string[] {
+function knownTables(): string[] {
   const bridges = RESOURCES.flatMap((r) => (r.bridges ?? []).map((b) => b.table));
   return [
     ...RESOURCES.map((r) => r.name),
@@ -131,7 +131,7 @@ export function knownTables(): string[] {
 }
 
 /** What a column holds, for the docs. */
-export function describeColumn(table: string, column: string): string {
+function describeColumn(table: string, column: string): string {
   const own = COLUMN_DOCS[table]?.[column] ?? COMMON_COLUMNS[column];
   if (own !== undefined) return own;
   const resource = RESOURCES.find(
@@ -220,7 +220,7 @@ function sqlType(column: ColumnDef, target: DbtTarget): string {
  * more frequent) runs the newest row is under an hour and an interval old while syncs run. Warn at
  * twice that, error at six times (a run missed, then several).
  */
-export function freshnessOf(publishEveryMs: number): {
+function freshnessOf(publishEveryMs: number): {
   warn_after: { count: number; period: 'minute' };
   error_after: { count: number; period: 'minute' };
 } {

@@ -14,7 +14,7 @@ import { StateStore, type StateDocument } from '../state/store.js';
  * no reader ever sees a half-filled table and the state never describes rows only in a shadow.
  */
 
-export const SHADOW_PREFIX = '_query_sync_refresh_';
+const SHADOW_PREFIX = '_query_sync_refresh_';
 
 export function shadowTable(table: string): string {
   return `${SHADOW_PREFIX}${table}`;

@@ -1,5 +1,5 @@
 import type { Logger } from '../core/log.js';
-import type { StreamResult } from '../pipeline/stream.js';
+import type { StreamResult } from '../pipeline/frame.js';
 import { formatStreamLine, streamColumns, type StreamColumns } from './reports.js';
 
 /**

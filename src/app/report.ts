@@ -13,9 +13,9 @@ import { DuckDBInstance } from '../load/duckdb-instance.js';
  */
 
 /** Runs drawn at most (the newest): a year of hourly runs would make a page of 9,000 bars no one reads. */
-export const REPORT_RUNS = 240;
+const REPORT_RUNS = 240;
 
-export interface ReportStream {
+interface ReportStream {
   readonly resource: string;
   readonly scope: string;
   readonly outcome: string;
@@ -42,7 +42,7 @@ export interface ReportRun {
   readonly errors: readonly string[];
 }
 
-export interface ReportSchemaChange {
+interface ReportSchemaChange {
   readonly runId: string;
   readonly changedMs: number;
   readonly table: string;

@@ -4,7 +4,7 @@ import { forecastLine } from '../pipeline/freshness.js';
 import type { CheckReport, CheckResult } from '../pipeline/check.js';
 import type { BackfillStreamResult, BackfillSummary } from '../pipeline/backfill.js';
 import type { Plan } from '../pipeline/plan.js';
-import type { StreamResult } from '../pipeline/stream.js';
+import type { StreamResult } from '../pipeline/frame.js';
 import type { AnalystStatus, StatusReport } from '../pipeline/status.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 
@@ -384,7 +384,7 @@ function formatWindowLength(ms: number): string {
 }
 
 /** Whole seconds: `0s`, `9s`, `1m09s`, `2h05m`. */
-export function formatSeconds(seconds: number): string {
+function formatSeconds(seconds: number): string {
   const s = Math.round(seconds);
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;

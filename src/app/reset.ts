@@ -1,11 +1,13 @@
+import { RESOURCES } from '../../connectors/index.js';
 import type { ResetConfig } from '../config.js';
+import { partitionedTables } from '../publish/partitions.js';
 import { systemClock } from '../core/clock.js';
 import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import type { StateStore, StreamState } from '../state/store.js';
 import { createRunStop } from './stop.js';
 import { openStateAndDestination } from './writing-run.js';
-import { DuckDbDestination } from '../load/duckdb.js';
+import type { PublishesCopy } from '../load/destination-capabilities.js';
 import { Publisher } from '../publish/publisher.js';
 import { readStateDocument } from './state-home.js';
 import { childSectionName, type ChildSection } from '../state/books/children.js';
@@ -45,8 +47,9 @@ export async function resetStreams(
       await state.updateStream(key, forget);
     }
     const children = await forgetChildReads(config, state, destination);
-    if (destination instanceof DuckDbDestination && !config.dryRun && config.duckdbPath !== ':memory:')
-      return { published: await publishAfterReset(config.duckdbPath, destination), children };
+    const copy = destination?.can.publish;
+    if (copy !== undefined && !config.dryRun && config.duckdbPath !== ':memory:')
+      return { published: await publishAfterReset(config.duckdbPath, copy), children };
     return { children };
   } finally {
     stop.dispose();
@@ -60,9 +63,11 @@ export async function resetStreams(
  * and the manifest follow the working file (its rows are unchanged, so only what a publish always
  * rewrites, or what an earlier failed publish left, is written). A publish that fails only warns: the reset itself is done.
  */
-async function publishAfterReset(path: string, destination: DuckDbDestination): Promise<string> {
+async function publishAfterReset(path: string, copy: PublishesCopy): Promise<string> {
   try {
-    const result = await new Publisher(path, destination, systemClock).publish(true);
+    const result = await new Publisher(path, copy, systemClock, { partitioned: partitionedTables(RESOURCES) }).publish(
+      true,
+    );
     return `reset: published ${path} (publish ${result.publish}, ${result.rewritten} partition file(s) rewritten)`;
   } catch (error) {
     return `reset: warning: ${(error as Error).message}`;

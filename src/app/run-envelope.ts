@@ -7,7 +7,7 @@ import type { Logger } from '../core/log.js';
 import type { BillingTotals, Destination } from '../load/destination.js';
 import { withContract } from '../normalize/contract.js';
 import { columnsOf, recordRun, schemaChanges, type RunRecord, type SchemaChange } from '../pipeline/run-history.js';
-import type { StreamResult } from '../pipeline/stream.js';
+import type { StreamResult } from '../pipeline/frame.js';
 import { defineViews } from '../pipeline/views.js';
 import { writeDbtSources } from './dbt-sources.js';
 import type { Runtime } from './runtime.js';

@@ -1,13 +1,13 @@
 import type { SyncConfig } from '../config.js';
 import type { QuerySyncError } from '../core/errors.js';
 import type { RunSummary } from '../pipeline/run.js';
-import type { StreamResult } from '../pipeline/stream.js';
+import type { StreamResult } from '../pipeline/frame.js';
 import { withoutContext } from './repeats.js';
 
 /** The run summary as one JSON object (`sync --json`, `backfill --json`), and the settings a run records. */
 
 /** One stream of the JSON summary. */
-export interface StreamJson {
+interface StreamJson {
   readonly resource: string;
   readonly scope: string;
   readonly outcome: StreamResult['outcome'];
@@ -29,7 +29,7 @@ export interface StreamJson {
   readonly owed?: number;
 }
 
-export interface ErrorJson {
+interface ErrorJson {
   readonly code: string;
   readonly name: string;
   /** Without the "[resource, project]" prefix: the stream says which. */

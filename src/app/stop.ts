@@ -101,7 +101,7 @@ export function stoppedLine(command: string, reason: RunStoppedError, rows: numb
 }
 
 /** How long a stopping run may take before the process exits anyway (the bound is 10 s). */
-export const STOP_GRACE_MS = 9_000;
+const STOP_GRACE_MS = 9_000;
 
 /**
  * SIGINT and SIGTERM cancel the run through the returned signal; a second signal, or a stop that

@@ -11,7 +11,7 @@ import { Capabilities } from '../pipeline/capabilities.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../pipeline/aggregates.js';
 import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../pipeline/searches.js';
 import { workingPathForReading } from '../publish/layout.js';
-import type { StreamResult } from '../pipeline/stream.js';
+import type { StreamResult } from '../pipeline/frame.js';
 import { isEmpty, type StateDocument } from '../state/store.js';
 import { beginRefresh, finishRefresh } from './refresh.js';
 import { summaryLines } from './repeats.js';

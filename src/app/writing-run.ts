@@ -1,12 +1,13 @@
 import { existsSync } from 'node:fs';
-import { RESOURCE_NAMES } from '../../connectors/index.js';
+import { RESOURCE_NAMES, RESOURCES } from '../../connectors/index.js';
+import { partitionedTables } from '../publish/partitions.js';
 import type { SyncConfig } from '../config.js';
 import { RunStoppedError } from '../core/errors.js';
 import { exitCodeFor, runEndCode, type RunEndCode } from '../core/exit-codes.js';
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { toProgressPlan, type Plan } from '../pipeline/plan.js';
-import type { StreamResult } from '../pipeline/stream.js';
+import type { StreamResult } from '../pipeline/frame.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StateStoreOptions } from '../state/store.js';
 import { workingPathForReading } from '../publish/layout.js';
@@ -118,7 +119,13 @@ export async function runWriting(
     // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
     publishing = config.dryRun
       ? undefined
-      : publishDuringRun(destination, { path: config.duckdbPath, everyMs: config.publishEveryMs ?? 0, clock, logger });
+      : publishDuringRun(destination, {
+          path: config.duckdbPath,
+          everyMs: config.publishEveryMs ?? 0,
+          clock,
+          logger,
+          partitioned: partitionedTables(RESOURCES),
+        });
     outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination, monitor });
   } catch (error) {
     const code = exitCodeFor(error);

@@ -20,7 +20,7 @@ export async function publishCommand(config: PublishedConfig, io: CommandIo): Pr
     return EXIT_CODES.configuration;
   }
   try {
-    const result = await publishNow(config, working);
+    const result = await publishNow(config, working, io.publishHooks);
     io.print(
       `published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`,
     );

@@ -36,7 +36,7 @@ export interface RunFlags extends SyncFlags {
 }
 
 /** A closed-open interval [from, to) sliced into windows. */
-export interface RangeConfig {
+interface RangeConfig {
   readonly fromMs: number;
   readonly toMs: number;
   readonly windowMs: number;
@@ -177,7 +177,7 @@ function freshnessBounds(read: Reader): NonNullable<StatusCommandConfig['check']
 }
 
 /** The warehouse settings of a command that reads it or changes only state (status, dbt-sources, reset). */
-export function readWarehouse(
+function readWarehouse(
   read: Reader,
 ): Pick<StatusConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   const { destination, bigquery } = resolveWarehouse(read);
@@ -224,7 +224,7 @@ export function resolveResetConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pro
   });
 }
 
-export function resolveRange(read: Reader, command: string): RangeConfig | undefined {
+function resolveRange(read: Reader, command: string): RangeConfig | undefined {
   const from = read.instant('from');
   const to = read.instant('to');
   if (from === undefined && to === undefined) {

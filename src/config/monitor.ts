@@ -7,7 +7,7 @@ import type { Reader } from './reader.js';
 import type { BigQueryConfig } from './parts.js';
 
 /** What `--notify-on` names. */
-export type NotifyKind = (typeof NOTIFY_KINDS)[number];
+type NotifyKind = (typeof NOTIFY_KINDS)[number];
 
 /**
  * A run's monitoring (docs/monitoring.md), as `src/monitor/` takes it: each mechanism present only

@@ -60,7 +60,7 @@ export function resolveApiKey(read: Reader): string {
 }
 
 /** `--bq-upsert` and `--bq-compact-every` (only what was set: the destination holds the defaults). */
-export function bigQueryLayout(read: Reader): Pick<BigQueryConfig, 'upsert' | 'compactEveryMs'> {
+function bigQueryLayout(read: Reader): Pick<BigQueryConfig, 'upsert' | 'compactEveryMs'> {
   const upsert = read.choice('bq-upsert') as BigQueryConfig['upsert'];
   const compactEveryMs = read.duration('bq-compact-every');
   return { ...(upsert === undefined ? {} : { upsert }), ...(compactEveryMs === undefined ? {} : { compactEveryMs }) };

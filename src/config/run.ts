@@ -11,9 +11,9 @@ import { megabytes } from './size.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../http/retry-after.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from '../http/timeouts.js';
 import { DEFAULT_BASE_URL, normalizeBaseUrl } from '../http/conventions.js';
-import { type SchemaContract } from '../normalize/contract.js';
+import type { SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
-import { type ReconcileMode } from '../core/reconcile-mode.js';
+import type { ReconcileMode } from '../core/reconcile-mode.js';
 import type { DeletionMode } from '../core/deletions.js';
 import type { CommandName } from '../options.js';
 import {

@@ -1,7 +1,7 @@
 import type { BridgeDefinition, TableSchema } from './types.js';
 
 /** Position of the element in its array (0-based): with the parent's key, a bridge row's key. */
-export const BRIDGE_ORDINAL_COLUMN = 'ordinal';
+const BRIDGE_ORDINAL_COLUMN = 'ordinal';
 
 /**
  * The table of a bridge: (`project_id`, parent key, `ordinal`) as key, the element's declared

@@ -5,7 +5,6 @@
  * below every layer, so the configuration checks the setting without loading the pipeline.
  */
 export type DeletionMode = 'mark' | 'delete' | 'keep';
-export const DELETION_MODES: readonly DeletionMode[] = ['mark', 'delete', 'keep'];
 
 /**
  * When reconcile found the row deleted at the source (`--deletions mark`); NULL while it is listed.

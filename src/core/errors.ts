@@ -73,11 +73,6 @@ export class RetriableError extends QuerySyncError {
   }
 }
 
-/** 429: over the server's limit. Pause the refused bucket for `retryAfterMs`. */
-export class RateLimitedError extends RetriableError {
-  override readonly code = 'E_RATE_LIMITED';
-}
-
 /** A 4xx that will not succeed on retry (other than auth/scope). */
 export class FatalApiError extends HttpStatusError {
   readonly code = 'E_API';

@@ -92,7 +92,7 @@ export function runExitCode(end: RunEnd, order: 'failure-first' | 'mismatch-firs
  * (`runExitCode`), so the row and the code agree: `stopped` (6, 130, 143, or 4 for a lost lease),
  * `failed` (1, 3, 4: a stream's error), `mismatch` (5: a difference left), `ok` (0).
  */
-export type RunOutcomeName = 'ok' | 'failed' | 'mismatch' | 'stopped';
+type RunOutcomeName = 'ok' | 'failed' | 'mismatch' | 'stopped';
 
 /** A run's end as its exit code and its history row's outcome, from one precedence. */
 export interface RunEndCode {

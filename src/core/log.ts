@@ -19,7 +19,7 @@ export interface LoggerOptions {
 }
 
 /** Paths pino removes from every log object, so a key never reaches a log line. */
-export const REDACT_PATHS: readonly string[] = [
+const REDACT_PATHS: readonly string[] = [
   'apiKey',
   '*.apiKey',
   'authorization',

@@ -3,4 +3,3 @@
  * below every layer, so the configuration checks the setting without loading the pipeline.
  */
 export type ReconcileMode = 'off' | 'check' | 'repair';
-export const RECONCILE_MODES: readonly ReconcileMode[] = ['off', 'check', 'repair'];

@@ -36,10 +36,10 @@ export type CellValue = string | number | bigint | boolean | null;
 export type Row = Record<string, CellValue>;
 
 /** Order in which a list endpoint returns records, when known. */
-export type SortOrder = 'desc' | 'asc' | 'unknown';
+type SortOrder = 'desc' | 'asc' | 'unknown';
 
 /** How the value of a resource's cursor field is written. */
-export type CursorFormat = 'iso' | 'epoch_ns';
+type CursorFormat = 'iso' | 'epoch_ns';
 
 /**
  * The declaration of one API resource, kept in `connectors/`. Everything that can differ on the
@@ -199,7 +199,7 @@ export interface SplitDeclaration {
 export type ChildSelection = 'all' | 'traced' | 'none';
 
 /** How a child resource is read one parent record at a time (see `ResourceDefinition.perParent`). */
-export interface PerParentReads {
+interface PerParentReads {
   /** The parent resource, e.g. `events`. */
   readonly parent: string;
   /** Query parameter naming the parent, e.g. `event_id`. */

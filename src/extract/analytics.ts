@@ -10,7 +10,7 @@ export const FACETS_PATH = '/v1/events/facets';
 /** The facet fields the SDK lists. */
 export const FACET_FIELDS = ['event_name', 'user_id', 'signal'] as const;
 /** Facet values asked for per field (the SDK's default is 20; lists allow 100). */
-export const FACET_LIMIT = 100;
+const FACET_LIMIT = 100;
 
 export type Interval = 'hour' | 'day';
 export const INTERVAL_MS: Readonly<Record<Interval, number>> = { hour: 3_600_000, day: 86_400_000 };

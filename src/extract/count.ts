@@ -1,9 +1,9 @@
 import { DataError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import type { JsonValue, ProjectScope, ResourceDefinition } from '../core/types.js';
-import type { ApiClient, CallContext } from '../http/client.js';
-import type { TimeWindow } from './paginate.js';
-import { memoGetJson } from './memo.js';
+import type { CallContext } from '../http/client.js';
+import type { TimeWindow } from './windows.js';
+import type { JsonReader } from './memo.js';
 
 /**
  * Records of `resource` in one window and project scope, from its count endpoint
@@ -11,7 +11,7 @@ import { memoGetJson } from './memo.js';
  * counts filtered by signal under-count (field notes). One request, through the run's scheduler.
  */
 export async function countRecords(
-  client: ApiClient,
+  client: JsonReader,
   resource: ResourceDefinition,
   scope: ProjectScope,
   window: TimeWindow,
@@ -23,7 +23,7 @@ export async function countRecords(
   if (resource.filterGte !== undefined) query[resource.filterGte] = new Date(window.fromMs).toISOString();
   if (resource.filterLt !== undefined) query[resource.filterLt] = new Date(window.toMs).toISOString();
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
-  const body = await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx);
+  const body = await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx);
   return readTotal(body, path, ctx);
 }
 

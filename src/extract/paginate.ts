@@ -6,8 +6,6 @@ import type { ApiClient, CallContext } from '../http/client.js';
 import { offsetOf, recordIdentity, type ListObservation } from './list-watch.js';
 import type { TimeWindow } from './windows.js';
 
-export type { TimeWindow } from './windows.js';
-
 export interface Page {
   readonly records: readonly ApiRecord[];
   /** Cursor for the page after this one (`null` at the end). */

@@ -1,9 +1,9 @@
 import { DataError, FatalApiError, trimBody } from '../core/errors.js';
 import { stringifyJson } from '../core/json.js';
 import type { JsonValue, ProjectScope, SplitDeclaration } from '../core/types.js';
-import type { ApiClient, CallContext } from '../http/client.js';
+import type { CallContext } from '../http/client.js';
 import type { TimeWindow, WindowCount } from './windows.js';
-import { memoGetJson } from './memo.js';
+import type { JsonReader } from './memo.js';
 
 /**
  * Where records lie in time, from a timeseries endpoint (`/v1/events/timeseries`, the SDK's shape
@@ -16,7 +16,7 @@ export const INTERVALS = ['minute', 'hour', 'day', 'week', 'month'] as const;
 export type Interval = (typeof INTERVALS)[number];
 
 /** Most buckets asked for in one request (the service states no cap; a month of hours is 744). */
-export const MAX_BUCKETS = 1500;
+const MAX_BUCKETS = 1500;
 
 const LENGTH_MS: Record<Interval, number> = {
   minute: 60_000,
@@ -73,7 +73,7 @@ export interface RecordsOverTime {
 
 /** One timeseries request over `window` at `interval`. */
 export async function timeseries(
-  client: ApiClient,
+  client: JsonReader,
   decl: SplitDeclaration,
   scope: ProjectScope,
   window: TimeWindow,
@@ -89,7 +89,7 @@ export async function timeseries(
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
   let body: JsonValue;
   try {
-    body = await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx);
+    body = await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx);
   } catch (error) {
     if (error instanceof FatalApiError && error.status === 400 && error.field === 'interval')
       throw new IntervalRefused(interval, error);
@@ -134,7 +134,7 @@ export async function timeseries(
  * sync's walks start one latency earlier, for one request of the timeseries endpoint's budget).
  */
 export async function recordsOverTime(
-  client: ApiClient,
+  client: JsonReader,
   decl: SplitDeclaration,
   scope: ProjectScope,
   window: TimeWindow,
@@ -201,7 +201,7 @@ export async function recordsOverTime(
  * covers them, else the later one starts where the earlier ends.
  */
 export async function refineAround(
-  client: ApiClient,
+  client: JsonReader,
   decl: SplitDeclaration,
   scope: ProjectScope,
   coarse: RecordsOverTime,

@@ -9,7 +9,7 @@ import type { WaitHeaders } from './retry-after.js';
  */
 
 /** `code` of the error an attempt fails with when its deadline passes (retried like a timeout: `classify.ts`). */
-export const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
+const REQUEST_DEADLINE_CODE = 'QS_REQUEST_DEADLINE';
 
 /** One response, read whole. */
 /** A response as it came: its status, its body, and the wait headers as sent (read in `retry-after.ts`). */

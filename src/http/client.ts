@@ -2,7 +2,7 @@ import { Agent, type Dispatcher } from 'undici';
 import {
   AuthError,
   DataError,
-  FatalApiError,
+  type FatalApiError,
   RetriesExhaustedError,
   trimBody,
   type ErrorContext,
@@ -22,10 +22,8 @@ import type { RequestBudget } from './budget.js';
 import { classifyStatus, classifyTransportError, type Decision } from './classify.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './timeouts.js';
 import { bareApiKey, normalizeBaseUrl, userAgent } from './conventions.js';
-import { REQUEST_DEADLINE_CODE, sendAttempt, type RawResponse } from './attempt.js';
+import { sendAttempt, type RawResponse } from './attempt.js';
 import { authError, fatalError } from './client-errors.js';
-
-export { DEFAULT_TIMEOUTS, type TimeoutOptions };
 
 export interface RetryOptions {
   /** Attempts for 5xx, 408, resets, timeouts and unreadable bodies, the first included. @default 6 */
@@ -37,7 +35,7 @@ export interface RetryOptions {
   readonly backoff: BackoffOptions;
 }
 
-export const DEFAULT_RETRY: RetryOptions = Object.freeze({
+const DEFAULT_RETRY: RetryOptions = Object.freeze({
   maxAttempts: 6,
   maxElapsedMs: 300_000,
   maxRateLimited: 50,
@@ -45,13 +43,9 @@ export const DEFAULT_RETRY: RetryOptions = Object.freeze({
 });
 
 /** Waits at least this long are logged at info with their reason (shorter ones at debug). */
-export const LONG_WAIT_MS = 5_000;
+const LONG_WAIT_MS = 5_000;
 /** At most one long-wait line per endpoint (and per kind: budget, 429) in this interval. */
-export const WAIT_LOG_INTERVAL_MS = 30_000;
-
-/** `code` of the error an attempt ends with when it passes `TimeoutOptions.requestMs` (`attempt.ts`). */
-export { REQUEST_DEADLINE_CODE };
-export { rejectedParameter } from './client-errors.js';
+const WAIT_LOG_INTERVAL_MS = 30_000;
 
 export interface ApiClientOptions {
   readonly baseUrl: string;

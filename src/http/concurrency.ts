@@ -48,7 +48,7 @@ export interface RequestSample {
   readonly rateLimited?: boolean;
 }
 
-export const DEFAULT_CONCURRENCY_PERIOD_MS = 1_000;
+const DEFAULT_CONCURRENCY_PERIOD_MS = 1_000;
 
 export class ConcurrencyController {
   readonly max: number;

@@ -38,7 +38,11 @@ export function userAgent(): string {
 let version: string | undefined;
 
 function packageVersion(): string {
-  if (version !== undefined) return version;
+  version ??= findPackageVersion();
+  return version;
+}
+
+function findPackageVersion(): string {
   // src/http/ and dist/src/http/ both reach the package root by walking up until a package.json
   // names query-sync (the compiled tree has no package.json of its own).
   for (let dir = new URL('.', import.meta.url); ; dir = new URL('..', dir)) {
@@ -47,10 +51,10 @@ function packageVersion(): string {
         name?: unknown;
         version?: unknown;
       };
-      if (pkg.name === 'query-sync' && typeof pkg.version === 'string') return (version = pkg.version);
+      if (pkg.name === 'query-sync' && typeof pkg.version === 'string') return pkg.version;
     } catch {
       // No package.json here: one level up.
     }
-    if (dir.pathname === '/') return (version = '0.0.0');
+    if (dir.pathname === '/') return '0.0.0';
   }
 }

@@ -41,7 +41,7 @@ export function serverWaitMs(headers: WaitHeaders, nowMs: number): number | unde
 }
 
 /** `retry-after-ms`: a positive number of milliseconds (fractions rounded up), else `undefined`. */
-export function parseRetryAfterMs(value: string | undefined): number | undefined {
+function parseRetryAfterMs(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const trimmed = value.trim();
   if (!/^\d+(\.\d+)?$/.test(trimmed)) return undefined;

@@ -7,7 +7,7 @@ import type { RateLimits } from './budget.js';
  */
 
 /** Time added to the sliding windows, against clock skew and network jitter with the server. */
-export interface SafetyMargins {
+interface SafetyMargins {
   /**
    * Added to every per-endpoint minute window (60 s → 60.25 s). A request that left our window may
    * still sit in the server's if it arrived later than the next one does; 250 ms covers latency

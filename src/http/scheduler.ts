@@ -28,27 +28,14 @@
 
 import PQueue from 'p-queue';
 import type { Logger } from '../core/log.js';
-import {
-  type BudgetStats,
-  type EndpointStats,
-  type RateLimits,
-  type RequestBudget,
-  type ScheduleOptions,
-} from './budget.js';
+import type { BudgetStats, EndpointStats, RateLimits, RequestBudget, ScheduleOptions } from './budget.js';
 import { Bucket, type Waiter } from './scheduler-bucket.js';
 import { RoundRobin } from './scheduler-lanes.js';
 import { SlidingLog } from './scheduler-window.js';
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_SAFETY_MARGINS, type SchedulerOptions } from './scheduler-options.js';
 
-export {
-  DEFAULT_MAX_IN_FLIGHT,
-  DEFAULT_SAFETY_MARGINS,
-  type SafetyMargins,
-  type SchedulerOptions,
-} from './scheduler-options.js';
-
 /** Lane of requests scheduled without one. */
-export const DEFAULT_LANE = 'default';
+const DEFAULT_LANE = 'default';
 
 const MINUTE_MS = 60_000;
 const SECOND_MS = 1_000;

@@ -13,7 +13,7 @@ import type { DeletionChange, WindowCount } from './destination.js';
 
 const DAY_MS = 86_400_000;
 /** Spans start within a day of their event: a span further off is not marked (docs/reconcile.md). */
-export const FOLLOWER_MARGIN_MS = DAY_MS;
+const FOLLOWER_MARGIN_MS = DAY_MS;
 
 /** A table reference, as the statements need it: its partitioning field and whether it is a DAY partition of a TIMESTAMP. */
 export interface DeletionTable {

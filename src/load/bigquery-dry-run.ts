@@ -63,7 +63,7 @@ export class BigQueryDryRun {
   write(table: TableSchema, rows: readonly Row[], hashes: readonly string[] | undefined, location: string): void {
     const spec = partitionSpec(table);
     const dates = new PartitionDateSet();
-    rows.forEach((row, i) => dates.add(encodeRow(table, row, spec, hashes?.[i]).date));
+    for (const [i, row] of rows.entries()) dates.add(encodeRow(table, row, spec, hashes?.[i]).date);
     const printed = this.columns.get(table.name);
     const columns = bigQueryColumns(table);
     const stage = `${table.name}__stage_${randomBytes(6).toString('hex')}`;

@@ -67,7 +67,7 @@ export type BigQueryErrorClass =
  * internalError (500), rateLimitExceeded (403, retry with exponential backoff), and the job-level
  * jobBackendError / jobInternalError.
  */
-export const RETRIABLE_REASONS: ReadonlySet<string> = new Set([
+const RETRIABLE_REASONS: ReadonlySet<string> = new Set([
   'backendError',
   'internalError',
   'rateLimitExceeded',
@@ -166,7 +166,7 @@ export interface ErrorSubject {
 const MAX_QUOTED_ERRORS = 10;
 
 /** `errors[]` as one line: `[reason] message; …`. */
-export function describeErrors(info: BigQueryErrorInfo): string {
+function describeErrors(info: BigQueryErrorInfo): string {
   const quoted = info.messages.slice(0, MAX_QUOTED_ERRORS).map((m, i) => {
     const reason = info.reasons[i] ?? '';
     return reason.length === 0 ? trimBody(m, 300) : `[${reason}] ${trimBody(m, 300)}`;

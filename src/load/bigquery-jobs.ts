@@ -19,7 +19,7 @@ import {
  */
 
 /** Cap of one backoff wait: Google's truncated exponential backoff guidance caps at 32 s. */
-export const MAX_BACKOFF_MS = 32_000;
+const MAX_BACKOFF_MS = 32_000;
 const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_MAX_CONFLICT_ATTEMPTS = 10;
 const DEFAULT_RETRY_BASE_MS = 1_000;

@@ -90,7 +90,7 @@ export class BigQueryLeases implements LeaseProvider {
               undefined,
             );
           }
-          return this.held(name, owner, where, statements, params, leaseMs, options);
+          return this.held(name, owner, where, statements, leaseMs, options);
         }
         continue; // another run took it between our look and our MERGE: look again
       }
@@ -124,7 +124,6 @@ export class BigQueryLeases implements LeaseProvider {
     owner: string,
     where: string,
     statements: ReturnType<typeof leaseSql>,
-    params: Record<string, string | number>,
     leaseMs: number,
     options: LockOptions,
   ): Lock {

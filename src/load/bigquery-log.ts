@@ -23,11 +23,11 @@ import { clusteringColumns, quoteIdent, tablePath, type BigQueryTarget } from '.
  */
 
 /** Suffix of the change log of a table in the log layout: `users` → `users_changes`. */
-export const LOG_SUFFIX = '_changes';
+const LOG_SUFFIX = '_changes';
 /** Where `--bq-upsert log` moves a table of the merge layout it migrates. */
 export const MERGE_BACKUP_SUFFIX = '_merge_layout';
 /** Label of the log holding the epoch seconds of its creation or last compaction. */
-export const COMPACTED_LABEL = 'query-sync-compacted-at';
+const COMPACTED_LABEL = 'query-sync-compacted-at';
 
 export function logTable(table: string): string {
   return `${table}${LOG_SUFFIX}`;

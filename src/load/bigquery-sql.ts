@@ -44,7 +44,7 @@ const MAX_CLUSTERING_COLUMNS = 4;
  * (https://cloud.google.com/bigquery/docs/schemas#column_names).
  */
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,299}$/;
-export const RESERVED_COLUMN_PREFIXES: readonly string[] = [
+const RESERVED_COLUMN_PREFIXES: readonly string[] = [
   '_TABLE_',
   '_FILE_',
   '_PARTITION',
@@ -142,7 +142,7 @@ export function clusteringColumns(table: TableSchema): string[] {
   return table.key.slice(0, MAX_CLUSTERING_COLUMNS);
 }
 
-export function createSchemaDdl(target: BigQueryTarget, location: string): string {
+function createSchemaDdl(target: BigQueryTarget, location: string): string {
   return `CREATE SCHEMA IF NOT EXISTS \`${target.projectId}\`.\`${target.dataset}\` OPTIONS (location = '${location}');`;
 }
 
@@ -176,7 +176,7 @@ export function createTableDdl(target: BigQueryTarget, table: TableSchema): stri
 }
 
 /** The staging table: same columns, no partitioning, expires after a day. */
-export function createStageDdl(target: BigQueryTarget, table: TableSchema, stage: string): string {
+function createStageDdl(target: BigQueryTarget, table: TableSchema, stage: string): string {
   const columns = bigQueryColumns(table)
     .map((c) => `  ${quoteIdent(c.name)} ${c.type}`)
     .join(',\n');
@@ -188,11 +188,7 @@ export function createStageDdl(target: BigQueryTarget, table: TableSchema, stage
 }
 
 /** `ALTER TABLE … ADD COLUMN IF NOT EXISTS …` for columns the table lacks (undefined when none). */
-export function addColumnsDdl(
-  target: BigQueryTarget,
-  table: string,
-  columns: readonly BigQueryColumn[],
-): string | undefined {
+function addColumnsDdl(target: BigQueryTarget, table: string, columns: readonly BigQueryColumn[]): string | undefined {
   if (columns.length === 0) return undefined;
   const adds = columns.map((c) => `ADD COLUMN IF NOT EXISTS ${quoteIdent(c.name)} ${c.type}`).join(',\n  ');
   return `ALTER TABLE ${tablePath(target, table)}\n  ${adds};`;

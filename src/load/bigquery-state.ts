@@ -15,7 +15,7 @@ export const STATE_FIELDS: TableField[] = [
 ];
 
 /** Name of the query parameter holding the state rows. */
-export const STATE_ROWS_PARAM = 'state_rows';
+const STATE_ROWS_PARAM = 'state_rows';
 
 export function stateSelectSql(target: BigQueryTarget): string {
   return `SELECT \`key\` AS key, \`value\` AS value FROM ${tablePath(target, STATE_TABLE)} ORDER BY 1`;

@@ -1,3 +1,4 @@
+import type { DuckDBConnection } from '@duckdb/node-api';
 import type { LeaseProvider } from '../core/lease.js';
 import type { StateTable } from '../core/state-table.js';
 
@@ -79,18 +80,18 @@ export interface KeepsChildBook {
 }
 
 /** Where the run lease lives when not beside the state file (BigQuery: runs in pods share no file). */
-export interface KeepsLeases {
+interface KeepsLeases {
   readonly leases: LeaseProvider;
 }
 
 /** What the destination's queries were billed (absent where queries cost nothing: DuckDB). */
-export interface Billed {
+interface Billed {
   /** Bytes billed by this destination's queries so far (the run's, as a destination is opened per run). */
   billing(): BillingTotals;
 }
 
 /** Rows of one project in a time window, for `verify` and reconciliation. */
-export interface CountsWindows {
+interface CountsWindows {
   /**
    * Rows of one project whose `column` lies in [fromIso, toIso), not counting rows marked deleted at
    * the source (`_deleted_at`); 0 when the table does not exist.
@@ -135,7 +136,7 @@ export interface DeletionResult {
 }
 
 /** Reconcile's id comparison and the deletion mark (`core/deletions.ts`). */
-export interface TracksDeletions {
+interface TracksDeletions {
   /** Keys of one project's rows whose `column` lies in [fromIso, toIso); empty when the table does not exist. */
   keysInWindow(table: string, window: WindowCount & { readonly key: string }): Promise<WindowKeys>;
   /** Apply one window's deletions to the parent and its followers at once (one transaction). */
@@ -143,19 +144,19 @@ export interface TracksDeletions {
 }
 
 /** Rows per project, for `status`. */
-export interface CountsByProject {
+interface CountsByProject {
   /** Rows per `project_id`; empty when the table does not exist. */
   countByProject(table: string): Promise<Readonly<Record<string, number>>>;
 }
 
 /** Drop a table (a shadow a refresh that did not finish left behind). */
-export interface DropsTables {
+interface DropsTables {
   /** Drop a table if it exists. */
   dropTable(table: string): Promise<void>;
 }
 
 /** `sync --full-refresh`: tables replaced by their shadows at once. */
-export interface ReplacesTables {
+interface ReplacesTables {
   /**
    * Replace each `table` with its `shadow`, all in one transaction (a table and its bridge tables):
    * readers see the old rows or the new ones, never a half-empty table or a bridge out of step with
@@ -168,12 +169,18 @@ export interface ReplacesTables {
 export type Refreshes = ReplacesTables & DropsTables;
 
 /** Views over the tables (the conversation-events view). */
-export interface DefinesViews {
+interface DefinesViews {
   /**
    * Create or replace a view. `select` builds its query in this destination's dialect from how it
    * names a table and quotes a column.
    */
   defineView(name: string, select: (sql: ViewDialect) => string): Promise<void>;
+}
+
+/** The destination is a DuckDB file a read copy is published from (`publish/`), between two of its writes. */
+export interface PublishesCopy {
+  /** Run `work` on the destination's connection between two writes: it sees the file as of the last commit. */
+  exclusive<T>(work: (connection: DuckDBConnection) => Promise<T>): Promise<T>;
 }
 
 /** The optional members, as a destination declares them (each may be absent). */
@@ -186,41 +193,42 @@ export type OptionalCapabilities = Partial<
     CountsByProject &
     Refreshes &
     DefinesViews &
-    KeepsChildBook
+    KeepsChildBook &
+    PublishesCopy
 >;
 
 export function keepsState<D extends OptionalCapabilities>(d: D): d is D & StateTable {
   return d.readState !== undefined && d.writeState !== undefined && d.stateLocation !== undefined;
 }
-export function keepsLeases<D extends OptionalCapabilities>(d: D): d is D & KeepsLeases {
+function keepsLeases<D extends OptionalCapabilities>(d: D): d is D & KeepsLeases {
   return d.leases !== undefined;
 }
-export function isBilled<D extends OptionalCapabilities>(d: D): d is D & Billed {
+function isBilled<D extends OptionalCapabilities>(d: D): d is D & Billed {
   return d.billing !== undefined;
 }
-export function countsWindows<D extends OptionalCapabilities>(d: D): d is D & CountsWindows {
+function countsWindows<D extends OptionalCapabilities>(d: D): d is D & CountsWindows {
   return d.countWindow !== undefined;
 }
-export function tracksDeletions<D extends OptionalCapabilities>(d: D): d is D & TracksDeletions {
+function tracksDeletions<D extends OptionalCapabilities>(d: D): d is D & TracksDeletions {
   return d.keysInWindow !== undefined && d.applyDeletions !== undefined;
 }
-export function countsByProject<D extends OptionalCapabilities>(d: D): d is D & CountsByProject {
+function countsByProject<D extends OptionalCapabilities>(d: D): d is D & CountsByProject {
   return d.countByProject !== undefined;
 }
-export function dropsTables<D extends OptionalCapabilities>(d: D): d is D & DropsTables {
+function dropsTables<D extends OptionalCapabilities>(d: D): d is D & DropsTables {
   return d.dropTable !== undefined;
-}
-export function replacesTables<D extends OptionalCapabilities>(d: D): d is D & ReplacesTables {
-  return d.replaceTables !== undefined;
 }
 export function refreshes<D extends OptionalCapabilities>(d: D): d is D & Refreshes {
   return d.replaceTables !== undefined && d.dropTable !== undefined;
 }
-export function keepsChildBook<D extends OptionalCapabilities>(d: D): d is D & KeepsChildBook {
+function keepsChildBook<D extends OptionalCapabilities>(d: D): d is D & KeepsChildBook {
   return d.owedChildren !== undefined && d.countOwedChildren !== undefined && d.forgetChildren !== undefined;
 }
-export function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
+function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
   return d.defineView !== undefined;
+}
+function publishesCopy<D extends OptionalCapabilities>(d: D): d is D & PublishesCopy {
+  return d.exclusive !== undefined;
 }
 
 /** What one destination offers, each capability checked once; absent ones are `undefined`. */
@@ -235,6 +243,7 @@ export interface Capabilities {
   readonly refresh?: Refreshes;
   readonly views?: DefinesViews;
   readonly childBook?: KeepsChildBook;
+  readonly publish?: PublishesCopy;
 }
 
 /** Check every capability of `d` once (where it is opened). Methods stay bound to `d`. */
@@ -275,5 +284,6 @@ export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
           },
         }
       : {}),
+    ...(publishesCopy(d) ? { publish: { exclusive: (work) => d.exclusive(work) } } : {}),
   };
 }

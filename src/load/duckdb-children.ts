@@ -53,7 +53,7 @@ export async function writeChildReads(connection: DuckDBConnection, reads: reado
  * book: every parent owes), with its parameters. One place says what "owed" is, for the drain's
  * list and for the counts of `status`, `plan` and the run summary.
  */
-export function owedWhere(
+function owedWhere(
   query: OwedChildren,
   bookExists: boolean,
   project: string | undefined,

@@ -28,7 +28,7 @@ export const DEFAULT_MEMORY_LIMIT = '32MB';
  * would pass this share keeps that bounded by the setting, whatever the row size. With vacuum off
  * (`open`), each checkpoint writes only the row group of the rows since the previous one.
  */
-export const CHECKPOINT_SHARE = 0.25;
+const CHECKPOINT_SHARE = 0.25;
 
 /** Text bytes (strings by length, other cells 8) after which a checkpoint is due; undefined: never (no limit). */
 export function checkpointBytes(memoryLimit: string): number | undefined {
@@ -44,10 +44,10 @@ export function checkpointBytes(memoryLimit: string): number | undefined {
  * re-read of 15,000 events into existing rows ran 32MB out after ~10,400 of them. Writing new rows
  * leaves none of this behind (but see `PINNED_SHARE`).
  */
-export const RELEASE_SHARE = 1 / 16;
+const RELEASE_SHARE = 1 / 16;
 
 /** ALLOCATOR bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
-export function releaseBytes(memoryLimit: string): number | undefined {
+function releaseBytes(memoryLimit: string): number | undefined {
   const mb = megabytes(memoryLimit);
   return mb === undefined ? undefined : mb * 1e6 * RELEASE_SHARE;
 }
@@ -64,10 +64,10 @@ export function releaseBytes(memoryLimit: string): number | undefined {
  * (the MERGE's scan of the key columns), so past this share the file is reattached after nearly
  * every checkpoint of a large table: one DETACH/ATTACH per ~8 MB written, a few ms each.
  */
-export const PINNED_SHARE = 1 / 8;
+const PINNED_SHARE = 1 / 8;
 
 /** BASE_TABLE bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
-export function pinnedBytes(memoryLimit: string): number | undefined {
+function pinnedBytes(memoryLimit: string): number | undefined {
   const mb = megabytes(memoryLimit);
   return mb === undefined ? undefined : mb * 1e6 * PINNED_SHARE;
 }
@@ -82,7 +82,7 @@ export function isInvalidated(error: unknown): boolean {
   return /has been invalidated/i.test((error as Error)?.message ?? '');
 }
 /** Times one write reopens a file DuckDB invalidated (see `DuckDbDestination.recoverInvalidated`). */
-export const MAX_REATTACH_PER_WRITE = 2;
+const MAX_REATTACH_PER_WRITE = 2;
 
 /**
  * Memory of the rows not yet checkpointed (all tables) that makes a checkpoint due before a write,

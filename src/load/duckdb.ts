@@ -35,8 +35,6 @@ import {
   type WindowKeys,
 } from './destination.js';
 
-export { ROW_GROUP_SIZE, type DuckDbOpenOptions } from './duckdb-connection.js';
-
 const PROJECT_ID = 'project_id';
 
 /**

@@ -23,7 +23,7 @@ export interface StreamFigures {
 }
 
 /** One endpoint's requests in this run, from the run's one scheduler. */
-export interface EndpointFigures {
+interface EndpointFigures {
   readonly endpoint: string;
   readonly requests: number;
   readonly rateLimited: number;
@@ -33,14 +33,14 @@ export interface EndpointFigures {
 }
 
 /** A stream's high-water mark in state: every record before it is stored. */
-export interface MarkFigures {
+interface MarkFigures {
   readonly resource: string;
   readonly project: string;
   readonly markMs: number;
 }
 
 /** A per-parent child's backlog (traces read one event at a time), as `status` computes it. */
-export interface BacklogFigures {
+interface BacklogFigures {
   readonly resource: string;
   readonly events: number;
   readonly etaSeconds: number;
@@ -60,7 +60,7 @@ export interface ReconcileFigures {
 }
 
 /** A column (or table) a run added. */
-export interface SchemaChangeFigures {
+interface SchemaChangeFigures {
   readonly table: string;
   readonly column: string;
   readonly type: string;

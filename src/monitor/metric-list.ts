@@ -13,9 +13,9 @@ import { RUN_STATUSES, type RunFigures, type StreamFigures } from './figures.js'
  */
 
 /** `version` is build_info's alone (one value per binary). */
-export type Label = 'resource' | 'project' | 'endpoint' | 'status' | 'version';
+type Label = 'resource' | 'project' | 'endpoint' | 'status' | 'version';
 
-export interface Sample {
+interface Sample {
   readonly labels: Readonly<Partial<Record<Label, string>>>;
   readonly value: number;
 }

@@ -14,8 +14,6 @@ import { inferType, PROJECT_COLUMN, toCell } from './normalize.js';
  */
 export type SchemaContract = 'evolve' | 'freeze-columns' | 'freeze';
 
-export const SCHEMA_CONTRACTS: readonly SchemaContract[] = ['evolve', 'freeze-columns', 'freeze'];
-
 /** `resource` with the contract checked on every record (`existing`: the table's columns, `undefined` when it does not exist). */
 export function withContract(
   resource: ResourceDefinition,

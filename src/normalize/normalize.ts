@@ -16,10 +16,8 @@ import type {
 } from '../core/types.js';
 
 import { SYNCED_AT_COLUMN } from '../core/table-schema.js';
-
-export { SYNCED_AT_COLUMN };
 /** Metadata column: the id of the run that last wrote the row (`run_id` of `_query_sync_runs`). */
-export const RUN_ID_COLUMN = '_run_id';
+const RUN_ID_COLUMN = '_run_id';
 export const PROJECT_COLUMN = 'project_id';
 
 /** An ISO-8601 instant with an explicit offset (a real date). A naive date-time stays a string. */
@@ -31,9 +29,9 @@ export function isIsoInstant(value: string): boolean {
  * Longest column name for a record field. BigQuery allows 300 characters; 13 are kept for the
  * variant suffix (`__v_timestamp`), so a field's variant column is as valid as its column.
  */
-export const MAX_FIELD_COLUMN_CHARS = 287;
+const MAX_FIELD_COLUMN_CHARS = 287;
 /** BigQuery's limit on a column name (DuckDB has none that matters here). */
-export const MAX_COLUMN_CHARS = 300;
+const MAX_COLUMN_CHARS = 300;
 /**
  * A field name that is a column name as it is, in both destinations: letters, digits and `_`,
  * starting with a letter. (A leading `_` is refused: that namespace is our metadata's, `_synced_at`,
@@ -51,13 +49,6 @@ export function renamedColumn(field: string, attempt = 0): string {
     .digest('hex')
     .slice(0, 8)}`;
   return `${base.slice(0, MAX_FIELD_COLUMN_CHARS - suffix.length)}${suffix}`;
-}
-
-/** A field stored under another column name, and why (logged once per run). */
-export interface ColumnRename {
-  readonly field: string;
-  readonly column: string;
-  readonly reason: string;
 }
 
 /** Something normalize had to say about the data (logged by the walk). */

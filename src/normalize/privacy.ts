@@ -16,10 +16,8 @@ export interface PrivacyRules {
   readonly hash: Readonly<Record<string, readonly string[]>>;
 }
 
-export const NO_PRIVACY: PrivacyRules = Object.freeze({ exclude: {}, hash: {} });
-
 /** Shortest salt accepted: a short salt makes the hashes of short values easy to guess. */
-export const MIN_SALT_LENGTH = 16;
+const MIN_SALT_LENGTH = 16;
 
 /**
  * The salted hash of a value: HMAC-SHA256 keyed by the salt (the standard way to salt SHA-256),
@@ -81,7 +79,7 @@ export function withPrivacy(
  * `project_id`. Hashing a field the connector declares as a non-string column is refused too (the
  * hash is a string).
  */
-export function parseColumnList(
+function parseColumnList(
   flag: string,
   text: string | undefined,
   resources: readonly ResourceDefinition[],
@@ -114,7 +112,9 @@ export function parseColumnList(
         `${flag}: ${item} is declared as ${declared} in connectors/${resource.name}.ts, and a hash is a string: exclude it instead`,
       );
     }
-    (out[resource.name] ??= []).push(field);
+    const fields = out[resource.name] ?? [];
+    fields.push(field);
+    out[resource.name] = fields;
   }
   return out;
 }

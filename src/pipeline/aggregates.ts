@@ -45,20 +45,16 @@ export function aggregatesKey(project: string, interval: Interval): string {
   return interval === 'day' ? project : `${project}|${interval}`;
 }
 
-export const EVENT_COUNTS_SCHEMA: TableSchema = tableSchema(
-  EVENT_COUNTS_TABLE,
-  ['project_id', 'interval', 'bucket_start'],
-  {
-    project_id: 'string',
-    interval: 'string',
-    bucket_start: 'timestamp',
-    event_count: 'int64',
-    as_of: 'timestamp',
-    ...SYNC_METADATA_COLUMNS,
-  },
-);
+const EVENT_COUNTS_SCHEMA: TableSchema = tableSchema(EVENT_COUNTS_TABLE, ['project_id', 'interval', 'bucket_start'], {
+  project_id: 'string',
+  interval: 'string',
+  bucket_start: 'timestamp',
+  event_count: 'int64',
+  as_of: 'timestamp',
+  ...SYNC_METADATA_COLUMNS,
+});
 
-export const EVENT_FACETS_SCHEMA: TableSchema = tableSchema(
+const EVENT_FACETS_SCHEMA: TableSchema = tableSchema(
   EVENT_FACETS_TABLE,
   ['project_id', 'snapshot_date', 'field', 'value'],
   {

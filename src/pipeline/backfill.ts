@@ -18,7 +18,8 @@ import {
 } from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './run.js';
-import { learnChildMode, owedQuery, readsByParent } from './children.js';
+import { owedQuery } from './children.js';
+import { learnChildMode, readsByParent } from './children-probe.js';
 import { ListNotes, listFacts, type ListFact } from './list-facts.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { walkWindow, type WalkTotals } from './walk.js';
@@ -58,7 +59,7 @@ export interface BackfillOptions extends ScopeOptions {
 }
 
 /** Per-parent children a backfill leaves owed: the next sync reads them (the warehouse's book says which). */
-export interface OwedChildrenNote {
+interface OwedChildrenNote {
   readonly resource: string;
   readonly parent: string;
   /** Parents owed their children, per project (absent where the warehouse keeps no book). */
@@ -153,7 +154,10 @@ export async function runBackfill(
           hooks,
         },
         deps,
-      ).then((result) => (hooks.onStreamDone?.(result), result)),
+      ).then((result) => {
+        hooks.onStreamDone?.(result);
+        return result;
+      }),
     (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
   const owed = await owedAfterBackfill(perParent, options, deps);

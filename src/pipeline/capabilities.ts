@@ -15,10 +15,10 @@ import type { Clock } from '../core/types.js';
  * that disappears or appears) is logged once with what changed, and the new answer is stored.
  */
 
-export const CAPABILITIES_SECTION = 'capabilities';
+const CAPABILITIES_SECTION = 'capabilities';
 
 /** An absent capability is asked again after this long (one request a day at most). */
-export const CAPABILITY_RECHECK_MS = 86_400_000;
+const CAPABILITY_RECHECK_MS = 86_400_000;
 
 export interface CapabilityFact {
   readonly offered: boolean;

@@ -22,13 +22,7 @@ import { EXIT_CODES, exitCode } from '../core/exit-codes.js';
  */
 
 /** `not-offered`: an optional resource's route answered 404/405 (sync skips it there): information, not a failure. */
-export type CheckOutcome =
-  | 'ok'
-  | 'refuses-all-projects'
-  | 'not-offered'
-  | 'key-rejected'
-  | 'project-refused'
-  | 'failed';
+type CheckOutcome = 'ok' | 'refuses-all-projects' | 'not-offered' | 'key-rejected' | 'project-refused' | 'failed';
 
 export interface CheckResult {
   readonly resource: string;
@@ -293,7 +287,7 @@ async function checkList(
   } catch (error) {
     return { ...base, ...classify(error, scope) };
   }
-  let page;
+  let page: ReturnType<typeof readEnvelope>;
   try {
     page = readEnvelope(body, ctx);
   } catch (error) {

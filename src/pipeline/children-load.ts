@@ -21,7 +21,7 @@ export const KEEP_DAYS = 8;
 export const childLoadSection = (resource: ResourceDefinition): string => `children-daily:${resource.name}`;
 
 /** Parents counted per UTC day (`YYYY-MM-DD`), across projects. */
-export type DailyCounts = Readonly<Record<string, number>>;
+type DailyCounts = Readonly<Record<string, number>>;
 
 /** The state section: parents queued per day, and how many of them showed children by their fields (`--traces traced` would read those). */
 export interface LoadSection {
@@ -30,7 +30,7 @@ export interface LoadSection {
 }
 
 /** `counts` plus the parents of `ats` (epoch ms; 0 or NaN: unknown, not counted), keeping the last `KEEP_DAYS` days before `nowMs`. */
-export function addDailyCounts(counts: DailyCounts, ats: readonly number[], nowMs: number): DailyCounts {
+function addDailyCounts(counts: DailyCounts, ats: readonly number[], nowMs: number): DailyCounts {
   const next: Record<string, number> = { ...counts };
   for (const at of ats) {
     if (!(at > 0)) continue;

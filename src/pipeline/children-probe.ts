@@ -3,7 +3,7 @@ import type { Logger } from '../core/log.js';
 import type { Clock, JsonValue, ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { ApiClient } from '../http/client.js';
 import type { StateDocument, StateStore } from '../state/store.js';
-import { streamCallContext } from './stream.js';
+import { streamCallContext } from './frame.js';
 
 /**
  * The one-time probe of a per-parent child resource (traces): can the server list it by time, or
@@ -20,16 +20,16 @@ import { streamCallContext } from './stream.js';
  */
 
 /** Settings section holding what was learned about the server (once, then kept). */
-export const SERVER_SECTION = 'server';
+const SERVER_SECTION = 'server';
 
-export interface ServerFacts {
+interface ServerFacts {
   /** Per child resource: whether the server reads it only per parent record. */
   readonly perParent?: Readonly<
     Record<string, { readonly byParent: boolean; readonly learnedAt: string; readonly evidence: string }>
   >;
 }
 
-export function serverFacts(doc: StateDocument): ServerFacts {
+function serverFacts(doc: StateDocument): ServerFacts {
   return (doc.sections[SERVER_SECTION] ?? {}) as ServerFacts;
 }
 

@@ -29,11 +29,6 @@ import { addToLoad, childLoadSection, type LoadSection } from './children-load.j
  *   asked again once its parent is `settle` old, by whichever run comes then, and is done after that.
  */
 
-export type { ChildSelection };
-export { learnChildMode, readsByParent, serverFacts, SERVER_SECTION, type ServerFacts } from './children-probe.js';
-
-export { childSectionName };
-
 /** The backlog of one child resource as read from a state document (for `status` and `plan`). */
 export function childBacklog(
   doc: StateDocument,
@@ -82,7 +77,7 @@ export interface ChildQueueOptions {
 }
 
 /** Owed parents read from the warehouse at once (the drain's buffer; read again when it runs out). */
-export const OWED_PAGE = 2000;
+const OWED_PAGE = 2000;
 
 /** A unit of the children: a parent record (id, parent instant) whose children are due. */
 export interface ChildUnit {
@@ -188,11 +183,8 @@ export class ChildQueue {
       const known = current[project];
       if (known !== undefined && (id in known.pending || id in known.done || id in (known.recheck ?? {}))) continue;
       const at = Date.parse(String(row[parent.cursorField ?? '']));
-      let forProject = fresh.get(project);
-      if (forProject === undefined) {
-        forProject = new Map();
-        fresh.set(project, forProject);
-      }
+      const forProject = fresh.get(project) ?? new Map<string, number>();
+      fresh.set(project, forProject);
       forProject.set(id, Number.isNaN(at) ? 0 : at);
       if (shown && !Number.isNaN(at)) shownAts.push(at);
     }

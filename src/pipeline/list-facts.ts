@@ -9,7 +9,7 @@ import type { StateStore } from '../state/store.js';
  * (docs/list-semantics.md). Nothing here is assumed: a fact is stored only with the records that
  * proved it, and a run whose records contradict it logs what changed, once, and stores the new one.
  */
-export const LISTS_SECTION = 'lists';
+const LISTS_SECTION = 'lists';
 
 export interface ListFact {
   /**

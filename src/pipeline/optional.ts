@@ -2,7 +2,7 @@ import { FatalApiError } from '../core/errors.js';
 import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import { absenceIn, routeCapability, type Capabilities } from './capabilities.js';
-import type { StreamResult } from './stream.js';
+import type { StreamResult } from './frame.js';
 
 /**
  * A resource not every server has (`optional`, signal groups): skipped while the server is known to

@@ -1,7 +1,8 @@
 import { ConfigError } from '../core/errors.js';
 import type { ResourceDefinition } from '../core/types.js';
 import { streamKey, type StateDocument } from '../state/store.js';
-import { reconcileRange, reconcileRequests, type ReconcileMode } from './reconcile.js';
+import { reconcileRange, reconcileRequests } from './reconcile.js';
+import type { ReconcileMode } from '../core/reconcile-mode.js';
 import { notReconcilable, touchedFrom } from './reconcile-run.js';
 import { allProjectsScope } from './scopes.js';
 import { verifyProjects } from './verify.js';

@@ -11,11 +11,12 @@ import { readLedger, streamLedger } from '../state/books/ledger.js';
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from './scopes.js';
-import { childBacklog, readsByParent } from './children.js';
+import { childBacklog } from './children.js';
+import { readsByParent } from './children-probe.js';
 import { childLoad, deficitLine, tracedSavingLine } from './children-load.js';
 import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
-import type { ReconcileMode } from './reconcile.js';
+import type { ReconcileMode } from '../core/reconcile-mode.js';
 import { ledgerUnits } from '../state/books/ledger.js';
 import {
   nextSyncUnits,
@@ -34,9 +35,9 @@ import {
  */
 
 /** `settle`: the re-read of a window that has settled (late enrichment), once per window. */
-export type PlanWindowStatus = 'todo' | 'resume' | 'done' | 'settle';
+type PlanWindowStatus = 'todo' | 'resume' | 'done' | 'settle';
 
-export interface PlanWindow {
+interface PlanWindow {
   readonly from: string;
   readonly to: string;
   readonly status: PlanWindowStatus;
@@ -51,7 +52,7 @@ export interface PlanWindow {
   readonly rowsUpperBound?: boolean;
 }
 
-export interface PlanRow {
+interface PlanRow {
   readonly resource: string;
   readonly scope: string;
   /** The list endpoint the walk will use (the budget it draws on). */

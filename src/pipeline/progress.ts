@@ -82,7 +82,7 @@ export interface ProgressSnapshot {
 }
 
 /** A request queued this long for the budget shows as "waiting for rate budget". */
-export const WAITING_SHOWN_AFTER_MS = 1000;
+const WAITING_SHOWN_AFTER_MS = 1000;
 
 interface Counter {
   rows: number;

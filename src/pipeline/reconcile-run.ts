@@ -6,17 +6,12 @@ import type { TimeWindow } from '../extract/windows.js';
 import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
 import { streamKey, type StateDocument, type StreamState } from '../state/store.js';
 import type { DeletionMode } from '../core/deletions.js';
-import {
-  findDifferences,
-  RECONCILE_RECENT_MS,
-  reconcileRange,
-  type Difference,
-  type ReconcileMode,
-} from './reconcile.js';
+import type { ReconcileMode } from '../core/reconcile-mode.js';
+import { findDifferences, RECONCILE_RECENT_MS, reconcileRange, type Difference } from './reconcile.js';
 import { compareIds, followersOf, keptBefore, ListedIds, RECONCILE_SECTION, rememberKept } from './reconcile-ids.js';
 import type { SyncDeps } from './run.js';
 import { allProjectsScope, singleProjectScope } from './scopes.js';
-import type { StreamResult } from './stream.js';
+import type { StreamResult } from './frame.js';
 import { repairWindows, verifyProjects, type VerifyProject, type VerifyWindow } from './verify.js';
 
 /**
@@ -31,7 +26,7 @@ import { repairWindows, verifyProjects, type VerifyProject, type VerifyWindow } 
  * order): ~1,000 list requests, 2.5 minutes at 400 a minute. A larger loss is reported, not read
  * (it is `verify --repair`'s or a backfill's, which a scheduled sync should not become).
  */
-export const MAX_REPAIR_RECORDS = 100_000;
+const MAX_REPAIR_RECORDS = 100_000;
 
 export interface ReconcileOptions {
   readonly mode: Exclude<ReconcileMode, 'off'>;
@@ -62,7 +57,7 @@ export interface ReconcileOptions {
 }
 
 /** A window that differed, and what became of it. */
-export interface ReconciledWindow {
+interface ReconciledWindow {
   readonly resource: string;
   readonly project: string;
   readonly from: string;

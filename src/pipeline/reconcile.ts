@@ -8,21 +8,6 @@ import type { Destination } from '../load/destination.js';
 import { singleProjectScope } from './scopes.js';
 import type { VerifyProject } from './verify.js';
 
-/**
- * Every sync reconciles itself: after its writes, per resource and project, the API's own count of
- * the records in the range the run touched plus the recent two days is compared with the rows the
- * warehouse holds there, and the windows that differ are found (then re-read: `reconcile-run.ts`).
- *
- * Cost first: at 1M events a day a 15-minute incremental sync reads ~105 pages of events, so the
- * check must cost one or two requests (issue 21: under 2 %). The recent part is one hourly
- * timeseries request (its buckets give every hour's count at once); anything older the run touched
- * (a first sync, a catch-up after downtime) is one count request. Only where a count differs is it
- * narrowed, by hour-aligned halves, to the hours that differ.
- */
-
-/** Reconcile after each sync (`core/reconcile-mode.ts`, where the configuration reads it too). */
-export { RECONCILE_MODES, type ReconcileMode } from '../core/reconcile-mode.js';
-
 const HOUR_MS = 3_600_000;
 /** The rolling recent range checked every run, in hourly buckets (issue 21: "hourly for the last two days"). */
 export const RECONCILE_RECENT_MS = 48 * HOUR_MS;
@@ -31,7 +16,7 @@ export const RECONCILE_RECENT_MS = 48 * HOUR_MS;
  * place (older ranges, or a server whose timeseries is unusable): ~2 per halving, so a year of
  * hours (13 halvings) narrows one difference to its hour with room to spare.
  */
-export const MAX_NARROWING_COUNTS = 32;
+const MAX_NARROWING_COUNTS = 32;
 
 /**
  * The range one (resource, project) is checked over, or `undefined` when there is none yet.

@@ -4,7 +4,7 @@ import { redact, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
 import { tableSchema } from '../core/table-schema.js';
 import type { BillingTotals, Destination } from '../load/destination.js';
-import type { StreamResult } from './stream.js';
+import type { StreamResult } from './frame.js';
 import type { BacklogForecast } from './freshness.js';
 
 /**
@@ -16,7 +16,7 @@ import type { BacklogForecast } from './freshness.js';
 export const RUNS_TABLE = '_query_sync_runs';
 export const SCHEMA_CHANGES_TABLE = '_query_sync_schema_changes';
 
-export const RUNS_SCHEMA: TableSchema = tableSchema(RUNS_TABLE, ['run_id'], {
+const RUNS_SCHEMA: TableSchema = tableSchema(RUNS_TABLE, ['run_id'], {
   run_id: 'string',
   command: 'string',
   started_at: 'timestamp',
@@ -43,21 +43,17 @@ export const RUNS_SCHEMA: TableSchema = tableSchema(RUNS_TABLE, ['run_id'], {
   backlog: 'json',
 });
 
-export const SCHEMA_CHANGES_SCHEMA: TableSchema = tableSchema(
-  SCHEMA_CHANGES_TABLE,
-  ['run_id', 'table_name', 'column_name'],
-  {
-    run_id: 'string',
-    changed_at: 'timestamp',
-    table_name: 'string',
-    column_name: 'string',
-    column_type: 'string',
-    change: 'string',
-  },
-);
+const SCHEMA_CHANGES_SCHEMA: TableSchema = tableSchema(SCHEMA_CHANGES_TABLE, ['run_id', 'table_name', 'column_name'], {
+  run_id: 'string',
+  changed_at: 'timestamp',
+  table_name: 'string',
+  column_name: 'string',
+  column_type: 'string',
+  change: 'string',
+});
 
 /** `new table`: the run created the table; `new column`: a field seen for the first time; `variant column`: a value of another type (`<field>__v_<type>`). */
-export type SchemaChangeKind = 'new table' | 'new column' | 'variant column';
+type SchemaChangeKind = 'new table' | 'new column' | 'variant column';
 
 export interface SchemaChange {
   readonly table: string;

@@ -2,17 +2,22 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats, type ApiClient } from '../http/client.js';
-import { beginRequestMemo } from '../extract/memo.js';
+import { RequestMemo } from '../extract/memo.js';
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { Capabilities } from './capabilities.js';
 import { optionalWalk } from './optional.js';
-import { ChildQueue, childSectionName, learnChildMode, type ChildSelection } from './children.js';
+import { ChildQueue } from './children.js';
+import { learnChildMode } from './children-probe.js';
+import { childSectionName } from '../state/books/children.js';
+import type { ChildSelection } from '../core/types.js';
 import type { KeepsChildBook } from '../load/destination-capabilities.js';
 import { drainChildren } from './children-drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
-import { syncStream, type StreamOptions, type StreamResult } from './stream.js';
+import { syncStream } from './stream.js';
+import type { StreamOptions } from './stream-options.js';
+import type { StreamResult } from './frame.js';
 import type { SplitLimits } from './split.js';
 
 export interface SyncPlanOptions {
@@ -51,7 +56,7 @@ export interface SyncPlanOptions {
  * then spends most of each interval draining a backlog (400 trace reads a minute) and no run blocks
  * the next for long. What is left waits, durably, for the next run.
  */
-export const DEFAULT_CHILD_DRAIN_MS = 10 * 60_000;
+const DEFAULT_CHILD_DRAIN_MS = 10 * 60_000;
 
 /** Parent records whose children are read in one chunk (one write and one state write each). */
 const CHILD_CHUNK = 25;
@@ -72,8 +77,6 @@ export interface RunSummary {
   readonly streams: readonly StreamResult[];
   readonly ok: boolean;
 }
-
-export { allProjectsScope, singleProjectScope } from './scopes.js';
 
 /** Progress callbacks of a run (the live display and the progress log lines). */
 export interface RunHooks {
@@ -101,7 +104,13 @@ export interface RunHooks {
 export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: RunHooks = {}): Promise<RunSummary> {
   // One capabilities book for the run: what one stream learns, the others use (and it is logged once).
   const caps = given.capabilities ?? new Capabilities(given);
-  const deps: SyncDeps = { ...given, capabilities: caps };
+  // Identical aggregate requests (split planning's timeseries for events, users, conversations) go out
+  // once: one memo for this run, in its streams' deps.
+  const deps: SyncDeps & { readonly aggregates: RequestMemo } = {
+    ...given,
+    capabilities: caps,
+    aggregates: new RequestMemo(given.client),
+  };
   const runStartMs = deps.clock.now();
   const streamOptions: StreamOptions = {
     runStartMs,
@@ -255,14 +264,8 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
     return result;
   };
 
-  // Identical aggregate requests (split planning's timeseries for events, users, conversations) go out once.
-  const endMemo = beginRequestMemo(deps.client);
-  try {
-    const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
-    return summarize(runStartMs, streams, deps.clock);
-  } finally {
-    endMemo();
-  }
+  const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
+  return summarize(runStartMs, streams, deps.clock);
 }
 
 /** The warehouse's children book, where it keeps one and the state commits with the rows there. */

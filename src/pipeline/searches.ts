@@ -39,7 +39,7 @@ export const SEARCH_RANGE_MS = 14 * 86_400_000 - 60_000;
 /** State section: per search and project, the mark and the definition it was read with. */
 export const SEARCH_SECTION = 'searches';
 
-export const SEARCH_RESULTS_SCHEMA: TableSchema = tableSchema(
+const SEARCH_RESULTS_SCHEMA: TableSchema = tableSchema(
   SEARCH_RESULTS_TABLE,
   ['project_id', 'search_name', 'event_id'],
   {
@@ -295,7 +295,7 @@ async function readSearch(
 }
 
 /** One search hit → its `search_results` row. */
-export function searchRow(
+function searchRow(
   search: SavedSearch,
   record: ApiRecord,
   project: string,

@@ -10,6 +10,7 @@ import {
 } from '../extract/timeseries.js';
 import type { TimeWindow } from '../extract/windows.js';
 import type { ApiClient, CallContext } from '../http/client.js';
+import type { JsonReader } from '../extract/memo.js';
 import { absenceIn, routeCapability, valueCapability, type Capabilities } from './capabilities.js';
 
 /** Where records lie, and what said so: the timeseries (at the intervals this server serves) or counts over ranges. */
@@ -23,7 +24,8 @@ export type RecordsLie =
  * when the timeseries is absent, refused or answers in another shape, counts over time ranges
  * (`countsOverTime`) on the declaration's `countPath`. What is learned goes to `caps` (state).
  * `undefined` when neither can say (no count endpoint declared). Errors that prove nothing about
- * the server's capabilities (retries exhausted, an abort) are thrown.
+ * the server's capabilities (retries exhausted, an abort) are thrown. The timeseries is asked through
+ * `timeseries` (the run's memo, where there is one); counts over ranges go to `client`.
  */
 export async function whereRecordsLie(
   decl: SplitDeclaration,
@@ -34,6 +36,7 @@ export async function whereRecordsLie(
   caps: Capabilities,
   client: ApiClient,
   ctx: CallContext,
+  timeseries: JsonReader = client,
 ): Promise<RecordsLie | undefined> {
   const path = decl.timeseriesPath;
   const route = routeCapability(path);
@@ -42,7 +45,7 @@ export async function whereRecordsLie(
     const allowed = INTERVALS.filter((i) => caps.usable(interval(i)));
     if (allowed.length === 0) break;
     try {
-      const lie = await recordsOverTime(client, decl, scope, window, ctx, 3, allowed);
+      const lie = await recordsOverTime(timeseries, decl, scope, window, ctx, 3, allowed);
       await caps.offered(route, `GET ${path} answered in the SDK's shape`);
       await caps.offered(interval(lie.interval), `GET ${path} answered interval=${lie.interval}`);
       return { ...lie, source: 'timeseries', allowed };

@@ -2,7 +2,7 @@ import { DataError, FatalApiError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { readTotal } from '../extract/count.js';
-import { memoGetJson } from '../extract/memo.js';
+import type { JsonReader, RequestMemo } from '../extract/memo.js';
 import { refineAround } from '../extract/timeseries.js';
 import { Capabilities, memoryBook, type CapabilityState } from './capabilities.js';
 import { whereRecordsLie, type RecordsLie } from './split-lie.js';
@@ -11,7 +11,7 @@ import { cursorMillis } from '../normalize/normalize.js';
 import type { RateLimits } from '../http/budget.js';
 import type { ConcurrencyController } from '../http/concurrency.js';
 import type { ApiClient, CallContext } from '../http/client.js';
-import { runUnits, unitList, type SubWalk } from './units.js';
+import { runUnits, unitList, type MoreUnits, type SubWalk } from './units.js';
 
 /**
  * Split walks: one large window of a stream read as sub-windows at once.
@@ -25,7 +25,7 @@ import { runUnits, unitList, type SubWalk } from './units.js';
  */
 
 /** Least pages a sub-window should hold: fewer would spend more on partial last pages than they win. */
-export const MIN_PAGES_PER_PART = 10;
+const MIN_PAGES_PER_PART = 10;
 
 /** The configured limits a split is sized by (`--max-rps`, `--max-rpm`), never the compiled-in defaults. */
 export type SplitLimits = Pick<RateLimits, 'maxRps' | 'maxRpm'>;
@@ -55,7 +55,7 @@ export interface FirstPage {
  * the window (from either end, whatever the order); records spread evenly would fill the rest at
  * the same rate. Free (no request); the split's timeseries corrects it before cutting.
  */
-export function pagesFromFirstPage(
+function pagesFromFirstPage(
   resource: ResourceDefinition,
   window: TimeWindow,
   page: Pick<FirstPage, 'records' | 'hasMore'>,
@@ -86,6 +86,8 @@ export async function planSplit(
   maxParts: number,
   deps: {
     readonly client: ApiClient;
+    /** The run's memo of aggregate answers (`extract/memo.ts`); absent: each count and timeseries is asked. */
+    readonly aggregates?: RequestMemo;
     readonly logger: Logger;
     readonly clock: Clock;
     readonly limits: SplitLimits;
@@ -110,13 +112,23 @@ export async function planSplit(
     const counted =
       decl.exact || decl.count === undefined
         ? undefined
-        : countPages(resource, decl.count, scope, window, deps.client, ctx);
+        : countPages(resource, decl.count, scope, window, deps.aggregates ?? deps.client, ctx);
     counted?.catch(() => undefined);
     const caps = deps.capabilities ?? new Capabilities({ ...deps, state: deps.state ?? memoryBook() });
     // Counts over ranges (where the timeseries is unusable) start from the first page's span, when there is one.
     const span = first === undefined ? undefined : cursorSpan(resource, first.records);
     const firstRangeMs = span === undefined ? undefined : Math.max(60_000, 2 * (window.toMs - span.fromMs));
-    const lie = await whereRecordsLie(decl, scope, window, maxParts, firstRangeMs, caps, deps.client, ctx);
+    const lie = await whereRecordsLie(
+      decl,
+      scope,
+      window,
+      maxParts,
+      firstRangeMs,
+      caps,
+      deps.client,
+      ctx,
+      deps.aggregates,
+    );
     if (lie === undefined) {
       deps.logger.warn(
         { resource: resource.name, project: scope.key },
@@ -182,7 +194,7 @@ async function countPages(
   count: NonNullable<NonNullable<ResourceDefinition['split']>['count']>,
   scope: ProjectScope,
   window: TimeWindow,
-  client: ApiClient,
+  client: JsonReader,
   ctx: CallContext,
 ): Promise<number> {
   const decl = resource.split as NonNullable<ResourceDefinition['split']>;
@@ -194,7 +206,7 @@ async function countPages(
   };
   if (scope.projectIds !== undefined && scope.projectIds.length > 0) query.project_ids = scope.projectIds.join(',');
   return (
-    readTotal(await memoGetJson(client, { endpoint: path, path, query, project: scope.header }, ctx), path, ctx) /
+    readTotal(await client.getJson({ endpoint: path, path, query, project: scope.header }, ctx), path, ctx) /
     resource.maxPageSize
   );
 }
@@ -225,7 +237,12 @@ async function wholePages(
   window: TimeWindow,
   lie: Extract<RecordsLie, { readonly source: 'timeseries' }>,
   subs: TimeWindow[],
-  deps: { readonly client: ApiClient; readonly logger: Logger; readonly limits: SplitLimits },
+  deps: {
+    readonly client: ApiClient;
+    readonly aggregates?: RequestMemo;
+    readonly logger: Logger;
+    readonly limits: SplitLimits;
+  },
   ctx: CallContext,
 ): Promise<{ subs: TimeWindow[]; buckets: readonly WindowCount[] }> {
   const decl = resource.split;
@@ -236,7 +253,16 @@ async function wholePages(
   const size = lie.total / subs.length;
   const targets = subs.slice(1).map((_, i) => size * (i + 1));
   try {
-    const fine = await refineAround(deps.client, decl, scope, lie, targets, size * WHOLE_PAGE_REACH, ctx, lie.allowed);
+    const fine = await refineAround(
+      deps.aggregates ?? deps.client,
+      decl,
+      scope,
+      lie,
+      targets,
+      size * WHOLE_PAGE_REACH,
+      ctx,
+      lie.allowed,
+    );
     if (fine.requests === 0) return { subs, buckets: lie.buckets };
     const again = splitIntoPages(window, subs.length, fine.buckets, pageSize, WHOLE_PAGE_REACH);
     return splitPages(again, fine.buckets, pageSize) < splitPages(subs, fine.buckets, pageSize) &&
@@ -339,7 +365,7 @@ export async function walkParts<P>(
   controller: ConcurrencyController,
   streamCtx: CallContext,
   clock: Clock,
-  walkPart: (part: P, sub: SubWalk) => Promise<readonly P[] | void>,
+  walkPart: (part: P, sub: SubWalk) => Promise<MoreUnits<P>>,
 ): Promise<void> {
   await runUnits(unitList(parts), { limit: controller, ctx: streamCtx, clock }, walkPart);
 }

@@ -3,7 +3,8 @@ import { ledgerGaps, readLedger, streamLedger, type Interval, type StreamLedger 
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import type { RateLimits } from '../http/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from './aggregates.js';
-import { childBacklog, readsByParent } from './children.js';
+import { childBacklog } from './children.js';
+import { readsByParent } from './children-probe.js';
 import { childLoad, deficitLine, type ChildLoad } from './children-load.js';
 import { forecastBacklog, type BacklogForecast } from './freshness.js';
 import { definitionQuery, SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from './searches.js';
@@ -30,7 +31,7 @@ export interface WarehouseStatus {
   readonly tables: Readonly<Record<string, TableCounts>>;
 }
 
-export interface SyncStreamStatus {
+interface SyncStreamStatus {
   readonly highWaterMark?: string;
   /** Settle mark: records before it were read again once settled (late enrichment). */
   readonly settled?: string;
@@ -41,7 +42,7 @@ export interface SyncStreamStatus {
   readonly lastRun?: LastRun;
 }
 
-export interface BackfillStreamStatus {
+interface BackfillStreamStatus {
   readonly requested: readonly Interval[];
   readonly windowsDone: number;
   readonly rowsDone: number;
@@ -56,7 +57,7 @@ export interface BackfillStreamStatus {
   readonly lastRun?: LastRun;
 }
 
-export interface ScopeStatus {
+interface ScopeStatus {
   readonly project: string;
   /** Rows of this project (or of every project, for `*`) in the table, when known. */
   readonly tableRows?: number;
@@ -65,7 +66,7 @@ export interface ScopeStatus {
 }
 
 /** A per-parent child's backlog (traces read one event at a time). */
-export interface ChildBacklogStatus {
+interface ChildBacklogStatus {
   /** Parent records whose children are still to read, per project. */
   readonly pending: Readonly<Record<string, number>>;
   readonly total: number;
@@ -84,7 +85,7 @@ export interface ChildBacklogStatus {
   readonly forecast: BacklogForecast;
 }
 
-export interface ResourceStatus {
+interface ResourceStatus {
   readonly resource: string;
   /** What was learned about the server for this resource: read by time, or one parent at a time. */
   readonly readBy?: 'time' | 'parent';
@@ -95,7 +96,7 @@ export interface ResourceStatus {
 }
 
 /** A saved search, per project: how far it has been read, and with what. */
-export interface SearchStatus {
+interface SearchStatus {
   readonly search: string;
   readonly project: string;
   /** The run start up to which it has been read. */
@@ -105,7 +106,7 @@ export interface SearchStatus {
 }
 
 /** When a project's `event_counts` were last refreshed, per interval. */
-export interface AggregateStatus {
+interface AggregateStatus {
   readonly project: string;
   readonly interval: string;
   readonly refreshed: string;
@@ -248,7 +249,7 @@ export function buildStatus(
  * The backlog of a child read one parent at a time, its daily load and its forecast at the
  * per-endpoint minute limit (`status`, and a sync's summary at its end).
  */
-export function childBacklogStatus(
+function childBacklogStatus(
   doc: StateDocument,
   resource: ResourceDefinition,
   limits: Pick<RateLimits, 'maxRpm'>,

@@ -1,6 +1,7 @@
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import type { ApiClient } from '../http/client.js';
+import type { RequestMemo } from '../extract/memo.js';
 import type { Destination } from '../load/destination.js';
 import type { StateStore } from '../state/store.js';
 import type { Capabilities } from './capabilities.js';
@@ -17,6 +18,8 @@ export interface StreamDeps {
   readonly logger: Logger;
   /** What this server offers (one book per run, shared by its streams); a new one over `state` when absent. */
   readonly capabilities?: Capabilities;
+  /** The run's memo of aggregate answers (`extract/memo.ts`), shared by its streams; absent: each asks. */
+  readonly aggregates?: RequestMemo;
 }
 
 export interface StreamOptions {

@@ -249,7 +249,7 @@ export class UnitReader {
   }
 
   /** Read one unit: a window (which may turn into a split), a settle re-read, or a split's part. */
-  async read(unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | void> {
+  async read(unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | undefined> {
     if (unit.kind === 'part') return this.readPart(unit, sub);
     if (unit.kind === 'settle') {
       await this.walk(unit);
@@ -365,7 +365,7 @@ export class UnitReader {
   }
 
   /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */
-  private async readPart(part: SyncUnit & { kind: 'part' }, sub: SubWalk): Promise<SyncUnit[] | void> {
+  private async readPart(part: SyncUnit & { kind: 'part' }, sub: SubWalk): Promise<SyncUnit[] | undefined> {
     const { resource } = this;
     let replaced: TimeWindow[] | undefined;
     const plan = this.planned;

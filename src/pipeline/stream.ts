@@ -8,12 +8,6 @@ import { UnitReader } from './stream-reader.js';
 import type { SyncUnit } from '../state/books/sync.js';
 import { runUnits, type SubWalk } from './units.js';
 
-// The sync's producer functions live in its book (`state/books/sync.ts`); tests import them here too.
-export { nextWindow, settleWindow } from '../state/books/sync.js';
-// The frame's result and call context, where importers have long found them.
-export { streamCallContext, type StreamResult } from './frame.js';
-export type { StreamDeps, StreamOptions } from './stream-options.js';
-
 /**
  * Sync one (resource, project scope): read each window [mark − lookback, run start), walk every
  * page, write in batches, and checkpoint after each write: the cursor of the next page while the
@@ -82,7 +76,7 @@ export async function syncStream(
     } else {
       const markBefore = deps.state.stream(key).mark;
       const run = { limit: reader.controller, ctx, clock: deps.clock };
-      const read = (unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | void> => reader.read(unit, sub);
+      const read = (unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | undefined> => reader.read(unit, sub);
       if ((await runUnits(reader.windowUnits(), run, read)) === 'aborted') options.signal?.throwIfAborted();
       if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
         const settle = reader.settleUnits(markBefore, options.settleMs ?? 0);

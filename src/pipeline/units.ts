@@ -60,6 +60,10 @@ export function unitList<U>(units: readonly U[]): UnitSource<U> {
   return { take: () => todo.shift(), putBack: (more) => todo.unshift(...more) };
 }
 
+/** What a unit's walk ends with: the units it was replaced with (a re-split), or nothing. */
+// biome-ignore lint/suspicious/noConfusingVoidType: a walk that hands nothing back is a plain async function (Promise<void>)
+export type MoreUnits<U> = readonly U[] | void;
+
 export interface RunUnitsOptions {
   /** At most this many units at once: a fixed number, or the adaptive controller (read again after every page). */
   readonly limit: number | ConcurrencyController;
@@ -79,7 +83,7 @@ export interface RunUnitsOptions {
 export async function runUnits<U>(
   source: UnitSource<U>,
   options: RunUnitsOptions,
-  run: (unit: U, sub: SubWalk) => Promise<readonly U[] | void>,
+  run: (unit: U, sub: SubWalk) => Promise<MoreUnits<U>>,
 ): Promise<'done' | 'aborted'> {
   const { ctx: streamCtx, clock, slots } = options;
   const controller = typeof options.limit === 'number' ? undefined : options.limit;
@@ -128,7 +132,7 @@ export async function runUnits<U>(
         const sub = subWalk(streamCtx, controller, clock, fill);
         // The failure is noted inside the unit's slot: in a shared pool, the next slot (which may be
         // this stream's next unit) starts as soon as this one ends, and must see it.
-        const once = async (): Promise<readonly U[] | void> => {
+        const once = async (): Promise<MoreUnits<U>> => {
           if (failed) return;
           try {
             return await run(unit, sub);
@@ -139,7 +143,7 @@ export async function runUnits<U>(
             }
           }
         };
-        (slots === undefined ? once() : (slots.add(once) as Promise<readonly U[] | void>))
+        (slots === undefined ? once() : (slots.add(once) as Promise<MoreUnits<U>>))
           .then((more) => {
             if (more !== undefined && more.length > 0) source.putBack?.(more);
           })

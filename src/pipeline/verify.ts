@@ -64,7 +64,7 @@ export interface VerifyReport {
 }
 
 /** Whether a resource can be reconciled by counts, and if not, why. */
-export function verifiability(resource: ResourceDefinition): string | undefined {
+function verifiability(resource: ResourceDefinition): string | undefined {
   if (resource.countPath === undefined) return `no count endpoint is documented for ${resource.path}: not verifiable`;
   if (resource.mode !== 'incremental' || resource.cursorField === undefined)
     return 'no time field to count windows on: not verifiable';
@@ -158,7 +158,7 @@ export async function verifyWindows(
 }
 
 /** The coarsest bucket every window starts and ends on, or undefined. */
-export function alignedInterval(windows: readonly TimeWindow[]): Interval | undefined {
+function alignedInterval(windows: readonly TimeWindow[]): Interval | undefined {
   for (const interval of ['day', 'hour'] as const) {
     if (windows.every((w) => bucketStart(w.fromMs, interval) === w.fromMs && bucketStart(w.toMs, interval) === w.toMs))
       return interval;

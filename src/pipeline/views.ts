@@ -14,7 +14,7 @@ const CONVERSATION_COLUMNS = ['started_at', 'last_message_at', 'message_count'] 
  * message and message count when the conversations table has them; events marked deleted at the
  * source (`_deleted_at`) left out. `null` when the events table has no `convo_id` yet.
  */
-export function conversationEventsQuery(
+function conversationEventsQuery(
   eventColumns: readonly string[] | undefined,
   conversationColumns: readonly string[] | undefined,
 ): ((sql: ViewDialect) => string) | undefined {

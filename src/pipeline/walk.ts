@@ -2,7 +2,8 @@ import { CursorRejectedError, DataError, PaginationError } from '../core/errors.
 import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { rowBytes } from '../core/row-bytes.js';
-import { paginate, type Page, type PartFilter, type TimeWindow } from '../extract/paginate.js';
+import { paginate, type Page, type PartFilter } from '../extract/paginate.js';
+import type { TimeWindow } from '../extract/windows.js';
 import type { ApiClient, CallContext } from '../http/client.js';
 import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';

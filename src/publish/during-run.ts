@@ -1,9 +1,9 @@
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import type { Destination } from '../load/destination.js';
-import { DuckDbDestination } from '../load/duckdb.js';
 import { Publisher, type PublishResult } from './publisher.js';
 import { trackWrites } from './tracking.js';
+import type { PartitionSpec } from './partitions.js';
 
 /**
  * A writing run's publishing: every `everyMs` while it runs, and once at its end (also a failed or
@@ -19,12 +19,20 @@ export interface RunPublishing {
 
 export function publishDuringRun(
   destination: Destination,
-  options: { readonly path: string; readonly everyMs: number; readonly clock: Clock; readonly logger: Logger },
+  options: {
+    readonly path: string;
+    readonly everyMs: number;
+    readonly clock: Clock;
+    readonly logger: Logger;
+    /** The tables cut by day (`partitionedTables` of the resources). */
+    readonly partitioned: Readonly<Record<string, PartitionSpec>>;
+  },
 ): RunPublishing {
-  if (!(destination instanceof DuckDbDestination) || options.path === ':memory:')
+  const copy = destination.can.publish;
+  if (copy === undefined || options.path === ':memory:')
     return { destination, finish: () => Promise.resolve(undefined) };
   const { logger } = options;
-  const publisher = new Publisher(options.path, destination, options.clock);
+  const publisher = new Publisher(options.path, copy, options.clock, { partitioned: options.partitioned });
   const attempt = async (final: boolean): Promise<PublishResult | undefined> => {
     try {
       const result = await publisher.publish(final);

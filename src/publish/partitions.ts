@@ -1,12 +1,13 @@
-import type { Row } from '../core/types.js';
+import type { LogicalType, ResourceDefinition, Row, TableSchema } from '../core/types.js';
 
 /**
  * How a published table is cut into Parquet partitions by UTC day (`dt=2026-11-26`), so a publish
  * rewrites only the days a run touched. Only tables whose day column never changes for a key are
  * partitioned (an event's `timestamp`, a span's `start_time_ns`): a row that moved between days
  * would leave its old copy in a partition not rewritten. Every other table is one file, rewritten
- * when touched (they are small beside events and traces). A table with no entry here, or whose
- * column is missing or of another type, is unpartitioned.
+ * when touched (they are small beside events and traces). The day column is the resource's
+ * `partitionColumn`, declared once in connectors/ (BigQuery partitions by it too); a table without
+ * one, or whose column is missing or of another type, is unpartitioned.
  */
 export interface PartitionSpec {
   readonly column: string;
@@ -14,15 +15,39 @@ export interface PartitionSpec {
   readonly kind: 'timestamp' | 'ns';
 }
 
-export const PARTITIONED: Readonly<Record<string, PartitionSpec>> = {
-  events: { column: 'timestamp', kind: 'timestamp' },
-  traces: { column: 'start_time_ns', kind: 'ns' },
-};
+/** The cut of a day column by its type: an instant, or Unix nanoseconds; none for another type. */
+function specOf(column: string | undefined, type: LogicalType | undefined): PartitionSpec | undefined {
+  if (column === undefined) return undefined;
+  if (type === 'timestamp') return { column, kind: 'timestamp' };
+  if (type === 'int64') return { column, kind: 'ns' };
+  return undefined;
+}
+
+/** The tables cut by day, by name: each resource with a `partitionColumn` of a declared day type. */
+export function partitionedTables(
+  resources: readonly Pick<ResourceDefinition, 'name' | 'partitionColumn' | 'columns'>[],
+): Readonly<Record<string, PartitionSpec>> {
+  const out: Record<string, PartitionSpec> = {};
+  for (const r of resources) {
+    const spec = specOf(
+      r.partitionColumn,
+      r.partitionColumn === undefined ? undefined : r.columns?.[r.partitionColumn],
+    );
+    if (spec !== undefined) out[r.name] = spec;
+  }
+  return out;
+}
+
+/** The day cut of a table as written (its schema carries its resource's `partitionColumn`). */
+export function partitionOfTable(table: Pick<TableSchema, 'partitionColumn' | 'columns'>): PartitionSpec | undefined {
+  const column = table.partitionColumn;
+  return specOf(column, table.columns.find((c) => c.name === column)?.type);
+}
 
 /** The partition of a table with no day column. */
 export const WHOLE = '';
 /** The partition of rows whose day column is NULL. */
-export const NULL_DAY = 'dt=null';
+const NULL_DAY = 'dt=null';
 
 const NS_PER_MS = 1_000_000n;
 

@@ -3,11 +3,12 @@ import { dirname, join, relative } from 'node:path';
 import { DuckDBInstance } from '../load/duckdb-instance.js';
 import { LoadError } from '../core/errors.js';
 import type { Clock } from '../core/types.js';
-import type { DuckDbDestination } from '../load/duckdb.js';
+import type { PublishesCopy } from '../load/destination-capabilities.js';
 import { ident, sqlString } from '../load/duckdb-sql.js';
 import { isOldLayout, layoutOf, type WarehouseLayout } from './layout.js';
 import { readManifest, writeManifest, type Manifest, type ManifestTable } from './manifest.js';
 import { takeSnapshot, type DirtyMarks } from './snapshot.js';
+import type { PartitionSpec } from './partitions.js';
 
 /**
  * Publishes the working database as the read copy users open (see `layout.ts`): immutable Parquet
@@ -20,7 +21,7 @@ import { takeSnapshot, type DirtyMarks } from './snapshot.js';
  */
 
 /** How long a file stays after a publish made it no longer current: readers holding an older catalog read it meanwhile. */
-export const KEEP_SUPERSEDED_MS = 60 * 60_000;
+const KEEP_SUPERSEDED_MS = 60 * 60_000;
 
 /** The catalog's table saying what the copy holds. */
 export const PUBLISHED_TABLE = '_query_sync_published';
@@ -36,6 +37,18 @@ export interface PublishResult {
   readonly totalMs: number;
 }
 
+export interface PublisherOptions {
+  /** The tables cut by day (`partitionedTables` of the resources); the others are one file each. */
+  readonly partitioned: Readonly<Record<string, PartitionSpec>>;
+  readonly hooks?: PublisherHooks;
+}
+
+/** Points of a publish a caller may act at (tests); none by default. */
+export interface PublisherHooks {
+  /** After the new catalog is renamed in, before the manifest and the current files are replaced. */
+  readonly afterCatalog?: (files: string) => Promise<void>;
+}
+
 export class Publisher {
   readonly layout: WarehouseLayout;
   private marks = new Map<string, Set<string> | 'all'>();
@@ -45,10 +58,16 @@ export class Publisher {
 
   constructor(
     path: string,
-    private readonly db: DuckDbDestination,
+    private readonly db: PublishesCopy,
     private readonly clock: Clock,
+    private readonly options: PublisherOptions,
   ) {
     this.layout = layoutOf(path);
+  }
+
+  /** The tables cut by day, as this publisher cuts them. */
+  get partitioned(): Readonly<Record<string, PartitionSpec>> {
+    return this.options.partitioned;
   }
 
   /** Rows were written to these partitions of `table` (`undefined`: cannot tell, rewrite it whole). */
@@ -103,6 +122,7 @@ export class Publisher {
             marks,
             firstOfProcess: this.published === 0,
             publish,
+            partitioned: this.options.partitioned,
           });
         } catch (error) {
           for (const [t, m] of marks) this.mark(t, m === 'all' ? undefined : m);
@@ -136,9 +156,7 @@ export class Publisher {
     try {
       await writeCatalog(published, files, manifest);
       swapped = true;
-      // Tests of a kill between the catalog's rename and the manifest: that step is too short to
-      // hit by timing, so a test asks the process to stop here (a marker tells it where it is).
-      if (process.env.QSYNC_TEST_HOLD_AFTER_CATALOG === '1') await holdForKill(files);
+      await this.options.hooks?.afterCatalog?.(files);
       for (const table of Object.values(snap.tables)) {
         for (const p of Object.values(table.partitions)) {
           if (!snap.written.includes(p.version)) continue;
@@ -265,7 +283,12 @@ function removeOrphans(files: string, manifest: Manifest): void {
 }
 
 /** Test hook (see its caller): say where the process is, then wait to be killed. */
-async function holdForKill(files: string): Promise<never> {
+/**
+ * The hook of tests that kill a publish between the catalog's rename and the manifest: that step is
+ * too short to hit by timing, so the process stops here (a marker file tells the test it is there)
+ * until it is killed. The CLI installs it when its environment asks (`cli.ts`), never a publisher itself.
+ */
+export async function holdForKill(files: string): Promise<never> {
   writeFileSync(join(files, 'hold-after-catalog.marker'), '');
   // A pending promise alone would let the process end: a timer keeps it alive until the kill.
   return new Promise<never>(() => setInterval(() => undefined, 60_000));

@@ -6,7 +6,7 @@ import { STATE_TABLE } from '../core/state-table.js';
 import { ident, sqlString } from '../load/duckdb-sql.js';
 import { copyPartition } from './copy-partition.js';
 import type { Manifest, ManifestPartition, ManifestTable } from './manifest.js';
-import { PARTITIONED, partitionFilter, partitionSql, WHOLE, type PartitionSpec } from './partitions.js';
+import { partitionFilter, partitionSql, WHOLE, type PartitionSpec } from './partitions.js';
 
 /**
  * The part of a publish that reads the working database: run between two writes (the destination's
@@ -30,6 +30,8 @@ export interface SnapshotInput {
   /** The first publish of this process: rows written by earlier processes since the last publish are found by `_synced_at`. */
   readonly firstOfProcess: boolean;
   readonly publish: number;
+  /** The tables cut by day (`partitionedTables`); others are one file each. */
+  readonly partitioned: Readonly<Record<string, PartitionSpec>>;
 }
 
 export interface Snapshot {
@@ -92,7 +94,7 @@ async function snapshotNow(connection: DuckDBConnection, input: SnapshotInput): 
   try {
     for (const name of await publishedTables(connection)) {
       const columns = await columnsOf(connection, name);
-      const spec = specFor(name, columns);
+      const spec = specFor(input.partitioned[name], columns);
       snap.tables[name] = await snapshotTable(connection, input, snap, name, columns, spec);
       if (columns.some((c) => c.name === SYNCED_AT)) {
         const [max] = await rows(
@@ -242,8 +244,7 @@ async function columnsOf(connection: DuckDBConnection, table: string): Promise<M
   return found.map(([name, type]) => ({ name: String(name), type: String(type) }));
 }
 
-function specFor(table: string, columns: ManifestTable['columns']): PartitionSpec | undefined {
-  const spec = PARTITIONED[table];
+function specFor(spec: PartitionSpec | undefined, columns: ManifestTable['columns']): PartitionSpec | undefined {
   if (spec === undefined) return undefined;
   const type = columns.find((c) => c.name === spec.column)?.type;
   const expected = spec.kind === 'timestamp' ? 'TIMESTAMP WITH TIME ZONE' : 'BIGINT';

@@ -1,5 +1,5 @@
 import { layoutOf } from './layout.js';
-import { readManifest } from './manifest.js';
+import { readManifest, type Manifest } from './manifest.js';
 
 /** What `status` says of the published read copy: as of when, and how far behind now. */
 export interface PublishedStatus {
@@ -15,7 +15,7 @@ export interface PublishedStatus {
 
 export function publishedStatus(path: string, nowMs: number): PublishedStatus {
   const layout = layoutOf(path);
-  let manifest;
+  let manifest: Manifest | undefined;
   try {
     manifest = readManifest(layout.manifest);
   } catch {

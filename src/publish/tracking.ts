@@ -1,5 +1,5 @@
 import type { Capabilities, Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
-import { PARTITIONED, partitionOfRow, WHOLE } from './partitions.js';
+import { partitionOfRow, partitionOfTable, WHOLE, type PartitionSpec } from './partitions.js';
 import type { Publisher } from './publisher.js';
 
 /**
@@ -12,7 +12,7 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
     const result = await destination.write(batch);
     // A write that changed nothing (a re-read of the same content) leaves the published copy as it is.
     if (result.changed === 0) return result;
-    const spec = PARTITIONED[batch.table.name];
+    const spec = partitionOfTable(batch.table);
     if (spec === undefined) publisher.mark(batch.table.name, [WHOLE]);
     else {
       const days = new Set<string>();
@@ -49,7 +49,10 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
             // tables that follow it whole (their rows' days are not known here).
             applyDeletions: async (change) => {
               const result = await deletions.applyDeletions(change);
-              publisher.mark(change.parent.table, windowDays(change.parent.table, change.parent));
+              publisher.mark(
+                change.parent.table,
+                windowDays(publisher.partitioned[change.parent.table], change.parent),
+              );
               for (const f of change.followers) if ((result.rows[f.table] ?? 0) > 0) publisher.mark(f.table, undefined);
               return result;
             },
@@ -71,20 +74,18 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
   // Everything else goes to the destination itself, bound to it (its queue and connection are its own).
   return new Proxy(destination, {
     get(target, prop, receiver) {
-      if (Object.prototype.hasOwnProperty.call(overrides, prop))
-        return (overrides as Record<string | symbol, unknown>)[prop];
+      if (Object.hasOwn(overrides, prop)) return (overrides as Record<string | symbol, unknown>)[prop];
       const value: unknown = Reflect.get(target, prop, receiver);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
 }
 
-/** The partitions of `table` a window's rows lie in (`undefined`: the table is not cut by that column, rewrite it whole). */
+/** The partitions of a table (cut as `spec` says) a window's rows lie in (`undefined`: the table is not cut by that column, rewrite it whole). */
 function windowDays(
-  table: string,
+  spec: PartitionSpec | undefined,
   window: { readonly column: string; readonly fromIso: string; readonly toIso: string },
 ): ReadonlySet<string> | undefined {
-  const spec = PARTITIONED[table];
   if (spec === undefined) return new Set([WHOLE]);
   if (spec.column !== window.column || spec.kind !== 'timestamp') return undefined;
   const days = new Set<string>();

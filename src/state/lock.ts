@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync, type Stats } from 'node:fs';
 import { readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import lockfile from 'proper-lockfile';
@@ -22,17 +22,7 @@ import { StateError } from '../core/errors.js';
  * `expires_at` < now): the callers only see this interface.
  */
 
-import {
-  HEARTBEAT_MS,
-  LEASE_MS,
-  WRITE_LEASE_MS,
-  type LeaseOwner,
-  type LeaseProvider,
-  type Lock,
-  type LockOptions,
-} from '../core/lease.js';
-
-export { HEARTBEAT_MS, LEASE_MS, WRITE_LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions };
+import { LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions } from '../core/lease.js';
 
 /** Leases as folders beside files (`<name>` is the folder, `<name>.owner.json` says who holds it). */
 export const fileLeases: LeaseProvider = { acquire: (name, options) => acquireLock(name, options) };
@@ -82,7 +72,7 @@ interface Seen {
 }
 
 async function inspect(path: string, callerLeaseMs: number): Promise<Seen | undefined> {
-  let info;
+  let info: Stats;
   try {
     info = await stat(path);
   } catch (error) {
@@ -144,7 +134,6 @@ async function tryLock(path: string, options: LockOptions): Promise<Lock | undef
   };
   // Written whole then renamed, so a reader never sees half a record.
   const tmp = `${ownerPath(path)}.${process.pid}.tmp`;
-  HELD.add(owner.id);
   await writeFile(tmp, `${JSON.stringify(owner)}\n`)
     .then(() => rename(tmp, ownerPath(path)))
     .catch(() => undefined);
@@ -153,14 +142,10 @@ async function tryLock(path: string, options: LockOptions): Promise<Lock | undef
     release: async () => {
       if (released) return;
       released = true;
-      if (lost) {
-        HELD.delete(owner.id);
-        return; // another run holds it now: leave its lease alone
-      }
+      if (lost) return; // another run holds it now: leave its lease alone
       // The record goes first and our id last, so no one sees our record without us holding it.
       await rm(ownerPath(path), { force: true });
       await releaseLease().catch(() => undefined);
-      HELD.delete(owner.id);
     },
   };
 }
@@ -200,9 +185,6 @@ async function readOwner(path: string): Promise<LeaseOwner | undefined> {
   }
 }
 
-/** Ids of the leases this process holds now (a process may hold several: a run lease, a write lease). */
-const HELD = new Set<string>();
-
 /** This process, as an owner record describes it. */
 const SELF = { host: hostname(), pidNamespace: pidNamespace(), pid: process.pid, startTicks: ownStartTicks() };
 
@@ -219,9 +201,11 @@ export function holderIsDead(
   owner: Pick<LeaseOwner, 'host' | 'pidNamespace' | 'pid' | 'startTicks'> & { readonly id?: string },
 ): boolean {
   if (owner.host !== SELF.host || owner.pidNamespace !== SELF.pidNamespace) return false;
-  // Our own pid: a lease this process holds now, or one a former process with our pid left (a
-  // restarted container's pid 1).
-  if (owner.pid === process.pid) return owner.id === undefined || !HELD.has(owner.id);
+  // Our own pid: a lease this process holds now (the record names our start time: only a release
+  // ends it, or its expiry if it leaked), or one a former process with our pid left (a restarted
+  // container's pid 1: another start time, or a record from before ids). No process-wide list of
+  // held leases is needed: the record says which process wrote it.
+  if (owner.pid === process.pid) return owner.id === undefined || owner.startTicks !== SELF.startTicks;
   const proc = procStat(owner.pid);
   if (proc === 'gone') return true;
   if (proc === undefined) return false;

@@ -8,13 +8,14 @@ import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
 
 export type { Change } from './batch.js';
-import { acquireLock, fileLeases, WRITE_LEASE_MS, type LeaseProvider, type Lock } from './lock.js';
+import { acquireLock, fileLeases } from './lock.js';
+import { WRITE_LEASE_MS, type LeaseProvider, type Lock } from '../core/lease.js';
 import type { StateDocument, StreamState } from './document.js';
 import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
 
 export type { StateWriter } from './batch.js';
-export type { LastRun, Lateness, PendingWindow, SplitWindow, StateDocument, StreamState } from './document.js';
+export type { LastRun, Lateness, StateDocument, StreamState } from './document.js';
 
 const EMPTY: StateDocument = { version: STATE_VERSION, streams: {}, projects: [], sections: {} };
 

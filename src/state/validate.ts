@@ -16,13 +16,13 @@
 export const STATE_VERSION = 1;
 
 /** Migrations by the version they upgrade from (none yet: version 1 is the first format). */
-export const MIGRATIONS: Readonly<Record<number, (doc: Record<string, unknown>) => Record<string, unknown>>> = {};
+const MIGRATIONS: Readonly<Record<number, (doc: Record<string, unknown>) => Record<string, unknown>>> = {};
 
 /** What a check found wrong, said as "expected …, got …"; `undefined` when the value is fine. */
 type Check = (value: unknown) => string | undefined;
 
 /** A value's own description for a message: short, JSON-like. */
-export function shown(value: unknown): string {
+function shown(value: unknown): string {
   if (value === undefined) return 'nothing';
   let text: string;
   try {
@@ -104,14 +104,14 @@ const ordered = (v: Record<string, unknown>): string | undefined =>
 const INTERVAL: Shape = { fields: { from: instant, to: instant }, required: ['from', 'to'], whole: ordered };
 
 /** `pending`: the window a sync was reading and the cursor of its next page. */
-export const PENDING_FIELDS: Shape = {
+const PENDING_FIELDS: Shape = {
   fields: { from: instant, to: instant, cursor },
   required: ['from', 'to'],
   whole: ordered,
 };
 
 /** `lastRun`, of a sync stream and of a backfill's (its span, windows and skipped too). */
-export const LAST_RUN_FIELDS: Shape = {
+const LAST_RUN_FIELDS: Shape = {
   fields: {
     at: instant,
     from: instant,
@@ -129,7 +129,7 @@ export const LAST_RUN_FIELDS: Shape = {
 };
 
 /** One sync stream (`streams["<resource>:<scope>"]`). Add a field here when `StreamState` grows one. */
-export const STREAM_FIELDS: Shape = {
+const STREAM_FIELDS: Shape = {
   fields: {
     mark: instant,
     pending: nested(PENDING_FIELDS),
@@ -189,7 +189,7 @@ const SERVER_FIELDS: Shape = {
 const SEARCH_MARK_FIELDS: Shape = { fields: { mark: instant, definition: text }, required: ['mark', 'definition'] };
 
 /** One stream of the backfill ledger (`sections.backfills.streams["<resource>:<scope>"]`). */
-export const LEDGER_STREAM_FIELDS: Shape = {
+const LEDGER_STREAM_FIELDS: Shape = {
   fields: {
     requested: list(nested(INTERVAL)),
     done: list(

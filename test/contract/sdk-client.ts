@@ -12,7 +12,7 @@ import { HTTPClient } from '@raindrop-ai/query/lib/http.js';
 import { startCountingUnrecognized } from '@raindrop-ai/query/types/unrecognized.js';
 
 /** What a strict call saw besides the SDK's own result. */
-export interface RawExchange {
+interface RawExchange {
   readonly url: string;
   readonly status: number;
   readonly body: string;
@@ -65,7 +65,7 @@ interface Schema {
  * Paths (`$.data[3].foo`) of fields in `value` that `schema` does not declare, except names in
  * `allowed`. Schemas the SDK builds with its own union helper (an opaque transform) are not entered.
  */
-export function undeclaredFields(schema: unknown, value: unknown, allowed: ReadonlySet<string>, path = '$'): string[] {
+function undeclaredFields(schema: unknown, value: unknown, allowed: ReadonlySet<string>, path = '$'): string[] {
   const def = (schema as Schema | undefined)?._zod?.def;
   if (def === undefined || value === null || value === undefined) return [];
   switch (def.type) {

@@ -19,7 +19,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import ts from 'typescript';
 
-export type ParamStyle = 'form' | 'deepObject';
+type ParamStyle = 'form' | 'deepObject';
 
 export interface SdkOperation {
   /** The SDK's operation id, e.g. `events_list`. */

@@ -21,11 +21,11 @@ const SCOPES = [undefined, 'alpha', '*'] as const;
 type Scope = (typeof SCOPES)[number];
 const TESTED = new Set<string>();
 
-function projectsOf(scope: Scope, em: Emulator): string[] {
+function projectsOf(scope: Scope): string[] {
   return scope === undefined ? ['default'] : scope === '*' ? ['default', 'alpha', 'beta'] : [scope];
 }
 function truth(em: Emulator, resource: string, scope: Scope): ApiRecord[] {
-  return projectsOf(scope, em).flatMap((p) => em.snapshot(resource, p));
+  return projectsOf(scope).flatMap((p) => em.snapshot(resource, p));
 }
 const key = (project: string | undefined, id: unknown): string => `${project ?? ''}|${String(id)}`;
 
@@ -65,7 +65,7 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
         const raw = JSON.parse(client.exchanges.at(-1)!.body) as { data: Record<string, unknown>[] };
         for (const row of raw.data) {
           if (scope === '*') expect(row['project_id'], label(op, scope)).toBeTypeOf('string');
-          keys.push(key(scope === '*' ? String(row['project_id']) : projectsOf(scope, em)[0], row['id']));
+          keys.push(key(scope === '*' ? String(row['project_id']) : projectsOf(scope)[0], row['id']));
         }
         expect(result.data.length).toBe(raw.data.length);
         expect(result.meta.hasMore).toBe(result.meta.cursor !== null);
@@ -195,7 +195,7 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
         );
 
         if (scope === '*') return; // single-record gets refuse `*` (below)
-        for (const user of em.snapshot('users', projectsOf(scope, em)[0]).slice(0, 5)) {
+        for (const user of em.snapshot('users', projectsOf(scope)[0]).slice(0, 5)) {
           const got = await strictCall(
             client,
             label('users.get', scope),
@@ -206,7 +206,7 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
           expect(got.data.id).toBe(user['id']);
           expect(got.data.eventCount).toBe(user['event_count']);
         }
-        for (const convo of em.snapshot('conversations', projectsOf(scope, em)[0]).slice(0, 5)) {
+        for (const convo of em.snapshot('conversations', projectsOf(scope)[0]).slice(0, 5)) {
           const got = await strictCall(
             client,
             label('conversations.get', scope),
@@ -279,7 +279,7 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
 
       it(`events.get and traces.list (spans of each event) [${where}]`, async () => {
         TESTED.add('events_get').add('traces_list');
-        const project = projectsOf(scope, em)[0]!;
+        const project = projectsOf(scope)[0]!;
         const events = em.snapshot('events', project);
         let spans = 0;
         for (const event of events) {
@@ -313,7 +313,7 @@ for (const flavor of ['real', 'spec'] as const satisfies readonly Flavor[]) {
           .add('signal_groups_list')
           .add('signal_groups_get')
           .add('signal_groups_list_signals');
-        const project = projectsOf(scope, em)[0]!;
+        const project = projectsOf(scope)[0]!;
         const signals = await walk('signals.list', scope, operations.SignalsListResponse$inboundSchema, (cursor) =>
           client.sdk.signals.list({ ...opts(scope), limit: 3, cursor }),
         );

@@ -109,7 +109,7 @@ describe('project scope', () => {
       '/v1/events?limit=100',
       '/v1/users?limit=100',
       '/v1/conversations?limit=100',
-      '/v1/events/search?query=e&timestamp[gte]=' + new Date(Date.now() - 13 * 86_400_000).toISOString() + '&limit=100',
+      `/v1/events/search?query=e&timestamp[gte]=${new Date(Date.now() - 13 * 86_400_000).toISOString()}&limit=100`,
     ]) {
       const all = (await get(em, path, { project: '*' })).json as ListBody;
       expect(all.data.length, path).toBeGreaterThan(0);

@@ -3,8 +3,6 @@ import { request } from 'undici';
 import type { ApiRecord } from '../../src/core/types.js';
 import type { Emulator } from '../../emulator/index.js';
 
-export const HEADER = 'X-Service-Project-Id';
-
 export interface Reply {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;

@@ -1,4 +1,6 @@
 import { DuckDBInstance } from '@duckdb/node-api';
+import { RESOURCES } from '../../connectors/index.js';
+import { partitionedTables } from '../../src/publish/partitions.js';
 import type { Emulator, EmulatorOptions } from '../../emulator/index.js';
 import { systemClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/log.js';
@@ -78,7 +80,13 @@ export function asTheCliLaysItOut(folder: string): () => Promise<Destination> {
   return async () => {
     const path = dbPathOf(folder);
     const work = await DuckDbDestination.open(layoutOf(path).work);
-    const publishing = publishDuringRun(work, { path, everyMs: 0, clock: systemClock, logger: silentLogger() });
+    const publishing = publishDuringRun(work, {
+      path,
+      everyMs: 0,
+      clock: systemClock,
+      logger: silentLogger(),
+      partitioned: partitionedTables(RESOURCES),
+    });
     const close = async (): Promise<void> => {
       try {
         if ((await publishing.finish()) === undefined)

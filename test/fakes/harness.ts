@@ -18,13 +18,14 @@ import { connectApi } from '../../src/app/runtime.js';
 import { keepStateIn } from '../../src/app/state-home.js';
 import { createRunStop } from '../../src/app/stop.js';
 import { openRunState } from '../../src/app/writing-run.js';
-import type { StateStore, StateDocument } from '../../src/state/store.js';
+import type { StateStore } from '../../src/state/store.js';
+import type { StateDocument } from '../../src/state/document.js';
 
 /** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */
 export type HarnessRun = PipelineTarget & Partial<SyncPlanOptions>;
 
 /** Fast retries for tests: the same loop, shorter sleeps. */
-export const FAST_RETRY: Partial<RetryOptions> = { maxAttempts: 8, backoff: { baseMs: 5, maxDelayMs: 50 } };
+const FAST_RETRY: Partial<RetryOptions> = { maxAttempts: 8, backoff: { baseMs: 5, maxDelayMs: 50 } };
 
 export const dbPathOf = (dir: string): string => join(dir, 'warehouse.duckdb');
 export const statePathOf = (dir: string): string => join(dir, 'state.json');

@@ -8,6 +8,8 @@ import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { sliceWindows } from '../../src/extract/windows.js';
 import type { Plan } from '../../src/pipeline/plan.js';
+import { minimumSeconds } from '../../src/http/floor.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
 import { ledgerGaps, readLedger, streamLedger } from '../../src/state/books/ledger.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { StateStore } from '../../src/state/store.js';
@@ -256,7 +258,8 @@ describe('backfill through the real CLI (child processes)', () => {
     ];
     const files = ['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)];
 
-    const planned = await runCli(emu, ['plan', ...range, ...files, '--json']);
+    // At 2 requests a second, the least time of its requests is more than zero: a figure to check.
+    const planned = await runCli(emu, ['plan', ...range, ...files, '--json', '--max-rps', '2']);
     expect(planned.code, planned.stderr).toBe(0);
     const plan = JSON.parse(planned.stdout) as Plan;
     expect(emu.stats().byEndpoint).toEqual({ '/v1/events/count': 6 }); // only count requests, one per window
@@ -265,7 +268,14 @@ describe('backfill through the real CLI (child processes)', () => {
     expect(ev?.rows).toBe(emu.snapshot('events').filter(inRange(events, fromMs, toMs)).length);
     expect(plan.rows.find((r) => r.resource === 'users')?.unknown).toMatch(/no count endpoint/);
     expect(plan.rows.filter((r) => r.resource === 'traces').map((r) => r.scope)).toEqual(['alpha', 'default']);
-    expect(plan.minimumSeconds).toBeGreaterThanOrEqual(0);
+    // The least time the limits allow for every request the plan counts: at least that of its largest row.
+    expect(plan.limits.maxRps).toBe(2);
+    expect(plan.minimumSeconds).toBeGreaterThan(0);
+    expect(Object.values(plan.requestsByEndpoint).reduce((a, b) => a + b, 0)).toBe(
+      plan.rows.reduce((n, r) => n + (r.requests ?? 0), 0),
+    );
+    expect(plan.minimumSeconds).toBe(minimumSeconds(plan.requestsByEndpoint, plan.limits));
+    expect(plan.minimumSeconds).toBeGreaterThanOrEqual(Math.max(...plan.rows.map((r) => r.minimumSeconds ?? 0)));
 
     const text = await runCli(emu, ['plan', ...range, ...files]);
     expect(text.stdout).toMatch(/resource\s+project\s+windows\s+rows\s+pages\s+requests\s+minimum/);
@@ -392,6 +402,12 @@ describe('progress when not on a TTY (child processes)', () => {
     const lines = jsonLines(run.stderr);
     const plan = lines.find((l) => l.msg === 'plan');
     expect(plan?.requests).toEqual({ '/v1/events': expect.any(Number) as number });
+    // Two progress lines need the run to last two intervals (600 ms). Not the machine's speed but the
+    // run's own pacing says it does: at --max-rps 25 its planned requests take at least the floor the
+    // limits allow (no more than 25 in any second). Checked here, so a smaller data set fails this
+    // line instead of making the count below depend on how slow the machine is.
+    const floor = minimumSeconds(plan?.requests as Record<string, number>, { ...DEFAULT_RATE_LIMITS, maxRps: 25 });
+    expect(floor, 'the pacing alone keeps the run going two intervals').toBeGreaterThanOrEqual(0.6);
     const progress = lines.filter((l) => l.msg === 'progress' && l.resource === 'events');
     expect(progress.length).toBeGreaterThanOrEqual(2);
     for (const p of progress) {

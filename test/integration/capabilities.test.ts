@@ -19,7 +19,7 @@ import {
 import { refreshAggregates } from '../../src/pipeline/aggregates.js';
 import { runSync } from '../../src/pipeline/run.js';
 import { runSearches } from '../../src/pipeline/searches.js';
-import type { StreamResult } from '../../src/pipeline/stream.js';
+import type { StreamResult } from '../../src/pipeline/frame.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /** A pino logger whose JSON lines land in `lines`. */

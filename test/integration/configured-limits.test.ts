@@ -13,7 +13,7 @@ import { createScheduler } from '../../src/http/scheduler.js';
 import type { Plan } from '../../src/pipeline/plan.js';
 import { planSplit, type SplitLimits } from '../../src/pipeline/split.js';
 import { buildStatus } from '../../src/pipeline/status.js';
-import type { StateDocument } from '../../src/state/store.js';
+import type { StateDocument } from '../../src/state/document.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, statePathOf } from '../fakes/harness.js';
 import { dir, emulator, onCleanup } from '../fakes/lifecycle.js';

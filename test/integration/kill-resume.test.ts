@@ -3,7 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { SPEC_RATE_LIMITS, startEmulator, type Emulator } from '../../emulator/index.js';
-import { StateStore, type StateDocument } from '../../src/state/store.js';
+import { StateStore } from '../../src/state/store.js';
+import type { StateDocument } from '../../src/state/document.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
@@ -33,15 +34,22 @@ function hasProgress(doc: StateDocument): boolean {
 }
 
 /**
- * When to SIGKILL the child: after a fixed time, or once it has written `checkpoints` new
- * checkpoints to the state file (plus `thenMs`), so the kill lands mid-walk however slow the
- * machine is at starting Node and DuckDB.
+ * When to SIGKILL the child, on what it does (never after a time, so every kill lands mid-run however
+ * slow the machine is at starting Node and DuckDB): once it holds its lease and has said so in its
+ * owner record (before anything is stored), or on the `requests`-th request the API receives after its `checkpoints`-th checkpoint
+ * reached the state file (0: at that checkpoint), so the kills land at varied points of a batch.
  */
-type KillPolicy = { readonly afterMs: number } | { readonly checkpoints: number; readonly thenMs: number };
+type KillPolicy = { readonly lease: true } | { readonly checkpoints: number; readonly requests: number };
+
+/** Requests the emulator receives, told to the run that waits for them (`runCli`). */
+const requestListeners = new Set<() => void>();
 
 /** Run the real CLI in a child process; SIGKILL it as `kill` says, if given. */
 function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun> {
   const statePath = statePathOf(dir);
+  // The lease's owner record: written once the run holds its lease (a kill before it leaves a lease
+  // only its expiry frees, 30 s later: `state/lock.ts`).
+  const leaseOwner = `${statePath}.sync.lock.owner.json`;
   const readState = (): string => (existsSync(statePath) ? readFileSync(statePath, 'utf8') : '');
   let lastState = readState();
   const child = spawn(
@@ -70,8 +78,18 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
   child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
   const timers: NodeJS.Timeout[] = [];
+  let onRequest: (() => void) | undefined;
   const killNow = (): void => void child.kill('SIGKILL');
-  if (kill && 'afterMs' in kill) timers.push(setTimeout(killNow, kill.afterMs));
+  // The state file and the lease are watched by looking every 10 ms (a rename into place is not
+  // always reported by fs.watch); what is waited for is what the run did, not a time.
+  if (kill && 'lease' in kill) {
+    const poll = setInterval(() => {
+      if (!existsSync(leaseOwner)) return;
+      clearInterval(poll);
+      killNow();
+    }, 10);
+    timers.push(poll);
+  }
   if (kill && 'checkpoints' in kill) {
     let seen = 0;
     const poll = setInterval(() => {
@@ -82,13 +100,20 @@ function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun
       seen += 1;
       if (seen < kill.checkpoints) return;
       clearInterval(poll);
-      timers.push(setTimeout(killNow, kill.thenMs));
+      if (kill.requests === 0) return killNow();
+      let requests = 0;
+      onRequest = () => {
+        requests += 1;
+        if (requests === kill.requests) killNow();
+      };
+      requestListeners.add(onRequest);
     }, 10);
     timers.push(poll);
   }
   return new Promise((resolve) => {
     child.on('exit', (code, signal) => {
       for (const t of timers) clearTimeout(t);
+      if (onRequest !== undefined) requestListeners.delete(onRequest);
       resolve({ code, signal, stdout, stderr });
     });
   });
@@ -99,18 +124,25 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
     expect(existsSync(CLI), `build first (npm test runs tsc): ${CLI}`).toBe(true);
     // The documented limits make the first sync take several seconds, so the kills land mid-walk
     // (1,500 events a project: all five runs were killed, and the final run reads half as much).
-    const emu = await startEmulator({ seed: 21, eventsPerProject: 1500, limits: { ...SPEC_RATE_LIMITS } });
+    const emu = await startEmulator({
+      seed: 21,
+      eventsPerProject: 1500,
+      limits: { ...SPEC_RATE_LIMITS },
+      onRequest: () => {
+        for (const listener of requestListeners) listener();
+      },
+    });
     cleanups.push(() => emu.close());
     const d = tempDir();
     cleanups.push(d.cleanup);
 
     // One kill before anything is stored, then kills a few checkpoints in, at varied offsets.
     const kills: KillPolicy[] = [
-      { afterMs: 300 },
-      { checkpoints: 1, thenMs: 0 },
-      { checkpoints: 3, thenMs: 150 },
-      { checkpoints: 2, thenMs: 40 },
-      { checkpoints: 4, thenMs: 90 },
+      { lease: true },
+      { checkpoints: 1, requests: 0 },
+      { checkpoints: 3, requests: 2 },
+      { checkpoints: 2, requests: 1 },
+      { checkpoints: 4, requests: 3 },
     ];
     let killed = 0;
     let checkpointsSeen = 0;
@@ -122,7 +154,7 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
         if (hasProgress(await StateStore.read(statePathOf(d.dir)))) checkpointsSeen += 1;
       }
     }
-    expect(killed).toBeGreaterThanOrEqual(3); // most runs were really killed mid-sync
+    expect(killed).toBe(kills.length); // every run was really killed mid-sync
     expect(checkpointsSeen).toBeGreaterThan(0); // and progress was kept between kills
 
     const finalStartedBefore = Date.now();
@@ -131,11 +163,11 @@ describe('kill -9 and resume (the real CLI in a child process)', () => {
     expect(final.stdout).toMatch(/events\s+\*\s+rows=\d+ pages=\d+ requests=\d+/);
     expect(final.stdout + final.stderr).not.toContain(emu.apiKey);
     // Compare up to an instant the final run certainly covered (a span may start after its event).
-    const before = (resource: ResourceDefinition, r: Record<string, unknown>): boolean =>
+    const coveredByFinal = (resource: ResourceDefinition, r: Record<string, unknown>): boolean =>
       (cursorMillis(resource, r as ApiRecord) ?? 0) < finalStartedBefore;
     for (const resource of RESOURCES) {
-      const rows = (await readTable(d.dir, resource.name)).filter((r) => before(resource, r));
-      const expected = emu.snapshot(resource.name).filter((r) => before(resource, r));
+      const rows = (await readTable(d.dir, resource.name)).filter((r) => coveredByFinal(resource, r));
+      const expected = emu.snapshot(resource.name).filter((r) => coveredByFinal(resource, r));
       expectTableMatches(rows, expected, resource.key, resource.name);
     }
   });

@@ -6,7 +6,7 @@ import type { Emulator } from '../../emulator/index.js';
 import { systemClock } from '../../src/core/clock.js';
 import type { Clock } from '../../src/core/types.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import { readsByParent } from '../../src/pipeline/children.js';
+import { readsByParent } from '../../src/pipeline/children-probe.js';
 import { owedTraces } from '../fakes/owed.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
@@ -22,7 +22,13 @@ const ENRICH_MS = 1500;
  */
 function movableClock(): Clock & { readonly forward: (ms: number) => void } {
   let ahead = 0;
-  return { now: () => Date.now() + ahead, sleep: systemClock.sleep, forward: (ms) => void (ahead += ms) };
+  return {
+    now: () => Date.now() + ahead,
+    sleep: systemClock.sleep,
+    forward: (ms) => {
+      ahead += ms;
+    },
+  };
 }
 
 /** Every table equals the API's `default` project as served now, up to `cutoffMs` on each cursor field. */

@@ -160,6 +160,7 @@ describe("the docs' recipes", () => {
     const env = Object.fromEntries(
       Object.entries(step.env ?? {}).map(([k, v]) => [
         k,
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: GitHub Actions expressions, read from the workflow file
         v.replace('${{ vars.QUERY_API_BASE_URL }}', emu.url).replace('${{ secrets.QUERY_API_KEY }}', emu.apiKey),
       ]),
     );

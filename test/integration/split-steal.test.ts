@@ -5,7 +5,7 @@ import { createLogger } from '../../src/core/log.js';
 import { StateStore } from '../../src/state/store.js';
 import { recordsOverTime } from '../../src/extract/timeseries.js';
 import { singleProjectScope } from '../../src/pipeline/scopes.js';
-import { streamCallContext } from '../../src/pipeline/stream.js';
+import { streamCallContext } from '../../src/pipeline/frame.js';
 import {
   expectTableMatches,
   readTable,

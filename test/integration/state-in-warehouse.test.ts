@@ -6,7 +6,7 @@ import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import type { Emulator } from '../../emulator/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import type { StateDocument } from '../../src/state/store.js';
+import type { StateDocument } from '../../src/state/document.js';
 import { runCli, type ChildRun } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { layoutOf } from '../../src/publish/layout.js';

@@ -114,7 +114,7 @@ describe('status', () => {
       new RegExp(`sync     alpha\\s+mark ${sync.startedAt.replace(/\./g, '\\.')}\\s+last run .* ok rows=${total}`),
     );
     expect(text.out).toMatch(/backfill \*\s+requested \[.*\)\s+done 5 windows \(\d+ rows\)\s+gaps \[.*\)/);
-    expect(text.out).toMatch(/users: table 0 rows\n  never synced or backfilled/);
+    expect(text.out).toMatch(/users: table 0 rows\n {2}never synced or backfilled/);
   });
 
   it("saved searches and aggregates: how far each search was read and with what query, when counts were refreshed, their tables' rows", {

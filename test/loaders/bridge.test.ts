@@ -35,9 +35,9 @@ async function expectedBridge(db: DuckDbDestination): Promise<unknown[]> {
   for (const row of rows) {
     const list =
       row.signals === null ? [] : (JSON.parse(String(row.signals)) as { id?: string; name?: string; score?: number }[]);
-    list.forEach((s, i) =>
-      out.push([row.project_id, row.id, BigInt(i), s.id ?? null, s.name ?? null, s.score ?? null]),
-    );
+    for (const [i, s] of list.entries()) {
+      out.push([row.project_id, row.id, BigInt(i), s.id ?? null, s.name ?? null, s.score ?? null]);
+    }
   }
   return out;
 }

@@ -136,5 +136,5 @@ function isoToMicros(iso: string): bigint {
           ? zone
           : `${zone.slice(0, 3)}:${zone.slice(3)}`;
   const wholeSecondMs = Date.parse(`${date}T${time}${offset}`);
-  return BigInt(wholeSecondMs) * 1000n + BigInt((fraction + '000000').slice(0, 6));
+  return BigInt(wholeSecondMs) * 1000n + BigInt(`${fraction}000000`.slice(0, 6));
 }

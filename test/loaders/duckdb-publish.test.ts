@@ -10,7 +10,11 @@ import { DuckDbDestination } from '../../src/load/duckdb.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { layoutOf, takeOverOldLayout, workingPathForReading } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';
-import { partitionFilter, partitionOfRow, PARTITIONED } from '../../src/publish/partitions.js';
+import { RESOURCES } from '../../connectors/index.js';
+import { partitionedTables, partitionFilter, partitionOfRow } from '../../src/publish/partitions.js';
+
+// The tables cut by day, as the CLI reads them from the resources (their `partitionColumn`).
+const PARTITIONED = partitionedTables(RESOURCES);
 import { Publisher } from '../../src/publish/publisher.js';
 import { trackWrites } from '../../src/publish/tracking.js';
 import { dir } from '../fakes/lifecycle.js';
@@ -48,6 +52,11 @@ const event = (id: string, day: string, text = 'x'): ApiRecord => ({
 
 describe('publishing the read copy (real DuckDB files)', () => {
   it('a row is in the partition its SQL filter selects (the JS and SQL sides agree on days, in UTC)', () => {
+    // Read from the resources' one declaration (connectors/events.ts, connectors/traces.ts).
+    expect(PARTITIONED).toEqual({
+      events: { column: 'timestamp', kind: 'timestamp' },
+      traces: { column: 'start_time_ns', kind: 'ns' },
+    });
     const spec = PARTITIONED.events;
     if (spec === undefined) throw new Error('events are partitioned');
     expect(partitionOfRow(spec, { timestamp: '2026-11-26T23:59:59.999+00:00' })).toBe('dt=2026-11-26');
@@ -67,7 +76,7 @@ describe('publishing the read copy (real DuckDB files)', () => {
   it('publishes every table as views over day-partitioned Parquet; a later publish rewrites only the days written since; the Parquet set equals the tables', async () => {
     const layout = layoutOf(join(dir(), 'warehouse.duckdb'));
     const db = await DuckDbDestination.open(layout.work);
-    const publisher = new Publisher(layout.published, db, systemClock);
+    const publisher = new Publisher(layout.published, db, systemClock, { partitioned: PARTITIONED });
     const tracked = trackWrites(db, publisher);
     const ev = new SchemaTracker(events);
     const us = new SchemaTracker(users);
@@ -131,7 +140,7 @@ describe('publishing the read copy (real DuckDB files)', () => {
     const layout = layoutOf(join(dir(), 'warehouse.duckdb'));
     const ev = new SchemaTracker(events);
     let db = await DuckDbDestination.open(layout.work);
-    let publisher = new Publisher(layout.published, db, systemClock);
+    let publisher = new Publisher(layout.published, db, systemClock, { partitioned: PARTITIONED });
     await trackWrites(db, publisher).write(batch(ev, [event('a', '2026-11-20'), event('b', '2026-11-21')]));
     await publisher.publish(false); // mid-run: not final
     // Written after that publish by the same run, then the process died (no mark survives it).
@@ -139,7 +148,7 @@ describe('publishing the read copy (real DuckDB files)', () => {
     await db.close();
 
     db = await DuckDbDestination.open(layout.work);
-    publisher = new Publisher(layout.published, db, systemClock);
+    publisher = new Publisher(layout.published, db, systemClock, { partitioned: PARTITIONED });
     await publisher.publish(true);
     expect(await read(layout.published, `SELECT user_input FROM events WHERE id = 'b'`)).toEqual([['late']]);
 

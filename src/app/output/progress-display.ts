@@ -101,11 +101,11 @@ export class TtyProgressDisplay implements ProgressDisplay {
 export function renderProgress(snap: ProgressSnapshot, options: RenderOptions = {}): string[] {
   const columns = Math.max(20, options.columns ?? 80);
   // One column spare: some terminals wrap a line that fills the last column.
-  const fit = (line: string): string => cut(line, columns - 1);
+  const fitWidth = (line: string): string => cut(line, columns - 1);
   const spin = SPINNER[(options.frame ?? 0) % SPINNER.length] ?? '*';
   if (snap.phase === 'planning') {
     return [
-      fit(
+      fitWidth(
         `${spin} planning the run: ${snap.requests} count request${snap.requests === 1 ? '' : 's'} · ${seconds(snap.elapsedSeconds)}`,
       ),
     ];
@@ -116,7 +116,7 @@ export function renderProgress(snap: ProgressSnapshot, options: RenderOptions = 
   const windows = snap.resources.some((r) => r.windowsTotal > 1);
   const lines = snap.resources.flatMap((r) =>
     renderResource(r, { wide, nameWidth, spin, windows }).map((text) => {
-      const line = fit(text);
+      const line = fitWidth(text);
       return options.color === true ? paint(r, line) : line;
     }),
   );
@@ -125,9 +125,9 @@ export function renderProgress(snap: ProgressSnapshot, options: RenderOptions = 
   const ended = snap.resources.length > 0 && snap.resources.every((r) => r.done);
   const total = [`elapsed ${seconds(snap.elapsedSeconds)}`, ...(ended ? [] : [eta]), `${num(snap.requests)} requests`];
   if (snap.rateLimited > 0) total.push(`${num(snap.rateLimited)} × 429`);
-  lines.push(fit(total.join(' · ')));
+  lines.push(fitWidth(total.join(' · ')));
   if (!ended && snap.resources.some((r) => r.resumed && !r.done)) {
-    lines.push(fit('≤: a resumed window; rows stored before the interruption are not counted again'));
+    lines.push(fitWidth('≤: a resumed window; rows stored before the interruption are not counted again'));
   }
   return lines;
 }

@@ -8,7 +8,7 @@ import type { StateDocument } from '../document.js';
  * commit). The queue that drives them is `pipeline/children.ts`.
  */
 
-export interface ProjectUnits {
+interface ProjectUnits {
   readonly pending: Readonly<Record<string, number>>;
   readonly done: Readonly<Record<string, number>>;
   /** Answered empty while young: asked again once `at + settle` has passed. */

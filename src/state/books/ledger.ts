@@ -53,7 +53,7 @@ export interface BackfillLedger {
   readonly streams: Readonly<Record<string, StreamLedger>>;
 }
 
-export const EMPTY_LEDGER: BackfillLedger = { version: 1, streams: {} };
+const EMPTY_LEDGER: BackfillLedger = { version: 1, streams: {} };
 const EMPTY_STREAM: StreamLedger = { requested: [], done: [], running: [] };
 
 /** The ledger of a state document (empty when no backfill ran). */
@@ -90,7 +90,7 @@ export function updateStreamLedger(
 /** A window in ms: the arithmetic is `extract/windows.ts`'s; the ledger stores ISO instants. */
 export type MsInterval = TimeWindow;
 
-export const toMs = (i: Interval): MsInterval => ({ fromMs: Date.parse(i.from), toMs: Date.parse(i.to) });
+const toMs = (i: Interval): MsInterval => ({ fromMs: Date.parse(i.from), toMs: Date.parse(i.to) });
 export const toIso = (i: MsInterval): Interval => ({
   from: new Date(i.fromMs).toISOString(),
   to: new Date(i.toMs).toISOString(),

@@ -259,7 +259,7 @@ export function newSplit(window: TimeWindow, parts: readonly TimeWindow[]): Spli
 }
 
 /** A sub-window not yet read replaced by the sub-windows that cover it (one state write: a kill keeps one or the other). */
-export function withPartReplaced(s: StreamState, part: PendingWindow, subs: readonly TimeWindow[]): StreamState {
+function withPartReplaced(s: StreamState, part: PendingWindow, subs: readonly TimeWindow[]): StreamState {
   const split = s.split;
   if (split === undefined) return s;
   const iso = (ms: number): string => new Date(ms).toISOString();

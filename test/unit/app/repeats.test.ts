@@ -4,7 +4,7 @@ import { RepeatedLogs, summaryLines, withoutContext } from '../../../src/app/rep
 import { AuthError, DataError } from '../../../src/core/errors.js';
 import { createLogger } from '../../../src/core/log.js';
 import { newCallStats } from '../../../src/http/client.js';
-import type { StreamResult } from '../../../src/pipeline/stream.js';
+import type { StreamResult } from '../../../src/pipeline/frame.js';
 
 function capture(): { lines: () => Record<string, unknown>[]; stream: Writable } {
   const out: string[] = [];

@@ -9,7 +9,9 @@ import { StateStore } from '../../../src/state/store.js';
 import { tempDir } from '../../fakes/tmp.js';
 
 const cleanups: Array<() => void> = [];
-afterEach(() => cleanups.splice(0).forEach((c) => c()));
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
 
 const MARK = '2026-11-01T00:00:00.000Z';
 const lastRun = { at: MARK, outcome: 'ok' as const, rows: 1, pages: 1, requests: 1, seconds: 1 };
@@ -35,7 +37,10 @@ describe('reset', () => {
     const no = await resetCommand(config, {
       print: (l) => lines.push(l),
       interactive: true,
-      ask: (q) => (questions.push(q), Promise.resolve('n')),
+      ask: (q) => {
+        questions.push(q);
+        return Promise.resolve('n');
+      },
     });
     expect(no).toBe(1);
     expect(questions[0]).toMatch(

@@ -10,13 +10,15 @@ import {
   resolveSyncConfig,
 } from '../../../src/config.js';
 import { ConfigError } from '../../../src/core/errors.js';
-import { DEFAULT_TIMEOUTS } from '../../../src/http/client.js';
+import { DEFAULT_TIMEOUTS } from '../../../src/http/timeouts.js';
 import { envName } from '../../../src/options.js';
 import { CLI } from '../../fakes/cli.js';
 import { tempDir } from '../../fakes/tmp.js';
 
 const cleanups: Array<() => void> = [];
-afterEach(() => cleanups.splice(0).forEach((c) => c()));
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
 function dir(): string {
   const d = tempDir();
   cleanups.push(d.cleanup);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nextWindow } from '../../../src/pipeline/stream.js';
+import { nextWindow } from '../../../src/state/books/sync.js';
 import {
   compareWindows,
   finishedThrough,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rejectedParameter } from '../../../src/http/client.js';
+import { rejectedParameter } from '../../../src/http/client-errors.js';
 
 describe('rejectedParameter (400 bodies naming a parameter, the SDK error shape)', () => {
   it('names the field, what was sent, and what the server allows', () => {

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RATE_LIMITS, SEARCH_ENDPOINT, type RateLimits, type RequestBudget } from '../../../src/http/budget.js';
-import { createScheduler, DEFAULT_SAFETY_MARGINS } from '../../../src/http/scheduler.js';
+import { createScheduler } from '../../../src/http/scheduler.js';
+import { DEFAULT_SAFETY_MARGINS } from '../../../src/http/scheduler-options.js';
 
 const EVENTS = '/v1/events';
 const USERS = '/v1/users';
@@ -484,7 +485,10 @@ describe('createScheduler: a request counts from when it is sent', () => {
       await new Promise((r) => setTimeout(r, 300));
       sent();
     });
-    const second = budget.schedule(EVENTS, async (sent) => void (starts.push(Date.now()), sent()));
+    const second = budget.schedule(EVENTS, async (sent) => {
+      starts.push(Date.now());
+      sent();
+    });
     await vi.advanceTimersByTimeAsync(3_000);
     await Promise.all([first, second]);
     // The second waits for the first to leave the one-second window from its send time (300), not its start (0).

@@ -14,7 +14,7 @@ import { testBigQueryDestination } from '../../fixtures/bigquery/destination.js'
 const offered = (d: Destination): string[] => Object.keys(d.can).sort();
 
 describe('destination capabilities, checked once', () => {
-  it('DuckDB keeps state and the children book, counts, refreshes and defines views; it bills nothing and keeps no lease of its own', async () => {
+  it('DuckDB keeps state and the children book, counts, refreshes, defines views and is published as a read copy; it bills nothing and keeps no lease of its own', async () => {
     const duckdb = await DuckDbDestination.open(':memory:');
     try {
       expect(offered(duckdb)).toEqual([
@@ -22,6 +22,7 @@ describe('destination capabilities, checked once', () => {
         'childBook',
         'deletions',
         'drop',
+        'publish',
         'refresh',
         'state',
         'views',

@@ -12,7 +12,7 @@ import {
   tracedSavingLine,
 } from '../../../src/pipeline/children-load.js';
 import { buildStatus } from '../../../src/pipeline/status.js';
-import type { StateDocument } from '../../../src/state/store.js';
+import type { StateDocument } from '../../../src/state/document.js';
 
 const NOW = Date.parse('2026-03-10T12:00:00.000Z');
 const DAY = 86_400_000;

@@ -17,7 +17,8 @@ import {
   singleProjectScope,
   type ScopeHooks,
 } from '../../../src/pipeline/scopes.js';
-import { StateStore, type StateDocument } from '../../../src/state/store.js';
+import { StateStore } from '../../../src/state/store.js';
+import type { StateDocument } from '../../../src/state/document.js';
 
 /** Project discovery (`src/pipeline/scopes.ts`): which (resource, project scope) walks a run starts. */
 
@@ -99,7 +100,7 @@ describe('scopes of one project', () => {
 
 describe('"*": one all-projects walk where the endpoint takes it, one walk per project elsewhere', () => {
   it('--project-ids: the narrowed "*" walk plus one per listed project; slugs seen in rows start nothing; the list is kept in state', async () => {
-    const r = recorder((resource, _scope, hooks) => {
+    const r = recorder((_resource, _scope, hooks) => {
       hooks.onProjects?.(new Set(['gamma'])); // ignored: the list was given
       return 'ok';
     });

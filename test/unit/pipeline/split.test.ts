@@ -5,7 +5,7 @@ import { events } from '../../../connectors/events.js';
 import { MIN_STEAL_PAGES, partsForLatency, stealCut, walkParts } from '../../../src/pipeline/split.js';
 import { newSplit, withoutPartCursor, withPartCheckpoint, withPartCut } from '../../../src/state/books/sync.js';
 import { WalkBounds } from '../../../src/pipeline/walk.js';
-import type { StreamState } from '../../../src/state/store.js';
+import type { StreamState } from '../../../src/state/document.js';
 
 const T = Date.parse('2026-11-01T00:00:00Z');
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -198,6 +198,17 @@ describe('walkParts', () => {
     const controller = new ConcurrencyController({ max: 2, initial: 2, now: () => 0 });
     const started: number[] = [];
     const finished: number[] = [];
+    // Part 2 is still running when part 1 fails, by construction: it waits for part 1 to throw, then
+    // for one turn of the event loop (setImmediate runs after every pending promise job, so after the
+    // runner has handled the failure and would have started part 3 in part 1's slot).
+    let part1Threw!: () => void;
+    const thrown = new Promise<void>((resolve) => {
+      part1Threw = resolve;
+    });
+    let part2Started!: () => void;
+    const secondRunning = new Promise<void>((resolve) => {
+      part2Started = resolve;
+    });
     const run = walkParts(
       [1, 2, 3, 4],
       controller,
@@ -205,8 +216,14 @@ describe('walkParts', () => {
       { now: () => 0, sleep: async () => undefined },
       async (part) => {
         started.push(part);
-        await new Promise((r) => setTimeout(r, part === 1 ? 1 : 20));
-        if (part === 1) throw new Error('part 1 failed');
+        if (part === 1) {
+          await secondRunning; // the limit is 2: part 2 starts beside it
+          part1Threw();
+          throw new Error('part 1 failed');
+        }
+        if (part === 2) part2Started();
+        await thrown;
+        await new Promise((r) => setImmediate(r));
         finished.push(part);
       },
     );

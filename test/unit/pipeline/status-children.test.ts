@@ -3,7 +3,7 @@ import { events } from '../../../connectors/events.js';
 import { traces } from '../../../connectors/traces.js';
 import { formatStatus } from '../../../src/app/reports.js';
 import { buildStatus } from '../../../src/pipeline/status.js';
-import type { StateDocument } from '../../../src/state/store.js';
+import type { StateDocument } from '../../../src/state/document.js';
 import { DEFAULT_RATE_LIMITS } from '../../../src/http/budget.js';
 
 const warehouse = { destination: 'duckdb', location: 'w.duckdb', available: true, tables: {} };

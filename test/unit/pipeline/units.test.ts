@@ -10,7 +10,7 @@ import {
   withoutUnitCursor,
   withUnitCheckpoint,
 } from '../../../src/state/books/sync.js';
-import type { StreamState } from '../../../src/state/store.js';
+import type { StreamState } from '../../../src/state/document.js';
 
 const T = Date.parse('2026-03-01T00:00:00.000Z');
 const H = 3_600_000;

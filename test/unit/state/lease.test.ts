@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../../src/core/clock.js';
 import { StateError } from '../../../src/core/errors.js';
-import { acquireLock, holderIsDead, LEASE_MS, type LeaseOwner } from '../../../src/state/lock.js';
+import { acquireLock, holderIsDead } from '../../../src/state/lock.js';
+import { LEASE_MS, type LeaseOwner } from '../../../src/core/lease.js';
 import { leaveLease } from '../../fakes/lease.js';
 import { tempDir } from '../../fakes/tmp.js';
 
@@ -133,6 +134,22 @@ describe('the run lease', () => {
     expect(lost[0]?.message).toMatch(/lost the lease .* while running/);
     await lock.release(); // leaves the other run's lease alone
     expect(existsSync(path)).toBe(true);
+  });
+
+  it('a lease this process holds is live to another taker in the same process (its record names our pid and start time)', async () => {
+    const path = leasePath();
+    const held = await acquireLock(path, { purpose: 'sync', clock: systemClock });
+    cleanups.push(() => held.release());
+    const record = JSON.parse(readFileSync(`${path}.owner.json`, 'utf8')) as LeaseOwner;
+    expect(record).toMatchObject({ pid: process.pid, startTicks: ticksOf(process.pid) });
+    expect(holderIsDead(record)).toBe(false);
+    const second = await acquireLock(path, { purpose: 'backfill', clock: systemClock }).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(StateError);
+    expect((second as Error).message).toMatch(/is held by sync \(pid \d+/);
+    // Released: the next taker gets it at once.
+    await held.release();
+    const third = await acquireLock(path, { purpose: 'backfill', clock: systemClock });
+    await third.release();
   });
 
   it('a lease whose owner record belongs to an earlier lease (another inode) is judged by its age only', async () => {

@@ -6,13 +6,16 @@ import { systemClock } from '../../../src/core/clock.js';
 import { StateError } from '../../../src/core/errors.js';
 import { keepStateIn } from '../../../src/app/state-home.js';
 import { DuckDbDestination } from '../../../src/load/duckdb.js';
-import { acquireLock, WRITE_LEASE_MS } from '../../../src/state/lock.js';
+import { acquireLock } from '../../../src/state/lock.js';
+import { WRITE_LEASE_MS } from '../../../src/core/lease.js';
 import { StateStore } from '../../../src/state/store.js';
 import { leaveLease } from '../../fakes/lease.js';
 import { tempDir } from '../../fakes/tmp.js';
 
 const dirs: Array<{ cleanup(): void }> = [];
-afterEach(() => dirs.splice(0).forEach((d) => d.cleanup()));
+afterEach(() => {
+  for (const d of dirs.splice(0)) d.cleanup();
+});
 function statePath(): string {
   const d = tempDir();
   dirs.push(d);
