@@ -30,10 +30,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmulator } from '../emulator/index.js';
-import { DEFAULT_RATE_LIMITS, type RateLimits } from '../src/http/budget.js';
-import { minimumSeconds } from '../src/http/floor.js';
-import { DuckDbDestination } from '../src/load/duckdb.js';
-import type { Plan } from '../src/pipeline/plan.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits } from '../src/http/scheduler/budget.js';
+import { minimumSeconds } from '../src/http/scheduler/floor.js';
+import { DuckDbDestination } from '../src/load/duckdb/destination.js';
+import type { Plan } from '../src/reports/plan.js';
 
 const DAY = 86_400_000;
 const here = fileURLToPath(new URL('.', import.meta.url));

@@ -20,7 +20,7 @@
 import { RESOURCES } from '../connectors/index.js';
 import { startEmulator } from '../emulator/index.js';
 import type { TableSchema } from '../src/core/types.js';
-import { KEY_BUCKETS, encodeRow, keyBucket, partitionSpec } from '../src/load/bigquery-rows.js';
+import { KEY_BUCKETS, encodeRow, keyBucket, partitionSpec } from '../src/load/bigquery/rows.js';
 import { SYNCED_AT_COLUMN } from '../src/core/table-schema.js';
 import { SchemaTracker } from '../src/normalize/normalize.js';
 
@@ -345,7 +345,7 @@ for (const t of keyed) {
   out(
     `    within 2× in place needs ≤ ${rowsPerPartitionFor2x} rows a partition: ${partitionsFor2x.toLocaleString('en')} partitions, ${Math.round(partitionsFor2x / MAX_PARTITIONS_PER_TABLE)}× BigQuery's limit`,
   );
-  // The change-log layout (built: src/load/bigquery-log.ts): a run appends the batch to
+  // The change-log layout (built: src/load/bigquery/log.ts): a run appends the batch to
   // <table>_changes with a load job (free: no query, nothing billed); <table> is a view of the latest
   // row per key. The compaction, once per --bq-compact-every, is a DELETE of the superseded rows
   // (safe while another process appends; a CREATE OR REPLACE TABLE was not). BigQuery's DML rule for

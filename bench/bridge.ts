@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { events } from '../connectors/events.js';
 import type { ApiRecord, ResourceDefinition } from '../src/core/types.js';
-import { DuckDbDestination } from '../src/load/duckdb.js';
+import { DuckDbDestination } from '../src/load/duckdb/destination.js';
 import { SchemaTracker } from '../src/normalize/normalize.js';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 30_000);

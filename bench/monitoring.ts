@@ -19,7 +19,7 @@ import { startEmulator, type Emulator } from '../emulator/index.js';
 import { events } from '../connectors/events.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
-import { DEFAULT_RATE_LIMITS, type RequestBudget } from '../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS, type RequestBudget } from '../src/http/scheduler/budget.js';
 import { newCallStats } from '../src/http/client.js';
 import { startRunMonitor, type MonitorSettings } from '../src/monitor/monitor.js';
 

@@ -24,15 +24,15 @@ import type { ResourceDefinition } from '../src/core/types.js';
 import type { EmulatorOptions, EmulatorStats } from '../emulator/index.js';
 import { startEmulatorThread, type LoopDelay } from '../emulator/thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/scheduler/budget.js';
 import { SPEC_RATE_LIMITS } from '../emulator/index.js';
-import { connectApi } from '../src/app/runtime.js';
-import { minimumSeconds } from '../src/http/floor.js';
-import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler-options.js';
-import { DuckDbDestination } from '../src/load/duckdb.js';
-import { runSync, type RunSummary } from '../src/pipeline/run.js';
+import { connectApi } from '../src/run/runtime.js';
+import { minimumSeconds } from '../src/http/scheduler/floor.js';
+import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler/options.js';
+import { DuckDbDestination } from '../src/load/duckdb/destination.js';
+import { runSync, type RunSummary } from '../src/sync/engine.js';
 import { StateStore } from '../src/state/store.js';
-import { PIPELINE_DEFAULTS } from '../src/config.js';
+import { PIPELINE_DEFAULTS } from '../src/config/index.js';
 
 interface Measured {
   readonly summary: RunSummary;

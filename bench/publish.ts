@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { systemClock } from '../src/core/clock.js';
-import { DuckDbDestination } from '../src/load/duckdb.js';
+import { DuckDbDestination } from '../src/load/duckdb/destination.js';
 import { layoutOf } from '../src/publish/layout.js';
 import { RESOURCES } from '../connectors/index.js';
 import { partitionedTables } from '../src/publish/partitions.js';

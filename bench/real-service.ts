@@ -14,12 +14,12 @@ import { PROJECT_HEADERS } from '../connectors/service.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
 import { startEmulator } from '../emulator/index.js';
-import { connectApi } from '../src/app/runtime.js';
-import { DEFAULT_RATE_LIMITS } from '../src/http/budget.js';
-import { DuckDbDestination } from '../src/load/duckdb.js';
-import { runSync, type RunSummary } from '../src/pipeline/run.js';
+import { connectApi } from '../src/run/runtime.js';
+import { DEFAULT_RATE_LIMITS } from '../src/http/scheduler/budget.js';
+import { DuckDbDestination } from '../src/load/duckdb/destination.js';
+import { runSync, type RunSummary } from '../src/sync/engine.js';
 import { StateStore } from '../src/state/store.js';
-import { PIPELINE_DEFAULTS } from '../src/config.js';
+import { PIPELINE_DEFAULTS } from '../src/config/index.js';
 
 const EVENTS = Number(process.argv[2] ?? 20_000);
 const HISTORY_DAYS = 2;

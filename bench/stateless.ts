@@ -14,7 +14,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmulator, type Emulator } from '../emulator/index.js';
-import { DuckDbDestination } from '../src/load/duckdb.js';
+import { DuckDbDestination } from '../src/load/duckdb/destination.js';
 
 const CLI = join(process.cwd(), 'dist', 'bin', 'cli.js');
 const events = Number(process.argv[2] ?? 5_000);

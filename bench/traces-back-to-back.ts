@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_RATE_LIMITS } from '../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS } from '../src/http/scheduler/budget.js';
 import { SPEC_RATE_LIMITS } from '../emulator/index.js';
 import { startEmulatorThread } from '../emulator/thread.js';
 

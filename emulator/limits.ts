@@ -19,7 +19,7 @@ export interface RateLimitOptions {
 /**
  * The limits the spec documents (query-api.md, section Limits: the overview's and the latest
  * reference's figures; one older reference states 200 a minute and 20 a second). The emulator keeps
- * its own copy rather than the client's defaults (src/http/budget.ts): it is the oracle the client is
+ * its own copy rather than the client's defaults (src/http/scheduler/budget.ts): it is the oracle the client is
  * tested against, so a change to the client's figures must not move the server's with it.
  */
 export const SPEC_RATE_LIMITS: RateLimitOptions = Object.freeze({

@@ -1,7 +1,7 @@
 // `npm run build`'s second step: the CLI as one bundle, dist/bin/cli.js (the package's `bin`), built
 // from the same sources as dist/src/ (run after `tsc`, which type-checks them and builds the rest).
 //
-// Why: a run's start is mostly Node loading modules. A sync through dist/src/cli.js loads about 530
+// Why: a run's start is mostly Node loading modules. A sync through dist/src/cli/main.js loads about 530
 // (DuckDB's API 181, ours 130, undici's 111, yargs', pino's...), each a stat, a read and a compile;
 // through the bundle about 65 (31 of ours, pino's 30). A sync with nothing to do then takes 1.06
 // CPU-seconds instead of 1.28 (a mean of 8 runs each), a sixth of each scheduled run's CPU.
@@ -10,7 +10,7 @@
 //   parse `sync`, and nobody loads the BigQuery client who does not write to BigQuery.
 // - Packages with native code, worker threads or files found by path at run time stay outside,
 //   loaded from node_modules as before: DuckDB's native binding (its JavaScript API, ~180 small
-//   CommonJS files, is bundled: src/load/duckdb-instance.ts), the BigQuery client, pino and
+//   CommonJS files, is bundled: src/load/duckdb/instance.ts), the BigQuery client, pino and
 //   pino-pretty, yaml.
 // - undici is bundled through scripts/undici-lean.cjs: its Agent and `request`, not the 72 other files
 //   of fetch, WebSocket, caches and mocks its index loads (65 ms of CPU less per start, 1.00 against
@@ -76,7 +76,7 @@ if (!upToDate()) {
   rmSync(outdir, { recursive: true, force: true });
   const { metafile } = await build({
     absWorkingDir: root,
-    entryPoints: { cli: join(root, 'src', 'cli.ts') },
+    entryPoints: { cli: join(root, 'src', 'cli', 'main.ts') },
     outdir,
     bundle: true,
     splitting: true,

@@ -1,5 +1,5 @@
 // The largest functions (by lines, first to last line) in the given .ts files, read with the
-// TypeScript compiler API; for refactoring notes. `node scripts/function-sizes.mjs src/pipeline/*.ts`
+// TypeScript compiler API; for refactoring notes. `node scripts/function-sizes.mjs src/sync/*.ts`
 // (TOP=20 for more rows). A nested function is counted on its own and inside its parent.
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';

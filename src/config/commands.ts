@@ -1,9 +1,9 @@
 import { RESOURCES } from '../../connectors/index.js';
 import { parseDuration } from '../core/duration.js';
-import { emptyToUndefined } from '../config-values.js';
+import { emptyToUndefined } from './values.js';
 import { ConfigError } from '../core/errors.js';
-import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/budget.js';
-import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb-memory.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/scheduler/budget.js';
+import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb/memory.js';
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_DUCKDB_PATH,

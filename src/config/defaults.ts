@@ -18,7 +18,7 @@ import {
   DEFAULT_MAX_LAG,
   DEFAULT_MAX_BACKLOG_ETA,
   OPTIONS,
-} from '../options.js';
+} from './options.js';
 
 /** The environment names of the API settings, and the pipeline's settings at their defaults (held in options.ts). */
 export const ENV = Object.freeze({

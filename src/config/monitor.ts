@@ -1,8 +1,8 @@
 import { basename } from 'node:path';
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
-import { splitList } from '../config-values.js';
-import { DEFAULT_MONITOR_TIMEOUT, DEFAULT_NOTIFY_ON, DEFAULT_PUSHGATEWAY_JOB, NOTIFY_KINDS } from '../options.js';
+import { splitList } from './values.js';
+import { DEFAULT_MONITOR_TIMEOUT, DEFAULT_NOTIFY_ON, DEFAULT_PUSHGATEWAY_JOB, NOTIFY_KINDS } from './options.js';
 import type { Reader } from './reader.js';
 import type { BigQueryConfig } from './parts.js';
 

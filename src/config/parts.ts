@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { RESOURCES, RESOURCE_NAMES } from '../../connectors/index.js';
-import { splitList } from '../config-values.js';
+import { splitList } from './values.js';
 import { ConfigError } from '../core/errors.js';
 import type { ResourceDefinition } from '../core/types.js';
 import { bareApiKey } from '../http/conventions.js';
-import { envName } from '../options.js';
+import { envName } from './options.js';
 import { ENV, DEFAULT_BQ_LOCATION } from './defaults.js';
 import type { Reader } from './reader.js';
 import type { DestinationName } from '../load/registry.js';
@@ -18,7 +18,7 @@ export interface BigQueryConfig {
   readonly location: string;
   readonly apiEndpoint?: string;
   readonly keyFile?: string;
-  /** `--bq-upsert`: layout of users and conversations (see load/bigquery-log-layout.ts). */
+  /** `--bq-upsert`: layout of users and conversations (see load/bigquery/log-layout.ts). */
   readonly upsert?: 'auto' | 'log' | 'merge';
   /** `--bq-compact-every`, in ms. */
   readonly compactEveryMs?: number;

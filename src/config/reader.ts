@@ -1,6 +1,6 @@
-import { parseInstant, parseNumber, parseSize, parseStrictDuration } from '../config-values.js';
+import { parseInstant, parseNumber, parseSize, parseStrictDuration } from './values.js';
 import { ConfigError } from '../core/errors.js';
-import { camel, collect, type CommandName, type OptionKind, type OptionSpec, type RawValue } from '../options.js';
+import { camel, collect, type CommandName, type OptionKind, type OptionSpec, type RawValue } from './options.js';
 import { OPTIONS } from './defaults.js';
 
 // ---- reading values: flag > QUERY_SYNC_<FLAG> > config file > default ----

@@ -1,12 +1,12 @@
 import { RESOURCES } from '../../connectors/index.js';
 import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { parseDuration } from '../core/duration.js';
-import { emptyToUndefined, parseSearches, splitList } from '../config-values.js';
+import { emptyToUndefined, parseSearches, splitList } from './values.js';
 import { ConfigError } from '../core/errors.js';
 import type { LogFormat } from '../core/log.js';
 import type { ChildSelection, ResourceDefinition, SavedSearch } from '../core/types.js';
-import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/budget.js';
-import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb-memory.js';
+import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/scheduler/budget.js';
+import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb/memory.js';
 import { megabytes } from './size.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../http/retry-after.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from '../http/timeouts.js';
@@ -15,7 +15,7 @@ import type { SchemaContract } from '../normalize/contract.js';
 import { resolvePrivacy, withPrivacy, type PrivacyRules } from '../normalize/privacy.js';
 import type { ReconcileMode } from '../core/reconcile-mode.js';
 import type { DeletionMode } from '../core/deletions.js';
-import type { CommandName } from '../options.js';
+import type { CommandName } from './options.js';
 import {
   ENV,
   DEFAULT_BATCH_BYTES,

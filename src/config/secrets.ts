@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { envName } from '../options.js';
+import { envName } from './options.js';
 
 /**
- * The secrets a process was given, to keep them out of everything it prints (`cli.ts` redacts
+ * The secrets a process was given, to keep them out of everything it prints (`cli/main.ts` redacts
  * every line, and the last-resort error print, with these): the API key from either environment
  * variable, `--api-key` or the file `--api-key-file` (or its variable) names, and the hash salt.
  * Read from the raw arguments and environment, so it holds even when the config fails to parse.

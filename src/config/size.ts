@@ -1,7 +1,7 @@
 /**
  * Sizes as settings write them (`--duckdb-memory-limit 32MB`, `--batch-bytes 8MB`), read here once
- * for every reader: the configuration checks them (`config-values.ts` `parseSize`), DuckDB's memory
- * policy takes its shares of the limit (`load/duckdb-memory.ts`). Pure: imports nothing.
+ * for every reader: the configuration checks them (`config/values.ts` `parseSize`), DuckDB's memory
+ * policy takes its shares of the limit (`load/duckdb/memory.ts`). Pure: imports nothing.
  */
 
 /** A size in (decimal) megabytes, as DuckDB reads it: `MB` = 1000², `MiB` = 1024²; `undefined` when it is not a size. */

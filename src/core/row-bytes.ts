@@ -2,8 +2,8 @@ import type { Row } from './types.js';
 
 /**
  * A row's text, roughly: strings by length, other cells as 8 bytes. Cheap; what `--batch-bytes`
- * caps while a walk buffers rows (`pipeline/walk.ts`) and what DuckDB's memory policy counts as
- * written since its last checkpoint (`load/duckdb.ts`).
+ * caps while a walk buffers rows (`sync/walk.ts`) and what DuckDB's memory policy counts as
+ * written since its last checkpoint (`load/duckdb/destination.ts`).
  */
 export function rowBytes(row: Row): number {
   let n = 0;

@@ -18,7 +18,7 @@ import {
   waitTooLong,
   type BackoffOptions,
 } from './retry-after.js';
-import type { RequestBudget } from './budget.js';
+import type { RequestBudget } from './scheduler/budget.js';
 import { classifyStatus, classifyTransportError, type Decision } from './classify.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from './timeouts.js';
 import { bareApiKey, normalizeBaseUrl, userAgent } from './conventions.js';

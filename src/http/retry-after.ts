@@ -12,7 +12,7 @@ import { RetriesExhaustedError, type ErrorContext } from '../core/errors.js';
  *   instead waits at most 60 s, its `maxInterval`, and retries early; waiting less than the server
  *   asked only earns another 429 here, where the scheduler shares one budget among all requests.)
  * - **Waited for**: a 429's wait pauses its whole endpoint in the scheduler, not just the request
- *   that got it (`pauseAfter429`, called by `scheduler-rate.ts`); a 5xx's or 408's wait is that
+ *   that got it (`pauseAfter429`, called by `http/scheduler/rate.ts`); a 5xx's or 408's wait is that
  *   request's sleep before it retries (`retryDelayMs`): the server's wait or our own backoff,
  *   whichever is longer.
  *

@@ -1,5 +1,5 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import type { LeaseProvider } from '../core/lease.js';
+import type { LeaseProvider } from '../state/leases/lease.js';
 import type { StateTable } from '../core/state-table.js';
 
 /**

@@ -5,7 +5,7 @@ import type { LogicalType } from '../core/types.js';
  * The destinations query-sync writes to, by the name `--destination` takes. Each is a folder under
  * `load/` (its `Destination` and what it offers of `destination-capabilities.ts`) and one entry here;
  * the configuration's choices, the settings' types and dbt's column types read this list, and the
- * places that differ by destination (opening one: `app/open-destination.ts`) are records keyed by
+ * places that differ by destination (opening one: `run/open-destination.ts`) are records keyed by
  * `DestinationName`, so a new name is a compile error at each place that must say what it does.
  * See docs/development.md, "Adding a destination".
  */

@@ -3,12 +3,12 @@ import type { QuerySyncError } from '../core/errors.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
 import { redact, type Logger } from '../core/log.js';
 import type { Clock, ResourceDefinition } from '../core/types.js';
-import type { RateLimits, RequestBudget } from '../http/budget.js';
+import type { RateLimits, RequestBudget } from '../http/scheduler/budget.js';
 import { userAgent } from '../http/conventions.js';
-import type { StreamResult } from '../pipeline/frame.js';
-import type { ReconcileReport } from '../pipeline/reconcile-run.js';
-import type { SchemaChange } from '../pipeline/run-history.js';
-import { buildStatus } from '../pipeline/status.js';
+import type { StreamResult } from '../sync/frame.js';
+import type { ReconcileReport } from '../reconcile/step.js';
+import type { SchemaChange } from '../analysts/run-history.js';
+import { buildStatus } from '../reports/status.js';
 import { publishedStatus } from '../publish/status.js';
 import type { StateDocument } from '../state/document.js';
 import type { ReconcileFigures, RunFigures, RunStatus, StreamFigures } from './figures.js';
@@ -22,7 +22,7 @@ import { lastSuccessInFile, writeMetricsFile } from './textfile.js';
 /**
  * A run's monitoring (docs/monitoring.md): its metrics (a textfile for node_exporter, the
  * Pushgateway) at every `--publish-every` and at its end, healthchecks.io-style pings at its start
- * and end, and webhook notifications at its end. The writing-run envelope (`app/writing-run.ts`)
+ * and end, and webhook notifications at its end. The writing-run envelope (`run/writing.ts`)
  * makes one per run and hands it the run's facts; nothing here can fail the run or hold it past
  * the monitoring timeout: every failure is one warning per mechanism.
  *

@@ -1,5 +1,5 @@
 import type { RunFigures } from './figures.js';
-import { evaluateFreshness } from '../pipeline/freshness.js';
+import { evaluateFreshness } from '../reports/freshness.js';
 
 /**
  * Notifications (`--notify-url`, `--notify-on`): one JSON POST `{"text": …}` per event, the shape
@@ -97,7 +97,7 @@ export function notifications(f: RunFigures, ctx: NotifyContext): Notification[]
         'Fix: nothing, with --schema-contract evolve (the default); to refuse new columns: --schema-contract freeze-columns (docs/warehouse.md)',
     });
   }
-  // The same rule as `status --check` (pipeline/freshness.ts), over the marks this run left.
+  // The same rule as `status --check` (reports/freshness.ts), over the marks this run left.
   const maxLagMs = ctx.command === 'sync' ? ctx.maxLagMs : undefined;
   const streams = f.marks.map((m) => ({
     resource: m.resource,

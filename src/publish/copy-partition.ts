@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { isOutOfMemory } from '../load/duckdb-memory.js';
-import { sqlString } from '../load/duckdb-sql.js';
+import { isOutOfMemory } from '../load/duckdb/memory.js';
+import { sqlString } from '../load/duckdb/sql.js';
 
 /**
  * Writing one partition of a working table to a Parquet file within DuckDB's memory limit.

@@ -1,10 +1,10 @@
 import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { DuckDBInstance } from '../load/duckdb-instance.js';
+import { DuckDBInstance } from '../load/duckdb/instance.js';
 import { LoadError } from '../core/errors.js';
 import type { Clock } from '../core/types.js';
 import type { PublishesCopy } from '../load/destination-capabilities.js';
-import { ident, sqlString } from '../load/duckdb-sql.js';
+import { ident, sqlString } from '../load/duckdb/sql.js';
 import { isOldLayout, layoutOf, type WarehouseLayout } from './layout.js';
 import { readManifest, writeManifest, type Manifest, type ManifestTable } from './manifest.js';
 import { takeSnapshot, type DirtyMarks } from './snapshot.js';
@@ -286,7 +286,7 @@ function removeOrphans(files: string, manifest: Manifest): void {
 /**
  * The hook of tests that kill a publish between the catalog's rename and the manifest: that step is
  * too short to hit by timing, so the process stops here (a marker file tells the test it is there)
- * until it is killed. The CLI installs it when its environment asks (`cli.ts`), never a publisher itself.
+ * until it is killed. The CLI installs it when its environment asks (`cli/main.ts`), never a publisher itself.
  */
 export async function holdForKill(files: string): Promise<never> {
   writeFileSync(join(files, 'hold-after-catalog.marker'), '');

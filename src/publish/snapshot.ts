@@ -3,7 +3,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { STATE_TABLE } from '../core/state-table.js';
-import { ident, sqlString } from '../load/duckdb-sql.js';
+import { ident, sqlString } from '../load/duckdb/sql.js';
 import { copyPartition } from './copy-partition.js';
 import type { Manifest, ManifestPartition, ManifestTable } from './manifest.js';
 import { partitionFilter, partitionSql, WHOLE, type PartitionSpec } from './partitions.js';
@@ -18,7 +18,7 @@ import { partitionFilter, partitionSql, WHOLE, type PartitionSpec } from './part
 /** Partitions a process saw written since its last publish, per table ('all': rewrite the table). */
 export type DirtyMarks = ReadonlyMap<string, ReadonlySet<string> | 'all'>;
 
-/** Tables a full refresh fills before swapping them in (`app/refresh.ts` SHADOW_PREFIX): never published. */
+/** Tables a full refresh fills before swapping them in (`run/refresh.ts` SHADOW_PREFIX): never published. */
 const SHADOW_PREFIX = '_query_sync_refresh_';
 const SYNCED_AT = '_synced_at';
 

@@ -8,8 +8,8 @@ import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
 
 export type { Change } from './batch.js';
-import { acquireLock, fileLeases } from './lock.js';
-import { WRITE_LEASE_MS, type LeaseProvider, type Lock } from '../core/lease.js';
+import { acquireLock, fileLeases } from './leases/file.js';
+import { WRITE_LEASE_MS, type LeaseProvider, type Lock } from './leases/lease.js';
 import type { StateDocument, StreamState } from './document.js';
 import { documentFromRows, rowsOfChange, rowsOfDocument } from './rows.js';
 import { STATE_VERSION, validateState, type ValidateOptions } from './validate.js';
@@ -245,7 +245,7 @@ export class StateStore implements StateWriter {
   /**
    * Make `change()` (asked anew each time) part of every later commit: each batch's, in its
    * transaction, and each write of its own. What a run must not lose to a kill -9 rides with the
-   * rows it has stored (the rate-limit spend: `app/budget-carry.ts`), at no commit of its own.
+   * rows it has stored (the rate-limit spend: `run/budget-carry.ts`), at no commit of its own.
    */
   withEachCommit(change: () => Change): void {
     this.riders.push(change);

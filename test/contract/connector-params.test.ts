@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
-import { syncCommand } from '../../src/commands/sync.js';
-import { resolveSyncConfig } from '../../src/config.js';
+import { syncCommand } from '../../src/cli/commands/sync.js';
+import { resolveSyncConfig } from '../../src/config/index.js';
 import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { findSdkOperation, unknownSdkParams } from './sdk-params.js';

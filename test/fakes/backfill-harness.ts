@@ -1,4 +1,4 @@
-import { runBackfill, type BackfillOptions, type BackfillSummary } from '../../src/pipeline/backfill.js';
+import { runBackfill, type BackfillOptions, type BackfillSummary } from '../../src/sync/backfill.js';
 import { BACKFILL_DEFAULTS, runOptionsOf, withPipeline, type PipelineTarget } from './harness.js';
 
 /** A backfill through the harness: where it runs, its range and windows, and any other backfill option (every resource unless set). */

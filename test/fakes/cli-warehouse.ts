@@ -5,7 +5,7 @@ import type { Emulator, EmulatorOptions } from '../../emulator/index.js';
 import { systemClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import type { Destination } from '../../src/load/destination.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { publishDuringRun } from '../../src/publish/during-run.js';
 import { layoutOf, type WarehouseLayout } from '../../src/publish/layout.js';
 import { dbPathOf, statePathOf } from './harness.js';

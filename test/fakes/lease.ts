@@ -1,6 +1,6 @@
 import { mkdirSync, readlinkSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import type { LeaseOwner } from '../../src/core/lease.js';
+import type { LeaseOwner } from '../../src/state/leases/lease.js';
 
 /**
  * Leave a lease folder and owner record at `path` as another run would have: by default held by

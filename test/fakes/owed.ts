@@ -1,8 +1,8 @@
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { PIPELINE_DEFAULTS } from '../../src/config.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { owedQuery } from '../../src/pipeline/children.js';
+import { PIPELINE_DEFAULTS } from '../../src/config/index.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
+import { owedQuery } from '../../src/sync/traces.js';
 import { workingPathForReading } from '../../src/publish/layout.js';
 
 /**

@@ -1,9 +1,9 @@
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import { traces } from '../../connectors/traces.js';
 import type { ApiRecord, Emulator, EmulatorOptions } from '../../emulator/index.js';
-import { childSectionName } from '../../src/state/books/children.js';
+import { childSectionName } from '../../src/state/books/traces.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli, type ChildRun } from './cli.js';

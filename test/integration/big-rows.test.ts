@@ -4,7 +4,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { Destination, LoadBatch, LoadResult } from '../../src/load/destination.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { workingPathForReading } from '../../src/publish/layout.js';
 import { StateStore } from '../../src/state/store.js';
 import { json, startServer } from '../fakes/bad-server.js';

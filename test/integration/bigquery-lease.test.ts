@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { StateError } from '../../src/core/errors.js';
-import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 

@@ -6,12 +6,12 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
 import type { Emulator } from '../../emulator/index.js';
-import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { StateStore } from '../../src/state/store.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
-import { statusCommand } from '../../src/commands/status.js';
-import { verifyCounts } from '../../src/pipeline/verify.js';
+import { statusCommand } from '../../src/cli/commands/status.js';
+import { verifyCounts } from '../../src/reconcile/verify.js';
 import { statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 

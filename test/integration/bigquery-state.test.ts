@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import type { Emulator } from '../../emulator/index.js';
-import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { statePathOf, syncOnce } from '../fakes/harness.js';
@@ -197,7 +197,7 @@ describe('state in BigQuery', () => {
       authClient: new PassThroughClient(),
       retryOptions: { autoRetry: false, maxRetries: 0 },
     });
-    const { stateMergeSql } = await import('../../src/load/bigquery-state.js');
+    const { stateMergeSql } = await import('../../src/load/bigquery/state.js');
     const merge = stateMergeSql({ projectId: 'proj', dataset: 'sync' });
     const run = async (query: string): Promise<string | undefined> => {
       const [job] = await client.createQueryJob({ query, location: 'US' });

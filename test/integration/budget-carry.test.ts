@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
 import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import { owedTraces } from '../fakes/owed.js';
 import { StateStore } from '../../src/state/store.js';
-import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
+import { BUDGET_SECTION } from '../../src/run/budget-carry.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, statePathOf } from '../fakes/harness.js';
 import { dir, onCleanup } from '../fakes/lifecycle.js';

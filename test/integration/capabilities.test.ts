@@ -5,7 +5,7 @@ import { RESOURCES } from '../../connectors/index.js';
 import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import type { EmulatorOptions, RequestInfo } from '../../emulator/index.js';
-import { Capabilities } from '../../src/pipeline/capabilities.js';
+import { Capabilities } from '../../src/sync/capabilities.js';
 import { StateStore } from '../../src/state/store.js';
 import {
   expectTableMatches,
@@ -16,10 +16,10 @@ import {
   syncOnce,
   withPipeline,
 } from '../fakes/harness.js';
-import { refreshAggregates } from '../../src/pipeline/aggregates.js';
-import { runSync } from '../../src/pipeline/run.js';
-import { runSearches } from '../../src/pipeline/searches.js';
-import type { StreamResult } from '../../src/pipeline/frame.js';
+import { refreshAggregates } from '../../src/analysts/aggregates.js';
+import { runSync } from '../../src/sync/engine.js';
+import { runSearches } from '../../src/analysts/searches.js';
+import type { StreamResult } from '../../src/sync/frame.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /** A pino logger whose JSON lines land in `lines`. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { CheckReport } from '../../src/pipeline/check.js';
+import type { CheckReport } from '../../src/reports/check.js';
 import { runCli } from '../fakes/cli.js';
 import { statePathOf } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { MAX_WINDOW_RESTARTS } from '../../src/pipeline/walk.js';
+import { MAX_WINDOW_RESTARTS } from '../../src/sync/walk.js';
 import { StateStore } from '../../src/state/store.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { readTable, statePathOf, syncOnce } from '../fakes/harness.js';

@@ -6,7 +6,7 @@ import { RESOURCES } from '../../connectors/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import type { Emulator } from '../../emulator/index.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { StateStore } from '../../src/state/store.js';
 import type { StateDocument } from '../../src/state/document.js';

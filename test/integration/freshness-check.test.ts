@@ -1,12 +1,12 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { syncCommand } from '../../src/commands/sync.js';
-import { resolveSyncConfig } from '../../src/config.js';
+import { syncCommand } from '../../src/cli/commands/sync.js';
+import { resolveSyncConfig } from '../../src/config/index.js';
 import { EXIT_CODES } from '../../src/core/exit-codes.js';
 import type { StateDocument } from '../../src/state/store.js';
-import { keepStateIn } from '../../src/app/state-home.js';
+import { keepStateIn } from '../../src/run/state-home.js';
 import { systemClock } from '../../src/core/clock.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { cliWarehouse, DAY, iso } from '../fakes/cli-warehouse.js';

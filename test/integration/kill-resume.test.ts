@@ -48,7 +48,7 @@ const requestListeners = new Set<() => void>();
 function runCli(emu: Emulator, dir: string, kill?: KillPolicy): Promise<ChildRun> {
   const statePath = statePathOf(dir);
   // The lease's owner record: written once the run holds its lease (a kill before it leaves a lease
-  // only its expiry frees, 30 s later: `state/lock.ts`).
+  // only its expiry frees, 30 s later: `state/leases/file.ts`).
   const leaseOwner = `${statePath}.sync.lock.owner.json`;
   const readState = (): string => (existsSync(statePath) ? readFileSync(statePath, 'utf8') : '');
   let lastState = readState();

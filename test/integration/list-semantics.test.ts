@@ -7,12 +7,12 @@ import { users } from '../../connectors/users.js';
 import type { Emulator, EmulatorOptions, RequestInfo } from '../../emulator/index.js';
 import type { ResourceDefinition } from '../../src/core/types.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import { listFacts } from '../../src/pipeline/list-facts.js';
-import type { RunSummary } from '../../src/pipeline/run.js';
+import { listFacts } from '../../src/sync/list-facts.js';
+import type { RunSummary } from '../../src/sync/engine.js';
 import { StateStore } from '../../src/state/store.js';
 import { silentLogger } from '../../src/core/log.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { recordRun, RUNS_TABLE } from '../../src/pipeline/run-history.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
+import { recordRun, RUNS_TABLE } from '../../src/analysts/run-history.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce, type HarnessRun } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf } from '../fakes/harness.js';

@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { Plan } from '../../src/pipeline/plan.js';
+import type { Plan } from '../../src/reports/plan.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, statePathOf } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';

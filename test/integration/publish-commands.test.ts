@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { readManifest } from '../../src/publish/manifest.js';
 import { runCli } from '../fakes/cli.js';
 import { cliWarehouse, dayStart, iso, readPublished } from '../fakes/cli-warehouse.js';

@@ -3,7 +3,7 @@ import { readdirSync, rmSync, watch } from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import type { WarehouseLayout } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';
 import { CLI, runCli } from '../fakes/cli.js';

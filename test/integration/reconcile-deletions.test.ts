@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { startEmulator, type ApiRecord, type Emulator } from '../../emulator/index.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { RECONCILE_TABLE } from '../../src/pipeline/reconcile-run.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
+import { RECONCILE_TABLE } from '../../src/reconcile/step.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { asTheCliLaysItOut } from '../fakes/cli-warehouse.js';
 import { runCli } from '../fakes/cli.js';

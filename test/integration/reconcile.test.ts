@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { startEmulator, type Emulator, type EmulatorOptions, type RequestInfo } from '../../emulator/index.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { layoutOf } from '../../src/publish/layout.js';
-import { RECONCILE_TABLE } from '../../src/pipeline/reconcile-run.js';
-import { RUNS_TABLE } from '../../src/pipeline/run-history.js';
+import { RECONCILE_TABLE } from '../../src/reconcile/step.js';
+import { RUNS_TABLE } from '../../src/analysts/run-history.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { asTheCliLaysItOut } from '../fakes/cli-warehouse.js';

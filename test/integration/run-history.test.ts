@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import type { RunJson } from '../../src/app/run-json.js';
+import type { RunJson } from '../../src/reports/run-json.js';
 import { silentLogger } from '../../src/core/log.js';
 import { newCallStats } from '../../src/http/client.js';
-import { recordRun, schemaChanges } from '../../src/pipeline/run-history.js';
+import { recordRun, schemaChanges } from '../../src/analysts/run-history.js';
 import { bigqueryTarget } from '../fixtures/bigquery/pipeline-target.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf, syncOnce } from '../fakes/harness.js';

@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { RunJson } from '../../src/app/run-json.js';
-import { resolveSyncConfig } from '../../src/config.js';
+import type { RunJson } from '../../src/reports/run-json.js';
+import { resolveSyncConfig } from '../../src/config/index.js';
 import { jsonLines, runCli } from '../fakes/cli.js';
 import { dbPathOf, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';

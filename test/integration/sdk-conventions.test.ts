@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { resolveSyncConfig } from '../../src/config.js';
+import { resolveSyncConfig } from '../../src/config/index.js';
 import type { RequestInfo } from '../../emulator/index.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { readTable, syncOnce } from '../fakes/harness.js';

@@ -3,10 +3,10 @@ import { events } from '../../connectors/events.js';
 import { systemClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { ApiClient, newCallStats } from '../../src/http/client.js';
-import { createScheduler } from '../../src/http/scheduler.js';
-import { planSplit } from '../../src/pipeline/split.js';
+import { createScheduler } from '../../src/http/scheduler/scheduler.js';
+import { planSplit } from '../../src/sync/split.js';
 import { emulator, onCleanup } from '../fakes/lifecycle.js';
-import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
 
 /**
  * A split of a walk that is a whole number of pages costs no page more than one walk: 40,000 events

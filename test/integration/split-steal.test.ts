@@ -4,8 +4,8 @@ import { events } from '../../connectors/events.js';
 import { createLogger } from '../../src/core/log.js';
 import { StateStore } from '../../src/state/store.js';
 import { recordsOverTime } from '../../src/extract/timeseries.js';
-import { singleProjectScope } from '../../src/pipeline/scopes.js';
-import { streamCallContext } from '../../src/pipeline/frame.js';
+import { singleProjectScope } from '../../src/sync/scopes.js';
+import { streamCallContext } from '../../src/sync/frame.js';
 import {
   expectTableMatches,
   readTable,

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
 import type { Emulator } from '../../emulator/index.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import type { StateDocument } from '../../src/state/document.js';
 import { runCli, type ChildRun } from '../fakes/cli.js';

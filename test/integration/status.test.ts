@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { signals } from '../../connectors/signals.js';
-import { statusCommand } from '../../src/commands/status.js';
-import { resolveStatusConfig, resolveSyncConfig } from '../../src/config.js';
-import { syncCommand } from '../../src/commands/sync.js';
-import type { StatusReport } from '../../src/pipeline/status.js';
+import { statusCommand } from '../../src/cli/commands/status.js';
+import { resolveStatusConfig, resolveSyncConfig } from '../../src/config/index.js';
+import { syncCommand } from '../../src/cli/commands/sync.js';
+import type { StatusReport } from '../../src/reports/status.js';
 import { systemClock } from '../../src/core/clock.js';
 import { BACKFILL_SECTION, readLedger, updateStreamLedger, type BackfillLedger } from '../../src/state/books/ledger.js';
 import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { dbPathOf, statePathOf, syncOnce } from '../fakes/harness.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { keepStateIn } from '../../src/app/state-home.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
+import { keepStateIn } from '../../src/run/state-home.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 const DAY = 86_400_000;

@@ -5,7 +5,7 @@ import { traces } from '../../connectors/traces.js';
 import type { Emulator } from '../../emulator/index.js';
 import { StateStore } from '../../src/state/store.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import type { RunSummary } from '../../src/pipeline/run.js';
+import type { RunSummary } from '../../src/sync/engine.js';
 import {
   expectTableMatches,
   readTable,

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
 import type { Emulator } from '../../emulator/index.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { workingPathForReading } from '../../src/publish/layout.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { runCli } from '../fakes/cli.js';

@@ -3,10 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { DEFAULT_CHILD_CONCURRENCY } from '../../src/pipeline/children.js';
+import { DEFAULT_CHILD_CONCURRENCY } from '../../src/sync/traces.js';
 import { owedTraces } from '../fakes/owed.js';
 import { runCli } from '../fakes/cli.js';
-import { runSync } from '../../src/pipeline/run.js';
+import { runSync } from '../../src/sync/engine.js';
 import {
   dbPathOf,
   expectTableMatches,
@@ -17,7 +17,7 @@ import {
   withPipeline,
 } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
-import { DEFAULT_RATE_LIMITS } from '../../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
 
 /**
  * Per-event traces against the spec emulator, which also answers `event_id`: state says "this server

@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
 import type { Emulator } from '../../emulator/index.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
 import { runCli } from '../fakes/cli.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, type PipelineTarget } from '../fakes/harness.js';
 import { StateStore } from '../../src/state/store.js';
-import { BUDGET_SECTION } from '../../src/app/budget-carry.js';
+import { BUDGET_SECTION } from '../../src/run/budget-carry.js';
 // The rows the sync wrote: its working file (`--duckdb-path` is the published read copy: docs/analysts.md).
 import { workingPathForReading } from '../../src/publish/layout.js';
 import { asTheCliLaysItOut, cliWarehouse, DAY, dayStart, iso } from '../fakes/cli-warehouse.js';
@@ -32,7 +32,7 @@ async function setup(): Promise<{
   return { emu, dir, files, fromMs: dayStart(8), toMs: dayStart(2) };
 }
 
-/** The request starts the last writing run left in state for the next run's budget (`app/budget-carry.ts`). */
+/** The request starts the last writing run left in state for the next run's budget (`run/budget-carry.ts`). */
 async function carriedSpend(folder: string): Promise<number> {
   const doc = await StateStore.read(statePathOf(folder));
   const owners = Object.values(

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { tableSchema } from '../../src/core/table-schema.js';
 import type { Row } from '../../src/core/types.js';
-import type { BigQueryDestination } from '../../src/load/bigquery.js';
+import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import type { DeletionChange } from '../../src/load/destination.js';
 import { deletionOfE2 } from '../fakes/deletions.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
@@ -132,7 +132,7 @@ describe('BigQuery: deletions found by reconcile', () => {
 
   it('the strict double refuses a mark on a table without _deleted_at, as BigQuery does', async () => {
     const { fake } = await setup();
-    const { deletionScript } = await import('../../src/load/bigquery-deletions.js');
+    const { deletionScript } = await import('../../src/load/bigquery/deletions.js');
     const sql = deletionScript({ projectId: 'proj', dataset: 'sync' }, change('mark'), [
       { table: 'events', column: 'id', dayField: 'timestamp', meta: [], parent: true },
     ]);

@@ -3,8 +3,8 @@ import { PassThroughClient } from 'google-auth-library';
 import { afterEach, describe, expect, it } from 'vitest';
 import { users } from '../../connectors/users.js';
 import type { ApiRecord, Row, TableSchema } from '../../src/core/types.js';
-import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery.js';
-import { compactLogSql, seedLogSql } from '../../src/load/bigquery-log.js';
+import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery/destination.js';
+import { compactLogSql, seedLogSql } from '../../src/load/bigquery/log.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, type StoredRow, type SubmittedQuery } from '../fixtures/bigquery/fake-bigquery.js';
@@ -12,7 +12,7 @@ import { FakeBigQuery, type StoredRow, type SubmittedQuery } from '../fixtures/b
 /**
  * A change log's compaction racing another process's appends (a `sync` and a `backfill` hold
  * different leases, so both may write users at once). The compaction is a DELETE of superseded rows
- * (src/load/bigquery-log.ts, `compactLogSql`): rows a load job appends while it runs survive, and
+ * (src/load/bigquery/log.ts, `compactLogSql`): rows a load job appends while it runs survive, and
  * the view (latest row per key) is the same before and after it. The double reads a job's tables
  * as of the job's creation, as BigQuery does; the interleaving is driven by events (the compaction
  * job's creation, a gate on the compacting process's poll), not by clocks.

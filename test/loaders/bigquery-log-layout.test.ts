@@ -3,7 +3,7 @@ import { conversations } from '../../connectors/conversations.js';
 import { users } from '../../connectors/users.js';
 import { LoadError } from '../../src/core/errors.js';
 import type { ApiRecord, Row, TableSchema } from '../../src/core/types.js';
-import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery.js';
+import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery/destination.js';
 import type { Destination } from '../../src/load/destination.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import {
@@ -15,7 +15,7 @@ import {
 import { FakeBigQuery, type StoredRow } from '../fixtures/bigquery/fake-bigquery.js';
 
 /**
- * users and conversations in the change-log layout (src/load/bigquery-log.ts): each write appends
+ * users and conversations in the change-log layout (src/load/bigquery/log.ts): each write appends
  * with a load job (no MERGE, nothing billed), the table's name is a view of the latest row per key,
  * a compaction deletes the rows a later copy supersedes, an existing merge-layout table keeps working
  * and migrates only when asked. All through the real client and the strict double.

@@ -3,9 +3,9 @@ import nock from 'nock';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/app/refresh.js';
+import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/run/refresh.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
+import { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 

@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, LoadError } from '../../src/core/errors.js';
 import type { TableSchema } from '../../src/core/types.js';
-import { BigQueryDestination } from '../../src/load/bigquery.js';
-import { backoffMs, classifyBigQueryError, errorInfo } from '../../src/load/bigquery-errors.js';
-import { dateOfTimestamp, encodeRows, timestampOfEpochNs } from '../../src/load/bigquery-rows.js';
+import { BigQueryDestination } from '../../src/load/bigquery/destination.js';
+import { backoffMs, classifyBigQueryError, errorInfo } from '../../src/load/bigquery/errors.js';
+import { dateOfTimestamp, encodeRows, timestampOfEpochNs } from '../../src/load/bigquery/rows.js';
 import {
   assertColumnNames,
   createTableDdl,
   mergeSql,
   pruningPredicate,
   quoteIdent,
-} from '../../src/load/bigquery-sql.js';
+} from '../../src/load/bigquery/sql.js';
 import { LAST_NS_OF_MAY_1, eventsTable, tracesTable, keyedTable } from '../fixtures/bigquery/tables.js';
 
 const target = { projectId: 'proj', dataset: 'sync' };

@@ -2,7 +2,7 @@ import { PassThroughClient } from 'google-auth-library';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LoadError } from '../../src/core/errors.js';
 import type { Row, TableSchema } from '../../src/core/types.js';
-import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery.js';
+import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery/destination.js';
 import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery, errorReply, type TableResource } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable, tracesTable, keyedTable } from '../fixtures/bigquery/tables.js';

@@ -2,7 +2,7 @@ import { isLosslessNumber, parse as losslessParse } from 'lossless-json';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AuthError, ConfigError, LoadError, RetriesExhaustedError } from '../../src/core/errors.js';
 import type { LogicalType, TableSchema } from '../../src/core/types.js';
-import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery.js';
+import type { BigQueryDestination, BigQueryDestinationOptions } from '../../src/load/bigquery/destination.js';
 import {
   capturedLogger,
   isolateNock,

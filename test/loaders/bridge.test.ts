@@ -4,11 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
-import { defineViews } from '../../src/pipeline/views.js';
+import { defineViews } from '../../src/analysts/views.js';
 import { dir } from '../fakes/lifecycle.js';
 
 /** A DuckDB file in a folder removed after the test. */

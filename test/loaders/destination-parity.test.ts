@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { isLosslessNumber, parse as losslessParse } from 'lossless-json';
 import { describe, expect, it } from 'vitest';
 import type { LogicalType, TableSchema } from '../../src/core/types.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { dir } from '../fakes/lifecycle.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';

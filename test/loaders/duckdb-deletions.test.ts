@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { tableSchema } from '../../src/core/table-schema.js';
 import type { DeletionChange } from '../../src/load/destination.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { deletionOfE2 } from '../fakes/deletions.js';
 import { tempDir } from '../fakes/tmp.js';
 

@@ -3,8 +3,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WarehouseBusyError } from '../../src/core/errors.js';
 import { availableParallelism } from 'node:os';
-import { WRITER_THREADS } from '../../src/load/duckdb-connection.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { WRITER_THREADS } from '../../src/load/duckdb/connection.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { tempDir } from '../fakes/tmp.js';
 
 const cleanups: Array<() => unknown> = [];

@@ -6,7 +6,7 @@ import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import { systemClock } from '../../src/core/clock.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { layoutOf, takeOverOldLayout, workingPathForReading } from '../../src/publish/layout.js';
 import { readManifest } from '../../src/publish/manifest.js';

@@ -1,13 +1,13 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
-import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/app/refresh.js';
+import { assertCanRefresh, refreshedTables, shadowTable, ShadowDestination } from '../../src/run/refresh.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { ConfigError } from '../../src/core/errors.js';
 import type { ApiRecord, TableSchema } from '../../src/core/types.js';
 import { keyedTable } from '../fixtures/bigquery/tables.js';
 import type { Destination } from '../../src/load/destination.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { tempDir } from '../fakes/tmp.js';
 
 const cleanups: Array<() => unknown> = [];

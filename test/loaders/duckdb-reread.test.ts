@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import type { StateCommit } from '../../src/core/state-table.js';
 import type { ApiRecord, Row } from '../../src/core/types.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
-import { DEFAULT_MEMORY_LIMIT } from '../../src/load/duckdb-memory.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
+import { DEFAULT_MEMORY_LIMIT } from '../../src/load/duckdb/memory.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { dir } from '../fakes/lifecycle.js';
 

@@ -4,7 +4,7 @@ import { events } from '../../connectors/events.js';
 import { users } from '../../connectors/users.js';
 import { parseJson } from '../../src/core/json.js';
 import type { ApiRecord } from '../../src/core/types.js';
-import { DuckDbDestination } from '../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { megabytes } from '../../src/config/size.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { dir } from '../fakes/lifecycle.js';

@@ -16,97 +16,93 @@ import { describe, expect, it } from 'vitest';
 const ROOT = process.cwd();
 const SCANNED = ['src', 'connectors', 'emulator'];
 
-// rooms: begin
-/** The stages under the application: what `pipeline` sees. */
-const STAGES = ['src/core', 'src/http', 'src/extract', 'src/normalize', 'src/load', 'src/state'];
 /**
- * The configuration: flags → frozen config (`options.ts` the table, `config-values.ts` the parsers;
- * `src/config/` is where config.ts's parts go when it is cut by concern).
+ * The stages under the engine, and what every room above them sees. The leases are a layer of their
+ * own inside `state/`: a destination that keeps its own lease (BigQuery) offers it through them.
  */
-const CONFIG = ['src/config.ts', 'src/config', 'src/options.ts', 'src/config-values.ts'];
+const STAGES = ['src/core', 'src/http', 'src/extract', 'src/normalize', 'src/load', 'src/state', 'src/state/leases'];
+/** The configuration: flags, environment and config file → frozen values (`config/options.ts` the table). */
+const CONFIG = ['src/config'];
 
 /**
- * What each layer may import besides itself. A top-level file of `src/` is a layer of its own, named
- * by its path; a folder is one layer.
+ * What each layer may import besides itself. A folder is one layer (a folder inside it with a rule
+ * of its own is another); a top-level file of `src/` would be a layer of its own, named by its path.
  */
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   'src/core': [],
   'src/http': ['src/core'],
   'src/normalize': ['src/core'],
-  'src/load': ['src/core'],
-  'src/state': ['src/core'],
+  // A destination implements the lease protocol of `state/leases/` where it keeps its own lease.
+  'src/load': ['src/core', 'src/state/leases'],
+  'src/state': ['src/core', 'src/state/leases'],
+  // Every lease and lock: the protocol, the one beside the state file, BigQuery's (SQL on the table it is given).
+  'src/state/leases': ['src/core'],
   'src/extract': ['src/core', 'src/http'],
-  'src/pipeline': ['src/core', 'src/http', 'src/extract', 'src/normalize', 'src/load', 'src/state', 'connectors'],
+  // The engine: work units, walks, splits, streams, backfill, the per-event reads (traces).
+  'src/sync': [...STAGES, 'connectors'],
+  // Reconcile and verify: counts of the API against the warehouse, and the re-reads that repair.
+  'src/reconcile': [...STAGES, 'src/sync', 'connectors'],
   connectors: ['src/core'],
-  // The published read copy is made from the warehouse's own files: it sits on `load`, beside the pipeline.
-  'src/publish': ['src/core', 'src/load'],
+  // The published read copy is made from the warehouse's own files: it sits on `load`, beside the engine.
+  'src/publish': ['src/core', 'src/load', 'src/state/leases'],
   // The configuration turns flags into values for the stages (limits, timeouts, memory policy,
-  // privacy, contract, resources); it never sees the pipeline, the commands or the CLI.
-  ...Object.fromEntries(CONFIG.map((file) => [file, [...STAGES, 'connectors', ...CONFIG]])),
+  // privacy, contract, resources); it never sees the engine, the run, the commands or the CLI.
+  'src/config': [...STAGES, 'connectors'],
+  // What analysts read besides the resources: searches, aggregates, views, run history, dbt sources.
+  'src/analysts': [...STAGES, 'src/sync', 'src/publish', 'connectors', ...CONFIG],
+  // The read models of plan, status and check, progress, and the text a person reads.
+  'src/reports': [...STAGES, 'src/sync', 'src/reconcile', 'src/analysts', 'src/publish', 'connectors', ...CONFIG],
   // A run's monitoring (metrics, pings, notifications) reads what the run did: the stages' results,
   // the state, the published copy. It is given its settings as values, never the configuration.
-  'src/monitor': [...STAGES, 'src/pipeline', 'src/publish', 'connectors'],
-  // The application layer (run envelope, reports, output) sits under the command shells: it may use
-  // every layer below and the configuration, never `commands/` or `cli.ts`.
-  'src/app': [...STAGES, 'src/pipeline', 'src/publish', 'src/monitor', 'connectors', ...CONFIG],
-  // The commands: everything below them (and `emulate` serves the emulator), never `cli.ts` or the demo.
-  'src/commands': [
+  'src/monitor': [...STAGES, 'src/sync', 'src/reconcile', 'src/analysts', 'src/reports', 'src/publish', 'connectors'],
+  // The run: its envelope round every writing path (sync, backfill, verify --repair, reset, publish).
+  'src/run': [
     ...STAGES,
-    'src/pipeline',
+    'src/sync',
+    'src/reconcile',
+    'src/analysts',
+    'src/reports',
     'src/publish',
     'src/monitor',
-    'src/app',
     'connectors',
     ...CONFIG,
-    'emulator',
   ],
-  // The top: the CLI and the demo see the commands, the configuration and what those see.
-  'src/cli.ts': [
+  // The top: the entry, the demo and the command shells see everything (and `emulate` serves the emulator).
+  'src/cli': [
     ...STAGES,
-    'src/pipeline',
+    'src/sync',
+    'src/reconcile',
+    'src/analysts',
+    'src/reports',
     'src/publish',
     'src/monitor',
-    'src/app',
-    'src/commands',
+    'src/run',
     'connectors',
     ...CONFIG,
     'emulator',
-  ],
-  'src/demo.ts': [
-    ...STAGES,
-    'src/pipeline',
-    'src/publish',
-    'src/monitor',
-    'src/app',
-    'src/commands',
-    'connectors',
-    ...CONFIG,
-    'emulator',
-    'src/cli.ts',
   ],
   // The test oracle imports nothing of ours (independence.test.ts also refuses packages).
   emulator: [],
 };
 
-/** The configuration's files (config.ts re-exports the files under config/) and its entry. */
-const CONFIG_FILES = (): string[] => ['src/config.ts', ...sourceFiles('src/config')];
-const CONFIG_ENTRY = 'src/config.ts';
+/** The configuration's files and its entry. */
+const CONFIG_FILES = (): string[] => sourceFiles('src/config');
+const CONFIG_ENTRY = 'src/config/index.ts';
 /** What the configuration never loads, directly or not: the HTTP client, and these folders. */
 const HTTP_CLIENT = 'src/http/client.ts';
-const ABOVE_CONFIG = ['src/pipeline/'];
+const ABOVE_CONFIG = ['src/sync/', 'src/reconcile/', 'src/analysts/', 'src/reports/', 'src/run/', 'src/cli/'];
 /** Edges the check must find, so that it is known to read real imports. */
 const SEEN_EDGES = [
-  'src/pipeline -> src/extract',
+  'src/sync -> src/extract',
   'src/extract -> src/http',
   'src/http -> src/core',
   'connectors -> src/core',
-  'src/cli.ts -> src/commands',
+  'src/cli -> src/run',
 ];
 
-// rooms: end
 /**
  * Imports that break the rules today, each with why it is left and who removes it. An edge listed
- * here is allowed, with the modules of the same layer it brings along (through it `config.ts` loads
+ * here is allowed, with the modules of the same layer it brings along (through it `config/index.ts` loads
  * most of `pipeline/`); what the chain reaches outside that layer is still checked. An edge that no
  * longer exists fails the test, so the list only shrinks.
  */
@@ -324,15 +320,15 @@ describe('layers', () => {
       ['src/state/a.ts', ['src/state/b.ts']],
       ['src/state/b.ts', ['src/core/c.ts']],
       ['src/core/c.ts', ['src/core/d.ts']],
-      ['src/core/d.ts', ['src/pipeline/e.ts']],
-      ['src/pipeline/e.ts', ['src/core/leaf.ts']],
+      ['src/core/d.ts', ['src/sync/e.ts']],
+      ['src/sync/e.ts', ['src/core/leaf.ts']],
       ['src/core/leaf.ts', []],
     ]);
     expect(violations(edges)).toEqual([
-      'src/state/a.ts → src/state/b.ts → src/core/c.ts → src/core/d.ts → src/pipeline/e.ts (src/state may import src/core)',
-      'src/state/b.ts → src/core/c.ts → src/core/d.ts → src/pipeline/e.ts (src/state may import src/core)',
-      'src/core/c.ts → src/core/d.ts → src/pipeline/e.ts (src/core may import nothing of ours)',
-      'src/core/d.ts → src/pipeline/e.ts (src/core may import nothing of ours)',
+      'src/state/a.ts → src/state/b.ts → src/core/c.ts → src/core/d.ts → src/sync/e.ts (src/state may import src/core, src/state/leases)',
+      'src/state/b.ts → src/core/c.ts → src/core/d.ts → src/sync/e.ts (src/state may import src/core, src/state/leases)',
+      'src/core/c.ts → src/core/d.ts → src/sync/e.ts (src/core may import nothing of ours)',
+      'src/core/d.ts → src/sync/e.ts (src/core may import nothing of ours)',
     ]);
     expect(violations(new Map([['src/newthing/x.ts', []]]))).toEqual([
       'src/newthing/x.ts belongs to no layer (src/newthing): give it a rule in ALLOWED',

@@ -9,7 +9,7 @@ import type { Book } from './book.js';
  * units out; `plan` counts the same units), and each unit's progress is recorded back into it:
  * `withUnitCheckpoint` (the next cursor while open; done: the mark, the split or the settle mark
  * moves), `withoutUnitCursor`, `withPartCut`, `withPartReplaced`. `syncBook` applies them to one
- * stream; the pipeline walks the units (`pipeline/stream-reader.ts`).
+ * stream; the pipeline walks the units (`sync/stream-reader.ts`).
  */
 
 /** A window unit of a sync stream (the persisted shape is `StreamState`'s: mark, pending, split, settled). */
@@ -70,7 +70,7 @@ export function syncWindowUnit(st: StreamState, options: WindowOptions): SyncUni
  * What a sync reads next from the stream's state, the one order of its window units: the parts of
  * a split under way (read at once), else the window left mid-way (`pending`), else the next window;
  * `undefined` when caught up. The run asks it each time the units before have ended
- * (`pipeline/stream-reader.ts`); `plan` steps through it, applying each unit as done.
+ * (`sync/stream-reader.ts`); `plan` steps through it, applying each unit as done.
  */
 export function nextSyncUnits(
   st: StreamState,

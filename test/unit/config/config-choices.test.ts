@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_TRACES, OPTIONS, resolveSyncConfig } from '../../../src/config.js';
+import { DEFAULT_TRACES, OPTIONS, resolveSyncConfig } from '../../../src/config/index.js';
 import { ConfigError } from '../../../src/core/errors.js';
-import { envName } from '../../../src/options.js';
+import { envName } from '../../../src/config/options.js';
 
 /**
  * A choice is parsed by its kind from the option table (config/reader.ts): a value outside its

@@ -8,10 +8,10 @@ import {
   resolveBackfillConfig,
   resolveStatusConfig,
   resolveSyncConfig,
-} from '../../../src/config.js';
+} from '../../../src/config/index.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import { DEFAULT_TIMEOUTS } from '../../../src/http/timeouts.js';
-import { envName } from '../../../src/options.js';
+import { envName } from '../../../src/config/options.js';
 import { CLI } from '../../fakes/cli.js';
 import { tempDir } from '../../fakes/tmp.js';
 

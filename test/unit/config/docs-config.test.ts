@@ -2,12 +2,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configTable, withTable } from '../../../scripts/config-table.js';
-import { OPTIONS } from '../../../src/config.js';
+import { OPTIONS } from '../../../src/config/index.js';
 
 const PAGE = join(process.cwd(), 'docs', 'configuration.md');
 
 describe('docs/configuration.md', () => {
-  it('holds the table of settings as src/options.ts makes it (else: npm run docs:config)', () => {
+  it('holds the table of settings as src/config/options.ts makes it (else: npm run docs:config)', () => {
     const page = readFileSync(PAGE, 'utf8');
     expect(page, 'docs/configuration.md is out of date: run npm run docs:config and commit it').toBe(withTable(page));
   });

@@ -6,10 +6,10 @@ import { systemClock } from '../../../src/core/clock.js';
 import { CursorRejectedError, DataError, FatalApiError, PaginationError } from '../../../src/core/errors.js';
 import { silentLogger } from '../../../src/core/log.js';
 import { paginate, walkQuery, type Page, type WalkRequest } from '../../../src/extract/paginate.js';
-import { DEFAULT_RATE_LIMITS } from '../../../src/http/budget.js';
+import { DEFAULT_RATE_LIMITS } from '../../../src/http/scheduler/budget.js';
 import { ApiClient, newCallStats, type CallContext } from '../../../src/http/client.js';
-import { createScheduler } from '../../../src/http/scheduler.js';
-import { allProjectsScope, singleProjectScope } from '../../../src/pipeline/scopes.js';
+import { createScheduler } from '../../../src/http/scheduler/scheduler.js';
+import { allProjectsScope, singleProjectScope } from '../../../src/sync/scopes.js';
 import { json, startServer } from '../../fakes/bad-server.js';
 import { onCleanup } from '../../fakes/lifecycle.js';
 

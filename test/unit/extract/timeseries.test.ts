@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { bucketEnd, intervalFor } from '../../../src/extract/timeseries.js';
-import { SlidingLog } from '../../../src/http/scheduler-window.js';
+import { SlidingLog } from '../../../src/http/scheduler/window.js';
 
 const DAY = 86_400_000;
 

@@ -6,7 +6,7 @@ import {
   type OptionalCapabilities,
 } from '../../../src/load/destination-capabilities.js';
 import type { Destination } from '../../../src/load/destination.js';
-import { DuckDbDestination } from '../../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../../src/load/duckdb/destination.js';
 import type { Publisher } from '../../../src/publish/publisher.js';
 import { trackWrites } from '../../../src/publish/tracking.js';
 import { testBigQueryDestination } from '../../fixtures/bigquery/destination.js';

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../../connectors/index.js';
 import { events } from '../../../connectors/events.js';
-import { resolveSyncConfig } from '../../../src/config.js';
+import { resolveSyncConfig } from '../../../src/config/index.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import { SchemaTracker } from '../../../src/normalize/normalize.js';
 import { applyPrivacy, hashValue, resolvePrivacy, withPrivacy } from '../../../src/normalize/privacy.js';

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { systemClock } from '../../../src/core/clock.js';
-import { DuckDbDestination } from '../../../src/load/duckdb.js';
+import { DuckDbDestination } from '../../../src/load/duckdb/destination.js';
 import type { StateCommit } from '../../../src/core/state-table.js';
 import type { Row } from '../../../src/core/types.js';
 import { StateStore } from '../../../src/state/store.js';
 import type { StateWriter } from '../../../src/state/batch.js';
-import { keepStateIn } from '../../../src/app/state-home.js';
+import { keepStateIn } from '../../../src/run/state-home.js';
 import { keyedTable } from '../../fixtures/bigquery/tables.js';
 import { tempDir } from '../../fakes/tmp.js';
 

@@ -1,0 +1,13 @@
+import type { SyncConfig } from '../../config/index.js';
+import type { CommandIo } from '../../run/io.js';
+import { syncRun } from '../../run/sync.js';
+import { printOutcome } from '../../run/writing.js';
+
+/**
+ * `query-sync sync`: returns the exit code (0 only when every stream synced). The summary is the
+ * last thing printed: the live display's last frame, the per-stream log lines and the repeated
+ * errors' counts come before it, and nothing is printed after it (files are closed first).
+ */
+export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
+  return printOutcome(io, await syncRun(config, io));
+}

@@ -1,0 +1,118 @@
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
+import type { LogicalType } from '../../core/types.js';
+import { DELETED_AT_COLUMN } from '../../core/deletions.js';
+import type { OwedChildren } from '../destination-capabilities.js';
+import { ident } from './sql.js';
+
+/**
+ * The children book in the DuckDB file (`KeepsChildBook`): `_query_sync_children`, one row appended
+ * per read of a parent's children, in the transaction of the children rows (and the state) it
+ * describes. Append-only: a parent read empty while young and read again at settle has two rows;
+ * the owed set asks whether any of them is final.
+ */
+
+/** The book's columns, as the destination's table cache records them. */
+export const CHILD_BOOK_COLUMNS: ReadonlyMap<string, LogicalType> = new Map<string, LogicalType>([
+  ['resource', 'string'],
+  ['project_id', 'string'],
+  ['parent_id', 'string'],
+  ['parent_at', 'timestamp'],
+  ['children', 'int64'],
+  ['read_at', 'timestamp'],
+]);
+
+/** Book rows per INSERT statement. */
+const READS_PER_INSERT = 200;
+
+export async function createChildBook(connection: DuckDBConnection): Promise<void> {
+  await connection.run(
+    `CREATE TABLE IF NOT EXISTS main.${ident(CHILD_BOOK_TABLE)} (resource VARCHAR, project_id VARCHAR, parent_id VARCHAR, parent_at TIMESTAMPTZ, children BIGINT, read_at TIMESTAMPTZ)`,
+  );
+}
+
+/** Append `reads` (in the caller's transaction). */
+export async function writeChildReads(connection: DuckDBConnection, reads: readonly ChildRead[]): Promise<void> {
+  for (let i = 0; i < reads.length; i += READS_PER_INSERT) {
+    const chunk = reads.slice(i, i + READS_PER_INSERT);
+    const values = chunk
+      .map(
+        (_, j) =>
+          `($${6 * j + 1}, $${6 * j + 2}, $${6 * j + 3}, CAST($${6 * j + 4} AS TIMESTAMPTZ), CAST($${6 * j + 5} AS BIGINT), CAST($${6 * j + 6} AS TIMESTAMPTZ))`,
+      )
+      .join(', ');
+    await connection.run(
+      `INSERT INTO main.${ident(CHILD_BOOK_TABLE)} VALUES ${values}`,
+      chunk.flatMap((r) => [r.resource, r.projectId, r.parentId, r.parentAt, String(r.children), r.readAt]),
+    );
+  }
+}
+
+/**
+ * The parents that owe their children, as a FROM … WHERE over the parent table `p` (without the
+ * book: every parent owes), with its parameters. One place says what "owed" is, for the drain's
+ * list and for the counts of `status`, `plan` and the run summary.
+ */
+function owedWhere(
+  query: OwedChildren,
+  bookExists: boolean,
+  project: string | undefined,
+  /** Whether the parent table has `_deleted_at` (records deleted at the source are marked there). */
+  marksDeletions = false,
+): { readonly sql: string; readonly params: readonly string[] } {
+  const params: string[] = [];
+  const param = (value: string): string => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  const time = `p.${ident(query.parentTime)}`;
+  const parentFilters: string[] = [`${time} IS NOT NULL`];
+  if (query.fromIso !== undefined) parentFilters.push(`${time} >= CAST(${param(query.fromIso)} AS TIMESTAMPTZ)`);
+  if (project !== undefined) parentFilters.push(`p.project_id = ${param(project)}`);
+  // Parents deleted at the source owe nothing (their spans follow them: `--deletions`).
+  if (marksDeletions) parentFilters.push(`p.${ident(DELETED_AT_COLUMN)} IS NULL`);
+  if (query.shownBy !== undefined && query.shownBy.length > 0) {
+    const shown = query.shownBy.map(
+      (c) => `COALESCE(TRIM(CAST(p.${ident(c)} AS VARCHAR)), '') NOT IN ('', '[]', '{}', 'null', 'false')`,
+    );
+    parentFilters.push(`(${shown.join(' OR ')})`);
+  }
+  if (bookExists) {
+    const settle = `INTERVAL (${Math.max(0, Math.round(query.settleMs))}) MILLISECOND`;
+    // A read is final when it answered children, or when its parent was settle-old; a parent read
+    // empty while young is not due again until it is settle-old itself.
+    const settled =
+      query.settleMs > 0
+        ? `b.children > 0 OR b.read_at >= b.parent_at + ${settle} OR ` +
+          `${time} > CAST(${param(new Date(query.nowMs).toISOString())} AS TIMESTAMPTZ) - ${settle}`
+        : 'TRUE';
+    parentFilters.push(
+      `NOT EXISTS (SELECT 1 FROM main.${ident(CHILD_BOOK_TABLE)} AS b WHERE b.resource = ${param(query.child)} ` +
+        `AND b.project_id = p.project_id AND b.parent_id = CAST(p.${ident(query.parentKey)} AS VARCHAR) AND (${settled}))`,
+    );
+  }
+  return { sql: `FROM main.${ident(query.parentTable)} AS p WHERE ${parentFilters.join(' AND ')}`, params };
+}
+
+/** Up to `limit` owed parents of a project, newest first (ties by id, so pages are stable). */
+export function owedSelectSql(
+  query: OwedChildren,
+  bookExists: boolean,
+  project: string,
+  limit: number,
+  marksDeletions = false,
+) {
+  const where = owedWhere(query, bookExists, project, marksDeletions);
+  const time = `p.${ident(query.parentTime)}`;
+  const key = `CAST(p.${ident(query.parentKey)} AS VARCHAR)`;
+  return {
+    sql: `SELECT ${key} AS id, epoch_ms(${time}) AS at ${where.sql} ORDER BY ${time} DESC, ${key} DESC LIMIT ${Math.max(1, Math.floor(limit))}`,
+    params: where.params,
+  };
+}
+
+/** Owed parents per project. */
+export function owedCountSql(query: OwedChildren, bookExists: boolean, marksDeletions = false) {
+  const where = owedWhere(query, bookExists, undefined, marksDeletions);
+  return { sql: `SELECT p.project_id, COUNT(*) ${where.sql} GROUP BY 1 ORDER BY 1`, params: where.params };
+}

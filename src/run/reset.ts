@@ -1,0 +1,122 @@
+import { RESOURCES } from '../../connectors/index.js';
+import type { ResetConfig } from '../config/index.js';
+import { partitionedTables } from '../publish/partitions.js';
+import { systemClock } from '../core/clock.js';
+import { silentLogger } from '../core/log.js';
+import type { Destination } from '../load/destination.js';
+import type { StateStore, StreamState } from '../state/store.js';
+import { createRunStop } from './stop.js';
+import { openStateAndDestination } from './writing.js';
+import type { PublishesCopy } from '../load/destination-capabilities.js';
+import { Publisher } from '../publish/publisher.js';
+import { readStateDocument } from './state-home.js';
+import { childSectionName, type ChildSection } from '../state/books/traces.js';
+
+/**
+ * `query-sync reset`'s work, without its questions: which streams of the state match
+ * `--resources`/`--project`, and forgetting their marks and checkpoints under the `sync` lease.
+ */
+
+/** The keys of the state's streams that `--resources` and `--project` name (state read without a lock). */
+export async function streamsToReset(config: ResetConfig): Promise<string[]> {
+  const doc = await readStateDocument(config, silentLogger(), {});
+  return Object.keys(doc.streams).filter((key) => matches(key, config));
+}
+
+/**
+ * Forget the marks and checkpoints of `keys`, where the state lives (the warehouse, and the file,
+ * its copy), under the `sync` lease, then publish the DuckDB read copy: returns the publish's line.
+ * State and destination are opened as a writing run opens them (`openStateAndDestination`), except
+ * that reset never creates a warehouse.
+ */
+export async function resetStreams(
+  config: ResetConfig,
+  keys: readonly string[],
+): Promise<{ readonly published?: string; readonly children: readonly string[] }> {
+  const logger = silentLogger();
+  const stop = createRunStop({ logger });
+  let opened: { readonly state: StateStore; readonly destination: Destination | undefined } | undefined;
+  try {
+    opened = await openStateAndDestination(config, 'sync', { clock: systemClock, logger, stop }, () => undefined, {
+      existingOnly: true,
+    });
+    const { state, destination } = opened;
+    for (const key of keys) {
+      // The lease lost (another run writes now): stop before forgetting more.
+      if (stop.reason !== undefined) throw stop.reason;
+      await state.updateStream(key, forget);
+    }
+    const children = await forgetChildReads(config, state, destination);
+    const copy = destination?.can.publish;
+    if (copy !== undefined && !config.dryRun && config.duckdbPath !== ':memory:')
+      return { published: await publishAfterReset(config.duckdbPath, copy), children };
+    return { children };
+  } finally {
+    stop.dispose();
+    await opened?.destination?.close().catch(() => undefined);
+    await opened?.state.close();
+  }
+}
+
+/**
+ * Publish the read copy at the reset's end, as a sync does at its end: readers' `_query_sync_published`
+ * and the manifest follow the working file (its rows are unchanged, so only what a publish always
+ * rewrites, or what an earlier failed publish left, is written). A publish that fails only warns: the reset itself is done.
+ */
+async function publishAfterReset(path: string, copy: PublishesCopy): Promise<string> {
+  try {
+    const result = await new Publisher(path, copy, systemClock, { partitioned: partitionedTables(RESOURCES) }).publish(
+      true,
+    );
+    return `reset: published ${path} (publish ${result.publish}, ${result.rewritten} partition file(s) rewritten)`;
+  } catch (error) {
+    return `reset: warning: ${(error as Error).message}`;
+  }
+}
+
+/**
+ * Per-parent children named by `--resources` (traces read one event at a time): forget which
+ * parents had them read (the warehouse's children book, and the state queue of older versions), so
+ * every parent in the table owes them again and the next sync reads them. Returns what it forgot.
+ */
+async function forgetChildReads(
+  config: ResetConfig,
+  state: StateStore,
+  destination: Destination | undefined,
+): Promise<string[]> {
+  const lines: string[] = [];
+  for (const child of config.resources.filter((r) => r.perParent !== undefined)) {
+    const project = config.project === '*' ? undefined : config.project;
+    await destination?.can.childBook?.forgetChildren(child.name, project);
+    const section = childSectionName(child);
+    const queued = state.document.sections[section] as ChildSection | undefined;
+    if (queued !== undefined) {
+      await state.updateSection<ChildSection | undefined>(section, (current) => {
+        if (project === undefined || current === undefined) return undefined;
+        const { [project]: _forgotten, ...rest } = current;
+        return rest;
+      });
+    }
+    lines.push(
+      `reset: forgot which ${child.perParent?.parent ?? 'parent'} records had their ${child.name} read${project === undefined ? '' : ` in project ${project}`}; ` +
+        `the next sync reads them again for every ${child.perParent?.parent ?? 'parent'} record in the warehouse`,
+    );
+  }
+  return lines;
+}
+
+/** Keep the record of the last run (for `status`); drop the mark and any checkpoint. */
+function forget(s: StreamState): StreamState {
+  return s.lastRun === undefined ? {} : { lastRun: s.lastRun };
+}
+
+/** Stream keys are `<resource>:<scope>`; `*` covers the narrowed `*[a,b]` scopes too. */
+function matches(key: string, config: ResetConfig): boolean {
+  const colon = key.indexOf(':');
+  const resource = key.slice(0, colon);
+  const scope = key.slice(colon + 1);
+  if (!config.resources.some((r) => r.name === resource)) return false;
+  if (config.project === undefined) return true;
+  if (config.project === '*') return scope === '*' || scope.startsWith('*[');
+  return scope === config.project;
+}

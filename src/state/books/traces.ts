@@ -1,0 +1,67 @@
+import type { StateDocument } from '../document.js';
+
+/**
+ * The children queue's book: where the units of per-parent children move. One state section
+ * `children:<resource>` holds `{ [project]: { pending: {id: parentMs}, done: {id: parentMs},
+ * recheck?: {id: parentMs} } }`: a parent batch enqueues its units (`withQueued`, in the batch's
+ * commit), a drained chunk moves them to done or to recheck (`withCompleted`, in the chunk's
+ * commit). The queue that drives them is `sync/traces.ts`.
+ */
+
+interface ProjectUnits {
+  readonly pending: Readonly<Record<string, number>>;
+  readonly done: Readonly<Record<string, number>>;
+  /** Answered empty while young: asked again once `at + settle` has passed. */
+  readonly recheck?: Readonly<Record<string, number>>;
+}
+
+export type ChildSection = Readonly<Record<string, ProjectUnits>>;
+
+/** The section of one child resource. */
+export const childSectionName = (resource: { readonly name: string }): string => `children:${resource.name}`;
+
+/** The child section as a state document holds it (empty when none). */
+export function childSection(doc: Pick<StateDocument, 'sections'>, name: string): ChildSection {
+  return (doc.sections[name] ?? {}) as ChildSection;
+}
+
+/** `fresh` parents (per project: id → parent instant) pending, but for those already done or to be rechecked. */
+export function withQueued(
+  section: ChildSection,
+  fresh: ReadonlyMap<string, ReadonlyMap<string, number>>,
+): ChildSection {
+  const next: Record<string, ProjectUnits> = { ...section };
+  for (const [project, ids] of fresh) {
+    const units = next[project] ?? { pending: {}, done: {} };
+    const pending = { ...units.pending };
+    for (const [id, at] of ids) if (!(id in units.done) && !(id in (units.recheck ?? {}))) pending[id] = at;
+    next[project] = { ...units, pending };
+  }
+  return next;
+}
+
+/**
+ * A chunk of a project's units stored: each done (kept only from `horizonMs` on, the oldest parent
+ * a later sync could enqueue again) or, in `later`, to be asked again at settle. Done units older
+ * than the horizon are pruned.
+ */
+export function withCompleted(
+  section: ChildSection,
+  project: string,
+  units: readonly { readonly id: string; readonly at: number }[],
+  later: ReadonlySet<string>,
+  horizonMs: number,
+): ChildSection {
+  const prev = section[project] ?? { pending: {}, done: {} };
+  const pending = { ...prev.pending };
+  const recheck = { ...prev.recheck };
+  const done: Record<string, number> = {};
+  for (const [id, at] of Object.entries(prev.done)) if (at >= horizonMs) done[id] = at;
+  for (const u of units) {
+    delete pending[u.id];
+    delete recheck[u.id];
+    if (later.has(u.id)) recheck[u.id] = u.at;
+    else if (u.at >= horizonMs) done[u.id] = u.at;
+  }
+  return { ...section, [project]: { pending, done, ...(Object.keys(recheck).length === 0 ? {} : { recheck }) } };
+}

@@ -1,0 +1,412 @@
+import PQueue from 'p-queue';
+import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
+import { sliceWindows, type TimeWindow } from '../extract/windows.js';
+import { bookOf, failedBeforeStart, probeScope } from './engine.js';
+import { StreamFrame, type StreamResult } from './frame.js';
+import { SchemaTracker } from '../normalize/normalize.js';
+import {
+  changeStreamLedger,
+  keepRunning,
+  ledgerBook,
+  ledgerUnits,
+  readLedger,
+  streamLedger,
+  toIso,
+  withRequested,
+  type LedgerUnit,
+  type StreamLedger,
+} from '../state/books/ledger.js';
+import type { StateWriter } from '../state/store.js';
+import type { SyncDeps } from './engine.js';
+import { owedQuery } from './traces.js';
+import { learnChildMode, readsByParent } from './traces-probe.js';
+import { ListNotes, listFacts, type ListFact } from './list-facts.js';
+import { forEachScope, type ScopeOptions } from './scopes.js';
+import { walkWindow, type WalkTotals } from './walk.js';
+import type { CallContext } from '../http/client.js';
+import type { PartFilter } from '../extract/paginate.js';
+import { runUnits, unitList } from './units.js';
+
+/**
+ * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
+ * incremental sync. Each finished window goes into the ledger (state section `backfills`), each
+ * batch of a running window checkpoints its cursor there, and the sync's high-water marks are never
+ * read or written. Windows of every resource and project run through one pool of `concurrency`
+ * slots; every request still goes through the run's one scheduler.
+ */
+
+export interface BackfillOptions extends ScopeOptions {
+  readonly fromMs: number;
+  readonly toMs: number;
+  /** Window length. */
+  readonly windowMs: number;
+  /** Windows read at once, across all resources and projects (`--concurrency`). */
+  readonly concurrency: number;
+  /**
+   * Rows held in memory by the whole run before writes: each of the `concurrency` windows writes
+   * and checkpoints every `batchRows / concurrency` rows, so memory does not grow with concurrency.
+   */
+  readonly batchRows: number;
+  /** Text held before writes by the whole run, shared by the windows like `batchRows` (`--batch-bytes`). */
+  readonly batchBytes: number;
+  readonly signal?: AbortSignal;
+  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). */
+  readonly runId?: string;
+  /** Every declared resource: a child's parent table when the backfill does not read the parent. @default resources */
+  readonly declared?: readonly ResourceDefinition[];
+  /** A read that answered none while its parent was younger than this is not final (`--settle`), for the owed count. @default 0 */
+  readonly settleMs?: number;
+}
+
+/** Per-parent children a backfill leaves owed: the next sync reads them (the warehouse's book says which). */
+interface OwedChildrenNote {
+  readonly resource: string;
+  readonly parent: string;
+  /** Parents owed their children, per project (absent where the warehouse keeps no book). */
+  readonly byProject?: Readonly<Record<string, number>>;
+  readonly total?: number;
+}
+
+/** Progress callbacks (the live display and the progress log lines). */
+export interface BackfillHooks {
+  /** A (resource, scope) has `total` windows, `skipped` of them already done. */
+  readonly onWindows?: (resource: string, scope: string, total: number, skipped: number) => void;
+  readonly onWindowDone?: (resource: string, scope: string, rows: number) => void;
+  readonly onPage?: (
+    resource: string,
+    scope: string,
+    page: { readonly records: number; readonly rowsStored: number },
+  ) => void;
+  /** A (resource, scope) ended, whatever the outcome. */
+  readonly onStreamDone?: (result: BackfillStreamResult) => void;
+}
+
+/** A stream's result (`windows`: those this run read, to the end or not), plus the windows skipped. */
+export interface BackfillStreamResult extends StreamResult {
+  /** Windows skipped because the ledger has them done. */
+  readonly skipped: number;
+}
+
+export interface BackfillSummary {
+  readonly startedAt: string;
+  readonly from: string;
+  readonly to: string;
+  readonly seconds: number;
+  readonly streams: readonly BackfillStreamResult[];
+  readonly ok: boolean;
+  /** Children read one parent at a time on this server: not walked by window, left owed to the next sync. */
+  readonly owed?: readonly OwedChildrenNote[];
+}
+
+/** Rows each of `concurrency` windows buffers, so that together they hold about `batchRows`. */
+export function perWindowBatch(batchRows: number, concurrency: number): number {
+  return Math.max(1, Math.ceil(batchRows / Math.max(1, concurrency)));
+}
+
+/** Backfill every resource × project scope (`forEachScope`, as `sync` does). */
+export async function runBackfill(
+  options: BackfillOptions,
+  deps: SyncDeps,
+  hooks: BackfillHooks = {},
+): Promise<BackfillSummary> {
+  const runStartMs = deps.clock.now();
+  const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
+  const concurrency = options.concurrency;
+  const slots = new PQueue({ concurrency });
+  // Children this server reads one parent at a time have no windows to backfill: learned as a sync
+  // learns it (the probe), they are left owed, and the next sync reads them from the warehouse's book.
+  const resources: ResourceDefinition[] = [];
+  const perParent: ResourceDefinition[] = [];
+  for (const r of options.resources) {
+    let byParent = r.perParent === undefined ? false : readsByParent(deps.state.document, r);
+    if (byParent === undefined)
+      byParent = await learnChildMode(r, probeScope(options, deps.state.document.projects), deps, options.signal).catch(
+        () => undefined,
+      );
+    if (byParent === true) perParent.push(r);
+    else resources.push(r);
+  }
+  const trackers = new Map<string, SchemaTracker>();
+  for (const resource of resources) {
+    trackers.set(
+      resource.name,
+      new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId),
+    );
+  }
+  const streams = await forEachScope(
+    { ...options, resources },
+    deps,
+    (resource, scope, scopeHooks) =>
+      backfillStream(
+        {
+          resource,
+          scope,
+          tracker: trackers.get(resource.name) as SchemaTracker,
+          windows,
+          slots,
+          concurrency,
+          force: false,
+          batchRows: perWindowBatch(options.batchRows, concurrency),
+          batchBytes: perWindowBatch(options.batchBytes, concurrency),
+          syncedAt: new Date(runStartMs).toISOString(),
+          signal: options.signal,
+          onProjects: scopeHooks.onProjects,
+          hooks,
+        },
+        deps,
+      ).then((result) => {
+        hooks.onStreamDone?.(result);
+        return result;
+      }),
+    (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
+  );
+  const owed = await owedAfterBackfill(perParent, options, deps);
+  return {
+    startedAt: new Date(runStartMs).toISOString(),
+    ...(owed.length === 0 ? {} : { owed }),
+    from: new Date(options.fromMs).toISOString(),
+    to: new Date(options.toMs).toISOString(),
+    seconds: (deps.clock.now() - runStartMs) / 1000,
+    streams,
+    ok: streams.every((s) => s.outcome === 'ok'),
+  };
+}
+
+/** What the skipped per-parent children owe once the backfill's parents are stored, said once per child. */
+async function owedAfterBackfill(
+  children: readonly ResourceDefinition[],
+  options: BackfillOptions,
+  deps: SyncDeps,
+): Promise<OwedChildrenNote[]> {
+  const notes: OwedChildrenNote[] = [];
+  const book = bookOf(deps);
+  for (const child of children) {
+    const parentName = child.perParent?.parent ?? 'parent';
+    const parent = [...options.resources, ...(options.declared ?? [])].find((r) => r.name === parentName);
+    let byProject: Readonly<Record<string, number>> | undefined;
+    if (book !== undefined && parent !== undefined) {
+      const query = owedQuery(child, parent, { selection: 'all', settleMs: options.settleMs ?? 0 }, deps.clock.now());
+      byProject = await book.countOwedChildren(query).catch(() => undefined);
+    }
+    const total = byProject === undefined ? undefined : Object.values(byProject).reduce((a, b) => a + b, 0);
+    deps.logger.warn(
+      { resource: child.name, owed: total },
+      `${child.name} are read one ${parentName} record at a time on this server: backfill does not read them; ` +
+        (total === undefined
+          ? 'sync reads them'
+          : `${total} ${parentName} records of the warehouse owe their ${child.name}, the next sync reads them (newest first)`),
+    );
+    notes.push({
+      resource: child.name,
+      parent: parentName,
+      ...(byProject === undefined ? {} : { byProject, total }),
+    });
+  }
+  return notes;
+}
+
+export interface StreamBackfillOptions {
+  readonly resource: ResourceDefinition;
+  readonly scope: ProjectScope;
+  readonly tracker: SchemaTracker;
+  /** The windows to load (ignored for full-refresh resources, which are read once). */
+  readonly windows: readonly TimeWindow[];
+  /** The run's pool of window slots, shared by every stream. */
+  readonly slots: PQueue;
+  /** Windows of this stream read at once (at most; the pool decides). */
+  readonly concurrency: number;
+  /** Read windows even when the ledger has them done (`verify --repair`). */
+  readonly force: boolean;
+  readonly batchRows: number;
+  readonly batchBytes: number;
+  readonly syncedAt: string;
+  readonly signal?: AbortSignal;
+  readonly onProjects?: (slugs: ReadonlySet<string>) => void;
+  /** Each batch's rows once durable (reconcile's repair collects the ids the list returned). */
+  readonly onStored?: (rows: readonly Row[]) => void;
+  readonly hooks?: BackfillHooks;
+}
+
+/**
+ * Load the windows of one (resource, project scope): skip those the ledger has done, resume a
+ * window a crashed run left mid-way from its checkpoint cursor, checkpoint after every batch, and
+ * move each window to `done` when its last page is stored. The first failing window stops the
+ * stream from starting more (windows in flight finish); its checkpoint stays for the next run.
+ */
+export async function backfillStream(options: StreamBackfillOptions, deps: SyncDeps): Promise<BackfillStreamResult> {
+  const { resource, scope, hooks = {} } = options;
+  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const { key, ctx } = frame;
+  const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
+  const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> =>
+    changeStreamLedger(state, key, change);
+  let failure: Error | undefined;
+  // What the list's records proved of its order, shared by the stream's windows: once one window's
+  // walk proved conversations newest first, the others stop at their window's start (a daily
+  // window holds too few records to prove it alone, and would read to the end of the list).
+  const notes = new ListNotes(resource.name);
+  let fact: ListFact = listFacts(deps.state.document)[resource.name] ?? {};
+  const lists = {
+    notes,
+    get fact(): ListFact {
+      return fact;
+    },
+    learned: (): void => {
+      const order = notes.observation.order;
+      if (order !== undefined && order !== fact.order) fact = { ...fact, order };
+    },
+  };
+  const stream: LedgerStream = { key, ctx, ledger, totals, lists };
+
+  let units: LedgerUnit[];
+  if (resource.mode === 'full') {
+    // No time filter: the backfill reads the whole resource once.
+    hooks.onWindows?.(resource.name, scope.key, 1, 0);
+    units = [{ window: undefined }];
+  } else {
+    const requested = options.windows;
+    await ledger(deps.state, (s) => {
+      const asked = withRequested(s, requested);
+      // A crashed run's windows this run will not resume (sliced differently): restart cleanly.
+      return options.force ? asked : keepRunning(asked, requested);
+    });
+    units = ledgerUnits(streamLedger(readLedger(deps.state.document), key), requested, options.force).filter(
+      (u) => !u.done,
+    );
+    totals.skipped = requested.length - units.length;
+    hooks.onWindows?.(resource.name, scope.key, requested.length, totals.skipped);
+  }
+  // The windows of every stream share the run's slots; this stream takes at most `concurrency` of them.
+  try {
+    const ended = await runUnits(
+      unitList(units),
+      { limit: Math.max(1, options.concurrency), ctx, clock: deps.clock, slots: options.slots },
+      (unit) => readLedgerUnit(unit, options, deps, stream),
+    );
+    // (A full read already under way fails on its own when stopped.)
+    if (ended === 'aborted' && (resource.mode !== 'full' || totals.windows === 0)) failure = new Error('aborted');
+  } catch (error) {
+    failure = error instanceof Error ? error : new Error(String(error));
+  }
+
+  const seconds = frame.elapsed();
+  const result = (outcome: BackfillStreamResult['outcome']): BackfillStreamResult => ({
+    resource: resource.name,
+    scope: scope.key,
+    outcome,
+    rows: totals.rows,
+    pages: totals.pages,
+    windows: totals.windows,
+    skipped: totals.skipped,
+    stats: ctx.stats,
+    seconds,
+    error: failure,
+  });
+  if (failure !== undefined && frame.failure(failure, totals.pages).outcome === 'scope-rejected')
+    return result('scope-rejected');
+  const first = options.windows[0];
+  const last = options.windows[options.windows.length - 1];
+  const span =
+    resource.mode === 'full' || first === undefined || last === undefined
+      ? {}
+      : { from: new Date(first.fromMs).toISOString(), to: new Date(last.toMs).toISOString() };
+  const lastRun = frame.runRecord(failure === undefined ? 'ok' : 'failed', totals, seconds, failure, {
+    ...span,
+    windows: totals.windows,
+    skipped: totals.skipped,
+  });
+  await ledger(deps.state, (s) => ({ ...s, lastRun }));
+  return result(failure === undefined ? 'ok' : 'failed');
+}
+
+/** What the units of one backfill stream share: its counters and its ledger. */
+interface LedgerStream {
+  readonly key: string;
+  readonly ctx: CallContext;
+  /** Change the stream's ledger through `state` (the store, or the batch the change commits with). */
+  readonly ledger: (state: StateWriter, change: (current: StreamLedger) => StreamLedger) => Promise<void>;
+  readonly totals: { rows: number; pages: number; windows: number };
+  /** What the stream's walks learned of the list (its order), passed to each walk. */
+  readonly lists: { readonly notes: ListNotes; readonly fact: ListFact; readonly learned: () => void };
+}
+
+/**
+ * A list with no filter on its cursor field but one on a field never later than it (conversations:
+ * `started_at`, windows on `last_message_at`) is asked for what started before the window's end:
+ * nothing after that can be in the window, and without it each window's walk, newest first, paged
+ * through everything after the window before reaching it (a two-year backfill in daily windows read
+ * ~15 pages a conversations window where one holds its rows).
+ */
+function endedBy(resource: ResourceDefinition, window: TimeWindow): PartFilter | undefined {
+  const split = resource.split;
+  if (resource.stopPastWindow !== true || split?.partGte === undefined || split.partLt === undefined) return undefined;
+  return { gte: split.partGte, lt: split.partLt, window: { fromMs: 0, toMs: window.toMs } };
+}
+
+/** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
+async function readLedgerUnit(
+  { window, resumed }: LedgerUnit,
+  options: StreamBackfillOptions,
+  deps: SyncDeps,
+  { key: frameKey, ctx, ledger, totals, lists }: LedgerStream,
+): Promise<void> {
+  const { resource, scope, hooks = {} } = options;
+  const onPage =
+    hooks.onPage === undefined
+      ? undefined
+      : (page: { readonly records: number; readonly rowsStored: number }) =>
+          hooks.onPage?.(resource.name, scope.key, page);
+  const iso = window === undefined ? undefined : toIso(window);
+  const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
+  const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
+  let base = { rows: windowTotals.rows, pages: windowTotals.pages };
+  // The ledger's book (state/books/ledger.ts): a running window's cursor, then the window done.
+  const book = ledgerBook({
+    store: deps.state,
+    key: frameKey,
+    now: () => deps.clock.now(),
+    counts: () => ({ rows: windowTotals.rows, pages: windowTotals.pages }),
+    since,
+    onRestart: () => {
+      windowTotals.rows = 0;
+      windowTotals.pages = 0;
+      base = { rows: 0, pages: 0 };
+    },
+  });
+  totals.windows += 1;
+  try {
+    await walkWindow(
+      {
+        resource,
+        scope,
+        tracker: options.tracker,
+        window,
+        partFilter: window === undefined ? undefined : endedBy(resource, window),
+        startCursor: resumed?.cursor,
+        batchRows: options.batchRows,
+        batchBytes: options.batchBytes,
+        syncedAt: options.syncedAt,
+        ctx,
+        onProjects: options.onProjects,
+        ...(options.onStored === undefined
+          ? {}
+          : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),
+        onPage,
+        checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
+        onCursorRejected: () => book.cursorRejected(iso),
+        lists,
+      },
+      deps,
+      windowTotals,
+    );
+    lists.learned();
+    if (iso === undefined) {
+      const at = new Date(deps.clock.now()).toISOString();
+      await ledger(deps.state, (s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
+    }
+    hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
+  } finally {
+    totals.rows += windowTotals.rows - base.rows;
+    totals.pages += windowTotals.pages - base.pages;
+  }
+}

@@ -1,0 +1,435 @@
+import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
+import type { TimeWindow } from '../extract/windows.js';
+import type { Page } from '../extract/paginate.js';
+import type { CallContext } from '../http/client.js';
+import { ConcurrencyController } from './split-concurrency.js';
+import type { SchemaTracker } from '../normalize/normalize.js';
+import { streamKey } from '../state/store.js';
+import { LatenessHistogram } from './lateness.js';
+import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split.js';
+import type { StreamDeps, StreamOptions } from './stream-options.js';
+import type { Book } from '../state/books/book.js';
+import {
+  newSplit,
+  nextSyncUnits,
+  resumedSettleUnit,
+  settleWindow,
+  syncBook,
+  withPartCut,
+  type SyncUnit,
+} from '../state/books/sync.js';
+import type { SubWalk, UnitSource } from './units.js';
+import { WalkBounds, walkWindow, type WalkOptions } from './walk.js';
+
+/**
+ * The units of one sync stream (`stream.ts` runs them in its frame): produced from state (the
+ * window state says is open, a split's parts with tail work-stealing, the settle re-reads),
+ * recorded in it through the book, read by walks.
+ */
+
+/** A split's part being walked, and its live range. */
+interface LivePart {
+  readonly unit: SyncUnit & { kind: 'part' };
+  readonly bounds: WalkBounds;
+}
+
+export class UnitReader {
+  readonly controller: ConcurrencyController;
+  readonly lateness: LatenessHistogram | undefined;
+  /** The split this run planned (a resumed one has none: its sub-windows are not cut again). */
+  private planned: SplitPlan | undefined;
+  /** Where this run's windows started reading (the settle re-read stops there). */
+  private readFromMs: number | undefined;
+  private readonly key: string;
+  private readonly maxParts: number;
+  private readonly onStored: WalkOptions['onStored'];
+  private readonly book: Book<SyncUnit>;
+  /** The split's parts being walked now, each with its live range (tail work-stealing). */
+  private readonly live = new Set<LivePart>();
+  /** Units that are the far side of a cut (see `steal`), until taken. */
+  private readonly farSides = new WeakSet<SyncUnit>();
+  /** A cut being written to state: no other starts meanwhile. */
+  private stealing: Promise<void> | undefined;
+  private stealFailure: { readonly error: unknown } | undefined;
+
+  constructor(
+    private readonly resource: ResourceDefinition,
+    private readonly scope: ProjectScope,
+    private readonly tracker: SchemaTracker,
+    private readonly deps: StreamDeps,
+    private readonly options: StreamOptions,
+    private readonly ctx: CallContext,
+    private readonly totals: { rows: number; pages: number; windows: number },
+    private readonly lists?: WalkOptions['lists'],
+  ) {
+    this.key = streamKey(resource.name, scope.key);
+    this.maxParts = options.concurrency;
+    this.controller = new ConcurrencyController({ max: this.maxParts, now: () => deps.clock.now() });
+    const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
+    this.lateness = lateness;
+    this.onStored =
+      lateness === undefined && options.onStored === undefined
+        ? undefined
+        : async (rows: readonly Row[], state): Promise<void> => {
+            lateness?.add(rows);
+            await options.onStored?.(rows, state);
+          };
+    this.book = syncBook(deps.state, this.key);
+  }
+
+  /**
+   * The window units, from state: the parts of a split in state (at once, as many as the controller
+   * allows; a re-split hands its sub-windows back to the list), else the next window (alone). A
+   * window's unit may end by planning a split: the split's parts come next.
+   */
+  windowUnits(): UnitSource<SyncUnit> {
+    /** The split's parts not yet started (units handed back are taken first); `undefined`: no split under way. */
+    let parts: SyncUnit[] | undefined;
+    let partCount = 0;
+    return {
+      take: (running) => {
+        if (parts !== undefined) {
+          const part = parts.shift();
+          if (part !== undefined) return part;
+          // No part left to start while slots are free: the far half of a long running walk.
+          const list = parts;
+          const stolen = this.steal((far) => list.unshift(far));
+          if (stolen !== undefined) return stolen;
+          if (running > 0) return undefined;
+          this.deps.logger.debug(
+            {
+              resource: this.resource.name,
+              project: this.scope.key,
+              parts: partCount,
+              peak: this.controller.peak,
+              limit: this.controller.limit,
+            },
+            'split walked',
+          );
+          parts = undefined; // walked: state says what is left
+        }
+        if (running > 0) return undefined;
+        const st = this.deps.state.stream(this.key);
+        const next = nextSyncUnits(st, this.options);
+        if (next?.kind === 'split') {
+          this.totals.windows += 1;
+          partCount = next.parts.length;
+          this.readFrom(Date.parse(st.split?.from ?? ''));
+          parts = next.parts;
+          return parts.shift();
+        }
+        if (
+          next === undefined ||
+          (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)
+        )
+          return undefined;
+        this.readFrom(next.unit.window.fromMs);
+        return next.unit;
+      },
+      putBack: (more) => parts?.unshift(...more),
+      changed: () => this.stealing ?? Promise.resolve(),
+      // The tail (every planned part started; what is queued is far sides of cuts) while the walks
+      // wait on the network, not the budget: room up to --concurrency, so a running walk can be cut
+      // and its far side walked at once, whatever the limit shrank to while the budget bound (it
+      // follows by one walk a second).
+      room: () =>
+        parts !== undefined &&
+        this.live.size > 0 &&
+        this.controller.networkBound &&
+        parts.every((p) => this.farSides.has(p))
+          ? this.controller.max
+          : 0,
+    };
+  }
+
+  /**
+   * Tail work-stealing: when the split has no part left to start but a running walk has many pages
+   * left, cut what it has left in two (`stealCut`): the walk keeps the near side, the far side
+   * becomes a part (`withPartCut`, one state write) handed to `start` once durable. `'wait'` while
+   * a cut is being written; `undefined` when none is worth it: no walk with `MIN_STEAL_PAGES` left,
+   * or the endpoint's per-minute budget has no room for the request a cut costs (past a multiple
+   * of 400 a page can cost a whole minute window). A failed write fails the stream (thrown at the
+   * next take).
+   */
+  private steal(start: (far: SyncUnit) => void): 'wait' | undefined {
+    if (this.stealFailure !== undefined) throw this.stealFailure.error;
+    if (this.stealing !== undefined) return 'wait';
+    let best: { walk: LivePart; left: NonNullable<ReturnType<WalkBounds['left']>> } | undefined;
+    let pagesLeft = 0;
+    for (const walk of this.live) {
+      const left = walk.bounds.left();
+      if (left === undefined) continue;
+      pagesLeft += left.pages;
+      if (best === undefined || left.pages > best.left.pages) best = { walk, left };
+    }
+    if (best === undefined || best.left.pages < MIN_STEAL_PAGES) return undefined;
+    // A request more can cost a whole minute window where the endpoint's minute budget binds: never
+    // in a split of a minute's budget or more (its cuts were placed on whole pages for that), and
+    // elsewhere only with room for twice the pages the walks seem to have left (a guess from density).
+    const plan = this.planned;
+    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= this.options.limits.maxRpm) return undefined;
+    if (this.deps.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
+    const at = stealCut(best.left.range, this.planned?.buckets);
+    if (at === undefined) return undefined;
+    const { walk, left } = best;
+    // The walk's checkpoints find its part by the edge it keeps from now on, before and after the cut lands.
+    const anchor = left.direction === 'desc' ? 'to' : 'from';
+    walk.bounds.anchor = anchor;
+    const ref = { part: isoWindow(walk.unit.window), anchor } as const;
+    const far: TimeWindow =
+      left.direction === 'desc'
+        ? { fromMs: walk.bounds.window.fromMs, toMs: at }
+        : { fromMs: at, toMs: walk.bounds.window.toMs };
+    this.stealing = this.deps.state
+      .updateStream(this.key, (s) => withPartCut(s, ref, at))
+      .then(() => {
+        // Not in state: the walk was stored to its end before the cut landed (it read the far side too).
+        const farIso = isoWindow(far);
+        if (
+          !(
+            this.deps.state
+              .stream(this.key)
+              .split?.parts.some((p) => p.from === farIso.from && p.to === farIso.to && p.cursor === undefined) ?? false
+          )
+        )
+          return;
+        walk.bounds.cut(at, left.direction);
+        this.deps.logger.debug(
+          {
+            resource: this.resource.name,
+            project: this.scope.key,
+            pagesLeft: Math.round(left.pages),
+            at: new Date(at).toISOString(),
+          },
+          'running sub-window cut: its far side is read by another walk',
+        );
+        const unit: SyncUnit = { kind: 'part', window: far, split: walk.unit.split };
+        this.farSides.add(unit);
+        start(unit);
+      })
+      .catch((error: unknown) => {
+        this.stealFailure = { error };
+      })
+      .finally(() => {
+        this.stealing = undefined;
+      });
+    return 'wait';
+  }
+
+  /** The settle units: a re-read a killed run left, then this run's own (or only the settle mark's move: `settledTo`). */
+  settleUnits(
+    markBefore: string | undefined,
+    settleMs: number,
+  ): UnitSource<SyncUnit> & { settledTo(): number | undefined } {
+    let step = 0;
+    let settledTo: number | undefined;
+    return {
+      take: (running) => {
+        if (running > 0) return undefined;
+        if (step === 0) {
+          step = 1;
+          const resumed = resumedSettleUnit(this.deps.state.stream(this.key));
+          if (resumed !== undefined) return resumed;
+        }
+        if (step === 1) {
+          step = 2;
+          const next = settleWindow(
+            this.deps.state.stream(this.key),
+            { ...this.options, settleMs },
+            markBefore,
+            this.readFromMs,
+          );
+          if (next.window !== undefined) return { kind: 'settle', window: next.window, settledTo: next.settledTo };
+          settledTo = next.settledTo;
+        }
+        return undefined;
+      },
+      settledTo: () => settledTo,
+    };
+  }
+
+  /** Read one unit: a window (which may turn into a split), a settle re-read, or a split's part. */
+  async read(unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | undefined> {
+    if (unit.kind === 'part') return this.readPart(unit, sub);
+    if (unit.kind === 'settle') {
+      await this.walk(unit);
+      return;
+    }
+    const { resource, scope, deps, options, maxParts } = this;
+    const st = deps.state.stream(this.key);
+    // A fresh window's first page says whether it is large enough to read split (then the walk is
+    // abandoned before storing anything, and the split planned). A dry run reads a sample: one
+    // walk, never a split.
+    const fresh = unit.cursor === undefined && st.pending === undefined && options.sampleRows === undefined;
+    const splits = fresh && resource.split !== undefined && maxParts >= 2;
+    // A first sync is large but for the smallest accounts: its plan needs no first page (which
+    // would be read twice), where counts exist.
+    const direct =
+      splits && st.mark === undefined && (resource.split?.exact === true || resource.split?.count !== undefined);
+    if (direct) {
+      const plan = await planSplit(
+        resource,
+        scope,
+        unit.window,
+        undefined,
+        maxParts,
+        { ...deps, limits: options.limits },
+        this.ctx,
+      );
+      this.logSplit(plan, undefined);
+      if (plan !== undefined) {
+        await this.recordSplit(unit.window, plan);
+        return;
+      }
+    }
+    const sized =
+      splits && !direct
+        ? this.firstPageHook(this.ctx, async (first) => {
+            const plan = await planSplit(
+              resource,
+              scope,
+              unit.window,
+              first,
+              maxParts,
+              { ...deps, limits: options.limits },
+              this.ctx,
+            );
+            this.logSplit(plan, first);
+            if (plan === undefined) return false;
+            await this.recordSplit(unit.window, plan);
+            return true;
+          })
+        : undefined;
+    await this.walk(unit, sized);
+  }
+
+  /** The sub-windows are durable before any is read: a kill resumes the same split. */
+  private async recordSplit(window: TimeWindow, plan: SplitPlan): Promise<void> {
+    await this.deps.state.updateStream(this.key, (s) => ({ ...s, split: newSplit(window, plan.parts) }));
+    this.planned = plan;
+    // The plan cut twice the walks that fill the budget at the latency it saw: start with that many.
+    this.controller.atLeast(Math.ceil(plan.parts.length / 2));
+  }
+
+  /**
+   * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
+   * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
+   */
+  walk(
+    unit: SyncUnit | undefined,
+    onFirstPage?: (page: Page) => Promise<boolean>,
+    sub?: SubWalk,
+    bounds?: WalkBounds,
+  ): Promise<'done' | 'abandoned'> {
+    const { options, resource } = this;
+    // A part: rows held by all sub-walks together stay about `batchRows`, as in a backfill. A part
+    // on another field than the cursor's filters the whole split window on that field.
+    const share = sub === undefined ? 1 : this.maxParts;
+    const onField =
+      unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    if (sub === undefined) this.totals.windows += 1;
+    return walkWindow(
+      {
+        resource,
+        scope: this.scope,
+        tracker: this.tracker,
+        window: onField ? unit.split : unit?.window,
+        partFilter: onField
+          ? { gte: resource.split?.partGte as string, lt: resource.split?.partLt as string, window: unit.window }
+          : undefined,
+        startCursor: unit?.cursor,
+        onFirstPage,
+        bounds,
+        batchRows: sub === undefined ? options.batchRows : Math.max(1, Math.ceil(options.batchRows / share)),
+        batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil(options.batchBytes / share)),
+        sampleRows: options.sampleRows,
+        syncedAt: options.syncedAt,
+        ctx: sub?.ctx ?? this.ctx,
+        onProjects: options.onProjects,
+        onPage:
+          sub === undefined
+            ? options.onPage
+            : (page) => {
+                sub.onPage();
+                options.onPage?.(page);
+              },
+        onStored: this.onStored,
+        lists: this.lists,
+        checkpoint: (nextCursor, state) =>
+          unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor, state),
+        onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
+      },
+      this.deps,
+      this.totals,
+    );
+  }
+
+  /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */
+  private async readPart(part: SyncUnit & { kind: 'part' }, sub: SubWalk): Promise<SyncUnit[] | undefined> {
+    const { resource } = this;
+    let replaced: TimeWindow[] | undefined;
+    const plan = this.planned;
+    const onField = resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
+    const onFirstPage =
+      part.cursor !== undefined || onField || plan === undefined || resource.split?.exact !== false
+        ? undefined
+        : this.firstPageHook(sub.ctx, async (first) => {
+            replaced = resplit(resource, part.window, first, plan, this.maxParts);
+            if (replaced === undefined) return false;
+            await this.book.replace?.(part, replaced);
+            return true;
+          });
+    // A part on the cursor field may be cut while it runs (its far side handed to a free slot).
+    const live: LivePart | undefined = onField
+      ? undefined
+      : { unit: part, bounds: new WalkBounds(part.window, resource) };
+    if (live !== undefined) this.live.add(live);
+    let ended: 'done' | 'abandoned';
+    try {
+      // A part that may be cut: its checkpoints find it by the edge it keeps, as it is when each change is applied.
+      const walked = live === undefined ? part : { ...part, anchor: () => live.bounds.anchor };
+      ended = await this.walk(walked, onFirstPage, sub, live?.bounds);
+    } finally {
+      if (live !== undefined) this.live.delete(live);
+    }
+    return ended === 'abandoned' && replaced !== undefined
+      ? replaced.map((window) => ({ kind: 'part', window, split: part.split }))
+      : undefined;
+  }
+
+  private readFrom(ms: number): void {
+    this.readFromMs = Math.min(this.readFromMs ?? ms, ms);
+  }
+
+  private logSplit(plan: SplitPlan | undefined, first: FirstPage | undefined): void {
+    this.deps.logger.debug(
+      {
+        resource: this.resource.name,
+        project: this.scope.key,
+        latencyMs: first?.latencyMs,
+        parts: plan?.parts.length ?? 1,
+        pagesPerPart: plan?.pagesPerPart,
+      },
+      plan === undefined ? 'window read in one walk' : 'window read split',
+    );
+  }
+
+  /** The first-page hook of a walk: measures the page's answer time (budget queueing excluded). */
+  private firstPageHook(
+    walkCtx: CallContext,
+    decide: (first: FirstPage) => Promise<boolean>,
+  ): (page: Page) => Promise<boolean> {
+    const startedAt = this.deps.clock.now();
+    const waitedBefore = walkCtx.stats.waitedMs;
+    return (page) =>
+      decide({
+        ...page,
+        latencyMs: Math.max(0, this.deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)),
+      });
+  }
+}
+
+const isoWindow = (w: TimeWindow): { from: string; to: string } => ({
+  from: new Date(w.fromMs).toISOString(),
+  to: new Date(w.toMs).toISOString(),
+});

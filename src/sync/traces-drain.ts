@@ -1,0 +1,246 @@
+import { DataError, FatalApiError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
+import type { ApiClient, CallContext } from '../http/client.js';
+import { ConcurrencyController } from './split-concurrency.js';
+import type { Destination } from '../load/destination.js';
+import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
+import type { StateStore } from '../state/store.js';
+import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './traces.js';
+import { StreamFrame, type StreamResult } from './frame.js';
+import type { Book } from '../state/books/book.js';
+import { runUnits, type SubWalk, type UnitSource } from './units.js';
+
+/**
+ * The drain of a per-parent child queue (`traces.ts`): chunks of pending parents read at once,
+ * their rows written and the chunk marked done in one commit.
+ */
+
+export interface ChildDrainOptions {
+  readonly queue: ChildQueue;
+  readonly tracker: SchemaTracker;
+  readonly syncedAt: string;
+  /** After the parents end, keep draining this long at most; the rest waits for later runs. */
+  readonly drainAfterParentsMs: number;
+  /** Parent records read at once (the scheduler paces them; one write + one state write per chunk). */
+  readonly chunk: number;
+  /** Most chunks read at once (the controller finds how many help). @default DEFAULT_CHILD_CONCURRENCY */
+  readonly concurrency?: number;
+  readonly signal?: AbortSignal;
+  readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
+}
+
+/**
+ * Drain one project's child units: read each parent's children, write them, mark the chunk done.
+ * Ends when the queue is empty after the parents ended, or when the drain time after them is spent.
+ */
+export async function drainChildren(
+  resource: ResourceDefinition,
+  scope: ProjectScope,
+  deps: {
+    readonly client: ApiClient;
+    readonly destination: Destination;
+    readonly state: StateStore;
+    readonly clock: Clock;
+    readonly logger: Logger;
+  },
+  options: ChildDrainOptions,
+): Promise<StreamResult> {
+  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const per = resource.perParent as NonNullable<ResourceDefinition['perParent']>;
+  const project = scope.fallbackProjectId ?? scope.key;
+  const { ctx } = frame;
+  const totals = { rows: 0, pages: 0, windows: 0 };
+  let outcome: StreamResult['outcome'] = 'ok';
+  let failure: Error | undefined;
+  /** Parents still owed their children when the drain ended (the summary says so). */
+  let owed: number | undefined;
+  // Chunks read at once: a chunk's reads wait on the network together, then its write and state
+  // write; more chunks keep requests flowing meanwhile, as many as the controller finds useful.
+  const controller = new ConcurrencyController({
+    max: options.concurrency ?? DEFAULT_CHILD_CONCURRENCY,
+    now: () => deps.clock.now(),
+  });
+  // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
+  // Units answered empty while young are asked again at settle (spans can lag their event).
+  const later = new WeakMap<ChildChunk, ReadonlySet<string>>();
+  const answered = new WeakMap<ChildChunk, ReadonlyMap<string, number>>();
+  const book: Book<ChildChunk> = {
+    checkpoint: (units, _cursor, state) =>
+      options.queue.complete(project, units, later.get(units), state, answered.get(units)),
+    cursorRejected: async () => undefined,
+  };
+  const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<void> => {
+    const chunkCtx = sub.ctx;
+    const startedAt = deps.clock.now();
+    const pages = await Promise.all(
+      units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, chunkCtx)),
+    );
+    const rows: Row[] = [];
+    const again = new Set<string>();
+    const counts = new Map<string, number>();
+    pages.forEach((records, i) => {
+      const unit = units[i] as { readonly id: string; readonly at: number };
+      const parentId = unit.id;
+      counts.set(parentId, records.length);
+      if (records.length === 0 && options.queue.recheckLater(unit)) again.add(parentId);
+      if (records.length >= resource.maxPageSize) {
+        // The per-event answer has no cursor: a full page may have been cut by the server.
+        deps.logger.warn(
+          { resource: resource.name, project: scope.key },
+          `${per.param}=${parentId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`,
+        );
+      }
+      for (const record of records) {
+        const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
+        rows.push(normalizeChild(options, withParent, scope, chunkCtx));
+      }
+    });
+    if (again.size > 0) later.set(units, again);
+    answered.set(units, counts);
+    const n = Math.max(1, units.length);
+    const waited = chunkCtx.stats.waitedMs / n;
+    sub.record({
+      waitedMs: waited,
+      latencyMs: Math.max(0, deps.clock.now() - startedAt - waited),
+      rateLimited: chunkCtx.stats.rateLimited > 0,
+    });
+    totals.pages += units.length;
+    let stored = 0;
+    if (rows.length > 0) {
+      // The chunk's rows and its move to done are one commit where the warehouse keeps state.
+      const written = await deps.state.withBatch(
+        (state) => book.checkpoint(units, null, state),
+        (state) =>
+          deps.destination.write({
+            table: options.tracker.schema,
+            rows: dedupeByKey(rows, resource.key),
+            ...(state === undefined ? {} : { state }),
+          }),
+      );
+      for (const warning of written.warnings ?? [])
+        deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
+      stored = written.rows;
+      totals.rows += written.rows;
+    } else {
+      await book.checkpoint(units, null, deps.state);
+    }
+    options.onPage?.({ records: rows.length, rowsStored: stored });
+    deps.logger.debug(
+      { resource: resource.name, project: scope.key, parents: units.length, rows: rows.length },
+      'children chunk',
+    );
+  };
+  try {
+    const ended = await runUnits(
+      chunkUnits(options, project, deps.clock),
+      { limit: controller, ctx, clock: deps.clock },
+      readChunk,
+    );
+    if (ended === 'aborted') throw options.signal?.reason ?? new Error('aborted');
+    const left = await options.queue.owedCount(project);
+    owed = left;
+    if (left > 0) {
+      deps.logger.info(
+        { resource: resource.name, project: scope.key, backlog: left },
+        `${left} ${per.parent} records still wait for their ${resource.name}; later runs drain them (status and plan show the backlog)`,
+      );
+    }
+  } catch (error) {
+    // A drain reads per project: no all-projects read to refuse, so a failure is only that.
+    failure = error instanceof Error ? error : new Error(String(error));
+    outcome = 'failed';
+    frame.logFailure(failure);
+  }
+  const seconds = frame.elapsed();
+  const lastRun = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals, seconds, failure);
+  await deps.state.updateStream(frame.key, (s) => ({ ...s, lastRun })).catch(() => undefined);
+  return {
+    resource: resource.name,
+    scope: scope.key,
+    outcome,
+    ...totals,
+    stats: ctx.stats,
+    seconds,
+    error: failure,
+    ...(owed === undefined ? {} : { owed }),
+  };
+}
+
+/** A work unit of the children: a chunk of parent records (id, parent instant) whose children are due. */
+type ChildChunk = readonly { readonly id: string; readonly at: number }[];
+
+/**
+ * The queue's producer: chunks of owed parents (newest first in the warehouse's book, oldest first in the state queue; none twice at once); waits for
+ * parents while they are still walked, ends when none is left after them or the drain time is spent.
+ */
+function chunkUnits(options: ChildDrainOptions, project: string, clock: Clock): UnitSource<ChildChunk> {
+  const inFlight = new Set<string>();
+  return {
+    take: () => {
+      const doneAt = options.queue.parentsDoneAt();
+      if (doneAt !== undefined && clock.now() - doneAt >= options.drainAfterParentsMs) return 'end';
+      const units = options.queue.next(project, options.chunk, inFlight);
+      if (units === 'wait') return 'wait';
+      if (units.length === 0) return doneAt === undefined ? 'wait' : undefined;
+      for (const u of units) inFlight.add(u.id);
+      return units;
+    },
+    changed: () => options.queue.changed(),
+    release: (units) => {
+      for (const u of units) inFlight.delete(u.id);
+    },
+  };
+}
+
+/** The children of one parent: `{ data: [...] }` (a `meta`, if any, is ignored: there is no cursor). 404 means none. */
+async function readChildren(
+  resource: ResourceDefinition,
+  param: string,
+  parentId: string,
+  scope: ProjectScope,
+  client: ApiClient,
+  ctx: CallContext,
+): Promise<readonly ApiRecord[]> {
+  let body: JsonValue;
+  try {
+    body = await client.getJson(
+      {
+        endpoint: resource.path,
+        path: resource.path,
+        query: { [param]: parentId, [resource.pageSizeParam ?? 'limit']: String(resource.maxPageSize) },
+        project: scope.header,
+      },
+      ctx,
+    );
+  } catch (error) {
+    if (error instanceof FatalApiError && error.status === 404) return [];
+    throw error;
+  }
+  const data =
+    body !== null && typeof body === 'object' && !Array.isArray(body)
+      ? (body as { readonly [k: string]: JsonValue }).data
+      : undefined;
+  if (!Array.isArray(data) || data.some((r) => r === null || typeof r !== 'object' || Array.isArray(r))) {
+    throw new DataError(
+      `expected {"data": [spans...]} for ${param}=${parentId}, got ${typeof body === 'object' ? 'another shape' : typeof body}`,
+      { context: ctx },
+    );
+  }
+  return data as readonly ApiRecord[];
+}
+
+function normalizeChild(options: ChildDrainOptions, record: ApiRecord, scope: ProjectScope, ctx: CallContext): Row {
+  try {
+    return options.tracker.normalize(record, scope.fallbackProjectId, options.syncedAt);
+  } catch (error) {
+    if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: ctx });
+    throw error;
+  }
+}
+
+function dedupeByKey(rows: readonly Row[], key: string): Row[] {
+  const byKey = new Map<string, Row>();
+  for (const row of rows) byKey.set(`${String(row[PROJECT_COLUMN])}\u0000${String(row[key])}`, row);
+  return [...byKey.values()];
+}

@@ -1,0 +1,443 @@
+import type { ChildRead } from '../core/state-table.js';
+import type { ChildSelection, Clock, ResourceDefinition, Row } from '../core/types.js';
+import type { KeepsChildBook, OwedChildren } from '../load/destination-capabilities.js';
+import { PROJECT_COLUMN } from '../normalize/normalize.js';
+import type { StateDocument, StateStore, StateWriter } from '../state/store.js';
+import { childSection, childSectionName, withCompleted, withQueued, type ChildSection } from '../state/books/traces.js';
+import { addToLoad, childLoadSection, type LoadSection } from './traces-load.js';
+
+/**
+ * Per-parent children (traces read one event at a time, where the server cannot list them by time).
+ *
+ * Work units: one per parent record whose children are due. They live in a state section
+ * `children:<resource>` as `{ [project]: { pending: {id: parentMs}, done: {id: parentMs} } }`:
+ * - a parent walk enqueues the batch it just stored (before its own checkpoint, so a crash re-reads
+ *   the batch and enqueues again, never loses it);
+ * - the child drain reads a chunk of pending units, writes their rows, then moves the chunk to
+ *   `done` in one state write (a crash between the two re-reads at most one chunk);
+ * - `done` keeps only units a later sync could enqueue again (parents at or after the oldest instant
+ *   any parent stream will re-read: its settle mark or its mark − lookback), so the section stays
+ *   bounded by the re-read horizon plus the backlog itself;
+ * - `recheck` holds units whose answer was empty (or 404) while their parent was younger than
+ *   `--settle`: spans can lag their event (a tracer and a logger write apart), so such a unit is
+ *   asked again once its parent is `settle` old, by whichever run comes then, and is done after that.
+ */
+
+/** The backlog of one child resource as read from a state document (for `status` and `plan`). */
+export function childBacklog(
+  doc: StateDocument,
+  resource: ResourceDefinition,
+): { readonly pending: Readonly<Record<string, number>>; readonly done: number; readonly recheck: number } {
+  const section = childSection(doc, childSectionName(resource));
+  const pending: Record<string, number> = {};
+  let done = 0;
+  let recheck = 0;
+  for (const [project, units] of Object.entries(section)) {
+    pending[project] = Object.keys(units.pending).length;
+    done += Object.keys(units.done).length;
+    recheck += Object.keys(units.recheck ?? {}).length;
+  }
+  return { pending, done, recheck };
+}
+
+/** Whether a parent row shows children, by the declared fields (JSON text `[]`/`{}`/`null` is empty). */
+export function showsChildren(row: Row, fields: readonly string[]): boolean {
+  return fields.some((f) => {
+    const v = row[f];
+    if (v === null || v === undefined || v === '' || v === false) return false;
+    if (typeof v === 'string') return !['[]', '{}', 'null'].includes(v.trim());
+    return true;
+  });
+}
+
+export interface ChildQueueOptions {
+  readonly child: ResourceDefinition;
+  /** The parent resource (its key and time field); absent when this run reads no parents. */
+  readonly parent?: ResourceDefinition;
+  readonly selection: Exclude<ChildSelection, 'none'>;
+  readonly lookbackMs: number;
+  /** A unit answered empty while its parent is younger than this is asked again once it is this old; 0: never. @default 0 */
+  readonly settleMs?: number;
+  /** Called with the units pending across projects after each change (the progress ETA of the backlog). */
+  readonly onBacklog?: (pending: number) => void;
+  /**
+   * The warehouse's children book: where it is kept, the owed parents are derived from the
+   * warehouse (`owedChildren`), not from the units this run queued; absent, the state section is
+   * the queue (a destination without the book).
+   */
+  readonly book?: KeepsChildBook;
+  /** Parents before this instant are not owed (`--start`). @default every parent in the table */
+  readonly startMs?: number;
+}
+
+/** Owed parents read from the warehouse at once (the drain's buffer; read again when it runs out). */
+const OWED_PAGE = 2000;
+
+/** A unit of the children: a parent record (id, parent instant) whose children are due. */
+export interface ChildUnit {
+  readonly id: string;
+  readonly at: number;
+}
+
+/** The query of the owed parents of a child resource, as the book answers it (`KeepsChildBook`). */
+export function owedQuery(
+  child: ResourceDefinition,
+  parent: ResourceDefinition,
+  options: {
+    readonly selection: Exclude<ChildSelection, 'none'>;
+    readonly settleMs: number;
+    readonly startMs?: number;
+  },
+  nowMs: number,
+): OwedChildren {
+  return {
+    child: child.name,
+    parentTable: parent.name,
+    parentKey: parent.key,
+    parentTime: parent.cursorField ?? 'timestamp',
+    nowMs,
+    settleMs: options.settleMs,
+    ...(options.startMs === undefined ? {} : { fromIso: new Date(options.startMs).toISOString() }),
+    ...(options.selection === 'traced' ? { shownBy: child.perParent?.shownBy ?? [] } : {}),
+  };
+}
+
+/**
+ * The durable queue of one child resource for one run: parents enqueue, child drains wait on it.
+ * All changes go through `StateStore.updateSection`, applied to the state as last committed (the
+ * warehouse's, or the file re-read under its write lock),
+ * so concurrent parent walks and drains compose.
+ */
+export class ChildQueue {
+  private parentsRunning = 0;
+  /** When the last parent walk ended; the queue's creation when none has run (yet). */
+  private parentsDoneAtMs: number;
+  private waiters: (() => void)[] = [];
+  private readonly section: string;
+  /** Book mode: owed parents read from the warehouse and not yet taken, per project. */
+  private readonly buffer = new Map<string, Map<string, number>>();
+  /** Book mode: projects whose owed parents must be read (again) from the warehouse. */
+  private readonly stale = new Set<string>();
+  /** Book mode: projects whose owed parents were read at least once this run. */
+  private readonly listed = new Set<string>();
+  private readonly refilling = new Map<string, Promise<void>>();
+  /** Book mode: the warehouse could not say what is owed; the drain fails with it. */
+  private failure: unknown;
+  /** Book mode: units taken and not yet completed (the progress's backlog counts them). */
+  private taken = 0;
+  /** The earliest mark of the parent's streams when the run began: parents stored before it were counted then. */
+  private readonly countedBeforeMs: number;
+
+  constructor(
+    private readonly options: ChildQueueOptions,
+    private readonly state: StateStore,
+    private readonly clock: Clock,
+  ) {
+    this.section = childSectionName(options.child);
+    this.parentsDoneAtMs = clock.now();
+    this.countedBeforeMs = this.firstMarkMs();
+  }
+
+  /** Whether the owed parents are derived from the warehouse's book (else: the state section's queue). */
+  get usesBook(): boolean {
+    return this.options.book !== undefined && this.options.parent !== undefined;
+  }
+
+  parentStarted(): void {
+    this.parentsRunning += 1;
+  }
+
+  parentDone(): void {
+    this.parentsRunning -= 1;
+    if (this.parentsRunning === 0) this.parentsDoneAtMs = this.clock.now();
+    this.wake();
+  }
+
+  /** When every parent walk of the run has ended (`undefined` while one runs). */
+  parentsDoneAt(): number | undefined {
+    return this.parentsRunning > 0 ? undefined : this.parentsDoneAtMs;
+  }
+
+  /**
+   * Enqueue the children of a stored batch of parent rows (those selected and not yet queued or
+   * done), written through `state`: the batch the rows commit with, or the store.
+   */
+  async enqueue(rows: readonly Row[], state: StateWriter = this.state): Promise<void> {
+    const parent = this.options.parent;
+    if (parent === undefined) return;
+    if (this.usesBook) return this.enqueueBooked(rows, parent, state);
+    const fresh = new Map<string, Map<string, number>>();
+    const current = this.units();
+    const shownAts: number[] = [];
+    for (const row of rows) {
+      const shown = showsChildren(row, this.options.child.perParent?.shownBy ?? []);
+      if (this.options.selection === 'traced' && !shown) continue;
+      const project = String(row[PROJECT_COLUMN]);
+      const id = String(row[parent.key]);
+      const known = current[project];
+      if (known !== undefined && (id in known.pending || id in known.done || id in (known.recheck ?? {}))) continue;
+      const at = Date.parse(String(row[parent.cursorField ?? '']));
+      const forProject = fresh.get(project) ?? new Map<string, number>();
+      fresh.set(project, forProject);
+      forProject.set(id, Number.isNaN(at) ? 0 : at);
+      if (shown && !Number.isNaN(at)) shownAts.push(at);
+    }
+    if (fresh.size === 0) return;
+    // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (traces-load.ts).
+    const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
+    const nowMs = this.clock.now();
+    await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+      addToLoad(load, ats, shownAts, nowMs),
+    );
+    await state.updateSection<ChildSection>(this.section, (section = {}) => withQueued(section, fresh));
+    // Inside a batch's commit the units exist once it is durable: wake the drains then.
+    state.whenCommitted(() => {
+      this.reportBacklog();
+      this.wake();
+    });
+  }
+
+  /**
+   * Book mode: the stored parents are in the warehouse, so they are owed there; the drains of their
+   * projects list the owed parents again once the batch is durable. Only the load is counted here
+   * (parents at or after the stream's mark when the run began: those are new to the warehouse).
+   */
+  private async enqueueBooked(rows: readonly Row[], parent: ResourceDefinition, state: StateWriter): Promise<void> {
+    const ats: number[] = [];
+    const shownAts: number[] = [];
+    const projects = new Set<string>();
+    for (const row of rows) {
+      const shown = showsChildren(row, this.options.child.perParent?.shownBy ?? []);
+      if (this.options.selection === 'traced' && !shown) continue;
+      projects.add(String(row[PROJECT_COLUMN]));
+      const at = Date.parse(String(row[parent.cursorField ?? '']));
+      if (Number.isNaN(at) || at < this.countedBeforeMs) continue;
+      ats.push(at);
+      if (shown) shownAts.push(at);
+    }
+    if (projects.size === 0) return;
+    if (ats.length > 0) {
+      const nowMs = this.clock.now();
+      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+        addToLoad(load, ats, shownAts, nowMs),
+      );
+    }
+    state.whenCommitted(() => {
+      for (const project of projects) this.stale.add(project);
+      this.wake();
+    });
+  }
+
+  /**
+   * The drain's next units of a project: up to `n`, newest parent first, none in flight; `'wait'`
+   * while the owed parents are being read from the warehouse (book mode), `[]` when none is owed now.
+   */
+  next(project: string, n: number, inFlight: ReadonlySet<string>): ChildUnit[] | 'wait' {
+    if (!this.usesBook) return this.take(project, n, inFlight);
+    if (this.failure !== undefined) throw this.failure;
+    const buffered = this.buffer.get(project);
+    const due = !this.listed.has(project) || this.stale.has(project);
+    if (due && !this.refilling.has(project)) this.refill(project, inFlight);
+    const units = [...(buffered ?? new Map<string, number>()).entries()]
+      .filter(([id]) => !inFlight.has(id))
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? 1 : -1))
+      .slice(0, n)
+      .map(([id, at]) => ({ id, at }));
+    if (units.length === 0) return this.refilling.has(project) ? 'wait' : [];
+    for (const u of units) buffered?.delete(u.id);
+    this.taken += units.length;
+    return units;
+  }
+
+  /** Read the project's owed parents from the warehouse into the buffer (in the background; wakes the drain). */
+  private refill(project: string, inFlight: ReadonlySet<string>): void {
+    const book = this.options.book as KeepsChildBook;
+    const parent = this.options.parent as ResourceDefinition;
+    this.stale.delete(project);
+    this.listed.add(project);
+    const limit = OWED_PAGE + inFlight.size;
+    const query = owedQuery(this.options.child, parent, this.queryOptions(), this.clock.now());
+    const done = book
+      .owedChildren({ ...query, project, limit })
+      .then((owed) => {
+        const fresh = new Map<string, number>();
+        for (const u of owed) if (!inFlight.has(u.id)) fresh.set(u.id, u.at);
+        this.buffer.set(project, fresh);
+        // A full page: more are owed than were read; read again once these are taken.
+        if (owed.length >= limit) this.stale.add(project);
+      })
+      .finally(() => {
+        this.refilling.delete(project);
+        this.reportBacklog();
+        this.wake();
+      });
+    this.refilling.set(project, done);
+    // A failed read of the owed set fails the drain when it asks next.
+    done.catch((error: unknown) => {
+      this.failure = error;
+    });
+  }
+
+  private queryOptions(): { selection: Exclude<ChildSelection, 'none'>; settleMs: number; startMs?: number } {
+    return {
+      selection: this.options.selection,
+      settleMs: this.options.settleMs ?? 0,
+      ...(this.options.startMs === undefined ? {} : { startMs: this.options.startMs }),
+    };
+  }
+
+  /** Parents of a project still owed: the warehouse's count (book mode), else the queue's pending. */
+  async owedCount(project: string): Promise<number> {
+    if (!this.usesBook) return this.pendingCount(project);
+    const book = this.options.book as KeepsChildBook;
+    const query = owedQuery(
+      this.options.child,
+      this.options.parent as ResourceDefinition,
+      this.queryOptions(),
+      this.clock.now(),
+    );
+    return (await book.countOwedChildren(query))[project] ?? 0;
+  }
+
+  /** Units pending across projects, to `onBacklog`. */
+  private reportBacklog(): void {
+    const report = this.options.onBacklog;
+    if (report === undefined) return;
+    if (this.usesBook) {
+      let buffered = 0;
+      for (const units of this.buffer.values()) buffered += units.size;
+      report(buffered + this.taken);
+      return;
+    }
+    let pending = 0;
+    for (const units of Object.values(this.units())) pending += Object.keys(units.pending).length;
+    report(pending);
+  }
+
+  /** Up to `n` pending units of a project (and rechecks now due), oldest parent first, skipping those in flight. */
+  take(project: string, n: number, inFlight: ReadonlySet<string>): { readonly id: string; readonly at: number }[] {
+    const units = this.units()[project];
+    const dueBefore = this.clock.now() - (this.options.settleMs ?? 0);
+    const due = Object.entries(units?.recheck ?? {}).filter(([, at]) => at <= dueBefore);
+    return [...Object.entries(units?.pending ?? {}), ...due]
+      .filter(([id]) => !inFlight.has(id))
+      .sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : 1))
+      .slice(0, n)
+      .map(([id, at]) => ({ id, at }));
+  }
+
+  pendingCount(project: string): number {
+    return Object.keys(this.units()[project]?.pending ?? {}).length;
+  }
+
+  /** Whether a unit whose answer was empty is asked again later: its parent is younger than `settle`. */
+  recheckLater(unit: { readonly at: number }): boolean {
+    const settleMs = this.options.settleMs ?? 0;
+    return settleMs > 0 && unit.at > this.clock.now() - settleMs;
+  }
+
+  /**
+   * Mark units done (their rows are stored), or to be asked again at settle (`later`), pruning done
+   * units no later sync can enqueue again; written through `state` (the chunk's batch, or the store).
+   */
+  async complete(
+    project: string,
+    units: readonly { readonly id: string; readonly at: number }[],
+    later: ReadonlySet<string> = new Set(),
+    state: StateWriter = this.state,
+    /** Children each unit answered (book mode: booked with the read). */
+    children: ReadonlyMap<string, number> = new Map(),
+  ): Promise<void> {
+    if (this.usesBook) return this.completeBooked(project, units, later, state, children);
+    const horizonMs = this.horizonMs();
+    if (later.size > 0) {
+      // A recheck is one more request for its parent: counted in the daily load like a queued one.
+      const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
+      const nowMs = this.clock.now();
+      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+        addToLoad(load, laterAts, [], nowMs),
+      );
+    }
+    await state.updateSection<ChildSection>(this.section, (section = {}) =>
+      withCompleted(section, project, units, later, horizonMs),
+    );
+    // Inside a batch's commit the units are done once it is durable: count them then.
+    state.whenCommitted(() => this.reportBacklog());
+  }
+
+  /** Book mode: each read booked in the chunk's commit (an empty answer while young is booked too: it is owed again at settle). */
+  private async completeBooked(
+    project: string,
+    units: readonly ChildUnit[],
+    later: ReadonlySet<string>,
+    state: StateWriter,
+    children: ReadonlyMap<string, number>,
+  ): Promise<void> {
+    const nowMs = this.clock.now();
+    const readAt = new Date(nowMs).toISOString();
+    const reads: ChildRead[] = units.map((u) => ({
+      resource: this.options.child.name,
+      projectId: project,
+      parentId: u.id,
+      parentAt: new Date(u.at).toISOString(),
+      children: children.get(u.id) ?? 0,
+      readAt,
+    }));
+    if (later.size > 0) {
+      // A recheck is one more request for its parent: counted in the daily load like a queued one.
+      const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
+      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+        addToLoad(load, laterAts, [], nowMs),
+      );
+    }
+    await state.recordChildReads(reads);
+    state.whenCommitted(() => {
+      this.taken = Math.max(0, this.taken - units.length);
+      this.reportBacklog();
+    });
+  }
+
+  /** Resolves at the next enqueue or parent end. */
+  changed(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  private units(): ChildSection {
+    return childSection(this.state.document, this.section);
+  }
+
+  /** The earliest mark of the parent's streams (−∞ when one has none: a first sync counts every parent). */
+  private firstMarkMs(): number {
+    const prefix = `${this.options.child.perParent?.parent ?? ''}:`;
+    let first = Number.POSITIVE_INFINITY;
+    for (const [key, st] of Object.entries(this.state.document.streams)) {
+      if (!key.startsWith(prefix)) continue;
+      if (st.mark === undefined) return Number.NEGATIVE_INFINITY;
+      first = Math.min(first, Date.parse(st.mark));
+    }
+    return first === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : first;
+  }
+
+  /** The oldest parent instant any parent stream re-reads: its settle mark, or its mark − lookback. */
+  private horizonMs(): number {
+    let horizon = Number.POSITIVE_INFINITY;
+    const prefix = `${this.options.child.perParent?.parent ?? ''}:`;
+    for (const [key, st] of Object.entries(this.state.document.streams)) {
+      if (!key.startsWith(prefix)) continue;
+      if (st.mark === undefined) return Number.NEGATIVE_INFINITY; // a first sync is under way: keep all
+      const reread = Date.parse(st.mark) - this.options.lookbackMs;
+      const settled = st.settled === undefined ? reread : Date.parse(st.settled);
+      horizon = Math.min(horizon, reread, settled);
+    }
+    return horizon === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : horizon;
+  }
+}
+
+/** Chunks of per-parent reads at once, at most, when the caller gives no bound. */
+export const DEFAULT_CHILD_CONCURRENCY = 8;
