@@ -1,7 +1,8 @@
 import { AuthError, ConfigError, RunStoppedError, StateError, WarehouseBusyError, type StopCause } from './errors.js';
 
 /**
- * The exit codes of query-sync, the only place a code is chosen: a scheduler reads them to tell a
+ * The exit codes of query-sync, the one table of codes (a second signal's forced exit in `run/stop.ts`
+ * takes its code from here too): a scheduler reads them to tell a
  * configuration mistake (fix the flags) from an outage (run again later) from a difference in the
  * data (look at it). Stopped runs exit as shells report a process a signal ended (128 + the
  * signal's number), or 6 for `--max-run-time` (progress is saved: run again to continue).

@@ -1,7 +1,9 @@
 import { RetriesExhaustedError, type ErrorContext } from '../core/errors.js';
 
 /**
- * A server's request to wait (`Retry-After`, `retry-after-ms`): read, capped and waited for, here.
+ * A server's request to wait (`Retry-After`, `retry-after-ms`): the rules of reading, capping and
+ * waiting, here; `http/attempt.ts` hands over the two header values, `client.ts` `checkRetryAfter`
+ * applies the cap to a response, and the scheduler's `http/scheduler/rate.ts` calls `pauseAfter429`.
  *
  * - **Read** (`serverWaitMs`): `retry-after-ms` first, in milliseconds, as the vendor's SDK reads it
  *   (`src/lib/retries.ts` `retryIntervalFromResponse`); else `Retry-After`, delta-seconds or an HTTP

@@ -6,7 +6,9 @@ import type { LogicalType } from '../core/types.js';
  * `load/` (its `Destination` and what it offers of `destination-capabilities.ts`) and one entry here;
  * the configuration's choices, the settings' types and dbt's column types read this list, and the
  * places that differ by destination (opening one: `run/open-destination.ts`) are records keyed by
- * `DestinationName`, so a new name is a compile error at each place that must say what it does.
+ * `DestinationName`, so a new name is a compile error where a table is keyed by it (`OPEN`, dbt's
+ * column types); the DuckDB-only paths (the working file, the published copy) still compare
+ * `config.destination === 'duckdb'`: docs/development.md "Adding a destination" lists them.
  * See docs/development.md, "Adding a destination".
  */
 export const DESTINATIONS = {

@@ -9,7 +9,12 @@ import { addToLoad, childLoadSection, type LoadSection } from './traces-load.js'
 /**
  * Per-parent children (traces read one event at a time, where the server cannot list them by time).
  *
- * Work units: one per parent record whose children are due. They live in a state section
+ * Which parents still owe their children: where the destination keeps the children book
+ * (`can.childBook`, DuckDB's `_query_sync_children`, `load/duckdb/children.ts`), the warehouse decides:
+ * every event in the table without a final read is owed (`owedQuery` below), whoever wrote the event.
+ * Where it does not (BigQuery today, dry runs), the older queue below is used.
+ *
+ * The older queue: one work unit per parent record whose children are due, in a state section
  * `children:<resource>` as `{ [project]: { pending: {id: parentMs}, done: {id: parentMs} } }`:
  * - a parent walk enqueues the batch it just stored (before its own checkpoint, so a crash re-reads
  *   the batch and enqueues again, never loses it);

@@ -65,7 +65,7 @@ export interface Lock {
   release(): Promise<void>;
 }
 
-/** Where leases live: beside files today, in a warehouse table later. */
+/** Where leases live: beside the state file (`leases/file.ts`) or in the warehouse (`leases/bigquery.ts`, handed over as the destination's `can.leases`). */
 export interface LeaseProvider {
   acquire(name: string, options: LockOptions): Promise<Lock>;
 }
