@@ -44,6 +44,11 @@ export interface LastRun {
   readonly skipped?: number;
   readonly seconds: number;
   readonly error?: string;
+  /**
+   * A per-event drain's parents still owed their children when it ended (the warehouse's book
+   * counted them): `status --check` reads it from the state file, which it reads alone.
+   */
+  readonly owed?: number;
 }
 
 /** State of one (resource, project scope) stream. */

@@ -124,6 +124,7 @@ const LAST_RUN_FIELDS: Shape = {
     skipped: count,
     seconds,
     error: text,
+    owed: count,
   },
   required: ['at', 'outcome'],
 };

@@ -151,9 +151,13 @@ export async function drainChildren(
     failure = error instanceof Error ? error : new Error(String(error));
     outcome = 'failed';
     frame.logFailure(failure);
+    // A drain stopped (--max-run-time, a signal) or failed still says what it left owed: the
+    // summary's forecast and `status --check` read it.
+    owed = await options.queue.owedCount(project).catch(() => undefined);
   }
   const seconds = frame.elapsed();
-  const lastRun = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals, seconds, failure);
+  const record = frame.runRecord(outcome === 'ok' ? 'ok' : 'failed', totals, seconds, failure);
+  const lastRun = owed === undefined ? record : { ...record, owed };
   await deps.state.updateStream(frame.key, (s) => ({ ...s, lastRun })).catch(() => undefined);
   return {
     resource: resource.name,

@@ -91,17 +91,27 @@ describe('status --check', () => {
       /^STALE events alpha: stored up to .*, lag 3 h( \d+ min)? > --max-lag 2 h \(last run .* ok\): run query-sync sync --resources events/,
     );
     expect(lines[2]).toMatch(/^STALE traces alpha: stored up to .*, lag 3 h( \d+ min)? > --max-lag 2 h/);
-    // 5,000 events queued for their traces, and 800,000 a day arriving (the limit reads 576,000): never
-    // whole. Written as a run writes state: into the warehouse's state table, the file its export.
+    // 5,000 events owing their traces, and 800,000 a day arriving (the limit reads 576,000): never
+    // whole. Written as a run leaves them: the events in the warehouse with no read of their spans
+    // in its children book, the drain's count of them in its lastRun (the state the check reads),
+    // and the daily arrivals in state (the warehouse's state table, the file its export).
     const yesterday = iso(Date.now() - DAY).slice(0, 10);
-    const pending = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`evt-queued-${i}`, Date.now() - HOUR]));
+    const hourAgo = new Date(Date.now() - HOUR).toISOString();
     const store = await StateStore.open(statePathOf(w.dir), { clock: systemClock, purpose: 'sync' });
     const db = await DuckDbDestination.open(w.layout.work);
     try {
       await keepStateIn(store, db);
-      await store.updateSection<Record<string, object>>('children:traces', (children = {}) => ({
-        ...children,
-        alpha: { ...children.alpha, pending },
+      await db.exclusive((c) =>
+        c.run(
+          `INSERT INTO events (id, project_id, timestamp) SELECT 'evt-queued-' || i, 'alpha', CAST('${hourAgo}' AS TIMESTAMPTZ) FROM range(5000) t(i)`,
+        ),
+      );
+      await store.updateStream('traces:alpha', (stream) => ({
+        ...stream,
+        lastRun: {
+          ...(stream.lastRun ?? { at: hourAgo, outcome: 'ok', rows: 0, pages: 0, requests: 0, seconds: 0 }),
+          owed: 5000,
+        },
       }));
       await store.updateSection('children-daily:traces', () => ({
         queued: { [yesterday]: 800_000 },

@@ -54,9 +54,27 @@ async function freshnessOf(config: StatusCommandConfig, io: CommandIo): Promise<
       ? await StateStore.read(config.statePath)
       : (await readStateFrom(config, silentLogger())).document;
   const unread: WarehouseStatus = { destination: config.destination, location: '', available: false, tables: {} };
-  const report = buildStatus(config.statePath, doc, config.resources, unread, config.limits, nowMs);
+  const report = buildStatus(config.statePath, doc, config.resources, unread, config.limits, nowMs, owedInState(doc));
   const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, nowMs) : undefined;
   return freshnessFacts(report, published, nowMs);
+}
+
+/**
+ * What each per-event drain left owed when it last ended (`lastRun.owed`, counted from the
+ * warehouse's children book): the check reads state alone, so it takes the drains' word for it.
+ * Undefined where no drain recorded one (the state queue's pending is read then).
+ */
+function owedInState(doc: StateDocument): OwedByResource | undefined {
+  const out: Record<string, Record<string, number>> = {};
+  for (const [key, stream] of Object.entries(doc.streams)) {
+    const owed = stream.lastRun?.owed;
+    if (owed === undefined) continue;
+    const at = key.indexOf(':');
+    const resource = key.slice(0, at);
+    const project = key.slice(at + 1);
+    out[resource] = { ...(out[resource] ?? {}), [project]: owed };
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
 }
 
 /** A status report's facts for `evaluateFreshness`: each sync stream's as-of, each backlog's forecast. */
