@@ -858,7 +858,7 @@ export const DEFAULT_CONCURRENCY = 4;
  */
 export const DEFAULT_MAX_LAG = '2h';
 export const DEFAULT_MAX_BACKLOG_ETA = '6h';
-/** Sub-walks of one large window of a sync at once, at most (`sync/split.ts`). */
+/** Sub-walks of one large window of a sync at once, at most (`sync/split/plan.ts`). */
 export const DEFAULT_SPLIT_CONCURRENCY = 16;
 
 /** Every flag with its environment name, default, unit and help group. */

@@ -2,8 +2,8 @@ import { RESOURCES } from '../../connectors/index.js';
 import { PIPELINE_DEFAULTS } from '../config/defaults.js';
 import type { ChildSelection, ResourceDefinition } from '../core/types.js';
 import type { Destination } from '../load/destination.js';
-import { owedQuery } from '../sync/traces.js';
-import { readsByParent } from '../sync/traces-probe.js';
+import { owedQuery } from '../sync/traces/queue.js';
+import { readsByParent } from '../sync/traces/probe.js';
 import type { StateDocument } from '../state/store.js';
 
 /** Per child resource read one parent at a time: parents owed their children, per project. */

@@ -3,9 +3,9 @@ import { ledgerGaps, readLedger, streamLedger, type Interval, type StreamLedger 
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import type { RateLimits } from '../http/scheduler/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from '../analysts/aggregates.js';
-import { childBacklog } from '../sync/traces.js';
-import { readsByParent } from '../sync/traces-probe.js';
-import { childLoad, deficitLine, type ChildLoad } from '../sync/traces-load.js';
+import { childBacklog } from '../sync/traces/queue.js';
+import { readsByParent } from '../sync/traces/probe.js';
+import { childLoad, deficitLine, type ChildLoad } from '../sync/traces/load.js';
 import { forecastBacklog, type BacklogForecast } from './freshness.js';
 import { definitionQuery, SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from '../analysts/searches.js';
 

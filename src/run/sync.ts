@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import type { SyncConfig } from '../config/index.js';
 import { RESOURCES } from '../../connectors/index.js';
 import { planSync } from '../reports/plan.js';
-import { childLoad, deficitLine } from '../sync/traces-load.js';
+import { childLoad, deficitLine } from '../sync/traces/load.js';
 import { backlogForecasts } from '../reports/status.js';
 import { forecastLine, spoken, type BacklogForecast } from '../reports/freshness.js';
 import { runSync } from '../sync/engine.js';

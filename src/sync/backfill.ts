@@ -18,8 +18,8 @@ import {
 } from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
 import type { SyncDeps } from './engine.js';
-import { owedQuery } from './traces.js';
-import { learnChildMode, readsByParent } from './traces-probe.js';
+import { owedQuery } from './traces/queue.js';
+import { learnChildMode, readsByParent } from './traces/probe.js';
 import { ListNotes, listFacts, type ListFact } from './list-facts.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { walkWindow, type WalkTotals } from './walk.js';

@@ -8,17 +8,17 @@ import { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore } from '../state/store.js';
 import { Capabilities } from './capabilities.js';
 import { optionalWalk } from './optional.js';
-import { ChildQueue } from './traces.js';
-import { learnChildMode } from './traces-probe.js';
+import { ChildQueue } from './traces/queue.js';
+import { learnChildMode } from './traces/probe.js';
 import { childSectionName } from '../state/books/traces.js';
 import type { ChildSelection } from '../core/types.js';
 import type { KeepsChildBook } from '../load/destination-capabilities.js';
-import { drainChildren } from './traces-drain.js';
+import { drainChildren } from './traces/drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
 import { syncStream } from './stream.js';
 import type { StreamOptions } from './stream-options.js';
 import type { StreamResult } from './frame.js';
-import type { SplitLimits } from './split.js';
+import type { SplitLimits } from './split/plan.js';
 
 export interface SyncPlanOptions {
   readonly resources: readonly ResourceDefinition[];

@@ -5,7 +5,7 @@ import type { RequestMemo } from '../extract/memo.js';
 import type { Destination } from '../load/destination.js';
 import type { StateStore } from '../state/store.js';
 import type { Capabilities } from './capabilities.js';
-import type { SplitLimits } from './split.js';
+import type { SplitLimits } from './split/plan.js';
 import type { WalkOptions } from './walk.js';
 
 /** What a sync stream (`stream.ts`) is given: its services, and how it reads. */
@@ -50,7 +50,7 @@ export interface StreamOptions {
   /** Called with each stored batch before its checkpoint (per-parent children enqueue from it). */
   readonly onStored?: WalkOptions['onStored'];
   /**
-   * Most sub-windows of one large window walked at once (split walks, `split.ts`); the controller
+   * Most sub-windows of one large window walked at once (split walks, `sync/split/plan.ts`); the controller
    * finds how many help at the latency seen. 1 reads every window in one walk.
    */
   readonly concurrency: number;

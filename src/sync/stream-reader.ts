@@ -2,11 +2,11 @@ import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { TimeWindow } from '../extract/windows.js';
 import type { Page } from '../extract/paginate.js';
 import type { CallContext } from '../http/client.js';
-import { ConcurrencyController } from './split-concurrency.js';
+import { ConcurrencyController } from './split/concurrency.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { streamKey } from '../state/store.js';
 import { LatenessHistogram } from './lateness.js';
-import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split.js';
+import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split/plan.js';
 import type { StreamDeps, StreamOptions } from './stream-options.js';
 import type { Book } from '../state/books/book.js';
 import {

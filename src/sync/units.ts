@@ -1,6 +1,6 @@
 import type PQueue from 'p-queue';
 import type { Clock } from '../core/types.js';
-import type { ConcurrencyController } from './split-concurrency.js';
+import type { ConcurrencyController } from './split/concurrency.js';
 import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
 
 /**
@@ -16,7 +16,7 @@ import { newCallStats, type CallContext, type CallStats } from '../http/client.j
  *
  * Producers: the sync book's units (`state/books/sync.ts`, driven from state by `stream-reader.ts`;
  * `plan` counts the same units), the ledger's (`state/books/ledger.ts`: backfill and
- * `verify --repair`), the child queue's chunks (`traces.ts`). This file is the runner.
+ * `verify --repair`), the child queue's chunks (`sync/traces/queue.ts`). This file is the runner.
  */
 
 /** What the runner gives each unit: its own call counters, and the page hook that feeds the controller. */

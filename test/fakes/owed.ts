@@ -2,7 +2,7 @@ import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
 import { PIPELINE_DEFAULTS } from '../../src/config/index.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
-import { owedQuery } from '../../src/sync/traces.js';
+import { owedQuery } from '../../src/sync/traces/queue.js';
 import { workingPathForReading } from '../../src/publish/layout.js';
 
 /**

@@ -5,7 +5,7 @@ import { traces } from '../../connectors/traces.js';
 import type { ApiRecord, Emulator, EmulatorOptions } from '../../emulator/index.js';
 import { events } from '../../connectors/events.js';
 import { PIPELINE_DEFAULTS } from '../../src/config/index.js';
-import { owedQuery } from '../../src/sync/traces.js';
+import { owedQuery } from '../../src/sync/traces/queue.js';
 import { layoutOf } from '../../src/publish/layout.js';
 import { runCli, type ChildRun } from './cli.js';
 import { dbPathOf, expectTableMatches, statePathOf } from './harness.js';

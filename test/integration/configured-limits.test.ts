@@ -11,7 +11,7 @@ import { ApiClient, newCallStats } from '../../src/http/client.js';
 import { minimumSeconds } from '../../src/http/scheduler/floor.js';
 import { createScheduler } from '../../src/http/scheduler/scheduler.js';
 import type { Plan } from '../../src/reports/plan.js';
-import { planSplit, type SplitLimits } from '../../src/sync/split.js';
+import { planSplit, type SplitLimits } from '../../src/sync/split/plan.js';
 import { buildStatus } from '../../src/reports/status.js';
 import type { StateDocument } from '../../src/state/document.js';
 import { runCli } from '../fakes/cli.js';

@@ -6,7 +6,7 @@ import type { Emulator } from '../../emulator/index.js';
 import { systemClock } from '../../src/core/clock.js';
 import type { Clock } from '../../src/core/types.js';
 import { cursorMillis } from '../../src/normalize/normalize.js';
-import { readsByParent } from '../../src/sync/traces-probe.js';
+import { readsByParent } from '../../src/sync/traces/probe.js';
 import { owedTraces } from '../fakes/owed.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
 import { users } from '../../connectors/users.js';
-import { readsByParent } from '../../src/sync/traces-probe.js';
+import { readsByParent } from '../../src/sync/traces/probe.js';
 import { StateStore } from '../../src/state/store.js';
 import { json, startServer } from '../fakes/bad-server.js';
 import { readTable, statePathOf, syncOnce } from '../fakes/harness.js';

@@ -4,7 +4,7 @@ import { systemClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { ApiClient, newCallStats } from '../../src/http/client.js';
 import { createScheduler } from '../../src/http/scheduler/scheduler.js';
-import { planSplit } from '../../src/sync/split.js';
+import { planSplit } from '../../src/sync/split/plan.js';
 import { emulator, onCleanup } from '../fakes/lifecycle.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
 

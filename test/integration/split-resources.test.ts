@@ -14,7 +14,7 @@ import { dir, emulator } from '../fakes/lifecycle.js';
 import { CLI } from '../fakes/cli.js';
 
 /**
- * Split walks of the resources besides events (`src/sync/split.ts`): users on `last_seen`,
+ * Split walks of the resources besides events (`src/sync/split/plan.ts`): users on `last_seen`,
  * traces listed by time on their start, conversations on `started_at` while their window is on
  * `last_message_at`. Correctness only: a kill -9 while sub-windows are mid-walk resumes each where
  * it was, records sharing the instant where two sub-windows meet are read once, in either order.

@@ -10,7 +10,7 @@ import { dir, emulator } from '../fakes/lifecycle.js';
 import { CLI } from '../fakes/cli.js';
 
 /**
- * Split walks (`src/sync/split.ts`): a large window read as sub-windows at once, each with its
+ * Split walks (`src/sync/split/plan.ts`): a large window read as sub-windows at once, each with its
  * own checkpoint; the mark moves only when all are stored. Correctness only, not speed.
  */
 

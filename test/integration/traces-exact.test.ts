@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { systemClock } from '../../src/core/clock.js';
 import { traces } from '../../connectors/traces.js';
-import { readsByParent } from '../../src/sync/traces-probe.js';
+import { readsByParent } from '../../src/sync/traces/probe.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { DEFAULT_CHILD_CONCURRENCY } from '../../src/sync/traces.js';
+import { DEFAULT_CHILD_CONCURRENCY } from '../../src/sync/traces/queue.js';
 import { owedTraces } from '../fakes/owed.js';
 import { runCli } from '../fakes/cli.js';
 import { runSync } from '../../src/sync/engine.js';

@@ -5,7 +5,7 @@ import type { StateDocument } from '../document.js';
  * `children:<resource>` holds `{ [project]: { pending: {id: parentMs}, done: {id: parentMs},
  * recheck?: {id: parentMs} } }`: a parent batch enqueues its units (`withQueued`, in the batch's
  * commit), a drained chunk moves them to done or to recheck (`withCompleted`, in the chunk's
- * commit). The queue that drives them is `sync/traces.ts`.
+ * commit). The queue that drives them is `sync/traces/queue.ts`.
  */
 
 interface ProjectUnits {

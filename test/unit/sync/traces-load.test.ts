@@ -10,7 +10,7 @@ import {
   deficitLine,
   KEEP_DAYS,
   tracedSavingLine,
-} from '../../../src/sync/traces-load.js';
+} from '../../../src/sync/traces/load.js';
 import { buildStatus } from '../../../src/reports/status.js';
 import type { StateDocument } from '../../../src/state/document.js';
 

@@ -3,7 +3,7 @@ import { events } from '../../../connectors/events.js';
 import { traces } from '../../../connectors/traces.js';
 import { systemClock } from '../../../src/core/clock.js';
 import type { Row } from '../../../src/core/types.js';
-import { ChildQueue, childBacklog, showsChildren } from '../../../src/sync/traces.js';
+import { ChildQueue, childBacklog, showsChildren } from '../../../src/sync/traces/queue.js';
 import { StateStore } from '../../../src/state/store.js';
 import { tempDir } from '../../fakes/tmp.js';
 

@@ -1,9 +1,9 @@
-import { FatalApiError, HttpStatusError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { Clock, JsonValue, ProjectScope, ResourceDefinition } from '../core/types.js';
-import type { ApiClient } from '../http/client.js';
-import type { StateDocument, StateStore } from '../state/store.js';
-import { streamCallContext } from './frame.js';
+import { FatalApiError, HttpStatusError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import type { Clock, JsonValue, ProjectScope, ResourceDefinition } from '../../core/types.js';
+import type { ApiClient } from '../../http/client.js';
+import type { StateDocument, StateStore } from '../../state/store.js';
+import { streamCallContext } from '../frame.js';
 
 /**
  * The one-time probe of a per-parent child resource (traces): can the server list it by time, or

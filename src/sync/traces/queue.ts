@@ -1,10 +1,16 @@
-import type { ChildRead } from '../core/state-table.js';
-import type { ChildSelection, Clock, ResourceDefinition, Row } from '../core/types.js';
-import type { KeepsChildBook, OwedChildren } from '../load/destination-capabilities.js';
-import { PROJECT_COLUMN } from '../normalize/normalize.js';
-import type { StateDocument, StateStore, StateWriter } from '../state/store.js';
-import { childSection, childSectionName, withCompleted, withQueued, type ChildSection } from '../state/books/traces.js';
-import { addToLoad, childLoadSection, type LoadSection } from './traces-load.js';
+import type { ChildRead } from '../../core/state-table.js';
+import type { ChildSelection, Clock, ResourceDefinition, Row } from '../../core/types.js';
+import type { KeepsChildBook, OwedChildren } from '../../load/destination-capabilities.js';
+import { PROJECT_COLUMN } from '../../normalize/normalize.js';
+import type { StateDocument, StateStore, StateWriter } from '../../state/store.js';
+import {
+  childSection,
+  childSectionName,
+  withCompleted,
+  withQueued,
+  type ChildSection,
+} from '../../state/books/traces.js';
+import { addToLoad, childLoadSection, type LoadSection } from './load.js';
 
 /**
  * Per-parent children (traces read one event at a time, where the server cannot list them by time).
@@ -188,7 +194,7 @@ export class ChildQueue {
       if (shown && !Number.isNaN(at)) shownAts.push(at);
     }
     if (fresh.size === 0) return;
-    // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (traces-load.ts).
+    // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (load.ts).
     const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
     const nowMs = this.clock.now();
     await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>

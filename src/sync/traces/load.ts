@@ -1,6 +1,6 @@
-import type { ResourceDefinition } from '../core/types.js';
-import type { RateLimits } from '../http/scheduler/budget.js';
-import type { StateDocument } from '../state/store.js';
+import type { ResourceDefinition } from '../../core/types.js';
+import type { RateLimits } from '../../http/scheduler/budget.js';
+import type { StateDocument } from '../../state/store.js';
 
 /**
  * Can per-parent reads keep up? Each parent record queued costs one request on the child's

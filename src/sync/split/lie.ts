@@ -1,17 +1,17 @@
-import { DataError, FatalApiError } from '../core/errors.js';
-import type { ProjectScope, SplitDeclaration } from '../core/types.js';
-import { countsOverTime } from '../extract/count-ranges.js';
+import { DataError, FatalApiError } from '../../core/errors.js';
+import type { ProjectScope, SplitDeclaration } from '../../core/types.js';
+import { countsOverTime } from '../../extract/count-ranges.js';
 import {
   INTERVALS,
   IntervalRefused,
   recordsOverTime,
   type Interval,
   type RecordsOverTime,
-} from '../extract/timeseries.js';
-import type { TimeWindow } from '../extract/windows.js';
-import type { ApiClient, CallContext } from '../http/client.js';
-import type { JsonReader } from '../extract/memo.js';
-import { absenceIn, routeCapability, valueCapability, type Capabilities } from './capabilities.js';
+} from '../../extract/timeseries.js';
+import type { TimeWindow } from '../../extract/windows.js';
+import type { ApiClient, CallContext } from '../../http/client.js';
+import type { JsonReader } from '../../extract/memo.js';
+import { absenceIn, routeCapability, valueCapability, type Capabilities } from '../capabilities.js';
 
 /** Where records lie, and what said so: the timeseries (at the intervals this server serves) or counts over ranges. */
 export type RecordsLie =

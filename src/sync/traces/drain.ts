@@ -1,18 +1,18 @@
-import { DataError, FatalApiError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
-import type { ApiClient, CallContext } from '../http/client.js';
-import { ConcurrencyController } from './split-concurrency.js';
-import type { Destination } from '../load/destination.js';
-import { PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
-import type { StateStore } from '../state/store.js';
-import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './traces.js';
-import { StreamFrame, type StreamResult } from './frame.js';
-import type { Book } from '../state/books/book.js';
-import { runUnits, type SubWalk, type UnitSource } from './units.js';
+import { DataError, FatalApiError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../../core/types.js';
+import type { ApiClient, CallContext } from '../../http/client.js';
+import { ConcurrencyController } from '../split/concurrency.js';
+import type { Destination } from '../../load/destination.js';
+import { PROJECT_COLUMN, type SchemaTracker } from '../../normalize/normalize.js';
+import type { StateStore } from '../../state/store.js';
+import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './queue.js';
+import { StreamFrame, type StreamResult } from '../frame.js';
+import type { Book } from '../../state/books/book.js';
+import { runUnits, type SubWalk, type UnitSource } from '../units.js';
 
 /**
- * The drain of a per-parent child queue (`traces.ts`): chunks of pending parents read at once,
+ * The drain of a per-parent child queue (`queue.ts`): chunks of pending parents read at once,
  * their rows written and the chunk marked done in one commit.
  */
 

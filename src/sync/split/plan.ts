@@ -1,17 +1,17 @@
-import { DataError, FatalApiError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { ApiRecord, Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
-import { readTotal } from '../extract/count.js';
-import type { JsonReader, RequestMemo } from '../extract/memo.js';
-import { refineAround } from '../extract/timeseries.js';
-import { Capabilities, memoryBook, type CapabilityState } from './capabilities.js';
-import { whereRecordsLie, type RecordsLie } from './split-lie.js';
-import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../extract/windows.js';
-import { cursorMillis } from '../normalize/normalize.js';
-import type { RateLimits } from '../http/scheduler/budget.js';
-import type { ConcurrencyController } from './split-concurrency.js';
-import type { ApiClient, CallContext } from '../http/client.js';
-import { runUnits, unitList, type MoreUnits, type SubWalk } from './units.js';
+import { DataError, FatalApiError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import type { ApiRecord, Clock, ProjectScope, ResourceDefinition } from '../../core/types.js';
+import { readTotal } from '../../extract/count.js';
+import type { JsonReader, RequestMemo } from '../../extract/memo.js';
+import { refineAround } from '../../extract/timeseries.js';
+import { Capabilities, memoryBook, type CapabilityState } from '../capabilities.js';
+import { whereRecordsLie, type RecordsLie } from './lie.js';
+import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../../extract/windows.js';
+import { cursorMillis } from '../../normalize/normalize.js';
+import type { RateLimits } from '../../http/scheduler/budget.js';
+import type { ConcurrencyController } from './concurrency.js';
+import type { ApiClient, CallContext } from '../../http/client.js';
+import { runUnits, unitList, type MoreUnits, type SubWalk } from '../units.js';
 
 /**
  * Split walks: one large window of a stream read as sub-windows at once.
