@@ -14,18 +14,23 @@ import { dir, onCleanup } from '../fakes/lifecycle.js';
 const built: string = '../../dist/emulator/thread.js';
 const { startEmulatorThread } = (await import(built)) as typeof import('../../emulator/thread.js');
 
+/** The real-service flavor on its own threads at the documented limits, and a folder for one run's files. */
+async function realEmulator(seed: number, eventsPerProject: number) {
+  const emu = await startEmulatorThread({
+    flavor: 'real',
+    seed,
+    projects: ['default'],
+    eventsPerProject,
+    enrichAfterMs: 0,
+    limits: { ...SPEC_RATE_LIMITS },
+  });
+  onCleanup(() => emu.close());
+  return { emu, d: dir() };
+}
+
 describe('budgets across runs: a run knows what the previous run spent in the current windows', () => {
   it('two --traces all runs back to back under the documented limits draw no 429', async () => {
-    const emu = await startEmulatorThread({
-      flavor: 'real',
-      seed: 51,
-      projects: ['default'],
-      eventsPerProject: 380,
-      enrichAfterMs: 0,
-      limits: { ...SPEC_RATE_LIMITS },
-    });
-    onCleanup(() => emu.close());
-    const d = dir();
+    const { emu, d } = await realEmulator(51, 380);
     // Half the documented per-second rate from the client: a stall of the gate's thread on this
     // shared machine (measured up to 300 ms) then cannot refuse a second's burst; what is tested
     // is the minute window, which the server enforces at its documented 400.
@@ -75,16 +80,7 @@ describe('budgets across runs: a run knows what the previous run spent in the cu
   }, 120_000);
 
   it('six runs killed with SIGKILL and restarted at once under the documented limits draw no 429', async () => {
-    const emu = await startEmulatorThread({
-      flavor: 'real',
-      seed: 52,
-      projects: ['default'],
-      eventsPerProject: 700,
-      enrichAfterMs: 0,
-      limits: { ...SPEC_RATE_LIMITS },
-    });
-    onCleanup(() => emu.close());
-    const d = dir();
+    const { emu, d } = await realEmulator(52, 700);
     // As above: half the documented per-second rate; the minute window (400 per endpoint) is the point.
     const args = [
       'sync',
