@@ -7,108 +7,97 @@ import { billingJson, billingLine } from './billing.js';
 import { runJson, runSettings } from '../reports/run-json.js';
 import { planBackfill } from '../reports/plan.js';
 import { backfillProgressHooks } from './runtime.js';
-import type { CommandIo } from './io.js';
-import { logStreams, planForProgress, runWriting, streamsEnd, type RunOutcome } from './writing.js';
-import { billingOf, endRun, recordWritingRun, startRun, stoppedLines } from './envelope.js';
+import type { RunContext } from './context.js';
+import { logStreams, streamsEnd, type RunOutcome } from './writing.js';
+import { stoppedLines } from './envelope.js';
 
 /**
- * A backfill run (`query-sync backfill --from --to`): load [from, to) in windows, resumable,
+ * A backfill run's step (`query-sync backfill --from --to`, `run.backfill()`): load [from, to) in windows, resumable,
  * alongside the sync. Takes the `backfill` run lock of the state file (a sync holds `sync`, so both
  * may run); its exit code (0 only when every stream finished every window) and its summary.
  */
-export async function backfillRun(config: BackfillConfig, io: CommandIo): Promise<RunOutcome> {
-  return runWriting('backfill', config, io, async ({ runtime, stop, state, destination, monitor }) => {
-    const { clock, logger, client } = runtime;
-    const secrets = [config.apiKey];
-    const options = {
-      resources: config.resources,
-      project: config.project,
-      projectIds: config.projectIds,
-      fromMs: config.range.fromMs,
-      toMs: config.range.toMs,
-      windowMs: config.range.windowMs,
-    };
-    // One count request per window of the resources that have one.
-    const plan = await planForProgress(runtime, 'the backfill', () =>
-      planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }),
-    );
-    if (plan !== undefined)
-      logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
-    const started = await startRun(runtime, destination, config);
-    const summary = await runBackfill(
-      {
-        ...options,
-        resources: started.resources,
-        declared: RESOURCES,
-        concurrency: config.concurrency,
-        batchRows: config.batchRows,
-        batchBytes: config.batchBytes,
-        signal: stop.signal,
-        runId: started.runId,
-      },
-      { client, destination, state, clock, logger },
-      monitor.observe(backfillProgressHooks(runtime.tracker)),
-    );
-    const { reason, streams } = endRun(runtime, stop, summary.streams);
-    const end = streamsEnd(reason, streams);
-    const { code } = end;
-    const billing = billingOf(config, destination);
-    const recorded = await recordWritingRun(
-      config,
-      destination,
-      started,
-      {
-        command: 'backfill',
-        startedAt: summary.startedAt,
-        streams,
-        settings: { ...runSettings(config), from: summary.from, to: summary.to, windowMs: config.range.windowMs },
-        secrets,
-        end,
-        ...(billing === undefined ? {} : { billing }),
-      },
-      runtime,
-    );
-    if (recorded !== undefined) monitor.schemaChanged(recorded.changes);
-    logStreams(
-      config,
-      logger,
-      'backfill stream done',
-      summary.streams.map((s) => ({
-        resource: s.resource,
-        project: s.scope,
-        windows: s.windows,
-        skipped: s.skipped,
-        rows: s.rows,
-        pages: s.pages,
-        requests: s.stats.requests,
-        seconds: s.seconds,
-        outcome: s.outcome,
-      })),
-    );
-    if (config.json) {
-      const run = runJson('backfill', { ...summary, streams }, code);
-      const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));
-      const json = {
-        ...run,
-        ...billingJson(billing),
-        from: summary.from,
-        to: summary.to,
-        streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
-        ...(summary.owed === undefined ? {} : { owed: summary.owed }),
-        ...(reason === undefined ? {} : { stopped: reason.stopCause }),
-      };
-      return { code, output: [JSON.stringify(json)] };
-    }
-    const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] }).slice(-1);
-    const output = [
-      ...billingLine(billing),
-      ...summaryLines(
-        streams,
-        verdict,
-        (s, columns) => formatBackfillStreams([s as BackfillStreamResult], columns)[0] ?? '',
-      ),
-    ];
-    output.push(...stoppedLines('backfill', reason, streams));
-    return { code, output };
+export async function backfillStep(run: RunContext<BackfillConfig>): Promise<RunOutcome> {
+  const { config, runtime, stop, state, destination, monitor } = run;
+  const { clock, logger, client } = runtime;
+  const options = {
+    resources: config.resources,
+    project: config.project,
+    projectIds: config.projectIds,
+    fromMs: config.range.fromMs,
+    toMs: config.range.toMs,
+    windowMs: config.range.windowMs,
+  };
+  // One count request per window of the resources that have one.
+  const plan = await run.plan('the backfill', () =>
+    planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }),
+  );
+  if (plan !== undefined)
+    logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
+  const started = await run.begin();
+  const summary = await runBackfill(
+    {
+      ...options,
+      resources: started.resources,
+      declared: RESOURCES,
+      concurrency: config.concurrency,
+      batchRows: config.batchRows,
+      batchBytes: config.batchBytes,
+      signal: stop.signal,
+      runId: started.runId,
+    },
+    { client, destination, state, clock, logger },
+    monitor.observe(backfillProgressHooks(runtime.tracker)),
+  );
+  const { reason, streams } = run.end(summary.streams);
+  const end = streamsEnd(reason, streams);
+  const { code } = end;
+  const billing = run.billing();
+  await run.record(started, {
+    startedAt: summary.startedAt,
+    streams,
+    settings: { ...runSettings(config), from: summary.from, to: summary.to, windowMs: config.range.windowMs },
+    end,
+    ...(billing === undefined ? {} : { billing }),
   });
+  logStreams(
+    config,
+    logger,
+    'backfill stream done',
+    summary.streams.map((s) => ({
+      resource: s.resource,
+      project: s.scope,
+      windows: s.windows,
+      skipped: s.skipped,
+      rows: s.rows,
+      pages: s.pages,
+      requests: s.stats.requests,
+      seconds: s.seconds,
+      outcome: s.outcome,
+    })),
+  );
+  if (config.json) {
+    const run = runJson('backfill', { ...summary, streams }, code);
+    const skipped = new Map(summary.streams.map((s) => [`${s.resource} ${s.scope}`, s.skipped]));
+    const json = {
+      ...run,
+      ...billingJson(billing),
+      from: summary.from,
+      to: summary.to,
+      streams: run.streams.map((s) => ({ ...s, skippedWindows: skipped.get(`${s.resource} ${s.scope}`) ?? 0 })),
+      ...(summary.owed === undefined ? {} : { owed: summary.owed }),
+      ...(reason === undefined ? {} : { stopped: reason.stopCause }),
+    };
+    return { code, output: [JSON.stringify(json)] };
+  }
+  const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] }).slice(-1);
+  const output = [
+    ...billingLine(billing),
+    ...summaryLines(
+      streams,
+      verdict,
+      (s, columns) => formatBackfillStreams([s as BackfillStreamResult], columns)[0] ?? '',
+    ),
+  ];
+  output.push(...stoppedLines('backfill', reason, streams));
+  return { code, output };
 }

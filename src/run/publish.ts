@@ -2,26 +2,31 @@ import { RESOURCES } from '../../connectors/index.js';
 import type { PublishedConfig } from '../config/index.js';
 import { partitionedTables } from '../publish/partitions.js';
 import { systemClock } from '../core/clock.js';
-import { DuckDbDestination } from '../load/duckdb/destination.js';
-import { Publisher, type PublisherHooks, type PublishResult } from '../publish/publisher.js';
+import { EXIT_CODES } from '../core/exit-codes.js';
+import type { PublishesCopy } from '../load/destination-capabilities.js';
+import { layoutOf } from '../publish/layout.js';
+import { Publisher, type PublisherHooks } from '../publish/publisher.js';
+import type { RunOutcome } from './writing.js';
 
 /**
- * Publish the read copy and its Parquet set now from the working file `working`, opened read only
- * (a sync publishes at its end and every --publish-every): for `query-sync publish`.
+ * `publish`'s step (`run.publish(hooks)`, on the run `openRun('publish', config)` opened: the
+ * working file read only): publish the read copy and its Parquet set now (a sync publishes at its
+ * end and every --publish-every). Returns the line to print.
  */
-export async function publishNow(
+export async function publishStep(
   config: PublishedConfig,
-  working: string,
+  working: PublishesCopy,
   hooks: PublisherHooks = {},
-): Promise<PublishResult> {
-  let db: DuckDbDestination | undefined;
-  try {
-    db = await DuckDbDestination.open(working, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
-    return await new Publisher(config.duckdbPath, db, systemClock, {
-      partitioned: partitionedTables(RESOURCES),
-      hooks,
-    }).publish(true);
-  } finally {
-    await db?.close().catch(() => undefined);
-  }
+): Promise<RunOutcome> {
+  const layout = layoutOf(config.duckdbPath);
+  const result = await new Publisher(config.duckdbPath, working, systemClock, {
+    partitioned: partitionedTables(RESOURCES),
+    hooks,
+  }).publish(true);
+  return {
+    code: EXIT_CODES.ok,
+    output: [
+      `published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`,
+    ],
+  };
 }

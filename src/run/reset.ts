@@ -5,8 +5,9 @@ import { systemClock } from '../core/clock.js';
 import { silentLogger } from '../core/log.js';
 import type { Destination } from '../load/destination.js';
 import type { StateStore, StreamState } from '../state/store.js';
-import { createRunStop } from './stop.js';
-import { openStateAndDestination } from './writing.js';
+import type { RunStop } from './stop.js';
+import type { RunOutcome } from './writing.js';
+import { EXIT_CODES } from '../core/exit-codes.js';
 import type { PublishesCopy } from '../load/destination-capabilities.js';
 import { Publisher } from '../publish/publisher.js';
 import { readStateDocument } from './state-home.js';
@@ -24,38 +25,40 @@ export async function streamsToReset(config: ResetConfig): Promise<string[]> {
 }
 
 /**
- * Forget the marks and checkpoints of `keys`, where the state lives (the warehouse, and the file,
- * its copy), under the `sync` lease, then publish the DuckDB read copy: returns the publish's line.
- * State and destination are opened as a writing run opens them (`openStateAndDestination`), except
- * that reset never creates a warehouse.
+ * `reset`'s step (`run.reset(keys)`, on the run `openRun('reset', config)` opened: the state under
+ * the `sync` lease, the destination if there is a warehouse): forget the marks and checkpoints of
+ * `keys` where the state lives (the warehouse, and the file, its copy), then publish the DuckDB
+ * read copy. Returns the lines to print.
  */
-export async function resetStreams(
-  config: ResetConfig,
+export async function resetStep(
+  run: {
+    readonly config: ResetConfig;
+    readonly state: StateStore;
+    readonly destination: Destination | undefined;
+    readonly stop: RunStop;
+  },
   keys: readonly string[],
-): Promise<{ readonly published?: string; readonly children: readonly string[] }> {
-  const logger = silentLogger();
-  const stop = createRunStop({ logger });
-  let opened: { readonly state: StateStore; readonly destination: Destination | undefined } | undefined;
-  try {
-    opened = await openStateAndDestination(config, 'sync', { clock: systemClock, logger, stop }, () => undefined, {
-      existingOnly: true,
-    });
-    const { state, destination } = opened;
-    for (const key of keys) {
-      // The lease lost (another run writes now): stop before forgetting more.
-      if (stop.reason !== undefined) throw stop.reason;
-      await state.updateStream(key, forget);
-    }
-    const children = await forgetChildReads(config, state, destination);
-    const copy = destination?.can.publish;
-    if (copy !== undefined && !config.dryRun && config.duckdbPath !== ':memory:')
-      return { published: await publishAfterReset(config.duckdbPath, copy), children };
-    return { children };
-  } finally {
-    stop.dispose();
-    await opened?.destination?.close().catch(() => undefined);
-    await opened?.state.close();
+): Promise<RunOutcome> {
+  const { config, state, destination, stop } = run;
+  for (const key of keys) {
+    // The lease lost (another run writes now): stop before forgetting more.
+    if (stop.reason !== undefined) throw stop.reason;
+    await state.updateStream(key, forget);
   }
+  const children = await forgetChildReads(config, state, destination);
+  const copy = destination?.can.publish;
+  const published =
+    copy !== undefined && !config.dryRun && config.duckdbPath !== ':memory:'
+      ? [await publishAfterReset(config.duckdbPath, copy)]
+      : [];
+  return {
+    code: EXIT_CODES.ok,
+    output: [
+      `reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`,
+      ...children,
+      ...published,
+    ],
+  };
 }
 
 /**

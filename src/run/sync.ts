@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { SyncConfig } from '../config/index.js';
 import { RESOURCES } from '../../connectors/index.js';
@@ -10,249 +9,219 @@ import { runSync } from '../sync/engine.js';
 import { Capabilities } from '../sync/capabilities.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../analysts/aggregates.js';
 import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../analysts/searches.js';
-import { workingPathForReading } from '../publish/layout.js';
 import type { StreamResult } from '../sync/frame.js';
 import { isEmpty, type StateDocument } from '../state/store.js';
-import { beginRefresh, finishRefresh } from './refresh.js';
 import { summaryLines } from '../reports/repeats.js';
 import { owedVerdict } from '../reports/text.js';
 import { billingJson, billingLine } from './billing.js';
-import type { CommandIo } from './io.js';
 import { runJson, runSettings } from '../reports/run-json.js';
 import { syncProgressHooks } from './runtime.js';
-import { logStreams, planForProgress, runWriting, streamsEnd, type RunOutcome } from './writing.js';
-import { billingOf, defineWarehouseExtras, endRun, recordWritingRun, startRun, stoppedLines } from './envelope.js';
+import { logStreams, streamsEnd, type RunOutcome } from './writing.js';
+import { stoppedLines } from './envelope.js';
+import type { RunContext } from './context.js';
 import { formatReconcile } from '../reports/reconcile-lines.js';
-import {
-  reconcileBrief,
-  reconcileRun,
-  RECONCILE_SCHEMA,
-  reconcileRows,
-  type ReconcileReport,
-} from '../reconcile/step.js';
+import { reconcileBrief, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../reconcile/step.js';
 
 /**
- * A sync run (`query-sync sync`) inside the writing-run envelope: its exit code (0 only when every
- * stream synced) and its summary, for the command to print last.
+ * A sync run's step (`query-sync sync`, `run.sync()`): the walks, the analyst streams, the
+ * reconcile and its repair, the full refresh's swap; its exit code (0 only when every stream
+ * synced) and its summary, for the command to print last.
  */
-export async function syncRun(config: SyncConfig, io: CommandIo): Promise<RunOutcome> {
-  // Before the run creates them: a new warehouse or state file beside an old one is worth a warning.
-  const before = {
-    warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)),
-    state: existsSync(config.statePath),
-  };
-  return runWriting('sync', config, io, async ({ runtime, stop, state, destination, monitor }) => {
-    const { clock, logger, client } = runtime;
-    const secrets = [config.apiKey];
-    const warnings = mismatchWarnings(
-      config,
-      { ...before, state: before.state || !isEmpty(state.document) },
-      state.document,
-    );
-    for (const warning of warnings) logger.warn(warning);
-    const { state: runState, destination: runDestination } =
-      config.fullRefresh === true
-        ? await beginRefresh(config.resources, { state, destination, clock })
-        : { state, destination };
-    // One count request per stream that has a count endpoint.
-    await planForProgress(runtime, 'the run', () =>
-      planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }),
-    );
-    // Where each stream's windows start this run: the range the reconcile step checks.
-    const stateBefore = runState.document;
-    const started = await startRun(runtime, destination, config, analystTables(config));
-    const { runId } = started;
-    const hooks = monitor.observe(syncProgressHooks(runtime.tracker));
-    // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
-    const capabilities = new Capabilities({ state: runState, clock, logger });
-    const summary = await runSync(
-      {
-        resources: started.resources,
-        declared: RESOURCES,
-        project: config.project,
-        projectIds: config.projectIds,
-        lookbackMs: config.lookbackMs,
-        startMs: config.startMs,
-        batchRows: config.batchRows,
-        settleMs: config.settleMs,
-        children: config.traces,
-        batchBytes: config.batchBytes,
-        concurrency: config.splitConcurrency,
-        limits: config.limits,
-        // A dry run shows the requests for a small sample, not all history.
-        ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
-        signal: stop.signal,
-        runId,
-      },
-      { client, destination: runDestination, state: runState, clock, logger, capabilities },
-      hooks,
-    );
-    // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
-    // shown in the same display.
-    // A rejected key (401) ends the run's reading: nothing more is sent, so nothing more is tried.
-    const keyRejected = client.keyRejected !== undefined;
-    const extra =
-      config.dryRun || stop.reason !== undefined || keyRejected
-        ? []
-        : await analystStreams(
-            config,
-            runId,
-            Date.parse(summary.startedAt),
-            { client, destination, state, clock, logger, hooks, capabilities },
-            stop.signal,
-          );
-    // Reconcile after every write of the run, in the same budget; not for a dry run (nothing
-    // written), a stopped run (its windows are unfinished) or a full refresh (its rows are in
-    // shadow tables until the end).
-    const reconcileMode = config.reconcile ?? 'repair';
-    const reconciled: ReconcileReport | undefined =
-      reconcileMode === 'off' ||
-      config.dryRun ||
-      config.fullRefresh === true ||
-      stop.reason !== undefined ||
-      client.keyRejected !== undefined
-        ? undefined
-        : await reconcileRun(
-            {
-              mode: reconcileMode,
-              // The run's resources, under its schema contract: a repair writes as the walk did.
-              resources: started.resources,
-              project: config.project,
-              projectIds: config.projectIds,
-              runStartMs: Date.parse(summary.startedAt),
-              lookbackMs: config.lookbackMs,
-              startMs: config.startMs,
-              before: stateBefore,
-              streams: summary.streams,
-              concurrency: config.splitConcurrency,
-              batchRows: config.batchRows,
-              batchBytes: config.batchBytes,
-              runId,
-              signal: stop.signal,
-              deletions: config.deletions ?? 'mark',
-              catalog: RESOURCES,
-            },
-            { client, destination, state, clock, logger },
-          ).catch((error: unknown) => {
+export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome> {
+  const { config, runtime, stop, state, destination, monitor } = run;
+  const { clock, logger, client } = runtime;
+  const warnings = mismatchWarnings(
+    config,
+    { ...run.before, state: run.before.state || !isEmpty(state.document) },
+    state.document,
+  );
+  for (const warning of warnings) logger.warn(warning);
+  const { state: runState, destination: runDestination } = await run.walkTarget();
+  // One count request per stream that has a count endpoint.
+  await run.plan('the run', () =>
+    planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }),
+  );
+  // Where each stream's windows start this run: the range the reconcile step checks.
+  const stateBefore = runState.document;
+  const started = await run.begin(analystTables(config));
+  const { runId } = started;
+  const hooks = monitor.observe(syncProgressHooks(runtime.tracker));
+  // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
+  const capabilities = new Capabilities({ state: runState, clock, logger });
+  const summary = await runSync(
+    {
+      resources: started.resources,
+      declared: RESOURCES,
+      project: config.project,
+      projectIds: config.projectIds,
+      lookbackMs: config.lookbackMs,
+      startMs: config.startMs,
+      batchRows: config.batchRows,
+      settleMs: config.settleMs,
+      children: config.traces,
+      batchBytes: config.batchBytes,
+      concurrency: config.splitConcurrency,
+      limits: config.limits,
+      // A dry run shows the requests for a small sample, not all history.
+      ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
+      signal: stop.signal,
+      runId,
+    },
+    { client, destination: runDestination, state: runState, clock, logger, capabilities },
+    hooks,
+  );
+  // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
+  // shown in the same display.
+  // A rejected key (401) ends the run's reading: nothing more is sent, so nothing more is tried.
+  const keyRejected = client.keyRejected !== undefined;
+  const extra =
+    config.dryRun || stop.reason !== undefined || keyRejected
+      ? []
+      : await analystStreams(
+          config,
+          runId,
+          Date.parse(summary.startedAt),
+          { client, destination, state, clock, logger, hooks, capabilities },
+          stop.signal,
+        );
+  // Reconcile after every write of the run, in the same budget; not for a dry run (nothing
+  // written), a stopped run (its windows are unfinished) or a full refresh (its rows are in
+  // shadow tables until the end).
+  const reconcileMode = config.reconcile ?? 'repair';
+  const reconciled: ReconcileReport | undefined =
+    reconcileMode === 'off' ||
+    config.dryRun ||
+    config.fullRefresh === true ||
+    stop.reason !== undefined ||
+    client.keyRejected !== undefined
+      ? undefined
+      : await run
+          .reconcileRepair(started, {
+            mode: reconcileMode,
+            project: config.project,
+            projectIds: config.projectIds,
+            runStartMs: Date.parse(summary.startedAt),
+            lookbackMs: config.lookbackMs,
+            startMs: config.startMs,
+            before: stateBefore,
+            streams: summary.streams,
+            concurrency: config.splitConcurrency,
+            batchRows: config.batchRows,
+            batchBytes: config.batchBytes,
+            deletions: config.deletions ?? 'mark',
+            catalog: RESOURCES,
+          })
+          .catch((error: unknown) => {
             // The data and marks are stored: a check that cannot run is said loudly, not fatal.
             logger.error({ err: (error as Error).message }, `reconcile could not run: ${(error as Error).message}`);
             return undefined;
           });
-    if (reconciled !== undefined) monitor.reconciled(reconciled);
-    const { reason, streams } = endRun(runtime, stop, [...summary.streams, ...extra]);
-    const runOk = summary.ok && extra.every((s) => s.outcome === 'ok');
-    const refreshLines: string[] = [];
-    if (config.fullRefresh === true) {
-      const finished = (resource: string): boolean =>
-        reason === undefined &&
-        streams.some((s) => s.resource === resource) &&
-        streams.every((s) => s.resource !== resource || s.outcome === 'ok');
-      const outcome = await finishRefresh(config.resources, finished, { destination, memory: runState, state, logger });
-      if (outcome.replaced.length > 0)
-        refreshLines.push(
-          `full refresh: replaced ${outcome.replaced.join(', ')} (each in one transaction) and their marks`,
-        );
-      if (outcome.keptAsWas.length > 0)
-        refreshLines.push(
-          `full refresh: ${outcome.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`,
-        );
-    }
-    const differing = reconciled?.remaining ?? 0;
-    const end = streamsEnd(reason, streams, differing > 0);
-    const { code } = end;
-    // When each per-event backlog will be whole at the budget: said in the summary, kept in the run's row.
-    const forecasts = config.dryRun
-      ? []
-      : backlogForecasts(runState.document, config.resources, config.limits, clock.now(), owedOfStreams(streams));
-    const billing = billingOf(config, destination);
-    const recorded = await recordWritingRun(
-      config,
-      destination,
-      started,
-      {
-        command: 'sync',
-        startedAt: summary.startedAt,
-        streams,
-        settings: runSettings(config),
-        secrets,
-        end,
-        ...(billing === undefined ? {} : { billing }),
-        ...(reconciled === undefined ? {} : { reconcile: reconcileBrief(reconciled) }),
-        ...(forecasts.length === 0 ? {} : { backlog: forecasts }),
-      },
-      runtime,
-    );
-    if (recorded !== undefined) monitor.schemaChanged(recorded.changes);
-    const recordedRunId = recorded?.runId;
-    if (recordedRunId !== undefined && reconciled !== undefined && reconciled.windows.length > 0) {
-      await destination
-        .write({
-          table: RECONCILE_SCHEMA,
-          rows: reconcileRows(recordedRunId, new Date(clock.now()).toISOString(), reconciled),
-        })
-        .catch((error: unknown) => {
-          logger.warn(
-            { err: (error as Error).message },
-            `could not write ${RECONCILE_SCHEMA.name}; the run's data and state are stored`,
-          );
-        });
-    }
-    await defineWarehouseExtras(config, destination, logger);
-    logStreams(
-      config,
-      logger,
-      'stream done',
-      streams.map((s) => ({
-        resource: s.resource,
-        project: s.scope,
-        rows: s.rows,
-        pages: s.pages,
-        requests: s.stats.requests,
-        retries: s.stats.retries,
-        seconds: s.seconds,
-        outcome: s.outcome,
-      })),
-    );
-    // Where per-event reads cannot keep up with the events a day, the backlog only grows: say so.
-    const deficits = config.resources.flatMap(
-      (r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
-    );
-    for (const line of deficits) logger.warn(line);
-    const late = lateForecasts(forecasts, config.freshnessTargetMs);
-    for (const line of late) logger.warn(line);
-    const stopped = stoppedLines('sync', reason, streams);
-    const output = config.json
-      ? [
-          JSON.stringify({
-            ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code),
-            ...billingJson(billing),
-            ...(recordedRunId === undefined ? {} : { runId: recordedRunId }),
-            ...(reconciled === undefined ? {} : { reconcile: reconciled }),
-            ...(reason === undefined ? {} : { stopped: reason.stopCause }),
-            ...(forecasts.length === 0 ? {} : { forecast: forecasts }),
-            ...(warnings.length + deficits.length + late.length === 0
-              ? {}
-              : { warnings: [...warnings, ...deficits, ...late] }),
-          }),
-        ]
-      : [
-          ...[...warnings, ...deficits, ...late].map((w) => `WARNING: ${w}`),
-          ...forecasts.map((f) => `forecast ${forecastLine(f)}`),
-          ...refreshLines,
-          ...billingLine(billing),
-          ...(reconciled === undefined ? [] : formatReconcile(reconciled)),
-          ...summaryLines(
-            streams,
-            `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s` +
-              owedVerdict(streams) +
-              (differing === 0
-                ? ''
-                : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),
-          ),
-          ...stopped,
-        ];
-    return { code, output };
+  if (reconciled !== undefined) monitor.reconciled(reconciled);
+  const { reason, streams } = run.end([...summary.streams, ...extra]);
+  const runOk = summary.ok && extra.every((s) => s.outcome === 'ok');
+  const refreshLines: string[] = [];
+  const refreshed = await run.finishRefresh(
+    (resource) =>
+      reason === undefined &&
+      streams.some((s) => s.resource === resource) &&
+      streams.every((s) => s.resource !== resource || s.outcome === 'ok'),
+  );
+  if (refreshed !== undefined) {
+    if (refreshed.replaced.length > 0)
+      refreshLines.push(
+        `full refresh: replaced ${refreshed.replaced.join(', ')} (each in one transaction) and their marks`,
+      );
+    if (refreshed.keptAsWas.length > 0)
+      refreshLines.push(
+        `full refresh: ${refreshed.keptAsWas.join(', ')} left as they were (a stream did not finish); run it again`,
+      );
+  }
+  const differing = reconciled?.remaining ?? 0;
+  const end = streamsEnd(reason, streams, differing > 0);
+  const { code } = end;
+  // When each per-event backlog will be whole at the budget: said in the summary, kept in the run's row.
+  const forecasts = config.dryRun
+    ? []
+    : backlogForecasts(runState.document, config.resources, config.limits, clock.now(), owedOfStreams(streams));
+  const billing = run.billing();
+  const recorded = await run.record(started, {
+    startedAt: summary.startedAt,
+    streams,
+    settings: runSettings(config),
+    end,
+    ...(billing === undefined ? {} : { billing }),
+    ...(reconciled === undefined ? {} : { reconcile: reconcileBrief(reconciled) }),
+    ...(forecasts.length === 0 ? {} : { backlog: forecasts }),
   });
+  const recordedRunId = recorded?.runId;
+  if (recordedRunId !== undefined && reconciled !== undefined && reconciled.windows.length > 0) {
+    await destination
+      .write({
+        table: RECONCILE_SCHEMA,
+        rows: reconcileRows(recordedRunId, new Date(clock.now()).toISOString(), reconciled),
+      })
+      .catch((error: unknown) => {
+        logger.warn(
+          { err: (error as Error).message },
+          `could not write ${RECONCILE_SCHEMA.name}; the run's data and state are stored`,
+        );
+      });
+  }
+  await run.defineExtras();
+  logStreams(
+    config,
+    logger,
+    'stream done',
+    streams.map((s) => ({
+      resource: s.resource,
+      project: s.scope,
+      rows: s.rows,
+      pages: s.pages,
+      requests: s.stats.requests,
+      retries: s.stats.retries,
+      seconds: s.seconds,
+      outcome: s.outcome,
+    })),
+  );
+  // Where per-event reads cannot keep up with the events a day, the backlog only grows: say so.
+  const deficits = config.resources.flatMap(
+    (r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
+  );
+  for (const line of deficits) logger.warn(line);
+  const late = lateForecasts(forecasts, config.freshnessTargetMs);
+  for (const line of late) logger.warn(line);
+  const stopped = stoppedLines('sync', reason, streams);
+  const output = config.json
+    ? [
+        JSON.stringify({
+          ...runJson('sync', { ...summary, ok: runOk && differing === 0, streams }, code),
+          ...billingJson(billing),
+          ...(recordedRunId === undefined ? {} : { runId: recordedRunId }),
+          ...(reconciled === undefined ? {} : { reconcile: reconciled }),
+          ...(reason === undefined ? {} : { stopped: reason.stopCause }),
+          ...(forecasts.length === 0 ? {} : { forecast: forecasts }),
+          ...(warnings.length + deficits.length + late.length === 0
+            ? {}
+            : { warnings: [...warnings, ...deficits, ...late] }),
+        }),
+      ]
+    : [
+        ...[...warnings, ...deficits, ...late].map((w) => `WARNING: ${w}`),
+        ...forecasts.map((f) => `forecast ${forecastLine(f)}`),
+        ...refreshLines,
+        ...billingLine(billing),
+        ...(reconciled === undefined ? [] : formatReconcile(reconciled)),
+        ...summaryLines(
+          streams,
+          `sync ${runOk ? 'ok' : reason === undefined ? 'FAILED' : 'STOPPED'} in ${summary.seconds.toFixed(1)} s` +
+            owedVerdict(streams) +
+            (differing === 0
+              ? ''
+              : `, but ${differing} window${differing === 1 ? '' : 's'} still differ${differing === 1 ? 's' : ''} from the API (reconcile above)`),
+        ),
+        ...stopped,
+      ];
+  return { code, output };
 }
 
 /** `--freshness-target`: the backlogs whose forecast passes it (or that never drain), as warnings. */

@@ -18,24 +18,16 @@ import { backfillProgressHooks, createRuntime, type Runtime } from './runtime.js
 import { stoppedLine } from './stop.js';
 import type { CommandIo } from './io.js';
 import { budgetOwner, seedBudget } from './budget-carry.js';
-import { printOutcome, runWriting, type OpenRun, type RunOutcome } from './writing.js';
-import { endRun, recordWritingRun, startRun } from './envelope.js';
+import type { RunOutcome } from './writing.js';
+import type { RunContext } from './context.js';
 import { runSettings } from '../reports/run-json.js';
 
 /**
- * A verify run (`query-sync verify --from --to [--repair]`): compare API counts with warehouse
- * counts per window and project, printing as it goes; exit 5 on any mismatch. Without `--repair`
- * it only reads (no lease). `--repair` is a writing run (`runWriting`: the `backfill` lease, the
- * run's stop, the rate-limit spend carried between runs, the read copy published at its end): it
- * re-reads the mismatched windows with the backfill's window walk and checks them again.
+ * A verify run without `--repair` (`query-sync verify --from --to`): compare API counts with
+ * warehouse counts per window and project, printing as it goes; exit 5 on any mismatch. It only
+ * reads (no lease). `--repair` is a writing run, the run object's step (`verifyRepairStep`).
  */
-export async function verifyRun(config: VerifyConfig, io: CommandIo): Promise<number> {
-  // The repaired rows reach the published read copy at the repair's end, not during it (docs/analysts.md).
-  if (config.repair)
-    return printOutcome(
-      io,
-      await runWriting('verify', { ...config, publishEveryMs: 0 }, io, (run) => verifyAndRepair(config, io, run)),
-    );
+export async function verifyRead(config: VerifyConfig, io: CommandIo): Promise<number> {
   const runtime = createRuntime({ ...config, progress: 'off' }, io);
   let destination: Destination | undefined;
   try {
@@ -76,12 +68,13 @@ async function countAndPrint(
   return report;
 }
 
-/** `verify --repair` inside the writing run: count, re-read the mismatched windows, count them again. */
-async function verifyAndRepair(
-  config: VerifyConfig,
-  io: CommandIo,
-  { runtime, stop, state, destination }: OpenRun,
-): Promise<RunOutcome> {
+/**
+ * `verify --repair`, the run object's step (`run.verifyRepair()`: the `backfill` lease, the run's
+ * stop, the rate-limit spend carried between runs, the read copy published at its end): count,
+ * re-read the mismatched windows with the backfill's window walk, count them again.
+ */
+export async function verifyRepairStep(run: RunContext<VerifyConfig>): Promise<RunOutcome> {
+  const { config, io, runtime, stop, state, destination } = run;
   const print = io.print;
   const { client, clock, logger } = runtime;
   const report = await countAndPrint(config, io, runtime, destination, state.document.projects);
@@ -95,7 +88,7 @@ async function verifyAndRepair(
   const mismatched = report.windows.filter((w) => !w.match);
   print(`repair: re-reading ${mismatched.length} window${mismatched.length === 1 ? '' : 's'}`);
   // A repair writes as a sync does: under the run's schema contract, with its run id, recorded.
-  const started = await startRun(runtime, destination, config);
+  const started = await run.begin();
   const startedAt = new Date(clock.now()).toISOString();
   const streams = await repairWindows(
     mismatched,
@@ -110,28 +103,20 @@ async function verifyAndRepair(
     },
     { client, destination, state, clock, logger },
   );
-  const { reason } = endRun(runtime, stop, streams);
+  const { reason } = run.end(streams);
   for (const line of formatBackfillStreams(streams)) print(`repair: ${line}`);
   const record = (end: RunEndCode): Promise<unknown> =>
-    recordWritingRun(
-      config,
-      destination,
-      started,
-      {
-        command: 'verify',
-        startedAt,
-        streams,
-        settings: {
-          ...runSettings(config),
-          from: new Date(config.range.fromMs).toISOString(),
-          to: new Date(config.range.toMs).toISOString(),
-          repair: true,
-        },
-        secrets: [config.apiKey],
-        end,
+    run.record(started, {
+      startedAt,
+      streams,
+      settings: {
+        ...runSettings(config),
+        from: new Date(config.range.fromMs).toISOString(),
+        to: new Date(config.range.toMs).toISOString(),
+        repair: true,
       },
-      runtime,
-    );
+      end,
+    });
   if (reason !== undefined) {
     print(
       stoppedLine(

@@ -1,9 +1,7 @@
 import { existsSync } from 'node:fs';
-import { RESOURCE_NAMES, RESOURCES } from '../../connectors/index.js';
-import { partitionedTables } from '../publish/partitions.js';
+import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { SyncConfig } from '../config/index.js';
 import { RunStoppedError } from '../core/errors.js';
-import { exitCodeFor, runEndCode, type RunEndCode } from '../core/exit-codes.js';
 import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { toProgressPlan, type Plan } from '../reports/plan.js';
@@ -12,152 +10,22 @@ import type { Destination } from '../load/destination.js';
 import { StateStore, type StateStoreOptions } from '../state/store.js';
 import { workingPathForReading } from '../publish/layout.js';
 import { keepStateIn } from './state-home.js';
-import {
-  budgetOwner,
-  journalPath,
-  readJournal,
-  saveBudget,
-  seedBudget,
-  SpendJournal,
-  spendChange,
-} from './budget-carry.js';
 import { openDestination, type DestinationConfig } from './open-destination.js';
 import type { CommandIo } from './io.js';
-import { failedRunJson } from '../reports/run-json.js';
-import { createRuntime, type Runtime } from './runtime.js';
-import { createRunStop, type RunStop } from './stop.js';
-import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
-import { startRunMonitor, type RunMonitor } from '../monitor/monitor.js';
+import { runEndCode, type RunEndCode } from '../core/exit-codes.js';
+import type { Runtime } from './runtime.js';
+import type { RunStop } from './stop.js';
 
 /**
- * The shell of a command that writes (sync, backfill, verify --repair): its runtime, stop, state
- * under the run's lease and destination opened in order, its plan for the progress display, its exit
- * code. The commands themselves only say what they read.
+ * The parts of a writing run's shell the run object (`run.ts` `Run`) is made of: the outcome a
+ * command prints last, the plan for the progress display, the per-stream log lines, the exit code
+ * of a walk, and the state and destination opened under the run's lease.
  */
 
 /** The exit code and the lines printed last (the summary). */
 export interface RunOutcome {
   readonly code: number;
   readonly output: readonly string[];
-}
-
-/** A writing run, opened: what `runWriting` hands its body. */
-export interface OpenRun {
-  readonly runtime: Runtime;
-  readonly stop: RunStop;
-  readonly state: StateStore;
-  readonly destination: Destination;
-  /** The run's monitoring (docs/monitoring.md): told the run's walks, reconcile and schema changes. */
-  readonly monitor: RunMonitor;
-}
-
-/**
- * A run that writes (sync, backfill, verify --repair: under the `backfill` lease): the runtime, the
- * run's stop (signals, `--max-run-time`, a lost lease), the state under the run's lease and the
- * destination are opened, `body` runs, and a failure before or in it becomes the command's FAILED
- * line (or JSON). The outcome is returned once every file is closed, for the command to print last
- * (`printOutcome`): the live display's last frame, the per-stream log lines and the repeated
- * errors' counts come before it.
- */
-export async function runWriting(
-  command: 'sync' | 'backfill' | 'verify',
-  config: SyncConfig,
-  io: CommandIo,
-  body: (run: OpenRun) => Promise<RunOutcome>,
-): Promise<RunOutcome> {
-  const runtime = createRuntime(config, io);
-  const { clock, logger } = runtime;
-  const stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
-  const owner = budgetOwner(config.baseUrl, config.apiKey);
-  // Metrics, pings and notifications: started first (the start ping), told the end last. A dry run
-  // (BigQuery: prints what it would send) writes nothing, and is no scheduled run to report.
-  const monitor = startRunMonitor({
-    command,
-    settings: config.dryRun ? undefined : config.monitor,
-    everyMs: config.publishEveryMs ?? 0,
-    ...(config.destination === 'duckdb' && !config.dryRun ? { publishedPath: config.duckdbPath } : {}),
-    resources: config.resources,
-    limits: config.limits,
-    secrets: [config.apiKey],
-    clock,
-    logger,
-  });
-  let state: StateStore | undefined;
-  let destination: Destination | undefined;
-  let publishing: RunPublishing | undefined;
-  let journal: SpendJournal | undefined;
-  let outcome: RunOutcome;
-  try {
-    ({ state, destination } = await openStateAndDestination(
-      config,
-      command === 'sync' ? 'sync' : 'backfill',
-      { clock, logger, stop },
-      config.json ? (line) => logger.info(line) : io.print,
-    ));
-    // The previous runs' requests still in the rate-limit windows count against this run's: those
-    // committed in state and, from a run killed after its last commit, those in the journal.
-    const journalFile = journalPath(config.statePath);
-    const journaled = config.dryRun ? [] : readJournal(journalFile, clock.now());
-    seedBudget(state.document, runtime.budget, owner, logger, journaled);
-    if (!config.dryRun) {
-      // From now on the spend is committed with every batch, and each request journaled as it leaves.
-      const { budget } = runtime;
-      const openState = state;
-      openState.withEachCommit(() => spendChange(budget, owner, clock.now()));
-      try {
-        const opened = new SpendJournal(journalFile, owner, journaled);
-        journal = opened;
-        runtime.recordRequests((endpoint, atMs) => opened.record(endpoint, atMs));
-      } catch (error) {
-        logger.warn(
-          { err: (error as Error).message },
-          `could not open the request journal ${journalFile}: a run started right after this one is killed may draw 429s`,
-        );
-      }
-    }
-    monitor.attach({ state, budget: runtime.budget });
-    // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
-    publishing = config.dryRun
-      ? undefined
-      : publishDuringRun(destination, {
-          path: config.duckdbPath,
-          everyMs: config.publishEveryMs ?? 0,
-          clock,
-          logger,
-          partitioned: partitionedTables(RESOURCES),
-        });
-    outcome = await body({ runtime, stop, state, destination: publishing?.destination ?? destination, monitor });
-  } catch (error) {
-    const code = exitCodeFor(error);
-    monitor.failed(error);
-    outcome = {
-      code,
-      output: config.json
-        ? [JSON.stringify(failedRunJson(command, error, code))]
-        : [`${command} FAILED: ${(error as Error).message}`],
-    };
-  } finally {
-    stop.dispose();
-    runtime.tracker.finish();
-    runtime.display.stop();
-    await publishing?.finish();
-    runtime.repeats.flush(logger);
-    if (state !== undefined) {
-      await saveBudget(state, runtime.budget, owner, clock.now()).catch((error: unknown) =>
-        logger.warn(
-          { err: (error as Error).message },
-          "could not keep this run's rate-limit spend in state: a run starting within a minute may draw 429s",
-        ),
-      );
-    }
-    runtime.recordRequests(undefined);
-    journal?.close();
-    await destination?.close().catch(() => undefined);
-    await runtime.close().catch(() => undefined);
-    await state?.close().catch(() => undefined);
-  }
-  await monitor.finish(outcome);
-  return outcome;
 }
 
 /** The shell's last step: print the summary (after every file is closed) and give the exit code. */

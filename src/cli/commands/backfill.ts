@@ -1,6 +1,6 @@
 import type { BackfillConfig } from '../../config/index.js';
 import type { CommandIo } from '../../run/io.js';
-import { backfillRun } from '../../run/backfill.js';
+import { openRun } from '../../run/run.js';
 import { printOutcome } from '../../run/writing.js';
 
 /**
@@ -8,5 +8,6 @@ import { printOutcome } from '../../run/writing.js';
  * returns the exit code (0 only when every stream finished every window), its summary printed last.
  */
 export async function backfillCommand(config: BackfillConfig, io: CommandIo): Promise<number> {
-  return printOutcome(io, await backfillRun(config, io));
+  const run = await openRun('backfill', config, io);
+  return printOutcome(io, await run.close(await run.backfill()));
 }

@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
 import type { PublishedConfig } from '../../config/index.js';
-import { EXIT_CODES, exitCodeFor } from '../../core/exit-codes.js';
+import { EXIT_CODES } from '../../core/exit-codes.js';
 import { layoutOf, workingPathForReading } from '../../publish/layout.js';
-import { publishNow } from '../../run/publish.js';
 import type { CommandIo } from '../../run/io.js';
+import { openRun } from '../../run/run.js';
+import { printOutcome } from '../../run/writing.js';
 
 /**
  * `query-sync publish`: publish the read copy and its Parquet set now from the working file, read
@@ -19,14 +20,6 @@ export async function publishCommand(config: PublishedConfig, io: CommandIo): Pr
     );
     return EXIT_CODES.configuration;
   }
-  try {
-    const result = await publishNow(config, working, io.publishHooks);
-    io.print(
-      `published ${layout.published} as of ${result.asOf} (publish ${result.publish}: ${result.tables} tables, ${result.rewritten} partition file(s) rewritten in ${result.totalMs} ms); Parquet set and manifest in ${layout.files}`,
-    );
-    return EXIT_CODES.ok;
-  } catch (error) {
-    io.print(`publish FAILED: ${(error as Error).message}`);
-    return exitCodeFor(error);
-  }
+  const run = await openRun('publish', config);
+  return printOutcome(io, await run.close(await run.publish(io.publishHooks)));
 }

@@ -3,7 +3,9 @@ import type { ResetConfig } from '../../config/index.js';
 import { RESOURCE_NAMES } from '../../../connectors/index.js';
 import { ConfigError } from '../../core/errors.js';
 import { EXIT_CODES, exitCodeFor } from '../../core/exit-codes.js';
-import { resetStreams, streamsToReset } from '../../run/reset.js';
+import { streamsToReset } from '../../run/reset.js';
+import { openRun } from '../../run/run.js';
+import { printOutcome } from '../../run/writing.js';
 
 export interface ResetIo {
   readonly print: (line: string) => void;
@@ -48,13 +50,8 @@ export async function resetCommand(config: ResetConfig, io: ResetIo): Promise<nu
         return EXIT_CODES.failed;
       }
     }
-    const reset = await resetStreams(config, keys);
-    io.print(
-      `reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`,
-    );
-    for (const line of reset.children) io.print(line);
-    if (reset.published !== undefined) io.print(reset.published);
-    return EXIT_CODES.ok;
+    const run = await openRun('reset', config);
+    return printOutcome(io, await run.close(await run.reset(keys)));
   } catch (error) {
     io.print(`reset FAILED: ${(error as Error).message}`);
     return exitCodeFor(error);

@@ -1,6 +1,6 @@
 import type { SyncConfig } from '../../config/index.js';
 import type { CommandIo } from '../../run/io.js';
-import { syncRun } from '../../run/sync.js';
+import { openRun } from '../../run/run.js';
 import { printOutcome } from '../../run/writing.js';
 
 /**
@@ -9,5 +9,6 @@ import { printOutcome } from '../../run/writing.js';
  * errors' counts come before it, and nothing is printed after it (files are closed first).
  */
 export async function syncCommand(config: SyncConfig, io: CommandIo): Promise<number> {
-  return printOutcome(io, await syncRun(config, io));
+  const run = await openRun('sync', config, io);
+  return printOutcome(io, await run.close(await run.sync()));
 }
