@@ -35,11 +35,11 @@ import type { CommandIo } from './io.js';
 import { publishStep } from './publish.js';
 import { beginRefresh, finishRefresh, type RefreshOutcome } from './refresh.js';
 import { resetStep } from './reset.js';
-import { createRuntime, type Runtime } from './runtime.js';
+import { createRuntime, type ClientTuning, type Runtime } from './runtime.js';
 import { createRunStop, type RunStop } from './stop.js';
 import { syncStep } from './sync.js';
 import { verifyRepairStep } from './verify.js';
-import { openStateAndDestination, planForProgress, type RunOutcome } from './writing.js';
+import { openStateAndDestination, planForProgress, type OpensDestination, type RunOutcome } from './writing.js';
 
 /**
  * The run object: every command that writes gets one from `openRun`, calls one step, and closes
@@ -55,15 +55,35 @@ import { openStateAndDestination, planForProgress, type RunOutcome } from './wri
  *   publish                           openRun('publish', config)    → run.publish(hooks)
  */
 
-export function openRun(command: 'sync', config: SyncConfig, io: CommandIo): Promise<Run<SyncConfig>>;
-export function openRun(command: 'backfill', config: BackfillConfig, io: CommandIo): Promise<Run<BackfillConfig>>;
-export function openRun(command: 'verify', config: VerifyConfig, io: CommandIo): Promise<Run<VerifyConfig>>;
+/**
+ * What a run may be given besides its config: the in-process test harness's destination (made
+ * by the test, not from the config) and its client tuning (fast retries). The commands give none.
+ */
+export interface RunParts {
+  readonly destination?: OpensDestination;
+  readonly client?: ClientTuning;
+}
+
+export function openRun(command: 'sync', config: SyncConfig, io: CommandIo, parts?: RunParts): Promise<Run<SyncConfig>>;
+export function openRun(
+  command: 'backfill',
+  config: BackfillConfig,
+  io: CommandIo,
+  parts?: RunParts,
+): Promise<Run<BackfillConfig>>;
+export function openRun(
+  command: 'verify',
+  config: VerifyConfig,
+  io: CommandIo,
+  parts?: RunParts,
+): Promise<Run<VerifyConfig>>;
 export function openRun(command: 'reset', config: ResetConfig): Promise<ResetRun>;
 export function openRun(command: 'publish', config: PublishedConfig): Promise<PublishRun>;
 export async function openRun(
   command: WritingCommand | 'reset' | 'publish',
   config: SyncConfig | ResetConfig | PublishedConfig,
   io?: CommandIo,
+  parts: RunParts = {},
 ): Promise<Run<SyncConfig> | ResetRun | PublishRun> {
   if (command === 'reset') return ResetRun.open(config as ResetConfig);
   if (command === 'publish') return PublishRun.open(config as PublishedConfig);
@@ -73,6 +93,7 @@ export async function openRun(
     command,
     command === 'verify' ? { ...opened, publishEveryMs: 0 } : opened,
     io ?? { print: () => undefined },
+    parts,
   );
 }
 
@@ -94,7 +115,10 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
   /** Why the run could not open: its step then only reports it. */
   private openFailure: { readonly error: unknown } | undefined;
 
-  private constructor(command: WritingCommand, config: C, io: CommandIo) {
+  private readonly parts: RunParts;
+
+  private constructor(command: WritingCommand, config: C, io: CommandIo, parts: RunParts) {
+    this.parts = parts;
     this.command = command;
     this.config = config;
     this.io = io;
@@ -103,7 +127,7 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
       warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)),
       state: existsSync(config.statePath),
     };
-    this.runtime = createRuntime(config, io);
+    this.runtime = createRuntime(config, io, parts.client);
     const { clock, logger } = this.runtime;
     this.stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
     this.owner = budgetOwner(config.baseUrl, config.apiKey);
@@ -122,8 +146,13 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
     });
   }
 
-  static async open<C extends SyncConfig>(command: WritingCommand, config: C, io: CommandIo): Promise<Run<C>> {
-    const run = new Run(command, config, io);
+  static async open<C extends SyncConfig>(
+    command: WritingCommand,
+    config: C,
+    io: CommandIo,
+    parts: RunParts = {},
+  ): Promise<Run<C>> {
+    const run = new Run(command, config, io, parts);
     try {
       await run.openStack();
     } catch (error) {
@@ -136,12 +165,13 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
   private async openStack(): Promise<void> {
     const { config, runtime, stop } = this;
     const { clock, logger } = runtime;
-    const opened = await openStateAndDestination(
-      config,
-      this.command === 'sync' ? 'sync' : 'backfill',
-      { clock, logger, stop },
-      config.json ? (line) => logger.info(line) : this.io.print,
-    );
+    const purpose = this.command === 'sync' ? 'sync' : 'backfill';
+    const print = config.json ? (line: string) => logger.info(line) : this.io.print;
+    const made = this.parts.destination;
+    const opened =
+      made === undefined
+        ? await openStateAndDestination(config, purpose, { clock, logger, stop }, print)
+        : await openStateAndDestination(config, purpose, { clock, logger, stop }, print, { open: made });
     this.opened = opened;
     const { state, destination } = opened;
     // The previous runs' requests still in the rate-limit windows count against this run's: those

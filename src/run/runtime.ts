@@ -39,7 +39,10 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
+/** What the commands leave at the client's defaults, and the test harness sets (fast retries). */
+export type ClientTuning = Pick<ApiClientOptions, 'retry' | 'longWaitMs'>;
+
+export function createRuntime(config: SyncConfig, io: CommandIo, tuning: ClientTuning = {}): Runtime {
   const clock = io.clock ?? systemClock;
   const tracker = new ProgressTracker(clock, config.limits);
   tracker.setOrder(config.resources.map((r) => r.name));
@@ -69,6 +72,7 @@ export function createRuntime(config: SyncConfig, io: CommandIo): Runtime {
     onBackoff: (ctx, delayMs, reason) => tracker.backingOff(ctx.resource, delayMs, reason),
     onRequestStart: (endpoint, atMs) => requestHook?.(endpoint, atMs),
     maxRetryAfterMs: config.maxRetryAfterMs,
+    ...tuning,
     // Observed: the display shows requests waiting for the budget, and 429 pauses.
     observe: (scheduler) =>
       observedBudget(scheduler, {

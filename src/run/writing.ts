@@ -134,18 +134,27 @@ export async function openStateAndDestination(
   purpose: StateStoreOptions['purpose'],
   deps: OpenDeps,
   print: (line: string) => void,
-  options: { readonly existingOnly?: boolean } = {},
+  options: { readonly open: OpensDestination },
+): Promise<OpenedStateAndDestination>;
+export async function openStateAndDestination(
+  config: OpenConfig,
+  purpose: StateStoreOptions['purpose'],
+  deps: OpenDeps,
+  print: (line: string) => void,
+  options: { readonly existingOnly?: boolean; readonly open?: OpensDestination } = {},
 ): Promise<OpenedStateAndDestination<Destination | undefined>> {
   let state: StateStore | undefined;
   let destination: Destination | undefined;
   try {
-    if (config.destination === 'bigquery') {
-      destination = await openDestination(config, deps.logger, print);
+    if (options.open?.first ?? config.destination === 'bigquery') {
+      destination = await (options.open?.destination ?? (() => openDestination(config, deps.logger, print)))();
       state = await openRunState(config, purpose, deps, destination);
     } else {
       state = await openRunState(config, purpose, deps);
       if (options.existingOnly !== true || existsSync(workingPathForReading(config.duckdbPath))) {
-        destination = await openDestination(config, deps.logger, print, { takeOver: true });
+        destination = await (
+          options.open?.destination ?? (() => openDestination(config, deps.logger, print, { takeOver: true }))
+        )();
       }
     }
     if (destination !== undefined) await keepStateIn(state, destination);
@@ -160,4 +169,13 @@ export async function openStateAndDestination(
 type OpenConfig = Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & {
   readonly apiKey?: string;
 } & DestinationConfig;
+/**
+ * A destination made otherwise than from the config (the in-process test harness's), and whether
+ * it comes before the state's lease (it keeps the lease itself, as BigQuery does) or after it.
+ */
+export interface OpensDestination {
+  readonly destination: () => Promise<Destination>;
+  readonly first: boolean;
+}
+
 type OpenDeps = { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop };

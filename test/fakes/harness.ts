@@ -15,9 +15,10 @@ import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/sync/engine.js';
 import { connectApi } from '../../src/run/runtime.js';
-import { keepStateIn } from '../../src/run/state-home.js';
+import { openRun } from '../../src/run/run.js';
 import { createRunStop } from '../../src/run/stop.js';
-import { openRunState } from '../../src/run/writing.js';
+import { openStateAndDestination, type OpensDestination } from '../../src/run/writing.js';
+import { resolveSyncConfig, type SyncConfig, type SyncFlags } from '../../src/config/index.js';
 import type { StateStore } from '../../src/state/store.js';
 import type { StateDocument } from '../../src/state/document.js';
 
@@ -85,17 +86,32 @@ export function runOptionsOf<
   };
 }
 
+/** Effectively no limits: a harness run is paced only when its target names limits. */
+const UNTHROTTLED: RateLimits = { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 };
+
+/**
+ * The harness's destination, handed to the run object's opening (`openStateAndDestination`): a
+ * test's own destination is made first (the harness learns its kind only from it; one that keeps
+ * its leases, BigQuery in the dataset, then holds the run's lease), else DuckDB at `dbPathOf(dir)`
+ * after the lease beside the state file, as the CLI opens its DuckDB file.
+ */
+function harnessDestination(target: PipelineTarget): OpensDestination {
+  return target.destination === undefined
+    ? { destination: () => DuckDbDestination.open(dbPathOf(target.dir)), first: false }
+    : { destination: target.destination, first: true };
+}
+
 /**
  * Wire the parts the CLI wires (scheduler, client, destination, state under `purpose`'s lock), run
- * `body`, and close everything. Limits default to effectively none, retries to fast ones.
+ * `body` (the engine alone: no contract, reconcile, run history or publishing; `syncRunOnce` runs
+ * the whole run), and close everything. Limits default to effectively none, retries to fast ones.
  *
- * State and destination are opened as the commands open them (`openStateAndDestination` in
- * commands/writing-run.ts): the state by the same `openRunState` (lease, resource names, secrets
- * kept out, a lost lease stopping the run), the lease before a DuckDB file and after a destination
- * that keeps its leases itself (BigQuery: in the dataset; a test's own destination is made first, as
- * the harness learns its kind only from it), then the state kept in the warehouse. The
- * one difference: DuckDB is opened at `dbPathOf(dir)` itself, not through `openDestination`, whose
- * published-copy layout would move the rows to `warehouse.work.duckdb` that the tests read here.
+ * State and destination are opened by the run object's own opening (`openStateAndDestination` in
+ * src/run/writing.ts): the state by `openRunState` (lease, resource names, secrets kept out, a lost
+ * lease stopping the run), the lease before a DuckDB file and after a destination that keeps its
+ * leases itself, then the state kept in the warehouse. The one difference: DuckDB is opened at
+ * `dbPathOf(dir)` itself, not through `openDestination`, whose published-copy layout would move the
+ * rows to `warehouse.work.duckdb` that the tests read here.
  */
 export async function withPipeline<T>(
   target: PipelineTarget,
@@ -108,7 +124,7 @@ export async function withPipeline<T>(
     baseUrl: target.baseUrl,
     apiKey: target.apiKey,
     projectHeader: target.projectHeader ?? PROJECT_HEADERS,
-    limits: target.limits ?? { ...DEFAULT_RATE_LIMITS, maxRpm: 100_000, maxRps: 100_000 },
+    limits: target.limits ?? UNTHROTTLED,
     clock,
     logger,
     retry: target.retry ?? FAST_RETRY,
@@ -117,26 +133,76 @@ export async function withPipeline<T>(
     longWaitMs: target.client?.longWaitMs,
   });
   const stop = createRunStop({ logger });
-  const config = { statePath: statePathOf(target.dir), lockWaitMs: 0, dryRun: false, apiKey: target.apiKey };
-  let destination: Destination | undefined;
-  let state: StateStore | undefined;
+  const config = {
+    statePath: statePathOf(target.dir),
+    lockWaitMs: 0,
+    dryRun: false,
+    apiKey: target.apiKey,
+    destination: 'duckdb' as const,
+    duckdbPath: dbPathOf(target.dir),
+    // Unread: the harness makes its destination itself.
+    duckdbMemoryLimit: '',
+  };
+  let opened: { readonly state: StateStore; readonly destination: Destination } | undefined;
   try {
-    destination = target.destination ? await target.destination() : undefined;
-    if (destination?.can.leases !== undefined) {
-      state = await openRunState(config, purpose, { clock, logger, stop }, destination);
-    } else {
-      state = await openRunState(config, purpose, { clock, logger, stop });
-      destination ??= await DuckDbDestination.open(dbPathOf(target.dir));
-    }
-    // As the CLI: the state lives in the warehouse (the file is its copy).
-    await keepStateIn(state, destination);
-    return await body({ client, destination, state, clock, logger });
+    opened = await openStateAndDestination(config, purpose, { clock, logger, stop }, () => undefined, {
+      open: harnessDestination(target),
+    });
+    return await body({ client, destination: opened.destination, state: opened.state, clock, logger });
   } finally {
-    await destination?.close();
+    await opened?.destination.close();
     await client.close();
-    await state?.close();
+    await opened?.state.close();
     stop.dispose();
   }
+}
+
+/** A sync's configuration through the harness: the CLI's, resolved from these flags, at the target. */
+export type HarnessSync = PipelineTarget & { readonly flags?: SyncFlags };
+
+/**
+ * One whole sync run in-process, through the run object as `query-sync sync` runs it (the
+ * contract, reconcile and its repair, run history, views, the read copy published): the CLI's
+ * configuration for `flags`, at the target (its limits, else none; fast retries). Without a test
+ * destination the warehouse is the CLI's layout at `dbPathOf(dir)`: the rows in the working file,
+ * the published read copy at `dbPathOf(dir)` (what `readTable` reads). Returns the exit code and
+ * what the command would print.
+ */
+export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code: number; readonly output: string[] }> {
+  const resolved = resolveSyncConfig(
+    {
+      baseUrl: target.baseUrl,
+      apiKey: target.apiKey,
+      state: statePathOf(target.dir),
+      duckdbPath: dbPathOf(target.dir),
+      lockWait: '0s',
+      ...target.flags,
+    },
+    {},
+  );
+  const config: SyncConfig = {
+    ...resolved,
+    limits: target.limits ?? UNTHROTTLED,
+    projectHeader: target.projectHeader ?? PROJECT_HEADERS,
+    progress: 'off',
+    logLevel: 'silent',
+    ...(target.client?.timeouts === undefined ? {} : { timeouts: { ...resolved.timeouts, ...target.client.timeouts } }),
+    ...(target.client?.maxRetryAfterMs === undefined ? {} : { maxRetryAfterMs: target.client.maxRetryAfterMs }),
+  };
+  const printed: string[] = [];
+  const io = {
+    print: (line: string) => printed.push(line),
+    ...(target.clock === undefined ? {} : { clock: target.clock }),
+  };
+  const run = await openRun('sync', config, io, {
+    ...(target.destination === undefined ? {} : { destination: harnessDestination(target) }),
+    client: {
+      retry: target.retry ?? FAST_RETRY,
+      ...(target.client?.longWaitMs === undefined ? {} : { longWaitMs: target.client.longWaitMs }),
+    },
+  });
+  const outcome = await run.close(await run.sync());
+  return { code: outcome.code, output: [...printed, ...outcome.output] };
 }
 
 /** One sync, in-process, through the same parts the CLI wires. */
