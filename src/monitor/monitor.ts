@@ -22,7 +22,7 @@ import { lastSuccessInFile, writeMetricsFile } from './textfile.js';
 /**
  * A run's monitoring (docs/monitoring.md): its metrics (a textfile for node_exporter, the
  * Pushgateway) at every `--publish-every` and at its end, healthchecks.io-style pings at its start
- * and end, and webhook notifications at its end. The writing-run envelope (`run/writing.ts`)
+ * and end, and webhook notifications at its end. The run object (`run/run.ts`)
  * makes one per run and hands it the run's facts; nothing here can fail the run or hold it past
  * the monitoring timeout: every failure is one warning per mechanism.
  *

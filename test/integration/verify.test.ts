@@ -88,7 +88,7 @@ describe('verify (the real CLI against the emulator)', () => {
     const spentBefore = await carriedSpend(dir);
     const repaired = await runCli(emu, ['verify', ...range, ...files, '--resources', 'events', '--repair', '--quiet']);
     expect(repaired.code, repaired.stdout + repaired.stderr).toBe(0);
-    // A repair is a writing run (runWriting): it leaves its rate-limit spend for the next run, as a sync does.
+    // A repair is a writing run (the run object): it leaves its rate-limit spend for the next run, as a sync does.
     expect({ before: spentBefore, after: await carriedSpend(dir) }).toEqual({ before: 0, after: emu.stats().requests });
     expect(repaired.stdout).toMatch(/repair: re-reading 1 window/);
     expect(repaired.stdout).toMatch(/repair: events\s+beta\s+windows=1 skipped=0 rows=\d+ .* ok/);
