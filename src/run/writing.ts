@@ -82,7 +82,7 @@ export function streamsEnd(
  * take-over is logged; a lost lease stops the run (another run writes now). A dry run keeps
  * changes in memory. The key (when the command has one) is taken out of whatever state holds.
  */
-export function openRunState(
+function openRunState(
   config: Pick<SyncConfig, 'statePath' | 'lockWaitMs' | 'dryRun'> & { readonly apiKey?: string },
   purpose: StateStoreOptions['purpose'],
   { clock, logger, stop }: { readonly clock: Clock; readonly logger: Logger; readonly stop: RunStop },
