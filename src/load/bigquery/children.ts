@@ -95,6 +95,7 @@ function owedFrom(target: BigQueryTarget, query: OwedChildren, parent: OwedParen
   const key = `CAST(p.${quoteIdent(query.parentKey)} AS STRING)`;
   const filters: string[] = [`${time} IS NOT NULL`];
   if (query.fromIso !== undefined) filters.push(`${time} >= ${timestampLiteral(query.fromIso)}`);
+  if (query.toIso !== undefined) filters.push(`${time} < ${timestampLiteral(query.toIso)}`);
   if (project !== undefined) filters.push(`p.\`project_id\` = ${stringLiteral(project)}`);
   if (parent.marksDeletions) filters.push(`p.${quoteIdent(DELETED_AT_COLUMN)} IS NULL`);
   if (query.shownBy !== undefined && query.shownBy.length > 0) {
@@ -113,6 +114,8 @@ function owedFrom(target: BigQueryTarget, query: OwedChildren, parent: OwedParen
       bookFilters.push(
         `\`parent_at\` >= ${timestampLiteral(new Date(Date.parse(query.fromIso) - DAY_MS).toISOString())}`,
       );
+    if (query.toIso !== undefined)
+      bookFilters.push(`\`parent_at\` < ${timestampLiteral(new Date(Date.parse(query.toIso) + DAY_MS).toISOString())}`);
     const final =
       settleMs > 0
         ? `LOGICAL_OR(\`children\` > 0 OR \`read_at\` >= TIMESTAMP_ADD(\`parent_at\`, INTERVAL ${settleMs} MILLISECOND))`
