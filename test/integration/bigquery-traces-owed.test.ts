@@ -5,6 +5,7 @@ import type { Emulator } from '../../emulator/index.js';
 import { PIPELINE_DEFAULTS } from '../../src/config/index.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import { reconcileRun } from '../../src/reconcile/step.js';
+import { owedChildren } from '../../src/reports/owed.js';
 import { repairWindows, verifyCounts } from '../../src/reconcile/verify.js';
 import type { RunSummary } from '../../src/sync/engine.js';
 import { runSync } from '../../src/sync/engine.js';
@@ -169,6 +170,11 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     expect(cut.streams.find((s) => s.resource === 'traces')?.owed).toBe(total);
     expect(traceReads(emu)).toBe(1); // the probe
     expect(await owedInDataset()).toEqual({ default: total });
+    // What `status` and `plan` count (reports/owed.ts), from the dataset's book.
+    const counted = await withPipeline(run, 'sync', (deps) =>
+      owedChildren(deps.destination, deps.state.document, [events, traces], { nowMs: Date.now() }),
+    );
+    expect(counted).toEqual({ traces: { default: total } });
     emu.resetStats();
     const rest = await syncOnce({ ...run, resources: [events, traces] });
     expect(rest.ok).toBe(true);

@@ -16,9 +16,13 @@ import { addToLoad, childLoadSection, type LoadSection } from './load.js';
  * Per-parent children (traces read one event at a time, where the server cannot list them by time).
  *
  * Which parents still owe their children: where the destination keeps the children book
- * (`can.childBook`, DuckDB's `_query_sync_children`, `load/duckdb/children.ts`), the warehouse decides:
- * every event in the table without a final read is owed (`owedQuery` below), whoever wrote the event.
- * Where it does not (BigQuery today, dry runs), the older queue below is used.
+ * (`can.childBook`, `_query_sync_children` in DuckDB and BigQuery: `load/duckdb/children.ts`,
+ * `load/bigquery/children.ts`), the warehouse decides: every event in the table without a final
+ * read is owed (`owedQuery` below), whoever wrote the event. The drain lists them once per project
+ * and run, then only within the instants of each parent batch stored since (on BigQuery a listing
+ * is billed by the parent table's size from `--start` on; a batch's, by its days).
+ * Where the state is not committed with the rows (a dry run: in memory, writing nothing) the older
+ * queue below is used; nothing else does.
  *
  * The older queue: one work unit per parent record whose children are due, in a state section
  * `children:<resource>` as `{ [project]: { pending: {id: parentMs}, done: {id: parentMs} } }`:
