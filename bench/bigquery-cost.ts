@@ -50,6 +50,9 @@ interface Measured {
 
 const emu = await startEmulator({ seed: 5, eventsPerProject: 3_000 });
 const measured = new Map<string, Measured>();
+/** BigQuery's logical bytes of an event's `id` and `project_id` (STRING: 2 + UTF-8 bytes), averaged. */
+let eventIdBytes = 0;
+let projectIdBytes = 0;
 try {
   const syncedAt = new Date().toISOString();
   for (const resource of RESOURCES) {
@@ -68,6 +71,11 @@ try {
       bytes += Buffer.byteLength(line);
       const parsed = JSON.parse(line) as Record<string, unknown>;
       narrow += Buffer.byteLength(JSON.stringify(Object.fromEntries(tuple.map((c) => [c, parsed[c] ?? null]))));
+    }
+    if (resource.name === 'events' && rows.length > 0) {
+      const logical = (v: unknown): number => 2 + Buffer.byteLength(String(v ?? ''), 'utf8');
+      eventIdBytes = rows.reduce((n, r) => n + logical(r['id']), 0) / rows.length;
+      projectIdBytes = rows.reduce((n, r) => n + logical(r['project_id']), 0) / rows.length;
     }
     measured.set(resource.name, {
       bytesPerRow: rows.length === 0 ? 0 : bytes / rows.length,
@@ -382,6 +390,32 @@ for (const t of keyed) {
   }
   if (perRun > 2 * touchedBytes)
     failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
+}
+// Traces read one event at a time: each run lists the events that owe their spans (the children
+// book, src/load/bigquery/children.ts): the events' project_id, id, timestamp (TIMESTAMP: 8 B) and
+// the book's row per event read (resource 'traces', project_id, parent_id, three 8-byte columns),
+// over the days from --start on (all of them without it).
+{
+  const eventBytes = projectIdBytes + eventIdBytes + 8;
+  const bookBytes = 2 + 'traces'.length + projectIdBytes + eventIdBytes + 3 * 8;
+  const perEvent = eventBytes + bookBytes;
+  const listing = (days: number): number => Math.max(BILL_MIN, EVENTS_PER_DAY * days * perEvent);
+  // One listing per project and run (filtered on project_id, the first clustering column: its share), and per
+  // events batch stored a listing of its day (a run's events fit one batch of 50,000 rows).
+  const perRun = (days: number): number =>
+    PROJECTS * Math.max(BILL_MIN, listing(days) / PROJECTS) + PROJECTS * Math.max(BILL_MIN, listing(1) / PROJECTS);
+  out('');
+  out(
+    `traces per event, the owed listing (children book): ${perEvent.toFixed(0)} B per event in range (events ${eventBytes.toFixed(0)} B + book ${bookBytes.toFixed(0)} B)`,
+  );
+  for (const [label, days] of [
+    [`no --start (${DAYS} days)`, DAYS],
+    ['--start 7 days ago', 7],
+    ['--start 2 days ago', 2],
+  ] as const)
+    out(
+      `  ${label.padEnd(22)} ${fmt(listing(days)).padStart(9)} a listing, ${fmt(perRun(days)).padStart(9)} a run, ${fmt(RUNS_PER_DAY * perRun(days)).padStart(9)}/day`,
+    );
 }
 if (failures.length > 0) {
   out(`FAIL: ${failures.join('; ')}`);

@@ -54,6 +54,8 @@ export interface OwedChildren {
   readonly parentTime: string;
   /** Parents before this instant (`--start`, ISO) are not owed. @default every parent in the table */
   readonly fromIso?: string;
+  /** Only parents before this instant (ISO; the drain's look at a batch just stored). @default no bound */
+  readonly toIso?: string;
   readonly nowMs: number;
   /** A read that answered none while its parent was younger than this is asked again once it is this old (`--settle`); 0: every read is final. */
   readonly settleMs: number;

@@ -41,10 +41,10 @@
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { deletionScript, windowKeysSql, type DeletionTable } from './deletions.js';
 import { randomBytes } from 'node:crypto';
-import { BigQuery, type BigQueryOptions, type Job, type Query } from '@google-cloud/bigquery';
+import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
 import type { LeaseProvider } from '../../state/leases/lease.js';
 import { silentLogger, type Logger } from '../../core/log.js';
-import { STATE_TABLE, type StateCommit, type StateRow } from '../../core/state-table.js';
+import { CHILD_BOOK_TABLE, STATE_TABLE, type StateCommit, type StateRow } from '../../core/state-table.js';
 import type { ColumnDef, TableSchema } from '../../core/types.js';
 import {
   capabilitiesOf,
@@ -60,6 +60,15 @@ import {
   type DeletionChange,
   type DeletionResult,
 } from '../destination.js';
+import type { OwedChildren } from '../destination-capabilities.js';
+import {
+  CHILD_BOOK_FIELDS,
+  CHILD_BOOK_LAYOUT,
+  forgetChildrenSql,
+  owedCountSql,
+  owedSelectSql,
+  type OwedParent,
+} from './children.js';
 import { BillingTally } from './billing.js';
 import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './coalesce.js';
 import { toQuerySyncError, type ErrorSubject, type RetryPolicy } from './errors.js';
@@ -78,7 +87,7 @@ import {
   type BigQueryTarget,
   type ReplacePlan,
 } from './sql.js';
-import { STATE_FIELDS, stateMergeSql, stateParams, stateSelectSql } from './state.js';
+import { STATE_FIELDS, commitWrites, stateSelectSql, transactionSql, type QueryParams } from './state.js';
 import { logicalType, subjectOf } from './fields.js';
 import { BigQueryTables } from './tables.js';
 import { BigQueryWriter } from './write.js';
@@ -208,9 +217,9 @@ export class BigQueryDestination implements Destination {
       maxBatchBytes: options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
       schemas: this.schemas,
       writeState: (commit) => this.writeState(commit),
-      ensureStateTable: () => this.ensureStateTable(),
+      ensureStateTable: (commit) => this.ensureStateTable(commit),
       select: (operation, table, sql) => this.select(operation, table, sql),
-      createQueryJob: (query, jobId, stateRows) => this.createQueryJob(query, jobId, stateRows),
+      createQueryJob: (query, jobId, params) => this.createQueryJob(query, jobId, params),
     });
     this.can = capabilitiesOf(this);
   }
@@ -271,7 +280,7 @@ export class BigQueryDestination implements Destination {
       dml: async (operation, sql, params) => {
         const subject = this.subject(operation, LEASE_TABLE);
         const job = await this.jobs.run(subject, `qs_lease_${randomBytes(6).toString('hex')}`, (jobId) =>
-          this.createQueryJob(sql, jobId, undefined, params),
+          this.createQueryJob(sql, jobId, params === undefined ? undefined : { params }),
         );
         return Number(job.metadata.statistics?.query?.numDmlAffectedRows ?? 0);
       },
@@ -289,16 +298,21 @@ export class BigQueryDestination implements Destination {
     }));
   }
 
-  /** A state change with no batch: one MERGE into `_query_sync_state` (one statement: atomic). */
+  /**
+   * A state change with no batch: one MERGE into `_query_sync_state` (one statement: atomic), and
+   * its reads of the children book appended with it in one transaction.
+   */
   async writeState(commit: StateCommit): Promise<void> {
-    await this.ensureStateTable();
+    await this.ensureStateTable(commit);
     const rows = await commit.prepare();
     let committed = false;
     try {
-      if (rows.length > 0) {
+      const writes = commitWrites(this.target, rows, commit.childReads ?? []);
+      if (writes.statements.length > 0) {
+        const sql = writes.statements.length === 1 ? (writes.statements[0] ?? '') : transactionSql(writes.statements);
         const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
         await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
-          this.createQueryJob(stateMergeSql(this.target), jobId, rows),
+          this.createQueryJob(sql, jobId, writes.params),
         );
       }
       committed = true;
@@ -307,9 +321,55 @@ export class BigQueryDestination implements Destination {
     }
   }
 
-  private async ensureStateTable(): Promise<void> {
+  /** The state table, and the children book when `commit` appends reads to it. */
+  private async ensureStateTable(commit?: StateCommit): Promise<void> {
     await this.tables.ensureDataset();
     await this.tables.ensurePlainTable(STATE_TABLE, STATE_FIELDS);
+    if ((commit?.childReads ?? []).length > 0)
+      await this.tables.ensurePlainTable(CHILD_BOOK_TABLE, CHILD_BOOK_FIELDS, CHILD_BOOK_LAYOUT);
+  }
+
+  /** What the owed queries need of the parent table; `undefined` when it does not exist (nothing is owed). */
+  private async owedParent(table: string): Promise<OwedParent | undefined> {
+    if (!(await this.tableExists(table))) return undefined;
+    const marksDeletions = (await this.tables.fields(table))?.some((f) => f.name === DELETED_AT_COLUMN) === true;
+    return { marksDeletions, bookExists: await this.tableExists(CHILD_BOOK_TABLE) };
+  }
+
+  /** The children book (`children.ts`): up to `limit` parents of a project that owe their children, newest first. */
+  async owedChildren(
+    query: OwedChildren & { readonly project: string; readonly limit: number },
+  ): Promise<readonly { readonly id: string; readonly at: number }[]> {
+    const parent = await this.owedParent(query.parentTable);
+    if (parent === undefined) return [];
+    const rows = await this.select(
+      `list of ${query.parentTable} records of project ${query.project} that owe their ${query.child}`,
+      query.parentTable,
+      owedSelectSql(this.target, query, parent, query.project, query.limit),
+    );
+    return rows.map((r) => ({ id: String(r['id']), at: Number(r['at']) }));
+  }
+
+  async countOwedChildren(query: OwedChildren): Promise<Readonly<Record<string, number>>> {
+    const parent = await this.owedParent(query.parentTable);
+    if (parent === undefined) return {};
+    const out: Record<string, number> = {};
+    const rows = await this.select(
+      `count of ${query.parentTable} records that owe their ${query.child}`,
+      query.parentTable,
+      owedCountSql(this.target, query, parent),
+    );
+    for (const row of rows) out[String(row['project_id'])] = Number(row['n'] ?? 0);
+    return out;
+  }
+
+  async forgetChildren(child: string, project?: string): Promise<void> {
+    if (!(await this.tableExists(CHILD_BOOK_TABLE))) return;
+    await this.jobs.run(
+      this.subject(`DELETE of the reads of ${child} from table ${CHILD_BOOK_TABLE}`, CHILD_BOOK_TABLE),
+      `qs_forget_${randomBytes(6).toString('hex')}`,
+      (jobId) => this.createQueryJob(forgetChildrenSql(this.target, child, project), jobId),
+    );
   }
 
   async count(table: string): Promise<number> {
@@ -405,7 +465,9 @@ export class BigQueryDestination implements Destination {
   ): Promise<Record<string, unknown>[]> {
     const subject = this.subject(operation, table);
     const base = `qs_select_${table}_${randomBytes(6).toString('hex')}`;
-    const job = await this.jobs.run(subject, base, (jobId) => this.createQueryJob(sql, jobId, undefined, params));
+    const job = await this.jobs.run(subject, base, (jobId) =>
+      this.createQueryJob(sql, jobId, params === undefined ? undefined : { params }),
+    );
     const [rows] = await this.jobs
       .retrying(subject, () =>
         this.client.job(job.jobId, { location: job.location }).getQueryResults({ autoPaginate: false }),
@@ -496,15 +558,8 @@ export class BigQueryDestination implements Destination {
     );
   }
 
-  /** A query job; `stateRows` become the `@state_rows` parameter of `stateMergeSql`. */
-  private async createQueryJob(
-    query: string,
-    jobId: string,
-    stateRows?: readonly StateRow[],
-    named?: Record<string, string | number>,
-  ): Promise<Job> {
-    const params: Pick<Query, 'params' | 'types'> =
-      stateRows !== undefined ? stateParams(stateRows) : named !== undefined ? { params: named } : {};
+  /** A query job with its query parameters (a commit's: `commitWrites`). */
+  private async createQueryJob(query: string, jobId: string, params: QueryParams = {}): Promise<Job> {
     const [job] = await this.client.createQueryJob({
       query,
       jobId,

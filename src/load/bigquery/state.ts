@@ -1,5 +1,6 @@
 import type { Query, TableField } from '@google-cloud/bigquery';
-import { STATE_TABLE, type StateRow } from '../../core/state-table.js';
+import { STATE_TABLE, type ChildRead, type StateRow } from '../../core/state-table.js';
+import { childReadsInsertSql, childReadsParams } from './children.js';
 import { tablePath, type BigQueryTarget } from './sql.js';
 
 /**
@@ -48,9 +49,39 @@ export function transactionSql(statements: readonly string[]): string {
 }
 
 /** The query parameters of `stateMergeSql`, for `createQueryJob`. */
-export function stateParams(rows: readonly StateRow[]): Pick<Query, 'params' | 'types'> {
+function stateParams(rows: readonly StateRow[]): Pick<Query, 'params' | 'types'> {
   return {
     params: { [STATE_ROWS_PARAM]: rows.map((r) => ({ key: r.key, value: r.value })) },
     types: { [STATE_ROWS_PARAM]: [{ key: 'STRING', value: 'STRING' }] },
   };
+}
+
+/** Query parameters of a job, as `createQueryJob` takes them. */
+export type QueryParams = Pick<Query, 'params' | 'types'>;
+
+/**
+ * The statements that write a commit (its state rows, `stateMergeSql`, and its reads of the
+ * children book, `childReadsInsertSql`), with their query parameters: none when both are empty.
+ */
+export function commitWrites(
+  target: BigQueryTarget,
+  rows: readonly StateRow[],
+  reads: readonly ChildRead[],
+): { readonly statements: readonly string[]; readonly params: QueryParams } {
+  const statements: string[] = [];
+  const params: Record<string, unknown> = {};
+  const types: Record<string, unknown> = {};
+  if (rows.length > 0) {
+    statements.push(stateMergeSql(target));
+    const p = stateParams(rows);
+    Object.assign(params, p.params);
+    Object.assign(types, p.types);
+  }
+  if (reads.length > 0) {
+    statements.push(childReadsInsertSql(target));
+    const p = childReadsParams(reads);
+    Object.assign(params, p.params);
+    Object.assign(types, p.types);
+  }
+  return { statements, params: statements.length === 0 ? {} : ({ params, types } as QueryParams) };
 }

@@ -193,7 +193,12 @@ export class BigQueryTables {
    * Create a small table of query-sync's own (the state, the lease) if missing: no partitioning,
    * no clustering, never expiring (a dataset default expiration is cleared as for data tables).
    */
-  async ensurePlainTable(name: string, fields: TableField[]): Promise<void> {
+  async ensurePlainTable(
+    name: string,
+    fields: TableField[],
+    /** Partitioning and clustering of the table when it is created. */
+    layout: Pick<TableMetadata, 'timePartitioning' | 'clustering'> = {},
+  ): Promise<void> {
     if (this.#fields.has(name)) return;
     if ((await this.metadata(name)) !== undefined) return;
     const subject = subjectOf(this.options.target, `creation of table ${name}`, name);
@@ -201,7 +206,7 @@ export class BigQueryTables {
       const [, metadata] = await this.options.jobs.retrying(subject, () =>
         this.options.client
           .dataset(this.options.target.dataset, { location: this.#location })
-          .createTable(name, { schema: { fields } }),
+          .createTable(name, { schema: { fields }, ...layout }),
       );
       await this.clearExpiration(name, metadata as TableMetadata);
       this.options.log.info({ table: name }, 'bigquery table created');

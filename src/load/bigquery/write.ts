@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BigQuery, Job } from '@google-cloud/bigquery';
 import type { Logger } from '../../core/log.js';
-import type { StateCommit, StateRow } from '../../core/state-table.js';
+import type { StateCommit } from '../../core/state-table.js';
 import type { Row, TableSchema } from '../../core/types.js';
 import type { LoadBatch } from '../destination.js';
 import type { GroupResult, PreparedGroup } from './coalesce.js';
@@ -31,7 +31,7 @@ import {
   type BigQueryColumn,
   type BigQueryTarget,
 } from './sql.js';
-import { stateMergeSql, transactionSql } from './state.js';
+import { commitWrites, transactionSql, type QueryParams } from './state.js';
 import { subjectOf } from './fields.js';
 import type { BigQueryTables } from './tables.js';
 
@@ -70,9 +70,10 @@ export interface WriterContext {
   /** The schema each table was last written with: a refresh recreates a view from it. */
   readonly schemas: Map<string, TableSchema>;
   readonly writeState: (commit: StateCommit) => Promise<void>;
-  readonly ensureStateTable: () => Promise<void>;
+  /** The state table (and the children book, when `commit` appends to it). */
+  readonly ensureStateTable: (commit: StateCommit) => Promise<void>;
   readonly select: (operation: string, table: string, sql: string) => Promise<Record<string, unknown>[]>;
-  readonly createQueryJob: (query: string, jobId: string, stateRows?: readonly StateRow[]) => Promise<Job>;
+  readonly createQueryJob: (query: string, jobId: string, params?: QueryParams) => Promise<Job>;
 }
 
 export class BigQueryWriter {
@@ -99,7 +100,7 @@ export class BigQueryWriter {
       if (state !== undefined) await this.c.writeState(state);
       return { bytesProcessed: undefined, rowsPerBatch };
     }
-    if (state !== undefined) await this.c.ensureStateTable();
+    if (state !== undefined) await this.c.ensureStateTable(state);
 
     const dir = await mkdtemp(join(tmpdir(), 'query-sync-bq-'));
     let bytesProcessed: number | undefined;
@@ -300,7 +301,7 @@ export class BigQueryWriter {
     });
   }
 
-  /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE. */
+  /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE and its children-book reads. */
   private async merge(
     table: TableSchema,
     stage: string,
@@ -314,9 +315,10 @@ export class BigQueryWriter {
     const rows = await state.prepare();
     let committed = false;
     try {
-      const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.c.target)]);
+      const writes = commitWrites(this.c.target, rows, state.childReads ?? []);
+      const script = writes.statements.length === 0 ? sql : transactionSql([sql, ...writes.statements]);
       const job = await this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) =>
-        this.c.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows),
+        this.c.createQueryJob(script, jobId, writes.params),
       );
       committed = true;
       return job;

@@ -68,6 +68,7 @@ function owedWhere(
   const time = `p.${ident(query.parentTime)}`;
   const parentFilters: string[] = [`${time} IS NOT NULL`];
   if (query.fromIso !== undefined) parentFilters.push(`${time} >= CAST(${param(query.fromIso)} AS TIMESTAMPTZ)`);
+  if (query.toIso !== undefined) parentFilters.push(`${time} < CAST(${param(query.toIso)} AS TIMESTAMPTZ)`);
   if (project !== undefined) parentFilters.push(`p.project_id = ${param(project)}`);
   // Parents deleted at the source owe nothing (their spans follow them: `--deletions`).
   if (marksDeletions) parentFilters.push(`p.${ident(DELETED_AT_COLUMN)} IS NULL`);

@@ -16,9 +16,13 @@ import { addToLoad, childLoadSection, type LoadSection } from './load.js';
  * Per-parent children (traces read one event at a time, where the server cannot list them by time).
  *
  * Which parents still owe their children: where the destination keeps the children book
- * (`can.childBook`, DuckDB's `_query_sync_children`, `load/duckdb/children.ts`), the warehouse decides:
- * every event in the table without a final read is owed (`owedQuery` below), whoever wrote the event.
- * Where it does not (BigQuery today, dry runs), the older queue below is used.
+ * (`can.childBook`, `_query_sync_children` in DuckDB and BigQuery: `load/duckdb/children.ts`,
+ * `load/bigquery/children.ts`), the warehouse decides: every event in the table without a final
+ * read is owed (`owedQuery` below), whoever wrote the event. The drain lists them once per project
+ * and run, then only within the instants of each parent batch stored since (on BigQuery a listing
+ * is billed by the parent table's size from `--start` on; a batch's, by its days).
+ * Where the state is not committed with the rows (a dry run: in memory, writing nothing) the older
+ * queue below is used; nothing else does.
  *
  * The older queue: one work unit per parent record whose children are due, in a state section
  * `children:<resource>` as `{ [project]: { pending: {id: parentMs}, done: {id: parentMs} } }`:
@@ -129,13 +133,30 @@ export class ChildQueue {
   private readonly buffer = new Map<string, Map<string, number>>();
   /** Book mode: projects whose owed parents must be read (again) from the warehouse. */
   private readonly stale = new Set<string>();
+  /**
+   * Book mode: per project listed already, the span of parent instants stored since (a batch's
+   * rows): the owed parents there are read into the buffer, not the whole table again (on BigQuery
+   * a read of the table from `--start` on is billed by its size; this one, by the batch's days).
+   */
+  private readonly storedSpans = new Map<string, { fromMs: number; toMs: number }>();
   /** Book mode: projects whose owed parents were read at least once this run. */
   private readonly listed = new Set<string>();
   private readonly refilling = new Map<string, Promise<void>>();
   /** Book mode: the warehouse could not say what is owed; the drain fails with it. */
   private failure: unknown;
-  /** Book mode: units taken and not yet completed (the progress's backlog counts them). */
-  private taken = 0;
+  /** Book mode: units taken and not yet completed, per project (the progress's backlog counts them). */
+  private readonly taken = new Map<string, number>();
+  /**
+   * Book mode: projects whose owed parents the buffer holds in full (a listing shorter than its
+   * page, and the batches stored since read into it): what is still owed is the buffer and the
+   * units taken, without counting the table again.
+   */
+  private readonly listedInFull = new Set<string>();
+  /**
+   * Book mode: parents read and booked by this run, per project: a listing that began before their
+   * read committed still names them, and they are not read twice.
+   */
+  private readonly booked = new Map<string, Set<string>>();
   /** The earliest mark of the parent's streams when the run began: parents stored before it were counted then. */
   private readonly countedBeforeMs: number;
 
@@ -217,11 +238,18 @@ export class ChildQueue {
     const ats: number[] = [];
     const shownAts: number[] = [];
     const projects = new Set<string>();
+    const spans = new Map<string, { fromMs: number; toMs: number }>();
     for (const row of rows) {
       const shown = showsChildren(row, this.options.child.perParent?.shownBy ?? []);
       if (this.options.selection === 'traced' && !shown) continue;
-      projects.add(String(row[PROJECT_COLUMN]));
+      const project = String(row[PROJECT_COLUMN]);
+      projects.add(project);
       const at = Date.parse(String(row[parent.cursorField ?? '']));
+      if (Number.isNaN(at)) spans.set(project, { fromMs: Number.NEGATIVE_INFINITY, toMs: Number.POSITIVE_INFINITY });
+      else {
+        const span = spans.get(project);
+        spans.set(project, { fromMs: Math.min(span?.fromMs ?? at, at), toMs: Math.max(span?.toMs ?? at, at) });
+      }
       if (Number.isNaN(at) || at < this.countedBeforeMs) continue;
       ats.push(at);
       if (shown) shownAts.push(at);
@@ -234,7 +262,17 @@ export class ChildQueue {
       );
     }
     state.whenCommitted(() => {
-      for (const project of projects) this.stale.add(project);
+      for (const project of projects) {
+        const span = spans.get(project);
+        const known = this.storedSpans.get(project);
+        // Not listed yet (its first listing reads them), or no instant to bound them by: list it all.
+        if (!this.listed.has(project) || span === undefined || !Number.isFinite(span.fromMs)) this.stale.add(project);
+        else
+          this.storedSpans.set(project, {
+            fromMs: Math.min(known?.fromMs ?? span.fromMs, span.fromMs),
+            toMs: Math.max(known?.toMs ?? span.toMs, span.toMs),
+          });
+      }
       this.wake();
     });
   }
@@ -249,6 +287,7 @@ export class ChildQueue {
     const buffered = this.buffer.get(project);
     const due = !this.listed.has(project) || this.stale.has(project);
     if (due && !this.refilling.has(project)) this.refill(project, inFlight);
+    else if (this.storedSpans.has(project) && !this.refilling.has(project)) this.refill(project, inFlight, true);
     const units = [...(buffered ?? new Map<string, number>()).entries()]
       .filter(([id]) => !inFlight.has(id))
       .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? 1 : -1))
@@ -256,26 +295,44 @@ export class ChildQueue {
       .map(([id, at]) => ({ id, at }));
     if (units.length === 0) return this.refilling.has(project) ? 'wait' : [];
     for (const u of units) buffered?.delete(u.id);
-    this.taken += units.length;
+    this.taken.set(project, (this.taken.get(project) ?? 0) + units.length);
     return units;
   }
 
-  /** Read the project's owed parents from the warehouse into the buffer (in the background; wakes the drain). */
-  private refill(project: string, inFlight: ReadonlySet<string>): void {
+  /**
+   * Read the project's owed parents from the warehouse into the buffer (in the background; wakes
+   * the drain): all of them (the buffer replaced), or, `stored`, those among the parent instants
+   * stored since it was listed (added to the buffer).
+   */
+  private refill(project: string, inFlight: ReadonlySet<string>, stored = false): void {
     const book = this.options.book as KeepsChildBook;
     const parent = this.options.parent as ResourceDefinition;
-    this.stale.delete(project);
+    const span = this.storedSpans.get(project);
+    this.storedSpans.delete(project);
+    if (!stored) this.stale.delete(project);
     this.listed.add(project);
     const limit = OWED_PAGE + inFlight.size;
     const query = owedQuery(this.options.child, parent, this.queryOptions(), this.clock.now());
+    const startMs = this.options.startMs ?? Number.NEGATIVE_INFINITY;
+    const bounds =
+      stored && span !== undefined
+        ? {
+            fromIso: new Date(Math.max(startMs, span.fromMs)).toISOString(),
+            toIso: new Date(span.toMs + 1).toISOString(),
+          }
+        : {};
     const done = book
-      .owedChildren({ ...query, project, limit })
+      .owedChildren({ ...query, ...bounds, project, limit })
       .then((owed) => {
-        const fresh = new Map<string, number>();
-        for (const u of owed) if (!inFlight.has(u.id)) fresh.set(u.id, u.at);
+        const fresh = stored ? (this.buffer.get(project) ?? new Map<string, number>()) : new Map<string, number>();
+        const booked = this.booked.get(project);
+        for (const u of owed) if (!inFlight.has(u.id) && booked?.has(u.id) !== true) fresh.set(u.id, u.at);
         this.buffer.set(project, fresh);
         // A full page: more are owed than were read; read again once these are taken.
-        if (owed.length >= limit) this.stale.add(project);
+        if (owed.length >= limit) {
+          this.stale.add(project);
+          this.listedInFull.delete(project);
+        } else if (!stored) this.listedInFull.add(project);
       })
       .finally(() => {
         this.refilling.delete(project);
@@ -297,9 +354,15 @@ export class ChildQueue {
     };
   }
 
-  /** Parents of a project still owed: the warehouse's count (book mode), else the queue's pending. */
+  /**
+   * Parents of a project still owed: the queue's pending, or in book mode what the buffer and the
+   * units in flight hold when it holds them all (nothing stale or still to be read), else the
+   * warehouse's count (on BigQuery a query billed by the parent table's size: asked only then).
+   */
   async owedCount(project: string): Promise<number> {
     if (!this.usesBook) return this.pendingCount(project);
+    if (this.failure === undefined && this.heldInFull(project))
+      return (this.buffer.get(project)?.size ?? 0) + (this.taken.get(project) ?? 0);
     const book = this.options.book as KeepsChildBook;
     const query = owedQuery(
       this.options.child,
@@ -310,6 +373,16 @@ export class ChildQueue {
     return (await book.countOwedChildren(query))[project] ?? 0;
   }
 
+  /** Whether the buffer (and the units taken) hold every owed parent of `project` now. */
+  private heldInFull(project: string): boolean {
+    return (
+      this.listedInFull.has(project) &&
+      !this.stale.has(project) &&
+      !this.storedSpans.has(project) &&
+      !this.refilling.has(project)
+    );
+  }
+
   /** Units pending across projects, to `onBacklog`. */
   private reportBacklog(): void {
     const report = this.options.onBacklog;
@@ -317,7 +390,8 @@ export class ChildQueue {
     if (this.usesBook) {
       let buffered = 0;
       for (const units of this.buffer.values()) buffered += units.size;
-      report(buffered + this.taken);
+      for (const n of this.taken.values()) buffered += n;
+      report(buffered);
       return;
     }
     let pending = 0;
@@ -403,7 +477,10 @@ export class ChildQueue {
     }
     await state.recordChildReads(reads);
     state.whenCommitted(() => {
-      this.taken = Math.max(0, this.taken - units.length);
+      this.taken.set(project, Math.max(0, (this.taken.get(project) ?? 0) - units.length));
+      const booked = this.booked.get(project) ?? new Set<string>();
+      for (const u of units) booked.add(u.id);
+      this.booked.set(project, booked);
       this.reportBacklog();
     });
   }

@@ -43,11 +43,12 @@ describe('destination capabilities, checked once', () => {
     }
   });
 
-  it('BigQuery also bills and keeps the run lease in its dataset', async () => {
+  it('BigQuery also bills and keeps the run lease in its dataset (and the children book, as DuckDB)', async () => {
     const bigquery = testBigQueryDestination();
     expect(offered(bigquery)).toEqual([
       'billing',
       'byProject',
+      'childBook',
       'deletions',
       'drop',
       'leases',
