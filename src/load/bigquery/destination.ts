@@ -292,18 +292,12 @@ export class BigQueryDestination implements Destination {
   /** A state change with no batch: one MERGE into `_query_sync_state` (one statement: atomic). */
   async writeState(commit: StateCommit): Promise<void> {
     await this.ensureStateTable();
-    const rows = await commit.prepare();
-    let committed = false;
-    try {
-      if (rows.length > 0) {
-        const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
-        await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
-          this.createQueryJob(stateMergeSql(this.target), jobId, rows),
-        );
-      }
-      committed = true;
-    } finally {
-      await commit.finish(committed);
+    const { rows } = commit;
+    if (rows.length > 0) {
+      const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
+      await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
+        this.createQueryJob(stateMergeSql(this.target), jobId, rows),
+      );
     }
   }
 

@@ -311,18 +311,11 @@ export class BigQueryWriter {
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
     if (state === undefined)
       return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
-    const rows = await state.prepare();
-    let committed = false;
-    try {
-      const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.c.target)]);
-      const job = await this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) =>
-        this.c.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows),
-      );
-      committed = true;
-      return job;
-    } finally {
-      await state.finish(committed);
-    }
+    const { rows } = state;
+    const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.c.target)]);
+    return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) =>
+      this.c.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows),
+    );
   }
 
   private async dropStage(table: TableSchema, stage: string): Promise<void> {
