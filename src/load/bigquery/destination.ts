@@ -143,6 +143,8 @@ export class BigQueryDestination implements Destination {
   /** Writes to one table run one after another; those that wait run as one (Coalescing, above). */
   private readonly coalescer = new WriteCoalescer((batches) => this.writeGroup(batches));
   private readonly billed = new BillingTally();
+  /** The last job that writes `_query_sync_state` (see `stateTurn`). */
+  private stateJobs: Promise<unknown> = Promise.resolve();
   private readonly logLayout: BigQueryLogLayout;
   private readonly writer: BigQueryWriter;
   /** The schema each table was last written with: a refresh recreates a view from it. */
@@ -208,6 +210,7 @@ export class BigQueryDestination implements Destination {
       maxBatchBytes: options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
       schemas: this.schemas,
       writeState: (commit) => this.writeState(commit),
+      stateTurn: (job) => this.stateTurn(job),
       ensureStateTable: () => this.ensureStateTable(),
       select: (operation, table, sql) => this.select(operation, table, sql),
       createQueryJob: (query, jobId, stateRows) => this.createQueryJob(query, jobId, stateRows),
@@ -295,10 +298,24 @@ export class BigQueryDestination implements Destination {
     const { rows } = commit;
     if (rows.length > 0) {
       const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
-      await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
-        this.createQueryJob(stateMergeSql(this.target), jobId, rows),
+      await this.stateTurn(() =>
+        this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
+          this.createQueryJob(stateMergeSql(this.target), jobId, rows),
+        ),
       );
     }
+  }
+
+  /**
+   * The jobs that write `_query_sync_state` (a batch's MERGE with its state, a state MERGE alone)
+   * run one at a time: two transactions changing one table at once fail the later to commit
+   * (concurrent update, retried only after a backoff). The rest of a write (stage, load job, bridge)
+   * runs at once with the others.
+   */
+  private stateTurn<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.stateJobs.then(job);
+    this.stateJobs = run.catch(() => undefined);
+    return run;
   }
 
   private async ensureStateTable(): Promise<void> {

@@ -70,6 +70,8 @@ export interface WriterContext {
   /** The schema each table was last written with: a refresh recreates a view from it. */
   readonly schemas: Map<string, TableSchema>;
   readonly writeState: (commit: StateCommit) => Promise<void>;
+  /** Runs a job that writes `_query_sync_state` when no other such job runs. */
+  readonly stateTurn: <T>(job: () => Promise<T>) => Promise<T>;
   readonly ensureStateTable: () => Promise<void>;
   readonly select: (operation: string, table: string, sql: string) => Promise<Record<string, unknown>[]>;
   readonly createQueryJob: (query: string, jobId: string, stateRows?: readonly StateRow[]) => Promise<Job>;
@@ -312,9 +314,11 @@ export class BigQueryWriter {
     if (state === undefined)
       return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
     const { rows } = state;
-    const script = rows.length === 0 ? sql : transactionSql([sql, stateMergeSql(this.c.target)]);
-    return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) =>
-      this.c.createQueryJob(script, jobId, rows.length === 0 ? undefined : rows),
+    if (rows.length === 0)
+      return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
+    const script = transactionSql([sql, stateMergeSql(this.c.target)]);
+    return this.c.stateTurn(() =>
+      this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(script, jobId, rows)),
     );
   }
 
