@@ -104,7 +104,7 @@ function batch(
   );
 }
 
-const valueOf = (commit: StateCommit, key: string): unknown => {
+const stored = (commit: StateCommit, key: string): unknown => {
   const row = commit.rows.find((r) => r.key === key);
   return row === undefined ? undefined : JSON.parse(row.value ?? 'null');
 };
@@ -123,8 +123,8 @@ describe('the commit as data', () => {
     const heldA = await warehouse.reached('events');
     const b = batch(state, warehouse, 'users', (w) => w.updateStream('users:*', () => ({ mark: 'b1' })));
     const heldB = await warehouse.reached('users');
-    expect(valueOf(heldA.commit, 'section:rider')).toEqual({ n: 1 });
-    expect(valueOf(heldB.commit, 'section:rider')).toEqual({ n: 2 });
+    expect(stored(heldA.commit, 'section:rider')).toEqual({ n: 1 });
+    expect(stored(heldB.commit, 'section:rider')).toEqual({ n: 2 });
     // The later one lands first: its change is the store's at once, the held one's not yet.
     heldB.land(true);
     await b;
@@ -154,8 +154,8 @@ describe('the commit as data', () => {
     heldParent.land(true);
     const heldDrain = await warehouse.reached('drain');
     // Its queue holds the parent's enqueue: landing after the parent's commit, it keeps it.
-    expect(valueOf(heldDrain.commit, 'section:queue')).toEqual({ p1: 'owed', p0: 'read' });
-    expect(valueOf(heldDrain.commit, 'stream:events:*')).toBeUndefined();
+    expect(stored(heldDrain.commit, 'section:queue')).toEqual({ p1: 'owed', p0: 'read' });
+    expect(stored(heldDrain.commit, 'stream:events:*')).toBeUndefined();
     heldDrain.land(true);
     (await warehouse.reached('users')).land(true);
     await Promise.all([parent, drain, other]);
@@ -173,7 +173,7 @@ describe('the commit as data', () => {
     heldFirst.land(false);
     await expect(first).rejects.toThrow(/first: rolled back/);
     const heldSecond = await warehouse.reached('second');
-    expect(valueOf(heldSecond.commit, 'section:parts')).toEqual(['second']);
+    expect(stored(heldSecond.commit, 'section:parts')).toEqual(['second']);
     heldSecond.land(true);
     await second;
     expect(state.document.sections['parts']).toEqual(['second']);
@@ -187,14 +187,14 @@ describe('the commit as data', () => {
     const end = state.updateStream('events:*', (s) => ({ ...s, settled: 's1' }));
     const other = state.updateStream('users:*', () => ({ mark: 'u1' }));
     const alone = await warehouse.reached('alone');
-    expect(valueOf(alone.commit, 'stream:users:*')).toEqual({ mark: 'u1' });
+    expect(stored(alone.commit, 'stream:users:*')).toEqual({ mark: 'u1' });
     alone.land(true);
     await other;
     expect(warehouse.labels()).toEqual(['batch', 'alone']);
     heldBatch.land(true);
     await walk;
     const ended = await warehouse.arrival(3);
-    expect(valueOf(ended.commit, 'stream:events:*')).toEqual({ mark: 'm1', settled: 's1' });
+    expect(stored(ended.commit, 'stream:events:*')).toEqual({ mark: 'm1', settled: 's1' });
     ended.land(true);
     await end;
     expect(state.stream('events:*')).toEqual({ mark: 'm1', settled: 's1' });
