@@ -348,7 +348,7 @@ export class StateStore implements StateWriter {
       release();
       throw error;
     }
-    // Only the riders' keys (and keys no row wrote) can have moved since `base`.
+    // Its keys were its alone since `base`; others may have moved: its changes go onto the state as it is now.
     this.doc = this.doc === base ? after : all.reduce((doc, change) => change(doc), this.doc);
     release();
     await this.exportFile((doc) => all.reduce((d, change) => change(d), doc));
