@@ -15,7 +15,7 @@ import { Capabilities, routeCapability, valueCapability } from '../sync/capabili
 import { optionalRoute } from '../sync/optional.js';
 import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
-import type { StateStore } from '../state/store.js';
+import type { StateStore, StateWriter } from '../state/store.js';
 import { searchScopes } from './searches.js';
 import type { RunHooks } from '../sync/engine.js';
 import { StreamFrame, type StreamResult } from '../sync/frame.js';
@@ -173,24 +173,26 @@ async function refreshCounts(
       _synced_at: asOf,
       _run_id: options.runId,
     }));
-    // The counts and how far they reach: one commit.
-    const written = await deps.state.withBatch(
-      (state) =>
-        state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({
-          ...(current ?? {}),
-          [aggregatesKey(project, interval)]: asOf,
-        })),
-      async (state) =>
-        rows.length === 0
-          ? 0
-          : (
-              await deps.destination.write({
-                table: EVENT_COUNTS_SCHEMA,
-                rows,
-                ...(state === undefined ? {} : { state }),
-              })
-            ).rows,
-    );
+    // The counts and how far they reach: one commit (the mark alone when there are no counts).
+    const reach = (state: StateWriter): Promise<void> =>
+      state.updateSection<AggregatesSection>(AGGREGATES_SECTION, (current) => ({
+        ...(current ?? {}),
+        [aggregatesKey(project, interval)]: asOf,
+      }));
+    const written =
+      rows.length === 0
+        ? await reach(deps.state).then(() => 0)
+        : await deps.state.withBatch(
+            reach,
+            async (state) =>
+              (
+                await deps.destination.write({
+                  table: EVENT_COUNTS_SCHEMA,
+                  rows,
+                  ...(state === undefined ? {} : { state }),
+                })
+              ).rows,
+          );
     pageDone(buckets.length, written);
     return written;
   });

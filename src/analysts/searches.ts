@@ -263,7 +263,8 @@ async function readSearch(
                 ...(state === undefined ? {} : { state }),
               })
             ).rows;
-      const stored = page.hasMore ? await write(undefined) : await deps.state.withBatch(mark, write);
+      const stored =
+        page.hasMore || batch.length === 0 ? await write(undefined) : await deps.state.withBatch(mark, write);
       rows += stored;
       deps.hooks?.onPage?.(SEARCH_RESULTS_TABLE, label, { records: page.records.length, rowsStored: stored });
     }

@@ -2,16 +2,18 @@
  * State kept beside the data: the warehouse's `_query_sync_state` table, one row per state key
  * (`version`, `projects`, `stream:<resource>:<scope>`, `section:<name>`), its value as JSON text.
  *
- * Keys are fine-grained so that writers never overwrite each other's keys, and every change is
- * computed from the state as last committed, inside the transaction that writes it (`prepare`):
- * a split walk's concurrent sub-windows, a children drain and a parent walk all change state, and a
- * document computed before another commit landed would regress that commit's checkpoint.
+ * Keys are fine-grained so that writers never overwrite each other's keys. A commit is data: the
+ * state store computes a batch's state rows before the write (`StateCommit`), the destination writes
+ * them with the batch's rows in one transaction and resolves once that transaction committed (or
+ * rejects: nothing of it committed), and the store then takes the change into its document and
+ * exports the file. Nothing waits on another commit, and a destination owes the store no call.
  *
- * The protocol between the state store (which owns the document) and a destination (which owns the
- * transaction): the store hands a `StateCommit` with a batch (`LoadBatch.state`) or alone
- * (`StateTable.writeState`); the destination calls `prepare` right before its transaction, writes
- * the rows it returns IN that transaction, and calls `finish` once with whether it committed.
- * Between the two the store lets no other commit prepare, so commits apply in order.
+ * Commits of one key may run at once (a split walk's sub-windows, a children drain and a parent
+ * walk) and land in any order, so each row holds the key's value as last committed with only its
+ * own batch's change applied: never a change whose rows are still in flight, so the state in the
+ * warehouse is never ahead of its rows, whatever lands first or fails. It may be behind (a commit
+ * that landed after another one of the same key wrote the older value): a crash then re-reads a
+ * batch, and the store writes the key again once no commit is in flight (`state/store.ts`).
  */
 
 /** One row of `_query_sync_state`. A `value` of `null` deletes the key. */
@@ -42,13 +44,15 @@ export interface ChildRead {
 /** Name of the children book in every destination that keeps one. */
 export const CHILD_BOOK_TABLE = '_query_sync_children';
 
+/**
+ * What a commit writes to the state, beside a batch's rows (`LoadBatch.state`) or alone
+ * (`StateTable.writeState`): written in the same transaction as those rows, or not at all.
+ */
 export interface StateCommit {
-  /** The rows to write; called once, right before the transaction. Holds other commits back until `finish`. */
-  prepare(): Promise<readonly StateRow[]>;
+  /** Rows of `_query_sync_state`, each the whole new value of its key (`null`: the key is removed). */
+  readonly rows: readonly StateRow[];
   /** Reads of the children book to append in the same transaction (none: absent or empty). */
   readonly childReads?: readonly ChildRead[];
-  /** Called once after `prepare`: whether the transaction (rows and state) committed. */
-  finish(committed: boolean): Promise<void>;
 }
 
 /** A warehouse that keeps query-sync's state (the destination, seen by the state store). */
@@ -57,7 +61,10 @@ export interface StateTable {
   readonly stateLocation: string;
   /** Every row of the state table; empty when the table does not exist yet. */
   readState(): Promise<readonly StateRow[]>;
-  /** Write a state change that has no batch (a mark at a window's end, a project, a server fact), in its own transaction. */
+  /**
+   * Write a state change that has no batch (a mark at a window's end, a project, a server fact), in
+   * its own transaction; resolves once it committed.
+   */
   writeState(commit: StateCommit): Promise<void>;
 }
 

@@ -19,9 +19,10 @@ export interface LoadBatch {
   readonly table: TableSchema;
   readonly rows: readonly Row[];
   /**
-   * State that describes this batch (its checkpoint), written in the same transaction as the rows
-   * by a destination that keeps state (`StateTable`); see `core/state-table.ts`. A write with no
-   * rows still commits it.
+   * State that describes this batch (its checkpoint): rows of the state table, computed by the
+   * state store, written in the same transaction as the rows by a destination that keeps state
+   * (`StateTable`); see `core/state-table.ts`. A write with no rows still commits it. The write
+   * resolves once both are committed, and rejects when neither is.
    */
   readonly state?: StateCommit;
 }

@@ -3,7 +3,7 @@ import { open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StateError } from '../core/errors.js';
 import { redact } from '../core/log.js';
-import type { ChildRead, StateCommit, StateTable } from '../core/state-table.js';
+import type { ChildRead, StateCommit, StateRow, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
 
@@ -75,8 +75,8 @@ export class StateStore implements StateWriter {
   private warehouse: StateTable | undefined;
   /** The file as this store last wrote it (see `writeFile`). */
   private lastWritten: { readonly stamp: FileStamp; readonly doc: StateDocument } | undefined;
-  /** Held from a commit's `prepare` to its `finish`: commits apply one at a time, in order. */
-  private commitTail: Promise<void> = Promise.resolve();
+  /** Per state key, the landing of the commit in flight that writes it (see `commit`). */
+  private readonly landing = new Map<string, Promise<void>>();
   /** Changes made afresh with every commit (`withEachCommit`). */
   private readonly riders: (() => Change)[] = [];
 
@@ -191,7 +191,7 @@ export class StateStore implements StateWriter {
     if (fileHasState) {
       // One transaction: the warehouse holds all of the file's state or none of it.
       const doc = this.doc;
-      await warehouse.writeState(this.commitOf([() => doc], rowsOfDocument(doc)));
+      await warehouse.writeState({ rows: this.cleanRows(rowsOfDocument(doc)) });
       this.options.onNote?.(
         `state: migrated the state file ${this.path} into ${warehouse.stateLocation}; the warehouse's state wins from now on`,
       );
@@ -200,11 +200,12 @@ export class StateStore implements StateWriter {
 
   /**
    * The commit path of a batch, in order: `changes` record the state that describes the batch
-   * through the writer they are handed; then the rows are written with that state as their
-   * `StateCommit` (a warehouse writes both in one transaction; a destination that took no state,
-   * having no rows to write, gets it committed alone right after); then the callbacks the changes
-   * left (`whenCommitted`) run. Without a warehouse the writer is the store itself, and runs after
-   * the rows are written: each change a file write, so state is never ahead of rows.
+   * through the writer they are handed; then `write` writes the rows with that state as their
+   * `StateCommit`, data computed now from the state as last committed (a warehouse writes both in
+   * one transaction; `write` must hand it to the destination, with no rows if it has none); once
+   * `write` resolves, the change is the store's state and the file's; then the callbacks the
+   * changes left (`whenCommitted`) run. Without a warehouse the writer is the store itself, and runs
+   * after the rows are written: each change a file write, so state is never ahead of rows.
    */
   async withBatch<T>(
     changes: (state: StateWriter) => Promise<void>,
@@ -220,23 +221,8 @@ export class StateStore implements StateWriter {
     await changes(batch);
     const { changes: recorded, reads, callbacks } = batch.take();
     // 2. The rows, with that state.
-    let result: T;
-    if (recorded.length === 0 && reads.length === 0) {
-      result = await write(undefined);
-    } else {
-      let used = false;
-      const commit = this.commitOf(recorded, undefined, reads);
-      const tracked: StateCommit = {
-        prepare: () => {
-          used = true;
-          return commit.prepare();
-        },
-        finish: (ok) => commit.finish(ok),
-        ...(reads.length === 0 ? {} : { childReads: reads }),
-      };
-      result = await write(tracked);
-      if (!used) await this.commitAlone(recorded, reads);
-    }
+    const result =
+      recorded.length === 0 && reads.length === 0 ? await write(undefined) : await this.commit(recorded, reads, write);
     // 3. What waited for the commit.
     for (const callback of callbacks) callback();
     return result;
@@ -246,14 +232,11 @@ export class StateStore implements StateWriter {
    * Make `change()` (asked anew each time) part of every later commit: each batch's, in its
    * transaction, and each write of its own. What a run must not lose to a kill -9 rides with the
    * rows it has stored (the rate-limit spend: `run/budget-carry.ts`), at no commit of its own.
+   * Commits land in any order, so a rider's change states all it carries as of when it is asked
+   * (an older one may land after a newer one).
    */
   withEachCommit(change: () => Change): void {
     this.riders.push(change);
-  }
-
-  /** `changes` and the riders' changes now. */
-  private withRiders(changes: readonly Change[]): readonly Change[] {
-    return this.riders.length === 0 ? changes : [...changes, ...this.riders.map((rider) => rider())];
   }
 
   /** The store's writes are durable when they resolve: `callback` runs at once. */
@@ -291,61 +274,85 @@ export class StateStore implements StateWriter {
     return redact(text, this.options.secrets ?? []);
   }
 
+  private cleanRows(rows: readonly StateRow[]): StateRow[] {
+    return rows.map((row) => (row.value === null ? row : { ...row, value: this.clean(row.value) }));
+  }
+
   private write(change: Change): Promise<void> {
     if (this.options.inMemory === true) {
       this.doc = change(this.doc);
       return Promise.resolve();
     }
     if (this.warehouse !== undefined) return this.commitAlone([change]);
-    if (this.riders.length === 0) return this.writeFile(change);
-    return this.writeFile((doc) => this.withRiders([change]).reduce((d, c) => c(d), doc));
+    const all = [change, ...this.riders.map((rider) => rider())];
+    return this.writeFile(all.length === 1 ? change : (doc) => all.reduce((d, c) => c(d), doc));
   }
 
-  private commitAlone(changes: readonly Change[], reads: readonly ChildRead[] = []): Promise<void> {
+  private async commitAlone(changes: readonly Change[], reads: readonly ChildRead[] = []): Promise<void> {
     const warehouse = this.warehouse;
     if (warehouse === undefined) throw new Error('unreachable: commitAlone without a warehouse');
-    return warehouse.writeState(this.commitOf(changes, undefined, reads));
+    await this.commit(changes, reads, (commit) => warehouse.writeState(commit));
   }
 
   /**
-   * The commit of `changes`: applied to the state as last committed when the destination prepares
-   * its transaction, made the store's state once it committed, then exported to the file.
+   * One commit of `changes`, with the riders' (asked as it leaves): its rows computed from the state
+   * as last committed, handed to `send` (the destination's transaction), and taken into the store's
+   * state, then the file's, once `send` resolves; nothing is taken in when it rejects.
+   *
+   * Commits of different keys run at once and land in any order. Of one key, one commit is in
+   * flight at a time: a commit whose rows write a key another commit in flight writes waits, before
+   * it is handed to the destination, for that one to land, then computes its rows again. Its rows so
+   * hold every change committed before it and none still in flight, so the warehouse's state is
+   * never ahead of its rows, even across keys (a batch's checkpoint and the children it enqueued
+   * commit together, and a later commit of either key holds both), and a failed commit leaves
+   * nothing for the next ones to carry. The riders' keys are not waited for (see `withEachCommit`).
    */
-  private commitOf(
+  private async commit<T>(
     changes: readonly Change[],
-    rows?: ReturnType<typeof rowsOfDocument>,
-    reads: readonly ChildRead[] = [],
-  ): StateCommit {
-    let release: (() => void) | undefined;
-    let next: StateDocument | undefined;
-    // The riders ride with a batch's own changes, not with a whole document written at once (`attach`).
-    let all: readonly Change[] = changes;
-    return {
-      ...(reads.length === 0 ? {} : { childReads: reads }),
-      prepare: async () => {
-        const previous = this.commitTail;
-        this.commitTail = new Promise<void>((resolve) => {
-          release = resolve;
-        });
-        await previous;
-        const base = this.doc;
-        if (rows === undefined) all = this.withRiders(changes);
-        next = all.reduce((doc, change) => change(doc), base);
-        return (rows ?? rowsOfChange(base, next)).map((row) =>
-          row.value === null ? row : { ...row, value: this.clean(row.value) },
-        );
-      },
-      finish: async (committed) => {
-        try {
-          if (committed && next !== undefined) {
-            this.doc = next;
-            await this.exportFile((doc) => all.reduce((d, change) => change(d), doc));
-          }
-        } finally {
-          release?.();
-        }
-      },
+    reads: readonly ChildRead[],
+    send: (commit: StateCommit) => Promise<T>,
+  ): Promise<T> {
+    let base: StateDocument;
+    let own: StateDocument;
+    let rows: StateRow[];
+    for (;;) {
+      base = this.doc;
+      own = changes.reduce((doc, change) => change(doc), base);
+      rows = rowsOfChange(base, own);
+      const busy = rows.flatMap((row) => this.landing.get(row.key) ?? []);
+      if (busy.length === 0) break;
+      await Promise.all(busy);
+    }
+    const ridden = this.riders.map((rider) => rider());
+    const after = ridden.reduce((doc, change) => change(doc), own);
+    const all = [...changes, ...ridden];
+    const keys = rows.map((row) => row.key).filter((key) => key !== 'version');
+    if (ridden.length > 0) {
+      const byKey = new Map(rows.map((row) => [row.key, row]));
+      for (const row of rowsOfChange(own, after)) byKey.set(row.key, row);
+      rows = [...byKey.values()];
+    }
+    let land = (): void => undefined;
+    const landed = new Promise<void>((resolve) => {
+      land = resolve;
+    });
+    for (const key of keys) this.landing.set(key, landed);
+    const release = (): void => {
+      for (const key of keys) if (this.landing.get(key) === landed) this.landing.delete(key);
+      land();
     };
+    let result: T;
+    try {
+      result = await send({ rows: this.cleanRows(rows), ...(reads.length === 0 ? {} : { childReads: reads }) });
+    } catch (error) {
+      release();
+      throw error;
+    }
+    // Its keys were its alone since `base`; others may have moved: its changes go onto the state as it is now.
+    this.doc = this.doc === base ? after : all.reduce((doc, change) => change(doc), this.doc);
+    release();
+    await this.exportFile((doc) => all.reduce((d, change) => change(d), doc));
+    return result;
   }
 
   /** The file as a cache and export of the warehouse's state: a failure to write it is told, not fatal. */

@@ -65,6 +65,15 @@ describe('state in BigQuery', () => {
       batchRows: 100,
     });
     expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
+    // The two tables' batches commit at once; their jobs that change `_query_sync_state` take turns
+    // in the destination (of two transactions changing one table at once, BigQuery aborts the later).
+    const aborted = [...fake.jobs.values()].filter(
+      (job) =>
+        job.done !== undefined &&
+        'errorResult' in job.done &&
+        /concurrent update/i.test(job.done.errorResult.message ?? ''),
+    );
+    expect(aborted.map((job) => job.jobId)).toEqual([]);
 
     const transactions = fake.queries.filter(
       (q) => q.query.startsWith('BEGIN TRANSACTION;') && q.query.includes('`_query_sync_state`'),

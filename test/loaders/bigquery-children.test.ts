@@ -34,17 +34,8 @@ const query = (extra: Partial<OwedChildren> = {}): OwedChildren => ({
 });
 
 /** A state commit that carries `reads` (and one state row). */
-function commitOf(reads: readonly ChildRead[]): StateCommit & { readonly committed: () => boolean | undefined } {
-  let committed: boolean | undefined;
-  return {
-    prepare: () => Promise.resolve([{ key: 'version', value: '1' }]),
-    childReads: reads,
-    finish: (ok) => {
-      committed = ok;
-      return Promise.resolve();
-    },
-    committed: () => committed,
-  };
+function commitOf(reads: readonly ChildRead[]): StateCommit {
+  return { rows: [{ key: 'version', value: '1' }], childReads: reads };
 }
 
 const read = (id: string, parentAt: string, children: number, readAt: string, project = 'alpha'): ChildRead => ({
@@ -91,8 +82,8 @@ describe('the children book in BigQuery', () => {
       read('empty-young-then', '2024-05-02T09:00:00.000Z', 0, '2024-05-02T09:10:00.000Z'),
       read('young-empty', '2024-05-03T11:00:00.000Z', 0, '2024-05-03T11:30:00.000Z'),
     ]);
-    await dest.writeState(commit);
-    expect(commit.committed()).toBe(true);
+    // The write resolves once its transaction committed (and rejects otherwise).
+    await expect(dest.writeState(commit)).resolves.toBeUndefined();
     const job = fake.queries.at(-1)?.query ?? '';
     expect(job).toMatch(
       /^BEGIN TRANSACTION;\nMERGE `proj`\.`sync`\.`_query_sync_state` AS T[\s\S]*;\nINSERT INTO `proj`\.`sync`\.`_query_sync_children` [\s\S]* FROM UNNEST\(@child_reads\) AS r;\nCOMMIT TRANSACTION;$/,

@@ -14,7 +14,7 @@ const LIMIT = '8MB';
 /** A backfill's ledger as one state value of `bytes` characters (it grows with every window). */
 function ledger(bytes: number, n: number): StateCommit {
   const value = JSON.stringify({ version: 1, n, windows: 'w'.repeat(bytes) });
-  return { prepare: async () => [{ key: 'section:backfills', value }], finish: async () => undefined };
+  return { rows: [{ key: 'section:backfills', value }] };
 }
 
 describe('DuckDbDestination keeps its memory bound over a long run', () => {

@@ -36,7 +36,7 @@ function event(i: number, version: 1 | 2): ApiRecord {
 
 /** A state change written with its batch, as the pipeline's checkpoints are. */
 function checkpoint(value: string): StateCommit {
-  return { prepare: async () => [{ key: 'stream:events:*', value }], finish: async () => undefined };
+  return { rows: [{ key: 'stream:events:*', value }] };
 }
 
 describe('DuckDbDestination re-reading rows it already holds', () => {

@@ -152,6 +152,8 @@ export class BigQueryDestination implements Destination {
   /** Writes to one table run one after another; those that wait run as one (Coalescing, above). */
   private readonly coalescer = new WriteCoalescer((batches) => this.writeGroup(batches));
   private readonly billed = new BillingTally();
+  /** The last job that writes `_query_sync_state` (see `stateTurn`). */
+  private stateJobs: Promise<unknown> = Promise.resolve();
   private readonly logLayout: BigQueryLogLayout;
   private readonly writer: BigQueryWriter;
   /** The schema each table was last written with: a refresh recreates a view from it. */
@@ -217,6 +219,7 @@ export class BigQueryDestination implements Destination {
       maxBatchBytes: options.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES,
       schemas: this.schemas,
       writeState: (commit) => this.writeState(commit),
+      stateTurn: (job) => this.stateTurn(job),
       ensureStateTable: (commit) => this.ensureStateTable(commit),
       select: (operation, table, sql) => this.select(operation, table, sql),
       createQueryJob: (query, jobId, params) => this.createQueryJob(query, jobId, params),
@@ -304,21 +307,27 @@ export class BigQueryDestination implements Destination {
    */
   async writeState(commit: StateCommit): Promise<void> {
     await this.ensureStateTable(commit);
-    const rows = await commit.prepare();
-    let committed = false;
-    try {
-      const writes = commitWrites(this.target, rows, commit.childReads ?? []);
-      if (writes.statements.length > 0) {
-        const sql = writes.statements.length === 1 ? (writes.statements[0] ?? '') : transactionSql(writes.statements);
-        const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
-        await this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
-          this.createQueryJob(sql, jobId, writes.params),
-        );
-      }
-      committed = true;
-    } finally {
-      await commit.finish(committed);
-    }
+    const writes = commitWrites(this.target, commit.rows, commit.childReads ?? []);
+    if (writes.statements.length === 0) return;
+    const sql = writes.statements.length === 1 ? (writes.statements[0] ?? '') : transactionSql(writes.statements);
+    const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
+    await this.stateTurn(() =>
+      this.jobs.run(subject, `qs_state_${randomBytes(6).toString('hex')}`, (jobId) =>
+        this.createQueryJob(sql, jobId, writes.params),
+      ),
+    );
+  }
+
+  /**
+   * The jobs that write `_query_sync_state` (a batch's MERGE with its state, a state MERGE alone)
+   * run one at a time: two transactions changing one table at once fail the later to commit
+   * (concurrent update, retried only after a backoff). The rest of a write (stage, load job, bridge)
+   * runs at once with the others.
+   */
+  private stateTurn<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.stateJobs.then(job);
+    this.stateJobs = run.catch(() => undefined);
+    return run;
   }
 
   /** The state table, and the children book when `commit` appends reads to it. */

@@ -70,6 +70,8 @@ export interface WriterContext {
   /** The schema each table was last written with: a refresh recreates a view from it. */
   readonly schemas: Map<string, TableSchema>;
   readonly writeState: (commit: StateCommit) => Promise<void>;
+  /** Runs a job that writes `_query_sync_state` (or the children book) when no other such job runs. */
+  readonly stateTurn: <T>(job: () => Promise<T>) => Promise<T>;
   /** The state table (and the children book, when `commit` appends to it). */
   readonly ensureStateTable: (commit: StateCommit) => Promise<void>;
   readonly select: (operation: string, table: string, sql: string) => Promise<Record<string, unknown>[]>;
@@ -312,19 +314,13 @@ export class BigQueryWriter {
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
     if (state === undefined)
       return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
-    const rows = await state.prepare();
-    let committed = false;
-    try {
-      const writes = commitWrites(this.c.target, rows, state.childReads ?? []);
-      const script = writes.statements.length === 0 ? sql : transactionSql([sql, ...writes.statements]);
-      const job = await this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) =>
-        this.c.createQueryJob(script, jobId, writes.params),
-      );
-      committed = true;
-      return job;
-    } finally {
-      await state.finish(committed);
-    }
+    const writes = commitWrites(this.c.target, state.rows, state.childReads ?? []);
+    if (writes.statements.length === 0)
+      return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
+    const script = transactionSql([sql, ...writes.statements]);
+    return this.c.stateTurn(() =>
+      this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(script, jobId, writes.params)),
+    );
   }
 
   private async dropStage(table: TableSchema, stage: string): Promise<void> {

@@ -353,7 +353,6 @@ export class DuckDbDestination implements Destination {
     }
     const warnings: string[] = [];
     let stateRows: readonly StateRow[] | undefined;
-    let committed = false;
     try {
       assertRowsFitSchema(rows, table);
       await this.ensureTable(table);
@@ -365,7 +364,7 @@ export class DuckDbDestination implements Destination {
       if (batch.state !== undefined) {
         await this.ensureStateTable();
         if (reads.length > 0) await this.ensureChildBook();
-        stateRows = await batch.state.prepare();
+        stateRows = batch.state.rows;
       }
       // The state rows count too: a long backfill's ledger is one value of a few hundred KB,
       // rewritten with every window's batches, and held in memory until a checkpoint like rows.
@@ -379,7 +378,6 @@ export class DuckDbDestination implements Destination {
         changed += await this.stageAndMerge(table, part, partState, partState === undefined ? [] : reads);
       };
       await this.memory.upsert(table, rows, merge, warnings, budget, stateRows);
-      committed = true;
       this.memory.wrote(bytes, table.name);
       this.written.add(table.name);
       for (const bridge of table.bridges ?? []) this.written.add(bridge.table.name);
@@ -405,41 +403,33 @@ export class DuckDbDestination implements Destination {
         cause: error,
         context: { resource: table.name },
       });
-    } finally {
-      if (stateRows !== undefined) await batch.state?.finish(committed);
     }
   }
 
   /** `writeState` inside the serial queue (a batch with no rows still commits its state). */
   private async writeStateNow(commit: StateCommit): Promise<void> {
-    const rows = await commit.prepare();
-    let committed = false;
+    const { rows } = commit;
+    await this.ensureStateTable();
+    const reads = commit.childReads ?? [];
+    if (reads.length > 0) await this.ensureChildBook();
+    // A window's end is a state write of its own, so a backfill of many small windows writes
+    // mostly these: they make checkpoints due as batches do (see `checkpointIfDue`).
+    const bytes = stateBytes(rows);
+    await this.memory.checkpointIfDue(STATE_TABLE, bytes, this.pendingWarnings, { reattached: 0 });
+    await this.connection.run('BEGIN TRANSACTION');
     try {
-      await this.ensureStateTable();
-      const reads = commit.childReads ?? [];
-      if (reads.length > 0) await this.ensureChildBook();
-      // A window's end is a state write of its own, so a backfill of many small windows writes
-      // mostly these: they make checkpoints due as batches do (see `checkpointIfDue`).
-      const bytes = stateBytes(rows);
-      await this.memory.checkpointIfDue(STATE_TABLE, bytes, this.pendingWarnings, { reattached: 0 });
-      await this.connection.run('BEGIN TRANSACTION');
-      try {
-        await writeStateRows(this.connection, rows);
-        await writeChildReads(this.connection, reads);
-        await this.connection.run('COMMIT');
-        committed = true;
-        this.memory.wrote(bytes, STATE_TABLE);
-        this.written.add(STATE_TABLE);
-      } catch (error) {
-        await this.connection.run('ROLLBACK').catch(() => undefined);
-        throw new LoadError(
-          `DuckDB could not write query-sync's state to ${this.stateLocation}: ${(error as Error).message}`,
-          false,
-          { cause: error },
-        );
-      }
-    } finally {
-      await commit.finish(committed);
+      await writeStateRows(this.connection, rows);
+      await writeChildReads(this.connection, reads);
+      await this.connection.run('COMMIT');
+      this.memory.wrote(bytes, STATE_TABLE);
+      this.written.add(STATE_TABLE);
+    } catch (error) {
+      await this.connection.run('ROLLBACK').catch(() => undefined);
+      throw new LoadError(
+        `DuckDB could not write query-sync's state to ${this.stateLocation}: ${(error as Error).message}`,
+        false,
+        { cause: error },
+      );
     }
   }
 
