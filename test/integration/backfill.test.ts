@@ -10,7 +10,7 @@ import { sliceWindows } from '../../src/extract/windows.js';
 import type { Plan } from '../../src/reports/plan.js';
 import { minimumSeconds } from '../../src/http/scheduler/floor.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
-import { ledgerGaps, readLedger, streamLedger } from '../../src/state/books/ledger.js';
+import { ledgerGaps, readLedger, streamLedger, windowsOf } from '../../src/state/books/ledger.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
@@ -26,6 +26,9 @@ function dayStart(daysAgo: number): number {
   return Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - daysAgo * DAY;
 }
 const iso = (ms: number): string => new Date(ms).toISOString();
+/** Windows a stream's ledger has done (finished windows are kept as merged intervals). */
+const windowsDone = (l: ReturnType<typeof streamLedger> | undefined): number =>
+  (l?.done ?? []).reduce((n, d) => n + windowsOf(d), 0);
 const inRange =
   (resource: ResourceDefinition, fromMs: number, toMs: number) =>
   (r: Record<string, unknown>): boolean => {
@@ -84,17 +87,18 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
     expect(windows).toHaveLength(10);
     const eventsLedger = streamLedger(ledger, 'events:*');
     expect(eventsLedger.requested).toEqual([{ from: iso(fromMs), to: iso(toMs) }]);
-    expect(eventsLedger.done.map((w) => [w.from, w.to])).toEqual(windows.map((w) => [iso(w.fromMs), iso(w.toMs)]));
+    // The finished windows, merged: one interval of the ten windows.
+    expect(eventsLedger.done.map((w) => [w.from, w.to, windowsOf(w)])).toEqual([[iso(fromMs), iso(toMs), 10]]);
     expect(eventsLedger.running).toEqual([]);
     expect(ledgerGaps(eventsLedger)).toEqual([]);
-    // Each window's row count is the API's count of that window.
+    // The interval's row count is the API's count of its windows.
     for (const w of eventsLedger.done) {
       const inWindow = emu.snapshot('events').filter(inRange(events, Date.parse(w.from), Date.parse(w.to))).length;
       expect(w.rows, `${w.from}`).toBe(inWindow);
     }
     // Per-project resources: one ledger stream per project; full-refresh ones have a full read, no windows.
     for (const p of ['alpha', 'beta', 'default']) {
-      expect(streamLedger(ledger, `traces:${p}`).done).toHaveLength(10);
+      expect(windowsDone(streamLedger(ledger, `traces:${p}`))).toBe(10);
       const sig = streamLedger(ledger, `signals:${p}`);
       expect(sig.done).toEqual([]);
       expect(sig.requested).toEqual([]);
@@ -198,7 +202,7 @@ describe('backfill through the real CLI (child processes)', () => {
     const killed = await runCli(emu, args, {
       killWhen: async () => {
         const l = await ledgerNow();
-        if (l === undefined || l.done.length < 2) return false;
+        if (l === undefined || windowsDone(l) < 2) return false;
         const pages = l.running.filter((r) => r.cursor !== undefined).map((r) => r.pages);
         return pages.reduce((n, p) => n + p, 0) - Math.max(0, ...pages) > inFlightBound;
       },
@@ -207,7 +211,7 @@ describe('backfill through the real CLI (child processes)', () => {
     // The ledger as the warehouse holds it, which the resumed run follows: the file is a copy written
     // after each commit, so a kill between the two leaves it one commit behind.
     const atKill = await ledgerInWarehouse(d);
-    const doneAtKill = atKill?.done.length ?? 0;
+    const doneAtKill = windowsDone(atKill);
     const resumable = (atKill?.running ?? []).filter((r) => r.cursor !== undefined);
     expect(doneAtKill).toBeGreaterThanOrEqual(2);
     expect(resumable.length).toBeGreaterThan(0);
@@ -221,7 +225,7 @@ describe('backfill through the real CLI (child processes)', () => {
     const expected = emu.snapshot('events').filter(inRange(events, fromMs, toMs));
     expectTableMatches(await readTable(d, 'events'), expected, 'id');
     const final = await ledgerNow();
-    expect(final?.done).toHaveLength(9);
+    expect(windowsDone(final)).toBe(9);
     expect(final?.running).toEqual([]);
     expect(ledgerGaps(final ?? { requested: [], done: [], running: [] })).toEqual([]);
 
@@ -365,7 +369,7 @@ describe('backfill through the real CLI (child processes)', () => {
     // The mark is the sync's run start (its last run), not the backfill's range end (10 days ago).
     expect(stream?.mark).toBeDefined();
     expect(Math.abs(Date.parse(stream?.mark ?? '') - Date.parse(stream?.lastRun?.at ?? ''))).toBeLessThan(60_000);
-    expect(streamLedger(readLedger(doc), 'events:default').done).toHaveLength(10);
+    expect(windowsDone(streamLedger(readLedger(doc), 'events:default'))).toBe(10);
     expectTableMatches(
       await readTable(d, 'events'),
       emu
