@@ -26,6 +26,7 @@ import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';
 import type { PartFilter } from '../extract/paginate.js';
 import { runUnits, unitList } from './units.js';
+import { SharedBatch } from './shared-batch.js';
 
 /**
  * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
@@ -257,7 +258,16 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       if (order !== undefined && order !== fact.order) fact = { ...fact, order };
     },
   };
-  const stream: LedgerStream = { key, ctx, ledger, totals, lists };
+  // A window read whole in one batch shares its write with the stream's other small windows.
+  const shared = new SharedBatch({
+    tracker: options.tracker,
+    batchRows: options.batchRows,
+    batchBytes: options.batchBytes,
+    deps,
+    resource: resource.name,
+    scope: scope.key,
+  });
+  const stream: LedgerStream = { key, ctx, ledger, totals, lists, shared };
 
   let units: LedgerUnit[];
   if (resource.mode === 'full') {
@@ -305,6 +315,12 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   } catch (error) {
     failure = error instanceof Error ? error : new Error(String(error));
   }
+  // The windows read to the end are stored, however the others ended (failed, stopped).
+  try {
+    await shared.flush();
+  } catch (error) {
+    failure ??= error instanceof Error ? error : new Error(String(error));
+  }
 
   const seconds = frame.elapsed();
   const result = (outcome: BackfillStreamResult['outcome']): BackfillStreamResult => ({
@@ -345,6 +361,8 @@ interface LedgerStream {
   readonly totals: { rows: number; pages: number; windows: number };
   /** What the stream's walks learned of the list (its order), passed to each walk. */
   readonly lists: { readonly notes: ListNotes; readonly fact: ListFact; readonly learned: () => void };
+  /** The write the stream's small windows share. */
+  readonly shared: SharedBatch;
 }
 
 /**
@@ -379,7 +397,7 @@ async function readLedgerUnit(
   { window, resumed, windows = 1 }: LedgerUnit,
   options: StreamBackfillOptions,
   deps: SyncDeps,
-  { key: frameKey, ctx, ledger, totals, lists }: LedgerStream,
+  { key: frameKey, ctx, ledger, totals, lists, shared }: LedgerStream,
 ): Promise<void> {
   const { resource, scope, hooks = {} } = options;
   const onPage =
@@ -427,6 +445,7 @@ async function readLedgerUnit(
         checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
         onCursorRejected: () => book.cursorRejected(iso),
         lists,
+        ...(window === undefined ? {} : { shareLastBatch: (rows, changes) => shared.add(rows, changes) }),
       },
       deps,
       windowTotals,
