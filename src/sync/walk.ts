@@ -128,9 +128,15 @@ export async function walkWindow(
       if (cursor !== undefined) await options.checkpoint(cursor, state);
     };
     if (cursor === null && !committed && options.startCursor === undefined && options.shareLastBatch !== undefined) {
-      // The whole window in one batch: its rows and its end go with other windows' in one write.
-      await options.shareLastBatch(rows, changes);
+      // The whole window in one batch: its rows and its end go with other windows' in one write
+      // (counted first: the checkpoint that ends the window counts them, and may run in `shareLastBatch`).
       totals.rows += rows.length;
+      try {
+        await options.shareLastBatch(rows, changes);
+      } catch (error) {
+        totals.rows -= rows.length;
+        throw error;
+      }
       buffer = [];
       bufferBytes = 0;
       return rows.length;

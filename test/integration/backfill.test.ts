@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
+import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { signals } from '../../connectors/signals.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
@@ -242,6 +243,67 @@ describe('backfill through the real CLI (child processes)', () => {
     expect(pagesRead).toBeGreaterThan(inFlightBound); // so the bound above would catch a restart from page one
     expect(requestsBeforeResume).toBeLessThan(needed);
   }, 180_000);
+
+  it('SIGKILLed while small windows share their writes: no window is done without its rows, and the resumed run reads exactly the windows left open', async () => {
+    // Daily windows of ~5 events (and a conversations walk over all of them): each window is one
+    // page that fits in a batch, so its rows and its done mark wait for a write shared with others.
+    const emu = await emulator({ seed: 34, eventsPerProject: 300, projects: ['default'], historyDays: 60 });
+    const d = dir();
+    const [fromMs, toMs] = [dayStart(40), dayStart(0)];
+    const args = [
+      'backfill',
+      ...['--from', iso(fromMs), '--to', iso(toMs), '--resources', 'events,conversations'],
+      ...['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)],
+      ...['--batch-rows', '40', '--max-rps', '10', '--quiet'],
+    ];
+    const killed = await runCli(emu, args, {
+      killWhen: async () => {
+        // The file (a copy written after each commit; absent or mid-rename: not yet).
+        const l = await StateStore.read(statePathOf(d)).then(readLedger, () => undefined);
+        return l !== undefined && windowsDone(streamLedger(l, 'events:default')) >= 8;
+      },
+    });
+    expect(killed.signal, killed.stdout + killed.stderr).toBe('SIGKILL');
+
+    // What the warehouse committed (the state the resumed run follows): every window it has done
+    // holds all of its rows.
+    const db = await DuckDbDestination.open(layoutOf(dbPathOf(d)).work, { readOnly: true });
+    const [stateRow] = await db.query(`SELECT value FROM _query_sync_state WHERE key = 'section:backfills'`);
+    const stored = new Set((await db.query('SELECT id FROM events')).map((r) => String(r.id)));
+    await db.close();
+    const atKill = readLedger({ sections: { backfills: JSON.parse(String(stateRow?.value)) as unknown } });
+    const eventsAtKill = streamLedger(atKill, 'events:default');
+    const doneAtKill = windowsDone(eventsAtKill);
+    expect(doneAtKill).toBeGreaterThan(0);
+    expect(doneAtKill).toBeLessThan(40);
+    for (const w of eventsAtKill.done) {
+      const owed = emu.snapshot('events').filter(inRange(events, Date.parse(w.from), Date.parse(w.to)));
+      expect(owed.filter((r) => !stored.has(String(r.id))).map((r) => r.id)).toEqual([]);
+    }
+
+    emu.resetStats();
+    const resumed = await runCli(emu, args);
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0);
+    // One page a window: the windows the warehouse had done are skipped, every other one read once.
+    expect(emu.stats().byEndpoint['/v1/events']).toBe(40 - doneAtKill);
+    for (const resource of [events, conversations])
+      expectTableMatches(
+        await readTable(d, resource.name),
+        emu.snapshot(resource.name).filter(inRange(resource, fromMs, toMs)),
+        'id',
+        resource.name,
+      );
+    const final = readLedger(await StateStore.read(statePathOf(d)));
+    for (const key of ['events:default', 'conversations:default']) {
+      const l = streamLedger(final, key);
+      expect({ key, windows: windowsDone(l), running: l.running, gaps: ledgerGaps(l) }).toEqual({
+        key,
+        windows: 40,
+        running: [],
+        gaps: [],
+      });
+    }
+  }, 120_000);
 
   it('plan: its request estimate equals what the backfill then sends; done windows drop out of a later plan', async () => {
     const emu = await emulator({ seed: 34, eventsPerProject: 1000, projects: ['default', 'alpha'] });
