@@ -20,7 +20,7 @@
  * so the backfill's memory (`process.resourceUsage().maxRSS`, via `rss-probe.js`) is its own.
  *
  * Environment: BENCH_BACKFILL_ARGS (more backfill flags), BENCH_CHILD_NODE_FLAGS (node flags for
- * the backfill process), BENCH_SAMPLES (print every memory sample), BENCH_CLI (another build's
+ * the backfill process), BENCH_CHILD_STDERR (print the backfill process's stderr), BENCH_SAMPLES (print every memory sample), BENCH_CLI (another build's
  * `dist/bin/cli.js`, to measure a commit before a change side by side with this one), BENCH_DAYS
  * (days of history, and of daily windows, instead of the mode's).
  */
@@ -33,7 +33,10 @@ import { startEmulator } from '../emulator/index.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../src/http/scheduler/budget.js';
 import { minimumSeconds } from '../src/http/scheduler/floor.js';
 import { DuckDbDestination } from '../src/load/duckdb/destination.js';
+import { cursorMillis } from '../src/normalize/normalize.js';
 import type { Plan } from '../src/reports/plan.js';
+import { RESOURCES } from '../connectors/index.js';
+import type { ApiRecord } from '../src/core/types.js';
 
 const DAY = 86_400_000;
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -166,6 +169,8 @@ async function main(): Promise<number> {
     );
     if (backfill.code !== 0)
       throw new Error(`backfill failed (${String(backfill.code)}): ${backfill.stdout}${backfill.stderr}`);
+    // BENCH_CHILD_STDERR: print what the backfill process wrote to stderr (a probe passed in BENCH_CHILD_NODE_FLAGS).
+    if (process.env.BENCH_CHILD_STDERR !== undefined) out(backfill.stderr.trimEnd());
     const probeLine = backfill.stderr.split('\n').find((l) => l.startsWith('rss-probe '));
     const probe =
       probeLine === undefined
@@ -184,6 +189,31 @@ async function main(): Promise<number> {
 
     const db = await DuckDbDestination.open(join(dir, 'w.duckdb'));
     const rows = await db.count('events');
+    // Every row exact (perWindow): each table of a resource read by window holds exactly the
+    // emulator's records of [from, to), each at its cursor value (the newest copy).
+    const inexact: string[] = [];
+    if (mode.perWindow === true) {
+      const [fromMs, toMs] = [Date.parse(from), Date.parse(to)];
+      for (const resource of RESOURCES) {
+        if (resource.mode === 'full' || resource.cursorField === undefined) continue;
+        const want = new Map<string, number | undefined>();
+        for (const r of emu.snapshot(resource.name)) {
+          const ms = cursorMillis(resource, r);
+          if (ms !== undefined && ms >= fromMs && ms < toMs)
+            want.set(`${String(r.project_id)}|${String(r[resource.key])}`, ms);
+        }
+        const got = await db.query(
+          `SELECT project_id, "${resource.key}" AS k, "${resource.cursorField}" AS c FROM "${resource.name}"`,
+        );
+        let wrong = got.length === want.size ? 0 : Math.abs(got.length - want.size);
+        for (const row of got) {
+          const ms = cursorMillis(resource, { [resource.cursorField]: row.c } as ApiRecord);
+          if (want.get(`${String(row.project_id)}|${String(row.k)}`) !== ms) wrong += 1;
+        }
+        if (wrong > 0) inexact.push(`${resource.name}: ${got.length} rows, ${want.size} expected, ${wrong} wrong`);
+        else out(`  ${resource.name}: ${got.length} rows, each exact (key and ${resource.cursorField})`);
+      }
+    }
     await db.close();
 
     const samples = probe?.samplesMb ?? [];
@@ -213,10 +243,14 @@ async function main(): Promise<number> {
     if (mode.perWindow === true) {
       const ledger = (
         JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')) as {
-          sections: { backfills?: { streams: Record<string, { done: unknown[] }> } };
+          sections: { backfills?: { streams: Record<string, { done: { windows?: number }[] }> } };
         }
       ).sections.backfills;
-      const windows = Object.values(ledger?.streams ?? {}).reduce((n, s) => n + s.done.length, 0);
+      // Finished windows (an entry is an interval of merged windows: `windows`, else one).
+      const windows = Object.values(ledger?.streams ?? {}).reduce(
+        (n, s) => n + s.done.reduce((m, d) => m + (d.windows ?? 1), 0),
+        0,
+      );
       const all = Object.values(stats.byEndpoint).reduce((n, c) => n + c, 0);
       const run = Number(inner);
       out(
@@ -233,7 +267,8 @@ async function main(): Promise<number> {
       out(
         `  largest 100 ms sample: ${peak.rssMb} MB at ${peak.second.toFixed(1)} s (V8 heap ${peak.heapMb} MB, external ${peak.externalMb} MB then)`,
       );
-    return rows === planRows ? 0 : 1;
+    for (const line of inexact) out(`  NOT EXACT: ${line}`);
+    return rows === planRows && inexact.length === 0 ? 0 : 1;
   } finally {
     await emu.close();
     rmSync(dir, { recursive: true, force: true });

@@ -215,8 +215,9 @@ export class ProgressTracker {
     c.windowsTotal = Math.max(0, c.windowsTotal - 1);
   }
 
-  windowDone(resource: string): void {
-    this.counter(resource).windowsDone += 1;
+  /** `windows` ended (more than one where a backfill read a run of them in one walk). */
+  windowDone(resource: string, windows = 1): void {
+    this.counter(resource).windowsDone += windows;
   }
 
   /** A per-parent child resource's backlog is now `pending` requests (the run grows it as it stores parents). */

@@ -1,5 +1,12 @@
 import type { ResourceDefinition } from '../core/types.js';
-import { ledgerGaps, readLedger, streamLedger, type Interval, type StreamLedger } from '../state/books/ledger.js';
+import {
+  ledgerGaps,
+  readLedger,
+  streamLedger,
+  windowsOf,
+  type Interval,
+  type StreamLedger,
+} from '../state/books/ledger.js';
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import type { RateLimits } from '../http/scheduler/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from '../analysts/aggregates.js';
@@ -207,7 +214,7 @@ export function buildStatus(
       const stream = streamLedger(ledger, key);
       entry(key.slice(prefix.length)).backfill = {
         requested: stream.requested,
-        windowsDone: stream.done.length,
+        windowsDone: stream.done.reduce((n, d) => n + windowsOf(d), 0),
         rowsDone: stream.done.reduce((n, d) => n + d.rows, 0),
         gaps: ledgerGaps(stream),
         running: stream.running.map((r) => ({

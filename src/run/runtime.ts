@@ -145,7 +145,7 @@ export function syncProgressHooks(tracker: ProgressTracker): RunHooks {
 export function backfillProgressHooks(tracker: ProgressTracker): BackfillHooks {
   return {
     onWindows: (resource, _scope, total, skipped) => tracker.addWindows(resource, total, skipped),
-    onWindowDone: (resource) => tracker.windowDone(resource),
+    onWindowDone: (resource, _scope, _rows, windows) => tracker.windowDone(resource, windows),
     onPage: (resource, _scope, page) => tracker.page(resource, page.rowsStored, page.records),
     onStreamDone: (result) => {
       if (result.outcome === 'failed')

@@ -195,7 +195,7 @@ const LEDGER_STREAM_FIELDS: Shape = {
     requested: list(nested(INTERVAL)),
     done: list(
       nested({
-        fields: { ...INTERVAL.fields, rows: count, pages: count, at: instant },
+        fields: { ...INTERVAL.fields, rows: count, pages: count, at: instant, windows: count },
         required: ['from', 'to', 'at'],
         whole: ordered,
       }),

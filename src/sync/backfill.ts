@@ -26,6 +26,7 @@ import { walkWindow, type WalkTotals } from './walk.js';
 import type { CallContext } from '../http/client.js';
 import type { PartFilter } from '../extract/paginate.js';
 import { runUnits, unitList } from './units.js';
+import { SharedBatch } from './shared-batch.js';
 
 /**
  * A backfill: load [from, to) once, sliced into windows, alongside (never instead of) the
@@ -71,7 +72,8 @@ interface OwedChildrenNote {
 export interface BackfillHooks {
   /** A (resource, scope) has `total` windows, `skipped` of them already done. */
   readonly onWindows?: (resource: string, scope: string, total: number, skipped: number) => void;
-  readonly onWindowDone?: (resource: string, scope: string, rows: number) => void;
+  /** A unit ended: `windows` of the run's slicing (more than one where they were read in one walk). */
+  readonly onWindowDone?: (resource: string, scope: string, rows: number, windows: number) => void;
   readonly onPage?: (
     resource: string,
     scope: string,
@@ -256,7 +258,16 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
       if (order !== undefined && order !== fact.order) fact = { ...fact, order };
     },
   };
-  const stream: LedgerStream = { key, ctx, ledger, totals, lists };
+  // A window read whole in one batch shares its write with the stream's other small windows.
+  const shared = new SharedBatch({
+    tracker: options.tracker,
+    batchRows: options.batchRows,
+    batchBytes: options.batchBytes,
+    deps,
+    resource: resource.name,
+    scope: scope.key,
+  });
+  const stream: LedgerStream = { key, ctx, ledger, totals, lists, shared };
 
   let units: LedgerUnit[];
   if (resource.mode === 'full') {
@@ -265,15 +276,31 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     units = [{ window: undefined }];
   } else {
     const requested = options.windows;
+    const joined = joinsWindows(resource, fact);
+    units = ledgerUnits(
+      withRequested(streamLedger(readLedger(deps.state.document), key), requested),
+      requested,
+      options.force,
+      joined,
+    ).filter((u) => !u.done);
+    const open = units.map((u) => u.window as TimeWindow);
     await ledger(deps.state, (s) => {
       const asked = withRequested(s, requested);
-      // A crashed run's windows this run will not resume (sliced differently): restart cleanly.
-      return options.force ? asked : keepRunning(asked, requested);
+      // A crashed run's windows this run will not resume (sliced or joined differently): restart cleanly.
+      return options.force ? asked : keepRunning(asked, open);
     });
-    units = ledgerUnits(streamLedger(readLedger(deps.state.document), key), requested, options.force).filter(
-      (u) => !u.done,
-    );
-    totals.skipped = requested.length - units.length;
+    totals.skipped = requested.length - units.reduce((n, u) => n + (u.windows ?? 1), 0);
+    if (joined && units.length > 0)
+      deps.logger.info(
+        {
+          resource: resource.name,
+          project: scope.key,
+          windows: requested.length - totals.skipped,
+          walks: units.length,
+        },
+        `${resource.name}: the list's order by ${resource.cursorField ?? '?'} is not known, so no walk can stop at a window's start: ` +
+          `each run of windows left to read is one walk (${units.length}), not one walk per window, each of which would read the whole list`,
+      );
     hooks.onWindows?.(resource.name, scope.key, requested.length, totals.skipped);
   }
   // The windows of every stream share the run's slots; this stream takes at most `concurrency` of them.
@@ -287,6 +314,12 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     if (ended === 'aborted' && (resource.mode !== 'full' || totals.windows === 0)) failure = new Error('aborted');
   } catch (error) {
     failure = error instanceof Error ? error : new Error(String(error));
+  }
+  // The windows read to the end are stored, however the others ended (failed, stopped).
+  try {
+    await shared.flush();
+  } catch (error) {
+    failure ??= error instanceof Error ? error : new Error(String(error));
   }
 
   const seconds = frame.elapsed();
@@ -328,6 +361,8 @@ interface LedgerStream {
   readonly totals: { rows: number; pages: number; windows: number };
   /** What the stream's walks learned of the list (its order), passed to each walk. */
   readonly lists: { readonly notes: ListNotes; readonly fact: ListFact; readonly learned: () => void };
+  /** The write the stream's small windows share. */
+  readonly shared: SharedBatch;
 }
 
 /**
@@ -343,12 +378,26 @@ function endedBy(resource: ResourceDefinition, window: TimeWindow): PartFilter |
   return { gte: split.partGte, lt: split.partLt, window: { fromMs: 0, toMs: window.toMs } };
 }
 
+/**
+ * Whether a backfill reads each run of consecutive windows in one walk rather than each window in
+ * its own: a list with no filter on its cursor field (conversations: windows on `last_message_at`,
+ * filters on `started_at` only) can stop at a window's start only where its newest-first order is
+ * known (proven by an earlier run, kept in state). Unknown, each window's walk reads every record
+ * that started before the window's end, and daily windows over two years read the list's pages
+ * about windows² / 2 times; one walk over the run of windows reads them once, on any server: it
+ * keeps the rows of the whole run (the client-side cut), and stops at the run's start only once its
+ * own records prove the order. Known, the windows run in parallel, each stopping at its start.
+ */
+function joinsWindows(resource: ResourceDefinition, fact: ListFact): boolean {
+  return resource.stopPastWindow === true && fact.order !== `-${resource.cursorField ?? ''}`;
+}
+
 /** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
 async function readLedgerUnit(
-  { window, resumed }: LedgerUnit,
+  { window, resumed, windows = 1 }: LedgerUnit,
   options: StreamBackfillOptions,
   deps: SyncDeps,
-  { key: frameKey, ctx, ledger, totals, lists }: LedgerStream,
+  { key: frameKey, ctx, ledger, totals, lists, shared }: LedgerStream,
 ): Promise<void> {
   const { resource, scope, hooks = {} } = options;
   const onPage =
@@ -367,13 +416,14 @@ async function readLedgerUnit(
     now: () => deps.clock.now(),
     counts: () => ({ rows: windowTotals.rows, pages: windowTotals.pages }),
     since,
+    ...(windows === 1 ? {} : { windows }),
     onRestart: () => {
       windowTotals.rows = 0;
       windowTotals.pages = 0;
       base = { rows: 0, pages: 0 };
     },
   });
-  totals.windows += 1;
+  totals.windows += windows;
   try {
     await walkWindow(
       {
@@ -395,6 +445,7 @@ async function readLedgerUnit(
         checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
         onCursorRejected: () => book.cursorRejected(iso),
         lists,
+        ...(window === undefined ? {} : { shareLastBatch: (rows, changes) => shared.add(rows, changes) }),
       },
       deps,
       windowTotals,
@@ -404,7 +455,7 @@ async function readLedgerUnit(
       const at = new Date(deps.clock.now()).toISOString();
       await ledger(deps.state, (s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
     }
-    hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows);
+    hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows, windows);
   } finally {
     totals.rows += windowTotals.rows - base.rows;
     totals.pages += windowTotals.pages - base.pages;

@@ -75,6 +75,13 @@ export interface WalkOptions {
   readonly onStored?: (rows: readonly Row[], state: StateWriter) => Promise<void>;
   /** What the run learned of this list so far and collects of it (docs/list-semantics.md). */
   readonly lists?: { readonly notes: ListNotes; readonly fact: ListFact };
+  /**
+   * Where a window read whole in one batch (from its start, nothing written before its last page)
+   * hands that batch, its rows and its state (the checkpoint that ends it), instead of committing
+   * it alone: a backfill's small windows share one write (`shared-batch.ts`). Resolves once taken;
+   * the rows are durable later, with the shared write. @default each window writes its own
+   */
+  readonly shareLastBatch?: (rows: readonly Row[], changes: (state: StateWriter) => Promise<void>) => Promise<void>;
 }
 
 /**
@@ -107,16 +114,34 @@ export async function walkWindow(
   let bufferBytes = 0;
   const batchBytes = options.batchBytes;
   const seenProjects = new Set<string>();
+  /** Whether this walk committed anything yet (rows or a checkpoint): a shared last batch needs none. */
+  let committed = false;
   /** Write the buffer with its state: what `onStored` records, and the checkpoint when `cursor` is given. */
   const flush = async (cursor?: string | null): Promise<number> => {
     const schema = options.tracker.schema;
     // Deduped here (as the destination does), so the rows this batch stores are known before the
     // write: the checkpoint that commits with it counts them (a backfill ledger's window rows).
     const rows = dedupeRows(buffer, schema.key, schema.versionColumn);
+    const read = buffer;
     const changes = async (state: StateWriter): Promise<void> => {
-      if (rows.length > 0) await options.onStored?.(buffer, state);
+      if (rows.length > 0) await options.onStored?.(read, state);
       if (cursor !== undefined) await options.checkpoint(cursor, state);
     };
+    if (cursor === null && !committed && options.startCursor === undefined && options.shareLastBatch !== undefined) {
+      // The whole window in one batch: its rows and its end go with other windows' in one write
+      // (counted first: the checkpoint that ends the window counts them, and may run in `shareLastBatch`).
+      totals.rows += rows.length;
+      try {
+        await options.shareLastBatch(rows, changes);
+      } catch (error) {
+        totals.rows -= rows.length;
+        throw error;
+      }
+      buffer = [];
+      bufferBytes = 0;
+      return rows.length;
+    }
+    committed = true;
     if (rows.length === 0) {
       await changes(deps.state);
       return 0;

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { RESOURCES } from '../../connectors/index.js';
+import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { signals } from '../../connectors/signals.js';
 import type { ApiRecord, ResourceDefinition } from '../../src/core/types.js';
@@ -10,7 +11,7 @@ import { sliceWindows } from '../../src/extract/windows.js';
 import type { Plan } from '../../src/reports/plan.js';
 import { minimumSeconds } from '../../src/http/scheduler/floor.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
-import { ledgerGaps, readLedger, streamLedger } from '../../src/state/books/ledger.js';
+import { ledgerGaps, readLedger, streamLedger, windowsOf } from '../../src/state/books/ledger.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { StateStore } from '../../src/state/store.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
@@ -26,6 +27,9 @@ function dayStart(daysAgo: number): number {
   return Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) - daysAgo * DAY;
 }
 const iso = (ms: number): string => new Date(ms).toISOString();
+/** Windows a stream's ledger has done (finished windows are kept as merged intervals). */
+const windowsDone = (l: ReturnType<typeof streamLedger> | undefined): number =>
+  (l?.done ?? []).reduce((n, d) => n + windowsOf(d), 0);
 const inRange =
   (resource: ResourceDefinition, fromMs: number, toMs: number) =>
   (r: Record<string, unknown>): boolean => {
@@ -84,17 +88,18 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
     expect(windows).toHaveLength(10);
     const eventsLedger = streamLedger(ledger, 'events:*');
     expect(eventsLedger.requested).toEqual([{ from: iso(fromMs), to: iso(toMs) }]);
-    expect(eventsLedger.done.map((w) => [w.from, w.to])).toEqual(windows.map((w) => [iso(w.fromMs), iso(w.toMs)]));
+    // The finished windows, merged: one interval of the ten windows.
+    expect(eventsLedger.done.map((w) => [w.from, w.to, windowsOf(w)])).toEqual([[iso(fromMs), iso(toMs), 10]]);
     expect(eventsLedger.running).toEqual([]);
     expect(ledgerGaps(eventsLedger)).toEqual([]);
-    // Each window's row count is the API's count of that window.
+    // The interval's row count is the API's count of its windows.
     for (const w of eventsLedger.done) {
       const inWindow = emu.snapshot('events').filter(inRange(events, Date.parse(w.from), Date.parse(w.to))).length;
       expect(w.rows, `${w.from}`).toBe(inWindow);
     }
     // Per-project resources: one ledger stream per project; full-refresh ones have a full read, no windows.
     for (const p of ['alpha', 'beta', 'default']) {
-      expect(streamLedger(ledger, `traces:${p}`).done).toHaveLength(10);
+      expect(windowsDone(streamLedger(ledger, `traces:${p}`))).toBe(10);
       const sig = streamLedger(ledger, `signals:${p}`);
       expect(sig.done).toEqual([]);
       expect(sig.requested).toEqual([]);
@@ -198,7 +203,7 @@ describe('backfill through the real CLI (child processes)', () => {
     const killed = await runCli(emu, args, {
       killWhen: async () => {
         const l = await ledgerNow();
-        if (l === undefined || l.done.length < 2) return false;
+        if (l === undefined || windowsDone(l) < 2) return false;
         const pages = l.running.filter((r) => r.cursor !== undefined).map((r) => r.pages);
         return pages.reduce((n, p) => n + p, 0) - Math.max(0, ...pages) > inFlightBound;
       },
@@ -207,7 +212,7 @@ describe('backfill through the real CLI (child processes)', () => {
     // The ledger as the warehouse holds it, which the resumed run follows: the file is a copy written
     // after each commit, so a kill between the two leaves it one commit behind.
     const atKill = await ledgerInWarehouse(d);
-    const doneAtKill = atKill?.done.length ?? 0;
+    const doneAtKill = windowsDone(atKill);
     const resumable = (atKill?.running ?? []).filter((r) => r.cursor !== undefined);
     expect(doneAtKill).toBeGreaterThanOrEqual(2);
     expect(resumable.length).toBeGreaterThan(0);
@@ -221,7 +226,7 @@ describe('backfill through the real CLI (child processes)', () => {
     const expected = emu.snapshot('events').filter(inRange(events, fromMs, toMs));
     expectTableMatches(await readTable(d, 'events'), expected, 'id');
     const final = await ledgerNow();
-    expect(final?.done).toHaveLength(9);
+    expect(windowsDone(final)).toBe(9);
     expect(final?.running).toEqual([]);
     expect(ledgerGaps(final ?? { requested: [], done: [], running: [] })).toEqual([]);
 
@@ -238,6 +243,67 @@ describe('backfill through the real CLI (child processes)', () => {
     expect(pagesRead).toBeGreaterThan(inFlightBound); // so the bound above would catch a restart from page one
     expect(requestsBeforeResume).toBeLessThan(needed);
   }, 180_000);
+
+  it('SIGKILLed while small windows share their writes: no window is done without its rows, and the resumed run reads exactly the windows left open', async () => {
+    // Daily windows of ~5 events (and a conversations walk over all of them): each window is one
+    // page that fits in a batch, so its rows and its done mark wait for a write shared with others.
+    const emu = await emulator({ seed: 34, eventsPerProject: 300, projects: ['default'], historyDays: 60 });
+    const d = dir();
+    const [fromMs, toMs] = [dayStart(40), dayStart(0)];
+    const args = [
+      'backfill',
+      ...['--from', iso(fromMs), '--to', iso(toMs), '--resources', 'events,conversations'],
+      ...['--duckdb-path', dbPathOf(d), '--state', statePathOf(d)],
+      ...['--batch-rows', '40', '--max-rps', '10', '--quiet'],
+    ];
+    const killed = await runCli(emu, args, {
+      killWhen: async () => {
+        // The file (a copy written after each commit; absent or mid-rename: not yet).
+        const l = await StateStore.read(statePathOf(d)).then(readLedger, () => undefined);
+        return l !== undefined && windowsDone(streamLedger(l, 'events:default')) >= 8;
+      },
+    });
+    expect(killed.signal, killed.stdout + killed.stderr).toBe('SIGKILL');
+
+    // What the warehouse committed (the state the resumed run follows): every window it has done
+    // holds all of its rows.
+    const db = await DuckDbDestination.open(layoutOf(dbPathOf(d)).work, { readOnly: true });
+    const [stateRow] = await db.query(`SELECT value FROM _query_sync_state WHERE key = 'section:backfills'`);
+    const stored = new Set((await db.query('SELECT id FROM events')).map((r) => String(r.id)));
+    await db.close();
+    const atKill = readLedger({ sections: { backfills: JSON.parse(String(stateRow?.value)) as unknown } });
+    const eventsAtKill = streamLedger(atKill, 'events:default');
+    const doneAtKill = windowsDone(eventsAtKill);
+    expect(doneAtKill).toBeGreaterThan(0);
+    expect(doneAtKill).toBeLessThan(40);
+    for (const w of eventsAtKill.done) {
+      const owed = emu.snapshot('events').filter(inRange(events, Date.parse(w.from), Date.parse(w.to)));
+      expect(owed.filter((r) => !stored.has(String(r.id))).map((r) => r.id)).toEqual([]);
+    }
+
+    emu.resetStats();
+    const resumed = await runCli(emu, args);
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0);
+    // One page a window: the windows the warehouse had done are skipped, every other one read once.
+    expect(emu.stats().byEndpoint['/v1/events']).toBe(40 - doneAtKill);
+    for (const resource of [events, conversations])
+      expectTableMatches(
+        await readTable(d, resource.name),
+        emu.snapshot(resource.name).filter(inRange(resource, fromMs, toMs)),
+        'id',
+        resource.name,
+      );
+    const final = readLedger(await StateStore.read(statePathOf(d)));
+    for (const key of ['events:default', 'conversations:default']) {
+      const l = streamLedger(final, key);
+      expect({ key, windows: windowsDone(l), running: l.running, gaps: ledgerGaps(l) }).toEqual({
+        key,
+        windows: 40,
+        running: [],
+        gaps: [],
+      });
+    }
+  }, 120_000);
 
   it('plan: its request estimate equals what the backfill then sends; done windows drop out of a later plan', async () => {
     const emu = await emulator({ seed: 34, eventsPerProject: 1000, projects: ['default', 'alpha'] });
@@ -365,7 +431,7 @@ describe('backfill through the real CLI (child processes)', () => {
     // The mark is the sync's run start (its last run), not the backfill's range end (10 days ago).
     expect(stream?.mark).toBeDefined();
     expect(Math.abs(Date.parse(stream?.mark ?? '') - Date.parse(stream?.lastRun?.at ?? ''))).toBeLessThan(60_000);
-    expect(streamLedger(readLedger(doc), 'events:default').done).toHaveLength(10);
+    expect(windowsDone(streamLedger(readLedger(doc), 'events:default'))).toBe(10);
     expectTableMatches(
       await readTable(d, 'events'),
       emu

@@ -67,10 +67,20 @@ describe('status', () => {
     const db = await DuckDbDestination.open(dbPathOf(d));
     await keepStateIn(store, db);
     await store.updateSection<BackfillLedger>(BACKFILL_SECTION, (cur) =>
-      updateStreamLedger(readLedger({ sections: { [BACKFILL_SECTION]: cur } }), 'events:*', (s) => ({
-        ...s,
-        done: s.done.filter((w) => w.from !== iso(fromMs + 2 * DAY)),
-      })),
+      updateStreamLedger(readLedger({ sections: { [BACKFILL_SECTION]: cur } }), 'events:*', (s) => {
+        // The six windows are one finished interval: cut the third out of it.
+        const [all] = s.done;
+        expect(s.done).toHaveLength(1);
+        expect(all).toMatchObject({ from: iso(fromMs), to: iso(toMs), windows: 6 });
+        const whole = all as NonNullable<typeof all>;
+        return {
+          ...s,
+          done: [
+            { ...whole, to: iso(fromMs + 2 * DAY), windows: 2 },
+            { ...whole, from: iso(fromMs + 3 * DAY), windows: 3 },
+          ],
+        };
+      }),
     );
     await db.close();
     await store.close();

@@ -21,11 +21,19 @@ export interface Interval {
   readonly to: string;
 }
 
-/** A window read to the end, and when. */
+/**
+ * Finished windows: a window read to the end, or consecutive ones merged into one interval (the
+ * ledger keeps finished time as merged intervals, so its size follows the gaps, not the windows:
+ * every window's commit rewrites the ledger, and a two-year backfill in daily windows made it
+ * hundreds of KB rewritten with each of thousands of windows). `rows` and `pages` are summed over
+ * the merged windows' reads, `at` is the latest one.
+ */
 export interface DoneWindow extends Interval {
   readonly rows: number;
   readonly pages: number;
   readonly at: string;
+  /** Windows merged into this interval. @default 1 (a state written before intervals were merged) */
+  readonly windows?: number;
 }
 
 /** A window being read: rows up to `cursor` are stored; resuming reads from `cursor`. */
@@ -39,7 +47,7 @@ export interface RunningWindow extends Interval {
 export interface StreamLedger {
   /** Every interval a backfill was asked to load, merged. */
   readonly requested: readonly Interval[];
-  /** Finished windows, ordered by `from`. */
+  /** Finished time as intervals, ordered by `from`, merged where they touch (`withDone`). */
   readonly done: readonly DoneWindow[];
   readonly running: readonly RunningWindow[];
   /** Full-refresh resources (no windows): the last complete read. */
@@ -131,14 +139,57 @@ export function withoutCursor(stream: StreamLedger, window: Interval): StreamLed
   return { ...stream, running: stream.running.filter((r) => !sameWindow(r, window)) };
 }
 
-/** Move a window from running to done (replacing an earlier record of the same window). */
+/**
+ * Move a window from running to done, merged with the finished intervals it touches or overlaps.
+ * A window read again (a repair) replaces its own record; inside a wider finished interval it only
+ * moves that interval's `at` (its rows were counted at their first read). A ledger written before
+ * intervals were merged (one entry per window) is merged whole here, at its first new window.
+ */
 export function withDone(stream: StreamLedger, done: DoneWindow): StreamLedger {
+  const running = stream.running.filter((r) => !sameWindow(r, done));
+  const within = stream.done.find(
+    (d) =>
+      !sameWindow(d, done) && Date.parse(d.from) <= Date.parse(done.from) && Date.parse(done.to) <= Date.parse(d.to),
+  );
+  if (within !== undefined) {
+    const at = later(within.at, done.at);
+    return { ...stream, running, done: stream.done.map((d) => (d === within ? { ...d, at } : d)) };
+  }
   const kept = stream.done.filter((d) => !sameWindow(d, done));
-  return {
-    ...stream,
-    running: stream.running.filter((r) => !sameWindow(r, done)),
-    done: [...kept, done].sort((a, b) => Date.parse(a.from) - Date.parse(b.from)),
-  };
+  return { ...stream, running, done: mergeDone([...kept, done]) };
+}
+
+/** Finished intervals sorted by start, those that touch or overlap joined (their counts summed). */
+function mergeDone(done: readonly DoneWindow[]): DoneWindow[] {
+  const sorted = done
+    .map((d) => ({ d, fromMs: Date.parse(d.from), toMs: Date.parse(d.to) }))
+    .sort((a, b) => a.fromMs - b.fromMs || a.toMs - b.toMs);
+  const out: { d: DoneWindow; fromMs: number; toMs: number }[] = [];
+  for (const next of sorted) {
+    const last = out[out.length - 1];
+    if (last === undefined || next.fromMs > last.toMs) {
+      out.push(next);
+      continue;
+    }
+    const toMs = Math.max(last.toMs, next.toMs);
+    last.d = {
+      from: last.d.from,
+      to: toMs === last.toMs ? last.d.to : next.d.to,
+      rows: last.d.rows + next.d.rows,
+      pages: last.d.pages + next.d.pages,
+      at: later(last.d.at, next.d.at),
+      windows: windowsOf(last.d) + windowsOf(next.d),
+    };
+    last.toMs = toMs;
+  }
+  return out.map((o) => o.d);
+}
+
+const later = (a: string, b: string): string => (Date.parse(b) > Date.parse(a) ? b : a);
+
+/** Windows a finished interval holds (an entry from before intervals were merged is one). */
+export function windowsOf(done: DoneWindow): number {
+  return done.windows ?? 1;
 }
 
 /** Drop running entries a new run will not resume (windows sliced differently, or not asked for). */
@@ -161,16 +212,49 @@ export interface LedgerUnit {
   readonly done?: boolean;
   /** Its running entry: the cursor to resume from, the rows and pages stored so far, since when. */
   readonly resumed?: RunningWindow;
+  /** Windows of the backfill's slicing the unit covers (a run of them read by one walk). @default 1 */
+  readonly windows?: number;
 }
 
-/** The units of `windows` as the ledger has them: done, resumed, or to read; `force` reads every one afresh (repair). */
-export function ledgerUnits(stream: StreamLedger, windows: readonly TimeWindow[], force: boolean): LedgerUnit[] {
-  return windows.map((window) => {
-    if (force) return { window };
-    if (isCovered(window, stream.done)) return { window, done: true };
-    const resumed = runningOf(stream, window);
-    return resumed === undefined ? { window } : { window, resumed };
-  });
+/**
+ * The units of `windows` as the ledger has them: done, resumed, or to read; `force` reads every one
+ * afresh (repair). `joined`: each run of consecutive windows left to read is one unit (one walk),
+ * for a list that cannot be asked for one window alone (`sync/backfill.ts`); the done ones are
+ * still listed one by one.
+ */
+export function ledgerUnits(
+  stream: StreamLedger,
+  windows: readonly TimeWindow[],
+  force: boolean,
+  joined = false,
+): LedgerUnit[] {
+  const done = stream.done.map(toMs);
+  const units: LedgerUnit[] = [];
+  let run: { fromMs: number; toMs: number; windows: number } | undefined;
+  const endRun = (): void => {
+    if (run === undefined) return;
+    const window = { fromMs: run.fromMs, toMs: run.toMs };
+    const resumed = force ? undefined : runningOf(stream, window);
+    units.push({ window, windows: run.windows, ...(resumed === undefined ? {} : { resumed }) });
+    run = undefined;
+  };
+  for (const window of windows) {
+    if (!force && isCoveredBy(window, done)) {
+      endRun();
+      units.push({ window, done: true });
+    } else if (!joined) {
+      const resumed = force ? undefined : runningOf(stream, window);
+      units.push(resumed === undefined ? { window } : { window, resumed });
+    } else if (run !== undefined && run.toMs === window.fromMs) {
+      run.toMs = window.toMs;
+      run.windows += 1;
+    } else {
+      endRun();
+      run = { ...window, windows: 1 };
+    }
+  }
+  endRun();
+  return units;
 }
 
 /** Change one stream's ledger through `state` (the store, or the batch the change commits with). */
@@ -202,6 +286,8 @@ export function ledgerBook(options: {
   readonly counts: () => { readonly rows: number; readonly pages: number };
   /** When the window's first run started (a resumed one keeps its own). */
   readonly since: string;
+  /** Windows of the backfill's slicing the unit covers (`LedgerUnit.windows`). @default 1 */
+  readonly windows?: number;
   readonly onRestart: () => void;
 }): Book<Interval | undefined> {
   const { store, key } = options;
@@ -212,7 +298,12 @@ export function ledgerBook(options: {
       const counts = options.counts();
       await changeStreamLedger(state, key, (s) =>
         nextCursor === null
-          ? withDone(s, { ...unit, ...counts, at })
+          ? withDone(s, {
+              ...unit,
+              ...counts,
+              at,
+              ...(options.windows === undefined ? {} : { windows: options.windows }),
+            })
           : withCheckpoint(s, { ...unit, cursor: nextCursor, ...counts, since: options.since }),
       );
     },

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   isCovered,
   keepRunning,
+  ledgerUnits,
   ledgerGaps,
   mergeIntervals,
   readLedger,
@@ -11,6 +12,7 @@ import {
   withCheckpoint,
   withDone,
   withRequested,
+  windowsOf,
   withoutCursor,
   type StreamLedger,
 } from '../../../src/state/books/ledger.js';
@@ -51,15 +53,54 @@ describe('the ledger of one stream', () => {
     expect(s.running).toEqual([{ from: day(1), to: day(2), cursor: 'c2', rows: 200, pages: 2, since: day(0) }]);
     expect(runningOf(s, win(1, 2))?.cursor).toBe('c2');
     s = withDone(s, { from: day(1), to: day(2), rows: 250, pages: 3, at: day(0) });
-    s = withDone(s, { from: day(0), to: day(1), rows: 10, pages: 1, at: day(0) });
+    s = withDone(s, { from: day(0), to: day(1), rows: 10, pages: 1, at: day(1) });
     expect(s.running).toEqual([]);
-    expect(s.done.map((d) => d.from)).toEqual([day(0), day(1)]);
+    // Finished windows that touch are one interval: the ledger grows with its gaps, not its windows.
+    expect(s.done).toEqual([{ from: day(0), to: day(2), rows: 260, pages: 4, at: day(1), windows: 2 }]);
     expect(ledgerGaps(s)).toEqual([{ from: day(2), to: day(5) }]);
-    // Done again (a repair): replaced, not duplicated.
-    s = withDone(s, { from: day(0), to: day(1), rows: 11, pages: 1, at: day(1) });
-    expect(s.done.filter((d) => d.from === day(0))).toEqual([
-      { from: day(0), to: day(1), rows: 11, pages: 1, at: day(1) },
+    s = withDone(s, { from: day(3), to: day(4), rows: 5, pages: 1, at: day(1) });
+    expect(s.done.map((d) => [d.from, d.to, windowsOf(d)])).toEqual([
+      [day(0), day(2), 2],
+      [day(3), day(4), 1],
     ]);
+    expect(ledgerGaps(s)).toEqual([
+      { from: day(2), to: day(3) },
+      { from: day(4), to: day(5) },
+    ]);
+    // Done again inside a finished interval (a repair): nothing counted twice, its time moves.
+    s = withDone(s, { from: day(1), to: day(2), rows: 11, pages: 1, at: day(2) });
+    expect(s.done[0]).toEqual({ from: day(0), to: day(2), rows: 260, pages: 4, at: day(2), windows: 2 });
+    // Done again as its own entry: replaced, not duplicated.
+    s = withDone(s, { from: day(3), to: day(4), rows: 6, pages: 1, at: day(2) });
+    expect(s.done[1]).toEqual({ from: day(3), to: day(4), rows: 6, pages: 1, at: day(2) });
+  });
+
+  it('merges a ledger written one entry per window (the format before intervals) at its next finished window', () => {
+    const old: StreamLedger = {
+      ...EMPTY,
+      done: [0, 1, 2, 4].map((n) => ({ from: day(n), to: day(n + 1), rows: n, pages: 1, at: day(n) })),
+    };
+    expect(isCovered(win(0, 3), old.done)).toBe(true);
+    const s = withDone(old, { from: day(5), to: day(6), rows: 7, pages: 1, at: day(6) });
+    expect(s.done).toEqual([
+      { from: day(0), to: day(3), rows: 3, pages: 3, at: day(2), windows: 3 },
+      { from: day(4), to: day(6), rows: 11, pages: 2, at: day(6), windows: 2 },
+    ]);
+  });
+
+  it('units: done windows skipped, a run of open windows joined into one unit that resumes its own checkpoint', () => {
+    let s = withDone(EMPTY, { from: day(2), to: day(3), rows: 1, pages: 1, at: day(3) });
+    s = withCheckpoint(s, { from: day(3), to: day(6), cursor: 'c', rows: 4, pages: 2, since: day(3) });
+    const windows = [0, 1, 2, 3, 4, 5].map((n) => win(n, n + 1));
+    expect(ledgerUnits(s, windows, false).map((u) => [u.window, u.done === true, u.resumed?.cursor])).toEqual(
+      windows.map((w, i) => [w, i === 2, undefined]),
+    );
+    expect(ledgerUnits(s, windows, false, true)).toEqual([
+      { window: win(0, 2), windows: 2 },
+      { window: win(2, 3), done: true },
+      { window: win(3, 6), windows: 3, resumed: s.running[0] },
+    ]);
+    expect(ledgerUnits(s, windows, true, true)).toEqual([{ window: win(0, 6), windows: 6 }]);
   });
 
   it('a refused cursor drops the checkpoint; a new run keeps only the checkpoints of its own windows', () => {
