@@ -5,9 +5,10 @@
  *
  *   npm run bench:first-sync [-- EVENTS_PER_PROJECT]     (default 100000, one project)
  *   BENCH_SYNC_ARGS="--duckdb-memory-limit 128MB" npm run bench:first-sync   (more sync flags)
+ *   BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" npm run bench:first-sync   (Node flags for the sync)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -36,6 +37,35 @@ function peakRssMb(pid: number): number {
   }
 }
 
+/** User + system CPU seconds of a live process so far (all its threads: DuckDB's too). */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      .replace(/^.*\) /s, '')
+      .split(' ');
+    // utime and stime are fields 14 and 15 of stat (11 and 12 after the command's name), in clock ticks.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds per thread name of a live process (the main thread, V8's workers, libuv's pool, DuckDB's). */
+function threadCpu(pid: number, into: Map<string, number>): void {
+  const byTid = new Map<string, [string, number]>();
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = /\((.*)\)/s.exec(stat)?.[1] ?? '?';
+      const fields = stat.replace(/^.*\) /s, '').split(' ');
+      byTid.set(tid, [tid === String(pid) ? 'main' : name, (Number(fields[11]) + Number(fields[12])) / 100]);
+    }
+  } catch {
+    return;
+  }
+  for (const [tid, [name, cpu]] of byTid) into.set(`${name}\t${tid}`, cpu);
+}
+
 const emulator = spawn(
   process.execPath,
   [CLI, 'emulate', '--port', String(port), '--events-per-project', String(events), '--no-limits'],
@@ -54,6 +84,7 @@ try {
   const sync = spawn(
     process.execPath,
     [
+      ...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
       CLI,
       'sync',
       '--project',
@@ -78,8 +109,13 @@ try {
   let out = '';
   sync.stdout.on('data', (b: Buffer) => (out += b.toString()));
   let peak = 0;
+  let cpu = 0;
+  const threads = new Map<string, number>();
   const poll = setInterval(() => {
-    if (sync.pid !== undefined) peak = Math.max(peak, peakRssMb(sync.pid));
+    if (sync.pid === undefined) return;
+    peak = Math.max(peak, peakRssMb(sync.pid));
+    cpu = Math.max(cpu, cpuSeconds(sync.pid));
+    threadCpu(sync.pid, threads);
   }, 100);
   const code = await new Promise<number | null>((resolve) => sync.on('exit', resolve));
   clearInterval(poll);
@@ -89,7 +125,18 @@ try {
   process.stdout.write(out);
   process.stdout.write(
     `first sync: exit ${code}, ${rows} rows (${eventRows} events) in ${seconds.toFixed(1)} s = ${Math.round(rows / seconds)} rows/s ` +
-      `(${Math.round(eventRows / seconds)} event rows/s of wall time), peak RSS ${peak.toFixed(0)} MB\n`,
+      `(${Math.round(eventRows / seconds)} event rows/s of wall time), peak RSS ${peak.toFixed(0)} MB, ` +
+      `${cpu.toFixed(1)} CPU-s (sampled every 0.1 s)\n`,
+  );
+  const byName = new Map<string, number>();
+  for (const [key, seconds] of threads) {
+    const name = key.split('\t')[0] as string;
+    if (process.env.BENCH_THREADS !== undefined && seconds >= 0.1)
+      process.stdout.write(`  thread ${key} ${seconds.toFixed(1)} s\n`);
+    byName.set(name, (byName.get(name) ?? 0) + seconds);
+  }
+  process.stdout.write(
+    `CPU-s by thread: ${[...byName].map(([name, seconds]) => `${name} ${seconds.toFixed(1)}`).join(', ')}\n`,
   );
   rmSync(dir, { recursive: true, force: true });
 } finally {

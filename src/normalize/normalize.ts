@@ -60,6 +60,8 @@ export interface NormalizeNote {
 /** Lone UTF-16 surrogates: a string no destination can store as it is (UTF-8 cannot encode them). */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+/** `String.prototype.isWellFormed` (ES2024, Node 20): whether a string has no lone surrogate, natively. */
+const isWellFormed = (value: string): boolean => (value as unknown as { isWellFormed(): boolean }).isWellFormed();
 /**
  * The same in JSON text: JSON.stringify writes a lone surrogate as a `\\udXXX` escape (a pair is
  * written as the character itself), one not preceded by an odd number of backslashes.
@@ -267,11 +269,15 @@ export class SchemaTracker {
    * reported (resource, record key, field): stored, visibly, and never altered silently.
    */
   private wellFormed(value: string, field: string, key: string, json = false): string {
+    // The quick tests first (most values hold neither an escape nor a surrogate): the regular
+    // expressions cost a first sync about a twentieth of its main thread.
     const fixed = json
-      ? value.replace(ESCAPED_SURROGATES, '\\ufffd')
-      : LONE_SURROGATE.test(value)
-        ? value.replace(LONE_SURROGATES, '\uFFFD')
-        : value;
+      ? value.indexOf('\\u') < 0 && value.indexOf('\\U') < 0
+        ? value
+        : value.replace(ESCAPED_SURROGATES, '\\ufffd')
+      : isWellFormed(value)
+        ? value
+        : value.replace(LONE_SURROGATES, '\uFFFD');
     if (fixed === value) return value;
     this.notes.push({
       level: 'warn',

@@ -63,6 +63,61 @@ describe('DuckDbDestination', () => {
     await again.close();
   });
 
+  it("writes a batch's state and children book exactly, values written into the SQL or, with a NUL, as parameters", async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    const t = new SchemaTracker(events);
+    const tricky = `{"q":"it's \\"x\\" é☃😀 中文 \\\\ ; COMMIT; --"}`;
+    const read = (parentId: string) => ({
+      resource: 'traces',
+      projectId: "p'1",
+      parentId,
+      parentAt: '2026-11-20T10:00:00.123Z',
+      children: 3,
+      readAt: '2026-11-21T00:00:00Z',
+    });
+    const commit = (rows: { key: string; value: string | null }[], parentId: string) => ({
+      childReads: [read(parentId)],
+      prepare: async () => rows,
+      finish: async () => undefined,
+    });
+    await db.write({
+      table: t.schema,
+      rows: [t.normalize({ id: 'e1', timestamp: at }, 'alpha', at)],
+      state: commit(
+        [
+          { key: "stream:it's", value: tricky },
+          { key: 'gone', value: 'x' },
+        ],
+        "ev'1",
+      ),
+    });
+    // A NUL in a value: the statements take it as a parameter. A null value deletes its key.
+    await db.write({
+      table: t.schema,
+      rows: [t.normalize({ id: 'e2', timestamp: at }, 'alpha', at)],
+      state: commit(
+        [
+          { key: 'nul', value: 'a\u0000b' },
+          { key: 'gone', value: null },
+        ],
+        'ev\u00002',
+      ),
+    });
+    expect(await db.readState()).toEqual([
+      { key: 'nul', value: 'a\u0000b' },
+      { key: "stream:it's", value: tricky },
+    ]);
+    const book = await db.query(
+      'SELECT project_id, parent_id, parent_at, children FROM _query_sync_children ORDER BY parent_id DESC',
+    );
+    expect(book).toEqual([
+      { project_id: "p'1", parent_id: "ev'1", parent_at: '2026-11-20T10:00:00.123Z', children: 3n },
+      { project_id: "p'1", parent_id: 'ev\u00002', parent_at: '2026-11-20T10:00:00.123Z', children: 3n },
+    ]);
+    expect(await db.count('events')).toBe(2);
+    await db.close();
+  });
+
   it('adds a column for a new field without losing rows', async () => {
     const db = await DuckDbDestination.open(dbPath());
     const t = new SchemaTracker(events);

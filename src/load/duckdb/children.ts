@@ -3,7 +3,7 @@ import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
 import type { LogicalType } from '../../core/types.js';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import type { OwedChildren } from '../destination-capabilities.js';
-import { ident } from './sql.js';
+import { ident, sqlString } from './sql.js';
 
 /**
  * The children book in the DuckDB file (`KeepsChildBook`): `_query_sync_children`, one row appended
@@ -33,6 +33,11 @@ export async function createChildBook(connection: DuckDBConnection): Promise<voi
 
 /** Append `reads` (in the caller's transaction). */
 export async function writeChildReads(connection: DuckDBConnection, reads: readonly ChildRead[]): Promise<void> {
+  const literal = childReadsSql(reads);
+  if (literal !== undefined) {
+    if (literal.length > 0) await connection.run(literal.join(';\n'));
+    return;
+  }
   for (let i = 0; i < reads.length; i += READS_PER_INSERT) {
     const chunk = reads.slice(i, i + READS_PER_INSERT);
     const values = chunk
@@ -116,4 +121,27 @@ export function owedSelectSql(
 export function owedCountSql(query: OwedChildren, bookExists: boolean, marksDeletions = false) {
   const where = owedWhere(query, bookExists, undefined, marksDeletions);
   return { sql: `SELECT p.project_id, COUNT(*) ${where.sql} GROUP BY 1 ORDER BY 1`, params: where.params };
+}
+
+/**
+ * `writeChildReads` as statements with their values written in, so the caller can send them with
+ * others in one call; `undefined` when a value holds a NUL character (then they go as parameters).
+ */
+export function childReadsSql(reads: readonly ChildRead[]): string[] | undefined {
+  if (reads.length === 0) return [];
+  const texts = (r: ChildRead): string[] => [r.resource, r.projectId, r.parentId, r.parentAt, r.readAt];
+  if (reads.some((r) => texts(r).some((t) => t.includes('\u0000')) || !Number.isSafeInteger(r.children)))
+    return undefined;
+  const statements: string[] = [];
+  for (let i = 0; i < reads.length; i += READS_PER_INSERT) {
+    const values = reads
+      .slice(i, i + READS_PER_INSERT)
+      .map(
+        (r) =>
+          `(${sqlString(r.resource)}, ${sqlString(r.projectId)}, ${sqlString(r.parentId)}, CAST(${sqlString(r.parentAt)} AS TIMESTAMPTZ), ${r.children}, CAST(${sqlString(r.readAt)} AS TIMESTAMPTZ))`,
+      )
+      .join(', ');
+    statements.push(`INSERT INTO main.${ident(CHILD_BOOK_TABLE)} VALUES ${values}`);
+  }
+  return statements;
 }

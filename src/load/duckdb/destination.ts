@@ -13,11 +13,18 @@ import { rowBytes } from '../../core/row-bytes.js';
 import { DuckDbFile, type DuckDbOpenOptions } from './connection.js';
 import { checkpointBytes, DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './memory.js';
 import { compactTail } from './compact.js';
-import { bridgeSql, ident, logicalFromDuckdb, mergeSql } from './sql.js';
+import { bridgeSql, ident, insertSql, logicalFromDuckdb, mergeSql, storedKeysSql } from './sql.js';
 import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './deletions.js';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
-import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, writeStateRows } from './state.js';
-import { CHILD_BOOK_COLUMNS, createChildBook, owedCountSql, owedSelectSql, writeChildReads } from './children.js';
+import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, stateRowsSql, writeStateRows } from './state.js';
+import {
+  CHILD_BOOK_COLUMNS,
+  childReadsSql,
+  createChildBook,
+  owedCountSql,
+  owedSelectSql,
+  writeChildReads,
+} from './children.js';
 import type { OwedChildren } from '../destination-capabilities.js';
 import {
   assertRowsFitSchema,
@@ -471,25 +478,43 @@ export class DuckDbDestination implements Destination {
     } finally {
       appender.closeSync();
     }
+    const dropStage = `DROP TABLE IF EXISTS temp.main.${ident(stage)}`;
+    let dropped = false;
     try {
       // A parent table without the array column has never had bridge rows: nothing to rewrite.
       const known = this.tables.get(table.name);
       const bridges = (table.bridges ?? []).filter((b) => known?.has(b.sourceColumn) === true);
-      if (bridges.length === 0 && stateRows === undefined) {
-        return (await this.connection.run(mergeSql(table, stage))).rowsChanged;
-      }
       // The rows, their bridge rows and the state that describes them commit together, or none does.
       // The statements without parameters go in as few calls as can be: each call costs a round
       // trip through the binding's thread pool, which was most of a small batch's time.
       try {
-        const changed = (await this.connection.run(`BEGIN TRANSACTION;\n${mergeSql(table, stage)}`)).rowsChanged;
+        // None of the batch's keys stored (a first sync's rows, nearly always): the MERGE's insert
+        // clause alone, without its change test's read of every column of the table. Decided in
+        // the transaction that writes, from the table itself, so a resumed run or a re-read of
+        // rows already stored takes the whole MERGE.
+        const fresh = !(
+          await this.connection.runAndReadAll(`BEGIN TRANSACTION;\n${storedKeysSql(table, stage)}`)
+        ).getRows()[0]?.[0];
+        const changed = (await this.connection.run(fresh ? insertSql(table, stage) : mergeSql(table, stage)))
+          .rowsChanged;
         // A MERGE that changed nothing (a re-read of the same content) leaves the bridge as it is.
         const statements: string[] = [];
         if (changed > 0) {
           for (const bridge of bridges) {
             const hasArrays = rows.some((r) => r[bridge.sourceColumn] !== null && r[bridge.sourceColumn] !== undefined);
-            statements.push(...bridgeSql(table, bridge, stage, hasArrays));
+            statements.push(...bridgeSql(table, bridge, stage, hasArrays, fresh));
           }
+        }
+        // The bridge, the state, the book, the stage's drop and the COMMIT in one call where their
+        // values can be written into the SQL (no NUL in them): each call is a round trip through
+        // the binding's thread pool. The drop is in the transaction, so nothing after the COMMIT
+        // can fail.
+        const state = stateRows === undefined ? [] : stateRowsSql(stateRows);
+        const book = childReadsSql(reads);
+        if (state !== undefined && book !== undefined) {
+          await this.connection.run([...statements, ...state, ...book, dropStage, 'COMMIT'].join(';\n'));
+          dropped = true;
+          return changed;
         }
         if (statements.length > 0) await this.connection.run(statements.join(';\n'));
         if (stateRows !== undefined) await writeStateRows(this.connection, stateRows);
@@ -501,7 +526,7 @@ export class DuckDbDestination implements Destination {
         throw error;
       }
     } finally {
-      await this.connection.run(`DROP TABLE IF EXISTS temp.main.${ident(stage)}`);
+      if (!dropped) await this.connection.run(dropStage);
     }
   }
 }

@@ -9,9 +9,6 @@ const SYNCED_AT = '_synced_at';
 
 /** The MERGE that upserts the staged batch; exported for tests and for documentation. */
 export function mergeSql(table: TableSchema, stage: string): string {
-  const casts = table.columns
-    .map((c) => `CAST(${ident(c.name)} AS ${duckdbType(c.type)}) AS ${ident(c.name)}`)
-    .join(', ');
   const on = table.key.map((k) => `t.${ident(k)} = s.${ident(k)}`).join(' AND ');
   const v = table.versionColumn === undefined ? undefined : ident(table.versionColumn);
   // An older copy of a row (e.g. a user seen by a backfill of an old window) never overwrites a newer one.
@@ -37,9 +34,48 @@ export function mergeSql(table: TableSchema, stage: string): string {
     .map((c) => `${ident(c.name)} = s.${ident(c.name)}`)
     .join(', ');
   return `MERGE INTO main.${ident(table.name)} AS t
-USING (SELECT ${casts} FROM temp.main.${ident(stage)}) AS s
+USING (${castStage(table, stage)}) AS s
 ON ${on}
 ${matched} THEN UPDATE SET ${set}
+WHEN NOT MATCHED THEN INSERT (${names.join(', ')}) VALUES (${names.map((n) => `s.${n}`).join(', ')})`;
+}
+
+/** The staged batch cast to the table's types, as the MERGE reads it. */
+function castStage(table: TableSchema, stage: string): string {
+  const casts = table.columns
+    .map((c) => `CAST(${ident(c.name)} AS ${duckdbType(c.type)}) AS ${ident(c.name)}`)
+    .join(', ');
+  return `SELECT ${casts} FROM temp.main.${ident(stage)}`;
+}
+
+/**
+ * Whether any key of the staged batch is stored already (one row, one boolean). It reads the key
+ * columns alone, where the MERGE reads every column of the table (its change test compares them
+ * all): when none is stored, `insertSql` writes the batch as the MERGE would, at a fraction of the
+ * cost (a first sync's rows are nearly all new).
+ */
+export function storedKeysSql(table: TableSchema, stage: string): string {
+  const keys = table.key.map((k) => {
+    const type = table.columns.find((c) => c.name === k)?.type ?? 'string';
+    return `CAST(${ident(k)} AS ${duckdbType(type)}) AS ${ident(k)}`;
+  });
+  const on = table.key.map((k) => `t.${ident(k)} = s.${ident(k)}`).join(' AND ');
+  return `SELECT EXISTS (SELECT 1 FROM main.${ident(table.name)} AS t JOIN (SELECT ${keys.join(', ')} FROM temp.main.${ident(stage)}) AS s ON ${on})`;
+}
+
+/**
+ * The MERGE of a batch none of whose keys is stored (`storedKeysSql`, in the same transaction):
+ * every row is new, so only its insert clause can apply, and without the change test the MERGE
+ * reads the table's key columns alone. (An INSERT ... SELECT would do as much, but DuckDB 1.5.5
+ * then corrupted the table's in-memory rows when a batch ran out of memory and was rolled back:
+ * "column with index 0 has misaligned count" at the next checkpoint, test/loaders/duckdb.test.ts.)
+ */
+export function insertSql(table: TableSchema, stage: string): string {
+  const on = table.key.map((k) => `t.${ident(k)} = s.${ident(k)}`).join(' AND ');
+  const names = table.columns.map((c) => ident(c.name));
+  return `MERGE INTO main.${ident(table.name)} AS t
+USING (${castStage(table, stage)}) AS s
+ON ${on}
 WHEN NOT MATCHED THEN INSERT (${names.join(', ')}) VALUES (${names.map((n) => `s.${n}`).join(', ')})`;
 }
 
@@ -70,9 +106,16 @@ export function ident(name: string): string {
  * not apply (an older copy: its version is below the stored one) leaves its parent's bridge rows as
  * they were. Reading the stage, not the table, keeps each write's cost to its own rows (the
  * parent's JSON column is never scanned whole). `hasArrays`: some staged row carries the array
- * (otherwise there is nothing to insert, only rows to delete).
+ * (otherwise there is nothing to insert, only rows to delete). `allApplied`: the batch was inserted
+ * whole (`insertSql`), so every staged row is applied without reading the parent back.
  */
-export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: string, hasArrays: boolean): string[] {
+export function bridgeSql(
+  parent: TableSchema,
+  bridge: BridgeSchema,
+  stage: string,
+  hasArrays: boolean,
+  allApplied = false,
+): string[] {
   const [projectKey, parentKey] = parent.key as [string, string];
   const b = bridge.definition;
   const table = `main.${ident(bridge.table.name)}`;
@@ -91,6 +134,9 @@ export function bridgeSql(parent: TableSchema, bridge: BridgeSchema, stage: stri
       ...(byRun ? [`t.${ident(RUN_ID)} IS NOT DISTINCT FROM s.${ident(RUN_ID)}`] : []),
       ...(extra === undefined ? [] : [extra]),
     ];
+    // Every staged row applied (the batch was inserted: `insertSql`): no need to ask the parent.
+    if (allApplied)
+      return `SELECT s.* FROM temp.main.${ident(stage)} AS s${extra === undefined ? '' : ` WHERE ${extra}`}`;
     const join =
       v === undefined && !byRun ? '' : ` JOIN main.${ident(parent.name)} AS t ON t.${p} = s.${p} AND t.${k} = s.${k}`;
     return `SELECT s.* FROM temp.main.${ident(stage)} AS s${join}${conditions.length === 0 ? '' : ` WHERE ${conditions.join(' AND ')}`}`;

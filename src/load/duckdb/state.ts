@@ -35,7 +35,11 @@ export async function createStateTable(connection: DuckDBConnection): Promise<vo
 
 /** Replace the given keys' rows (in the caller's transaction). */
 export async function writeStateRows(connection: DuckDBConnection, rows: readonly StateRow[]): Promise<void> {
-  if (rows.length === 0) return;
+  const literal = stateRowsSql(rows);
+  if (literal !== undefined) {
+    if (literal.length > 0) await connection.run(literal.join(';\n'));
+    return;
+  }
   const table = `main.${ident(STATE_TABLE)}`;
   const keys = rows.map((r) => sqlString(r.key)).join(', ');
   await connection.run(`DELETE FROM ${table} WHERE key IN (${keys})`);
@@ -48,6 +52,24 @@ export async function writeStateRows(connection: DuckDBConnection, rows: readonl
       chunk.flatMap((r) => [r.key, r.value as string]),
     );
   }
+}
+
+/**
+ * `writeStateRows` as statements with their values written in, so the caller can send them with
+ * others in one call (each call is a round trip through the binding's thread pool); `undefined`
+ * when a value holds a NUL character (then they go as parameters).
+ */
+export function stateRowsSql(rows: readonly StateRow[]): string[] | undefined {
+  if (rows.length === 0) return [];
+  if (rows.some((r) => r.key.includes('\u0000') || (r.value ?? '').includes('\u0000'))) return undefined;
+  const table = `main.${ident(STATE_TABLE)}`;
+  const statements = [`DELETE FROM ${table} WHERE key IN (${rows.map((r) => sqlString(r.key)).join(', ')})`];
+  const kept = rows.filter((r) => r.value !== null);
+  if (kept.length > 0)
+    statements.push(
+      `INSERT INTO ${table} VALUES ${kept.map((r) => `(${sqlString(r.key)}, ${sqlString(r.value as string)}, now())`).join(', ')}`,
+    );
+  return statements;
 }
 
 /** State rows' text (keys and values), as `textBytes` counts a batch's. */
