@@ -63,7 +63,7 @@ try {
     await db.write({
       table: tracker.schema,
       rows: rows.slice(from, from + BATCH),
-      state: { prepare: async () => [{ key: 'stream:events:default', value }], finish: async () => undefined },
+      state: { rows: [{ key: 'stream:events:default', value }] },
     });
   }
   const writeCpu = cpu(started);

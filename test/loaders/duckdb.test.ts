@@ -77,8 +77,7 @@ describe('DuckDbDestination', () => {
     });
     const commit = (rows: { key: string; value: string | null }[], parentId: string) => ({
       childReads: [read(parentId)],
-      prepare: async () => rows,
-      finish: async () => undefined,
+      rows,
     });
     await db.write({
       table: t.schema,
