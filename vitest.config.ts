@@ -1,4 +1,4 @@
-import { accessSync, constants, readdirSync, readFileSync } from 'node:fs';
+import { accessSync, constants, readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
@@ -63,7 +63,8 @@ const ROOT = fileURLToPath(new URL('.', import.meta.url));
 
 /**
  * The tests' folders (test/fakes/tmp.ts, and every child process's `os.tmpdir()`) in memory, on
- * Linux's tmpfs, unless TMPDIR names a place. Every run commits with fsync (DuckDB's WAL and
+ * Linux's tmpfs, unless TMPDIR names a place or the tmpfs is small (a container's /dev/shm is often
+ * 64 MB; the suite's files reach hundreds). Every run commits with fsync (DuckDB's WAL and
  * checkpoints, the state file, the published copy): a first sync of the server matrix's size makes
  * 145 fsync calls, which took 0.6 s of its wall time on this machine's disk and 0.01 s on tmpfs
  * (`strace -f -c -w`). What the tests check does not depend on the disk: a SIGKILLed process's
@@ -73,7 +74,8 @@ function inMemoryTmp(): string | undefined {
   if (process.env.TMPDIR !== undefined || process.platform !== 'linux') return undefined;
   try {
     accessSync('/dev/shm', constants.W_OK);
-    return '/dev/shm';
+    const fs = statfsSync('/dev/shm');
+    return fs.bavail * fs.bsize >= 4 * 1024 ** 3 ? '/dev/shm' : undefined;
   } catch {
     return undefined;
   }
