@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { accessSync, constants, readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
@@ -15,27 +15,30 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * Slow: kill -9 and resume, long backfills, deploy and the docs' recipes, data sizes that are the point
  * of the test (memory bounds), and files that spawn the built CLI many times.
  *
- * Listed longest first (as measured in CI on a clean clone), files that mostly wait before all, and
- * run in this order (`LongestFirst` below): a clean clone has no timing cache, and vitest would then
- * start the largest files first, leaving a long file that happens to be small for the end, alone on
- * one worker.
+ * Listed files that mostly wait first, then by CPU seconds, most first (the suite is bound by CPU
+ * on two cores), and run in this order (`LongestFirst` below): a clean clone has no timing cache, and
+ * vitest would then start the largest files first, leaving a long file that happens to be small for
+ * the end, alone on one worker.
  */
 export const SLOW_FILES: readonly string[] = [
-  // Mostly waiting (two CLI runs back to back under the documented limits wait for the minute's
-  // window): first, so that its wait overlaps the other files' CPU.
+  // Mostly waiting, first, so that their waits overlap the CPU of the fast group and the other files.
+  // Two CLI runs back to back, and six killed ones, under the documented limits wait for the minute
+  // window (its two tests run side by side: 23 CPU-s in about 45 s of their own).
   'test/integration/budget-carry.test.ts',
-  'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
-  // 32 CLI syncs: two against each of 15 server variants, in three files so that CI runs them side by side
-  'test/integration/server-matrix.test.ts',
+  // A sync paced to one traces request a second while status --check runs beside it (14 CPU-s, 48 s of tests)
+  'test/integration/freshness-check.test.ts',
+  // Then by CPU seconds, most first (each file alone, 2026-11-29, a loaded machine: docs/benchmarks.md).
   'test/integration/state-in-warehouse.test.ts', // kill -9, fresh containers and restores through the CLI
+  'test/integration/backfill.test.ts', // SIGKILLed backfill, the --lock-wait race, timed progress lines
   'test/integration/deploy.test.ts', // kill -9 / SIGTERM / --max-run-time of the real CLI
+  // 40 CLI syncs: two or three against each of 18 server variants, in four files so that CI runs them side by side
   'test/integration/server-matrix-2.test.ts',
   'test/integration/server-matrix-3.test.ts',
+  'test/integration/server-matrix.test.ts',
   'test/integration/server-matrix-4.test.ts', // issue 31: counts that lag, deletions marked and deleted (7 CLI syncs)
   'test/integration/split-walk.test.ts', // kill -9 while sub-windows are mid-walk
   'test/integration/split-resources.test.ts', // kill -9 mid-split of users, traces, conversations
   'test/integration/published-copy.test.ts',
-  'test/integration/traces-per-event.test.ts', // killed mid-drain, then resumed
   'test/integration/kill-resume.test.ts', // five SIGKILLs of the real CLI under the documented rate limits
   'test/integration/run-history.test.ts', // CLI runs into one warehouse
   'test/integration/analysts.test.ts', // searches, aggregates, bridge, view and dbt sources through CLI runs
@@ -43,21 +46,42 @@ export const SLOW_FILES: readonly string[] = [
   'test/integration/plan-sync.test.ts', // six CLI runs: each plan against the requests the sync then sends
   'test/integration/reconcile-deletions.test.ts', // CLI syncs: --deletions keep said once, a mark cleared
   'test/integration/reconcile.test.ts', // CLI syncs: rows deleted by hand, check, a server that keeps a difference, off
+  'test/integration/monitoring.test.ts', // six CLI syncs against the real Pushgateway, pings, webhooks, dead endpoints
   'test/integration/big-rows.test.ts', // memory bounds: the data size is the point
   'test/integration/recipes.test.ts', // docs/scheduling.md's crontab, Kubernetes and GitHub Actions recipes
   'test/integration/publish-commands.test.ts', // backfill, publish, verify --repair, sync, reset through the CLI
   'test/integration/real-service.test.ts', // the real-service flavor through the CLI, settle re-read
   'test/integration/publish-kill.test.ts', // publish processes killed -9 mid-publish
   'test/integration/redaction.test.ts', // every output of several CLI runs searched for the key
+  'test/integration/traces-per-event.test.ts', // killed mid-drain, then resumed
   'test/integration/configured-limits.test.ts', // two CLI plans and two splits of 30,000 events, at 200 and 400 a minute
-  'test/integration/monitoring.test.ts', // six CLI syncs against the real Pushgateway, pings, webhooks, dead endpoints
-  // Mostly waiting: a sync paced to one traces request a second while status --check runs beside it
-  'test/integration/freshness-check.test.ts',
   'test/integration/report-html.test.ts', // the HTML report rendered in headless Chromium
   'test/integration/soak.test.ts', // ten CLI syncs with nothing new into one warehouse
 ];
 
 const ROOT = fileURLToPath(new URL('.', import.meta.url));
+
+/**
+ * The tests' folders (test/fakes/tmp.ts, and every child process's `os.tmpdir()`) in memory, on
+ * Linux's tmpfs, unless TMPDIR names a place or the tmpfs is small (a container's /dev/shm is often
+ * 64 MB; the suite's files reach hundreds). Every run commits with fsync (DuckDB's WAL and
+ * checkpoints, the state file, the published copy): a first sync of the server matrix's size makes
+ * 145 fsync calls, which took 0.6 s of its wall time on this machine's disk and 0.01 s on tmpfs
+ * (`strace -f -c -w`). What the tests check does not depend on the disk: a SIGKILLed process's
+ * writes are in the page cache either way.
+ */
+function inMemoryTmp(): string | undefined {
+  if (process.env.TMPDIR !== undefined || process.platform !== 'linux') return undefined;
+  try {
+    accessSync('/dev/shm', constants.W_OK);
+    const fs = statfsSync('/dev/shm');
+    return fs.bavail * fs.bsize >= 4 * 1024 ** 3 ? '/dev/shm' : undefined;
+  } catch {
+    return undefined;
+  }
+}
+const tmp = inMemoryTmp();
+if (tmp !== undefined) process.env.TMPDIR = tmp;
 
 /**
  * Fast files that use nock (directly or through the BigQuery double in test/fixtures/bigquery): nock

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { describe, it, type TestContext } from 'vitest';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
 import { SPEC_RATE_LIMITS } from '../../emulator/index.js';
 import { owedTraces } from '../fakes/owed.js';
@@ -7,15 +7,22 @@ import { StateStore } from '../../src/state/store.js';
 import { BUDGET_SECTION } from '../../src/run/budget-carry.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, statePathOf } from '../fakes/harness.js';
-import { dir, onCleanup } from '../fakes/lifecycle.js';
+import { tempDir } from '../fakes/tmp.js';
 
 // The emulator on threads of its own, its documented limits kept by the gate (arrivals stamped as
 // a separate server stamps them, not after our own event loop's stalls).
 const built: string = '../../dist/emulator/thread.js';
 const { startEmulatorThread } = (await import(built)) as typeof import('../../emulator/thread.js');
 
-/** The real-service flavor on its own threads at the documented limits, and a folder for one run's files. */
-async function realEmulator(seed: number, eventsPerProject: number) {
+/**
+ * The real-service flavor on its own threads at the documented limits, and a folder for one run's
+ * files, both released when the test that asked for them finishes. The two tests run side by side
+ * (each mostly waits for its own server's minute window), so each releases what it was given through
+ * its own context: test/fakes/lifecycle.ts keeps one list for the test that runs at a time.
+ */
+async function realEmulator(ctx: TestContext, seed: number, eventsPerProject: number) {
+  const folder = tempDir();
+  ctx.onTestFinished(folder.cleanup);
   const emu = await startEmulatorThread({
     flavor: 'real',
     seed,
@@ -24,13 +31,17 @@ async function realEmulator(seed: number, eventsPerProject: number) {
     enrichAfterMs: 0,
     limits: { ...SPEC_RATE_LIMITS },
   });
-  onCleanup(() => emu.close());
-  return { emu, d: dir() };
+  ctx.onTestFinished(() => emu.close());
+  return { emu, d: folder.dir };
 }
 
-describe('budgets across runs: a run knows what the previous run spent in the current windows', () => {
-  it('two --traces all runs back to back under the documented limits draw no 429', async () => {
-    const { emu, d } = await realEmulator(51, 380);
+// Concurrent: each test waits most of its time for its own server's minute window (two emulators,
+// two warehouses, nothing shared), so their waits overlap instead of adding up (84 s one after the
+// other on a loaded machine, 23 CPU-s).
+describe.concurrent('budgets across runs: a run knows what the previous run spent in the current windows', () => {
+  it('two --traces all runs back to back under the documented limits draw no 429', async (ctx) => {
+    const { emu, d } = await realEmulator(ctx, 51, 380);
+    const { expect } = ctx; // a concurrent test's own
     // Half the documented per-second rate from the client: a stall of the gate's thread on this
     // shared machine (measured up to 300 ms) then cannot refuse a second's burst; what is tested
     // is the minute window, which the server enforces at its documented 400.
@@ -79,8 +90,9 @@ describe('budgets across runs: a run knows what the previous run spent in the cu
     expect(secondTraces + left).toBeGreaterThanOrEqual(100);
   }, 120_000);
 
-  it('six runs killed with SIGKILL and restarted at once under the documented limits draw no 429', async () => {
-    const { emu, d } = await realEmulator(52, 700);
+  it('six runs killed with SIGKILL and restarted at once under the documented limits draw no 429', async (ctx) => {
+    const { emu, d } = await realEmulator(ctx, 52, 700);
+    const { expect } = ctx; // a concurrent test's own
     // As above: half the documented per-second rate; the minute window (400 per endpoint) is the point.
     const args = [
       'sync',

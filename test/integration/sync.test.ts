@@ -122,6 +122,9 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
 
   it('with 3% faults, duplicate rows, late events and events arriving during the sync, a second sync leaves every table equal to the API', {
     tags: ['slow'],
+    // Room for a loaded machine, as the slow group has (18–20 s alone; over 60 s in a CI run that
+    // shared the two cores with other jobs): a timeout here says nothing about behaviour.
+    timeout: 180_000,
   }, async () => {
     // The emulator's clock, moved forward between the two syncs (instead of sleeping until the late
     // events are due): every event late for the first sync is visible to the second, by construction.
