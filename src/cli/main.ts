@@ -42,8 +42,8 @@ const print = (line: string): void => {
 };
 
 /**
- * The flags of one command, from the option table (`config/options.ts`): no yargs defaults (config.ts
- * applies its constants, which the help shows), grouped for `--help`, each with its env name.
+ * The flags of one command, from the option table (`config/options.ts`): no yargs defaults (`config/run.ts`
+ * and `config/commands.ts` apply its constants, which the help shows), grouped for `--help`, each with its env name.
  */
 export function withOptions<T>(y: Argv<T>, command: CommandName): Argv<T & RunFlags> {
   let out = y as Argv<T & RunFlags>;

@@ -14,7 +14,7 @@ import { DESTINATION_NAMES } from '../load/registry.js';
 /**
  * The one table of settings: each flag's environment variable (`QUERY_SYNC_<FLAG>`), default, unit
  * and help group, and the commands that take it. The CLI builds its flags and `--help` from it;
- * `config/index.ts` reads flags, environment and config file through it (flag > environment > file >
+ * `collect` below merges flags, environment and config file (flag > environment > file >
  * default), each parsed by its kind and choices (`config/reader.ts`: one parser per kind). A
  * choice's `default` is applied from here; the other defaults are the `DEFAULT_*` constants below,
  * which `config/` applies and this table shows in the help, so changing one changes both.
@@ -67,7 +67,7 @@ export interface OptionSpec {
   readonly kind: OptionKind;
   readonly group: OptionGroup;
   readonly describe: string;
-  /** The default as help shows it (the value itself is applied by `config/index.ts`). */
+  /** The default as help shows it (the value itself is applied by `config/run.ts` and `config/commands.ts`). */
   readonly defaultText?: string;
   readonly choices?: readonly string[];
   /**
@@ -910,7 +910,7 @@ export interface Collected {
 /**
  * Merge a command's flags with the environment and the config file: a flag given wins, then
  * `QUERY_SYNC_<FLAG>` (then older names), then the file. Values keep their raw form (strings from
- * the environment and files); `config/index.ts` parses and validates them.
+ * the environment and files); `config/reader.ts` parses and validates them.
  */
 export function collect(
   table: readonly OptionSpec[],

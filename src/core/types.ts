@@ -108,7 +108,7 @@ export interface ResourceDefinition {
   readonly orderCandidates?: readonly string[];
   /** Column types known up front; other fields are inferred from their values. */
   readonly columns?: Readonly<Record<string, LogicalType>>;
-  /** Column the BigQuery table is partitioned on (by date). */
+  /** Column the table is partitioned on by day: BigQuery's partitions and the published copy's Parquet files (`publish/partitions.ts`). */
   readonly partitionColumn?: string;
   /**
    * The list has no filter on `cursorField` (conversations: only `started_at` filters, yet they
@@ -229,7 +229,7 @@ export interface TableSchema {
   readonly columns: readonly ColumnDef[];
   /** Column whose greater value wins when an older copy of a row arrives later. */
   readonly versionColumn?: string;
-  /** Column the table is partitioned on (BigQuery). */
+  /** Column the table is partitioned on by day (BigQuery; the published copy's Parquet files). */
   readonly partitionColumn?: string;
   /** Re-read in full every run (mode `full`): a destination may skip rows that did not change. */
   readonly fullRefresh?: boolean;

@@ -8,7 +8,7 @@ import type { LogicalType } from '../core/types.js';
  * places that differ by destination (opening one: `run/open-destination.ts`) are records keyed by
  * `DestinationName`, so a new name is a compile error where a table is keyed by it (`OPEN`, dbt's
  * column types); the DuckDB-only paths (the working file, the published copy) still compare
- * `config.destination === 'duckdb'`: docs/development.md "Adding a destination" lists them.
+ * `config.destination === 'duckdb'`: docs/development.md "Adding a destination" (step 5) lists the files.
  * See docs/development.md, "Adding a destination".
  */
 export const DESTINATIONS = {

@@ -6,7 +6,7 @@ import lockfile from 'proper-lockfile';
 import { StateError } from '../../core/errors.js';
 
 /**
- * A run's exclusive hold on a state file (or, later, on a warehouse): a lease with a heartbeat.
+ * A run's exclusive hold on a state file or a warehouse: a lease with a heartbeat (this protocol).
  *
  * The holder renews the lease every `LEASE_MS / 3`; anyone may take over a lease not renewed for
  * `LEASE_MS`, whatever host or pid left it, so a killed container never blocks the next run. No
@@ -17,9 +17,10 @@ import { StateError } from '../../core/errors.js';
  * at once instead of after expiry.
  *
  * `FileLeases` keeps the lease beside a file with `proper-lockfile` (an atomic `mkdir` whose mtime
- * is the heartbeat, and compromise detection when someone else touched it). A warehouse table can
- * implement `LeaseProvider` the same way (insert-if-absent, renew `expires_at`, take over when
- * `expires_at` < now): the callers only see this interface.
+ * is the heartbeat: the library renews it, through its `update` option, every `LEASE_MS / 3`, and
+ * reports a compromise when someone else touched it). BigQuery keeps its lease in a table
+ * (`bigquery.ts`: insert-if-absent, renew `expires_at`, take over when `expires_at` < now): the
+ * callers only see this interface.
  */
 
 import { LEASE_MS, type LeaseOwner, type LeaseProvider, type Lock, type LockOptions } from './lease.js';
