@@ -155,7 +155,9 @@ describe('status --check', () => {
       },
     });
     await syncInProcess(w.emu, w.dir, w.path);
-    // New events whose traces the next sync reads one a second (--max-rpm 60): it holds the working file meanwhile.
+    // New events whose traces the next sync reads one a second (--max-rps 1: a minute's limit alone lets
+    // 20 reads leave at once, and on tmpfs the sync then ends before the check starts): it holds the
+    // working file meanwhile.
     w.emu.addEvents('alpha', 20);
     counting = true;
     let syncEnded = false;
@@ -167,6 +169,8 @@ describe('status --check', () => {
       'events,traces',
       '--max-rpm',
       '60',
+      '--max-rps',
+      '1',
       '--quiet',
       ...w.files,
     ];
