@@ -61,6 +61,18 @@ export interface OwedChildren {
   readonly settleMs: number;
   /** `--traces traced`: only parents where one of these columns is not empty. @default every parent */
   readonly shownBy?: readonly string[];
+  /**
+   * The last complete listing of this project (every parent owed then was read since): where the
+   * destination can tell which partitions changed since (BigQuery), it reads only those and the
+   * ones within the settle horizon. @default every parent in range is read
+   */
+  readonly listedThrough?: OwedMark;
+}
+
+/** A complete owed listing: when it started, and when the last one that read every day did. */
+export interface OwedMark {
+  readonly listedAtMs: number;
+  readonly fullAtMs: number;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { BigQuery, type Query, type TableField, type TableMetadata } from '@google-cloud/bigquery';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
-import type { OwedChildren } from '../destination-capabilities.js';
+import type { OwedChildren, OwedMark } from '../destination-capabilities.js';
 import { quoteIdent, stringLiteral, tablePath, timestampLiteral, type BigQueryTarget } from './sql.js';
 
 /**
@@ -192,15 +192,6 @@ export interface TablePartition {
   /** `YYYYMMDD`, `__NULL__` or `__UNPARTITIONED__`. */
   readonly id: string;
   readonly modifiedMs: number;
-}
-
-/**
- * The "listed through" mark of one project and child resource: the start of the last complete owed
- * listing (every parent owed then was read since, the drain ran dry), and of the last full one.
- */
-export interface OwedMark {
-  readonly listedAtMs: number;
-  readonly fullAtMs: number;
 }
 
 /** Clock skew between this host and BigQuery's, and rows a job commits after the mark's instant. */
