@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
-  OWED_FULL_EVERY_MS,
   OWED_MARGIN_MS,
   owedDays,
   owedSelectSql,
   partitionsSql,
   type TablePartition,
 } from '../../src/load/bigquery/children.js';
+import { OWED_FULL_EVERY_MS } from '../../src/load/destination-capabilities.js';
 
 /**
  * Which days the owed listing reads after a complete one (`owedDays`): those whose partition of the

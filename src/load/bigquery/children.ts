@@ -1,7 +1,7 @@
 import { BigQuery, type Query, type TableField, type TableMetadata } from '@google-cloud/bigquery';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
-import type { OwedChildren, OwedMark } from '../destination-capabilities.js';
+import { OWED_FULL_EVERY_MS, type OwedChildren, type OwedMark } from '../destination-capabilities.js';
 import { quoteIdent, stringLiteral, tablePath, timestampLiteral, type BigQueryTarget } from './sql.js';
 
 /**
@@ -196,13 +196,6 @@ export interface TablePartition {
 
 /** Clock skew between this host and BigQuery's, and rows a job commits after the mark's instant. */
 export const OWED_MARGIN_MS = 10 * 60_000;
-
-/**
- * A full listing at least this often, whatever the partitions say: a week bounds what a change the
- * modification times miss could cost (a book row removed outside `reset`, a partition copied back
- * with its old time) at one full listing's price a week, a seventh of a daily one.
- */
-export const OWED_FULL_EVERY_MS = 7 * DAY_MS;
 
 /**
  * The days of the parent table the owed listing must read after `mark`, or `undefined` for all of

@@ -60,12 +60,11 @@ import {
   type DeletionChange,
   type DeletionResult,
 } from '../destination.js';
-import type { OwedChildren } from '../destination-capabilities.js';
+import { OWED_FULL_EVERY_MS, type OwedChildren } from '../destination-capabilities.js';
 import {
   CHILD_BOOK_FIELDS,
   CHILD_BOOK_LAYOUT,
   forgetChildrenSql,
-  OWED_FULL_EVERY_MS,
   owedDays,
   partitionsSql,
   owedCountSql,

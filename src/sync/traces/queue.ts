@@ -1,11 +1,18 @@
 import type { ChildRead } from '../../core/state-table.js';
 import type { ChildSelection, Clock, ResourceDefinition, Row } from '../../core/types.js';
-import type { KeepsChildBook, OwedChildren } from '../../load/destination-capabilities.js';
+import {
+  OWED_FULL_EVERY_MS,
+  type KeepsChildBook,
+  type OwedChildren,
+  type OwedMark,
+} from '../../load/destination-capabilities.js';
 import { PROJECT_COLUMN } from '../../normalize/normalize.js';
 import type { StateDocument, StateStore, StateWriter } from '../../state/store.js';
 import {
   childSection,
   childSectionName,
+  owedMarkSectionName,
+  type OwedMarks,
   withCompleted,
   withQueued,
   type ChildSection,
@@ -152,6 +159,11 @@ export class ChildQueue {
    * units taken, without counting the table again.
    */
   private readonly listedInFull = new Set<string>();
+  /**
+   * Book mode: the mark of the project's last listing that held every owed parent (its start), to
+   * be kept in state (`owed-listed:<resource>`) in the commit of the chunk that drains it dry.
+   */
+  private readonly listing = new Map<string, OwedMark>();
   /**
    * Book mode: parents read and booked by this run, per project: a listing that began before their
    * read committed still names them, and they are not read twice.
@@ -312,7 +324,11 @@ export class ChildQueue {
     if (!stored) this.stale.delete(project);
     this.listed.add(project);
     const limit = OWED_PAGE + inFlight.size;
-    const query = owedQuery(this.options.child, parent, this.queryOptions(), this.clock.now());
+    const startedAt = this.clock.now();
+    const query = owedQuery(this.options.child, parent, this.queryOptions(), startedAt);
+    // After a complete listing the destination may read only what changed since (BigQuery).
+    const mark = stored ? undefined : this.marks()[project];
+    const full = mark === undefined || startedAt - mark.fullAtMs >= OWED_FULL_EVERY_MS;
     const startMs = this.options.startMs ?? Number.NEGATIVE_INFINITY;
     const bounds =
       stored && span !== undefined
@@ -322,7 +338,7 @@ export class ChildQueue {
           }
         : {};
     const done = book
-      .owedChildren({ ...query, ...bounds, project, limit })
+      .owedChildren({ ...query, ...bounds, ...(full ? {} : { listedThrough: mark }), project, limit })
       .then((owed) => {
         const fresh = stored ? (this.buffer.get(project) ?? new Map<string, number>()) : new Map<string, number>();
         const booked = this.booked.get(project);
@@ -332,7 +348,11 @@ export class ChildQueue {
         if (owed.length >= limit) {
           this.stale.add(project);
           this.listedInFull.delete(project);
-        } else if (!stored) this.listedInFull.add(project);
+          this.listing.delete(project);
+        } else if (!stored) {
+          this.listedInFull.add(project);
+          this.listing.set(project, { listedAtMs: startedAt, fullAtMs: full ? startedAt : mark.fullAtMs });
+        }
       })
       .finally(() => {
         this.refilling.delete(project);
@@ -476,6 +496,22 @@ export class ChildQueue {
       );
     }
     await state.recordChildReads(reads);
+    // The chunk that drains the project dry (nothing buffered, listed, or in flight but it) keeps the
+    // listing's mark in its own commit: every parent owed at the listing's start is then booked.
+    const listing = this.listing.get(project);
+    const inFlight = (this.taken.get(project) ?? 0) - units.length;
+    if (
+      listing !== undefined &&
+      inFlight <= 0 &&
+      (this.buffer.get(project)?.size ?? 0) === 0 &&
+      this.heldInFull(project)
+    ) {
+      this.listing.delete(project);
+      await state.updateSection<OwedMarks>(owedMarkSectionName(this.options.child), (marks = {}) => ({
+        ...marks,
+        [project]: listing,
+      }));
+    }
     state.whenCommitted(() => {
       this.taken.set(project, Math.max(0, (this.taken.get(project) ?? 0) - units.length));
       const booked = this.booked.get(project) ?? new Set<string>();
@@ -498,6 +534,11 @@ export class ChildQueue {
 
   private units(): ChildSection {
     return childSection(this.state.document, this.section);
+  }
+
+  /** The owed listings' marks, per project (`owed-listed:<resource>`). */
+  private marks(): OwedMarks {
+    return (this.state.document.sections[owedMarkSectionName(this.options.child)] ?? {}) as OwedMarks;
   }
 
   /** The earliest mark of the parent's streams (−∞ when one has none: a first sync counts every parent). */
