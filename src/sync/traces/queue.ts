@@ -160,8 +160,8 @@ export class ChildQueue {
    */
   private readonly listedInFull = new Set<string>();
   /**
-   * Book mode: the mark of the project's last listing that held every owed parent (its start), to
-   * be kept in state (`owed-listed:<resource>`) in the commit of the chunk that drains it dry.
+   * Book mode: the mark of the project's last listing that held every owed parent (its start), kept
+   * in state (`owed-listed:<resource>`) once the drain ends with none left (`owedCount`).
    */
   private readonly listing = new Map<string, OwedMark>();
   /**
@@ -381,8 +381,20 @@ export class ChildQueue {
    */
   async owedCount(project: string): Promise<number> {
     if (!this.usesBook) return this.pendingCount(project);
-    if (this.failure === undefined && this.heldInFull(project))
-      return (this.buffer.get(project)?.size ?? 0) + (this.taken.get(project) ?? 0);
+    if (this.failure === undefined && this.heldInFull(project)) {
+      const left = (this.buffer.get(project)?.size ?? 0) + (this.taken.get(project) ?? 0);
+      // Drained dry: every parent owed at the listing's start is booked (a chunk's reads count as
+      // taken until its commit is durable), so the next listing may read only what changed since.
+      const listing = this.listing.get(project);
+      if (left === 0 && listing !== undefined) {
+        this.listing.delete(project);
+        await this.state.updateSection<OwedMarks>(owedMarkSectionName(this.options.child), (marks = {}) => ({
+          ...marks,
+          [project]: listing,
+        }));
+      }
+      return left;
+    }
     const book = this.options.book as KeepsChildBook;
     const query = owedQuery(
       this.options.child,
@@ -496,22 +508,6 @@ export class ChildQueue {
       );
     }
     await state.recordChildReads(reads);
-    // The chunk that drains the project dry (nothing buffered, listed, or in flight but it) keeps the
-    // listing's mark in its own commit: every parent owed at the listing's start is then booked.
-    const listing = this.listing.get(project);
-    const inFlight = (this.taken.get(project) ?? 0) - units.length;
-    if (
-      listing !== undefined &&
-      inFlight <= 0 &&
-      (this.buffer.get(project)?.size ?? 0) === 0 &&
-      this.heldInFull(project)
-    ) {
-      this.listing.delete(project);
-      await state.updateSection<OwedMarks>(owedMarkSectionName(this.options.child), (marks = {}) => ({
-        ...marks,
-        [project]: listing,
-      }));
-    }
     state.whenCommitted(() => {
       this.taken.set(project, Math.max(0, (this.taken.get(project) ?? 0) - units.length));
       const booked = this.booked.get(project) ?? new Set<string>();
