@@ -426,7 +426,7 @@ for (const t of keyed) {
   const weekly = (PROJECTS * Math.max(BILL_MIN, listing(DAYS) / PROJECTS)) / 7;
   out(
     `  changed days only      ${fmt(quiet).padStart(9)} a run when nothing changed (metadata alone), ${fmt(oneDay).padStart(9)} a run with one day's new events, ` +
-      `${fmt(RUNS_PER_DAY * oneDay + weekly).padStart(9)}/day with the weekly full listing (the drain does not keep the mark yet)`,
+      `${fmt(RUNS_PER_DAY * oneDay + weekly).padStart(9)}/day with the weekly full listing`,
   );
 }
 if (failures.length > 0) {
