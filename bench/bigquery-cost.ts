@@ -416,6 +416,18 @@ for (const t of keyed) {
     out(
       `  ${label.padEnd(22)} ${fmt(listing(days)).padStart(9)} a listing, ${fmt(perRun(days)).padStart(9)} a run, ${fmt(RUNS_PER_DAY * perRun(days)).padStart(9)}/day`,
     );
+  // After a complete listing (`listedThrough`): per project an INFORMATION_SCHEMA.PARTITIONS query
+  // (metadata, billed the minimum) and the listing of the days changed since (none, or the day new
+  // events went to, which is also the settle horizon's), plus a full listing once a week.
+  const metadata = PROJECTS * BILL_MIN;
+  const quiet = metadata;
+  // The day's listing, and as above the listing of the events batch stored.
+  const oneDay = metadata + 2 * PROJECTS * Math.max(BILL_MIN, listing(1) / PROJECTS);
+  const weekly = (PROJECTS * Math.max(BILL_MIN, listing(DAYS) / PROJECTS)) / 7;
+  out(
+    `  changed days only      ${fmt(quiet).padStart(9)} a run when nothing changed (metadata alone), ${fmt(oneDay).padStart(9)} a run with one day's new events, ` +
+      `${fmt(RUNS_PER_DAY * oneDay + weekly).padStart(9)}/day with the weekly full listing`,
+  );
 }
 if (failures.length > 0) {
   out(`FAIL: ${failures.join('; ')}`);

@@ -61,6 +61,25 @@ export interface OwedChildren {
   readonly settleMs: number;
   /** `--traces traced`: only parents where one of these columns is not empty. @default every parent */
   readonly shownBy?: readonly string[];
+  /**
+   * The last complete listing of this project (every parent owed then was read since): where the
+   * destination can tell which partitions changed since (BigQuery), it reads only those and the
+   * ones within the settle horizon. @default every parent in range is read
+   */
+  readonly listedThrough?: OwedMark;
+}
+
+/**
+ * A full owed listing at least this often, whatever changed: a week bounds what a change the
+ * partitions' modification times would miss costs (a book row removed by hand, a table copied back
+ * with its old times) at one full listing's price a week, a seventh of a daily one.
+ */
+export const OWED_FULL_EVERY_MS = 7 * 86_400_000;
+
+/** A complete owed listing: when it started, and when the last one that read every day did. */
+export interface OwedMark {
+  readonly listedAtMs: number;
+  readonly fullAtMs: number;
 }
 
 /**

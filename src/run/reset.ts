@@ -11,7 +11,7 @@ import { EXIT_CODES } from '../core/exit-codes.js';
 import type { PublishesCopy } from '../load/destination-capabilities.js';
 import { Publisher } from '../publish/publisher.js';
 import { readStateDocument } from './state-home.js';
-import { childSectionName, type ChildSection } from '../state/books/traces.js';
+import { childSectionName, owedMarkSectionName, type ChildSection, type OwedMarks } from '../state/books/traces.js';
 
 /**
  * `query-sync reset`'s work, without its questions: which streams of the state match
@@ -91,6 +91,15 @@ async function forgetChildReads(
   for (const child of config.resources.filter((r) => r.perParent !== undefined)) {
     const project = config.project === '*' ? undefined : config.project;
     await destination?.can.childBook?.forgetChildren(child.name, project);
+    // The owed listings' marks go with the book: an emptied book partition leaves no trace in
+    // INFORMATION_SCHEMA.PARTITIONS, so the next listing must read every day.
+    const marks = owedMarkSectionName(child);
+    if (state.document.sections[marks] !== undefined)
+      await state.updateSection<OwedMarks | undefined>(marks, (current) => {
+        if (project === undefined || current === undefined) return undefined;
+        const { [project]: _forgotten, ...rest } = current;
+        return rest;
+      });
     const section = childSectionName(child);
     const queued = state.document.sections[section] as ChildSection | undefined;
     if (queued !== undefined) {

@@ -165,6 +165,17 @@ const CHILD_PROJECT_FIELDS: Shape = {
   required: ['pending', 'done'],
 };
 
+/** A complete owed listing (`sections["owed-listed:<resource>"]`, per project): two epochs in ms. */
+const OWED_MARK: Check = (v) => {
+  if (!isObject(v)) return `expected {"listedAtMs": <epoch ms>, "fullAtMs": <epoch ms>}, got ${shown(v)}`;
+  for (const field of ['listedAtMs', 'fullAtMs']) {
+    const at = v[field];
+    if (typeof at !== 'number' || !Number.isFinite(at))
+      return `"${field}": expected an epoch in milliseconds, got ${shown(at)}`;
+  }
+  return undefined;
+};
+
 /** What was learned about the server (`sections.server`). */
 const SERVER_FIELDS: Shape = {
   fields: {
@@ -326,6 +337,12 @@ const KEYED_SECTIONS: readonly KeyedSection[] = [
     entry: 'project',
     expected: '{"<project>": {"pending": {...}, "done": {...}}}',
     check: CHILD_PROJECT_FIELDS,
+  },
+  {
+    named: (n) => n.startsWith('owed-listed:'),
+    entry: 'project',
+    expected: '{"<project>": {"listedAtMs": <epoch ms>, "fullAtMs": <epoch ms>}}',
+    check: OWED_MARK,
   },
 ];
 

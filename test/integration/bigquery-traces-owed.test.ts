@@ -237,6 +237,40 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     await expectEverySpan(emu, d);
   });
 
+  it('a sync after one that drained every owed event lists only the days changed since (INFORMATION_SCHEMA.PARTITIONS)', async () => {
+    const emu = await realShape(71);
+    const d = dir();
+    const run = { ...target(emu, d), resources: [events, traces] };
+    // The first run's writes stamped an hour ago (beyond the 10 min margin before its mark).
+    const fake = doubleFor(d);
+    fake.now = () => Date.now() - 3_600_000;
+    expect((await syncOnce(run)).ok).toBe(true);
+    fake.now = Date.now;
+    const state = fake.rows('sync', '_query_sync_state').find((r) => r['key'] === 'section:owed-listed:traces');
+    expect(state, 'the mark kept in state').toBeDefined();
+    const before = fake.queries.length;
+    emu.resetStats();
+    expect((await syncOnce(run)).ok).toBe(true);
+    const later = fake.queries.slice(before);
+    expect(later.some((q) => q.query.includes('INFORMATION_SCHEMA.PARTITIONS'))).toBe(true);
+    // What a full listing reads now, against what the run's listings read: the days modified since
+    // the mark or within the settle horizon, never the whole table.
+    const destination = testBigQueryDestination();
+    await destination.owedChildren({
+      ...owedQuery(traces, events, { selection: 'all', settleMs: PIPELINE_DEFAULTS.sync.settleMs }, Date.now()),
+      project: 'default',
+      limit: 2000,
+    });
+    await destination.close();
+    const full = owedQueries(fake).at(-1)?.bytes ?? 0;
+    const listings = owedQueries({ ...fake, queries: later } as FakeBigQuery);
+    for (const q of listings) {
+      expect(q.sql).toContain('DATE(p.`timestamp`) IN (');
+      expect(q.bytes).toBeLessThan(full);
+    }
+    expect(traceReads(emu)).toBe(0);
+  });
+
   it('a sync with --start reads only the owed events from then on, and its owed queries are pruned to those days', async () => {
     const emu = await realShape(69);
     const d = dir();

@@ -1,7 +1,7 @@
 import { BigQuery, type Query, type TableField, type TableMetadata } from '@google-cloud/bigquery';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
-import type { OwedChildren } from '../destination-capabilities.js';
+import { OWED_FULL_EVERY_MS, type OwedChildren, type OwedMark } from '../destination-capabilities.js';
 import { quoteIdent, stringLiteral, tablePath, timestampLiteral, type BigQueryTarget } from './sql.js';
 
 /**
@@ -81,6 +81,11 @@ export interface OwedParent {
   readonly marksDeletions: boolean;
   /** The book exists (without it, every parent owes). */
   readonly bookExists: boolean;
+  /**
+   * Only these days (`YYYY-MM-DD`, UTC) of the parent table and the book are read (`owedDays`: those
+   * changed since the last complete listing, and those within the settle horizon). @default every day
+   */
+  readonly days?: readonly string[];
 }
 
 /**
@@ -98,6 +103,9 @@ function owedFrom(target: BigQueryTarget, query: OwedChildren, parent: OwedParen
   if (query.toIso !== undefined) filters.push(`${time} < ${timestampLiteral(query.toIso)}`);
   if (project !== undefined) filters.push(`p.\`project_id\` = ${stringLiteral(project)}`);
   if (parent.marksDeletions) filters.push(`p.${quoteIdent(DELETED_AT_COLUMN)} IS NULL`);
+  // The same literal-date IN list as the MERGE's pruning predicate: only those partitions are read.
+  const days = parent.days === undefined ? undefined : parent.days.map((d) => `DATE '${d}'`).join(', ');
+  if (days !== undefined) filters.push(days === '' ? 'FALSE' : `DATE(${time}) IN (${days})`);
   if (query.shownBy !== undefined && query.shownBy.length > 0) {
     const shown = query.shownBy.map(
       (c) =>
@@ -116,6 +124,8 @@ function owedFrom(target: BigQueryTarget, query: OwedChildren, parent: OwedParen
       );
     if (query.toIso !== undefined)
       bookFilters.push(`\`parent_at\` < ${timestampLiteral(new Date(Date.parse(query.toIso) + DAY_MS).toISOString())}`);
+    // A book row's `parent_at` is its parent's time (to the millisecond): the same day's partition.
+    if (days !== undefined) bookFilters.push(days === '' ? 'FALSE' : `DATE(\`parent_at\`) IN (${days})`);
     const final =
       settleMs > 0
         ? `LOGICAL_OR(\`children\` > 0 OR \`read_at\` >= TIMESTAMP_ADD(\`parent_at\`, INTERVAL ${settleMs} MILLISECOND))`
@@ -159,4 +169,62 @@ export function forgetChildrenSql(target: BigQueryTarget, child: string, project
     `DELETE FROM ${tablePath(target, CHILD_BOOK_TABLE)} WHERE \`resource\` = ${stringLiteral(child)}` +
     (project === undefined ? '' : ` AND \`project_id\` = ${stringLiteral(project)}`)
   );
+}
+
+/**
+ * Partitions of the parent table and the book, with when each was last modified:
+ * `INFORMATION_SCHEMA.PARTITIONS`, a metadata query billed at a fixed small rate (10 MB minimum per
+ * query on demand, whatever the tables' sizes), not by the tables' bytes. `partition_id` is
+ * `YYYYMMDD` for a DAY partition, `__NULL__` for rows whose partitioning value is NULL,
+ * `__UNPARTITIONED__` for rows still in the streaming buffer.
+ */
+export function partitionsSql(target: BigQueryTarget, tables: readonly string[]): string {
+  return (
+    `SELECT table_name, partition_id, last_modified_time ` +
+    `FROM \`${target.projectId}\`.\`${target.dataset}\`.INFORMATION_SCHEMA.PARTITIONS ` +
+    `WHERE table_name IN (${tables.map(stringLiteral).join(', ')})`
+  );
+}
+
+/** One row of `partitionsSql`. */
+export interface TablePartition {
+  readonly table: string;
+  /** `YYYYMMDD`, `__NULL__` or `__UNPARTITIONED__`. */
+  readonly id: string;
+  readonly modifiedMs: number;
+}
+
+/** Clock skew between this host and BigQuery's, and rows a job commits after the mark's instant. */
+export const OWED_MARGIN_MS = 10 * 60_000;
+
+/**
+ * The days of the parent table the owed listing must read after `mark`, or `undefined` for all of
+ * them (no mark, the mark's full listing too old, rows in a streaming buffer whose day is unknown).
+ *
+ * Exact: a parent is owed now and was not at the mark only if (a) its row was written since (its
+ * partition modified), (b) a book row of it was removed (a book partition modified: a DELETE
+ * modifies it; `reset` also clears the mark), or (c) it was read empty while young and turned
+ * settle-old since: its time is after `mark - settle`, so its day is within the settle horizon.
+ * Parents owed at the mark were all read since (the mark is set only when the drain ran dry).
+ */
+export function owedDays(
+  partitions: readonly TablePartition[],
+  parentTable: string,
+  mark: OwedMark | undefined,
+  nowMs: number,
+  settleMs: number,
+): string[] | undefined {
+  if (mark === undefined || nowMs - mark.fullAtMs >= OWED_FULL_EVERY_MS) return undefined;
+  if (partitions.some((p) => p.id === '__UNPARTITIONED__')) return undefined;
+  const sinceMs = mark.listedAtMs - OWED_MARGIN_MS;
+  // With no settle every read is final: no parent turns owed by age alone.
+  const horizonMs = settleMs > 0 ? sinceMs - settleMs : Number.POSITIVE_INFINITY;
+  const days = new Set<string>();
+  for (const p of partitions) {
+    if (!/^\d{8}$/.test(p.id)) continue;
+    const day = `${p.id.slice(0, 4)}-${p.id.slice(4, 6)}-${p.id.slice(6, 8)}`;
+    const dayEndMs = Date.parse(`${day}T00:00:00Z`) + DAY_MS;
+    if (p.modifiedMs >= sinceMs || (p.table === parentTable && dayEndMs > horizonMs)) days.add(day);
+  }
+  return [...days].sort();
 }

@@ -60,11 +60,13 @@ import {
   type DeletionChange,
   type DeletionResult,
 } from '../destination.js';
-import type { OwedChildren } from '../destination-capabilities.js';
+import { OWED_FULL_EVERY_MS, type OwedChildren } from '../destination-capabilities.js';
 import {
   CHILD_BOOK_FIELDS,
   CHILD_BOOK_LAYOUT,
   forgetChildrenSql,
+  owedDays,
+  partitionsSql,
   owedCountSql,
   owedSelectSql,
   type OwedParent,
@@ -144,6 +146,8 @@ export class BigQueryDestination implements Destination {
   private readonly client: BigQuery;
   private readonly target: BigQueryTarget;
   private readonly log: Logger;
+  /** `INFORMATION_SCHEMA.PARTITIONS` could not be read once: every owed listing reads every day (said once). */
+  private partitionsRefused = false;
   private readonly retry: RetryPolicy;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly now: () => number;
@@ -349,14 +353,51 @@ export class BigQueryDestination implements Destination {
   async owedChildren(
     query: OwedChildren & { readonly project: string; readonly limit: number },
   ): Promise<readonly { readonly id: string; readonly at: number }[]> {
-    const parent = await this.owedParent(query.parentTable);
-    if (parent === undefined) return [];
+    const found = await this.owedParent(query.parentTable);
+    if (found === undefined) return [];
+    const days = await this.changedDays(query);
+    if (days !== undefined && days.length === 0) return [];
+    const parent = days === undefined ? found : { ...found, days };
     const rows = await this.select(
       `list of ${query.parentTable} records of project ${query.project} that owe their ${query.child}`,
       query.parentTable,
       owedSelectSql(this.target, query, parent, query.project, query.limit),
     );
     return rows.map((r) => ({ id: String(r['id']), at: Number(r['at']) }));
+  }
+
+  /**
+   * After a complete listing (`listedThrough`), the days of the parent table to list again
+   * (`owedDays`), from `INFORMATION_SCHEMA.PARTITIONS` (billed at the metadata minimum); `undefined`
+   * (every day) without a mark, at the weekly full listing, or when that view is not readable (said
+   * once, as a warning: a full listing is always right, only dearer).
+   */
+  private async changedDays(query: OwedChildren): Promise<string[] | undefined> {
+    const mark = query.listedThrough;
+    if (mark === undefined || this.partitionsRefused || query.nowMs - mark.fullAtMs >= OWED_FULL_EVERY_MS)
+      return undefined;
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await this.select(
+        `partitions of tables ${query.parentTable} and ${CHILD_BOOK_TABLE}`,
+        query.parentTable,
+        partitionsSql(this.target, [query.parentTable, CHILD_BOOK_TABLE]),
+      );
+    } catch (error) {
+      this.partitionsRefused = true;
+      this.log.warn(
+        { error: error instanceof Error ? error.message : String(error) },
+        'bigquery INFORMATION_SCHEMA.PARTITIONS not readable (it needs bigquery.tables.list on the dataset): the owed listing reads every day of the table',
+      );
+      return undefined;
+    }
+    const partitions = rows.flatMap((r) => {
+      const id = r['partition_id'];
+      const modified = r['last_modified_time'] as { value?: unknown } | null | undefined;
+      if (typeof id !== 'string' || modified === null || modified === undefined) return [];
+      return [{ table: String(r['table_name']), id, modifiedMs: Date.parse(String(modified.value ?? modified)) }];
+    });
+    return owedDays(partitions, query.parentTable, mark, query.nowMs, query.settleMs);
   }
 
   async countOwedChildren(query: OwedChildren): Promise<Readonly<Record<string, number>>> {

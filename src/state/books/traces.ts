@@ -1,3 +1,4 @@
+import type { OwedMark } from '../../load/destination-capabilities.js';
 import type { StateDocument } from '../document.js';
 
 /**
@@ -19,6 +20,16 @@ export type ChildSection = Readonly<Record<string, ProjectUnits>>;
 
 /** The section of one child resource. */
 export const childSectionName = (resource: { readonly name: string }): string => `children:${resource.name}`;
+
+/**
+ * The owed listings of one child resource, where the warehouse keeps the children book:
+ * `owed-listed:<resource>` holds `{ [project]: { listedAtMs, fullAtMs } }`, the start of the last
+ * complete listing (every parent owed then was read and booked since) and of the last full one. The
+ * next listing reads only what changed since (`OwedChildren.listedThrough`); `reset` drops it.
+ */
+export type OwedMarks = Readonly<Record<string, OwedMark>>;
+
+export const owedMarkSectionName = (resource: { readonly name: string }): string => `owed-listed:${resource.name}`;
 
 /** The child section as a state document holds it (empty when none). */
 export function childSection(doc: Pick<StateDocument, 'sections'>, name: string): ChildSection {

@@ -1,11 +1,18 @@
 import type { ChildRead } from '../../core/state-table.js';
 import type { ChildSelection, Clock, ResourceDefinition, Row } from '../../core/types.js';
-import type { KeepsChildBook, OwedChildren } from '../../load/destination-capabilities.js';
+import {
+  OWED_FULL_EVERY_MS,
+  type KeepsChildBook,
+  type OwedChildren,
+  type OwedMark,
+} from '../../load/destination-capabilities.js';
 import { PROJECT_COLUMN } from '../../normalize/normalize.js';
 import type { StateDocument, StateStore, StateWriter } from '../../state/store.js';
 import {
   childSection,
   childSectionName,
+  owedMarkSectionName,
+  type OwedMarks,
   withCompleted,
   withQueued,
   type ChildSection,
@@ -152,6 +159,11 @@ export class ChildQueue {
    * units taken, without counting the table again.
    */
   private readonly listedInFull = new Set<string>();
+  /**
+   * Book mode: the mark of the project's last listing that held every owed parent (its start), kept
+   * in state (`owed-listed:<resource>`) once the drain ends with none left (`owedCount`).
+   */
+  private readonly listing = new Map<string, OwedMark>();
   /**
    * Book mode: parents read and booked by this run, per project: a listing that began before their
    * read committed still names them, and they are not read twice.
@@ -312,7 +324,11 @@ export class ChildQueue {
     if (!stored) this.stale.delete(project);
     this.listed.add(project);
     const limit = OWED_PAGE + inFlight.size;
-    const query = owedQuery(this.options.child, parent, this.queryOptions(), this.clock.now());
+    const startedAt = this.clock.now();
+    const query = owedQuery(this.options.child, parent, this.queryOptions(), startedAt);
+    // After a complete listing the destination may read only what changed since (BigQuery).
+    const mark = stored ? undefined : this.marks()[project];
+    const full = mark === undefined || startedAt - mark.fullAtMs >= OWED_FULL_EVERY_MS;
     const startMs = this.options.startMs ?? Number.NEGATIVE_INFINITY;
     const bounds =
       stored && span !== undefined
@@ -322,7 +338,7 @@ export class ChildQueue {
           }
         : {};
     const done = book
-      .owedChildren({ ...query, ...bounds, project, limit })
+      .owedChildren({ ...query, ...bounds, ...(full ? {} : { listedThrough: mark }), project, limit })
       .then((owed) => {
         const fresh = stored ? (this.buffer.get(project) ?? new Map<string, number>()) : new Map<string, number>();
         const booked = this.booked.get(project);
@@ -332,7 +348,11 @@ export class ChildQueue {
         if (owed.length >= limit) {
           this.stale.add(project);
           this.listedInFull.delete(project);
-        } else if (!stored) this.listedInFull.add(project);
+          this.listing.delete(project);
+        } else if (!stored) {
+          this.listedInFull.add(project);
+          this.listing.set(project, { listedAtMs: startedAt, fullAtMs: full ? startedAt : mark.fullAtMs });
+        }
       })
       .finally(() => {
         this.refilling.delete(project);
@@ -361,8 +381,20 @@ export class ChildQueue {
    */
   async owedCount(project: string): Promise<number> {
     if (!this.usesBook) return this.pendingCount(project);
-    if (this.failure === undefined && this.heldInFull(project))
-      return (this.buffer.get(project)?.size ?? 0) + (this.taken.get(project) ?? 0);
+    if (this.failure === undefined && this.heldInFull(project)) {
+      const left = (this.buffer.get(project)?.size ?? 0) + (this.taken.get(project) ?? 0);
+      // Drained dry: every parent owed at the listing's start is booked (a chunk's reads count as
+      // taken until its commit is durable), so the next listing may read only what changed since.
+      const listing = this.listing.get(project);
+      if (left === 0 && listing !== undefined) {
+        this.listing.delete(project);
+        await this.state.updateSection<OwedMarks>(owedMarkSectionName(this.options.child), (marks = {}) => ({
+          ...marks,
+          [project]: listing,
+        }));
+      }
+      return left;
+    }
     const book = this.options.book as KeepsChildBook;
     const query = owedQuery(
       this.options.child,
@@ -498,6 +530,11 @@ export class ChildQueue {
 
   private units(): ChildSection {
     return childSection(this.state.document, this.section);
+  }
+
+  /** The owed listings' marks, per project (`owed-listed:<resource>`). */
+  private marks(): OwedMarks {
+    return (this.state.document.sections[owedMarkSectionName(this.options.child)] ?? {}) as OwedMarks;
   }
 
   /** The earliest mark of the parent's streams (−∞ when one has none: a first sync counts every parent). */
