@@ -70,3 +70,12 @@ export interface StateTable {
 
 /** Name of the state table in every destination. */
 export const STATE_TABLE = '_query_sync_state';
+
+/**
+ * A complete owed listing of a parent's children (`load/destination-capabilities.ts` `OwedChildren`,
+ * kept in state by `state/books/traces.ts`): when it started, and when the last one that read every day did.
+ */
+export interface OwedMark {
+  readonly listedAtMs: number;
+  readonly fullAtMs: number;
+}

@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import type { LeaseProvider } from '../state/leases/lease.js';
-import type { StateTable } from '../core/state-table.js';
+import type { OwedMark, StateTable } from '../core/state-table.js';
 
 /**
  * What a destination may offer beyond reading and writing rows, one small interface each, and the
@@ -75,12 +75,6 @@ export interface OwedChildren {
  * with its old times) at one full listing's price a week, a seventh of a daily one.
  */
 export const OWED_FULL_EVERY_MS = 7 * 86_400_000;
-
-/** A complete owed listing: when it started, and when the last one that read every day did. */
-export interface OwedMark {
-  readonly listedAtMs: number;
-  readonly fullAtMs: number;
-}
 
 /**
  * The children book (`_query_sync_children`, appended through `StateCommit.childReads` in the

@@ -1,7 +1,8 @@
 import { BigQuery, type Query, type TableField, type TableMetadata } from '@google-cloud/bigquery';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
-import { OWED_FULL_EVERY_MS, type OwedChildren, type OwedMark } from '../destination-capabilities.js';
+import type { OwedMark } from '../../core/state-table.js';
+import { OWED_FULL_EVERY_MS, type OwedChildren } from '../destination-capabilities.js';
 import { quoteIdent, stringLiteral, tablePath, timestampLiteral, type BigQueryTarget } from './sql.js';
 
 /**

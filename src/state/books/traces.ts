@@ -1,4 +1,4 @@
-import type { OwedMark } from '../../load/destination-capabilities.js';
+import type { OwedMark } from '../../core/state-table.js';
 import type { StateDocument } from '../document.js';
 
 /**

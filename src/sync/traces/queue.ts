@@ -1,11 +1,6 @@
-import type { ChildRead } from '../../core/state-table.js';
+import type { ChildRead, OwedMark } from '../../core/state-table.js';
 import type { ChildSelection, Clock, ResourceDefinition, Row } from '../../core/types.js';
-import {
-  OWED_FULL_EVERY_MS,
-  type KeepsChildBook,
-  type OwedChildren,
-  type OwedMark,
-} from '../../load/destination-capabilities.js';
+import { OWED_FULL_EVERY_MS, type KeepsChildBook, type OwedChildren } from '../../load/destination-capabilities.js';
 import { PROJECT_COLUMN } from '../../normalize/normalize.js';
 import type { StateDocument, StateStore, StateWriter } from '../../state/store.js';
 import {
