@@ -71,6 +71,8 @@ export class StateStore implements StateWriter {
   private readonly options: StateStoreOptions;
   private readonly runLock: Lock;
   private chain: Promise<unknown> = Promise.resolve();
+  /** The export of the file not started yet, which commits landing now join (see `exportFile`). */
+  private nextExport: { readonly changes: Change[]; readonly written: Promise<void> } | undefined;
   /** The warehouse that holds the state, once attached. */
   private warehouse: StateTable | undefined;
   /** The file as this store last wrote it (see `writeFile`). */
@@ -355,15 +357,32 @@ export class StateStore implements StateWriter {
     return result;
   }
 
-  /** The file as a cache and export of the warehouse's state: a failure to write it is told, not fatal. */
-  private async exportFile(change: Change): Promise<void> {
-    try {
-      await this.writeFile(change, false);
-    } catch (error) {
-      this.options.onNote?.(
-        `state: could not update the state file ${this.path} (the warehouse holds the state; the file is only a copy): ${(error as Error).message}`,
-      );
+  /**
+   * The file as a cache and export of the warehouse's state: a failure to write it is told, not
+   * fatal. Commits that land while a write of the file is under way share the next one (their
+   * changes in landing order): one write and its fsyncs for all of them, where each commit's own
+   * write would queue behind the others.
+   */
+  private exportFile(change: Change): Promise<void> {
+    const open = this.nextExport;
+    if (open !== undefined) {
+      open.changes.push(change);
+      return open.written;
     }
+    const changes = [change];
+    const written = this.chain.then(async () => {
+      // From here on, a commit that lands waits for the write after this one.
+      this.nextExport = undefined;
+      try {
+        await this.writeFile((doc) => changes.reduce((d, c) => c(d), doc), false);
+      } catch (error) {
+        this.options.onNote?.(
+          `state: could not update the state file ${this.path} (the warehouse holds the state; the file is only a copy): ${(error as Error).message}`,
+        );
+      }
+    });
+    this.nextExport = { changes, written };
+    return written;
   }
 
   private writeFile(change: Change, keepDoc = true): Promise<void> {
