@@ -13,7 +13,8 @@ import { rowBytes } from '../../core/row-bytes.js';
 import { DuckDbFile, type DuckDbOpenOptions } from './connection.js';
 import { checkpointBytes, DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './memory.js';
 import { compactTail } from './compact.js';
-import { bridgeSql, ident, insertSql, logicalFromDuckdb, mergeSql, storedKeysSql } from './sql.js';
+import { DescribedTables } from './described.js';
+import { bridgeSql, ident, insertSql, mergeSql, storedKeysSql } from './sql.js';
 import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './deletions.js';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, stateRowsSql, writeStateRows } from './state.js';
@@ -57,8 +58,8 @@ export class DuckDbDestination implements Destination {
   readonly kind = 'duckdb';
   /** Known columns per table, so ALTERs are issued only for new ones. */
   private readonly tables = new Map<string, Map<string, LogicalType>>();
-  /** `describe`'s answers until a DDL, SQL it cannot see into or a failed write: a run asks ~40 times. */
-  private readonly described = new Map<string, readonly ColumnDef[] | undefined>();
+  /** `describe`'s answers until a DDL, SQL it cannot see into or a failed write (`described.ts`). */
+  private readonly described = new DescribedTables(() => this.connection);
   /** Warnings of a state-only write (which returns none), handed on with the next batch's result. */
   private pendingWarnings: string[] = [];
   private readonly memory: DuckDbMemory;
@@ -312,21 +313,8 @@ export class DuckDbDestination implements Destination {
     return this.file.close();
   }
 
-  private async describeNow(table: string): Promise<readonly ColumnDef[] | undefined> {
-    if (this.described.has(table)) return this.described.get(table);
-    // duckdb_columns() is what information_schema.columns reads (same rows, same filter), at half its cost.
-    const reader = await this.connection.runAndReadAll(
-      `SELECT column_name, data_type FROM duckdb_columns()
-        WHERE schema_name = 'main' AND table_name = $1 ORDER BY column_index`,
-      [table],
-    );
-    const rows = reader.getRows();
-    const columns =
-      rows.length === 0
-        ? undefined
-        : rows.map(([name, type]) => ({ name: String(name), type: logicalFromDuckdb(String(type)) }));
-    this.described.set(table, columns);
-    return columns;
+  private describeNow(table: string): Promise<readonly ColumnDef[] | undefined> {
+    return this.described.get(table);
   }
 
   private async ensureTable(schema: TableSchema): Promise<void> {
@@ -334,7 +322,7 @@ export class DuckDbDestination implements Destination {
     if (known === undefined) {
       const existing = await this.describeNow(schema.name);
       if (existing === undefined) {
-        this.described.delete(schema.name);
+        this.described.forget(schema.name);
         const cols = schema.columns.map((c) => `${ident(c.name)} ${duckdbType(c.type)}`).join(', ');
         await this.connection.run(`CREATE TABLE IF NOT EXISTS main.${ident(schema.name)} (${cols})`);
       }
@@ -343,7 +331,7 @@ export class DuckDbDestination implements Destination {
     }
     for (const column of schema.columns) {
       if (known.has(column.name)) continue;
-      this.described.delete(schema.name);
+      this.described.forget(schema.name);
       await this.connection.run(
         `ALTER TABLE main.${ident(schema.name)} ADD COLUMN IF NOT EXISTS ${ident(column.name)} ${duckdbType(column.type)}`,
       );
@@ -442,14 +430,14 @@ export class DuckDbDestination implements Destination {
 
   private async ensureChildBook(): Promise<void> {
     if (this.tables.has(CHILD_BOOK_TABLE)) return;
-    this.described.delete(CHILD_BOOK_TABLE);
+    this.described.forget(CHILD_BOOK_TABLE);
     await createChildBook(this.connection);
     this.tables.set(CHILD_BOOK_TABLE, new Map(CHILD_BOOK_COLUMNS));
   }
 
   private async ensureStateTable(): Promise<void> {
     if (this.tables.has(STATE_TABLE)) return;
-    this.described.delete(STATE_TABLE);
+    this.described.forget(STATE_TABLE);
     await createStateTable(this.connection);
     this.tables.set(STATE_TABLE, new Map(STATE_COLUMNS));
   }
