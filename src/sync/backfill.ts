@@ -17,7 +17,7 @@ import {
   type StreamLedger,
 } from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
-import type { SyncDeps } from './engine.js';
+import type { RunServices } from './context.js';
 import { owedQuery } from './traces/queue.js';
 import { learnChildMode, readsByParent } from './traces/probe.js';
 import { ListNotes, listFacts, type ListFact } from './list-facts.js';
@@ -108,7 +108,7 @@ export function perWindowBatch(batchRows: number, concurrency: number): number {
 /** Backfill every resource × project scope (`forEachScope`, as `sync` does). */
 export async function runBackfill(
   options: BackfillOptions,
-  deps: SyncDeps,
+  deps: RunServices,
   hooks: BackfillHooks = {},
 ): Promise<BackfillSummary> {
   const runStartMs = deps.clock.now();
@@ -178,7 +178,7 @@ export async function runBackfill(
 async function owedAfterBackfill(
   children: readonly ResourceDefinition[],
   options: BackfillOptions,
-  deps: SyncDeps,
+  deps: RunServices,
 ): Promise<OwedChildrenNote[]> {
   const notes: OwedChildrenNote[] = [];
   const book = bookOf(deps);
@@ -235,7 +235,7 @@ export interface StreamBackfillOptions {
  * move each window to `done` when its last page is stored. The first failing window stops the
  * stream from starting more (windows in flight finish); its checkpoint stays for the next run.
  */
-export async function backfillStream(options: StreamBackfillOptions, deps: SyncDeps): Promise<BackfillStreamResult> {
+export async function backfillStream(options: StreamBackfillOptions, deps: RunServices): Promise<BackfillStreamResult> {
   const { resource, scope, hooks = {} } = options;
   const frame = new StreamFrame(resource, scope, deps, options.signal);
   const { key, ctx } = frame;
@@ -396,7 +396,7 @@ function joinsWindows(resource: ResourceDefinition, fact: ListFact): boolean {
 async function readLedgerUnit(
   { window, resumed, windows = 1 }: LedgerUnit,
   options: StreamBackfillOptions,
-  deps: SyncDeps,
+  deps: RunServices,
   { key: frameKey, ctx, ledger, totals, lists, shared }: LedgerStream,
 ): Promise<void> {
   const { resource, scope, hooks = {} } = options;

@@ -1,28 +1,18 @@
 import { CursorRejectedError, DataError, PaginationError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { rowBytes } from '../core/row-bytes.js';
 import { paginate, type Page, type PartFilter } from '../extract/paginate.js';
 import type { TimeWindow } from '../extract/windows.js';
-import type { ApiClient, CallContext } from '../http/client.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
+import type { CallContext } from '../http/client.js';
+import { dedupeRows, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
-import type { StateStore, StateWriter } from '../state/store.js';
+import type { StateWriter } from '../state/store.js';
+import type { RunServices } from './context.js';
 import type { ListFact, ListNotes } from './list-facts.js';
 import { OrderWatch } from './order-watch.js';
 
-export interface WalkDeps {
-  readonly client: ApiClient;
-  readonly destination: Destination;
-  readonly logger: Logger;
-  /**
-   * The run's state: each batch is written with its state changes (`onStored`, `checkpoint`, handed
-   * the batch's writer) in one transaction where the warehouse keeps the state (`withBatch`).
-   */
-  readonly state: StateStore;
-}
-
-export interface WalkOptions {
+/** What one walk reads and where its progress goes (its run's services are passed beside it). */
+export interface WalkParams {
   readonly resource: ResourceDefinition;
   readonly scope: ProjectScope;
   readonly tracker: SchemaTracker;
@@ -104,8 +94,8 @@ export interface WalkTotals {
  * harmless.
  */
 export async function walkWindow(
-  options: WalkOptions,
-  deps: WalkDeps,
+  options: WalkParams,
+  deps: RunServices,
   totals: WalkTotals,
   restarts = 0,
 ): Promise<'done' | 'abandoned'> {
@@ -194,7 +184,7 @@ export async function walkWindow(
       const page = result.value;
       if (firstPage) {
         firstPage = false;
-        if (await (options.onFirstPage as NonNullable<WalkOptions['onFirstPage']>)(page)) {
+        if (await (options.onFirstPage as NonNullable<WalkParams['onFirstPage']>)(page)) {
           await pages.return?.(undefined);
           return 'abandoned';
         }
@@ -279,8 +269,8 @@ export async function walkWindow(
  */
 async function refusedCursor(
   error: CursorRejectedError,
-  options: WalkOptions,
-  deps: WalkDeps,
+  options: WalkParams,
+  deps: RunServices,
   restarts: number,
   pagesInWalk: number,
 ): Promise<void> {
@@ -324,7 +314,7 @@ function inWindow(resource: ResourceDefinition, record: ApiRecord, window: TimeW
   return ms >= window.fromMs && ms < window.toMs;
 }
 
-function normalize(options: WalkOptions, record: ApiRecord): Row {
+function normalize(options: WalkParams, record: ApiRecord): Row {
   try {
     return options.tracker.normalize(record, options.scope.fallbackProjectId, options.syncedAt);
   } catch (error) {

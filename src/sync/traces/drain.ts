@@ -1,11 +1,9 @@
 import { DataError, FatalApiError } from '../../core/errors.js';
-import type { Logger } from '../../core/log.js';
 import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../../core/types.js';
 import type { ApiClient, CallContext } from '../../http/client.js';
 import { ConcurrencyController } from '../split/concurrency.js';
-import type { Destination } from '../../load/destination.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../../normalize/normalize.js';
-import type { StateStore } from '../../state/store.js';
+import type { RunServices } from '../context.js';
 import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './queue.js';
 import { StreamFrame, type StreamResult } from '../frame.js';
 import type { Book } from '../../state/books/book.js';
@@ -37,13 +35,7 @@ export interface ChildDrainOptions {
 export async function drainChildren(
   resource: ResourceDefinition,
   scope: ProjectScope,
-  deps: {
-    readonly client: ApiClient;
-    readonly destination: Destination;
-    readonly state: StateStore;
-    readonly clock: Clock;
-    readonly logger: Logger;
-  },
+  deps: RunServices,
   options: ChildDrainOptions,
 ): Promise<StreamResult> {
   const frame = new StreamFrame(resource, scope, deps, options.signal);
