@@ -19,7 +19,7 @@ import {
   type SyncUnit,
 } from '../state/books/sync.js';
 import type { SubWalk, UnitSource } from './units.js';
-import { WalkBounds, walkWindow, type WalkParams } from './walk.js';
+import { endOf, WalkBounds, walkWindow, type WalkParams } from './walk.js';
 
 /**
  * The units of one sync stream (`stream.ts` runs them in its frame): produced from state (the
@@ -45,6 +45,8 @@ interface LivePart {
 
 export class UnitReader {
   readonly controller: ConcurrencyController;
+  /** What the stream's walks did, added as each ends (`walk`), and the windows it started. */
+  private readonly tally = { rows: 0, pages: 0, windows: 0 };
   readonly lateness: LatenessHistogram | undefined;
   /** The split this run planned (a resumed one has none: its sub-windows are not cut again). */
   private planned: SplitPlan | undefined;
@@ -71,7 +73,6 @@ export class UnitReader {
     private readonly run: SyncRun,
     private readonly hooks: StreamHooks,
     private readonly ctx: CallContext,
-    private readonly totals: { rows: number; pages: number; windows: number },
     private readonly lists?: WalkParams['lists'],
   ) {
     this.key = streamKey(resource.name, scope.key);
@@ -130,7 +131,7 @@ export class UnitReader {
         const st = this.run.state.stream(this.key);
         const next = nextSyncUnits(st, this.windows);
         if (next?.kind === 'split') {
-          this.totals.windows += 1;
+          this.tally.windows += 1;
           partCount = next.parts.length;
           this.readFrom(Date.parse(st.split?.from ?? ''));
           parts = next.parts;
@@ -138,7 +139,7 @@ export class UnitReader {
         }
         if (
           next === undefined ||
-          (this.run.settings.sampleRows !== undefined && this.totals.rows >= this.run.settings.sampleRows)
+          (this.run.settings.sampleRows !== undefined && this.tally.rows >= this.run.settings.sampleRows)
         )
           return undefined;
         this.readFrom(next.unit.window.fromMs);
@@ -334,8 +335,9 @@ export class UnitReader {
   /**
    * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
    * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
+   * What the walk did is added to the stream's counts when it ends, however it ends.
    */
-  walk(
+  async walk(
     unit: SyncUnit | undefined,
     onFirstPage?: (page: Page) => Promise<boolean>,
     sub?: SubWalk,
@@ -348,8 +350,8 @@ export class UnitReader {
     const share = sub === undefined ? 1 : this.maxParts;
     const onField =
       unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
-    if (sub === undefined) this.totals.windows += 1;
-    return walkWindow(
+    if (sub === undefined) this.tally.windows += 1;
+    const walked = await walkWindow(
       {
         resource,
         scope: this.scope,
@@ -363,7 +365,8 @@ export class UnitReader {
         bounds,
         batchRows: sub === undefined ? settings.batchRows : Math.max(1, Math.ceil(settings.batchRows / share)),
         batchBytes: sub === undefined ? settings.batchBytes : Math.max(1, Math.ceil(settings.batchBytes / share)),
-        sampleRows: settings.sampleRows,
+        // A sample is the stream's: a walk stops at what the walks before it left of it.
+        sampleRows: settings.sampleRows === undefined ? undefined : settings.sampleRows - this.tally.rows,
         syncedAt: this.run.syncedAt,
         ctx: sub?.ctx ?? this.ctx,
         onProjects: hooks.onProjects,
@@ -381,8 +384,10 @@ export class UnitReader {
         onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
       },
       this.run,
-      this.totals,
     );
+    this.tally.rows += walked.rows;
+    this.tally.pages += walked.pages;
+    return endOf(walked);
   }
 
   /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */
@@ -416,6 +421,11 @@ export class UnitReader {
     return ended === 'abandoned' && replaced !== undefined
       ? replaced.map((window) => ({ kind: 'part', window, split: part.split }))
       : undefined;
+  }
+
+  /** What the stream's walks did so far: rows stored, pages read, windows started. */
+  get counts(): { readonly rows: number; readonly pages: number; readonly windows: number } {
+    return { ...this.tally };
   }
 
   private readFrom(ms: number): void {

@@ -28,7 +28,6 @@ export async function syncStream(
   const { settings } = run;
   const frame = new StreamFrame(resource, scope, run, run.signal);
   const { key, ctx } = frame;
-  const totals = { rows: 0, pages: 0, windows: 0 };
   const notes = new ListNotes(resource.name);
   const finish = async (outcomeIn: StreamResult['outcome'], errorIn?: Error): Promise<StreamResult> => {
     let outcome = outcomeIn;
@@ -53,21 +52,21 @@ export async function syncStream(
       error = new PaginationError(`${resource.name} may be incomplete: ${notes.inexact.join('; ')}`);
     }
     if (outcome !== 'scope-rejected') {
-      const lastRun = frame.runRecord(outcome, totals, seconds, error);
+      const lastRun = frame.runRecord(outcome, reader.counts, seconds, error);
       await run.state.updateStream(key, (s) => ({ ...s, lastRun }));
     }
     return {
       resource: resource.name,
       scope: scope.key,
       outcome,
-      ...totals,
+      ...reader.counts,
       stats: ctx.stats,
       seconds,
       error,
       ...(Object.keys(lists).length > 0 ? { lists } : {}),
     };
   };
-  const reader = new UnitReader(resource, scope, tracker, run, hooks, ctx, totals, {
+  const reader = new UnitReader(resource, scope, tracker, run, hooks, ctx, {
     notes,
     fact: listFacts(run.state.document)[resource.name] ?? {},
   });
@@ -92,7 +91,7 @@ export async function syncStream(
     if (measured !== undefined) await run.state.updateStream(key, (s) => ({ ...s, lateness: measured }));
     return await finish('ok');
   } catch (error) {
-    const ended = frame.failure(error, totals.pages);
+    const ended = frame.failure(error, reader.counts.pages);
     return finish(ended.outcome, ended.error);
   }
 }
