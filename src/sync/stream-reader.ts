@@ -2,7 +2,7 @@ import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { TimeWindow } from '../extract/windows.js';
 import type { Page } from '../extract/paginate.js';
 import type { CallContext } from '../http/client.js';
-import { ConcurrencyController } from './split/concurrency.js';
+import { ConcurrencyController } from './concurrency.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { streamKey } from '../state/store.js';
 import { LatenessHistogram } from './lateness.js';

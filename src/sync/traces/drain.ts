@@ -1,7 +1,7 @@
 import { DataError, FatalApiError } from '../../core/errors.js';
 import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../../core/types.js';
 import type { ApiClient, CallContext } from '../../http/client.js';
-import { ConcurrencyController } from '../split/concurrency.js';
+import { ConcurrencyController } from '../concurrency.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../../normalize/normalize.js';
 import type { RunServices } from '../context.js';
 import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './queue.js';
