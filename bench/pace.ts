@@ -31,6 +31,7 @@ import { minimumSeconds } from '../src/http/scheduler/floor.js';
 import { DEFAULT_SAFETY_MARGINS } from '../src/http/scheduler/options.js';
 import { DuckDbDestination } from '../src/load/duckdb/destination.js';
 import { runSync, type RunSummary } from '../src/sync/engine.js';
+import { openSyncRun } from '../src/sync/context.js';
 import { StateStore } from '../src/state/store.js';
 import { PIPELINE_DEFAULTS } from '../src/config/index.js';
 
@@ -119,14 +120,11 @@ async function measure(
     clientDelay.enable();
     started = Date.now();
     const summary = await runSync(
-      {
-        ...PIPELINE_DEFAULTS.sync,
-        resources: sync.resources,
-        project: sync.project,
-        lookbackMs: 15 * 60_000,
-        limits: sync.limits,
-      },
-      { client, destination, state, clock: systemClock, logger },
+      { resources: sync.resources, project: sync.project },
+      openSyncRun(
+        { client, destination, state, clock: systemClock, logger },
+        { ...PIPELINE_DEFAULTS.sync, lookbackMs: 15 * 60_000, limits: sync.limits },
+      ),
     );
     const seconds = (Date.now() - started) / 1000;
     const api = await emu.counts(Date.parse(summary.startedAt));

@@ -18,6 +18,7 @@ import { connectApi } from '../src/run/runtime.js';
 import { DEFAULT_RATE_LIMITS } from '../src/http/scheduler/budget.js';
 import { DuckDbDestination } from '../src/load/duckdb/destination.js';
 import { runSync, type RunSummary } from '../src/sync/engine.js';
+import { openSyncRun } from '../src/sync/context.js';
 import { StateStore } from '../src/state/store.js';
 import { PIPELINE_DEFAULTS } from '../src/config/index.js';
 
@@ -51,14 +52,11 @@ async function sync(): Promise<RunSummary> {
   const state = await StateStore.open(statePath, { clock: systemClock, purpose: 'sync' });
   try {
     return await runSync(
-      {
-        ...PIPELINE_DEFAULTS.sync,
-        resources: RESOURCES,
-        project: undefined,
-        lookbackMs: 15 * MIN,
-        limits: DEFAULT_RATE_LIMITS,
-      },
-      { client, destination, state, clock: systemClock, logger },
+      { resources: RESOURCES, project: undefined },
+      openSyncRun(
+        { client, destination, state, clock: systemClock, logger },
+        { ...PIPELINE_DEFAULTS.sync, lookbackMs: 15 * MIN, limits: DEFAULT_RATE_LIMITS },
+      ),
     );
   } finally {
     await destination.close();

@@ -1,5 +1,4 @@
-import type { Logger } from '../core/log.js';
-import type { Clock, ProjectScope, Row, TableSchema } from '../core/types.js';
+import type { ProjectScope, Row, TableSchema } from '../core/types.js';
 import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
 import {
   bucketStart,
@@ -13,11 +12,11 @@ import {
 } from '../extract/analytics.js';
 import { Capabilities, routeCapability, valueCapability } from '../sync/capabilities.js';
 import { optionalRoute } from '../sync/optional.js';
-import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
-import type { Destination } from '../load/destination.js';
-import type { StateStore, StateWriter } from '../state/store.js';
+import { newCallStats, type CallContext } from '../http/client.js';
+import type { StateWriter } from '../state/store.js';
 import { searchScopes } from './searches.js';
 import type { RunHooks } from '../sync/engine.js';
+import type { RunServices } from '../sync/context.js';
 import { StreamFrame, type StreamResult } from '../sync/frame.js';
 
 /**
@@ -84,12 +83,7 @@ export interface AggregateOptions {
   readonly signal?: AbortSignal;
 }
 
-export interface AggregateDeps {
-  readonly client: ApiClient;
-  readonly destination: Destination;
-  readonly state: StateStore;
-  readonly clock: Clock;
-  readonly logger: Logger;
+export interface AggregateDeps extends RunServices {
   /** The run's progress callbacks: each table and project is a stream of the display. */
   readonly hooks?: RunHooks;
   /** What this server offers (`sync/capabilities.ts`); one over `state` when absent. */

@@ -1,24 +1,16 @@
 import { DataError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type {
-  ApiRecord,
-  Clock,
-  ProjectScope,
-  ResourceDefinition,
-  Row,
-  SavedSearch,
-  TableSchema,
-} from '../core/types.js';
+import type { ApiRecord, ProjectScope, ResourceDefinition, Row, SavedSearch, TableSchema } from '../core/types.js';
 import { SYNC_METADATA_COLUMNS, tableSchema } from '../core/table-schema.js';
 import { paginate } from '../extract/paginate.js';
-import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
-import type { Destination, LoadBatch } from '../load/destination.js';
+import { newCallStats, type CallContext } from '../http/client.js';
+import type { LoadBatch } from '../load/destination.js';
 import { canonicalTimestamp } from '../normalize/timestamp.js';
-import type { StateStore, StateWriter } from '../state/store.js';
+import type { StateWriter } from '../state/store.js';
 import { Capabilities, routeCapability } from '../sync/capabilities.js';
 import { optionalRoute } from '../sync/optional.js';
 import { singleProjectScope } from '../sync/scopes.js';
 import type { RunHooks } from '../sync/engine.js';
+import type { RunServices } from '../sync/context.js';
 import { StreamFrame, type StreamResult } from '../sync/frame.js';
 
 /**
@@ -82,12 +74,7 @@ export interface SearchOptions {
   readonly signal?: AbortSignal;
 }
 
-export interface SearchDeps {
-  readonly client: ApiClient;
-  readonly destination: Destination;
-  readonly state: StateStore;
-  readonly clock: Clock;
-  readonly logger: Logger;
+export interface SearchDeps extends RunServices {
   /** The run's progress callbacks: each (search, project) is a stream of the display. */
   readonly hooks?: RunHooks;
   /** What this server offers (`sync/capabilities.ts`); one over `state` when absent. */

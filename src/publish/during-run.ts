@@ -3,7 +3,7 @@ import type { Clock } from '../core/types.js';
 import type { Destination } from '../load/destination.js';
 import { Publisher, type PublishResult } from './publisher.js';
 import { trackWrites } from './tracking.js';
-import type { PartitionSpec } from './partitions.js';
+import type { DayCut } from './partitions.js';
 
 /**
  * A writing run's publishing: every `everyMs` while it runs, and once at its end (also a failed or
@@ -25,7 +25,7 @@ export function publishDuringRun(
     readonly clock: Clock;
     readonly logger: Logger;
     /** The tables cut by day (`partitionedTables` of the resources). */
-    readonly partitioned: Readonly<Record<string, PartitionSpec>>;
+    readonly partitioned: Readonly<Record<string, DayCut>>;
   },
 ): RunPublishing {
   const copy = destination.can.publish;

@@ -7,16 +7,17 @@ import type { LogicalType, ResourceDefinition, Row, TableSchema } from '../core/
  * would leave its old copy in a partition not rewritten. Every other table is one file, rewritten
  * when touched (they are small beside events and traces). The day column is the resource's
  * `partitionColumn`, declared once in connectors/ (BigQuery partitions by it too); a table without
- * one, or whose column is missing or of another type, is unpartitioned.
+ * one, or whose column is missing or of another type, is unpartitioned. (BigQuery's own
+ * partitioning of the warehouse table is another thing: `load/bigquery/rows.ts` `BigQueryPartitioning`.)
  */
-export interface PartitionSpec {
+export interface DayCut {
   readonly column: string;
   /** `timestamp`: a TIMESTAMPTZ; `ns`: a BIGINT of Unix nanoseconds. */
   readonly kind: 'timestamp' | 'ns';
 }
 
 /** The cut of a day column by its type: an instant, or Unix nanoseconds; none for another type. */
-function specOf(column: string | undefined, type: LogicalType | undefined): PartitionSpec | undefined {
+function specOf(column: string | undefined, type: LogicalType | undefined): DayCut | undefined {
   if (column === undefined) return undefined;
   if (type === 'timestamp') return { column, kind: 'timestamp' };
   if (type === 'int64') return { column, kind: 'ns' };
@@ -26,8 +27,8 @@ function specOf(column: string | undefined, type: LogicalType | undefined): Part
 /** The tables cut by day, by name: each resource with a `partitionColumn` of a declared day type. */
 export function partitionedTables(
   resources: readonly Pick<ResourceDefinition, 'name' | 'partitionColumn' | 'columns'>[],
-): Readonly<Record<string, PartitionSpec>> {
-  const out: Record<string, PartitionSpec> = {};
+): Readonly<Record<string, DayCut>> {
+  const out: Record<string, DayCut> = {};
   for (const r of resources) {
     const spec = specOf(
       r.partitionColumn,
@@ -39,7 +40,7 @@ export function partitionedTables(
 }
 
 /** The day cut of a table as written (its schema carries its resource's `partitionColumn`). */
-export function partitionOfTable(table: Pick<TableSchema, 'partitionColumn' | 'columns'>): PartitionSpec | undefined {
+export function partitionOfTable(table: Pick<TableSchema, 'partitionColumn' | 'columns'>): DayCut | undefined {
   const column = table.partitionColumn;
   return specOf(column, table.columns.find((c) => c.name === column)?.type);
 }
@@ -52,7 +53,7 @@ const NULL_DAY = 'dt=null';
 const NS_PER_MS = 1_000_000n;
 
 /** The partition (`dt=YYYY-MM-DD`) of a row as written: undefined when its day cannot be told (then the whole table is rewritten). */
-export function partitionOfRow(spec: PartitionSpec, row: Row): string | undefined {
+export function partitionOfRow(spec: DayCut, row: Row): string | undefined {
   const value = row[spec.column];
   if (value === null || value === undefined) return NULL_DAY;
   let ms: number;
@@ -69,7 +70,7 @@ export function partitionOfRow(spec: PartitionSpec, row: Row): string | undefine
 }
 
 /** SQL giving a row's partition name (the session is in UTC). */
-export function partitionSql(spec: PartitionSpec | undefined, quote: (name: string) => string): string {
+export function partitionSql(spec: DayCut | undefined, quote: (name: string) => string): string {
   if (spec === undefined) return `''`;
   const c = quote(spec.column);
   const day = spec.kind === 'timestamp' ? c : `make_timestamp(${c} // 1000)`;
@@ -77,11 +78,7 @@ export function partitionSql(spec: PartitionSpec | undefined, quote: (name: stri
 }
 
 /** SQL condition selecting one partition's rows: a range on the column, so DuckDB skips row groups by their min/max. */
-export function partitionFilter(
-  spec: PartitionSpec | undefined,
-  partition: string,
-  quote: (name: string) => string,
-): string {
+export function partitionFilter(spec: DayCut | undefined, partition: string, quote: (name: string) => string): string {
   if (spec === undefined || partition === WHOLE) return 'TRUE';
   const c = quote(spec.column);
   if (partition === NULL_DAY) return `${c} IS NULL`;

@@ -8,7 +8,7 @@ import { ident, sqlString } from '../load/duckdb/sql.js';
 import { isOldLayout, layoutOf, type WarehouseLayout } from './layout.js';
 import { readManifest, writeManifest, type Manifest, type ManifestTable } from './manifest.js';
 import { takeSnapshot, type DirtyMarks } from './snapshot.js';
-import type { PartitionSpec } from './partitions.js';
+import type { DayCut } from './partitions.js';
 
 /**
  * Publishes the working database as the read copy users open (see `layout.ts`): immutable Parquet
@@ -39,7 +39,7 @@ export interface PublishResult {
 
 export interface PublisherOptions {
   /** The tables cut by day (`partitionedTables` of the resources); the others are one file each. */
-  readonly partitioned: Readonly<Record<string, PartitionSpec>>;
+  readonly partitioned: Readonly<Record<string, DayCut>>;
   readonly hooks?: PublisherHooks;
 }
 
@@ -66,7 +66,7 @@ export class Publisher {
   }
 
   /** The tables cut by day, as this publisher cuts them. */
-  get partitioned(): Readonly<Record<string, PartitionSpec>> {
+  get partitioned(): Readonly<Record<string, DayCut>> {
     return this.options.partitioned;
   }
 

@@ -6,7 +6,7 @@ import { STATE_TABLE } from '../core/state-table.js';
 import { ident, sqlString } from '../load/duckdb/sql.js';
 import { copyPartition } from './copy-partition.js';
 import type { Manifest, ManifestPartition, ManifestTable } from './manifest.js';
-import { partitionFilter, partitionSql, WHOLE, type PartitionSpec } from './partitions.js';
+import { partitionFilter, partitionSql, WHOLE, type DayCut } from './partitions.js';
 
 /**
  * The part of a publish that reads the working database: run between two writes (the destination's
@@ -31,7 +31,7 @@ export interface SnapshotInput {
   readonly firstOfProcess: boolean;
   readonly publish: number;
   /** The tables cut by day (`partitionedTables`); others are one file each. */
-  readonly partitioned: Readonly<Record<string, PartitionSpec>>;
+  readonly partitioned: Readonly<Record<string, DayCut>>;
 }
 
 export interface Snapshot {
@@ -140,7 +140,7 @@ async function snapshotTable(
   snap: Building,
   name: string,
   columns: ManifestTable['columns'],
-  spec: PartitionSpec | undefined,
+  spec: DayCut | undefined,
   forceFull = false,
 ): Promise<ManifestTable> {
   const writtenBefore = snap.written.length;
@@ -252,7 +252,7 @@ async function publishedTables(connection: DuckDBConnection): Promise<Map<string
   return out;
 }
 
-function specFor(spec: PartitionSpec | undefined, columns: ManifestTable['columns']): PartitionSpec | undefined {
+function specFor(spec: DayCut | undefined, columns: ManifestTable['columns']): DayCut | undefined {
   if (spec === undefined) return undefined;
   const type = columns.find((c) => c.name === spec.column)?.type;
   const expected = spec.kind === 'timestamp' ? 'TIMESTAMP WITH TIME ZONE' : 'BIGINT';

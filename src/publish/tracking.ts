@@ -1,5 +1,5 @@
 import type { Capabilities, Destination, LoadBatch, LoadResult, TableSwap } from '../load/destination.js';
-import { partitionOfRow, partitionOfTable, WHOLE, type PartitionSpec } from './partitions.js';
+import { partitionOfRow, partitionOfTable, WHOLE, type DayCut } from './partitions.js';
 import type { Publisher } from './publisher.js';
 
 /**
@@ -83,7 +83,7 @@ export function trackWrites(destination: Destination, publisher: Publisher): Des
 
 /** The partitions of a table (cut as `spec` says) a window's rows lie in (`undefined`: the table is not cut by that column, rewrite it whole). */
 function windowDays(
-  spec: PartitionSpec | undefined,
+  spec: DayCut | undefined,
   window: { readonly column: string; readonly fromIso: string; readonly toIso: string },
 ): ReadonlySet<string> | undefined {
   if (spec === undefined) return new Set([WHOLE]);

@@ -9,7 +9,7 @@ import type { DeletionMode } from '../core/deletions.js';
 import type { ReconcileMode } from '../core/reconcile-mode.js';
 import { findDifferences, RECONCILE_RECENT_MS, reconcileRange, type Difference } from './differences.js';
 import { compareIds, followersOf, keptBefore, ListedIds, RECONCILE_SECTION, rememberKept } from './ids.js';
-import type { SyncDeps } from '../sync/engine.js';
+import type { RunServices } from '../sync/context.js';
 import { allProjectsScope, singleProjectScope } from '../sync/scopes.js';
 import type { StreamResult } from '../sync/frame.js';
 import { repairWindows, verifyProjects, type VerifyProject, type VerifyWindow } from './verify.js';
@@ -140,7 +140,7 @@ export function notReconcilable(resource: ResourceDefinition): string | undefine
 }
 
 /** Reconcile the run's resources, project by project; repair what differs when asked. */
-export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): Promise<ReconcileReport> {
+export async function reconcileRun(options: ReconcileOptions, deps: RunServices): Promise<ReconcileReport> {
   const stats: CallStats[] = [];
   const checked: ReconcileReport['checked'][number][] = [];
   const notChecked: ReconcileReport['notChecked'][number][] = [];
@@ -300,7 +300,7 @@ export async function reconcileRun(options: ReconcileOptions, deps: SyncDeps): P
 async function repair(
   found: readonly { resource: ResourceDefinition; project: VerifyProject; difference: Difference }[],
   options: ReconcileOptions,
-  deps: SyncDeps,
+  deps: RunServices,
   stats: CallStats[],
 ): Promise<ReconciledWindow[]> {
   // Adjacent windows of one (resource, project) are read as one walk (a count that lags makes every
@@ -456,7 +456,7 @@ async function countAgain(
   resource: ResourceDefinition,
   project: VerifyProject,
   window: TimeWindow,
-  deps: SyncDeps,
+  deps: RunServices,
   signal: AbortSignal | undefined,
   stats: CallStats[],
 ): Promise<{ expected: number; found: number }> {

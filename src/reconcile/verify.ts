@@ -10,7 +10,7 @@ import { newCallStats, type ApiClient, type CallContext } from '../http/client.j
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import { backfillStream, perWindowBatch, type BackfillHooks, type BackfillStreamResult } from '../sync/backfill.js';
-import type { SyncDeps } from '../sync/engine.js';
+import type { RunServices } from '../sync/context.js';
 import { singleProjectScope } from '../sync/scopes.js';
 
 /**
@@ -221,7 +221,7 @@ export interface RepairOptions {
 export async function repairWindows(
   mismatched: readonly VerifyWindow[],
   options: RepairOptions,
-  deps: SyncDeps,
+  deps: RunServices,
 ): Promise<BackfillStreamResult[]> {
   const slots = new PQueue({ concurrency: options.concurrency });
   const syncedAt = new Date(deps.clock.now()).toISOString();

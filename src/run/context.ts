@@ -8,7 +8,7 @@ import type { Plan } from '../reports/plan.js';
 import type { RunRecord, SchemaChange } from '../analysts/run-history.js';
 import type { StateStore } from '../state/store.js';
 import type { StreamResult } from '../sync/frame.js';
-import type { SyncDeps } from '../sync/engine.js';
+import type { RunServices } from '../sync/context.js';
 import type { StartedRun } from './envelope.js';
 import type { RefreshOutcome } from './refresh.js';
 import type { CommandIo } from './io.js';
@@ -34,8 +34,8 @@ export interface RunContext<C extends SyncConfig = SyncConfig> {
   readonly monitor: RunMonitor;
   /** Whether the warehouse and the state file existed before this run opened them. */
   readonly before: { readonly warehouse: boolean; readonly state: boolean };
-  /** The services a walk is given: the run's client, destination, state, clock and logger. */
-  readonly deps: SyncDeps;
+  /** The services the engine is given: the run's client, destination, state, clock and logger. */
+  readonly services: RunServices;
   /**
    * The state and destination the walk writes: the run's own, or under `--full-refresh` the
    * shadow (marks in memory, rows into shadow tables) that `finishRefresh` swaps in at the end.

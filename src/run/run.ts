@@ -18,7 +18,7 @@ import { failedRunJson } from '../reports/run-json.js';
 import type { RunRecord, SchemaChange } from '../analysts/run-history.js';
 import type { StateStore } from '../state/store.js';
 import type { StreamResult } from '../sync/frame.js';
-import type { SyncDeps } from '../sync/engine.js';
+import type { RunServices } from '../sync/context.js';
 import { backfillStep } from './backfill.js';
 import {
   budgetOwner,
@@ -216,7 +216,7 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
     return this.publishing?.destination ?? this.stack().destination;
   }
 
-  get deps(): SyncDeps {
+  get services(): RunServices {
     const { client, clock, logger } = this.runtime;
     return { client, destination: this.destination, state: this.state, clock, logger };
   }
@@ -320,7 +320,7 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
     // The run's resources, under its schema contract: a repair writes as the walk did.
     return reconcileRun(
       { ...options, resources: started.resources, runId: started.runId, signal: this.stop.signal },
-      this.deps,
+      this.services,
     );
   }
 

@@ -7,6 +7,7 @@ import { backlogForecasts } from '../reports/status.js';
 import { forecastLine, spoken, type BacklogForecast } from '../reports/freshness.js';
 import { runSync } from '../sync/engine.js';
 import { Capabilities } from '../sync/capabilities.js';
+import { openSyncRun, type SyncSettings } from '../sync/context.js';
 import { EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE, refreshAggregates } from '../analysts/aggregates.js';
 import { runSearches, SEARCH_RESULTS_TABLE, type SearchDeps } from '../analysts/searches.js';
 import type { StreamResult } from '../sync/frame.js';
@@ -49,25 +50,12 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
   // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
   const capabilities = new Capabilities({ state: runState, clock, logger });
   const summary = await runSync(
-    {
-      resources: started.resources,
-      declared: RESOURCES,
-      project: config.project,
-      projectIds: config.projectIds,
-      lookbackMs: config.lookbackMs,
-      startMs: config.startMs,
-      batchRows: config.batchRows,
-      settleMs: config.settleMs,
-      children: config.traces,
-      batchBytes: config.batchBytes,
-      concurrency: config.splitConcurrency,
-      limits: config.limits,
-      // A dry run shows the requests for a small sample, not all history.
-      ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
-      signal: stop.signal,
-      runId,
-    },
-    { client, destination: runDestination, state: runState, clock, logger, capabilities },
+    { resources: started.resources, declared: RESOURCES, project: config.project, projectIds: config.projectIds },
+    openSyncRun(
+      { client, destination: runDestination, state: runState, clock, logger, capabilities },
+      syncSettings(config),
+      { runId, signal: stop.signal },
+    ),
     hooks,
   );
   // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
@@ -222,6 +210,22 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
         ...stopped,
       ];
   return { code, output };
+}
+
+/** How the sync reads, from its flags: the same for every stream of the run. */
+function syncSettings(config: SyncConfig): SyncSettings {
+  return {
+    lookbackMs: config.lookbackMs,
+    startMs: config.startMs,
+    batchRows: config.batchRows,
+    batchBytes: config.batchBytes,
+    concurrency: config.splitConcurrency,
+    settleMs: config.settleMs,
+    children: config.traces,
+    limits: config.limits,
+    // A dry run shows the requests for a small sample, not all history.
+    ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),
+  };
 }
 
 /** `--freshness-target`: the backlogs whose forecast passes it (or that never drain), as warnings. */

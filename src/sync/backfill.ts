@@ -17,12 +17,12 @@ import {
   type StreamLedger,
 } from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
-import type { SyncDeps } from './engine.js';
+import type { RunServices } from './context.js';
 import { owedQuery } from './traces/queue.js';
 import { learnChildMode, readsByParent } from './traces/probe.js';
 import { ListNotes, listFacts, type ListFact } from './list-facts.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
-import { walkWindow, type WalkTotals } from './walk.js';
+import { endOf, walkWindow, type WalkCounts, type WalkEnd } from './walk.js';
 import type { CallContext } from '../http/client.js';
 import type { PartFilter } from '../extract/paginate.js';
 import { runUnits, unitList } from './units.js';
@@ -108,7 +108,7 @@ export function perWindowBatch(batchRows: number, concurrency: number): number {
 /** Backfill every resource × project scope (`forEachScope`, as `sync` does). */
 export async function runBackfill(
   options: BackfillOptions,
-  deps: SyncDeps,
+  deps: RunServices,
   hooks: BackfillHooks = {},
 ): Promise<BackfillSummary> {
   const runStartMs = deps.clock.now();
@@ -178,7 +178,7 @@ export async function runBackfill(
 async function owedAfterBackfill(
   children: readonly ResourceDefinition[],
   options: BackfillOptions,
-  deps: SyncDeps,
+  deps: RunServices,
 ): Promise<OwedChildrenNote[]> {
   const notes: OwedChildrenNote[] = [];
   const book = bookOf(deps);
@@ -235,7 +235,7 @@ export interface StreamBackfillOptions {
  * move each window to `done` when its last page is stored. The first failing window stops the
  * stream from starting more (windows in flight finish); its checkpoint stays for the next run.
  */
-export async function backfillStream(options: StreamBackfillOptions, deps: SyncDeps): Promise<BackfillStreamResult> {
+export async function backfillStream(options: StreamBackfillOptions, deps: RunServices): Promise<BackfillStreamResult> {
   const { resource, scope, hooks = {} } = options;
   const frame = new StreamFrame(resource, scope, deps, options.signal);
   const { key, ctx } = frame;
@@ -267,7 +267,7 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     resource: resource.name,
     scope: scope.key,
   });
-  const stream: LedgerStream = { key, ctx, ledger, totals, lists, shared };
+  const stream: LedgerStream = { key, ctx, ledger, lists, shared };
 
   let units: LedgerUnit[];
   if (resource.mode === 'full') {
@@ -308,7 +308,14 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
     const ended = await runUnits(
       unitList(units),
       { limit: Math.max(1, options.concurrency), ctx, clock: deps.clock, slots: options.slots },
-      (unit) => readLedgerUnit(unit, options, deps, stream),
+      async (unit) => {
+        totals.windows += unit.windows ?? 1;
+        const walked = await readLedgerUnit(unit, options, deps, stream);
+        // The stream counts each window's last attempt (a restart re-reads what the one before stored).
+        totals.rows += walked.attempt.rows;
+        totals.pages += walked.attempt.pages;
+        endOf(walked);
+      },
     );
     // (A full read already under way fails on its own when stopped.)
     if (ended === 'aborted' && (resource.mode !== 'full' || totals.windows === 0)) failure = new Error('aborted');
@@ -352,13 +359,12 @@ export async function backfillStream(options: StreamBackfillOptions, deps: SyncD
   return result(failure === undefined ? 'ok' : 'failed');
 }
 
-/** What the units of one backfill stream share: its counters and its ledger. */
+/** What the units of one backfill stream share: its ledger, what its walks learned of the list, its shared write. */
 interface LedgerStream {
   readonly key: string;
   readonly ctx: CallContext;
   /** Change the stream's ledger through `state` (the store, or the batch the change commits with). */
   readonly ledger: (state: StateWriter, change: (current: StreamLedger) => StreamLedger) => Promise<void>;
-  readonly totals: { rows: number; pages: number; windows: number };
   /** What the stream's walks learned of the list (its order), passed to each walk. */
   readonly lists: { readonly notes: ListNotes; readonly fact: ListFact; readonly learned: () => void };
   /** The write the stream's small windows share. */
@@ -392,13 +398,13 @@ function joinsWindows(resource: ResourceDefinition, fact: ListFact): boolean {
   return resource.stopPastWindow === true && fact.order !== `-${resource.cursorField ?? ''}`;
 }
 
-/** Read one ledger unit (a window, or the whole resource once), its progress in the ledger. */
+/** Read one ledger unit (a window, or the whole resource once), its progress in the ledger; how its walk ended, with its counts. */
 async function readLedgerUnit(
   { window, resumed, windows = 1 }: LedgerUnit,
   options: StreamBackfillOptions,
-  deps: SyncDeps,
-  { key: frameKey, ctx, ledger, totals, lists, shared }: LedgerStream,
-): Promise<void> {
+  deps: RunServices,
+  { key: frameKey, ctx, ledger, lists, shared }: LedgerStream,
+): Promise<WalkEnd> {
   const { resource, scope, hooks = {} } = options;
   const onPage =
     hooks.onPage === undefined
@@ -407,57 +413,58 @@ async function readLedgerUnit(
           hooks.onPage?.(resource.name, scope.key, page);
   const iso = window === undefined ? undefined : toIso(window);
   const since = resumed?.since ?? new Date(deps.clock.now()).toISOString();
-  const windowTotals: WalkTotals = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
-  let base = { rows: windowTotals.rows, pages: windowTotals.pages };
+  /** What the ledger counted of the window before this attempt of the walk: a resumed window's, none once restarted. */
+  let before: WalkCounts = { rows: resumed?.rows ?? 0, pages: resumed?.pages ?? 0 };
+  /** What the walk's attempt had stored at its last checkpoint. */
+  let attempt: WalkCounts = { rows: 0, pages: 0 };
   // The ledger's book (state/books/ledger.ts): a running window's cursor, then the window done.
   const book = ledgerBook({
     store: deps.state,
     key: frameKey,
     now: () => deps.clock.now(),
-    counts: () => ({ rows: windowTotals.rows, pages: windowTotals.pages }),
+    counts: () => ({ rows: before.rows + attempt.rows, pages: before.pages + attempt.pages }),
     since,
     ...(windows === 1 ? {} : { windows }),
     onRestart: () => {
-      windowTotals.rows = 0;
-      windowTotals.pages = 0;
-      base = { rows: 0, pages: 0 };
+      before = { rows: 0, pages: 0 };
     },
   });
-  totals.windows += windows;
-  try {
-    await walkWindow(
-      {
-        resource,
-        scope,
-        tracker: options.tracker,
-        window,
-        partFilter: window === undefined ? undefined : endedBy(resource, window),
-        startCursor: resumed?.cursor,
-        batchRows: options.batchRows,
-        batchBytes: options.batchBytes,
-        syncedAt: options.syncedAt,
-        ctx,
-        onProjects: options.onProjects,
-        ...(options.onStored === undefined
-          ? {}
-          : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),
-        onPage,
-        checkpoint: (nextCursor, state) => book.checkpoint(iso, nextCursor, state),
-        onCursorRejected: () => book.cursorRejected(iso),
-        lists,
-        ...(window === undefined ? {} : { shareLastBatch: (rows, changes) => shared.add(rows, changes) }),
+  const walked = await walkWindow(
+    {
+      resource,
+      scope,
+      tracker: options.tracker,
+      window,
+      partFilter: window === undefined ? undefined : endedBy(resource, window),
+      startCursor: resumed?.cursor,
+      batchRows: options.batchRows,
+      batchBytes: options.batchBytes,
+      syncedAt: options.syncedAt,
+      ctx,
+      onProjects: options.onProjects,
+      ...(options.onStored === undefined ? {} : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),
+      onPage,
+      checkpoint: (nextCursor, state, stored) => {
+        attempt = stored;
+        return book.checkpoint(iso, nextCursor, state);
       },
-      deps,
-      windowTotals,
-    );
+      onCursorRejected: () => book.cursorRejected(iso),
+      lists,
+      ...(window === undefined ? {} : { shareLastBatch: (rows, changes) => shared.add(rows, changes) }),
+    },
+    deps,
+  );
+  if (walked.ended === 'failed') return walked;
+  try {
     lists.learned();
     if (iso === undefined) {
       const at = new Date(deps.clock.now()).toISOString();
-      await ledger(deps.state, (s) => ({ ...s, fullRead: { at, rows: windowTotals.rows, pages: windowTotals.pages } }));
+      const read = { rows: before.rows + walked.attempt.rows, pages: before.pages + walked.attempt.pages };
+      await ledger(deps.state, (s) => ({ ...s, fullRead: { at, ...read } }));
     }
-    hooks.onWindowDone?.(resource.name, scope.key, windowTotals.rows - base.rows, windows);
-  } finally {
-    totals.rows += windowTotals.rows - base.rows;
-    totals.pages += windowTotals.pages - base.pages;
+    hooks.onWindowDone?.(resource.name, scope.key, walked.attempt.rows, windows);
+  } catch (error) {
+    return { ...walked, ended: 'failed', error };
   }
+  return walked;
 }

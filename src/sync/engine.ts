@@ -1,54 +1,22 @@
-import { randomUUID } from 'node:crypto';
-import type { Logger } from '../core/log.js';
 import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
-import { newCallStats, type ApiClient } from '../http/client.js';
-import { RequestMemo } from '../extract/memo.js';
-import type { Destination } from '../load/destination.js';
+import { newCallStats } from '../http/client.js';
 import { SchemaTracker } from '../normalize/normalize.js';
-import type { StateStore } from '../state/store.js';
-import { Capabilities } from './capabilities.js';
 import { optionalWalk } from './optional.js';
 import { ChildQueue } from './traces/queue.js';
 import { learnChildMode } from './traces/probe.js';
 import { childSectionName } from '../state/books/traces.js';
-import type { ChildSelection } from '../core/types.js';
 import type { KeepsChildBook } from '../load/destination-capabilities.js';
 import { drainChildren } from './traces/drain.js';
-import { forEachScope, singleProjectScope, type ScopeHooks } from './scopes.js';
+import { forEachScope, singleProjectScope, type ScopeHooks, type ScopeOptions } from './scopes.js';
 import { syncStream } from './stream.js';
-import type { StreamOptions } from './stream-options.js';
+import type { StreamHooks } from './stream-reader.js';
 import type { StreamResult } from './frame.js';
-import type { SplitLimits } from './split/plan.js';
+import type { RunServices, SyncRun } from './context.js';
 
-export interface SyncPlanOptions {
-  readonly resources: readonly ResourceDefinition[];
+/** What a sync run reads: its resources, in which project scopes (the run's settings are in its context, `SyncRun`). */
+export interface SyncTargets extends ScopeOptions {
   /** Every declared resource: a child read without its parent (`--resources traces`) finds the parent's table here. @default resources */
   readonly declared?: readonly ResourceDefinition[];
-  /** A slug, `*` for all projects, or `undefined` (no header: the service reads `default`). */
-  readonly project: string | undefined;
-  /** Narrows `*`; also the project list for endpoints that reject `*`. */
-  readonly projectIds?: readonly string[];
-  readonly lookbackMs: number;
-  readonly startMs?: number;
-  /** Rows buffered per stream before one write + checkpoint (`--batch-rows`). */
-  readonly batchRows: number;
-  /** Text buffered before a write (`--batch-bytes`, in bytes). */
-  readonly batchBytes: number;
-  /** Most sub-windows of one large window walked at once (split walks, `--concurrency`). */
-  readonly concurrency: number;
-  /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
-  readonly sampleRows?: number;
-  readonly signal?: AbortSignal;
-  /** Re-read windows of resources that settle once they are this old (`--settle`); 0 turns it off. */
-  readonly settleMs: number;
-  /** Which parents get their per-parent children read (traces per event). @default 'all' */
-  readonly children?: ChildSelection;
-  /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS */
-  readonly childDrainMs?: number;
-  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). @default a new UUID */
-  readonly runId?: string;
-  /** The configured rate limits (`--max-rps`, `--max-rpm`): splits are sized by them. */
-  readonly limits: SplitLimits;
 }
 
 /**
@@ -60,16 +28,6 @@ const DEFAULT_CHILD_DRAIN_MS = 10 * 60_000;
 
 /** Parent records whose children are read in one chunk (one write and one state write each). */
 const CHILD_CHUNK = 25;
-
-export interface SyncDeps {
-  readonly client: ApiClient;
-  readonly destination: Destination;
-  readonly state: StateStore;
-  readonly clock: Clock;
-  readonly logger: Logger;
-  /** What this server offers (`capabilities.ts`); one over `state` for the run when absent. */
-  readonly capabilities?: Capabilities;
-}
 
 export interface RunSummary {
   readonly startedAt: string;
@@ -101,81 +59,57 @@ export interface RunHooks {
  * state plus any that this run's all-projects reads discover, started as they are discovered
  * (`forEachScope`).
  */
-export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: RunHooks = {}): Promise<RunSummary> {
-  // One capabilities book for the run: what one stream learns, the others use (and it is logged once).
-  const caps = given.capabilities ?? new Capabilities(given);
-  // Identical aggregate requests (split planning's timeseries for events, users, conversations) go out
-  // once: one memo for this run, in its streams' deps.
-  const deps: SyncDeps & { readonly aggregates: RequestMemo } = {
-    ...given,
-    capabilities: caps,
-    aggregates: new RequestMemo(given.client),
-  };
-  const runStartMs = deps.clock.now();
-  const streamOptions: StreamOptions = {
-    runStartMs,
-    lookbackMs: options.lookbackMs,
-    startMs: options.startMs,
-    batchRows: Math.min(options.batchRows, options.sampleRows ?? Infinity),
-    batchBytes: options.batchBytes,
-    syncedAt: new Date(runStartMs).toISOString(),
-    signal: options.signal,
-    settleMs: options.settleMs,
-    concurrency: options.concurrency,
-    limits: options.limits,
-    ...(options.sampleRows === undefined ? {} : { sampleRows: options.sampleRows }),
-  };
+export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHooks = {}): Promise<RunSummary> {
+  const { settings, signal } = run;
+  const runStartMs = run.runStartMs;
 
   // Per-parent children (traces per event): learn once whether the server lists them by time. The
   // probes go out while the tables are described, and no stream waits for them but the child's own
   // (its mode) and the parent's first stored batch (whether to queue its children): the other
   // streams' first requests leave at once, not one round trip later.
-  const selection = options.children ?? 'all';
-  let resources = options.resources;
-  const children = options.resources.filter((r) => r.perParent !== undefined);
+  const selection = settings.children ?? 'all';
+  let resources = targets.resources;
+  const children = targets.resources.filter((r) => r.perParent !== undefined);
   /** Each child's queue (counting its parents from the start), and whether the probe says to use it. */
   const childQueues = new Map<string, { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }>();
   if (selection === 'none') {
     resources = resources.filter((r) => !children.includes(r));
   } else {
     for (const child of children) {
-      const parent = options.resources.find((r) => r.name === child.perParent?.parent);
+      const parent = targets.resources.find((r) => r.name === child.perParent?.parent);
       // The parent's table, even when this run does not read the parent: the owed parents are in it.
-      const parentTable = parent ?? options.declared?.find((r) => r.name === child.perParent?.parent);
-      const byParent = learnChildMode(
-        child,
-        probeScope(options, deps.state.document.projects),
-        deps,
-        options.signal,
-      ).then((b) => b === true);
+      const parentTable = parent ?? targets.declared?.find((r) => r.name === child.perParent?.parent);
+      const byParent = learnChildMode(child, probeScope(targets, run.state.document.projects), run, signal).then(
+        (b) => b === true,
+      );
       byParent.catch(() => undefined);
       const onBacklog =
         hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
       // Where the warehouse keeps the children book, the owed parents are derived from its tables
       // (every parent whose children were never read, read empty while young, or failed), whoever
       // wrote the parents; the state section's queue is then only a leftover of an older version.
-      const book = parentTable === undefined ? undefined : bookOf(deps);
-      if (book !== undefined && deps.state.document.sections[childSectionName(child)] !== undefined)
-        await deps.state.updateSection(childSectionName(child), () => undefined);
+      const book = parentTable === undefined ? undefined : bookOf(run);
+      if (book !== undefined && run.state.document.sections[childSectionName(child)] !== undefined)
+        await run.state.updateSection(childSectionName(child), () => undefined);
       const queue = new ChildQueue(
         {
           child,
           parent: book === undefined ? parent : parentTable,
           selection,
-          lookbackMs: options.lookbackMs,
-          settleMs: streamOptions.settleMs ?? 0,
+          lookbackMs: settings.lookbackMs,
+          settleMs: settings.settleMs,
           ...(onBacklog === undefined ? {} : { onBacklog }),
           ...(book === undefined ? {} : { book }),
-          ...(options.startMs === undefined ? {} : { startMs: options.startMs }),
+          ...(settings.startMs === undefined ? {} : { startMs: settings.startMs }),
         },
-        deps.state,
-        deps.clock,
+        run.state,
+        run.clock,
       );
       childQueues.set(child.name, { queue, byParent });
     }
   }
-  const described = new Map<string, Awaited<ReturnType<Destination['describe']>>>();
-  for (const resource of resources) described.set(resource.name, await deps.destination.describe(resource.name));
+  const described = new Map<string, Awaited<ReturnType<RunServices['destination']['describe']>>>();
+  for (const resource of resources) described.set(resource.name, await run.destination.describe(resource.name));
   const queuesOfParent = (
     parent: ResourceDefinition,
   ): { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }[] =>
@@ -184,18 +118,17 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
       .map(([, q]) => q);
 
   const trackers = new Map<string, SchemaTracker>();
-  const runId = options.runId ?? randomUUID();
   for (const resource of resources) {
     trackers.set(
       resource.name,
       new SchemaTracker(
         resource,
-        described.get(resource.name) ?? (await deps.destination.describe(resource.name)),
-        runId,
+        described.get(resource.name) ?? (await run.destination.describe(resource.name)),
+        run.runId,
       ),
     );
   }
-  const run = async (
+  const walkScope = async (
     resource: ResourceDefinition,
     scope: ProjectScope,
     scopeHooks: ScopeHooks,
@@ -216,20 +149,20 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
     } catch (error) {
       // The probe could not record what it learned (a state write): this child fails, alone.
       const err = error instanceof Error ? error : new Error(String(error));
-      deps.logger.error({ resource: resource.name, project: scope.key }, err.message);
+      run.logger.error({ resource: resource.name, project: scope.key }, err.message);
       result = { ...failedBeforeStart(resource, err), scope: scope.key };
       hooks.onStreamDone?.(result);
       return result;
     }
     if (queue !== undefined) {
-      result = await drainChildren(resource, scope, deps, {
+      result = await drainChildren(resource, scope, run, {
         queue,
         tracker,
-        syncedAt: streamOptions.syncedAt,
-        drainAfterParentsMs: options.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
+        syncedAt: run.syncedAt,
+        drainAfterParentsMs: settings.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
         chunk: CHILD_CHUNK,
-        ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-        signal: options.signal,
+        concurrency: settings.concurrency,
+        signal,
         onPage: pageHook,
       });
     } else {
@@ -238,15 +171,14 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
       // child's probe said it is read per parent.
       const queues = queuesOfParent(resource);
       for (const q of queues) q.queue.parentStarted();
-      const enqueue: NonNullable<StreamOptions['onStored']> = async (rows, state) => {
+      const enqueue: NonNullable<StreamHooks['onStored']> = async (rows, state) => {
         await Promise.all(
           queues.map(async (q) => ((await q.byParent.catch(() => false)) ? q.queue.enqueue(rows, state) : undefined)),
         );
       };
       try {
         const walk = (): Promise<StreamResult> =>
-          syncStream(resource, scope, tracker, deps, {
-            ...streamOptions,
+          syncStream(resource, scope, tracker, run, {
             onProjects: scopeHooks.onProjects,
             onPage: pageHook,
             onStored: queues.length === 0 ? undefined : enqueue,
@@ -254,7 +186,7 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
         // A resource not every server has is skipped where the server lacks it, not failed.
         result =
           resource.optional === true
-            ? await optionalWalk(resource, scope, caps, deps.client, options.signal, walk)
+            ? await optionalWalk(resource, scope, run.capabilities, run.client, signal, walk)
             : await walk();
       } finally {
         for (const q of queues) q.queue.parentDone();
@@ -264,18 +196,18 @@ export async function runSync(options: SyncPlanOptions, given: SyncDeps, hooks: 
     return result;
   };
 
-  const streams = await forEachScope({ ...options, resources }, deps, run, failedBeforeStart);
-  return summarize(runStartMs, streams, deps.clock);
+  const streams = await forEachScope({ ...targets, resources }, run, walkScope, failedBeforeStart);
+  return summarize(runStartMs, streams, run.clock);
 }
 
 /** The warehouse's children book, where it keeps one and the state commits with the rows there. */
-export function bookOf(deps: Pick<SyncDeps, 'destination' | 'state'>): KeepsChildBook | undefined {
+export function bookOf(deps: Pick<RunServices, 'destination' | 'state'>): KeepsChildBook | undefined {
   return deps.state.inWarehouse ? deps.destination.can.childBook : undefined;
 }
 
 /** The scope the one-time probe of a child resource is read in (one project: children refuse `*`). */
 export function probeScope(
-  options: Pick<SyncPlanOptions, 'project' | 'projectIds'>,
+  options: Pick<ScopeOptions, 'project' | 'projectIds'>,
   knownProjects: readonly string[],
 ): ProjectScope {
   if (options.project !== '*') return singleProjectScope(options.project);

@@ -5,7 +5,7 @@ import { OrderLearner } from '../extract/list-watch.js';
 import { cursorMillis } from '../normalize/normalize.js';
 import type { ListFact, ListNotes } from './list-facts.js';
 
-/** What the watch needs of a walk (`WalkOptions`). */
+/** What the watch needs of a walk (`WalkParams`). */
 export interface OrderWatchOptions {
   readonly resource: ResourceDefinition;
   readonly scope: ProjectScope;

@@ -2,12 +2,12 @@ import type { ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import type { TimeWindow } from '../extract/windows.js';
 import type { Page } from '../extract/paginate.js';
 import type { CallContext } from '../http/client.js';
-import { ConcurrencyController } from './split/concurrency.js';
+import { ConcurrencyController } from './concurrency.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { streamKey } from '../state/store.js';
 import { LatenessHistogram } from './lateness.js';
 import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split/plan.js';
-import type { StreamDeps, StreamOptions } from './stream-options.js';
+import type { SyncRun } from './context.js';
 import type { Book } from '../state/books/book.js';
 import {
   newSplit,
@@ -19,13 +19,23 @@ import {
   type SyncUnit,
 } from '../state/books/sync.js';
 import type { SubWalk, UnitSource } from './units.js';
-import { WalkBounds, walkWindow, type WalkOptions } from './walk.js';
+import { endOf, WalkBounds, walkWindow, type WalkParams } from './walk.js';
 
 /**
  * The units of one sync stream (`stream.ts` runs them in its frame): produced from state (the
  * window state says is open, a split's parts with tail work-stealing, the settle re-reads),
  * recorded in it through the book, read by walks.
  */
+
+/** What the run hands one sync stream besides its context: its callbacks. */
+export interface StreamHooks {
+  /** Called with project slugs found in `project_id` of all-projects reads. */
+  readonly onProjects?: WalkParams['onProjects'];
+  /** Called after each page (progress display). */
+  readonly onPage?: WalkParams['onPage'];
+  /** Called with each stored batch before its checkpoint (per-parent children enqueue from it). */
+  readonly onStored?: WalkParams['onStored'];
+}
 
 /** A split's part being walked, and its live range. */
 interface LivePart {
@@ -35,6 +45,8 @@ interface LivePart {
 
 export class UnitReader {
   readonly controller: ConcurrencyController;
+  /** What the stream's walks did, added as each ends (`walk`), and the windows it started. */
+  private readonly tally = { rows: 0, pages: 0, windows: 0 };
   readonly lateness: LatenessHistogram | undefined;
   /** The split this run planned (a resumed one has none: its sub-windows are not cut again). */
   private planned: SplitPlan | undefined;
@@ -42,7 +54,9 @@ export class UnitReader {
   private readFromMs: number | undefined;
   private readonly key: string;
   private readonly maxParts: number;
-  private readonly onStored: WalkOptions['onStored'];
+  private readonly onStored: WalkParams['onStored'];
+  /** Where this run's windows end and how far they reach back (the sync book's window options). */
+  private readonly windows: { readonly runStartMs: number; readonly lookbackMs: number; readonly startMs?: number };
   private readonly book: Book<SyncUnit>;
   /** The split's parts being walked now, each with its live range (tail work-stealing). */
   private readonly live = new Set<LivePart>();
@@ -56,25 +70,30 @@ export class UnitReader {
     private readonly resource: ResourceDefinition,
     private readonly scope: ProjectScope,
     private readonly tracker: SchemaTracker,
-    private readonly deps: StreamDeps,
-    private readonly options: StreamOptions,
+    private readonly run: SyncRun,
+    private readonly hooks: StreamHooks,
     private readonly ctx: CallContext,
-    private readonly totals: { rows: number; pages: number; windows: number },
-    private readonly lists?: WalkOptions['lists'],
+    private readonly lists?: WalkParams['lists'],
   ) {
     this.key = streamKey(resource.name, scope.key);
-    this.maxParts = options.concurrency;
-    this.controller = new ConcurrencyController({ max: this.maxParts, now: () => deps.clock.now() });
+    const { settings } = run;
+    this.maxParts = settings.concurrency;
+    this.windows = {
+      runStartMs: run.runStartMs,
+      lookbackMs: settings.lookbackMs,
+      ...(settings.startMs === undefined ? {} : { startMs: settings.startMs }),
+    };
+    this.controller = new ConcurrencyController({ max: this.maxParts, now: () => run.clock.now() });
     const lateness = resource.arrivalField === undefined ? undefined : new LatenessHistogram(resource);
     this.lateness = lateness;
     this.onStored =
-      lateness === undefined && options.onStored === undefined
+      lateness === undefined && hooks.onStored === undefined
         ? undefined
         : async (rows: readonly Row[], state): Promise<void> => {
             lateness?.add(rows);
-            await options.onStored?.(rows, state);
+            await hooks.onStored?.(rows, state);
           };
-    this.book = syncBook(deps.state, this.key);
+    this.book = syncBook(run.state, this.key);
   }
 
   /**
@@ -96,7 +115,7 @@ export class UnitReader {
           const stolen = this.steal((far) => list.unshift(far));
           if (stolen !== undefined) return stolen;
           if (running > 0) return undefined;
-          this.deps.logger.debug(
+          this.run.logger.debug(
             {
               resource: this.resource.name,
               project: this.scope.key,
@@ -109,10 +128,10 @@ export class UnitReader {
           parts = undefined; // walked: state says what is left
         }
         if (running > 0) return undefined;
-        const st = this.deps.state.stream(this.key);
-        const next = nextSyncUnits(st, this.options);
+        const st = this.run.state.stream(this.key);
+        const next = nextSyncUnits(st, this.windows);
         if (next?.kind === 'split') {
-          this.totals.windows += 1;
+          this.tally.windows += 1;
           partCount = next.parts.length;
           this.readFrom(Date.parse(st.split?.from ?? ''));
           parts = next.parts;
@@ -120,7 +139,7 @@ export class UnitReader {
         }
         if (
           next === undefined ||
-          (this.options.sampleRows !== undefined && this.totals.rows >= this.options.sampleRows)
+          (this.run.settings.sampleRows !== undefined && this.tally.rows >= this.run.settings.sampleRows)
         )
           return undefined;
         this.readFrom(next.unit.window.fromMs);
@@ -167,8 +186,9 @@ export class UnitReader {
     // in a split of a minute's budget or more (its cuts were placed on whole pages for that), and
     // elsewhere only with room for twice the pages the walks seem to have left (a guess from density).
     const plan = this.planned;
-    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= this.options.limits.maxRpm) return undefined;
-    if (this.deps.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
+    if (plan !== undefined && plan.pagesPerPart * plan.parts.length >= this.run.settings.limits.maxRpm)
+      return undefined;
+    if (this.run.client.headroom(this.resource.path) < 2 * Math.ceil(pagesLeft) + MIN_STEAL_PAGES) return undefined;
     const at = stealCut(best.left.range, this.planned?.buckets);
     if (at === undefined) return undefined;
     const { walk, left } = best;
@@ -180,21 +200,21 @@ export class UnitReader {
       left.direction === 'desc'
         ? { fromMs: walk.bounds.window.fromMs, toMs: at }
         : { fromMs: at, toMs: walk.bounds.window.toMs };
-    this.stealing = this.deps.state
+    this.stealing = this.run.state
       .updateStream(this.key, (s) => withPartCut(s, ref, at))
       .then(() => {
         // Not in state: the walk was stored to its end before the cut landed (it read the far side too).
         const farIso = isoWindow(far);
         if (
           !(
-            this.deps.state
+            this.run.state
               .stream(this.key)
               .split?.parts.some((p) => p.from === farIso.from && p.to === farIso.to && p.cursor === undefined) ?? false
           )
         )
           return;
         walk.bounds.cut(at, left.direction);
-        this.deps.logger.debug(
+        this.run.logger.debug(
           {
             resource: this.resource.name,
             project: this.scope.key,
@@ -228,14 +248,14 @@ export class UnitReader {
         if (running > 0) return undefined;
         if (step === 0) {
           step = 1;
-          const resumed = resumedSettleUnit(this.deps.state.stream(this.key));
+          const resumed = resumedSettleUnit(this.run.state.stream(this.key));
           if (resumed !== undefined) return resumed;
         }
         if (step === 1) {
           step = 2;
           const next = settleWindow(
-            this.deps.state.stream(this.key),
-            { ...this.options, settleMs },
+            this.run.state.stream(this.key),
+            { ...this.windows, settleMs },
             markBefore,
             this.readFromMs,
           );
@@ -255,12 +275,13 @@ export class UnitReader {
       await this.walk(unit);
       return;
     }
-    const { resource, scope, deps, options, maxParts } = this;
-    const st = deps.state.stream(this.key);
+    const { resource, scope, run, maxParts } = this;
+    const { settings } = run;
+    const st = run.state.stream(this.key);
     // A fresh window's first page says whether it is large enough to read split (then the walk is
     // abandoned before storing anything, and the split planned). A dry run reads a sample: one
     // walk, never a split.
-    const fresh = unit.cursor === undefined && st.pending === undefined && options.sampleRows === undefined;
+    const fresh = unit.cursor === undefined && st.pending === undefined && settings.sampleRows === undefined;
     const splits = fresh && resource.split !== undefined && maxParts >= 2;
     // A first sync is large but for the smallest accounts: its plan needs no first page (which
     // would be read twice), where counts exist.
@@ -273,7 +294,7 @@ export class UnitReader {
         unit.window,
         undefined,
         maxParts,
-        { ...deps, limits: options.limits },
+        { ...run, limits: settings.limits },
         this.ctx,
       );
       this.logSplit(plan, undefined);
@@ -291,7 +312,7 @@ export class UnitReader {
               unit.window,
               first,
               maxParts,
-              { ...deps, limits: options.limits },
+              { ...run, limits: settings.limits },
               this.ctx,
             );
             this.logSplit(plan, first);
@@ -305,7 +326,7 @@ export class UnitReader {
 
   /** The sub-windows are durable before any is read: a kill resumes the same split. */
   private async recordSplit(window: TimeWindow, plan: SplitPlan): Promise<void> {
-    await this.deps.state.updateStream(this.key, (s) => ({ ...s, split: newSplit(window, plan.parts) }));
+    await this.run.state.updateStream(this.key, (s) => ({ ...s, split: newSplit(window, plan.parts) }));
     this.planned = plan;
     // The plan cut twice the walks that fill the budget at the latency it saw: start with that many.
     this.controller.atLeast(Math.ceil(plan.parts.length / 2));
@@ -314,21 +335,23 @@ export class UnitReader {
   /**
    * One walk of a unit, recorded through the book: a window or settle re-read on the stream's own
    * counters (or everything, for a full-refresh resource: no unit); a split's part on its own.
+   * What the walk did is added to the stream's counts when it ends, however it ends.
    */
-  walk(
+  async walk(
     unit: SyncUnit | undefined,
     onFirstPage?: (page: Page) => Promise<boolean>,
     sub?: SubWalk,
     bounds?: WalkBounds,
   ): Promise<'done' | 'abandoned'> {
-    const { options, resource } = this;
+    const { resource, hooks } = this;
+    const { settings } = this.run;
     // A part: rows held by all sub-walks together stay about `batchRows`, as in a backfill. A part
     // on another field than the cursor's filters the whole split window on that field.
     const share = sub === undefined ? 1 : this.maxParts;
     const onField =
       unit?.kind === 'part' && resource.split?.partGte !== undefined && resource.split.partLt !== undefined;
-    if (sub === undefined) this.totals.windows += 1;
-    return walkWindow(
+    if (sub === undefined) this.tally.windows += 1;
+    const walked = await walkWindow(
       {
         resource,
         scope: this.scope,
@@ -340,18 +363,19 @@ export class UnitReader {
         startCursor: unit?.cursor,
         onFirstPage,
         bounds,
-        batchRows: sub === undefined ? options.batchRows : Math.max(1, Math.ceil(options.batchRows / share)),
-        batchBytes: sub === undefined ? options.batchBytes : Math.max(1, Math.ceil(options.batchBytes / share)),
-        sampleRows: options.sampleRows,
-        syncedAt: options.syncedAt,
+        batchRows: sub === undefined ? settings.batchRows : Math.max(1, Math.ceil(settings.batchRows / share)),
+        batchBytes: sub === undefined ? settings.batchBytes : Math.max(1, Math.ceil(settings.batchBytes / share)),
+        // A sample is the stream's: a walk stops at what the walks before it left of it.
+        sampleRows: settings.sampleRows === undefined ? undefined : settings.sampleRows - this.tally.rows,
+        syncedAt: this.run.syncedAt,
         ctx: sub?.ctx ?? this.ctx,
-        onProjects: options.onProjects,
+        onProjects: hooks.onProjects,
         onPage:
           sub === undefined
-            ? options.onPage
+            ? hooks.onPage
             : (page) => {
                 sub.onPage();
-                options.onPage?.(page);
+                hooks.onPage?.(page);
               },
         onStored: this.onStored,
         lists: this.lists,
@@ -359,9 +383,11 @@ export class UnitReader {
           unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor, state),
         onCursorRejected: () => (unit === undefined ? Promise.resolve() : this.book.cursorRejected(unit)),
       },
-      this.deps,
-      this.totals,
+      this.run,
     );
+    this.tally.rows += walked.rows;
+    this.tally.pages += walked.pages;
+    return endOf(walked);
   }
 
   /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */
@@ -397,12 +423,17 @@ export class UnitReader {
       : undefined;
   }
 
+  /** What the stream's walks did so far: rows stored, pages read, windows started. */
+  get counts(): { readonly rows: number; readonly pages: number; readonly windows: number } {
+    return { ...this.tally };
+  }
+
   private readFrom(ms: number): void {
     this.readFromMs = Math.min(this.readFromMs ?? ms, ms);
   }
 
   private logSplit(plan: SplitPlan | undefined, first: FirstPage | undefined): void {
-    this.deps.logger.debug(
+    this.run.logger.debug(
       {
         resource: this.resource.name,
         project: this.scope.key,
@@ -419,12 +450,12 @@ export class UnitReader {
     walkCtx: CallContext,
     decide: (first: FirstPage) => Promise<boolean>,
   ): (page: Page) => Promise<boolean> {
-    const startedAt = this.deps.clock.now();
+    const startedAt = this.run.clock.now();
     const waitedBefore = walkCtx.stats.waitedMs;
     return (page) =>
       decide({
         ...page,
-        latencyMs: Math.max(0, this.deps.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)),
+        latencyMs: Math.max(0, this.run.clock.now() - startedAt - (walkCtx.stats.waitedMs - waitedBefore)),
       });
   }
 }

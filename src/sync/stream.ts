@@ -3,8 +3,8 @@ import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { StreamFrame, type StreamResult } from './frame.js';
 import { ListNotes, listFacts, recordListFacts } from './list-facts.js';
-import type { StreamDeps, StreamOptions } from './stream-options.js';
-import { UnitReader } from './stream-reader.js';
+import type { SyncRun } from './context.js';
+import { UnitReader, type StreamHooks } from './stream-reader.js';
 import type { SyncUnit } from '../state/books/sync.js';
 import { runUnits, type SubWalk } from './units.js';
 
@@ -22,20 +22,20 @@ export async function syncStream(
   resource: ResourceDefinition,
   scope: ProjectScope,
   tracker: SchemaTracker,
-  deps: StreamDeps,
-  options: StreamOptions,
+  run: SyncRun,
+  hooks: StreamHooks = {},
 ): Promise<StreamResult> {
-  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const { settings } = run;
+  const frame = new StreamFrame(resource, scope, run, run.signal);
   const { key, ctx } = frame;
-  const totals = { rows: 0, pages: 0, windows: 0 };
   const notes = new ListNotes(resource.name);
   const finish = async (outcomeIn: StreamResult['outcome'], errorIn?: Error): Promise<StreamResult> => {
     let outcome = outcomeIn;
     let error = errorIn;
     const seconds = frame.elapsed();
-    await recordListFacts(resource.name, notes, deps.state, deps.logger, deps.clock.now()).catch(() => undefined);
+    await recordListFacts(resource.name, notes, run.state, run.logger, run.clock.now()).catch(() => undefined);
     if (notes.foreignTotal > 0) {
-      deps.logger.warn(
+      run.logger.warn(
         {
           resource: resource.name,
           project: scope.key,
@@ -52,46 +52,46 @@ export async function syncStream(
       error = new PaginationError(`${resource.name} may be incomplete: ${notes.inexact.join('; ')}`);
     }
     if (outcome !== 'scope-rejected') {
-      const lastRun = frame.runRecord(outcome, totals, seconds, error);
-      await deps.state.updateStream(key, (s) => ({ ...s, lastRun }));
+      const lastRun = frame.runRecord(outcome, reader.counts, seconds, error);
+      await run.state.updateStream(key, (s) => ({ ...s, lastRun }));
     }
     return {
       resource: resource.name,
       scope: scope.key,
       outcome,
-      ...totals,
+      ...reader.counts,
       stats: ctx.stats,
       seconds,
       error,
       ...(Object.keys(lists).length > 0 ? { lists } : {}),
     };
   };
-  const reader = new UnitReader(resource, scope, tracker, deps, options, ctx, totals, {
+  const reader = new UnitReader(resource, scope, tracker, run, hooks, ctx, {
     notes,
-    fact: listFacts(deps.state.document)[resource.name] ?? {},
+    fact: listFacts(run.state.document)[resource.name] ?? {},
   });
   try {
     if (resource.mode === 'full') {
       await reader.walk(undefined);
     } else {
-      const markBefore = deps.state.stream(key).mark;
-      const run = { limit: reader.controller, ctx, clock: deps.clock };
+      const markBefore = run.state.stream(key).mark;
+      const units = { limit: reader.controller, ctx, clock: run.clock };
       const read = (unit: SyncUnit, sub: SubWalk): Promise<SyncUnit[] | undefined> => reader.read(unit, sub);
-      if ((await runUnits(reader.windowUnits(), run, read)) === 'aborted') options.signal?.throwIfAborted();
-      if (resource.settles === true && (options.settleMs ?? 0) > 0 && options.sampleRows === undefined) {
-        const settle = reader.settleUnits(markBefore, options.settleMs ?? 0);
-        if ((await runUnits(settle, run, read)) === 'aborted') options.signal?.throwIfAborted();
+      if ((await runUnits(reader.windowUnits(), units, read)) === 'aborted') run.signal?.throwIfAborted();
+      if (resource.settles === true && settings.settleMs > 0 && settings.sampleRows === undefined) {
+        const settle = reader.settleUnits(markBefore, settings.settleMs);
+        if ((await runUnits(settle, units, read)) === 'aborted') run.signal?.throwIfAborted();
         // Nothing to re-read (yet): the settle mark alone moves.
         const to = settle.settledTo();
         if (to !== undefined)
-          await deps.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(to).toISOString()) }));
+          await run.state.updateStream(key, (s) => ({ ...s, settled: maxIso(s.settled, new Date(to).toISOString()) }));
       }
     }
-    const measured = reader.lateness?.summary(deps.clock.now());
-    if (measured !== undefined) await deps.state.updateStream(key, (s) => ({ ...s, lateness: measured }));
+    const measured = reader.lateness?.summary(run.clock.now());
+    if (measured !== undefined) await run.state.updateStream(key, (s) => ({ ...s, lateness: measured }));
     return await finish('ok');
   } catch (error) {
-    const ended = frame.failure(error, totals.pages);
+    const ended = frame.failure(error, reader.counts.pages);
     return finish(ended.outcome, ended.error);
   }
 }

@@ -1,6 +1,6 @@
 import type PQueue from 'p-queue';
 import type { Clock } from '../core/types.js';
-import type { ConcurrencyController } from './split/concurrency.js';
+import type { ConcurrencyController } from './concurrency.js';
 import { newCallStats, type CallContext, type CallStats } from '../http/client.js';
 
 /**

@@ -1,28 +1,18 @@
 import { CursorRejectedError, DataError, PaginationError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
 import type { ApiRecord, ProjectScope, ResourceDefinition, Row } from '../core/types.js';
 import { rowBytes } from '../core/row-bytes.js';
 import { paginate, type Page, type PartFilter } from '../extract/paginate.js';
 import type { TimeWindow } from '../extract/windows.js';
-import type { ApiClient, CallContext } from '../http/client.js';
-import { dedupeRows, type Destination, type LoadBatch, type LoadResult } from '../load/destination.js';
+import type { CallContext } from '../http/client.js';
+import { dedupeRows, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
-import type { StateStore, StateWriter } from '../state/store.js';
+import type { StateWriter } from '../state/store.js';
+import type { RunServices } from './context.js';
 import type { ListFact, ListNotes } from './list-facts.js';
 import { OrderWatch } from './order-watch.js';
 
-export interface WalkDeps {
-  readonly client: ApiClient;
-  readonly destination: Destination;
-  readonly logger: Logger;
-  /**
-   * The run's state: each batch is written with its state changes (`onStored`, `checkpoint`, handed
-   * the batch's writer) in one transaction where the warehouse keeps the state (`withBatch`).
-   */
-  readonly state: StateStore;
-}
-
-export interface WalkOptions {
+/** What one walk reads and where its progress goes (its run's services are passed beside it). */
+export interface WalkParams {
   readonly resource: ResourceDefinition;
   readonly scope: ProjectScope;
   readonly tracker: SchemaTracker;
@@ -51,16 +41,17 @@ export interface WalkOptions {
    * page, the rows so far are written at once and the checkpoint follows at the page's end.
    */
   readonly batchBytes: number;
-  /** Stop after the write that brings the walk's rows to this many (a dry run's sample). */
+  /** Stop after the write that brings the walk's rows to this many, over its attempts (a dry run's sample). */
   readonly sampleRows?: number | undefined;
   readonly syncedAt: string;
   readonly ctx: CallContext;
   /**
    * Called after each batch is durable in the destination, with the cursor of the next page to read
-   * (`null` when the window is done). Whoever owns the window stores it (state mark, backfill ledger)
+   * (`null` when the window is done) and what this attempt read and stored so far, this batch
+   * included (`WalkEnd.attempt`). Whoever owns the window stores it (state mark, backfill ledger)
    * through `state`, the writer of the batch it commits with.
    */
-  readonly checkpoint: (nextCursor: string | null, state: StateWriter) => Promise<void>;
+  readonly checkpoint: (nextCursor: string | null, state: StateWriter, attempt: WalkCounts) => Promise<void>;
   /** Called when the server no longer accepts `startCursor`, before re-reading the window. */
   readonly onCursorRejected?: () => Promise<void>;
   /** Called with project slugs found in `project_id` of all-projects reads. */
@@ -91,10 +82,31 @@ export interface WalkOptions {
  */
 export const MAX_WINDOW_RESTARTS = 3;
 
-export interface WalkTotals {
-  rows: number;
-  pages: number;
+/** What a walk did: pages read, rows stored. */
+export interface WalkCounts {
+  readonly rows: number;
+  readonly pages: number;
 }
+
+/**
+ * How a walk ended, and what it did: `rows` and `pages` over all its attempts (a refused cursor
+ * restarts it), `attempt` since it last started from its window's first page or its resumed cursor
+ * (what the window's own record counts). A failed walk returns its error with its counts (its
+ * owner's record counts the pages it read, and a stream that read none may be scope-rejected);
+ * the owner throws it (`endOf`).
+ */
+export type WalkEnd = WalkCounts & { readonly attempt: WalkCounts } & (
+    | { readonly ended: 'done' | 'abandoned' }
+    | { readonly ended: 'failed'; readonly error: unknown }
+  );
+
+/** A walk's end once its owner has counted what it did: its error thrown when it failed. */
+export function endOf(walk: WalkEnd): 'done' | 'abandoned' {
+  if (walk.ended === 'failed') throw walk.error;
+  return walk.ended;
+}
+
+const NOTHING: WalkCounts = { rows: 0, pages: 0 };
 
 /**
  * Walk every page of one window, pulling a page at a time (memory stays flat), cut rows to the
@@ -104,12 +116,17 @@ export interface WalkTotals {
  * harmless.
  */
 export async function walkWindow(
-  options: WalkOptions,
-  deps: WalkDeps,
-  totals: WalkTotals,
+  options: WalkParams,
+  deps: RunServices,
   restarts = 0,
-): Promise<'done' | 'abandoned'> {
+  before: WalkCounts = NOTHING,
+): Promise<WalkEnd> {
   const { resource, scope, window, ctx } = options;
+  /** What this attempt read and stored (`before`: the attempts before it). */
+  const counts = { rows: 0, pages: 0 };
+  const total = (): WalkCounts => ({ rows: before.rows + counts.rows, pages: before.pages + counts.pages });
+  const end = (ended: 'done' | 'abandoned'): WalkEnd => ({ ...total(), attempt: { ...counts }, ended });
+  const failed = (error: unknown): WalkEnd => ({ ...total(), attempt: { ...counts }, ended: 'failed', error });
   let buffer: Row[] = [];
   let bufferBytes = 0;
   const batchBytes = options.batchBytes;
@@ -125,16 +142,16 @@ export async function walkWindow(
     const read = buffer;
     const changes = async (state: StateWriter): Promise<void> => {
       if (rows.length > 0) await options.onStored?.(read, state);
-      if (cursor !== undefined) await options.checkpoint(cursor, state);
+      if (cursor !== undefined) await options.checkpoint(cursor, state, { ...counts });
     };
     if (cursor === null && !committed && options.startCursor === undefined && options.shareLastBatch !== undefined) {
       // The whole window in one batch: its rows and its end go with other windows' in one write
       // (counted first: the checkpoint that ends the window counts them, and may run in `shareLastBatch`).
-      totals.rows += rows.length;
+      counts.rows += rows.length;
       try {
         await options.shareLastBatch(rows, changes);
       } catch (error) {
-        totals.rows -= rows.length;
+        counts.rows -= rows.length;
         throw error;
       }
       buffer = [];
@@ -148,12 +165,12 @@ export async function walkWindow(
     }
     const write = (state: LoadBatch['state']): Promise<LoadResult> =>
       deps.destination.write({ table: schema, rows, ...(state === undefined ? {} : { state }) });
-    totals.rows += rows.length;
+    counts.rows += rows.length;
     let written: LoadResult;
     try {
       written = await deps.state.withBatch(changes, write);
     } catch (error) {
-      totals.rows -= rows.length;
+      counts.rows -= rows.length;
       throw error;
     }
     for (const warning of written.warnings ?? [])
@@ -162,7 +179,6 @@ export async function walkWindow(
     bufferBytes = 0;
     return rows.length;
   };
-  let pagesInWalk = 0;
   const order = new OrderWatch(options, deps.logger);
   const lists = options.lists;
   const pages = paginate(
@@ -194,9 +210,9 @@ export async function walkWindow(
       const page = result.value;
       if (firstPage) {
         firstPage = false;
-        if (await (options.onFirstPage as NonNullable<WalkOptions['onFirstPage']>)(page)) {
+        if (await (options.onFirstPage as NonNullable<WalkParams['onFirstPage']>)(page)) {
           await pages.return?.(undefined);
-          return 'abandoned';
+          return end('abandoned');
         }
       }
       const cut = options.bounds?.observe(page.records) ?? false;
@@ -208,8 +224,7 @@ export async function walkWindow(
         next = pages.next();
         next.catch(() => undefined);
       }
-      pagesInWalk += 1;
-      totals.pages += 1;
+      counts.pages += 1;
       let stored = 0;
       let writtenInPage = false;
       for (const record of page.records) {
@@ -239,7 +254,7 @@ export async function walkWindow(
         {
           resource: resource.name,
           project: scope.key,
-          page: totals.pages,
+          page: before.pages + counts.pages,
           records: page.records.length,
           hasMore: page.hasMore,
           pastWindow: past,
@@ -252,25 +267,29 @@ export async function walkWindow(
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
       if (!hasMore) break;
-      if (options.sampleRows !== undefined && totals.rows >= options.sampleRows && hasMore) {
+      if (options.sampleRows !== undefined && before.rows + counts.rows >= options.sampleRows && hasMore) {
         await pages.return?.(undefined);
-        return 'done';
+        return end('done');
       }
     }
     order.report(lists?.notes);
   } catch (error) {
-    if (!(error instanceof CursorRejectedError)) throw error;
-    await refusedCursor(error, options, deps, restarts, pagesInWalk);
+    if (!(error instanceof CursorRejectedError)) return failed(error);
+    try {
+      await refusedCursor(error, options, deps, restarts, counts.pages);
+    } catch (refused) {
+      return failed(refused);
+    }
     // A walk cut while it ran restarts over what is left to it (and learns its records' order again).
     options.bounds?.restart();
     return walkWindow(
       { ...options, window: options.bounds?.window ?? window, startCursor: undefined, onFirstPage: undefined },
       deps,
-      totals,
       restarts + 1,
+      total(),
     );
   }
-  return 'done';
+  return end('done');
 }
 
 /**
@@ -279,8 +298,8 @@ export async function walkWindow(
  */
 async function refusedCursor(
   error: CursorRejectedError,
-  options: WalkOptions,
-  deps: WalkDeps,
+  options: WalkParams,
+  deps: RunServices,
   restarts: number,
   pagesInWalk: number,
 ): Promise<void> {
@@ -324,7 +343,7 @@ function inWindow(resource: ResourceDefinition, record: ApiRecord, window: TimeW
   return ms >= window.fromMs && ms < window.toMs;
 }
 
-function normalize(options: WalkOptions, record: ApiRecord): Row {
+function normalize(options: WalkParams, record: ApiRecord): Row {
   try {
     return options.tracker.normalize(record, options.scope.fallbackProjectId, options.syncedAt);
   } catch (error) {

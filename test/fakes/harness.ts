@@ -13,7 +13,9 @@ import { PIPELINE_DEFAULTS } from '../../src/config/index.js';
 import type { ApiClientOptions, RetryOptions } from '../../src/http/client.js';
 import type { Destination } from '../../src/load/destination.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
-import { runSync, type RunSummary, type SyncDeps, type SyncPlanOptions } from '../../src/sync/engine.js';
+import { runSync, type RunHooks, type RunSummary, type SyncTargets } from '../../src/sync/engine.js';
+import { openSyncRun, type RunServices, type SyncSettings } from '../../src/sync/context.js';
+import type { Capabilities } from '../../src/sync/capabilities.js';
 import { connectApi } from '../../src/run/runtime.js';
 import { openRun } from '../../src/run/run.js';
 import { createRunStop } from '../../src/run/stop.js';
@@ -22,8 +24,33 @@ import { resolveSyncConfig, type SyncConfig, type SyncFlags } from '../../src/co
 import type { StateStore } from '../../src/state/store.js';
 import type { StateDocument } from '../../src/state/document.js';
 
+/** A sync's options in one object, as a test names them: what it reads, its settings, its run id and stop. */
+export type SyncRunOptions = SyncTargets & SyncSettings & { readonly runId?: string; readonly signal?: AbortSignal };
+
 /** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */
-export type HarnessRun = PipelineTarget & Partial<SyncPlanOptions>;
+export type HarnessRun = PipelineTarget & Partial<SyncRunOptions>;
+
+/** `runSync` with a test's options in one object: its targets, and the run's context opened now over `services`. */
+export function runSyncWith(
+  options: SyncRunOptions,
+  services: RunServices & { readonly capabilities?: Capabilities },
+  hooks?: RunHooks,
+): Promise<RunSummary> {
+  const { resources, declared, project, projectIds, runId, signal, ...settings } = options;
+  return runSync(
+    {
+      resources,
+      project,
+      ...(declared === undefined ? {} : { declared }),
+      ...(projectIds === undefined ? {} : { projectIds }),
+    },
+    openSyncRun(services, settings, {
+      ...(runId === undefined ? {} : { runId }),
+      ...(signal === undefined ? {} : { signal }),
+    }),
+    hooks,
+  );
+}
 
 /** Fast retries for tests: the same loop, shorter sleeps. */
 const FAST_RETRY: Partial<RetryOptions> = { maxAttempts: 8, backoff: { baseMs: 5, maxDelayMs: 50 } };
@@ -116,7 +143,7 @@ function harnessDestination(target: PipelineTarget): OpensDestination {
 export async function withPipeline<T>(
   target: PipelineTarget,
   purpose: 'sync' | 'backfill',
-  body: (deps: SyncDeps) => Promise<T>,
+  body: (deps: RunServices) => Promise<T>,
 ): Promise<T> {
   const logger = target.client?.logger ?? silentLogger();
   const clock = target.clock ?? systemClock;
@@ -208,7 +235,7 @@ export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code:
 /** One sync, in-process, through the same parts the CLI wires. */
 export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
   return withPipeline(opts, 'sync', (deps) =>
-    runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps),
+    runSyncWith({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps),
   );
 }
 

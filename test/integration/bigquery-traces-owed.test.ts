@@ -8,7 +8,6 @@ import { reconcileRun } from '../../src/reconcile/step.js';
 import { owedChildren } from '../../src/reports/owed.js';
 import { repairWindows, verifyCounts } from '../../src/reconcile/verify.js';
 import type { RunSummary } from '../../src/sync/engine.js';
-import { runSync } from '../../src/sync/engine.js';
 import { owedQuery } from '../../src/sync/traces/queue.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import {
@@ -18,6 +17,7 @@ import {
   syncOnce,
   withPipeline,
   type HarnessRun,
+  runSyncWith,
 } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
@@ -107,7 +107,7 @@ function syncAndReconcile(opts: HarnessRun): Promise<RunSummary> {
   return withPipeline(opts, 'sync', async (deps) => {
     const before = deps.state.document;
     const lookbackMs = 15 * 60_000;
-    const summary = await runSync({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs }, deps);
+    const summary = await runSyncWith({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs }, deps);
     const report = await reconcileRun(
       {
         mode: 'repair',

@@ -15,9 +15,9 @@ import {
   SYNC_DEFAULTS,
   syncOnce,
   withPipeline,
+  runSyncWith,
 } from '../fakes/harness.js';
 import { refreshAggregates } from '../../src/analysts/aggregates.js';
-import { runSync } from '../../src/sync/engine.js';
 import { runSearches } from '../../src/analysts/searches.js';
 import type { StreamResult } from '../../src/sync/frame.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
@@ -126,7 +126,7 @@ describe('optional capabilities degrade, they do not fail', () => {
     const full = await variant({ seed: 72, eventsPerProject: 30 });
     const target = { baseUrl: full.emu.url, apiKey: full.emu.apiKey, dir: d, client: { logger } };
     const again = await withPipeline(target, 'sync', (deps) =>
-      runSync(
+      runSyncWith(
         { ...SYNC_DEFAULTS, ...runOptionsOf(target), lookbackMs: 15 * 60_000 },
         { ...deps, capabilities: new Capabilities(deps, 0) },
       ),

@@ -6,7 +6,6 @@ import { traces } from '../../connectors/traces.js';
 import { DEFAULT_CHILD_CONCURRENCY } from '../../src/sync/traces/queue.js';
 import { owedTraces } from '../fakes/owed.js';
 import { runCli } from '../fakes/cli.js';
-import { runSync } from '../../src/sync/engine.js';
 import {
   dbPathOf,
   expectTableMatches,
@@ -15,6 +14,7 @@ import {
   SYNC_DEFAULTS,
   syncOnce,
   withPipeline,
+  runSyncWith,
 } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { DEFAULT_RATE_LIMITS } from '../../src/http/scheduler/budget.js';
@@ -77,7 +77,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
     seedPerEventState(d);
     const told: number[] = [];
     const summary = await withPipeline({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d }, 'sync', (deps) =>
-      runSync(
+      runSyncWith(
         {
           ...SYNC_DEFAULTS,
           resources: [events, traces],

@@ -1,7 +1,7 @@
 import type { StateCommit } from '../../core/state-table.js';
 import type { Row, TableSchema } from '../../core/types.js';
 import { dedupeRows, type LoadBatch, type LoadResult } from '../destination.js';
-import { encodeRow, partitionSpec, rowHash, type PartitionSpec } from './rows.js';
+import { encodeRow, partitionSpec, rowHash, type BigQueryPartitioning } from './rows.js';
 import { assertColumnNames, bigQueryColumns, quoteIdent, type BigQueryColumn } from './sql.js';
 
 /**
@@ -104,7 +104,7 @@ export function prepareGroup(batches: readonly LoadBatch[]): PreparedGroup {
 export function checkCells(
   table: TableSchema,
   rows: readonly Row[],
-): { readonly hashes: readonly string[] | undefined; readonly spec: PartitionSpec } {
+): { readonly hashes: readonly string[] | undefined; readonly spec: BigQueryPartitioning } {
   const hashes =
     table.fullRefresh === true ? rows.map((row) => rowHash(table, row, ['_synced_at', '_run_id'])) : undefined;
   const spec = partitionSpec(table);

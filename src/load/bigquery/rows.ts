@@ -46,8 +46,11 @@ export const ROW_HASH_COLUMN = 'row_hash';
 export const KEY_BUCKET_COLUMN = 'key_bucket';
 export const KEY_BUCKETS = 4_000;
 
-/** How a table is partitioned in BigQuery, derived from `table.partitionColumn`. */
-export type PartitionSpec =
+/**
+ * How a table is partitioned in BigQuery, derived from `table.partitionColumn` (the published read
+ * copy's cut into Parquet files by day is another thing: `publish/partitions.ts` `DayCut`).
+ */
+export type BigQueryPartitioning =
   /** `PARTITION BY DATE(column)` on a TIMESTAMP column. */
   | { readonly kind: 'timestamp'; readonly column: string; readonly field: string }
   /** `PARTITION BY DATE(field)`, `field` a TIMESTAMP filled from the INT64 ns epoch `column`. */
@@ -67,7 +70,7 @@ export interface PartitionDates {
  * The partitioning of `table`, or `undefined` when it has no partition column. Throws `LoadError`
  * (terminal) when the column is missing or of a type BigQuery cannot partition by day.
  */
-export function partitionSpec(table: TableSchema): PartitionSpec {
+export function partitionSpec(table: TableSchema): BigQueryPartitioning {
   const name = table.partitionColumn;
   if (name === undefined) return { kind: 'key_bucket', column: KEY_BUCKET_COLUMN, field: KEY_BUCKET_COLUMN };
   const column = table.columns.find((c) => c.name === name);
@@ -120,7 +123,12 @@ export interface EncodedRow {
  * written, NULL as `null`; cells of columns the table does not declare are not written. Throws
  * `LoadError` (terminal) for a cell that cannot be written as its column's type.
  */
-export function encodeRow(table: TableSchema, row: Row, spec: PartitionSpec | undefined, hash?: string): EncodedRow {
+export function encodeRow(
+  table: TableSchema,
+  row: Row,
+  spec: BigQueryPartitioning | undefined,
+  hash?: string,
+): EncodedRow {
   const parts: string[] = [];
   for (const column of table.columns)
     parts.push(`${JSON.stringify(column.name)}:${encodeCell(table.name, column, row[column.name])}`);
@@ -192,7 +200,7 @@ export function keyBucket(table: TableSchema, row: Row): number {
   return hash.digest().readUInt32BE(0) % KEY_BUCKETS;
 }
 
-function partitionDateOf(table: string, spec: PartitionSpec, value: CellValue | undefined): string | undefined {
+function partitionDateOf(table: string, spec: BigQueryPartitioning, value: CellValue | undefined): string | undefined {
   if (value === null || value === undefined) return undefined;
   const date = typeof value === 'string' ? dateOfTimestamp(value) : undefined;
   if (date === undefined) throw cellError(table, spec.column, 'an ISO-8601 timestamp', value);

@@ -8,7 +8,7 @@ import {
   ROW_HASH_COLUMN,
   partitionSpec,
   type PartitionDates,
-  type PartitionSpec,
+  type BigQueryPartitioning,
 } from './rows.js';
 
 /**
@@ -200,7 +200,7 @@ function addColumnsDdl(target: BigQueryTarget, table: string, columns: readonly 
  * unordered batch). Rows whose partition value is NULL live in the `__NULL__` partition, which the
  * IN list does not reach, so it is added explicitly when the batch has such rows.
  */
-export function pruningPredicate(spec: PartitionSpec, partitions: PartitionDates): string {
+export function pruningPredicate(spec: BigQueryPartitioning, partitions: PartitionDates): string {
   const column = `T.${quoteIdent(spec.field)}`;
   const isNull = `${column} IS NULL`;
   if (spec.kind === 'key_bucket') return `${column} IN (${partitions.dates.join(', ')})`;

@@ -20,7 +20,7 @@ import {
   encodeRow,
   partitionSpec,
   type PartitionDates,
-  type PartitionSpec,
+  type BigQueryPartitioning,
 } from './rows.js';
 import {
   bigQueryColumns,
@@ -82,7 +82,11 @@ export class BigQueryWriter {
   constructor(private readonly c: WriterContext) {}
 
   /** A group with rows (checked: `prepareGroup`, `checkCells`): to the change log, or staged and merged. */
-  async write(group: PreparedGroup, hashes: readonly string[] | undefined, spec: PartitionSpec): Promise<GroupResult> {
+  async write(
+    group: PreparedGroup,
+    hashes: readonly string[] | undefined,
+    spec: BigQueryPartitioning,
+  ): Promise<GroupResult> {
     const { table, columns, rows, rowsPerBatch, state } = group;
     await this.c.tables.ensureDataset();
     this.c.schemas.set(table.name, table);

@@ -9,7 +9,7 @@ import { whereRecordsLie, type RecordsLie } from './lie.js';
 import { splitByCounts, splitIntoPages, splitPages, type TimeWindow, type WindowCount } from '../../extract/windows.js';
 import { cursorMillis } from '../../normalize/normalize.js';
 import type { RateLimits } from '../../http/scheduler/budget.js';
-import type { ConcurrencyController } from './concurrency.js';
+import type { ConcurrencyController } from '../concurrency.js';
 import type { ApiClient, CallContext } from '../../http/client.js';
 import { runUnits, unitList, type MoreUnits, type SubWalk } from '../units.js';
 

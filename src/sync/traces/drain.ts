@@ -1,15 +1,14 @@
 import { DataError, FatalApiError } from '../../core/errors.js';
-import type { Logger } from '../../core/log.js';
 import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row } from '../../core/types.js';
 import type { ApiClient, CallContext } from '../../http/client.js';
-import { ConcurrencyController } from '../split/concurrency.js';
-import type { Destination } from '../../load/destination.js';
+import { ConcurrencyController } from '../concurrency.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../../normalize/normalize.js';
-import type { StateStore } from '../../state/store.js';
+import type { RunServices } from '../context.js';
 import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './queue.js';
 import { StreamFrame, type StreamResult } from '../frame.js';
 import type { Book } from '../../state/books/book.js';
 import { runUnits, type SubWalk, type UnitSource } from '../units.js';
+import type { WalkCounts } from '../walk.js';
 
 /**
  * The drain of a per-parent child queue (`queue.ts`): chunks of pending parents read at once,
@@ -37,13 +36,7 @@ export interface ChildDrainOptions {
 export async function drainChildren(
   resource: ResourceDefinition,
   scope: ProjectScope,
-  deps: {
-    readonly client: ApiClient;
-    readonly destination: Destination;
-    readonly state: StateStore;
-    readonly clock: Clock;
-    readonly logger: Logger;
-  },
+  deps: RunServices,
   options: ChildDrainOptions,
 ): Promise<StreamResult> {
   const frame = new StreamFrame(resource, scope, deps, options.signal);
@@ -70,7 +63,7 @@ export async function drainChildren(
       options.queue.complete(project, units, later.get(units), state, answered.get(units)),
     cursorRejected: async () => undefined,
   };
-  const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<void> => {
+  const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<ChunkEnd> => {
     const chunkCtx = sub.ctx;
     const startedAt = deps.clock.now();
     const pages = await Promise.all(
@@ -105,37 +98,48 @@ export async function drainChildren(
       latencyMs: Math.max(0, deps.clock.now() - startedAt - waited),
       rateLimited: chunkCtx.stats.rateLimited > 0,
     });
-    totals.pages += units.length;
+    // Its reads are counted from here on, whether its write succeeds or not.
+    const read = units.length;
     let stored = 0;
-    if (rows.length > 0) {
-      // The chunk's rows and its move to done are one commit where the warehouse keeps state.
-      const written = await deps.state.withBatch(
-        (state) => book.checkpoint(units, null, state),
-        (state) =>
-          deps.destination.write({
-            table: options.tracker.schema,
-            rows: dedupeByKey(rows, resource.key),
-            ...(state === undefined ? {} : { state }),
-          }),
-      );
-      for (const warning of written.warnings ?? [])
-        deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
-      stored = written.rows;
-      totals.rows += written.rows;
-    } else {
-      await book.checkpoint(units, null, deps.state);
+    try {
+      if (rows.length > 0) {
+        // The chunk's rows and its move to done are one commit where the warehouse keeps state.
+        const written = await deps.state.withBatch(
+          (state) => book.checkpoint(units, null, state),
+          (state) =>
+            deps.destination.write({
+              table: options.tracker.schema,
+              rows: dedupeByKey(rows, resource.key),
+              ...(state === undefined ? {} : { state }),
+            }),
+        );
+        for (const warning of written.warnings ?? [])
+          deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
+        stored = written.rows;
+      } else {
+        await book.checkpoint(units, null, deps.state);
+      }
+      options.onPage?.({ records: rows.length, rowsStored: stored });
+    } catch (error) {
+      return { rows: stored, pages: read, failed: { error } };
     }
-    options.onPage?.({ records: rows.length, rowsStored: stored });
     deps.logger.debug(
       { resource: resource.name, project: scope.key, parents: units.length, rows: rows.length },
       'children chunk',
     );
+    return { rows: stored, pages: read };
   };
   try {
     const ended = await runUnits(
       chunkUnits(options, project, deps.clock),
       { limit: controller, ctx, clock: deps.clock },
-      readChunk,
+      async (units, sub) => {
+        // Each chunk's counts are added when it ends, also when its write failed (its reads were sent).
+        const chunk = await readChunk(units, sub);
+        totals.rows += chunk.rows;
+        totals.pages += chunk.pages;
+        if (chunk.failed !== undefined) throw chunk.failed.error;
+      },
     );
     if (ended === 'aborted') throw options.signal?.reason ?? new Error('aborted');
     const left = await options.queue.owedCount(project);
@@ -169,6 +173,11 @@ export async function drainChildren(
     error: failure,
     ...(owed === undefined ? {} : { owed }),
   };
+}
+
+/** What a chunk read (`pages`: one request per parent) and stored, and the error its write failed with. */
+interface ChunkEnd extends WalkCounts {
+  readonly failed?: { readonly error: unknown };
 }
 
 /** A work unit of the children: a chunk of parent records (id, parent instant) whose children are due. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConcurrencyController, type ConcurrencyOptions } from '../../../src/sync/split/concurrency.js';
+import { ConcurrencyController, type ConcurrencyOptions } from '../../../src/sync/concurrency.js';
 
 /** A fake clock the test moves by hand. */
 function fakeClock(): { now: () => number; advance: (ms: number) => void } {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConcurrencyController } from '../../../src/sync/split/concurrency.js';
+import { ConcurrencyController } from '../../../src/sync/concurrency.js';
 import { newCallStats, type CallContext } from '../../../src/http/client.js';
 import { events } from '../../../connectors/events.js';
 import { MIN_STEAL_PAGES, partsForLatency, stealCut, walkParts } from '../../../src/sync/split/plan.js';

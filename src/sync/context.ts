@@ -1,0 +1,104 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../core/log.js';
+import type { ChildSelection, Clock } from '../core/types.js';
+import { RequestMemo } from '../extract/memo.js';
+import type { ApiClient } from '../http/client.js';
+import type { Destination } from '../load/destination.js';
+import type { StateStore } from '../state/store.js';
+import { Capabilities } from './capabilities.js';
+import type { SplitLimits } from './split/plan.js';
+
+/**
+ * What the engine is given. A run's services, the same for its whole life (the run object's, `run/context.ts`
+ * `RunContext.services`), and for a sync the run's context (`SyncRun`): the services, the run's settings and
+ * what its streams share, built once per run (`openSyncRun`). A stream and a walk are handed that context
+ * and only what is their own (resource, scope, window, cursor, bounds).
+ */
+
+/** The services of one run: passed, never module singletons, so every part can be tested with its own. */
+export interface RunServices {
+  readonly client: ApiClient;
+  readonly destination: Destination;
+  /**
+   * The run's state: each batch is written with its state changes (its book's checkpoint) in one
+   * transaction where the warehouse keeps the state (`withBatch`).
+   */
+  readonly state: StateStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/** How a sync run reads, the same for every stream of the run (the flags, resolved in `config/run.ts`). */
+export interface SyncSettings {
+  /** How far before the mark each sync re-reads, for late-indexed records (`--lookback`). */
+  readonly lookbackMs: number;
+  /** Oldest instant a first sync reads (`--start`). @default 0 (all history) */
+  readonly startMs?: number;
+  /** Rows buffered per stream before one write + checkpoint (`--batch-rows`). */
+  readonly batchRows: number;
+  /** Text buffered before a write (`--batch-bytes`, in bytes). */
+  readonly batchBytes: number;
+  /** Most sub-windows of one large window walked at once (split walks, `--concurrency`). 1 reads every window in one walk. */
+  readonly concurrency: number;
+  /** Stop each stream once it has written this many rows (a dry run's sample). @default all */
+  readonly sampleRows?: number;
+  /**
+   * Re-read each window of a resource that `settles` once it is this old (`--settle`, late
+   * enrichment); 0 turns the settle pass off.
+   */
+  readonly settleMs: number;
+  /** Which parents get their per-parent children read (`--traces`, traces per event). @default 'all' */
+  readonly children?: ChildSelection;
+  /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS (engine.ts) */
+  readonly childDrainMs?: number;
+  /** The configured rate limits (`--max-rps`, `--max-rpm`): splits are sized by them. */
+  readonly limits: SplitLimits;
+}
+
+/** One sync run's context: its services, its settings, its start, and the books its streams share. */
+export interface SyncRun extends RunServices {
+  readonly settings: SyncSettings;
+  /** End of every window this run reads (exclusive): the run's start. */
+  readonly runStartMs: number;
+  /** `_synced_at` of this run's rows (the run's start). */
+  readonly syncedAt: string;
+  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). */
+  readonly runId: string;
+  /** The run's stop (`--max-run-time`, a signal). */
+  readonly signal: AbortSignal | undefined;
+  /** What this server offers: one book per run, so what one stream learns the others use (and it is logged once). */
+  readonly capabilities: Capabilities;
+  /**
+   * The run's memo of aggregate answers (`extract/memo.ts`): identical aggregate requests (split
+   * planning's timeseries for events, users, conversations) go out once a run.
+   */
+  readonly aggregates: RequestMemo;
+}
+
+/**
+ * The sync run's context, built once when the run starts reading: the run's start is taken now.
+ * A dry run's sample caps the batch (a batch never holds more than the sample).
+ */
+export function openSyncRun(
+  services: RunServices & { readonly capabilities?: Capabilities },
+  settings: SyncSettings,
+  /** The run's id (@default a new UUID) and its stop. */
+  run: { readonly runId?: string; readonly signal?: AbortSignal } = {},
+): SyncRun {
+  const { client, destination, state, clock, logger } = services;
+  const runStartMs = clock.now();
+  return {
+    client,
+    destination,
+    state,
+    clock,
+    logger,
+    settings: { ...settings, batchRows: Math.min(settings.batchRows, settings.sampleRows ?? Infinity) },
+    runStartMs,
+    syncedAt: new Date(runStartMs).toISOString(),
+    runId: run.runId ?? randomUUID(),
+    signal: run.signal,
+    capabilities: services.capabilities ?? new Capabilities(services),
+    aggregates: new RequestMemo(client),
+  };
+}
