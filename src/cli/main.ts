@@ -390,6 +390,13 @@ function skipEagerHelp(parser: Argv): void {
 if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FOR !== 'speed')
   setFlagsFromString('--optimize-for-size');
 
+// undici parses HTTP with llhttp compiled to WebAssembly when the first connection opens (after
+// this line). V8 compiles it twice: Liftoff at once, then TurboFan in background threads, about
+// 12 % of a small sync's CPU in a `perf` profile; the TurboFan code's speed does not show in a
+// sync (the parser reads headers and skips bodies). Liftoff alone: 120 ms less CPU per small sync
+// (mean of 12 alternating runs), and a first sync no slower (docs/benchmarks.md, First sync).
+setFlagsFromString('--liftoff-only');
+
 let secrets: readonly string[] | undefined;
 const secretsOfProcess = (): readonly string[] => (secrets ??= secretsGiven(hideBin(process.argv), process.env));
 

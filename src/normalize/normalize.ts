@@ -178,7 +178,10 @@ export class SchemaTracker {
       );
     }
     const row: Row = { [PROJECT_COLUMN]: rowProject, [keyField]: key };
-    for (const [field, value] of Object.entries(record)) {
+    // `for … in`, not `Object.entries`: no array of pairs per record (a first sync's garbage). A
+    // parsed record's keys are all its own.
+    for (const field in record) {
+      const value = record[field] as JsonValue;
       if (field === keyField || value === null) continue;
       // The project of an all-projects read is the row's project_id; in a one-project read the
       // scope is, and a record's own project_id is kept only when it says something else.

@@ -13,8 +13,35 @@
 
 const ISO = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|z|[+-]\d{2}(?::?\d{2})?)$/;
 
+/**
+ * Already canonical (`2026-11-20T10:00:00.123Z`, the API's usual shape): then only the date and
+ * time fields need checking, and the value is its own canonical text. Years below 1000 take the
+ * general path (Date.UTC reads years 0–99 as 1900–1999, which that path keeps).
+ */
+const CANONICAL = /^[1-9]\d{3}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{0,5}[1-9])?Z$/;
+
+/** The number written by the two digits at `at`. */
+const twoDigits = (value: string, at: number): number =>
+  (value.charCodeAt(at) - 48) * 10 + value.charCodeAt(at + 1) - 48;
+
 /** The canonical UTC text of an ISO-8601 instant with an offset, or `undefined` when it is not one. */
 export function canonicalTimestamp(value: string): string | undefined {
+  if (CANONICAL.test(value)) {
+    const year = twoDigits(value, 0) * 100 + twoDigits(value, 2);
+    const month = twoDigits(value, 5);
+    const day = twoDigits(value, 8);
+    if (
+      month >= 1 &&
+      month <= 12 &&
+      day >= 1 &&
+      day <= gregorianDaysIn(year, month) &&
+      twoDigits(value, 11) <= 23 &&
+      twoDigits(value, 14) <= 59 &&
+      twoDigits(value, 17) <= 59
+    )
+      return value;
+    return undefined;
+  }
   const m = ISO.exec(value);
   if (m === null) return undefined;
   const [, y, mo, d, h, mi, s = '00', fraction = '', zone = 'Z'] = m;
@@ -46,4 +73,10 @@ export function canonicalTimestamp(value: string): string | undefined {
 
 function daysIn(year: number, month: number): number {
   return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+
+/** Days in `month` (1–12) of `year` in the Gregorian calendar, without a Date. */
+function gregorianDaysIn(year: number, month: number): number {
+  if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
 }

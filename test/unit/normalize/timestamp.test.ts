@@ -4,6 +4,21 @@ import { SchemaTracker, isIsoInstant } from '../../../src/normalize/normalize.js
 import { events } from '../../../connectors/events.js';
 
 describe('canonicalTimestamp', () => {
+  it('reads a value already canonical as the general path reads the same instant at +00:00', () => {
+    const dates = ['2024-02-29', '2023-02-29', '1900-02-29', '2000-02-29', '2026-04-31', '2026-04-30', '2026-12-31'];
+    const more = ['2026-13-01', '2026-00-10', '2026-01-00', '1000-01-01', '9999-12-31', '0999-01-01', '0050-01-01'];
+    const times = ['00:00:00', '23:59:59', '24:00:00', '10:60:00', '10:00:60'];
+    const fractions = ['', '.1', '.123456', '.000001', '.100', '.1234567', '.'];
+    for (const date of [...dates, ...more])
+      for (const time of times)
+        for (const fraction of fractions) {
+          const value = `${date}T${time}${fraction}Z`;
+          expect(canonicalTimestamp(value), value).toBe(canonicalTimestamp(value.replace(/Z$/, '+00:00')));
+        }
+    expect(canonicalTimestamp('2024-02-29T23:59:59.000001Z')).toBe('2024-02-29T23:59:59.000001Z');
+    expect(canonicalTimestamp('1900-02-29T00:00:00Z')).toBeUndefined();
+  });
+
   it.each([
     ['2024-05-01T10:00:00Z', '2024-05-01T10:00:00Z'],
     ['2024-05-01T10:00Z', '2024-05-01T10:00:00Z'],
