@@ -113,7 +113,7 @@ const NOTHING: WalkCounts = { rows: 0, pages: 0 };
  * window on the client, normalize, write in batches, and checkpoint after each write. A cursor the
  * server refuses, at resume or in the middle of the walk (`CursorRejectedError`), restarts the
  * window from its first page, at most `MAX_WINDOW_RESTARTS` times: keyed merges make the re-read
- * harmless.
+ * harmless. Resolves with how it ended and what it did (`WalkEnd`), a failure included.
  */
 export async function walkWindow(
   options: WalkParams,
