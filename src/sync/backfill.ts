@@ -446,7 +446,6 @@ async function readLedgerUnit(
       startCursor: resumed?.cursor,
       batchRows: options.batchRows,
       batchBytes: options.batchBytes,
-      syncedAt: deps.syncedAt,
       ctx,
       onProjects: options.onProjects,
       ...(options.onStored === undefined ? {} : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),
