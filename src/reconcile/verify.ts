@@ -10,7 +10,7 @@ import { newCallStats, type ApiClient, type CallContext } from '../http/client.j
 import type { Destination } from '../load/destination.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import { backfillStream, perWindowBatch, type BackfillHooks, type BackfillStreamResult } from '../sync/backfill.js';
-import type { RunServices } from '../sync/context.js';
+import { engineRun, type RunServices } from '../sync/context.js';
 import { singleProjectScope } from '../sync/scopes.js';
 
 /**
@@ -224,7 +224,8 @@ export async function repairWindows(
   deps: RunServices,
 ): Promise<BackfillStreamResult[]> {
   const slots = new PQueue({ concurrency: options.concurrency });
-  const syncedAt = new Date(deps.clock.now()).toISOString();
+  // The repair is a run of the engine of its own: its rows' `_synced_at` is its start.
+  const run = engineRun(deps, { signal: options.signal });
   const groups = new Map<
     string,
     { resource: ResourceDefinition; project: string; header: string | undefined; windows: TimeWindow[] }
@@ -258,14 +259,12 @@ export async function repairWindows(
           force: true,
           batchRows: perWindowBatch(options.batchRows, options.concurrency),
           batchBytes: options.batchBytes,
-          syncedAt,
-          signal: options.signal,
           hooks: options.hooks,
           ...(options.onStored === undefined
             ? {}
             : { onStored: (rows: readonly Row[]) => options.onStored?.(group.resource.name, group.project, rows) }),
         },
-        deps,
+        run,
       ),
     ),
   );

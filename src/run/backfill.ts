@@ -1,5 +1,6 @@
 import type { BackfillConfig } from '../config/index.js';
 import { runBackfill, type BackfillStreamResult } from '../sync/backfill.js';
+import { engineRun } from '../sync/context.js';
 import { formatBackfillStreams, formatBackfillSummary } from '../reports/text.js';
 import { summaryLines } from '../reports/repeats.js';
 import { RESOURCES } from '../../connectors/index.js';
@@ -17,7 +18,7 @@ import { stoppedLines } from './envelope.js';
  * may run); its exit code (0 only when every stream finished every window) and its summary.
  */
 export async function backfillStep(run: RunContext<BackfillConfig>): Promise<RunOutcome> {
-  const { config, runtime, stop, state, destination, monitor } = run;
+  const { config, runtime, stop, state, monitor } = run;
   const { clock, logger, client } = runtime;
   const options = {
     resources: config.resources,
@@ -35,17 +36,11 @@ export async function backfillStep(run: RunContext<BackfillConfig>): Promise<Run
     logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');
   const started = await run.begin();
   const summary = await runBackfill(
+    { ...options, resources: started.resources, declared: RESOURCES },
     {
-      ...options,
-      resources: started.resources,
-      declared: RESOURCES,
-      concurrency: config.concurrency,
-      batchRows: config.batchRows,
-      batchBytes: config.batchBytes,
-      signal: stop.signal,
-      runId: started.runId,
+      ...engineRun(run.services, { runId: started.runId, signal: stop.signal }),
+      settings: { concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes },
     },
-    { client, destination, state, clock, logger },
     monitor.observe(backfillProgressHooks(runtime.tracker)),
   );
   const { reason, streams } = run.end(summary.streams);

@@ -17,7 +17,7 @@ import {
   type StreamLedger,
 } from '../state/books/ledger.js';
 import type { StateWriter } from '../state/store.js';
-import type { RunServices } from './context.js';
+import type { EngineRun } from './context.js';
 import { owedQuery } from './traces/queue.js';
 import { learnChildMode, readsByParent } from './traces/probe.js';
 import { ListNotes, listFacts, type ListFact } from './list-facts.js';
@@ -36,11 +36,18 @@ import { SharedBatch } from './shared-batch.js';
  * slots; every request still goes through the run's one scheduler.
  */
 
-export interface BackfillOptions extends ScopeOptions {
+/** What a backfill reads: its resources in their project scopes, over [from, to) in windows. */
+export interface BackfillTargets extends ScopeOptions {
   readonly fromMs: number;
   readonly toMs: number;
   /** Window length. */
   readonly windowMs: number;
+  /** Every declared resource: a child's parent table when the backfill does not read the parent. @default resources */
+  readonly declared?: readonly ResourceDefinition[];
+}
+
+/** How a backfill reads, the same for every stream of the run (its flags). */
+export interface BackfillSettings {
   /** Windows read at once, across all resources and projects (`--concurrency`). */
   readonly concurrency: number;
   /**
@@ -50,13 +57,13 @@ export interface BackfillOptions extends ScopeOptions {
   readonly batchRows: number;
   /** Text held before writes by the whole run, shared by the windows like `batchRows` (`--batch-bytes`). */
   readonly batchBytes: number;
-  readonly signal?: AbortSignal;
-  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). */
-  readonly runId?: string;
-  /** Every declared resource: a child's parent table when the backfill does not read the parent. @default resources */
-  readonly declared?: readonly ResourceDefinition[];
   /** A read that answered none while its parent was younger than this is not final (`--settle`), for the owed count. @default 0 */
   readonly settleMs?: number;
+}
+
+/** A backfill run's context: its services, start, id and stop (`engineRun`), and its settings. */
+export interface BackfillRun extends EngineRun {
+  readonly settings: BackfillSettings;
 }
 
 /** Per-parent children a backfill leaves owed: the next sync reads them (the warehouse's book says which). */
@@ -107,22 +114,22 @@ export function perWindowBatch(batchRows: number, concurrency: number): number {
 
 /** Backfill every resource × project scope (`forEachScope`, as `sync` does). */
 export async function runBackfill(
-  options: BackfillOptions,
-  deps: RunServices,
+  targets: BackfillTargets,
+  run: BackfillRun,
   hooks: BackfillHooks = {},
 ): Promise<BackfillSummary> {
-  const runStartMs = deps.clock.now();
-  const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
-  const concurrency = options.concurrency;
+  const { runStartMs, settings } = run;
+  const windows = sliceWindows(targets.fromMs, targets.toMs, targets.windowMs);
+  const concurrency = settings.concurrency;
   const slots = new PQueue({ concurrency });
   // Children this server reads one parent at a time have no windows to backfill: learned as a sync
   // learns it (the probe), they are left owed, and the next sync reads them from the warehouse's book.
   const resources: ResourceDefinition[] = [];
   const perParent: ResourceDefinition[] = [];
-  for (const r of options.resources) {
-    let byParent = r.perParent === undefined ? false : readsByParent(deps.state.document, r);
+  for (const r of targets.resources) {
+    let byParent = r.perParent === undefined ? false : readsByParent(run.state.document, r);
     if (byParent === undefined)
-      byParent = await learnChildMode(r, probeScope(options, deps.state.document.projects), deps, options.signal).catch(
+      byParent = await learnChildMode(r, probeScope(targets, run.state.document.projects), run, run.signal).catch(
         () => undefined,
       );
     if (byParent === true) perParent.push(r);
@@ -130,14 +137,11 @@ export async function runBackfill(
   }
   const trackers = new Map<string, SchemaTracker>();
   for (const resource of resources) {
-    trackers.set(
-      resource.name,
-      new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId),
-    );
+    trackers.set(resource.name, new SchemaTracker(resource, await run.destination.describe(resource.name), run.runId));
   }
   const streams = await forEachScope(
-    { ...options, resources },
-    deps,
+    { ...targets, resources },
+    run,
     (resource, scope, scopeHooks) =>
       backfillStream(
         {
@@ -148,27 +152,25 @@ export async function runBackfill(
           slots,
           concurrency,
           force: false,
-          batchRows: perWindowBatch(options.batchRows, concurrency),
-          batchBytes: perWindowBatch(options.batchBytes, concurrency),
-          syncedAt: new Date(runStartMs).toISOString(),
-          signal: options.signal,
+          batchRows: perWindowBatch(settings.batchRows, concurrency),
+          batchBytes: perWindowBatch(settings.batchBytes, concurrency),
           onProjects: scopeHooks.onProjects,
           hooks,
         },
-        deps,
+        run,
       ).then((result) => {
         hooks.onStreamDone?.(result);
         return result;
       }),
     (resource, error): BackfillStreamResult => ({ ...failedBeforeStart(resource, error), skipped: 0 }),
   );
-  const owed = await owedAfterBackfill(perParent, options, deps);
+  const owed = await owedAfterBackfill(perParent, targets, run);
   return {
     startedAt: new Date(runStartMs).toISOString(),
     ...(owed.length === 0 ? {} : { owed }),
-    from: new Date(options.fromMs).toISOString(),
-    to: new Date(options.toMs).toISOString(),
-    seconds: (deps.clock.now() - runStartMs) / 1000,
+    from: new Date(targets.fromMs).toISOString(),
+    to: new Date(targets.toMs).toISOString(),
+    seconds: (run.clock.now() - runStartMs) / 1000,
     streams,
     ok: streams.every((s) => s.outcome === 'ok'),
   };
@@ -177,17 +179,22 @@ export async function runBackfill(
 /** What the skipped per-parent children owe once the backfill's parents are stored, said once per child. */
 async function owedAfterBackfill(
   children: readonly ResourceDefinition[],
-  options: BackfillOptions,
-  deps: RunServices,
+  targets: BackfillTargets,
+  deps: BackfillRun,
 ): Promise<OwedChildrenNote[]> {
   const notes: OwedChildrenNote[] = [];
   const book = bookOf(deps);
   for (const child of children) {
     const parentName = child.perParent?.parent ?? 'parent';
-    const parent = [...options.resources, ...(options.declared ?? [])].find((r) => r.name === parentName);
+    const parent = [...targets.resources, ...(targets.declared ?? [])].find((r) => r.name === parentName);
     let byProject: Readonly<Record<string, number>> | undefined;
     if (book !== undefined && parent !== undefined) {
-      const query = owedQuery(child, parent, { selection: 'all', settleMs: options.settleMs ?? 0 }, deps.clock.now());
+      const query = owedQuery(
+        child,
+        parent,
+        { selection: 'all', settleMs: deps.settings.settleMs ?? 0 },
+        deps.clock.now(),
+      );
       byProject = await book.countOwedChildren(query).catch(() => undefined);
     }
     const total = byProject === undefined ? undefined : Object.values(byProject).reduce((a, b) => a + b, 0);
@@ -207,7 +214,8 @@ async function owedAfterBackfill(
   return notes;
 }
 
-export interface StreamBackfillOptions {
+/** One backfill stream's own parameters (its run's are in the run's context, `EngineRun`). */
+export interface BackfillStreamParams {
   readonly resource: ResourceDefinition;
   readonly scope: ProjectScope;
   readonly tracker: SchemaTracker;
@@ -219,10 +227,9 @@ export interface StreamBackfillOptions {
   readonly concurrency: number;
   /** Read windows even when the ledger has them done (`verify --repair`). */
   readonly force: boolean;
+  /** Rows and text each window holds before a write (its share of the run's, `perWindowBatch`). */
   readonly batchRows: number;
   readonly batchBytes: number;
-  readonly syncedAt: string;
-  readonly signal?: AbortSignal;
   readonly onProjects?: (slugs: ReadonlySet<string>) => void;
   /** Each batch's rows once durable (reconcile's repair collects the ids the list returned). */
   readonly onStored?: (rows: readonly Row[]) => void;
@@ -235,9 +242,9 @@ export interface StreamBackfillOptions {
  * move each window to `done` when its last page is stored. The first failing window stops the
  * stream from starting more (windows in flight finish); its checkpoint stays for the next run.
  */
-export async function backfillStream(options: StreamBackfillOptions, deps: RunServices): Promise<BackfillStreamResult> {
+export async function backfillStream(options: BackfillStreamParams, deps: EngineRun): Promise<BackfillStreamResult> {
   const { resource, scope, hooks = {} } = options;
-  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const frame = new StreamFrame(resource, scope, deps, deps.signal);
   const { key, ctx } = frame;
   const totals = { rows: 0, pages: 0, windows: 0, skipped: 0 };
   const ledger = (state: StateWriter, change: (current: StreamLedger) => StreamLedger): Promise<void> =>
@@ -401,8 +408,8 @@ function joinsWindows(resource: ResourceDefinition, fact: ListFact): boolean {
 /** Read one ledger unit (a window, or the whole resource once), its progress in the ledger; how its walk ended, with its counts. */
 async function readLedgerUnit(
   { window, resumed, windows = 1 }: LedgerUnit,
-  options: StreamBackfillOptions,
-  deps: RunServices,
+  options: BackfillStreamParams,
+  deps: EngineRun,
   { key: frameKey, ctx, ledger, lists, shared }: LedgerStream,
 ): Promise<WalkEnd> {
   const { resource, scope, hooks = {} } = options;
@@ -439,7 +446,6 @@ async function readLedgerUnit(
       startCursor: resumed?.cursor,
       batchRows: options.batchRows,
       batchBytes: options.batchBytes,
-      syncedAt: options.syncedAt,
       ctx,
       onProjects: options.onProjects,
       ...(options.onStored === undefined ? {} : { onStored: async (rows: readonly Row[]) => options.onStored?.(rows) }),

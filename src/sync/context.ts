@@ -9,10 +9,12 @@ import { Capabilities } from './capabilities.js';
 import type { SplitLimits } from './split/plan.js';
 
 /**
- * What the engine is given. A run's services, the same for its whole life (the run object's, `run/context.ts`
- * `RunContext.services`), and for a sync the run's context (`SyncRun`): the services, the run's settings and
- * what its streams share, built once per run (`openSyncRun`). A stream and a walk are handed that context
- * and only what is their own (resource, scope, window, cursor, bounds).
+ * What the engine is given. A run's services, the same for its whole life (the run object's,
+ * `run/context.ts` `RunContext.services`), and the run's context, built once per run: the services,
+ * its start, id and stop (`EngineRun`, `engineRun`), and its settings, for a sync (`SyncRun`,
+ * `openSyncRun`: with what its streams share) and a backfill (`BackfillRun`, `sync/backfill.ts`). A
+ * stream and a walk are handed that context and only what is their own (resource, scope, window,
+ * cursor, bounds).
  */
 
 /** The services of one run: passed, never module singletons, so every part can be tested with its own. */
@@ -55,17 +57,42 @@ export interface SyncSettings {
   readonly limits: SplitLimits;
 }
 
-/** One sync run's context: its services, its settings, its start, and the books its streams share. */
-export interface SyncRun extends RunServices {
-  readonly settings: SyncSettings;
-  /** End of every window this run reads (exclusive): the run's start. */
+/** What every run of the engine has beside its services: its start, its id and its stop. */
+export interface EngineRun extends RunServices {
+  /** The run's start: the end of every window a sync reads (exclusive). */
   readonly runStartMs: number;
   /** `_synced_at` of this run's rows (the run's start). */
   readonly syncedAt: string;
-  /** `_run_id` of every row written (the run's id in `_query_sync_runs`). */
-  readonly runId: string;
+  /** `_run_id` of every row written (the run's id in `_query_sync_runs`); none: rows carry no `_run_id`. */
+  readonly runId: string | undefined;
   /** The run's stop (`--max-run-time`, a signal). */
   readonly signal: AbortSignal | undefined;
+}
+
+/** A run of the engine over `services`, starting now. */
+export function engineRun(
+  services: RunServices,
+  run: { readonly runId?: string | undefined; readonly signal?: AbortSignal | undefined } = {},
+): EngineRun {
+  const { client, destination, state, clock, logger } = services;
+  const runStartMs = clock.now();
+  return {
+    client,
+    destination,
+    state,
+    clock,
+    logger,
+    runStartMs,
+    syncedAt: new Date(runStartMs).toISOString(),
+    runId: run.runId,
+    signal: run.signal,
+  };
+}
+
+/** One sync run's context: its services, its settings, its start, and the books its streams share. */
+export interface SyncRun extends EngineRun {
+  readonly settings: SyncSettings;
+  readonly runId: string;
   /** What this server offers: one book per run, so what one stream learns the others use (and it is logged once). */
   readonly capabilities: Capabilities;
   /**
@@ -85,20 +112,11 @@ export function openSyncRun(
   /** The run's id (@default a new UUID) and its stop. */
   run: { readonly runId?: string; readonly signal?: AbortSignal } = {},
 ): SyncRun {
-  const { client, destination, state, clock, logger } = services;
-  const runStartMs = clock.now();
   return {
-    client,
-    destination,
-    state,
-    clock,
-    logger,
-    settings: { ...settings, batchRows: Math.min(settings.batchRows, settings.sampleRows ?? Infinity) },
-    runStartMs,
-    syncedAt: new Date(runStartMs).toISOString(),
+    ...engineRun(services, run),
     runId: run.runId ?? randomUUID(),
-    signal: run.signal,
+    settings: { ...settings, batchRows: Math.min(settings.batchRows, settings.sampleRows ?? Infinity) },
     capabilities: services.capabilities ?? new Capabilities(services),
-    aggregates: new RequestMemo(client),
+    aggregates: new RequestMemo(services.client),
   };
 }

@@ -158,11 +158,9 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
       result = await drainChildren(resource, scope, run, {
         queue,
         tracker,
-        syncedAt: run.syncedAt,
         drainAfterParentsMs: settings.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
         chunk: CHILD_CHUNK,
         concurrency: settings.concurrency,
-        signal,
         onPage: pageHook,
       });
     } else {

@@ -367,7 +367,6 @@ export class UnitReader {
         batchBytes: sub === undefined ? settings.batchBytes : Math.max(1, Math.ceil(settings.batchBytes / share)),
         // A sample is the stream's: a walk stops at what the walks before it left of it.
         sampleRows: settings.sampleRows === undefined ? undefined : settings.sampleRows - this.tally.rows,
-        syncedAt: this.run.syncedAt,
         ctx: sub?.ctx ?? this.ctx,
         onProjects: hooks.onProjects,
         onPage:

@@ -7,11 +7,11 @@ import type { CallContext } from '../http/client.js';
 import { dedupeRows, type LoadBatch, type LoadResult } from '../load/destination.js';
 import { cursorMillis, PROJECT_COLUMN, type SchemaTracker } from '../normalize/normalize.js';
 import type { StateWriter } from '../state/store.js';
-import type { RunServices } from './context.js';
+import type { EngineRun, RunServices } from './context.js';
 import type { ListFact, ListNotes } from './list-facts.js';
 import { OrderWatch } from './order-watch.js';
 
-/** What one walk reads and where its progress goes (its run's services are passed beside it). */
+/** What one walk reads and where its progress goes (its run's services and `_synced_at` are passed beside it). */
 export interface WalkParams {
   readonly resource: ResourceDefinition;
   readonly scope: ProjectScope;
@@ -43,7 +43,6 @@ export interface WalkParams {
   readonly batchBytes: number;
   /** Stop after the write that brings the walk's rows to this many, over its attempts (a dry run's sample). */
   readonly sampleRows?: number | undefined;
-  readonly syncedAt: string;
   readonly ctx: CallContext;
   /**
    * Called after each batch is durable in the destination, with the cursor of the next page to read
@@ -113,11 +112,11 @@ const NOTHING: WalkCounts = { rows: 0, pages: 0 };
  * window on the client, normalize, write in batches, and checkpoint after each write. A cursor the
  * server refuses, at resume or in the middle of the walk (`CursorRejectedError`), restarts the
  * window from its first page, at most `MAX_WINDOW_RESTARTS` times: keyed merges make the re-read
- * harmless.
+ * harmless. Resolves with how it ended and what it did (`WalkEnd`), a failure included.
  */
 export async function walkWindow(
   options: WalkParams,
-  deps: RunServices,
+  deps: RunServices & Pick<EngineRun, 'syncedAt'>,
   restarts = 0,
   before: WalkCounts = NOTHING,
 ): Promise<WalkEnd> {
@@ -229,7 +228,7 @@ export async function walkWindow(
       let writtenInPage = false;
       for (const record of page.records) {
         if (window !== undefined && !inWindow(resource, record, options.bounds?.window ?? window, ctx)) continue;
-        const row = normalize(options, record);
+        const row = normalize(options, record, deps.syncedAt);
         if (asked !== undefined && !asked.has(String(row[PROJECT_COLUMN]))) {
           lists?.notes.dropForeign(String(row[PROJECT_COLUMN]));
           continue;
@@ -343,9 +342,9 @@ function inWindow(resource: ResourceDefinition, record: ApiRecord, window: TimeW
   return ms >= window.fromMs && ms < window.toMs;
 }
 
-function normalize(options: WalkParams, record: ApiRecord): Row {
+function normalize(options: WalkParams, record: ApiRecord, syncedAt: string): Row {
   try {
-    return options.tracker.normalize(record, options.scope.fallbackProjectId, options.syncedAt);
+    return options.tracker.normalize(record, options.scope.fallbackProjectId, syncedAt);
   } catch (error) {
     if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: options.ctx });
     throw error;

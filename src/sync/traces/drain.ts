@@ -3,7 +3,7 @@ import type { ApiRecord, Clock, JsonValue, ProjectScope, ResourceDefinition, Row
 import type { ApiClient, CallContext } from '../../http/client.js';
 import { ConcurrencyController } from '../concurrency.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../../normalize/normalize.js';
-import type { RunServices } from '../context.js';
+import type { EngineRun } from '../context.js';
 import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './queue.js';
 import { StreamFrame, type StreamResult } from '../frame.js';
 import type { Book } from '../../state/books/book.js';
@@ -18,14 +18,12 @@ import type { WalkCounts } from '../walk.js';
 export interface ChildDrainOptions {
   readonly queue: ChildQueue;
   readonly tracker: SchemaTracker;
-  readonly syncedAt: string;
   /** After the parents end, keep draining this long at most; the rest waits for later runs. */
   readonly drainAfterParentsMs: number;
   /** Parent records read at once (the scheduler paces them; one write + one state write per chunk). */
   readonly chunk: number;
   /** Most chunks read at once (the controller finds how many help). @default DEFAULT_CHILD_CONCURRENCY */
   readonly concurrency?: number;
-  readonly signal?: AbortSignal;
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
 }
 
@@ -36,10 +34,10 @@ export interface ChildDrainOptions {
 export async function drainChildren(
   resource: ResourceDefinition,
   scope: ProjectScope,
-  deps: RunServices,
+  deps: EngineRun,
   options: ChildDrainOptions,
 ): Promise<StreamResult> {
-  const frame = new StreamFrame(resource, scope, deps, options.signal);
+  const frame = new StreamFrame(resource, scope, deps, deps.signal);
   const per = resource.perParent as NonNullable<ResourceDefinition['perParent']>;
   const project = scope.fallbackProjectId ?? scope.key;
   const { ctx } = frame;
@@ -86,7 +84,7 @@ export async function drainChildren(
       }
       for (const record of records) {
         const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
-        rows.push(normalizeChild(options, withParent, scope, chunkCtx));
+        rows.push(normalizeChild(options, withParent, scope, deps.syncedAt, chunkCtx));
       }
     });
     if (again.size > 0) later.set(units, again);
@@ -141,7 +139,7 @@ export async function drainChildren(
         if (chunk.failed !== undefined) throw chunk.failed.error;
       },
     );
-    if (ended === 'aborted') throw options.signal?.reason ?? new Error('aborted');
+    if (ended === 'aborted') throw deps.signal?.reason ?? new Error('aborted');
     const left = await options.queue.owedCount(project);
     owed = left;
     if (left > 0) {
@@ -243,9 +241,15 @@ async function readChildren(
   return data as readonly ApiRecord[];
 }
 
-function normalizeChild(options: ChildDrainOptions, record: ApiRecord, scope: ProjectScope, ctx: CallContext): Row {
+function normalizeChild(
+  options: ChildDrainOptions,
+  record: ApiRecord,
+  scope: ProjectScope,
+  syncedAt: string,
+  ctx: CallContext,
+): Row {
   try {
-    return options.tracker.normalize(record, scope.fallbackProjectId, options.syncedAt);
+    return options.tracker.normalize(record, scope.fallbackProjectId, syncedAt);
   } catch (error) {
     if (error instanceof DataError) throw new DataError(error.message, { cause: error, context: ctx });
     throw error;
