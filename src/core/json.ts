@@ -11,13 +11,14 @@ import type { JsonValue } from './types.js';
 const MAYBE_UNSAFE_INTEGER = /(?:^|[:,[])\s*-?\d{16}/;
 
 /**
- * Each candidate of `MAYBE_UNSAFE_INTEGER` as a whole token: an integer (no fraction, no exponent)
- * where a value may stand (after `:`, `,`, `[` or at the start) and ends (before `,`, `]`, `}` or
- * the end). Whether it stands outside a string is told apart by `parseJson`.
+ * Each candidate of `MAYBE_UNSAFE_INTEGER` as a whole token: a JSON integer (no fraction, no
+ * exponent, no leading zero: that one is left for `JSON.parse` to refuse) where a value may stand
+ * (after `:`, `,`, `[` or at the start) and end (before `,`, `]`, `}` or the end of the text).
+ * Whether it stands outside a string is told apart by `parseJson`.
  */
-const INTEGER_TOKEN = /(?:^|[:,[])\s*(-?\d{16,})(?=\s*(?:[,\]}]|$))/g;
+const INTEGER_TOKEN = /(?:^|[:,[])\s*(-?[1-9]\d{15,})(?=\s*(?:[,\]}]|$))/g;
 
-/** Whether `text` may hold an integer beyond 2^53 (then `parseJson` takes the lossless parser). */
+/** Whether `text` may hold an integer beyond 2^53 (then `parseJson` looks for such tokens). */
 export function mayHoldUnsafeInteger(text: string): boolean {
   return MAYBE_UNSAFE_INTEGER.test(text);
 }
@@ -55,7 +56,7 @@ export function parseJson(text: string): JsonValue {
   try {
     revived = revive(JSON.parse(marked), marks);
   } catch {
-    // A string that imitates a mark without an integer after it: the lossless parser decides.
+    // Text that is not JSON, or a string that imitates a mark: the lossless parser decides (and throws).
     return parse(text, null, parseNumber) as JsonValue;
   }
   if (marks.count !== tokens.length / 2) return parse(text, null, parseNumber) as JsonValue;

@@ -86,8 +86,16 @@ export function assertRowsFitSchema(rows: readonly Row[], table: TableSchema): v
  */
 export function dedupeRows(rows: readonly Row[], key: readonly string[], versionColumn?: string): Row[] {
   const byKey = new Map<string, Row>();
+  // The usual keys (project and id) joined without an array per row: every row of a sync passes here twice.
+  const [first = '', second] = key;
+  const keyOf =
+    key.length === 1
+      ? (row: Row): string => String(row[first])
+      : key.length === 2 && second !== undefined
+        ? (row: Row): string => `${String(row[first])}\u0000${String(row[second])}`
+        : (row: Row): string => key.map((c) => String(row[c])).join('\u0000');
   for (const row of rows) {
-    const k = key.map((c) => String(row[c])).join('\u0000');
+    const k = keyOf(row);
     const prev = byKey.get(k);
     if (
       prev !== undefined &&
@@ -98,6 +106,8 @@ export function dedupeRows(rows: readonly Row[], key: readonly string[], version
     }
     byKey.set(k, row);
   }
+  // No key twice (nearly always): the rows as they came, in a new array as before.
+  if (byKey.size === rows.length) return rows.slice();
   return [...byKey.values()];
 }
 

@@ -53,7 +53,16 @@ describe('parseJson', () => {
   it('keeps the lossless answer where marks could not come back one for one, and throws on invalid text', () => {
     // The lossless parser refuses a key given twice with different values; so does parseJson then.
     expect(() => parseJson(`{"a":${id},"a":${id}1}`)).toThrow(/Duplicate key/);
-    for (const text of [`{"a":${id}`, `{${id}:1}`, `{"a":1,${id}:2}`, `[${id} 1]`, `{"a":"${id}}`]) {
+    for (const text of [
+      `{"a":${id}`,
+      `{${id}:1}`,
+      `{"a":1,${id}:2}`,
+      `[${id} 1]`,
+      `{"a":"${id}}`,
+      `[0${id}]`,
+      `{"a":-0${id}}`,
+      `[+${id}]`,
+    ]) {
       expect(() => parseJson(text), text).toThrow();
     }
   });

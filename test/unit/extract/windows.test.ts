@@ -71,6 +71,22 @@ describe('dedupeRows', () => {
     expect(out.find((r) => r.project_id === 'a')?.n).toBe(1);
     expect(out.find((r) => r.project_id === 'b')?.n).toBe(4);
   });
+
+  it('keys of one, two or three columns; rows with no key twice come back in order, in a new array', () => {
+    const rows = [
+      { project_id: 'a', id: '1', span: 's', n: 1 },
+      { project_id: 'a', id: 1, span: 's', n: 2 },
+      { project_id: 'a', id: '1', span: 't', n: 3 },
+      { project_id: 'b', id: '1\u0000a', span: 's', n: 4 },
+    ];
+    expect(dedupeRows(rows, ['id']).map((r) => r.n)).toEqual([3, 4]);
+    expect(dedupeRows(rows, ['project_id', 'id']).map((r) => r.n)).toEqual([3, 4]);
+    expect(dedupeRows(rows, ['project_id', 'id', 'span']).map((r) => r.n)).toEqual([2, 3, 4]);
+    const distinct = rows.slice(2);
+    const out = dedupeRows(distinct, ['project_id', 'id']);
+    expect(out).toEqual(distinct);
+    expect(out).not.toBe(distinct);
+  });
 });
 
 describe('readEnvelope', () => {
