@@ -1,3 +1,4 @@
+import { DuckDBConnection } from '@duckdb/node-api';
 import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { systemClock } from '../../../src/core/clock.js';
@@ -168,5 +169,35 @@ describe('state committed with its batch', () => {
     );
     expect(seen).toEqual(['write sees mark none', 'hook sees mark 2026-03-01T00:00:00.000Z']);
     await expect(kept?.updateStream('events:*', () => ({}))).rejects.toThrow(/batch already committed/);
+  });
+  it('state writes queued one right behind another share one transaction; one queued after a batch does not join those before it', async () => {
+    const { db } = await open();
+    await db.writeState({ rows: [{ key: 'seed', value: '0' }] });
+    // The statements the real connection runs (the destination's own, counted, not replaced).
+    const run = DuckDBConnection.prototype.run;
+    const statements: string[] = [];
+    DuckDBConnection.prototype.run = function (this: DuckDBConnection, sql: string, ...rest: unknown[]) {
+      statements.push(sql);
+      return (run as (...a: unknown[]) => ReturnType<typeof run>).call(this, sql, ...rest);
+    } as typeof run;
+    try {
+      const writes = [
+        db.writeState({ rows: [{ key: 'a', value: '1' }] }),
+        db.writeState({ rows: [{ key: 'b', value: '1' }] }),
+        db.write({ table, rows: [{ project_id: 'p', id: '1' }] }),
+        db.writeState({ rows: [{ key: 'a', value: '2' }] }),
+        db.writeState({ rows: [{ key: 'seed', value: null }], childReads: [] }),
+      ];
+      await Promise.all(writes);
+    } finally {
+      DuckDBConnection.prototype.run = run;
+    }
+    const stateWrites = statements.filter((sql) => sql.includes('DELETE FROM main."_query_sync_state"'));
+    // Two transactions for four state writes: a and b together, then (after the batch) a and seed.
+    // Had the third joined the first, there would be one, committed ahead of the batch queued before it.
+    expect(stateWrites).toHaveLength(2);
+    const rows = await db.readState();
+    expect(Object.fromEntries(rows.map((r) => [r.key, r.value]))).toEqual({ a: '2', b: '1' });
+    expect(await db.count(table.name)).toBe(1);
   });
 });
