@@ -45,6 +45,80 @@ const undiciLean = {
   name: 'undici-lean',
   setup(b) {
     b.onResolve({ filter: /^undici$/ }, () => ({ path: join(root, 'scripts', 'undici-lean.cjs') }));
+    // Its HTTP/2 client (and Node's http2 module, about 20 ms of CPU at every start) loads when a
+    // connection first negotiates h2, which ours never do (no `allowH2`), instead of at start.
+    b.onLoad({ filter: /[\\/]undici[\\/]lib[\\/]dispatcher[\\/]client\.js$/ }, (args) => {
+      const eager = "const connectH2 = require('./client-h2.js')";
+      const text = readFileSync(args.path, 'utf8');
+      if (!text.includes(eager)) throw new Error(`${args.path} no longer holds "${eager}": see scripts/bundle.mjs`);
+      const lazy = "let h2; const connectH2 = (...args) => (h2 ??= require('./client-h2.js'))(...args)";
+      return { contents: text.replace(eager, lazy), loader: 'js' };
+    });
+  },
+};
+
+/**
+ * `string-width` (yargs' cliui and wrap-ansi measure help text with it) builds two Intl.Segmenters
+ * and five Unicode-property regular expressions (emoji, marks, ignorable code points) when its
+ * module loads, which ICU makes about 40 ms of CPU at every start, and only help text uses them.
+ * Each import of it gets a stand-in that requires the real module on the first call: esbuild wraps
+ * a module reached only through `require` in an initializer that runs then.
+ */
+const lazyStringWidth = {
+  name: 'lazy-string-width',
+  setup(b) {
+    b.onResolve({ filter: /^string-width$/ }, async (args) => {
+      if (args.pluginData?.real === true) return undefined;
+      const real = await b.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: { real: true },
+      });
+      if (real.errors.length > 0) return { errors: real.errors };
+      return { path: real.path, namespace: 'lazy-string-width' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'lazy-string-width' }, (args) => ({
+      contents: `let real;
+export default function stringWidth(text, options) {
+  real ??= require(${JSON.stringify(args.path)}).default;
+  return real(text, options);
+}`,
+      loader: 'js',
+      resolveDir: root,
+    }));
+  },
+};
+
+/**
+ * DuckDB's native binding without `@duckdb/node-bindings`' loader: that loader asks detect-libc
+ * whether Linux runs musl, which loads \`child_process\` and reads the node binary's interpreter
+ * (about 15 ms of CPU at every start). On Linux the glibc build is loaded, and the musl build only
+ * when that fails to load (where both were installed, on musl, the glibc one cannot load); other
+ * platforms, and a Linux where neither loads, go through the package's own loader as before.
+ */
+const duckdbBinding = {
+  name: 'duckdb-binding',
+  setup(b) {
+    b.onResolve({ filter: /^@duckdb\/node-bindings$/ }, () => ({ path: 'binding', namespace: 'duckdb-binding' }));
+    b.onLoad({ filter: /.*/, namespace: 'duckdb-binding' }, () => ({
+      contents: `function load() {
+  const { platform, arch } = process;
+  if (platform !== 'linux' || (arch !== 'x64' && arch !== 'arm64')) return require('@duckdb/node-bindings/duckdb.js');
+  try {
+    return require(\`@duckdb/node-bindings-linux-\${arch}/duckdb.node\`);
+  } catch {
+    try {
+      return require(\`@duckdb/node-bindings-linux-\${arch}-musl/duckdb.node\`);
+    } catch {
+      return require('@duckdb/node-bindings/duckdb.js');
+    }
+  }
+}
+module.exports = load();`,
+      loader: 'js',
+      resolveDir: root,
+    }));
   },
 };
 
@@ -91,7 +165,7 @@ if (!upToDate()) {
     banner: {
       js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);",
     },
-    plugins: [emulatorOutside, undiciLean],
+    plugins: [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding],
     logLevel: 'warning',
   });
   chmodSync(join(outdir, 'cli.js'), 0o755);
