@@ -1,4 +1,5 @@
 import type { Logger } from '../core/log.js';
+import { rowBytes } from '../core/row-bytes.js';
 import type { Row } from '../core/types.js';
 import { dedupeRows, type Destination, type LoadResult } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
@@ -9,6 +10,7 @@ type Changes = (state: StateWriter) => Promise<void>;
 
 interface Waiting {
   readonly rows: readonly Row[];
+  readonly bytes: number;
   readonly changes: Changes;
   readonly resolve: (result: LoadResult) => void;
   readonly reject: (error: unknown) => void;
@@ -26,7 +28,7 @@ interface Waiting {
  * stage, the MERGE's read of the table's keys, the bridge, the state rows, the commit, the state
  * file's export), so a first sync wrote at half the speed of a backfill with the same loader. The
  * parts waiting on the write before now go in the next one together: about the rows the parts
- * hold, at most `--batch-rows`.
+ * hold, within `--batch-rows` and `--batch-bytes` (a stream's own bounds of one write).
  */
 export class GroupCommit {
   private waiting: Waiting[] = [];
@@ -35,6 +37,9 @@ export class GroupCommit {
   constructor(
     private readonly options: {
       readonly tracker: SchemaTracker;
+      /** Rows and text one write holds at most (`--batch-rows`, `--batch-bytes`): more waits for the next. */
+      readonly batchRows: number;
+      readonly batchBytes: number;
       readonly deps: {
         readonly destination: Destination;
         readonly state: StateStore;
@@ -49,7 +54,7 @@ export class GroupCommit {
   /** Write `rows` (deduplicated, not empty) with their state changes; resolves once durable. */
   commit(rows: readonly Row[], changes: Changes): Promise<LoadResult> {
     const done = new Promise<LoadResult>((resolve, reject) => {
-      this.waiting.push({ rows, changes, resolve, reject });
+      this.waiting.push({ rows, bytes: rows.reduce((n, row) => n + rowBytes(row), 0), changes, resolve, reject });
     });
     void this.drain();
     return done;
@@ -60,8 +65,18 @@ export class GroupCommit {
     this.writing = true;
     try {
       while (this.waiting.length > 0) {
-        const taken = this.waiting;
-        this.waiting = [];
+        // In the order handed over, within one batch's rows and text (the first whatever its size).
+        let rows = 0;
+        let bytes = 0;
+        let n = 0;
+        for (const w of this.waiting) {
+          if (n > 0 && (rows + w.rows.length > this.options.batchRows || bytes + w.bytes > this.options.batchBytes))
+            break;
+          rows += w.rows.length;
+          bytes += w.bytes;
+          n += 1;
+        }
+        const taken = this.waiting.splice(0, n);
         try {
           const result = await this.write(taken);
           // The warnings are the write's: told once.

@@ -97,6 +97,8 @@ export class UnitReader {
     this.book = syncBook(run.state, this.key);
     this.commits = new GroupCommit({
       tracker,
+      batchRows: run.settings.batchRows,
+      batchBytes: run.settings.batchBytes,
       deps: run,
       resource: resource.name,
       scope: scope.key,

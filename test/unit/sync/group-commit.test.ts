@@ -55,6 +55,8 @@ describe('GroupCommit: a stream’s parts share its commits', () => {
     const tracker = new SchemaTracker(events, undefined, 'run-1');
     const commits = new GroupCommit({
       tracker,
+      batchRows: 5_000,
+      batchBytes: 8_000_000,
       deps: { destination: counted(db, writes), state, logger: silentLogger() },
       resource: 'events',
       scope: 'default',
@@ -86,6 +88,8 @@ describe('GroupCommit: a stream’s parts share its commits', () => {
     const tracker = new SchemaTracker(events, undefined, 'run-1');
     const commits = new GroupCommit({
       tracker,
+      batchRows: 5_000,
+      batchBytes: 8_000_000,
       deps: { destination: counted(db, writes), state, logger: silentLogger() },
       resource: 'events',
       scope: 'default',
