@@ -1,4 +1,3 @@
-import type { Logger } from '../core/log.js';
 import { rowBytes } from '../core/row-bytes.js';
 import type { Row } from '../core/types.js';
 import { dedupeRows, type Destination, type LoadResult } from '../load/destination.js';
@@ -43,11 +42,7 @@ export class GroupCommit {
       readonly deps: {
         readonly destination: Destination;
         readonly state: StateStore;
-        readonly logger: Logger;
       };
-      /** For log lines. */
-      readonly resource: string;
-      readonly scope: string;
     },
   ) {}
 
@@ -80,9 +75,8 @@ export class GroupCommit {
         try {
           const result = await this.write(taken);
           // The warnings are the write's: told once.
-          taken.forEach(({ rows, resolve }, i) =>
-            resolve(i === 0 ? { ...result, rows: rows.length } : { rows: rows.length }),
-          );
+          for (const [i, { rows, resolve }] of taken.entries())
+            resolve(i === 0 ? { ...result, rows: rows.length } : { rows: rows.length });
         } catch (error) {
           // Nothing of it is the state's (the store takes a commit in once it lands): every walk
           // whose batch it held fails as its own write would have, and the next run reads them again.

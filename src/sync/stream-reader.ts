@@ -100,8 +100,6 @@ export class UnitReader {
       batchRows: run.settings.batchRows,
       batchBytes: run.settings.batchBytes,
       deps: run,
-      resource: resource.name,
-      scope: scope.key,
     });
   }
 

@@ -2,7 +2,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { events } from '../../../connectors/events.js';
 import { systemClock } from '../../../src/core/clock.js';
-import { silentLogger } from '../../../src/core/log.js';
 import type { ApiRecord } from '../../../src/core/types.js';
 import { DuckDbDestination } from '../../../src/load/duckdb/destination.js';
 import type { Destination, LoadBatch } from '../../../src/load/destination.js';
@@ -57,9 +56,7 @@ describe('GroupCommit: a stream’s parts share its commits', () => {
       tracker,
       batchRows: 5_000,
       batchBytes: 8_000_000,
-      deps: { destination: counted(db, writes), state, logger: silentLogger() },
-      resource: 'events',
-      scope: 'default',
+      deps: { destination: counted(db, writes), state },
     });
     const durable: number[] = [];
     await Promise.all(
@@ -90,9 +87,7 @@ describe('GroupCommit: a stream’s parts share its commits', () => {
       tracker,
       batchRows: 5_000,
       batchBytes: 8_000_000,
-      deps: { destination: counted(db, writes), state, logger: silentLogger() },
-      resource: 'events',
-      scope: 'default',
+      deps: { destination: counted(db, writes), state },
     });
     const part = (i: number, timestamp = ts) =>
       commits.commit([tracker.normalize({ id: `e${i}`, timestamp } as ApiRecord, 'a', ts)], (batch) =>
