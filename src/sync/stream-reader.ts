@@ -9,6 +9,7 @@ import { LatenessHistogram } from './lateness.js';
 import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split/plan.js';
 import type { SyncRun } from './context.js';
 import type { Book } from '../state/books/book.js';
+import { GroupCommit } from './group-commit.js';
 import {
   newSplit,
   nextSyncUnits,
@@ -94,7 +95,16 @@ export class UnitReader {
             await hooks.onStored?.(rows, state);
           };
     this.book = syncBook(run.state, this.key);
+    this.commits = new GroupCommit({
+      tracker,
+      batchRows: run.settings.batchRows,
+      batchBytes: run.settings.batchBytes,
+      deps: run,
+    });
   }
+
+  /** The commits of this stream's sub-walks, each holding the batches handed over meanwhile (`group-commit.ts`). */
+  private readonly commits: GroupCommit;
 
   /**
    * The window units, from state: the parts of a split in state (at once, as many as the controller
@@ -377,6 +387,7 @@ export class UnitReader {
                 hooks.onPage?.(page);
               },
         onStored: this.onStored,
+        ...(sub === undefined ? {} : { commitBatch: (rows, changes) => this.commits.commit(rows, changes) }),
         lists: this.lists,
         checkpoint: (nextCursor, state) =>
           unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor, state),

@@ -72,6 +72,12 @@ export interface WalkParams {
    * the rows are durable later, with the shared write. @default each window writes its own
    */
   readonly shareLastBatch?: (rows: readonly Row[], changes: (state: StateWriter) => Promise<void>) => Promise<void>;
+  /**
+   * Where a batch (deduplicated, not empty) and its state changes are committed instead of alone:
+   * a split's parts share their stream's commits (`group-commit.ts`). Resolves once durable.
+   * @default each batch its own commit
+   */
+  readonly commitBatch?: (rows: readonly Row[], changes: (state: StateWriter) => Promise<void>) => Promise<LoadResult>;
 }
 
 /**
@@ -167,7 +173,10 @@ export async function walkWindow(
     counts.rows += rows.length;
     let written: LoadResult;
     try {
-      written = await deps.state.withBatch(changes, write);
+      written =
+        options.commitBatch === undefined
+          ? await deps.state.withBatch(changes, write)
+          : await options.commitBatch(rows, changes);
     } catch (error) {
       counts.rows -= rows.length;
       throw error;

@@ -98,6 +98,44 @@ describe('event_signals: the bridge written with the events, in the same transac
     }
   });
 
+  it('a batch of stored and new events (insert clause first, then the whole MERGE) keeps rows and bridge exact', async () => {
+    const db = await DuckDbDestination.open(dbPath());
+    try {
+      const t = new SchemaTracker(events, undefined, 'run-1');
+      await write(db, t, [{ id: 'e1', timestamp: ts, signals: [sig('s1', 0.5), sig('s2', 1)] }], 'alpha');
+      await write(db, t, [{ id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] }], 'alpha');
+      const t2 = new SchemaTracker(events, await db.describe('events'), 'run-2');
+      // e1 changed (one signal left), e2 the same, e3 and e4 new.
+      const mixed = [
+        { id: 'e1', timestamp: ts, signals: [sig('s3', 0.3)] },
+        { id: 'e2', timestamp: ts, signals: [sig('s2', 0.75)] },
+        { id: 'e3', timestamp: ts, signals: [sig('s1', 0.9)] },
+        { id: 'e4', timestamp: ts },
+      ] as ApiRecord[];
+      const rows = mixed.map((r) => t2.normalize(r, 'alpha', ts));
+      const result = await db.write({ table: t2.schema, rows });
+      expect(result.changed).toBeUndefined();
+      expect(await db.query(`SELECT id, _run_id FROM events ORDER BY id`)).toEqual([
+        { id: 'e1', _run_id: 'run-2' },
+        { id: 'e2', _run_id: 'run-1' },
+        { id: 'e3', _run_id: 'run-2' },
+        { id: 'e4', _run_id: 'run-2' },
+      ]);
+      expect(await bridge(db)).toEqual(await expectedBridge(db));
+      expect(await bridge(db)).toEqual([
+        ['alpha', 'e1', 0n, 's3', 'name of s3', 0.3],
+        ['alpha', 'e2', 0n, 's2', 'name of s2', 0.75],
+        ['alpha', 'e3', 0n, 's1', 'name of s1', 0.9],
+      ]);
+      // The same batch again (all stored, nothing new): nothing changes.
+      const replay = await db.write({ table: t2.schema, rows: mixed.map((r) => t2.normalize(r, 'alpha', ts)) });
+      expect(replay.changed).toBe(0);
+      expect(await bridge(db)).toEqual(await expectedBridge(db));
+    } finally {
+      await db.close();
+    }
+  });
+
   it('a failing bridge write rolls the events back with it', async () => {
     const db = await DuckDbDestination.open(dbPath());
     try {

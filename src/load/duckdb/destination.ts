@@ -14,7 +14,7 @@ import { DuckDbFile, type DuckDbOpenOptions } from './connection.js';
 import { checkpointBytes, DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './memory.js';
 import { compactTail } from './compact.js';
 import { DescribedTables } from './described.js';
-import { bridgeSql, ident, insertSql, mergeSql, storedKeysSql } from './sql.js';
+import { bridgeSql, ident, insertSql, mergeSql } from './sql.js';
 import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './deletions.js';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, stateRowsSql, writeStateRows } from './state.js';
@@ -495,15 +495,16 @@ export class DuckDbDestination implements Destination {
       // The statements without parameters go in as few calls as can be: each call costs a round
       // trip through the binding's thread pool, which was most of a small batch's time.
       try {
-        // None of the batch's keys stored (a first sync's rows, nearly always): the MERGE's insert
-        // clause alone, without its change test's read of every column of the table. Decided in
-        // the transaction that writes, from the table itself, so a resumed run or a re-read of
-        // rows already stored takes the whole MERGE.
-        const fresh = !(
-          await this.connection.runAndReadAll(`BEGIN TRANSACTION;\n${storedKeysSql(table, stage)}`)
-        ).getRows()[0]?.[0];
-        const changed = (await this.connection.run(fresh ? insertSql(table, stage) : mergeSql(table, stage)))
-          .rowsChanged;
+        // The MERGE's insert clause alone first, without its change test's read of every column
+        // of the table: when it inserted every staged row, none of the batch's keys was stored (a
+        // first sync's rows, nearly always) and that is the write. Decided in the transaction that
+        // writes, from the table itself, by the statement that writes (a separate read of the
+        // keys first cost as much as this MERGE). When some were stored (a resumed run, a re-read),
+        // the whole MERGE follows in the same transaction: the rows just inserted hold what was
+        // staged, so it leaves them as they are (without `_run_id`, it writes them again, the same).
+        const inserted = (await this.connection.run(`BEGIN TRANSACTION;\n${insertSql(table, stage)}`)).rowsChanged;
+        const fresh = inserted === rows.length;
+        const changed = fresh ? inserted : inserted + (await this.connection.run(mergeSql(table, stage))).rowsChanged;
         // A MERGE that changed nothing (a re-read of the same content) leaves the bridge as it is.
         const statements: string[] = [];
         if (changed > 0) {

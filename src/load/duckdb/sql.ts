@@ -49,24 +49,10 @@ function castStage(table: TableSchema, stage: string): string {
 }
 
 /**
- * Whether any key of the staged batch is stored already (one row, one boolean). It reads the key
- * columns alone, where the MERGE reads every column of the table (its change test compares them
- * all): when none is stored, `insertSql` writes the batch as the MERGE would, at a fraction of the
- * cost (a first sync's rows are nearly all new).
- */
-export function storedKeysSql(table: TableSchema, stage: string): string {
-  const keys = table.key.map((k) => {
-    const type = table.columns.find((c) => c.name === k)?.type ?? 'string';
-    return `CAST(${ident(k)} AS ${duckdbType(type)}) AS ${ident(k)}`;
-  });
-  const on = table.key.map((k) => `t.${ident(k)} = s.${ident(k)}`).join(' AND ');
-  return `SELECT EXISTS (SELECT 1 FROM main.${ident(table.name)} AS t JOIN (SELECT ${keys.join(', ')} FROM temp.main.${ident(stage)}) AS s ON ${on})`;
-}
-
-/**
- * The MERGE of a batch none of whose keys is stored (`storedKeysSql`, in the same transaction):
- * every row is new, so only its insert clause can apply, and without the change test the MERGE
- * reads the table's key columns alone. (An INSERT ... SELECT would do as much, but DuckDB 1.5.5
+ * The MERGE's insert clause alone: it writes the staged rows whose keys are not stored and reads
+ * the table's key columns alone (the whole MERGE's change test reads every column). Run first for
+ * every batch; when it inserted them all (a first sync's, nearly always) it is the whole write, else
+ * `mergeSql` follows in the same transaction. (An INSERT ... SELECT would do as much, but DuckDB 1.5.5
  * then corrupted the table's in-memory rows when a batch ran out of memory and was rolled back:
  * "column with index 0 has misaligned count" at the next checkpoint, test/loaders/duckdb.test.ts.)
  */
