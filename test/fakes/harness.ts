@@ -20,7 +20,7 @@ import { connectApi } from '../../src/run/runtime.js';
 import { openRun } from '../../src/run/run.js';
 import { createRunStop } from '../../src/run/stop.js';
 import { openStateAndDestination, type OpensDestination, type RunOutcome } from '../../src/run/writing.js';
-import { resolveSyncConfig, type SyncConfig, type SyncFlags } from '../../src/config/index.js';
+import { resolveSyncConfig, type BackfillConfig, type SyncConfig, type SyncFlags } from '../../src/config/index.js';
 import type { StateStore } from '../../src/state/store.js';
 import type { StateDocument } from '../../src/state/document.js';
 
@@ -214,14 +214,44 @@ function harnessConfig(target: PipelineTarget, flags: SyncFlags = {}): SyncConfi
 }
 
 /**
- * Open the run object as `query-sync sync` does, run its step and close it (`openRun`, `run.sync()`,
- * `run.close`), with the harness's parts: the test's destination if any, fast retries, the
- * scheduler unthrottled unless the target names limits, the test's logger, clock and stop.
+ * The configuration of a harness run that is handed its warehouse (`syncOnce`, `backfillOnce`):
+ * the CLI's defaults, the call's resources and project scope, the documented limits (or the
+ * target's) for the splits and forecasts; and that warehouse, opened when the run opens: the
+ * test's destination (made first, as one that keeps its own lease is), else DuckDB at `dbPathOf(dir)`.
  */
-async function runTheSync(
+export async function handedWarehouse(
+  opts: PipelineTarget & {
+    readonly resources?: readonly ResourceDefinition[];
+    readonly project?: string | undefined;
+    readonly projectIds?: readonly string[] | undefined;
+  },
+): Promise<{ readonly config: SyncConfig; readonly destination: OpensDestination }> {
+  const made = opts.destination === undefined ? undefined : await opts.destination();
+  return {
+    config: {
+      ...harnessConfig(opts),
+      // The harness's DuckDB file, or the test's destination (BigQuery unless it is a DuckDB file).
+      destination: made === undefined || made instanceof DuckDbDestination ? 'duckdb' : 'bigquery',
+      resources: opts.resources ?? RESOURCES,
+      project: opts.project,
+      projectIds: opts.projectIds,
+      limits: opts.limits ?? DEFAULT_RATE_LIMITS,
+    },
+    destination:
+      made === undefined ? harnessDestination(opts) : { destination: () => Promise.resolve(made), first: true },
+  };
+}
+
+/**
+ * Open the run object as the command does, run its step and close it (`openRun`, `run.sync()` or
+ * `run.backfill()`, `run.close`), with the harness's parts: the destination handed in if any, fast
+ * retries, the scheduler unthrottled unless the target names limits, the test's logger, clock and stop.
+ */
+export async function runInProcess<C extends 'sync' | 'backfill'>(
+  command: C,
   target: PipelineTarget,
-  config: SyncConfig,
-  parts: { readonly destination?: OpensDestination; readonly signal?: AbortSignal },
+  config: C extends 'sync' ? SyncConfig : BackfillConfig,
+  parts: { readonly destination?: OpensDestination; readonly signal?: AbortSignal | undefined },
 ): Promise<RunOutcome> {
   const printed: string[] = [];
   const io = {
@@ -229,7 +259,7 @@ async function runTheSync(
     ...(target.clock === undefined ? {} : { clock: target.clock }),
     ...(parts.signal === undefined ? {} : { signal: parts.signal }),
   };
-  const run = await openRun('sync', config, io, {
+  const runParts = {
     ...(parts.destination === undefined ? {} : { destination: parts.destination }),
     client: {
       retry: target.retry ?? FAST_RETRY,
@@ -237,8 +267,13 @@ async function runTheSync(
       ...(target.client?.longWaitMs === undefined ? {} : { longWaitMs: target.client.longWaitMs }),
     },
     ...(target.client?.logger === undefined ? {} : { logger: target.client.logger }),
-  });
-  const outcome = await run.close(await run.sync());
+  };
+  const outcome =
+    command === 'sync'
+      ? await openRun('sync', config, io, runParts).then(async (run) => run.close(await run.sync()))
+      : await openRun('backfill', config as BackfillConfig, io, runParts).then(async (run) =>
+          run.close(await run.backfill()),
+        );
   return { ...outcome, output: [...printed, ...outcome.output] };
 }
 
@@ -252,7 +287,8 @@ async function runTheSync(
  */
 export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code: number; readonly output: string[] }> {
   const config = { ...harnessConfig(target, target.flags), limits: target.limits ?? UNTHROTTLED };
-  const outcome = await runTheSync(
+  const outcome = await runInProcess(
+    'sync',
     target,
     config,
     target.destination === undefined ? {} : { destination: harnessDestination(target) },
@@ -279,31 +315,26 @@ export type HarnessRun = PipelineTarget &
  * (the lease held, a table the contract refuses) throws its FAILED line.
  */
 export async function syncOnce(opts: HarnessRun): Promise<HarnessSummary> {
-  const made = opts.destination === undefined ? undefined : await opts.destination();
-  const base = harnessConfig(opts, {});
-  const config: SyncConfig = {
-    ...base,
-    // The harness's DuckDB file, or the test's destination (BigQuery unless it is a DuckDB file).
-    destination: made === undefined || made instanceof DuckDbDestination ? 'duckdb' : 'bigquery',
-    resources: opts.resources ?? RESOURCES,
-    project: opts.project,
-    projectIds: opts.projectIds,
-    limits: opts.limits ?? DEFAULT_RATE_LIMITS,
-    lookbackMs: opts.lookbackMs ?? 15 * 60_000,
-    startMs: opts.startMs,
-    batchRows: opts.batchRows ?? SYNC_DEFAULTS.batchRows,
-    batchBytes: opts.batchBytes ?? SYNC_DEFAULTS.batchBytes,
-    splitConcurrency: opts.concurrency ?? SYNC_DEFAULTS.concurrency,
-    settleMs: opts.settleMs ?? SYNC_DEFAULTS.settleMs,
-    traces: opts.children ?? base.traces,
-  };
-  const outcome = await runTheSync(opts, config, {
-    destination:
-      made === undefined ? harnessDestination(opts) : { destination: () => Promise.resolve(made), first: true },
-    ...(opts.signal === undefined ? {} : { signal: opts.signal }),
-  });
-  if (outcome.summary === undefined) throw new Error(outcome.output.join('\n'));
-  return { ...outcome.summary, code: outcome.code, output: outcome.output };
+  const { config, destination } = await handedWarehouse(opts);
+  const outcome = await runInProcess(
+    'sync',
+    opts,
+    {
+      ...config,
+      lookbackMs: opts.lookbackMs ?? 15 * 60_000,
+      startMs: opts.startMs,
+      batchRows: opts.batchRows ?? SYNC_DEFAULTS.batchRows,
+      batchBytes: opts.batchBytes ?? SYNC_DEFAULTS.batchBytes,
+      splitConcurrency: opts.concurrency ?? SYNC_DEFAULTS.concurrency,
+      settleMs: opts.settleMs ?? SYNC_DEFAULTS.settleMs,
+      traces: opts.children ?? config.traces,
+    },
+    { destination, signal: opts.signal },
+  );
+  // A sync's step reports a sync's summary (`run/sync.ts`).
+  const summary = outcome.summary as RunSummary | undefined;
+  if (summary === undefined) throw new Error(outcome.output.join('\n'));
+  return { ...summary, code: outcome.code, output: outcome.output };
 }
 
 /**
