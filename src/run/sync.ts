@@ -61,6 +61,8 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
     declared: RESOURCES,
     project: config.project,
     projectIds: config.projectIds,
+    // The columns read as the run began, but not under --full-refresh: its walk writes shadow tables.
+    ...(config.fullRefresh === true ? {} : { described: started.columnsBefore }),
   };
   const syncRun = openSyncRun(
     { client, destination: runDestination, state: runState, clock, logger, capabilities },
