@@ -2,6 +2,7 @@ import type { Logger } from '../core/log.js';
 import type { ResourceDefinition } from '../core/types.js';
 import { countRecords } from '../extract/count.js';
 import { timeseries } from '../extract/timeseries.js';
+import { routeCapability, valueCapability, type Capabilities } from '../sync/capabilities.js';
 import type { TimeWindow } from '../extract/windows.js';
 import { newCallStats, type ApiClient, type CallContext, type CallStats } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
@@ -63,7 +64,9 @@ export interface FindDeps {
   readonly client: ApiClient;
   readonly destination: Destination;
   readonly logger: Logger;
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
+  /** What the server offers (the run's book): a timeseries it is known not to serve is not asked. */
+  readonly capabilities?: Pick<Capabilities, 'usable'>;
 }
 
 /** What one (resource, project) check found, and what it cost. */
@@ -112,7 +115,7 @@ export async function findDifferences(
   const differences: Difference[] = [];
   let by: ScopeCheck['by'] = 'count';
   if (range.recent !== undefined) {
-    const buckets = await hourBuckets(deps.client, resource, scope, range.recent, ctx, deps.logger);
+    const buckets = await hourBuckets(deps, resource, scope, range.recent, ctx);
     if (buckets !== undefined) {
       by = 'timeseries';
       // Any window's count is the sum of its hours: narrowing costs warehouse queries only.
@@ -133,15 +136,21 @@ export async function findDifferences(
  * counts exactly its list's records; `undefined` (logged) where it is not declared or fails.
  */
 async function hourBuckets(
-  client: ApiClient,
+  { client, logger, capabilities }: FindDeps,
   resource: ResourceDefinition,
   scope: ReturnType<typeof singleProjectScope>,
   window: TimeWindow,
   ctx: CallContext,
-  logger: Logger,
 ): Promise<{ readonly fromMs: number; readonly count: number }[] | undefined> {
   const decl = resource.split;
   if (decl === undefined || !decl.exact) return undefined;
+  // Known not served, or not by the hour (the walks learned it, kept in state): counted with the count endpoint instead.
+  const path = decl.timeseriesPath;
+  if (
+    capabilities !== undefined &&
+    !(capabilities.usable(routeCapability(path)) && capabilities.usable(valueCapability(path, 'interval', 'hour')))
+  )
+    return undefined;
   try {
     const { buckets } = await timeseries(client, decl, scope, window, 'hour', ctx);
     // Narrowing sums buckets by UTC hour (the emulator's and the SDK's buckets): a server bucketing in

@@ -9,7 +9,8 @@ import type { DeletionMode } from '../core/deletions.js';
 import type { ReconcileMode } from '../core/reconcile-mode.js';
 import { findDifferences, RECONCILE_RECENT_MS, reconcileRange, type Difference } from './differences.js';
 import { compareIds, followersOf, keptBefore, ListedIds, RECONCILE_SECTION, rememberKept } from './ids.js';
-import type { RunServices } from '../sync/context.js';
+import type { RunServices, SyncRun, SyncSettings } from '../sync/context.js';
+import type { SyncTargets } from '../sync/engine.js';
 import { allProjectsScope, singleProjectScope } from '../sync/scopes.js';
 import type { StreamResult } from '../sync/frame.js';
 import { repairWindows, verifyProjects, type VerifyProject, type VerifyWindow } from './verify.js';
@@ -28,32 +29,26 @@ import { repairWindows, verifyProjects, type VerifyProject, type VerifyWindow } 
  */
 const MAX_REPAIR_RECORDS = 100_000;
 
+/**
+ * What the reconcile step is given besides the sync's run (`SyncRun`: its services, its settings
+ * — lookback, start, batch sizes, concurrency —, its start, id and stop, its capabilities book):
+ * what the run read and what it did.
+ */
 export interface ReconcileOptions {
   readonly mode: Exclude<ReconcileMode, 'off'>;
-  readonly resources: readonly ResourceDefinition[];
-  readonly project: string | undefined;
-  readonly projectIds?: readonly string[];
-  readonly runStartMs: number;
-  readonly lookbackMs: number;
-  readonly startMs?: number;
+  /**
+   * What the run read: its resources (under its contract), its project scope, and every declared
+   * resource (a deleted event's spans and bridge rows follow it whether or not this run reads them).
+   */
+  readonly targets: SyncTargets;
   /** The state as it was before the run: where each stream's windows started. */
   readonly before: StateDocument;
   /** The run's streams: a stream that failed is not checked. */
   readonly streams: readonly StreamResult[];
-  readonly concurrency: number;
-  readonly batchRows: number;
-  readonly batchBytes: number;
-  readonly runId: string;
-  readonly signal?: AbortSignal;
   /** @default MAX_REPAIR_RECORDS */
   readonly maxRepairRecords?: number;
   /** Rows found deleted at the source (`--deletions`). @default 'mark' */
   readonly deletions?: DeletionMode;
-  /**
-   * Every declared resource: a deleted event's spans and bridge rows follow it whether or not this
-   * run reads them. @default resources
-   */
-  readonly catalog?: readonly ResourceDefinition[];
 }
 
 /** A window that differed, and what became of it. */
@@ -140,17 +135,19 @@ export function notReconcilable(resource: ResourceDefinition): string | undefine
 }
 
 /** Reconcile the run's resources, project by project; repair what differs when asked. */
-export async function reconcileRun(options: ReconcileOptions, deps: RunServices): Promise<ReconcileReport> {
+export async function reconcileRun(options: ReconcileOptions, run: SyncRun): Promise<ReconcileReport> {
+  const { targets } = options;
+  const deps: RunServices = run;
   const stats: CallStats[] = [];
   const checked: ReconcileReport['checked'][number][] = [];
   const notChecked: ReconcileReport['notChecked'][number][] = [];
   const found: { resource: ResourceDefinition; project: VerifyProject; difference: Difference }[] = [];
-  const allKey = allProjectsScope(options.projectIds).key;
+  const allKey = allProjectsScope(targets.projectIds).key;
   let projects: VerifyProject[];
   try {
     projects = verifyProjects({
-      project: options.project,
-      projectIds: options.projectIds,
+      project: targets.project,
+      projectIds: targets.projectIds,
       knownProjects: deps.state.document.projects,
     });
   } catch (error) {
@@ -163,7 +160,7 @@ export async function reconcileRun(options: ReconcileOptions, deps: RunServices)
     notChecked.push({ resource: '*', reason: `the ${deps.destination.kind} destination cannot count rows per window` });
     projects = [];
   }
-  for (const resource of options.resources) {
+  for (const resource of targets.resources) {
     const reason = notReconcilable(resource);
     if (reason !== undefined) {
       notChecked.push({ resource: resource.name, reason });
@@ -186,15 +183,15 @@ export async function reconcileRun(options: ReconcileOptions, deps: RunServices)
         continue;
       }
       const range = reconcileRange({
-        runStartMs: options.runStartMs,
+        runStartMs: run.runStartMs,
         markMs: Date.parse(markIso),
-        lookbackMs: options.lookbackMs,
-        startMs: options.startMs,
-        touchedFromMs: touchedFrom(key === undefined ? undefined : options.before.streams[key], options),
+        lookbackMs: run.settings.lookbackMs,
+        startMs: run.settings.startMs,
+        touchedFromMs: touchedFrom(key === undefined ? undefined : options.before.streams[key], run.settings),
       });
       if (range === undefined) continue;
       jobs.push(
-        findDifferences(resource, project, range, { ...deps, signal: options.signal }).then(
+        findDifferences(resource, project, range, run).then(
           (check) => {
             stats.push(check.stats);
             for (const part of [range.older, range.recent]) {
@@ -254,7 +251,7 @@ export async function reconcileRun(options: ReconcileOptions, deps: RunServices)
       toRepair.push(f);
     }
   }
-  if (toRepair.length > 0) windows.push(...(await repair(toRepair, options, deps, stats)));
+  if (toRepair.length > 0) windows.push(...(await repair(toRepair, options, run, stats)));
   windows.sort(
     (a, b) =>
       a.from.localeCompare(b.from) || a.resource.localeCompare(b.resource) || a.project.localeCompare(b.project),
@@ -269,7 +266,7 @@ export async function reconcileRun(options: ReconcileOptions, deps: RunServices)
         found: w.after?.found ?? w.found,
         ids: w.deleted?.ids.length ?? 0,
       })),
-      options.runStartMs - RECONCILE_RECENT_MS - DAY_MS,
+      run.runStartMs - RECONCILE_RECENT_MS - DAY_MS,
     );
   const deleted = (action: 'marked' | 'deleted' | 'kept'): number =>
     windows.reduce((n, w) => n + (w.deleted?.action === action ? w.deleted.ids.length : 0), 0);
@@ -300,9 +297,11 @@ export async function reconcileRun(options: ReconcileOptions, deps: RunServices)
 async function repair(
   found: readonly { resource: ResourceDefinition; project: VerifyProject; difference: Difference }[],
   options: ReconcileOptions,
-  deps: RunServices,
+  run: SyncRun,
   stats: CallStats[],
 ): Promise<ReconciledWindow[]> {
+  const deps: RunServices = run;
+  const { resources, declared } = options.targets;
   // Adjacent windows of one (resource, project) are read as one walk (a count that lags makes every
   // hour differ: one walk of the run of hours, not one walk and one ledger write per hour); each is
   // still compared on its own, by the instants of the ids listed.
@@ -329,16 +328,16 @@ async function repair(
         match: false,
       });
   }
-  const listed = new ListedIds(options.resources);
+  const listed = new ListedIds(resources);
   const streams = await repairWindows(
     asVerify,
     {
-      resources: options.resources,
-      concurrency: options.concurrency,
-      batchRows: options.batchRows,
-      batchBytes: options.batchBytes,
-      signal: options.signal,
-      runId: options.runId,
+      resources,
+      concurrency: run.settings.concurrency,
+      batchRows: run.settings.batchRows,
+      batchBytes: run.settings.batchBytes,
+      signal: run.signal,
+      runId: run.runId,
       onStored: (resource, project, rows) => listed.add(resource, project, rows),
     },
     deps,
@@ -356,7 +355,7 @@ async function repair(
         s.resource === f.resource.name && s.scope === singleProjectScope(f.project.header).key && s.outcome !== 'ok',
     );
     if (tracks === undefined || failed !== undefined) {
-      const after = await countAgain(f.resource, f.project, f.difference.window, deps, options.signal, stats);
+      const after = await countAgain(f.resource, f.project, f.difference.window, deps, run.signal, stats);
       if (after.expected === after.found) {
         out.push({ ...base, after, outcome: 'repaired' });
         continue;
@@ -387,9 +386,9 @@ async function repair(
         projectId: f.project.slug,
         ids: of,
         parent: { ...window, table: f.resource.name, key: f.resource.key },
-        followers: followersOf(f.resource, options.catalog ?? options.resources),
+        followers: followersOf(f.resource, declared ?? resources),
         atIso,
-        runId: options.runId,
+        runId: run.runId,
       });
     if (restored.length > 0) await change('unmark', restored);
     let deleted: ReconciledWindow['deleted'];
@@ -483,10 +482,10 @@ async function countAgain(
 /** The earliest instant the run may have written: its window's start, a pending or split window, the settle re-read. */
 export function touchedFrom(
   before: StreamState | undefined,
-  options: Pick<ReconcileOptions, 'lookbackMs' | 'startMs'>,
+  settings: Pick<SyncSettings, 'lookbackMs' | 'startMs'>,
 ): number {
-  if (before?.mark === undefined) return options.startMs ?? 0;
-  const starts = [Date.parse(before.mark) - options.lookbackMs];
+  if (before?.mark === undefined) return settings.startMs ?? 0;
+  const starts = [Date.parse(before.mark) - settings.lookbackMs];
   for (const at of [before.pending?.from, before.split?.from, before.settled, before.settlePending?.from])
     if (at !== undefined) starts.push(Date.parse(at));
   return Math.min(...starts);

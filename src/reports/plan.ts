@@ -1,16 +1,16 @@
 import PQueue from 'p-queue';
 import { AuthError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { ProjectScope, ResourceDefinition } from '../core/types.js';
 import { countRecords } from '../extract/count.js';
 import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import type { RateLimits } from '../http/scheduler/budget.js';
-import { newCallStats, type ApiClient, type CallContext } from '../http/client.js';
+import { newCallStats, type CallContext } from '../http/client.js';
 import { minimumSeconds } from '../http/scheduler/floor.js';
 import { readLedger, streamLedger } from '../state/books/ledger.js';
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from '../sync/scopes.js';
+import type { RunServices, SyncSettings } from '../sync/context.js';
 import { childBacklog } from '../sync/traces/queue.js';
 import { readsByParent } from '../sync/traces/probe.js';
 import { childLoad, deficitLine, tracedSavingLine } from '../sync/traces/load.js';
@@ -84,12 +84,13 @@ export interface Plan {
   readonly reconcile?: ReconcilePlan;
 }
 
-export interface PlanDeps {
-  readonly client: ApiClient;
+/**
+ * What a plan reads with: the run's client, clock and logger (`RunServices`), the state as a
+ * document (a plan takes no lease: it reads the file as it is), the configured limits.
+ */
+export interface PlanDeps extends Pick<RunServices, 'client' | 'clock' | 'logger'> {
   /** The state file as read (no lock taken): marks, checkpoints, ledger, known projects. */
   readonly state: StateDocument;
-  readonly clock: Clock;
-  readonly logger: Logger;
   readonly limits: RateLimits;
   /** Count requests in flight at once (the scheduler paces them). @default 8 */
   readonly concurrency?: number;
@@ -103,13 +104,11 @@ export interface BackfillPlanOptions extends ScopeOptions {
   readonly windowMs: number;
 }
 
+/** The next sync's scope and its settings as the sync reads them (`SyncSettings`: lookback, start, settle). */
 export interface SyncPlanInput
   extends ScopeOptions,
+    Pick<SyncSettings, 'lookbackMs' | 'startMs' | 'settleMs'>,
     Pick<AnalystPlanInput, 'searches' | 'aggregates' | 'aggregatesInterval'> {
-  readonly lookbackMs: number;
-  readonly startMs?: number;
-  /** As `sync --settle`. */
-  readonly settleMs: number;
   /** As `sync --reconcile`: its requests are planned too. @default not planned */
   readonly reconcile?: ReconcileMode;
 }

@@ -82,7 +82,7 @@ export async function backfillStep(run: RunContext<BackfillConfig>): Promise<Run
       ...(summary.owed === undefined ? {} : { owed: summary.owed }),
       ...(reason === undefined ? {} : { stopped: reason.stopCause }),
     };
-    return { code, output: [JSON.stringify(json)] };
+    return { code, output: [JSON.stringify(json)], summary: { ...summary, streams } };
   }
   const [verdict = ''] = formatBackfillSummary({ ...summary, streams: [] }).slice(-1);
   const output = [
@@ -94,5 +94,5 @@ export async function backfillStep(run: RunContext<BackfillConfig>): Promise<Run
     ),
   ];
   output.push(...stoppedLines('backfill', reason, streams));
-  return { code, output };
+  return { code, output, summary: { ...summary, streams } };
 }

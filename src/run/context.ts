@@ -3,7 +3,6 @@ import type { RunStoppedError } from '../core/errors.js';
 import type { RunEndCode } from '../core/exit-codes.js';
 import type { BillingTotals, Destination } from '../load/destination.js';
 import type { RunMonitor } from '../monitor/monitor.js';
-import type { ReconcileOptions, ReconcileReport } from '../reconcile/step.js';
 import type { Plan } from '../reports/plan.js';
 import type { RunRecord, SchemaChange } from '../analysts/run-history.js';
 import type { StateStore } from '../state/store.js';
@@ -60,11 +59,6 @@ export interface RunContext<C extends SyncConfig = SyncConfig> {
       readonly end: RunEndCode;
     },
   ): Promise<{ readonly runId: string; readonly changes: readonly SchemaChange[] } | undefined>;
-  /** Reconcile the run's windows (and repair them), with the run's resources, id, stop and services. */
-  reconcileRepair(
-    started: StartedRun,
-    options: Omit<ReconcileOptions, 'resources' | 'runId' | 'signal'>,
-  ): Promise<ReconcileReport>;
   /** The views and the dbt sources file, brought up to date (not for a dry run). */
   defineExtras(): Promise<void>;
 }

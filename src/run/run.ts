@@ -4,7 +4,7 @@ import type { BackfillConfig, PublishedConfig, ResetConfig, SyncConfig, VerifyCo
 import { systemClock } from '../core/clock.js';
 import type { RunStoppedError } from '../core/errors.js';
 import { exitCodeFor, type RunEndCode } from '../core/exit-codes.js';
-import { silentLogger } from '../core/log.js';
+import { silentLogger, type Logger } from '../core/log.js';
 import type { BillingTotals, Destination } from '../load/destination.js';
 import { DuckDbDestination } from '../load/duckdb/destination.js';
 import { startRunMonitor, type RunMonitor } from '../monitor/monitor.js';
@@ -12,7 +12,6 @@ import { publishDuringRun, type RunPublishing } from '../publish/during-run.js';
 import { workingPathForReading } from '../publish/layout.js';
 import { partitionedTables } from '../publish/partitions.js';
 import type { PublisherHooks } from '../publish/publisher.js';
-import { reconcileRun, type ReconcileOptions, type ReconcileReport } from '../reconcile/step.js';
 import type { Plan } from '../reports/plan.js';
 import { failedRunJson } from '../reports/run-json.js';
 import type { RunRecord, SchemaChange } from '../analysts/run-history.js';
@@ -57,11 +56,14 @@ import { openStateAndDestination, planForProgress, type OpensDestination, type R
 
 /**
  * What a run may be given besides its config: the in-process test harness's destination (made
- * by the test, not from the config) and its client tuning (fast retries). The commands give none.
+ * by the test, not from the config: the warehouse itself, not the CLI's working file, so no read
+ * copy is published from it), its client tuning (fast retries, no pacing) and a logger it reads.
+ * The commands give none.
  */
 export interface RunParts {
   readonly destination?: OpensDestination;
   readonly client?: ClientTuning;
+  readonly logger?: Logger;
 }
 
 export function openRun(command: 'sync', config: SyncConfig, io: CommandIo, parts?: RunParts): Promise<Run<SyncConfig>>;
@@ -127,7 +129,7 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
       warehouse: config.destination !== 'duckdb' || existsSync(workingPathForReading(config.duckdbPath)),
       state: existsSync(config.statePath),
     };
-    this.runtime = createRuntime(config, io, parts.client);
+    this.runtime = createRuntime(config, io, parts.client, parts.logger);
     const { clock, logger } = this.runtime;
     this.stop = createRunStop({ outer: io.signal, maxRunTimeMs: config.maxRunTimeMs, logger });
     this.owner = budgetOwner(config.baseUrl, config.apiKey);
@@ -196,16 +198,18 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
       }
     }
     this.monitor.attach({ state, budget: runtime.budget });
-    // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md).
-    this.publishing = config.dryRun
-      ? undefined
-      : publishDuringRun(destination, {
-          path: config.duckdbPath,
-          everyMs: config.publishEveryMs ?? 0,
-          clock,
-          logger,
-          partitioned: partitionedTables(RESOURCES),
-        });
+    // DuckDB: the read copy users open is published during the run and at its end (docs/analysts.md),
+    // from the working file the config names (a destination handed in has no read copy).
+    this.publishing =
+      config.dryRun || made !== undefined
+        ? undefined
+        : publishDuringRun(destination, {
+            path: config.duckdbPath,
+            everyMs: config.publishEveryMs ?? 0,
+            clock,
+            logger,
+            partitioned: partitionedTables(RESOURCES),
+          });
   }
 
   get state(): StateStore {
@@ -311,17 +315,6 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
     );
     if (recorded !== undefined) this.monitor.schemaChanged(recorded.changes);
     return recorded;
-  }
-
-  reconcileRepair(
-    started: StartedRun,
-    options: Omit<ReconcileOptions, 'resources' | 'runId' | 'signal'>,
-  ): Promise<ReconcileReport> {
-    // The run's resources, under its schema contract: a repair writes as the walk did.
-    return reconcileRun(
-      { ...options, resources: started.resources, runId: started.runId, signal: this.stop.signal },
-      this.services,
-    );
   }
 
   defineExtras(): Promise<void> {

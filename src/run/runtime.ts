@@ -39,23 +39,35 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-/** What the commands leave at the client's defaults, and the test harness sets (fast retries). */
-export type ClientTuning = Pick<ApiClientOptions, 'retry' | 'longWaitMs'>;
+/**
+ * What the commands leave at the client's defaults, and the in-process test harness sets: fast
+ * retries, and the scheduler's limits (none to speak of) apart from the configured ones, which still
+ * size the splits, the forecasts and the progress (a test is not paced unless pacing is its point).
+ */
+export type ClientTuning = Pick<ApiClientOptions, 'retry' | 'longWaitMs'> & { readonly limits?: RateLimits };
 
-export function createRuntime(config: SyncConfig, io: CommandIo, tuning: ClientTuning = {}): Runtime {
+export function createRuntime(
+  config: SyncConfig,
+  io: CommandIo,
+  tuning: ClientTuning = {},
+  /** The run's logger when not made from the config (a test that reads the lines). */
+  given?: Logger,
+): Runtime {
   const clock = io.clock ?? systemClock;
   const tracker = new ProgressTracker(clock, config.limits);
   tracker.setOrder(config.resources.map((r) => r.name));
   const tty = config.progress === 'tty' ? new TtyProgressDisplay(tracker) : undefined;
   const repeats = new RepeatedLogs();
-  const logger = createLogger({
-    level: config.logLevel,
-    format: config.logFormat,
-    secrets: [config.apiKey],
-    admit: repeats.admit,
-    // On a TTY, log lines go through the live display, which prints them above its lines.
-    ...(tty === undefined ? {} : { destination: tty.logStream }),
-  });
+  const logger =
+    given ??
+    createLogger({
+      level: config.logLevel,
+      format: config.logFormat,
+      secrets: [config.apiKey],
+      admit: repeats.admit,
+      // On a TTY, log lines go through the live display, which prints them above its lines.
+      ...(tty === undefined ? {} : { destination: tty.logStream }),
+    });
   let requestHook: ((endpoint: string, atMs: number) => void) | undefined;
   let display: ProgressDisplay = NO_PROGRESS;
   if (tty !== undefined) display = tty;

@@ -21,7 +21,13 @@ import { logStreams, streamsEnd, type RunOutcome } from './writing.js';
 import { stoppedLines } from './envelope.js';
 import type { RunContext } from './context.js';
 import { formatReconcile } from '../reports/reconcile-lines.js';
-import { reconcileBrief, RECONCILE_SCHEMA, reconcileRows, type ReconcileReport } from '../reconcile/step.js';
+import {
+  reconcileBrief,
+  reconcileRun,
+  RECONCILE_SCHEMA,
+  reconcileRows,
+  type ReconcileReport,
+} from '../reconcile/step.js';
 
 /**
  * A sync run's step (`query-sync sync`, `run.sync()`): the walks, the analyst streams, the
@@ -49,15 +55,21 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
   const hooks = monitor.observe(syncProgressHooks(runtime.tracker));
   // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
   const capabilities = new Capabilities({ state: runState, clock, logger });
-  const summary = await runSync(
-    { resources: started.resources, declared: RESOURCES, project: config.project, projectIds: config.projectIds },
-    openSyncRun(
-      { client, destination: runDestination, state: runState, clock, logger, capabilities },
-      syncSettings(config),
-      { runId, signal: stop.signal },
-    ),
-    hooks,
+  // What the run reads (its resources under the contract) and its context: the walks' and the reconcile's.
+  const targets = {
+    resources: started.resources,
+    declared: RESOURCES,
+    project: config.project,
+    projectIds: config.projectIds,
+    // The columns read as the run began, but not under --full-refresh: its walk writes shadow tables.
+    ...(config.fullRefresh === true ? {} : { described: started.columnsBefore }),
+  };
+  const syncRun = openSyncRun(
+    { client, destination: runDestination, state: runState, clock, logger, capabilities },
+    syncSettings(config),
+    { runId, signal: stop.signal },
   );
+  const summary = await runSync(targets, syncRun, hooks);
   // Saved searches and aggregates: after the walks (the projects of a `*` sync are known by then),
   // shown in the same display.
   // A rejected key (401) ends the run's reading: nothing more is sent, so nothing more is tried.
@@ -83,27 +95,21 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
     stop.reason !== undefined ||
     client.keyRejected !== undefined
       ? undefined
-      : await run
-          .reconcileRepair(started, {
+      : await reconcileRun(
+          {
             mode: reconcileMode,
-            project: config.project,
-            projectIds: config.projectIds,
-            runStartMs: Date.parse(summary.startedAt),
-            lookbackMs: config.lookbackMs,
-            startMs: config.startMs,
+            targets,
             before: stateBefore,
             streams: summary.streams,
-            concurrency: config.splitConcurrency,
-            batchRows: config.batchRows,
-            batchBytes: config.batchBytes,
             deletions: config.deletions ?? 'mark',
-            catalog: RESOURCES,
-          })
-          .catch((error: unknown) => {
-            // The data and marks are stored: a check that cannot run is said loudly, not fatal.
-            logger.error({ err: (error as Error).message }, `reconcile could not run: ${(error as Error).message}`);
-            return undefined;
-          });
+          },
+          // The run's context: its services (not a full refresh's shadow: no reconcile then), settings, start, id, stop.
+          syncRun,
+        ).catch((error: unknown) => {
+          // The data and marks are stored: a check that cannot run is said loudly, not fatal.
+          logger.error({ err: (error as Error).message }, `reconcile could not run: ${(error as Error).message}`);
+          return undefined;
+        });
   if (reconciled !== undefined) monitor.reconciled(reconciled);
   const { reason, streams } = run.end([...summary.streams, ...extra]);
   const runOk = summary.ok && extra.every((s) => s.outcome === 'ok');
@@ -209,7 +215,7 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
         ),
         ...stopped,
       ];
-  return { code, output };
+  return { code, output, summary: { ...summary, ok: runOk && differing === 0, streams } };
 }
 
 /** How the sync reads, from its flags: the same for every stream of the run. */

@@ -6,6 +6,8 @@ import type { Logger } from '../core/log.js';
 import type { Clock } from '../core/types.js';
 import { toProgressPlan, type Plan } from '../reports/plan.js';
 import type { StreamResult } from '../sync/frame.js';
+import type { RunSummary } from '../sync/engine.js';
+import type { BackfillSummary } from '../sync/backfill.js';
 import type { Destination } from '../load/destination.js';
 import { StateStore, type StateStoreOptions } from '../state/store.js';
 import { workingPathForReading } from '../publish/layout.js';
@@ -26,6 +28,12 @@ import type { RunStop } from './stop.js';
 export interface RunOutcome {
   readonly code: number;
   readonly output: readonly string[];
+  /**
+   * A sync's or a backfill's streams as the run reports them (after the stop was mapped onto them;
+   * `ok` as `--json` says it: for a sync, every stream ok and no window left differing), what
+   * `output` is made from. None when the run failed before its walk, and for the other commands.
+   */
+  readonly summary?: RunSummary | BackfillSummary;
 }
 
 /** The shell's last step: print the summary (after every file is closed) and give the exit code. */

@@ -47,7 +47,7 @@ export interface BackfillTargets extends ScopeOptions {
 }
 
 /** How a backfill reads, the same for every stream of the run (its flags). */
-export interface BackfillSettings {
+interface BackfillSettings {
   /** Windows read at once, across all resources and projects (`--concurrency`). */
   readonly concurrency: number;
   /**

@@ -1,4 +1,4 @@
-import type { Clock, ProjectScope, ResourceDefinition } from '../core/types.js';
+import type { Clock, ColumnDef, ProjectScope, ResourceDefinition } from '../core/types.js';
 import { newCallStats } from '../http/client.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import { optionalWalk } from './optional.js';
@@ -17,6 +17,11 @@ import type { RunServices, SyncRun } from './context.js';
 export interface SyncTargets extends ScopeOptions {
   /** Every declared resource: a child read without its parent (`--resources traces`) finds the parent's table here. @default resources */
   readonly declared?: readonly ResourceDefinition[];
+  /**
+   * The tables' columns as the run found them when it began (`run/envelope.ts` `startRun`), not asked
+   * of the destination again (on BigQuery, a request a table); a table not in it is described.
+   */
+  readonly described?: ReadonlyMap<string, readonly ColumnDef[] | undefined>;
 }
 
 /**
@@ -109,7 +114,13 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
     }
   }
   const described = new Map<string, Awaited<ReturnType<RunServices['destination']['describe']>>>();
-  for (const resource of resources) described.set(resource.name, await run.destination.describe(resource.name));
+  for (const resource of resources)
+    described.set(
+      resource.name,
+      targets.described?.has(resource.name) === true
+        ? targets.described.get(resource.name)
+        : await run.destination.describe(resource.name),
+    );
   const queuesOfParent = (
     parent: ResourceDefinition,
   ): { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }[] =>

@@ -1,39 +1,42 @@
-import {
-  runBackfill,
-  type BackfillSettings,
-  type BackfillSummary,
-  type BackfillTargets,
-} from '../../src/sync/backfill.js';
-import { engineRun } from '../../src/sync/context.js';
-import { BACKFILL_DEFAULTS, runOptionsOf, withPipeline, type PipelineTarget } from './harness.js';
+import type { BackfillSummary } from '../../src/sync/backfill.js';
+import type { BackfillTargets } from '../../src/sync/backfill.js';
+import { BACKFILL_DEFAULTS, handedWarehouse, runInProcess, type PipelineTarget } from './harness.js';
 
-/** A backfill's options in one object, as a test names them: what it reads, its settings, its run id and stop. */
-type BackfillRunOptions = BackfillTargets &
-  BackfillSettings & { readonly runId?: string; readonly signal?: AbortSignal };
-
-/** A backfill through the harness: where it runs, its range and windows, and any other backfill option (every resource unless set). */
+/** A backfill through the harness: where it runs, its range and windows, and the backfill's settings (every resource unless set). */
 export type BackfillRun = PipelineTarget &
-  Partial<BackfillRunOptions> &
-  Pick<BackfillRunOptions, 'fromMs' | 'toMs' | 'windowMs'>;
+  Partial<Omit<BackfillTargets, 'declared'>> &
+  Pick<BackfillTargets, 'fromMs' | 'toMs' | 'windowMs'> & {
+    readonly concurrency?: number;
+    readonly batchRows?: number;
+    readonly batchBytes?: number;
+    readonly signal?: AbortSignal;
+  };
 
-/** One backfill, in-process, through the same parts the CLI wires (the `backfill` state lock). */
-export function backfillOnce(opts: BackfillRun): Promise<BackfillSummary> {
-  return withPipeline(opts, 'backfill', (deps) => {
-    const { resources, declared, project, projectIds, fromMs, toMs, windowMs, runId, signal, ...settings } = {
-      ...BACKFILL_DEFAULTS,
-      ...runOptionsOf(opts),
-    };
-    return runBackfill(
-      {
-        resources,
-        project,
-        fromMs,
-        toMs,
-        windowMs,
-        ...(declared === undefined ? {} : { declared }),
-        ...(projectIds === undefined ? {} : { projectIds }),
-      },
-      { ...engineRun(deps, { runId, signal }), settings },
-    );
-  });
+/**
+ * One backfill, in-process, through the run object as `query-sync backfill` runs it (`openRun`,
+ * `run.backfill()`, `close`: the contract, the run's row in `_query_sync_runs`, the views, the spend
+ * kept in state), under the `backfill` lock, on the warehouse the harness hands it (`syncOnce`'s:
+ * the test's destination, else DuckDB at `dbPathOf(dir)`, no read copy published). Returns the run's
+ * summary, its exit code and its output; a run that fails before its walk throws its FAILED line.
+ */
+export async function backfillOnce(
+  opts: BackfillRun,
+): Promise<BackfillSummary & { readonly code: number; readonly output: readonly string[] }> {
+  const { config, destination } = await handedWarehouse(opts);
+  const outcome = await runInProcess(
+    'backfill',
+    opts,
+    {
+      ...config,
+      range: { fromMs: opts.fromMs, toMs: opts.toMs, windowMs: opts.windowMs },
+      concurrency: opts.concurrency ?? BACKFILL_DEFAULTS.concurrency,
+      batchRows: opts.batchRows ?? BACKFILL_DEFAULTS.batchRows,
+      batchBytes: opts.batchBytes ?? BACKFILL_DEFAULTS.batchBytes,
+    },
+    { destination, signal: opts.signal },
+  );
+  // A backfill's step reports a backfill's summary (`run/backfill.ts`).
+  const summary = outcome.summary as BackfillSummary | undefined;
+  if (summary === undefined) throw new Error(outcome.output.join('\n'));
+  return { ...summary, code: outcome.code, output: outcome.output };
 }

@@ -19,16 +19,13 @@ import type { Capabilities } from '../../src/sync/capabilities.js';
 import { connectApi } from '../../src/run/runtime.js';
 import { openRun } from '../../src/run/run.js';
 import { createRunStop } from '../../src/run/stop.js';
-import { openStateAndDestination, type OpensDestination } from '../../src/run/writing.js';
-import { resolveSyncConfig, type SyncConfig, type SyncFlags } from '../../src/config/index.js';
+import { openStateAndDestination, type OpensDestination, type RunOutcome } from '../../src/run/writing.js';
+import { resolveSyncConfig, type BackfillConfig, type SyncConfig, type SyncFlags } from '../../src/config/index.js';
 import type { StateStore } from '../../src/state/store.js';
 import type { StateDocument } from '../../src/state/document.js';
 
 /** A sync's options in one object, as a test names them: what it reads, its settings, its run id and stop. */
 export type SyncRunOptions = SyncTargets & SyncSettings & { readonly runId?: string; readonly signal?: AbortSignal };
-
-/** A sync through the harness: where it runs, and any of the sync's options (every resource and a 15-minute lookback unless set). */
-export type HarnessRun = PipelineTarget & Partial<SyncRunOptions>;
 
 /** `runSync` with a test's options in one object: its targets, and the run's context opened now over `services`. */
 export function runSyncWith(
@@ -187,15 +184,14 @@ export async function withPipeline<T>(
 /** A sync's configuration through the harness: the CLI's, resolved from these flags, at the target. */
 export type HarnessSync = PipelineTarget & { readonly flags?: SyncFlags };
 
+/** What `syncOnce` returns: the run's summary (`sync --json`'s, as objects), its exit code and what it printed. */
+export type HarnessSummary = RunSummary & { readonly code: number; readonly output: readonly string[] };
+
 /**
- * One whole sync run in-process, through the run object as `query-sync sync` runs it (the
- * contract, reconcile and its repair, run history, views, the read copy published): the CLI's
- * configuration for `flags`, at the target (its limits, else none; fast retries). Without a test
- * destination the warehouse is the CLI's layout at `dbPathOf(dir)`: the rows in the working file,
- * the published read copy at `dbPathOf(dir)` (what `readTable` reads). Returns the exit code and
- * what the command would print.
+ * The CLI's configuration of a sync for `flags` (no environment), at the target: its state and
+ * DuckDB paths, no lock wait, no progress or logs, the target's header, timeouts and Retry-After cap.
  */
-export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code: number; readonly output: string[] }> {
+function harnessConfig(target: PipelineTarget, flags: SyncFlags = {}): SyncConfig {
   const resolved = resolveSyncConfig(
     {
       baseUrl: target.baseUrl,
@@ -203,37 +199,150 @@ export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code:
       state: statePathOf(target.dir),
       duckdbPath: dbPathOf(target.dir),
       lockWait: '0s',
-      ...target.flags,
+      ...flags,
     },
     {},
   );
-  const config: SyncConfig = {
+  return {
     ...resolved,
-    limits: target.limits ?? UNTHROTTLED,
     projectHeader: target.projectHeader ?? PROJECT_HEADERS,
     progress: 'off',
     logLevel: 'silent',
     ...(target.client?.timeouts === undefined ? {} : { timeouts: { ...resolved.timeouts, ...target.client.timeouts } }),
     ...(target.client?.maxRetryAfterMs === undefined ? {} : { maxRetryAfterMs: target.client.maxRetryAfterMs }),
   };
+}
+
+/**
+ * The configuration of a harness run that is handed its warehouse (`syncOnce`, `backfillOnce`):
+ * the CLI's defaults, the call's resources and project scope, the documented limits (or the
+ * target's) for the splits and forecasts; and that warehouse, opened when the run opens: the
+ * test's destination (made first, as one that keeps its own lease is), else DuckDB at `dbPathOf(dir)`.
+ */
+export async function handedWarehouse(
+  opts: PipelineTarget & {
+    readonly resources?: readonly ResourceDefinition[];
+    readonly project?: string | undefined;
+    readonly projectIds?: readonly string[] | undefined;
+  },
+): Promise<{ readonly config: SyncConfig; readonly destination: OpensDestination }> {
+  const made = opts.destination === undefined ? undefined : await opts.destination();
+  return {
+    config: {
+      ...harnessConfig(opts),
+      // The harness's DuckDB file, or the test's destination (BigQuery unless it is a DuckDB file).
+      destination: made === undefined || made instanceof DuckDbDestination ? 'duckdb' : 'bigquery',
+      resources: opts.resources ?? RESOURCES,
+      project: opts.project,
+      projectIds: opts.projectIds,
+      limits: opts.limits ?? DEFAULT_RATE_LIMITS,
+    },
+    destination:
+      made === undefined ? harnessDestination(opts) : { destination: () => Promise.resolve(made), first: true },
+  };
+}
+
+/**
+ * Open the run object as the command does, run its step and close it (`openRun`, `run.sync()` or
+ * `run.backfill()`, `run.close`), with the harness's parts: the destination handed in if any, fast
+ * retries, the scheduler unthrottled unless the target names limits, the test's logger, clock and stop.
+ */
+export async function runInProcess<C extends 'sync' | 'backfill'>(
+  command: C,
+  target: PipelineTarget,
+  config: C extends 'sync' ? SyncConfig : BackfillConfig,
+  parts: { readonly destination?: OpensDestination; readonly signal?: AbortSignal | undefined },
+): Promise<RunOutcome> {
   const printed: string[] = [];
   const io = {
     print: (line: string) => printed.push(line),
     ...(target.clock === undefined ? {} : { clock: target.clock }),
+    ...(parts.signal === undefined ? {} : { signal: parts.signal }),
   };
-  const run = await openRun('sync', config, io, {
-    ...(target.destination === undefined ? {} : { destination: harnessDestination(target) }),
+  const runParts = {
+    ...(parts.destination === undefined ? {} : { destination: parts.destination }),
     client: {
       retry: target.retry ?? FAST_RETRY,
+      limits: target.limits ?? UNTHROTTLED,
       ...(target.client?.longWaitMs === undefined ? {} : { longWaitMs: target.client.longWaitMs }),
     },
-  });
-  const outcome = await run.close(await run.sync());
-  return { code: outcome.code, output: [...printed, ...outcome.output] };
+    ...(target.client?.logger === undefined ? {} : { logger: target.client.logger }),
+  };
+  const outcome =
+    command === 'sync'
+      ? await openRun('sync', config, io, runParts).then(async (run) => run.close(await run.sync()))
+      : await openRun('backfill', config as BackfillConfig, io, runParts).then(async (run) =>
+          run.close(await run.backfill()),
+        );
+  return { ...outcome, output: [...printed, ...outcome.output] };
 }
 
-/** One sync, in-process, through the same parts the CLI wires. */
-export function syncOnce(opts: HarnessRun): Promise<RunSummary> {
+/**
+ * One whole sync run in-process, through the run object as `query-sync sync` runs it, in the
+ * CLI's layout (the contract, reconcile and its repair, run history, views, the read copy
+ * published): the CLI's configuration for `flags`, at the target (its limits, else none; fast
+ * retries). Without a test destination the warehouse is the CLI's layout at `dbPathOf(dir)`: the
+ * rows in the working file, the published read copy at `dbPathOf(dir)` (what `readTable` reads).
+ * Returns the exit code and what the command would print.
+ */
+export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code: number; readonly output: string[] }> {
+  const config = { ...harnessConfig(target, target.flags), limits: target.limits ?? UNTHROTTLED };
+  const outcome = await runInProcess(
+    'sync',
+    target,
+    config,
+    target.destination === undefined ? {} : { destination: harnessDestination(target) },
+  );
+  return { code: outcome.code, output: [...outcome.output] };
+}
+
+/** A sync through the harness: where it runs, and its settings (every resource and a 15-minute lookback unless set). */
+export type HarnessRun = PipelineTarget &
+  Partial<Omit<SyncRunOptions, 'declared' | 'runId' | 'sampleRows' | 'childDrainMs'>>;
+
+/**
+ * One sync, in-process, through the run object as `query-sync sync` runs it (`openRun`, the step,
+ * `close`): the contract, the reconcile after the walk and its repair, the run's row in
+ * `_query_sync_runs`, the views, the rate-limit spend kept in state. The CLI's configuration at its
+ * defaults (the flags' values), with the call's settings in their place. The warehouse is the
+ * test's destination, else DuckDB at `dbPathOf(dir)` itself (the rows where `readTable` reads them):
+ * a destination handed to the run is not the CLI's working file, so no read copy is published
+ * (`syncRunOnce` runs the CLI's layout, publishing included). The scheduler runs unthrottled unless
+ * the target names limits; splits are sized by the documented limits, or the target's.
+ *
+ * Returns the run's summary as `sync --json` reports it (`ok`: every stream ok and no window left
+ * differing after the reconcile), its exit code and its output. A run that fails before its walk
+ * (the lease held, a table the contract refuses) throws its FAILED line.
+ */
+export async function syncOnce(opts: HarnessRun): Promise<HarnessSummary> {
+  const { config, destination } = await handedWarehouse(opts);
+  const outcome = await runInProcess(
+    'sync',
+    opts,
+    {
+      ...config,
+      lookbackMs: opts.lookbackMs ?? 15 * 60_000,
+      startMs: opts.startMs,
+      batchRows: opts.batchRows ?? SYNC_DEFAULTS.batchRows,
+      batchBytes: opts.batchBytes ?? SYNC_DEFAULTS.batchBytes,
+      splitConcurrency: opts.concurrency ?? SYNC_DEFAULTS.concurrency,
+      settleMs: opts.settleMs ?? SYNC_DEFAULTS.settleMs,
+      traces: opts.children ?? config.traces,
+    },
+    { destination, signal: opts.signal },
+  );
+  // A sync's step reports a sync's summary (`run/sync.ts`).
+  const summary = outcome.summary as RunSummary | undefined;
+  if (summary === undefined) throw new Error(outcome.output.join('\n'));
+  return { ...summary, code: outcome.code, output: outcome.output };
+}
+
+/**
+ * One sync of the engine alone (`runSync`, no run object: no contract, reconcile, run history or
+ * views), over the parts the CLI wires: for a test of a setting no flag gives (the children's
+ * drain time, `childDrainMs`), or of the engine's own summary.
+ */
+export function syncEngineOnce(opts: PipelineTarget & Partial<SyncRunOptions>): Promise<RunSummary> {
   return withPipeline(opts, 'sync', (deps) =>
     runSyncWith({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs: opts.lookbackMs ?? 15 * 60_000 }, deps),
   );

@@ -7,18 +7,19 @@ import type { BigQueryDestination } from '../../src/load/bigquery/destination.js
 import { reconcileRun } from '../../src/reconcile/step.js';
 import { owedChildren } from '../../src/reports/owed.js';
 import { repairWindows, verifyCounts } from '../../src/reconcile/verify.js';
-import type { RunSummary } from '../../src/sync/engine.js';
 import { owedQuery } from '../../src/sync/traces/queue.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import {
   SYNC_DEFAULTS,
   expectTableMatches,
   runOptionsOf,
+  syncEngineOnce,
   syncOnce,
   withPipeline,
   type HarnessRun,
-  runSyncWith,
 } from '../fakes/harness.js';
+import { runSync, type RunSummary } from '../../src/sync/engine.js';
+import { openSyncRun } from '../../src/sync/context.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
@@ -102,28 +103,16 @@ function owedQueries(fake: FakeBigQuery): { readonly sql: string; readonly bytes
     .map((q) => ({ sql: q.query, bytes: fake.processed.get(q.jobId) ?? 0 }));
 }
 
-/** A sync, then reconcile's repair of its recent windows (as `query-sync sync` runs them, `run/sync.ts`). */
+/** A sync, then reconcile's repair of its recent windows in the same run (as `query-sync sync` runs them, `run/sync.ts`). */
 function syncAndReconcile(opts: HarnessRun): Promise<RunSummary> {
   return withPipeline(opts, 'sync', async (deps) => {
     const before = deps.state.document;
-    const lookbackMs = 15 * 60_000;
-    const summary = await runSyncWith({ ...SYNC_DEFAULTS, ...runOptionsOf(opts), lookbackMs }, deps);
-    const report = await reconcileRun(
-      {
-        mode: 'repair',
-        resources: runOptionsOf(opts).resources,
-        project: undefined,
-        runStartMs: Date.parse(summary.startedAt),
-        lookbackMs,
-        before,
-        streams: summary.streams,
-        concurrency: 2,
-        batchRows: SYNC_DEFAULTS.batchRows,
-        batchBytes: SYNC_DEFAULTS.batchBytes,
-        runId: 'reconcile-test',
-      },
-      deps,
-    );
+    const { resources, project } = runOptionsOf(opts);
+    const targets = { resources, project };
+    const settings = { ...SYNC_DEFAULTS, limits: runOptionsOf(opts).limits, lookbackMs: 15 * 60_000 };
+    const run = openSyncRun(deps, settings, { runId: 'reconcile-test' });
+    const summary = await runSync(targets, run);
+    const report = await reconcileRun({ mode: 'repair', targets, before, streams: summary.streams }, run);
     expect(report.checked.length).toBeGreaterThan(0);
     return summary;
   });
@@ -165,7 +154,8 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     const total = emu.snapshot('events', 'default').length;
     expect((await syncOnce({ ...run, resources: [events] })).ok).toBe(true);
     emu.resetStats();
-    const cut = await syncOnce({ ...run, resources: [traces], declared: [events, traces], childDrainMs: 0 });
+    // The engine alone: no flag sets the drain time (none here, so the drain ends before its first read).
+    const cut = await syncEngineOnce({ ...run, resources: [traces], declared: [events, traces], childDrainMs: 0 });
     expect(cut.ok).toBe(true);
     expect(cut.streams.find((s) => s.resource === 'traces')?.owed).toBe(total);
     expect(traceReads(emu)).toBe(1); // the probe
@@ -187,7 +177,8 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     const emu = await realShape(63);
     const d = dir();
     const run = target(emu, d);
-    await syncOnce({ ...run, resources: [events, traces], childDrainMs: 0 });
+    // The engine alone: no flag sets the drain time (none here, so spans are left owed).
+    await syncEngineOnce({ ...run, resources: [events, traces], childDrainMs: 0 });
     const copy = doubleFor(d);
     const tables = new Map(copy.tables);
     const data = new Map([...copy.data].map(([k, rows]) => [k, rows.map((r) => ({ ...r }))]));

@@ -243,14 +243,29 @@ describe('free text', () => {
 
 describe('identical requests', () => {
   it('are sent once per run (split planning asks the same timeseries for events, users and conversations)', async () => {
-    const log = requestLog();
-    const emu = await emulator({ seed: 55, eventsPerProject: 300, onRequest: log.onRequest });
-    await twoSyncs(emu, { project: '*' });
-    const sent = log.of('/v1/events/timeseries').map((q) => q.toString());
-    expect(sent.length).toBeGreaterThan(0);
-    // Each distinct request once (the second run's windows end at its own start, so they differ from the first's).
-    const counts = new Map<string, number>();
-    for (const q of sent) counts.set(q, (counts.get(q) ?? 0) + 1);
-    expect(Math.max(...counts.values())).toBe(1);
+    const seen: RequestInfo[] = [];
+    const emu = await emulator({ seed: 55, eventsPerProject: 300, onRequest: (r) => seen.push(r) });
+    let firstRun = 0;
+    await twoSyncs(emu, { project: '*' }, () => {
+      firstRun = seen.length;
+    });
+    // A request is its project (the header) and its query. The reconcile after each run asks each
+    // project's hours of the last two days: the same request in both runs (the hours are aligned),
+    // once in each.
+    const sent = (runs: readonly RequestInfo[]): string[] =>
+      runs
+        .filter((r) => r.path === '/v1/events/timeseries')
+        .map((r) => `${String(r.headers['x-service-project-id'])} ${r.query.toString()}`);
+    for (const run of [seen.slice(0, firstRun), seen.slice(firstRun)]) {
+      expect(sent(run).length).toBeGreaterThan(0);
+      // Each distinct request once in a run.
+      const counts = new Map<string, number>();
+      for (const q of sent(run)) counts.set(q, (counts.get(q) ?? 0) + 1);
+      expect(Math.max(...counts.values())).toBe(1);
+    }
+    // The walks' requests (all projects at once) once over both runs: the second run's windows end at its own start.
+    const walks = sent(seen).filter((q) => q.startsWith('* '));
+    expect(walks.length).toBeGreaterThan(0);
+    expect(new Set(walks).size).toBe(walks.length);
   });
 });

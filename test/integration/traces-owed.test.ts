@@ -7,7 +7,7 @@ import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { workingPathForReading } from '../../src/publish/layout.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, syncEngineOnce, syncOnce } from '../fakes/harness.js';
 import { owedMarkSectionName } from '../../src/state/books/traces.js';
 import { StateStore } from '../../src/state/store.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
@@ -65,8 +65,9 @@ describe('traces owed by every event in the warehouse (real-service shape)', () 
     expect((await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events] })).ok).toBe(true);
     emu.resetStats();
     // Traces alone (their parents' table named by the declared resources), with no drain time:
-    // the drain ends before its first read, and the run says what is still owed.
-    const cut = await syncOnce({
+    // the drain ends before its first read, and the run says what is still owed. The engine alone:
+    // no flag sets the drain time.
+    const cut = await syncEngineOnce({
       baseUrl: emu.url,
       apiKey: emu.apiKey,
       dir: d,
@@ -89,7 +90,14 @@ describe('traces owed by every event in the warehouse (real-service shape)', () 
   it('a warehouse restored from a copy (no state file, a fresh container): the next sync reads the spans still owed', async () => {
     const emu = await realShape(63);
     const d = dir();
-    await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, resources: [events, traces], childDrainMs: 0 });
+    // The engine alone: no flag sets the drain time (none here, so spans are left owed).
+    await syncEngineOnce({
+      baseUrl: emu.url,
+      apiKey: emu.apiKey,
+      dir: d,
+      resources: [events, traces],
+      childDrainMs: 0,
+    });
     const restored = dir();
     copyFileSync(dbPathOf(d), dbPathOf(restored));
     const run = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: restored, resources: [events, traces] });

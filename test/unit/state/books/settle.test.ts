@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { settleWindow } from '../../../src/state/books/sync.js';
+import { settleWindow } from '../../../../src/state/books/sync.js';
 
 const H = 3_600_000;
 const M = 60_000;

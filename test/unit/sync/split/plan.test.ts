@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { ConcurrencyController } from '../../../src/sync/concurrency.js';
-import { newCallStats, type CallContext } from '../../../src/http/client.js';
-import { events } from '../../../connectors/events.js';
-import { MIN_STEAL_PAGES, partsForLatency, stealCut, walkParts } from '../../../src/sync/split/plan.js';
-import { newSplit, withoutPartCursor, withPartCheckpoint, withPartCut } from '../../../src/state/books/sync.js';
-import { WalkBounds } from '../../../src/sync/walk.js';
-import type { StreamState } from '../../../src/state/document.js';
+import { ConcurrencyController } from '../../../../src/sync/concurrency.js';
+import { newCallStats, type CallContext } from '../../../../src/http/client.js';
+import { events } from '../../../../connectors/events.js';
+import { MIN_STEAL_PAGES, partsForLatency, stealCut, walkParts } from '../../../../src/sync/split/plan.js';
+import { newSplit, withoutPartCursor, withPartCheckpoint, withPartCut } from '../../../../src/state/books/sync.js';
+import { WalkBounds } from '../../../../src/sync/walk.js';
+import type { StreamState } from '../../../../src/state/document.js';
 
 const T = Date.parse('2026-11-01T00:00:00Z');
 const iso = (ms: number): string => new Date(ms).toISOString();

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { events } from '../../../connectors/events.js';
-import { traces } from '../../../connectors/traces.js';
-import { systemClock } from '../../../src/core/clock.js';
-import type { Row } from '../../../src/core/types.js';
-import { ChildQueue, childBacklog, showsChildren } from '../../../src/sync/traces/queue.js';
-import { StateStore } from '../../../src/state/store.js';
-import { tempDir } from '../../fakes/tmp.js';
+import { events } from '../../../../connectors/events.js';
+import { traces } from '../../../../connectors/traces.js';
+import { systemClock } from '../../../../src/core/clock.js';
+import type { Row } from '../../../../src/core/types.js';
+import { ChildQueue, childBacklog, showsChildren } from '../../../../src/sync/traces/queue.js';
+import { StateStore } from '../../../../src/state/store.js';
+import { tempDir } from '../../../fakes/tmp.js';
 
 const dirs: { cleanup(): void }[] = [];
 afterEach(() => {

@@ -1,12 +1,12 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RESOURCE_NAMES } from '../../../connectors/index.js';
-import { resetCommand } from '../../../src/cli/commands/reset.js';
-import { resolveResetConfig } from '../../../src/config/index.js';
-import { systemClock } from '../../../src/core/clock.js';
-import { EXIT_CODES } from '../../../src/core/exit-codes.js';
-import { StateStore } from '../../../src/state/store.js';
-import { tempDir } from '../../fakes/tmp.js';
+import { RESOURCE_NAMES } from '../../../../connectors/index.js';
+import { resetCommand } from '../../../../src/cli/commands/reset.js';
+import { resolveResetConfig } from '../../../../src/config/index.js';
+import { systemClock } from '../../../../src/core/clock.js';
+import { EXIT_CODES } from '../../../../src/core/exit-codes.js';
+import { StateStore } from '../../../../src/state/store.js';
+import { tempDir } from '../../../fakes/tmp.js';
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {

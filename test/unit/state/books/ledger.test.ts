@@ -15,7 +15,7 @@ import {
   windowsOf,
   withoutCursor,
   type StreamLedger,
-} from '../../../src/state/books/ledger.js';
+} from '../../../../src/state/books/ledger.js';
 
 const D = 86_400_000;
 const T0 = Date.parse('2026-10-01T00:00:00Z');

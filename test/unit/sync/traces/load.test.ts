@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { events } from '../../../connectors/events.js';
-import { traces } from '../../../connectors/traces.js';
-import { formatStatus } from '../../../src/reports/text.js';
-import { DEFAULT_RATE_LIMITS } from '../../../src/http/scheduler/budget.js';
+import { events } from '../../../../connectors/events.js';
+import { traces } from '../../../../connectors/traces.js';
+import { formatStatus } from '../../../../src/reports/text.js';
+import { DEFAULT_RATE_LIMITS } from '../../../../src/http/scheduler/budget.js';
 import {
   addToLoad,
   childLoad,
@@ -10,9 +10,9 @@ import {
   deficitLine,
   KEEP_DAYS,
   tracedSavingLine,
-} from '../../../src/sync/traces/load.js';
-import { buildStatus } from '../../../src/reports/status.js';
-import type { StateDocument } from '../../../src/state/document.js';
+} from '../../../../src/sync/traces/load.js';
+import { buildStatus } from '../../../../src/reports/status.js';
+import type { StateDocument } from '../../../../src/state/document.js';
 
 const NOW = Date.parse('2026-03-10T12:00:00.000Z');
 const DAY = 86_400_000;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AuthError, FatalApiError, RetriableError } from '../../../src/core/errors.js';
-import { probeVerdict } from '../../../src/sync/traces/probe.js';
+import { AuthError, FatalApiError, RetriableError } from '../../../../src/core/errors.js';
+import { probeVerdict } from '../../../../src/sync/traces/probe.js';
 
 /** The traces probe's verdict on each kind of answer (children-probe.ts). */
 describe('probeVerdict', () => {
