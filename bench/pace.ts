@@ -10,6 +10,8 @@
  *  run3  the emulator's limits at half of ours: time, 429s, and whether every row arrived.
  *
  * `--margins 250,50` measures other safety margins (minute, second windows, ms) than the defaults.
+ * `PACE_LOG=file` keeps the run's debug log there (splits, cuts, each page with its walk's window
+ * start): which walks hold the last seconds.
  * `--lacks timeseries` (or `--timeseries-intervals hour,day,week`, `--timeseries-shape rows`) runs
  * against a server that differs so (docs/server-differences.md): split planning then falls back.
  */
