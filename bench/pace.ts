@@ -10,6 +10,8 @@
  *  run3  the emulator's limits at half of ours: time, 429s, and whether every row arrived.
  *
  * `--margins 250,50` measures other safety margins (minute, second windows, ms) than the defaults.
+ * `PACE_LOG=file` keeps the run's debug log there (splits, cuts, each page with its walk's window
+ * start): which walks hold the last seconds.
  * `--lacks timeseries` (or `--timeseries-intervals hour,day,week`, `--timeseries-shape rows`) runs
  * against a server that differs so (docs/server-differences.md): split planning then falls back.
  */
@@ -20,6 +22,7 @@ import { RESOURCES } from '../connectors/index.js';
 import { events } from '../connectors/events.js';
 import { systemClock } from '../src/core/clock.js';
 import { silentLogger } from '../src/core/log.js';
+import { pino } from 'pino';
 import type { ResourceDefinition } from '../src/core/types.js';
 import type { EmulatorOptions, EmulatorStats } from '../emulator/index.js';
 import { startEmulatorThread, type LoopDelay } from '../emulator/thread.js';
@@ -69,7 +72,11 @@ async function measure(
     `  (emulator seeded in ${((Date.now() - seedStarted) / 1000).toFixed(1)} s, on its own thread)\n`,
   );
   const dir = mkdtempSync(join(tmpdir(), 'qs-pace-'));
-  const logger = silentLogger();
+  // PACE_LOG=file: the run's debug log there (splits, cuts), one JSON line each, for reading the tail.
+  const logger =
+    process.env.PACE_LOG === undefined
+      ? silentLogger()
+      : pino({ level: 'debug' }, pino.destination({ dest: process.env.PACE_LOG, sync: true }));
   const rateLimitedAt: number[] = [];
   const timeline: TimedRequest[] = [];
   const clientDelay = monitorEventLoopDelay({ resolution: 10 });
@@ -239,6 +246,19 @@ function printBreakdown(m: Measured): void {
       perSecond[i] = (perSecond[i] ?? 0) + 1;
     }
     process.stdout.write(`  sends per second: ${Array.from(perSecond, (n) => n ?? 0).join(' ')}\n`);
+    // The same by endpoint (the two long streams, the rest together): who holds the last seconds.
+    const endpointsPerSecond = new Map<string, number[]>();
+    for (const r of t) {
+      if (r.sentAt === undefined) continue;
+      const key = r.endpoint === '/v1/events' || r.endpoint === '/v1/conversations' ? r.endpoint : 'other';
+      const row = endpointsPerSecond.get(key) ?? Array.from(perSecond, () => 0);
+      const i = Math.floor((r.sentAt - m.startedAt) / 1000);
+      row[i] = (row[i] ?? 0) + 1;
+      endpointsPerSecond.set(key, row);
+    }
+    for (const [key, row] of [...endpointsPerSecond].sort()) {
+      process.stdout.write(`    ${key.replace('/v1/', '').padEnd(13)} ${row.join(' ')}\n`);
+    }
     // The start: what goes out before the walks fill the budget (one round trip after another is the loss).
     const firstAt = (sends[0] as number) - m.startedAt;
     const early = [...t]

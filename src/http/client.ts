@@ -93,6 +93,8 @@ export interface CallContext extends ErrorContext {
   readonly lane: string;
   readonly stats: CallStats;
   readonly signal?: AbortSignal;
+  /** Requests the caller has left to make one after another (a walk's pages left), if it knows: its order in its lane (`ScheduleOptions.left`). */
+  readonly left?: () => number | undefined;
 }
 
 export interface ApiRequest {
@@ -232,6 +234,7 @@ export class ApiClient {
           {
             lane: ctx.lane,
             signal: ctx.signal,
+            left: ctx.left?.(),
           },
         );
         decision = classifyStatus(response.status, serverWaitMs(response, clock.now()));

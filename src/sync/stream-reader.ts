@@ -6,7 +6,15 @@ import { ConcurrencyController } from './concurrency.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { streamKey } from '../state/store.js';
 import { LatenessHistogram } from './lateness.js';
-import { MIN_STEAL_PAGES, planSplit, resplit, stealCut, type FirstPage, type SplitPlan } from './split/plan.js';
+import {
+  MIN_STEAL_PAGES,
+  partPagesLeft,
+  planSplit,
+  resplit,
+  stealCut,
+  type FirstPage,
+  type SplitPlan,
+} from './split/plan.js';
 import type { SyncRun } from './context.js';
 import type { Book } from '../state/books/book.js';
 import { GroupCommit } from './group-commit.js';
@@ -377,7 +385,7 @@ export class UnitReader {
         batchBytes: sub === undefined ? settings.batchBytes : Math.max(1, Math.ceil(settings.batchBytes / share)),
         // A sample is the stream's: a walk stops at what the walks before it left of it.
         sampleRows: settings.sampleRows === undefined ? undefined : settings.sampleRows - this.tally.rows,
-        ctx: sub?.ctx ?? this.ctx,
+        ctx: sub === undefined || unit?.kind !== 'part' ? (sub?.ctx ?? this.ctx) : this.partContext(unit, sub, bounds),
         onProjects: hooks.onProjects,
         onPage:
           sub === undefined
@@ -398,6 +406,30 @@ export class UnitReader {
     this.tally.rows += walked.rows;
     this.tally.pages += walked.pages;
     return endOf(walked);
+  }
+
+  /**
+   * A part's call context: it says how many pages it has left (`partPagesLeft`), so the scheduler
+   * serves the stream's longest walks first and they end together instead of the largest alone at
+   * the end, with the budget idle. Only with the plan in memory (a resumed split says nothing: its
+   * walks take turns as they come).
+   */
+  private partContext(part: SyncUnit & { kind: 'part' }, sub: SubWalk, bounds: WalkBounds | undefined): CallContext {
+    const plan = this.planned;
+    if (plan === undefined) return sub.ctx;
+    const stats = sub.ctx.stats;
+    const start = stats.requests;
+    return {
+      ...sub.ctx,
+      left: () =>
+        partPagesLeft(
+          this.resource,
+          plan,
+          bounds?.window ?? part.window,
+          stats.requests - start,
+          bounds?.left()?.range,
+        ),
+    };
   }
 
   /** A split's part; a fresh one (on the cursor field, balanced by a proxy) far larger than its share is cut again (handed back). */

@@ -263,6 +263,7 @@ export async function walkWindow(
           resource: resource.name,
           project: scope.key,
           page: before.pages + counts.pages,
+          walkFrom: (options.partFilter?.window ?? options.window)?.fromMs,
           records: page.records.length,
           hasMore: page.hasMore,
           pastWindow: past,

@@ -10,6 +10,13 @@ export interface ScheduleOptions {
    */
   readonly lane?: string;
   readonly signal?: AbortSignal;
+  /**
+   * Requests its caller still has to make one after another once this one is answered (a walk's
+   * pages left), if it knows: within its lane, the request with the most left goes first (ties and
+   * unknowns in arrival order, unknown before known: a walk that has just started). The longest
+   * chain first makes a lane's walks end together instead of the largest one alone at the end.
+   */
+  readonly left?: number;
 }
 
 export interface EndpointStats {

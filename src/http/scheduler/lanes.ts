@@ -60,6 +60,8 @@ export class RoundRobin<K> {
 /** FIFO queues per lane, served round-robin across lanes. */
 export class LaneQueues<T> {
   readonly #queues = new Map<string, T[]>();
+  /** Each queued item's rank, index for index (see `push`). */
+  readonly #ranks = new Map<string, number[]>();
   readonly #ring = new RoundRobin<string>();
   #size = 0;
 
@@ -77,14 +79,24 @@ export class LaneQueues<T> {
     return this.#queues.get(lane)?.[0];
   }
 
-  push(lane: string, item: T): void {
+  /**
+   * Queue `item` in `lane`: behind every item of equal or greater `rank` (FIFO among equals), ahead
+   * of those of lower rank.
+   */
+  push(lane: string, item: T, rank = Number.POSITIVE_INFINITY): void {
     let queue = this.#queues.get(lane);
-    if (queue === undefined) {
+    let ranks = this.#ranks.get(lane);
+    if (queue === undefined || ranks === undefined) {
       queue = [];
+      ranks = [];
       this.#queues.set(lane, queue);
+      this.#ranks.set(lane, ranks);
       this.#ring.add(lane);
     }
-    queue.push(item);
+    let at = queue.length;
+    while (at > 0 && (ranks[at - 1] as number) < rank) at -= 1;
+    queue.splice(at, 0, item);
+    ranks.splice(at, 0, rank);
     this.#size += 1;
   }
 
@@ -93,6 +105,7 @@ export class LaneQueues<T> {
     const queue = this.#queues.get(lane);
     const item = queue?.shift();
     if (queue === undefined || item === undefined) return undefined;
+    this.#ranks.get(lane)?.shift();
     this.#size -= 1;
     this.#ring.advancePast(lane);
     if (queue.length === 0) this.#dropLane(lane);
@@ -105,6 +118,7 @@ export class LaneQueues<T> {
     const index = queue?.indexOf(item) ?? -1;
     if (queue === undefined || index < 0) return false;
     queue.splice(index, 1);
+    this.#ranks.get(lane)?.splice(index, 1);
     this.#size -= 1;
     if (queue.length === 0) this.#dropLane(lane);
     return true;
@@ -121,6 +135,7 @@ export class LaneQueues<T> {
 
   #dropLane(lane: string): void {
     this.#queues.delete(lane);
+    this.#ranks.delete(lane);
     this.#ring.delete(lane);
   }
 }

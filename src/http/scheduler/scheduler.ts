@@ -150,7 +150,7 @@ class Scheduler implements RequestBudget {
         },
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      bucket.waiting.push(lane, waiter);
+      bucket.waiting.push(lane, waiter, options.left);
       this.#join(lane);
       this.#requestDispatch();
     });

@@ -325,6 +325,25 @@ export function stealCut(range: TimeWindow, buckets: readonly WindowCount[] | un
   return Math.min(range.toMs - 1, Math.max(range.fromMs + 1, at));
 }
 
+/**
+ * Pages a part of `plan` has left after `read` pages, for the scheduler's longest-first order: where
+ * records lie by the plan's timeseries, over the range the walk has left when it knows it
+ * (`WalkBounds.left`), else over its whole window less the pages read. A part's pages are its exact
+ * count where the resource has one, else the plan's pages per part (the parts are balanced by the proxy).
+ */
+export function partPagesLeft(
+  resource: ResourceDefinition,
+  plan: SplitPlan,
+  part: TimeWindow,
+  read: number,
+  range: TimeWindow | undefined,
+): number {
+  const mass = massWithin(plan.buckets, part);
+  const pages = resource.split?.exact === true ? mass / resource.maxPageSize : plan.pagesPerPart;
+  if (range === undefined || !(mass > 0)) return Math.max(0, pages - read);
+  return (pages * massWithin(plan.buckets, range)) / mass;
+}
+
 /** A split as planned: its sub-windows, the pages each was given, and where records lie (the timeseries). */
 export interface SplitPlan {
   readonly parts: readonly TimeWindow[];

@@ -387,6 +387,59 @@ describe('createScheduler: fairness', () => {
   });
 });
 
+describe('createScheduler: the longest walk first', () => {
+  it('serves, within a lane, the request whose caller has the most left; unknown first, ties in arrival order', async () => {
+    // One at a time, all queued before the first dispatch: the order is the queue's.
+    const limits: RateLimits = { maxRpm: 100_000, searchRpm: 1, maxRps: 100_000, searchGateRps: 100_000 };
+    const budget = createScheduler({ limits, maxInFlight: 1 });
+    const order: string[] = [];
+    const submit = (name: string, left: number | undefined, lane = 'events|*'): Promise<void> =>
+      budget.schedule(
+        EVENTS,
+        async () => {
+          order.push(name);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        },
+        { lane, left },
+      );
+    const all = [
+      submit('last page', 0),
+      submit('short', 1),
+      submit('long', 5),
+      submit('unknown', undefined),
+      submit('long too', 5),
+      submit('middle', 3),
+      submit('unknown too', undefined),
+    ];
+    await vi.advanceTimersByTimeAsync(1_000);
+    await Promise.all(all);
+    expect(order).toEqual(['unknown', 'unknown too', 'long', 'long too', 'middle', 'short', 'last page']);
+  });
+
+  it('keeps lanes taking turns whatever their requests have left', async () => {
+    const h = harness();
+    const budget = h.budget;
+    const starts: string[] = [];
+    const submit = (lane: string, left: number): Promise<void> =>
+      budget.schedule(
+        lane === 'a' ? EVENTS : CONVERSATIONS,
+        async () => {
+          starts.push(lane);
+        },
+        { lane, left },
+      );
+    const all = [
+      ...Array.from({ length: 60 }, (_, i) => submit('a', 100 - i)),
+      ...Array.from({ length: 60 }, (_, i) => submit('b', 1 + (i % 2))),
+    ];
+    await vi.advanceTimersByTimeAsync(10_000);
+    await Promise.all(all);
+    const first40 = starts.slice(0, 40);
+    expect(first40.filter((lane) => lane === 'a')).toHaveLength(20);
+    expect(first40.filter((lane) => lane === 'b')).toHaveLength(20);
+  });
+});
+
 describe('createScheduler: abort', () => {
   it('rejects a waiting request with the abort reason, never runs it, and frees its place', async () => {
     const h = harness();
