@@ -15,6 +15,9 @@ import { dir, emulator } from '../fakes/lifecycle.js';
 
 const ENRICH_MS = 1500;
 
+/** How far after its event the emulator starts an event's spans, at most (as in test/fakes/server-matrix.ts). */
+const SPAN_SPREAD_MS = 2_500;
+
 /**
  * A clock that a test moves forward instead of sleeping: the emulator's (when enrichment falls due)
  * and, in-process, the run's. The events keep the timestamps they were added with, so every later
@@ -55,7 +58,10 @@ describe('sync against the real-service flavor with only --base-url and --api-ke
       now: clock.now,
     });
     const d = dir();
-    const fresh = emu.addEvents('default', 30); // not enriched yet when the first sync reads them
+    // Not enriched yet when the first sync reads them. Dated SPAN_SPREAD_MS back: the spans of an event
+    // start up to that long after it and come with it, so all of theirs start before the cut-off below
+    // (a first sync quicker than that left a span past it, in the warehouse but not in the expected set).
+    const fresh = emu.addEvents('default', 30, { timestamp: Date.now() - SPAN_SPREAD_MS });
     expect(fresh.some((e) => e.tool_calls !== undefined || e.topics !== undefined)).toBe(true);
     // QUERY_API_BASE_URL and QUERY_API_KEY are the only settings (runCli passes them in the environment).
     // Beside where to write, one pacing flag: the emulator enforces no limits and pacing is not the
