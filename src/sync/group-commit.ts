@@ -4,8 +4,31 @@ import { dedupeRows, type Destination, type LoadResult } from '../load/destinati
 import type { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore, StateWriter } from '../state/store.js';
 
-/** A batch's state changes: what says its rows are stored (the walk's checkpoint, its children). */
-type Changes = (state: StateWriter) => Promise<void>;
+/** A batch's state changes: what says its rows are stored (the walk's checkpoint, its children, a window's done mark). */
+export type Changes = (state: StateWriter) => Promise<void>;
+
+/**
+ * Batches gathered by several writers, written as one: `rows` (deduplicated by the caller) in one
+ * write of the table as the tracker has it now (a superset of what each batch was normalized
+ * with), every writer's state changes in its transaction, in order. No rows: the changes alone.
+ * Shared by `GroupCommit` (a split's parts) and `SharedBatch` (a backfill's small windows).
+ */
+export function writeTogether(
+  deps: { readonly destination: Destination; readonly state: StateStore },
+  schema: SchemaTracker['schema'],
+  rows: readonly Row[],
+  changes: readonly Changes[],
+): Promise<LoadResult> {
+  return deps.state.withBatch(
+    async (state) => {
+      for (const change of changes) await change(state);
+    },
+    (state) =>
+      rows.length === 0
+        ? Promise.resolve({ rows: 0 })
+        : deps.destination.write({ table: schema, rows, ...(state === undefined ? {} : { state }) }),
+  );
+}
 
 interface Waiting {
   readonly rows: readonly Row[];
@@ -90,9 +113,7 @@ export class GroupCommit {
 
   /** The batches' rows in one write (in order: a key twice keeps what two writes one after the other would), their changes in its transaction. */
   private write(taken: readonly Waiting[]): Promise<LoadResult> {
-    const { deps, tracker } = this.options;
-    // The schema as it is now: a superset of what each batch's rows were normalized with.
-    const schema = tracker.schema;
+    const schema = this.options.tracker.schema;
     const rows =
       taken.length === 1
         ? (taken[0] as Waiting).rows
@@ -101,11 +122,11 @@ export class GroupCommit {
             schema.key,
             schema.versionColumn,
           );
-    return deps.state.withBatch(
-      async (state) => {
-        for (const t of taken) await t.changes(state);
-      },
-      (state) => deps.destination.write({ table: schema, rows, ...(state === undefined ? {} : { state }) }),
+    return writeTogether(
+      this.options.deps,
+      schema,
+      rows,
+      taken.map((t) => t.changes),
     );
   }
 }

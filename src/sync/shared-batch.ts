@@ -1,12 +1,10 @@
 import type { Logger } from '../core/log.js';
 import { rowBytes } from '../core/row-bytes.js';
 import type { Row } from '../core/types.js';
-import { dedupeRows, type Destination, type LoadResult } from '../load/destination.js';
+import { dedupeRows, type Destination } from '../load/destination.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
-import type { StateStore, StateWriter } from '../state/store.js';
-
-/** What a window hands over: its rows, and the state that says they are stored (its done mark). */
-type Changes = (state: StateWriter) => Promise<void>;
+import type { StateStore } from '../state/store.js';
+import { type Changes, writeTogether } from './group-commit.js';
 
 /**
  * One write for many small windows of a stream (a backfill's). A window read whole in one batch
@@ -72,19 +70,8 @@ export class SharedBatch {
 
   private async write(rows: readonly Row[], changes: readonly Changes[]): Promise<void> {
     const { deps, tracker } = this.options;
-    const all = async (state: StateWriter): Promise<void> => {
-      for (const change of changes) await change(state);
-    };
-    // The schema as it is now: a superset of what each window's rows were normalized with.
     const schema = tracker.schema;
-    const deduped = dedupeRows(rows, schema.key, schema.versionColumn);
-    const written = await deps.state.withBatch(
-      all,
-      (state): Promise<LoadResult> =>
-        deduped.length === 0
-          ? Promise.resolve({ rows: 0 })
-          : deps.destination.write({ table: schema, rows: deduped, ...(state === undefined ? {} : { state }) }),
-    );
+    const written = await writeTogether(deps, schema, dedupeRows(rows, schema.key, schema.versionColumn), changes);
     for (const warning of written.warnings ?? [])
       deps.logger.warn({ resource: this.options.resource, project: this.options.scope }, warning);
   }
