@@ -154,15 +154,56 @@ describe('backfill (in-process, into a real DuckDB file)', () => {
 describe('backfill through the real CLI (child processes)', () => {
   it('SIGKILLed mid-way and resumed: finished windows are skipped, running ones resume at their checkpoint, the table is exact', async () => {
     expect(existsSync(CLI), `build first: ${CLI}`).toBe(true);
+    const d = dir();
+    const fromMs = dayStart(28);
+    const toMs = dayStart(1);
+    // At a kill, each of the (at most CONCURRENCY) windows in flight can have two pages requested but
+    // not stored: the one being written and the next, fetched meanwhile. So the kill lands once some
+    // windows are done and the checkpointed windows have read more pages than that: a restart from
+    // page one would then show.
+    const CONCURRENCY = 4;
+    const inFlightBound = 2 * CONCURRENCY;
+    // When it lands is decided by what the server has answered, not by the state file: the file is
+    // written after each commit, and commits landing while it is written share the next write, so on
+    // a loaded machine it trails the warehouse by more than one commit, and the windows it shows
+    // running may all be done in the warehouse (it happened once in CI). Instead: once two windows
+    // have every page answered and the others hold enough pages, the server answers nothing more;
+    // the run stores what it has, the file catches up with it, and the kill lands then. The warehouse
+    // then holds exactly the pages answered, and the file says the same.
+    const pagesOf = new Map<string, number>();
+    /** Pages (by window, the cursor of each) asked before the stall; those held after it were not answered. */
+    const asked = new Map<string, Set<string>>();
+    const held = new Map<string, Set<string>>();
+    let stalled = false;
+    const answered = (window: string): number =>
+      [...(asked.get(window) ?? [])].filter((c) => !(held.get(window)?.has(c) ?? false)).length;
     const emu = await emulator({
       seed: 33,
       eventsPerProject: 9000,
       projects: ['default'],
       limits: { ...SPEC_RATE_LIMITS },
+      onRequest: ({ template, query }) => {
+        if (template !== '/v1/events') return;
+        const window = query.get('timestamp[gte]') ?? '';
+        const page = query.get('cursor') ?? '';
+        if (!stalled) {
+          const counts = [...pagesOf.keys()].map((w) => ({ w, n: asked.get(w)?.size ?? 0 }));
+          const finished = counts.filter(({ w, n }) => n >= (pagesOf.get(w) ?? 0)).length;
+          const open = counts.filter(({ w, n }) => n > 0 && n < (pagesOf.get(w) ?? 0)).map(({ n }) => n);
+          // Two pages of margin: a page refused with 429 and not asked again before the stall is not answered.
+          if (finished >= 2 && open.reduce((a, b) => a + b, 0) - Math.max(0, ...open) > inFlightBound + 2) {
+            stalled = true;
+            emu.configure({ latencyMs: 600_000, latencyJitterMs: 0 });
+          }
+        }
+        const into = stalled ? held : asked;
+        into.set(window, (into.get(window) ?? new Set()).add(page));
+      },
     });
-    const d = dir();
-    const fromMs = dayStart(28);
-    const toMs = dayStart(1);
+    for (const w of sliceWindows(fromMs, toMs, 3 * DAY)) {
+      const rows = emu.snapshot('events').filter(inRange(events, w.fromMs, w.toMs)).length;
+      pagesOf.set(iso(w.fromMs), Math.max(1, Math.ceil(rows / 100)));
+    }
     const args = [
       'backfill',
       '--from',
@@ -191,31 +232,33 @@ describe('backfill through the real CLI (child processes)', () => {
         return undefined; // read while being renamed
       }
     };
-    // At a kill, each of the (at most CONCURRENCY) windows in flight can have two pages requested but
-    // not stored: the one being written and the next, fetched meanwhile. So kill once some windows are
-    // done and the checkpointed windows have read more pages than that: a restart from page one would
-    // then show.
-    const CONCURRENCY = 4;
-    const inFlightBound = 2 * CONCURRENCY;
-    // The file the condition reads can be one commit behind the warehouse, and that commit can finish
-    // a window (its pages then leave `running`): so the pages counted leave out the window furthest
-    // on, and the warehouse holds more than the bound whichever window that commit finished.
+    /** The file shows every answered page stored: windows fully answered done, the others at their count. */
+    const caughtUp = (l: ReturnType<typeof streamLedger> | undefined): boolean =>
+      l !== undefined &&
+      [...pagesOf].every(([window, pages]) => {
+        const n = answered(window);
+        const at = Date.parse(window);
+        const running = l.running.find((r) => Date.parse(r.from) === at);
+        if (n >= pages) return l.done.some((done) => Date.parse(done.from) <= at && at < Date.parse(done.to));
+        return n === 0 || running?.pages === n;
+      });
     const killed = await runCli(emu, args, {
-      killWhen: async () => {
-        const l = await ledgerNow();
-        if (l === undefined || windowsDone(l) < 2) return false;
-        const pages = l.running.filter((r) => r.cursor !== undefined).map((r) => r.pages);
-        return pages.reduce((n, p) => n + p, 0) - Math.max(0, ...pages) > inFlightBound;
-      },
+      killWhen: async () => stalled && caughtUp(await ledgerNow()),
     });
+    // Disarmed before the next run.
+    emu.configure({ latencyMs: 0, latencyJitterMs: 0 });
     expect(killed.signal, killed.stdout + killed.stderr).toBe('SIGKILL');
-    // The ledger as the warehouse holds it, which the resumed run follows: the file is a copy written
-    // after each commit, so a kill between the two leaves it one commit behind.
+    // The ledger as the warehouse holds it, which the resumed run follows: every answered page stored,
+    // each running window checkpointed at its last one.
     const atKill = await ledgerInWarehouse(d);
     const doneAtKill = windowsDone(atKill);
     const resumable = (atKill?.running ?? []).filter((r) => r.cursor !== undefined);
     expect(doneAtKill).toBeGreaterThanOrEqual(2);
     expect(resumable.length).toBeGreaterThan(0);
+    for (const r of resumable) {
+      const window = [...pagesOf.keys()].find((w) => Date.parse(w) === Date.parse(r.from)) ?? r.from;
+      expect(r.pages, `window from ${r.from}`).toBe(answered(window));
+    }
     const pagesRead = resumable.reduce((n, r) => n + r.pages, 0);
     const requestsBeforeResume = emu.stats().byEndpoint['/v1/events'] ?? 0;
 
