@@ -89,9 +89,41 @@ export interface ConvoEntry extends Entry {
 }
 
 /** ISO-8601 with milliseconds and `Z`, e.g. `2026-11-20T10:00:00.123Z`. */
+/**
+ * `new Date(ms).toISOString()`, computed: every served record formats two or three instants, and
+ * `toISOString` took about 1.4 µs a call, most of the emulator's time in a test's profile (a page of
+ * 1,000 events, thousands of pages a test file). Instants outside years 1970–9999 or not whole
+ * milliseconds go to `Date` as before.
+ */
 export function iso(ms: number): string {
-  return new Date(ms).toISOString();
+  if (!Number.isInteger(ms) || ms < 0 || ms >= LAST_MS) return new Date(ms).toISOString();
+  const days = Math.floor(ms / DAY_MS);
+  let rest = ms - days * DAY_MS;
+  // The civil date of a day number (H. Hinnant's `civil_from_days`): eras of 400 years from 0000-03-01.
+  const z = days + 719_468;
+  const era = Math.floor(z / 146_097);
+  const dayOfEra = z - era * 146_097;
+  const yearOfEra = Math.floor(
+    (dayOfEra - Math.floor(dayOfEra / 1460) + Math.floor(dayOfEra / 36_524) - Math.floor(dayOfEra / 146_096)) / 365,
+  );
+  const dayOfYear = dayOfEra - (365 * yearOfEra + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100));
+  const fromMarch = Math.floor((5 * dayOfYear + 2) / 153);
+  const day = dayOfYear - Math.floor((153 * fromMarch + 2) / 5) + 1;
+  const month = fromMarch < 10 ? fromMarch + 3 : fromMarch - 9;
+  const year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0);
+  const hour = Math.floor(rest / 3_600_000);
+  rest -= hour * 3_600_000;
+  const minute = Math.floor(rest / 60_000);
+  rest -= minute * 60_000;
+  const second = Math.floor(rest / 1000);
+  const milli = rest - second * 1000;
+  return `${year < 1000 ? String(year).padStart(4, '0') : year}-${two(month)}-${two(day)}T${two(hour)}:${two(minute)}:${two(second)}.${milli < 10 ? `00${milli}` : milli < 100 ? `0${milli}` : milli}Z`;
 }
+
+const DAY_MS = 86_400_000;
+/** 10000-01-01T00:00:00Z: `toISOString` writes years past 9999 with a sign and six digits. */
+const LAST_MS = 253_402_300_800_000;
+const two = (n: number): string => (n < 10 ? `0${n}` : `${n}`);
 
 /**
  * The event as served. `enriched: false` leaves out what the service adds later (`signals`,
