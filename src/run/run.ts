@@ -430,7 +430,7 @@ export class PublishRun {
     try {
       run.db = await DuckDbDestination.open(workingPathForReading(config.duckdbPath), {
         readOnly: true,
-        memoryLimit: config.duckdbMemoryLimit,
+        memoryLimitBytes: config.duckdbMemoryLimitBytes,
       });
     } catch (error) {
       run.openFailure = { error };
