@@ -160,6 +160,7 @@ try {
       const t0 = performance.now();
       const monitor = startRunMonitor({
         command: 'sync',
+        runId: `bench-${i}`,
         settings: { name: 'w', timeoutMs: 5000, ...settings },
         everyMs: 0,
         resources: [events],

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { RunEndCode } from '../core/exit-codes.js';
 import { redact, type Logger } from '../core/log.js';
 import type { ColumnDef, Row, TableSchema } from '../core/types.js';
@@ -121,15 +120,15 @@ export interface RunRecord {
 /**
  * Log one line per schema change (one per new table), then write the run's row and its changes.
  * Best effort: the data and the marks are already stored, so a failure here is a warning, not a
- * failed run. `runId` is the one the run's rows carry in `_run_id`. Returns the run id.
+ * failed run. `runId` is the run's (`Run.runId`), the one its rows carry in `_run_id`.
  */
 export async function recordRun(
   destination: Destination,
   run: RunRecord,
   changes: readonly SchemaChange[],
   logger: Logger,
-  runId: string = randomUUID(),
-): Promise<string> {
+  runId: string,
+): Promise<void> {
   const created = new Map<string, number>();
   for (const c of changes) {
     if (c.change === 'new table') created.set(c.table, (created.get(c.table) ?? 0) + 1);
@@ -201,5 +200,4 @@ export async function recordRun(
       `could not write the run history (${RUNS_TABLE}); the run's data and state are stored`,
     );
   }
-  return runId;
 }

@@ -3,7 +3,7 @@ import { parseDuration } from '../core/duration.js';
 import { emptyToUndefined } from './values.js';
 import { ConfigError } from '../core/errors.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/scheduler/budget.js';
-import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb/memory.js';
+import { DEFAULT_MEMORY_LIMIT_BYTES } from '../load/duckdb/memory.js';
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_DUCKDB_PATH,
@@ -69,7 +69,7 @@ export interface StatusConfig
     | 'resources'
     | 'destination'
     | 'duckdbPath'
-    | 'duckdbMemoryLimit'
+    | 'duckdbMemoryLimitBytes'
     | 'bigquery'
     | 'dryRun'
     | 'lockWaitMs'
@@ -93,7 +93,7 @@ export interface ResetConfig
     | 'lockWaitMs'
     | 'destination'
     | 'duckdbPath'
-    | 'duckdbMemoryLimit'
+    | 'duckdbMemoryLimitBytes'
     | 'bigquery'
     | 'dryRun'
   > {
@@ -179,12 +179,12 @@ function freshnessBounds(read: Reader): NonNullable<StatusCommandConfig['check']
 /** The warehouse settings of a command that reads it or changes only state (status, dbt-sources, reset). */
 function readWarehouse(
   read: Reader,
-): Pick<StatusConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
+): Pick<StatusConfig, 'destination' | 'duckdbPath' | 'duckdbMemoryLimitBytes' | 'bigquery' | 'dryRun' | 'lockWaitMs'> {
   const { destination, bigquery } = resolveWarehouse(read);
   return {
     destination,
     duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
-    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
+    duckdbMemoryLimitBytes: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT_BYTES,
     bigquery,
     dryRun: false,
     lockWaitMs: read.duration('lock-wait') ?? 0,
@@ -261,7 +261,7 @@ export function resolveReportConfig(flags: RunFlags, env: NodeJS.ProcessEnv = pr
 /** `sql` and `publish`: the warehouse file only (DuckDB). */
 export interface PublishedConfig {
   readonly duckdbPath: string;
-  readonly duckdbMemoryLimit: string;
+  readonly duckdbMemoryLimitBytes: number;
 }
 
 /** `sql [query]`: reads the published copy; output as a table, `--json` or `--csv`. */
@@ -275,7 +275,7 @@ export function resolveSqlConfig(
   if (json && csv) throw new ConfigError('sql: --json and --csv exclude each other: give one');
   return Object.freeze({
     duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
-    duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+    duckdbMemoryLimitBytes: DEFAULT_MEMORY_LIMIT_BYTES,
     ...(typeof flags.query === 'string' ? { query: flags.query } : {}),
     format: json ? 'json' : csv ? 'csv' : 'table',
   });
@@ -286,6 +286,6 @@ export function resolvePublishConfig(flags: RunFlags, env: NodeJS.ProcessEnv = p
   const read = reader('publish', flags, env);
   return Object.freeze({
     duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
-    duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+    duckdbMemoryLimitBytes: DEFAULT_MEMORY_LIMIT_BYTES,
   });
 }

@@ -1,5 +1,4 @@
 import { parseDuration } from '../core/duration.js';
-import { megabytes } from './size.js';
 import {
   DEFAULT_BATCH_BYTES,
   DEFAULT_BATCH_ROWS,
@@ -36,13 +35,13 @@ export const ENV = Object.freeze({
 export const PIPELINE_DEFAULTS = Object.freeze({
   sync: Object.freeze({
     batchRows: DEFAULT_BATCH_ROWS.duckdb,
-    batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6),
+    batchBytes: DEFAULT_BATCH_BYTES,
     settleMs: parseDuration(DEFAULT_SETTLE),
     concurrency: DEFAULT_SPLIT_CONCURRENCY,
   }),
   backfill: Object.freeze({
     batchRows: DEFAULT_BATCH_ROWS.duckdb,
-    batchBytes: Math.round((megabytes(DEFAULT_BATCH_BYTES) ?? 0) * 1e6),
+    batchBytes: DEFAULT_BATCH_BYTES,
     concurrency: DEFAULT_CONCURRENCY,
   }),
 });

@@ -6,7 +6,8 @@ import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
 import type { ChildSelection } from '../core/types.js';
 import { DEFAULT_RATE_LIMITS } from '../http/scheduler/budget.js';
-import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb/memory.js';
+import { DEFAULT_MEMORY_LIMIT_BYTES } from '../load/duckdb/memory.js';
+import { sizeText } from './size.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../http/retry-after.js';
 import { DEFAULT_TIMEOUTS } from '../http/timeouts.js';
 import { DESTINATION_NAMES } from '../load/registry.js';
@@ -103,12 +104,12 @@ interface OptionDefaults {
   readonly bodyTimeoutMs: number;
   readonly requestTimeoutMs: number;
   readonly maxRetryAfterMs: number;
-  readonly batchBytes: string;
+  readonly batchBytes: number;
   readonly maxRpm: number;
   readonly searchRpm: number;
   readonly maxRps: number;
   readonly searchGateRps: number;
-  readonly duckdbMemoryLimit: string;
+  readonly duckdbMemoryLimitBytes: number;
   readonly duckdbPath: string;
   readonly statePath: string;
   readonly lookback: string;
@@ -378,7 +379,7 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       name: 'duckdb-memory-limit',
       kind: 'size',
       group: 'Destination',
-      defaultText: d.duckdbMemoryLimit,
+      defaultText: sizeText(d.duckdbMemoryLimitBytes),
       describe:
         "DuckDB's memory limit in this process (larger operations spill to <file>.tmp; never raised on its own: rows too large for it fail naming this flag)",
       commands: WAREHOUSE,
@@ -453,7 +454,7 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
       name: 'batch-bytes',
       kind: 'size',
       group: 'Destination',
-      defaultText: d.batchBytes,
+      defaultText: sizeText(d.batchBytes),
       describe: 'also write a batch once its rows hold this much text',
       commands: RUN,
     },
@@ -799,7 +800,7 @@ function optionTable(d: OptionDefaults): readonly OptionSpec[] {
  * A batch is also written once its rows hold this much text (`--batch-bytes`), so memory follows
  * the settings, not the size of the records: 5,000 rows of 200 KB would otherwise be 1 GB.
  */
-export const DEFAULT_BATCH_BYTES = '8MB';
+export const DEFAULT_BATCH_BYTES = 8_000_000;
 
 /**
  * Rows per write + checkpoint. BigQuery batches are larger: each write is one load job and one MERGE,
@@ -870,7 +871,7 @@ export const OPTIONS = optionTable({
   maxRetryAfterMs: DEFAULT_MAX_RETRY_AFTER_MS,
   batchBytes: DEFAULT_BATCH_BYTES,
   ...DEFAULT_RATE_LIMITS,
-  duckdbMemoryLimit: DEFAULT_MEMORY_LIMIT,
+  duckdbMemoryLimitBytes: DEFAULT_MEMORY_LIMIT_BYTES,
   duckdbPath: DEFAULT_DUCKDB_PATH,
   statePath: DEFAULT_STATE_PATH,
   lookback: DEFAULT_LOOKBACK,

@@ -14,7 +14,8 @@ export interface Reader {
   number(flag: string): number | undefined;
   integer(flag: string): number | undefined;
   duration(flag: string): number | undefined;
-  size(flag: string): string | undefined;
+  /** A size in bytes. */
+  size(flag: string): number | undefined;
   instant(flag: string): number | undefined;
   /** One of the option's `choices`, else its `default` (options.ts); undefined when it has none. */
   choice(flag: string): string | undefined;
@@ -28,7 +29,7 @@ interface Parsed {
   readonly number: number;
   readonly integer: number;
   readonly duration: number;
-  readonly size: string;
+  readonly size: number;
   readonly instant: number;
   readonly choice: string;
 }

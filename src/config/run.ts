@@ -6,8 +6,7 @@ import { ConfigError } from '../core/errors.js';
 import type { LogFormat } from '../core/log.js';
 import type { ChildSelection, ResourceDefinition, SavedSearch } from '../core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/scheduler/budget.js';
-import { DEFAULT_MEMORY_LIMIT } from '../load/duckdb/memory.js';
-import { megabytes } from './size.js';
+import { DEFAULT_MEMORY_LIMIT_BYTES } from '../load/duckdb/memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../http/retry-after.js';
 import { DEFAULT_TIMEOUTS, type TimeoutOptions } from '../http/timeouts.js';
 import { DEFAULT_BASE_URL, normalizeBaseUrl } from '../http/conventions.js';
@@ -45,7 +44,8 @@ export interface SyncConfig {
   readonly resources: readonly ResourceDefinition[];
   readonly destination: DestinationName;
   readonly duckdbPath: string;
-  readonly duckdbMemoryLimit: string;
+  /** DuckDB's memory limit, in bytes (`--duckdb-memory-limit`). */
+  readonly duckdbMemoryLimitBytes: number;
   readonly bigquery?: BigQueryConfig;
   readonly dryRun: boolean;
   /** Dry run: rows each stream reads (and prints the requests for) before it stops. */
@@ -261,11 +261,10 @@ export function resolveRun(
   if (timeouts.requestMs <= 0)
     throw new ConfigError(`${read.label('request-timeout')}: expected a positive duration such as 2m`);
   const schemaContract = read.choice('schema-contract') as SchemaContract;
-  const batchBytesText = read.size('batch-bytes') ?? DEFAULT_BATCH_BYTES;
-  const batchMb = megabytes(batchBytesText) ?? 0;
-  if (batchMb <= 0)
+  const batchBytes = read.size('batch-bytes') ?? DEFAULT_BATCH_BYTES;
+  if (batchBytes <= 0)
     throw new ConfigError(
-      `${read.label('batch-bytes')}: expected a size such as 8MB or 512KB, got "${batchBytesText}"`,
+      `${read.label('batch-bytes')}: expected a size such as 8MB or 512KB, got "${read.text('batch-bytes') ?? ''}"`,
     );
 
   const logFormat = (read.choice('log-format') ?? (isTty ? 'pretty' : 'json')) as LogFormat;
@@ -292,7 +291,7 @@ export function resolveRun(
     resources,
     destination,
     duckdbPath: read.text('duckdb-path') ?? DEFAULT_DUCKDB_PATH,
-    duckdbMemoryLimit: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT,
+    duckdbMemoryLimitBytes: read.size('duckdb-memory-limit') ?? DEFAULT_MEMORY_LIMIT_BYTES,
     bigquery,
     dryRun,
     dryRunLimit: dryRunLimit(read, dryRun),
@@ -315,7 +314,7 @@ export function resolveRun(
     maxRunTimeMs,
     fullRefresh: read.bool('full-refresh') ?? false,
     publishEveryMs: read.duration('publish-every') ?? parseDuration(DEFAULT_PUBLISH_EVERY),
-    batchBytes: Math.round(batchMb * 1e6),
+    batchBytes,
     maxRetryAfterMs: read.duration('max-retry-after') ?? DEFAULT_MAX_RETRY_AFTER_MS,
     splitConcurrency: read.integer('concurrency') ?? DEFAULT_SPLIT_CONCURRENCY,
     json: read.bool('json') ?? false,

@@ -1,7 +1,7 @@
 import { parseDuration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import type { SavedSearch } from '../core/types.js';
-import { megabytes } from './size.js';
+import { bytesOf } from './size.js';
 
 /**
  * The values a setting can take, parsed and checked: numbers, durations, sizes, instants, lists and
@@ -37,16 +37,17 @@ export function parseStrictDuration(label: string, text: string): number {
   return parseDuration(t);
 }
 
-/** A size with its unit, as DuckDB reads it (`32MB`, `1GB`, `512MiB`). */
-export function parseSize(label: string, text: string): string {
+/** A size with its unit, as DuckDB reads it (`32MB`, `1GB`, `512MiB`), in bytes (`config/size.ts`). */
+export function parseSize(label: string, text: string): number {
   const t = text.trim();
   if (/^\d+(\.\d+)?$/.test(t))
     throw new ConfigError(
       `${label}: "${text}" has no unit; write it with one, e.g. ${t}MB or ${t}GB (units: KB, MB, GB, TB, KiB, MiB, GiB)`,
     );
-  if (megabytes(t) === undefined)
+  const bytes = bytesOf(t);
+  if (bytes === undefined)
     throw new ConfigError(`${label}: expected a size with a unit such as 32MB or 1GB, got "${text}"`);
-  return t;
+  return bytes;
 }
 
 const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2})$/;

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { QuerySyncError } from '../core/errors.js';
 import { EXIT_CODES } from '../core/exit-codes.js';
 import { redact, type Logger } from '../core/log.js';
@@ -47,6 +46,8 @@ export interface MonitorSettings {
 
 export interface MonitorContext {
   readonly command: string;
+  /** The run's id (`run/run.ts` `Run.runId`): the pings' `rid`, as in `_query_sync_runs.run_id`. */
+  readonly runId: string;
   /** Undefined: nothing asked for (the monitor does nothing and loads nothing). */
   readonly settings: MonitorSettings | undefined;
   /** Metrics are published this often while the run goes on (`--publish-every`; 0: only at the end). */
@@ -109,7 +110,6 @@ interface Tally {
 class ActiveMonitor implements RunMonitor {
   private readonly http: MonitorHttp;
   private readonly startedMs: number;
-  private readonly runId = randomUUID();
   private readonly version = userAgent().replace(/^query-sync\//, '');
   private readonly live = new Map<string, Tally>();
   private readonly done = new Map<string, StreamResult[]>();
@@ -135,7 +135,7 @@ class ActiveMonitor implements RunMonitor {
     this.started =
       ping === undefined
         ? Promise.resolve(undefined)
-        : this.http.send({ method: 'POST', url: pingUrl(ping.url, { start: true }, ping.exitCode, this.runId) });
+        : this.http.send({ method: 'POST', url: pingUrl(ping.url, { start: true }, ping.exitCode, context.runId) });
     const publishes = settings.metricsFile !== undefined || settings.pushgateway !== undefined;
     this.timer =
       publishes && context.everyMs > 0
@@ -307,7 +307,7 @@ class ActiveMonitor implements RunMonitor {
     if (start !== undefined && !start.ok) this.warn('ping', `the start ping failed: ${start.problem ?? ''}`);
     const sent = await this.http.send({
       method: 'POST',
-      url: pingUrl(ping.url, { exitCode: outcome.code }, ping.exitCode, this.runId),
+      url: pingUrl(ping.url, { exitCode: outcome.code }, ping.exitCode, this.context.runId),
       body: this.clean(pingBody(outcome.output)),
       contentType: 'text/plain; charset=utf-8',
       budgetMs: left(),

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import PQueue from 'p-queue';
 import { ConfigError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
@@ -208,8 +207,8 @@ export interface RepairOptions {
   readonly batchBytes: number;
   readonly signal?: AbortSignal;
   readonly hooks?: BackfillHooks;
-  /** `_run_id` of the rows a repair writes. */
-  readonly runId?: string;
+  /** `_run_id` of the rows a repair writes: the run's (`verify --repair`'s, or the sync's that reconciles). */
+  readonly runId: string;
   /** Each batch of a (resource, project) once durable: the records its list returned. */
   readonly onStored?: (resource: string, project: string, rows: readonly Row[]) => void;
 }
@@ -243,7 +242,7 @@ export async function repairWindows(
     if (!trackers.has(resource.name))
       trackers.set(
         resource.name,
-        new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId ?? randomUUID()),
+        new SchemaTracker(resource, await deps.destination.describe(resource.name), options.runId),
       );
   }
   return Promise.all(

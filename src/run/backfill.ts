@@ -38,7 +38,7 @@ export async function backfillStep(run: RunContext<BackfillConfig>): Promise<Run
   const summary = await runBackfill(
     { ...options, resources: started.resources, declared: RESOURCES },
     {
-      ...engineRun(run.services, { runId: started.runId, signal: stop.signal }),
+      ...engineRun(run.services, { runId: run.runId, signal: stop.signal }),
       settings: { concurrency: config.concurrency, batchRows: config.batchRows, batchBytes: config.batchBytes },
     },
     monitor.observe(backfillProgressHooks(runtime.tracker)),

@@ -17,7 +17,7 @@ import type { RunStop } from './stop.js';
 /**
  * What a writing run's step sees (`run.ts` `Run` is the one that exists): the run opened (runtime,
  * stop, state under the lease, the destination stack, monitoring) and the envelope's parts a step
- * calls in order: `begin` (run id, the resources under the contract), `end` (the stop mapped onto
+ * calls in order: `begin` (the columns as they were, the resources under the contract), `end` (the stop mapped onto
  * the streams), `billing`, `record` (the row in `_query_sync_runs`, the schema changes told to the
  * monitor), `defineExtras` (views, dbt sources). A step says only what it reads and what it reports.
  */
@@ -25,6 +25,8 @@ export interface RunContext<C extends SyncConfig = SyncConfig> {
   readonly command: WritingCommand;
   readonly config: C;
   readonly io: CommandIo;
+  /** The run's id (the one source of it): `_run_id`, `_query_sync_runs.run_id`, the pings' `rid`. */
+  readonly runId: string;
   readonly runtime: Runtime;
   readonly stop: RunStop;
   readonly state: StateStore;
@@ -44,7 +46,7 @@ export interface RunContext<C extends SyncConfig = SyncConfig> {
   finishRefresh(finished: (resource: string) => boolean): Promise<RefreshOutcome | undefined>;
   /** A plan for the progress display's ETA (only when progress is shown). */
   plan(what: string, plan: () => Promise<Plan>): Promise<Plan | undefined>;
-  /** The run id chosen, the columns read, the resources put under the contract, the display started. */
+  /** The columns read, the resources put under the contract, the display started. */
   begin(extraTables?: readonly string[]): Promise<StartedRun>;
   /** The walk is over: the display stops, a stream stopped by the run's stop carries the stop. */
   end<S extends StreamResult>(

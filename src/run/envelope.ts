@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { SyncConfig } from '../config/index.js';
 import type { RunStoppedError } from '../core/errors.js';
 import type { RunEndCode } from '../core/exit-codes.js';
@@ -16,15 +15,13 @@ import { isStopConsequence, stoppedLine, type RunStop } from './stop.js';
 /**
  * The envelope every writing run (sync, backfill) puts round its walk, in the order the runs need
  * it: the columns as they were (the contract and the schema changes are measured against them),
- * one run id, the progress started; then the display stopped and the stop mapped onto the streams,
+ * the progress started; then the display stopped and the stop mapped onto the streams,
  * the billing read and the run's row in `_query_sync_runs`, and the closing line of a stopped run.
  * The walks themselves, and what each run reports, stay with the run (`sync.ts`, `backfill.ts`).
  */
 
-/** A writing run as it starts: its id, the tables' columns before it, its resources under the contract. */
+/** A writing run as it starts (its id is the run's, `Run.runId`): the tables' columns before it, its resources under the contract. */
 export interface StartedRun {
-  /** One id for the run's rows (`_run_id`) and its row in `_query_sync_runs`. */
-  readonly runId: string;
   readonly columnsBefore: Map<string, readonly ColumnDef[] | undefined>;
   /** The configured resources, each checked against its table as it was when the run started. */
   readonly resources: ResourceDefinition[];
@@ -32,7 +29,7 @@ export interface StartedRun {
   readonly tables: readonly string[];
 }
 
-/** Read the columns, choose the run id, start the progress display: after the plan, before the walk. */
+/** Read the columns, start the progress display: after the plan, before the walk. */
 export async function startRun(
   runtime: Runtime,
   destination: Destination,
@@ -41,12 +38,11 @@ export async function startRun(
 ): Promise<StartedRun> {
   const tables = [...config.resources.map((r) => r.name), ...extraTables];
   const columnsBefore = await columnsOf(destination, tables);
-  const runId = randomUUID();
   runtime.tracker.markStart();
   runtime.display.start();
   // The contract is checked against the tables as they were when the run started.
   const resources = config.resources.map((r) => withContract(r, columnsBefore.get(r.name), config.schemaContract));
-  return { runId, columnsBefore, resources, tables };
+  return { columnsBefore, resources, tables };
 }
 
 /**
@@ -77,18 +73,19 @@ export function billingOf(config: Pick<SyncConfig, 'dryRun'>, destination: Desti
 
 /**
  * The run's row in `_query_sync_runs` and the schema changes it made (none for a dry run, which
- * writes nothing): returns the run id recorded and the changes, undefined when nothing was.
+ * writes nothing) under the run's id: returns that id and the changes, undefined when nothing was.
  */
 export async function recordWritingRun(
   config: Pick<SyncConfig, 'dryRun'>,
   destination: Destination,
   started: StartedRun,
+  runId: string,
   run: Omit<RunRecord, 'endedAt' | 'requests' | 'rateLimited' | 'end'> & { readonly end: RunEndCode },
   { clock, logger, client, budget }: Pick<Runtime, 'clock' | 'logger' | 'client' | 'budget'>,
 ): Promise<{ readonly runId: string; readonly changes: readonly SchemaChange[] } | undefined> {
   if (config.dryRun) return undefined;
   const changes = schemaChanges(started.columnsBefore, await columnsOf(destination, started.tables));
-  const runId = await recordRun(
+  await recordRun(
     destination,
     {
       ...run,
@@ -99,7 +96,7 @@ export async function recordWritingRun(
     },
     changes,
     logger,
-    started.runId,
+    runId,
   );
   return { runId, changes };
 }

@@ -8,7 +8,7 @@ import type { DestinationName } from '../load/registry.js';
 /** What `openDestination` needs of a command's config. */
 export type DestinationConfig = Pick<
   SyncConfig,
-  'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'dryRun' | 'lockWaitMs'
+  'destination' | 'duckdbPath' | 'duckdbMemoryLimitBytes' | 'bigquery' | 'dryRun' | 'lockWaitMs'
 >;
 
 /**
@@ -41,7 +41,7 @@ const OPEN: Readonly<Record<DestinationName, Opener>> = {
         ? { work: workingPathForReading(config.duckdbPath), note: undefined }
         : takeOverOldLayout(config.duckdbPath);
     if (note !== undefined) logger.info(note);
-    return DuckDbDestination.open(work, { waitMs: config.lockWaitMs, memoryLimit: config.duckdbMemoryLimit });
+    return DuckDbDestination.open(work, { waitMs: config.lockWaitMs, memoryLimitBytes: config.duckdbMemoryLimitBytes });
   },
   bigquery: async (config, logger, print) => {
     const bq = config.bigquery;

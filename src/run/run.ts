@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { RESOURCES } from '../../connectors/index.js';
 import type { BackfillConfig, PublishedConfig, ResetConfig, SyncConfig, VerifyConfig } from '../config/index.js';
@@ -104,6 +105,12 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
   readonly command: WritingCommand;
   readonly config: C;
   readonly io: CommandIo;
+  /**
+   * The run's id, chosen once as the run is made: its rows' `_run_id`, its row in
+   * `_query_sync_runs` (and its schema changes' and reconcile rows'), the pings' `rid`, `runId` of
+   * the `--json` summary. Everything else is handed this one.
+   */
+  readonly runId: string = randomUUID();
   readonly runtime: Runtime;
   readonly stop: RunStop;
   readonly monitor: RunMonitor;
@@ -137,6 +144,7 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
     // (BigQuery: prints what it would send) writes nothing, and is no scheduled run to report.
     this.monitor = startRunMonitor({
       command,
+      runId: this.runId,
       settings: config.dryRun ? undefined : config.monitor,
       everyMs: config.publishEveryMs ?? 0,
       ...(config.destination === 'duckdb' && !config.dryRun ? { publishedPath: config.duckdbPath } : {}),
@@ -310,6 +318,7 @@ export class Run<C extends SyncConfig> implements RunContext<C> {
       this.config,
       this.destination,
       started,
+      this.runId,
       { ...run, command: this.command, secrets: [this.config.apiKey] },
       this.runtime,
     );
@@ -430,7 +439,7 @@ export class PublishRun {
     try {
       run.db = await DuckDbDestination.open(workingPathForReading(config.duckdbPath), {
         readOnly: true,
-        memoryLimit: config.duckdbMemoryLimit,
+        memoryLimitBytes: config.duckdbMemoryLimitBytes,
       });
     } catch (error) {
       run.openFailure = { error };

@@ -36,7 +36,7 @@ export async function readStateDocument(
 
 type StateHomeConfig = Pick<
   StatusConfig,
-  'statePath' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimit' | 'bigquery' | 'lockWaitMs'
+  'statePath' | 'destination' | 'duckdbPath' | 'duckdbMemoryLimitBytes' | 'bigquery' | 'lockWaitMs'
 > & {
   readonly dryRun?: boolean;
 };
@@ -56,7 +56,10 @@ export async function readStateFrom(
     if (config.destination === 'duckdb') {
       const working = workingPathForReading(config.duckdbPath);
       if (!existsSync(working)) return await fromFile();
-      destination = await DuckDbDestination.open(working, { readOnly: true, memoryLimit: config.duckdbMemoryLimit });
+      destination = await DuckDbDestination.open(working, {
+        readOnly: true,
+        memoryLimitBytes: config.duckdbMemoryLimitBytes,
+      });
     } else {
       destination = await openDestination({ ...config, dryRun: config.dryRun ?? false }, logger, () => undefined);
     }

@@ -51,7 +51,7 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
   // Where each stream's windows start this run: the range the reconcile step checks.
   const stateBefore = runState.document;
   const started = await run.begin(analystTables(config));
-  const { runId } = started;
+  const { runId } = run;
   const hooks = monitor.observe(syncProgressHooks(runtime.tracker));
   // One book of what this server offers for the whole run: walks, searches and aggregates learn and log once.
   const capabilities = new Capabilities({ state: runState, clock, logger });

@@ -94,7 +94,7 @@ export async function verifyRepairStep(run: RunContext<VerifyConfig>): Promise<R
     mismatched,
     {
       resources: started.resources,
-      runId: started.runId,
+      runId: run.runId,
       concurrency: config.concurrency,
       batchRows: config.batchRows,
       batchBytes: config.batchBytes,

@@ -109,7 +109,10 @@ export interface SyncRun extends EngineRun {
 export function openSyncRun(
   services: RunServices & { readonly capabilities?: Capabilities },
   settings: SyncSettings,
-  /** The run's id (@default a new UUID) and its stop. */
+  /**
+   * The run's id (the run object's, `run/run.ts` `Run.runId`) and its stop. A new UUID only when
+   * none is given: tests and benchmarks (`bench/`) that wire the engine without a run object.
+   */
   run: { readonly runId?: string; readonly signal?: AbortSignal } = {},
 ): SyncRun {
   return {

@@ -165,7 +165,7 @@ export async function withPipeline<T>(
     destination: 'duckdb' as const,
     duckdbPath: dbPathOf(target.dir),
     // Unread: the harness makes its destination itself.
-    duckdbMemoryLimit: '',
+    duckdbMemoryLimitBytes: 0,
   };
   let opened: { readonly state: StateStore; readonly destination: Destination } | undefined;
   try {

@@ -124,7 +124,7 @@ async function rowsOf(
   column: string,
   records: readonly ApiRecord[],
 ): Promise<{ total: number; marked: number }> {
-  const db = await DuckDbDestination.open(path, { readOnly: true, memoryLimit: '512MB' });
+  const db = await DuckDbDestination.open(path, { readOnly: true, memoryLimitBytes: 512_000_000 });
   try {
     const columns = (await db.describe(table))?.map((c) => c.name) ?? [];
     // Ids repeat across projects (evt-000007 in alpha and in beta): the key is the pair.
@@ -146,7 +146,7 @@ const variantOf = (emu: Emulator): EmulatorOptions | undefined => optionsOf.get(
 
 /** Every table of `path` (published catalog or working file) against the API as served now. */
 async function expectExact(path: string, emu: Emulator, label: string): Promise<void> {
-  const db = await DuckDbDestination.open(path, { readOnly: true, memoryLimit: '512MB' });
+  const db = await DuckDbDestination.open(path, { readOnly: true, memoryLimitBytes: 512_000_000 });
   try {
     for (const resource of RESOURCES) {
       // A route the server lacks has nothing to sync (the emulator still holds its records).
@@ -164,7 +164,7 @@ async function expectExact(path: string, emu: Emulator, label: string): Promise<
 }
 
 async function runsOf(path: string): Promise<Record<string, unknown>[]> {
-  const db = await DuckDbDestination.open(path, { readOnly: true, memoryLimit: '512MB' });
+  const db = await DuckDbDestination.open(path, { readOnly: true, memoryLimitBytes: 512_000_000 });
   try {
     return await db.query('SELECT * FROM _query_sync_runs ORDER BY started_at');
   } finally {

@@ -45,7 +45,7 @@ async function searchDirectly(
 async function query(d: string, sql: string): Promise<Record<string, unknown>[]> {
   // The published copy, as an analyst opens it: its views read Parquet, which needs more memory than
   // the sync's 32MB working limit (an analyst's DuckDB takes 80% of RAM by default).
-  const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true, memoryLimit: '512MB' });
+  const db = await DuckDbDestination.open(dbPathOf(d), { readOnly: true, memoryLimitBytes: 512_000_000 });
   try {
     return await db.query(sql);
   } finally {

@@ -64,7 +64,7 @@ describe('memory follows the settings, not the data: batches are capped in bytes
     expect(Math.max(...writes)).toBeLessThanOrEqual(cap);
     expect(writes.reduce((a, b) => a + b, 0)).toBe(PAGES * PER_PAGE);
     // Read back with room: a query over these strings holds a whole row group's worth at once.
-    const db = await DuckDbDestination.open(dbPathOf(d), { memoryLimit: '512MB' });
+    const db = await DuckDbDestination.open(dbPathOf(d), { memoryLimitBytes: 512_000_000 });
     const [check] = await db.query(
       'SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, MIN(length(user_input)) AS lo, MAX(length(user_input)) AS hi FROM events',
     );
@@ -115,7 +115,7 @@ describe('memory follows the settings, not the data: batches are capped in bytes
     const expected = emu.snapshot('events', 'default');
     expect(expected).toHaveLength(300);
     // The rows as the sync stored them, in its working file.
-    const db = await DuckDbDestination.open(workingPathForReading(duckdbPath), { memoryLimit: '512MB' });
+    const db = await DuckDbDestination.open(workingPathForReading(duckdbPath), { memoryLimitBytes: 512_000_000 });
     const [check] = await db.query('SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids FROM events');
     // Every row byte for byte: its user_input's MD5 (of the UTF-8) against the emulator's.
     const stored = await db.query('SELECT id, md5(user_input) AS digest FROM events ORDER BY id');

@@ -181,7 +181,7 @@ describe('verify and status on BigQuery', () => {
         resources: [events, traces],
         destination: 'bigquery',
         duckdbPath: join(dir, 'unused.duckdb'),
-        duckdbMemoryLimit: '32MB',
+        duckdbMemoryLimitBytes: 32_000_000,
         bigquery: { projectId: 'proj', dataset: 'sync', location: 'US', apiEndpoint: undefined, keyFile, pollMs: 1 },
         dryRun: false,
         lockWaitMs: 0,

@@ -345,7 +345,7 @@ describe('traces owed after the dataset is changed by another writer (real-servi
       expect(mismatched.length).toBeGreaterThan(0);
       await repairWindows(
         mismatched,
-        { resources: [events], concurrency: 2, batchRows: 500, batchBytes: 8_000_000 },
+        { resources: [events], runId: 'repair-test', concurrency: 2, batchRows: 500, batchBytes: 8_000_000 },
         deps,
       );
     });

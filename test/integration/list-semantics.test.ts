@@ -217,6 +217,7 @@ describe('lists: scope', () => {
         },
         [],
         silentLogger(),
+        'list-semantics-run',
       );
     } finally {
       await db.close();

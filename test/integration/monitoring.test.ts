@@ -105,6 +105,15 @@ describe('a run tells the Pushgateway, a metrics file, a ping endpoint and a web
     expect(promtoolCheckMetrics(file1)).toEqual({ code: 0, output: '' });
     expect(sampleValue(file1, 'query_sync_rows_total', { resource: 'events', project: 'alpha' })).toBe(events.length);
     expect(pingsOf(receiver.received)).toEqual([`/ping/${PING_TOKEN}/start`, `/ping/${PING_TOKEN}`]);
+    // One id for the run: the pings' `rid` is its row's in `_query_sync_runs` and its rows' `_run_id`.
+    const [run1, ...moreRuns] = await readTable(d, '_query_sync_runs');
+    expect(moreRuns).toEqual([]);
+    expect(String(run1?.run_id)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    const rids = receiver.received
+      .filter((r) => r.url.startsWith('/ping/'))
+      .map((r) => new URL(r.url, receiver.url).searchParams.get('rid'));
+    expect(rids).toEqual([run1?.run_id, run1?.run_id]);
+    expect(new Set(events.map((r) => r._run_id))).toEqual(new Set([run1?.run_id]));
     expect(receiver.received.at(-1)?.body).toMatch(/^sync ok in [\d.]+ s$/m);
     // A first sync creates its tables: no change to anyone's queries, no notification.
     expect(hooksOf(receiver.received)).toEqual([]);

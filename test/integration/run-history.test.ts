@@ -359,7 +359,8 @@ describe('run history through the BigQuery destination (real client, strict doub
     if (factory === undefined) throw new Error('expected a BigQuery destination factory');
     const destination = await factory();
     try {
-      const runId = await recordRun(
+      const runId = 'run-history-bigquery';
+      await recordRun(
         destination,
         {
           command: 'sync',
@@ -382,6 +383,7 @@ describe('run history through the BigQuery destination (real client, strict doub
         },
         [{ table: 'events', column: 'model', type: 'string', change: 'new column' }],
         silentLogger(),
+        runId,
       );
       const runs = await bigqueryTarget.readTable(d, '_query_sync_runs');
       expect(runs).toEqual([expect.objectContaining({ run_id: runId, command: 'sync', outcome: 'ok', rows: 12n })]);

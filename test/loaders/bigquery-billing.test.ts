@@ -79,7 +79,8 @@ describe('bytes billed by the BigQuery destination', () => {
     open = dest;
     await dest.write({ table: eventsTable, rows: eventRows });
     const billing = dest.billing();
-    const runId = await recordRun(dest, run({ billing }), [], silentLogger());
+    const runId = 'billed-run';
+    await recordRun(dest, run({ billing }), [], silentLogger(), runId);
 
     const [row, ...more] = fake.rows('sync', RUNS_TABLE);
     expect(more).toEqual([]);

@@ -9,7 +9,7 @@ import { dir } from '../fakes/lifecycle.js';
  * much state as a long backfill does at the default. The long runs themselves are benchmarks that
  * exit non-zero when the backfill fails: `npm run bench:backfill -- 1m` and `-- 2y`.
  */
-const LIMIT = '8MB';
+const LIMIT = 8_000_000;
 
 /** A backfill's ledger as one state value of `bytes` characters (it grows with every window). */
 function ledger(bytes: number, n: number): StateCommit {
@@ -23,10 +23,10 @@ describe('DuckDbDestination keeps its memory bound over a long run', () => {
     // due: a two-year backfill's ledger, rewritten at every window, failed "could not write
     // query-sync's state … failed to pin block".
     const path = join(dir(), 'w.duckdb');
-    const db = await DuckDbDestination.open(path, { memoryLimit: LIMIT });
+    const db = await DuckDbDestination.open(path, { memoryLimitBytes: LIMIT });
     for (let n = 0; n < 80; n++) await db.writeState(ledger(300_000, n));
     await db.close();
-    const check = await DuckDbDestination.open(path, { memoryLimit: '256MB' });
+    const check = await DuckDbDestination.open(path, { memoryLimitBytes: 256_000_000 });
     const state = await check.readState();
     await check.close();
     expect(state.map((r) => [r.key, (JSON.parse(r.value ?? 'null') as { n: number }).n])).toEqual([

@@ -4,7 +4,7 @@ import { events } from '../../connectors/events.js';
 import type { StateCommit } from '../../src/core/state-table.js';
 import type { ApiRecord, Row } from '../../src/core/types.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
-import { DEFAULT_MEMORY_LIMIT } from '../../src/load/duckdb/memory.js';
+import { DEFAULT_MEMORY_LIMIT_BYTES } from '../../src/load/duckdb/memory.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { dir } from '../fakes/lifecycle.js';
 
@@ -73,11 +73,11 @@ describe('DuckDbDestination re-reading rows it already holds', () => {
     expect(await db.query("SELECT current_setting('memory_limit') AS m")).toEqual([
       { m: expect.stringMatching(/^3[01](\.\d+)? MiB$/) },
     ]);
-    expect(DEFAULT_MEMORY_LIMIT).toBe('32MB');
+    expect(DEFAULT_MEMORY_LIMIT_BYTES).toBe(32_000_000);
     expect(db.updateMemoryReleases).toBeGreaterThan(0);
     await db.close();
 
-    const check = await DuckDbDestination.open(path, { memoryLimit: '512MB' });
+    const check = await DuckDbDestination.open(path, { memoryLimitBytes: 512_000_000 });
     expect(
       await check.query(`SELECT COUNT(*) AS n, COUNT(DISTINCT (project_id, id)) AS keys,
           COUNT(*) FILTER (WHERE user_input LIKE 'v2 %' AND assistant_output LIKE 'v2 %' AND tool_calls IS NOT NULL

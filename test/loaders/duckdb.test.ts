@@ -5,7 +5,7 @@ import { users } from '../../connectors/users.js';
 import { parseJson } from '../../src/core/json.js';
 import type { ApiRecord } from '../../src/core/types.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
-import { megabytes } from '../../src/config/size.js';
+import { bytesOf, sizeText } from '../../src/config/size.js';
 import { SchemaTracker } from '../../src/normalize/normalize.js';
 import { dir } from '../fakes/lifecycle.js';
 
@@ -181,7 +181,7 @@ describe('DuckDbDestination', () => {
         ),
       );
     // 8,000 rows of ~4 KB: far more than 16MB once staged and merged.
-    const db = await DuckDbDestination.open(path, { memoryLimit: '16MB' });
+    const db = await DuckDbDestination.open(path, { memoryLimitBytes: 16_000_000 });
     const first = batch(0, 8000);
     await db.write({ table: t.schema, rows: first });
     const second = batch(8000, 4000);
@@ -189,7 +189,7 @@ describe('DuckDbDestination', () => {
     expect(db.outOfMemorySplits).toBeGreaterThan(0);
     await db.close();
     // Checked with room to read it all back.
-    const check = await DuckDbDestination.open(path, { memoryLimit: '512MB' });
+    const check = await DuckDbDestination.open(path, { memoryLimitBytes: 512_000_000 });
     const [summary] = await check.query(
       "SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, MIN(properties::JSON->>'i')::INT AS lo FROM events",
     );
@@ -209,7 +209,7 @@ describe('DuckDbDestination', () => {
     // of the limit, and with DuckDB's vacuum re-merging small row groups, this failed after ~75 rows.
     const path = dbPath();
     const t = new SchemaTracker(events);
-    const db = await DuckDbDestination.open(path, { memoryLimit: '16MB' });
+    const db = await DuckDbDestination.open(path, { memoryLimitBytes: 16_000_000 });
     const [before] = await db.query("SELECT current_setting('memory_limit') AS m");
     for (let w = 0; w < 60; w++) {
       const rows = Array.from({ length: 5 }, (_, i) =>
@@ -230,7 +230,7 @@ describe('DuckDbDestination', () => {
     expect(await db.query("SELECT current_setting('memory_limit') AS m")).toEqual([before]);
     expect(await db.count('events')).toBe(300);
     await db.close();
-    const check = await DuckDbDestination.open(path, { memoryLimit: '512MB' });
+    const check = await DuckDbDestination.open(path, { memoryLimitBytes: 512_000_000 });
     expect(
       await check.query(
         "SELECT COUNT(*) AS n, COUNT(DISTINCT id) AS ids, COUNT(*) FILTER (WHERE user_input LIKE '% again %') AS updated FROM events",
@@ -250,7 +250,7 @@ describe('DuckDbDestination', () => {
     const rows = Array.from({ length: 120 }, (_, i) =>
       t.normalize({ id: `big${i}`, timestamp: at, user_input: `${i} `.padEnd(600_000, 'y') }, 'p', at),
     );
-    const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
+    const db = await DuckDbDestination.open(dbPath(), { memoryLimitBytes: 16_000_000 });
     const [before] = await db.query("SELECT current_setting('memory_limit') AS m");
     expect(await db.write({ table: t.schema, rows })).toEqual({ rows: 120 });
     expect(db.outOfMemorySplits).toBeGreaterThan(0);
@@ -262,18 +262,22 @@ describe('DuckDbDestination', () => {
   it('a row that does not fit the memory limit alone fails clearly, naming the setting to change', async () => {
     const t = new SchemaTracker(events);
     const row = t.normalize({ id: 'huge', timestamp: at, user_input: 'z'.repeat(40_000_000) }, 'p', at);
-    const db = await DuckDbDestination.open(dbPath(), { memoryLimit: '16MB' });
+    const db = await DuckDbDestination.open(dbPath(), { memoryLimitBytes: 16_000_000 });
     await expect(db.write({ table: t.schema, rows: [row] })).rejects.toThrow(
       /DuckDB write to table events failed: [\s\S]*DuckDB's memory limit is 16MB and is not raised on its own\. The batch was written in parts down to single rows \(of up to about 40000 KB\) and still did not fit[\s\S]*Set --duckdb-memory-limit higher/,
     );
     await db.close();
   }, 60_000);
 
-  it('reads DuckDB sizes as DuckDB does', () => {
-    expect(megabytes('32MB')).toBe(32);
-    expect(megabytes('1GB')).toBe(1000);
-    expect(megabytes('1GiB')).toBeCloseTo(1073.741824);
-    expect(megabytes('512 KB')).toBe(0.512);
-    expect(megabytes('lots')).toBeUndefined();
+  it('reads DuckDB sizes as DuckDB does, and writes bytes back as it reads them', () => {
+    expect(bytesOf('32MB')).toBe(32_000_000);
+    expect(bytesOf('1GB')).toBe(1_000_000_000);
+    expect(bytesOf('1GiB')).toBe(1_073_741_824);
+    expect(bytesOf('512 KB')).toBe(512_000);
+    expect(bytesOf('lots')).toBeUndefined();
+    for (const text of ['32MB', '8MB', '512MiB', '1GiB', '2TB', '64KB'])
+      expect(sizeText(bytesOf(text) ?? 0)).toBe(text);
+    expect(sizeText(bytesOf('1.5GB') ?? 0)).toBe('1500MB');
+    expect(sizeText(500)).toBe('500B');
   });
 });

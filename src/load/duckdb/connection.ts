@@ -5,6 +5,7 @@ import type { DuckDBConnection } from '@duckdb/node-api';
 import { DuckDBInstance } from './instance.js';
 import { LoadError, WarehouseBusyError } from '../../core/errors.js';
 import { sqlString } from './sql.js';
+import { sizeText } from '../../config/size.js';
 
 /**
  * The life of the DuckDB file a destination writes: opening it (waiting while another process holds
@@ -18,8 +19,8 @@ export interface DuckDbOpenOptions {
   readonly waitMs?: number;
   /** Open read-only (`status`): never creates the file. @default false */
   readonly readOnly?: boolean;
-  /** DuckDB's memory limit for this process (see `DEFAULT_MEMORY_LIMIT`). */
-  readonly memoryLimit?: string;
+  /** DuckDB's memory limit for this process, in bytes (see `DEFAULT_MEMORY_LIMIT_BYTES`). */
+  readonly memoryLimitBytes?: number;
 }
 
 /**
@@ -66,8 +67,8 @@ export class DuckDbFile {
   private constructor(
     instance: DuckDBInstance,
     connection: DuckDBConnection,
-    /** DuckDB's memory limit: the configured one, never raised (`none` for `:memory:`). */
-    readonly memoryLimit: string,
+    /** DuckDB's memory limit in bytes: the configured one, never raised (undefined for `:memory:`: none). */
+    readonly memoryLimitBytes: number | undefined,
     /** The ATTACH statement of the file (none for `:memory:`), to reattach it after DuckDB invalidates it. */
     private readonly attachSql: string | undefined,
     /** The file (for messages) and how long to wait for it when reattaching. */
@@ -83,6 +84,11 @@ export class DuckDbFile {
     return this.current;
   }
 
+  /** The memory limit as DuckDB reads it (`32MB`; `none` for `:memory:`), for messages. */
+  get memoryLimitText(): string {
+    return this.memoryLimitBytes === undefined ? 'none' : sizeText(this.memoryLimitBytes);
+  }
+
   /** Whether the file is attached (not `:memory:`), so it can be reattached or reopened. */
   get reattachable(): boolean {
     return this.attachSql !== undefined;
@@ -93,12 +99,12 @@ export class DuckDbFile {
    * process (a sync or backfill running now) holds it, retry until `waitMs` has passed, then fail
    * with a `WarehouseBusyError` saying what to do.
    */
-  static async open(path: string, memoryLimit: string, options: DuckDbOpenOptions = {}): Promise<DuckDbFile> {
+  static async open(path: string, memoryLimitBytes: number, options: DuckDbOpenOptions = {}): Promise<DuckDbFile> {
     if (path === ':memory:') {
       const instance = await DuckDBInstance.create(path);
       const connection = await instance.connect();
       await connection.run("SET TimeZone = 'UTC'");
-      return new DuckDbFile(instance, connection, 'none', undefined, ':memory:', 0);
+      return new DuckDbFile(instance, connection, undefined, undefined, ':memory:', 0);
     }
     if (options.readOnly !== true) mkdirSync(dirname(path), { recursive: true });
     // The file is attached to an in-memory host database: ATTACH is where DuckDB takes a row group
@@ -110,7 +116,7 @@ export class DuckDbFile {
     // checkpoint needed ~100 rows' worth and failed at 32MB. Without it a checkpoint writes only
     // the rows since the previous one (`checkpointIfDue`). Nothing query-sync writes deletes rows.
     const instance = await DuckDBInstance.create(':memory:', {
-      memory_limit: memoryLimit,
+      memory_limit: sizeText(memoryLimitBytes),
       temp_directory: `${path}.tmp`,
       max_vacuum_tasks: '0',
       ...(options.readOnly === true ? {} : { threads: String(WRITER_THREADS) }),
@@ -125,7 +131,7 @@ export class DuckDbFile {
       instance.closeSync();
       throw error;
     }
-    return new DuckDbFile(instance, connection, memoryLimit, attach, path, options.waitMs ?? 0);
+    return new DuckDbFile(instance, connection, memoryLimitBytes, attach, path, options.waitMs ?? 0);
   }
 
   /** Run `work` after every task queued before it; none runs once the file is closed or lost. */

@@ -11,7 +11,7 @@ import {
 import type { ColumnDef, LogicalType, Row, TableSchema } from '../../core/types.js';
 import { rowBytes } from '../../core/row-bytes.js';
 import { DuckDbFile, type DuckDbOpenOptions } from './connection.js';
-import { checkpointBytes, DEFAULT_MEMORY_LIMIT, DuckDbMemory, isInvalidated, isOutOfMemory } from './memory.js';
+import { checkpointBytes, DEFAULT_MEMORY_LIMIT_BYTES, DuckDbMemory, isInvalidated, isOutOfMemory } from './memory.js';
 import { compactTail } from './compact.js';
 import { DescribedTables } from './described.js';
 import { bridgeSql, ident, insertSql, mergeSql } from './sql.js';
@@ -94,7 +94,9 @@ export class DuckDbDestination implements Destination {
    * with a `WarehouseBusyError` saying what to do.
    */
   static async open(path: string, options: DuckDbOpenOptions = {}): Promise<DuckDbDestination> {
-    return new DuckDbDestination(await DuckDbFile.open(path, options.memoryLimit ?? DEFAULT_MEMORY_LIMIT, options));
+    return new DuckDbDestination(
+      await DuckDbFile.open(path, options.memoryLimitBytes ?? DEFAULT_MEMORY_LIMIT_BYTES, options),
+    );
   }
 
   /** The connection; use it only inside `serial`. */
@@ -322,7 +324,7 @@ export class DuckDbDestination implements Destination {
     const written = [...this.written];
     this.written.clear();
     if (written.length > 0) {
-      const maxBytes = checkpointBytes(this.file.memoryLimit) ?? checkpointBytes(DEFAULT_MEMORY_LIMIT) ?? 0;
+      const maxBytes = checkpointBytes(this.file.memoryLimitBytes ?? DEFAULT_MEMORY_LIMIT_BYTES) ?? 0;
       await this.serial(async () => {
         for (const table of written) {
           if ((await this.describeNow(table)) !== undefined) await compactTail(this.connection, table, maxBytes);
@@ -408,7 +410,7 @@ export class DuckDbDestination implements Destination {
       const rowKb = Math.round(largestRowBytes(rows) / 1000);
       const hint =
         isInvalidated(error) || isOutOfMemory(error)
-          ? ` (DuckDB's memory limit is ${this.file.memoryLimit} and is not raised on its own. The batch was written in parts down to single ` +
+          ? ` (DuckDB's memory limit is ${this.file.memoryLimitText} and is not raised on its own. The batch was written in parts down to single ` +
             `rows (of up to about ${rowKb} KB) and still did not fit: a write holds its rows in DuckDB's memory twice (staged, ` +
             `then merged) until the next checkpoint, and strings this large cannot spill to disk. ` +
             `Set --duckdb-memory-limit higher (at least several times the largest row); the batches written before are stored)`

@@ -1,7 +1,6 @@
 import type { TableSchema, Row } from '../../core/types.js';
 import type { StateRow } from '../../core/state-table.js';
 import type { DuckDbFile } from './connection.js';
-import { megabytes } from '../../config/size.js';
 
 /**
  * DuckDB's memory limit, how a write tells it ran out of memory, and the policy that keeps a run
@@ -18,7 +17,7 @@ import { megabytes } from '../../config/size.js';
  * parts, down to single rows (`DuckDbDestination.upsert`). The limit is never raised: memory
  * follows the settings, not the data; a row that does not fit alone fails naming the setting.
  */
-export const DEFAULT_MEMORY_LIMIT = '32MB';
+export const DEFAULT_MEMORY_LIMIT_BYTES = 32_000_000;
 
 /**
  * Text written since the last checkpoint that triggers one before the next write: this fraction of
@@ -31,9 +30,8 @@ export const DEFAULT_MEMORY_LIMIT = '32MB';
 const CHECKPOINT_SHARE = 0.25;
 
 /** Text bytes (strings by length, other cells 8) after which a checkpoint is due; undefined: never (no limit). */
-export function checkpointBytes(memoryLimit: string): number | undefined {
-  const mb = megabytes(memoryLimit);
-  return mb === undefined ? undefined : mb * 1e6 * CHECKPOINT_SHARE;
+export function checkpointBytes(memoryLimitBytes: number | undefined): number | undefined {
+  return memoryLimitBytes === undefined ? undefined : memoryLimitBytes * CHECKPOINT_SHARE;
 }
 
 /**
@@ -47,9 +45,8 @@ export function checkpointBytes(memoryLimit: string): number | undefined {
 const RELEASE_SHARE = 1 / 16;
 
 /** ALLOCATOR bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
-function releaseBytes(memoryLimit: string): number | undefined {
-  const mb = megabytes(memoryLimit);
-  return mb === undefined ? undefined : mb * 1e6 * RELEASE_SHARE;
+function releaseBytes(memoryLimitBytes: number | undefined): number | undefined {
+  return memoryLimitBytes === undefined ? undefined : memoryLimitBytes * RELEASE_SHARE;
 }
 
 /**
@@ -67,9 +64,8 @@ function releaseBytes(memoryLimit: string): number | undefined {
 const PINNED_SHARE = 1 / 8;
 
 /** BASE_TABLE bytes held after a checkpoint above which the file is reattached; undefined: never (no limit). */
-function pinnedBytes(memoryLimit: string): number | undefined {
-  const mb = megabytes(memoryLimit);
-  return mb === undefined ? undefined : mb * 1e6 * PINNED_SHARE;
+function pinnedBytes(memoryLimitBytes: number | undefined): number | undefined {
+  return memoryLimitBytes === undefined ? undefined : memoryLimitBytes * PINNED_SHARE;
 }
 
 /** DuckDB's error when an operation needs more than its memory limit. */
@@ -123,9 +119,9 @@ export class DuckDbMemory {
   private readonly pinnedAt: number | undefined;
 
   constructor(private readonly file: DuckDbFile) {
-    this.checkpointAt = checkpointBytes(file.memoryLimit);
-    this.releaseAt = releaseBytes(file.memoryLimit);
-    this.pinnedAt = pinnedBytes(file.memoryLimit);
+    this.checkpointAt = checkpointBytes(file.memoryLimitBytes);
+    this.releaseAt = releaseBytes(file.memoryLimitBytes);
+    this.pinnedAt = pinnedBytes(file.memoryLimitBytes);
   }
 
   /** `sinceCheckpoint` when DuckDB's memory was last probed (`heldMemory`). */
@@ -180,7 +176,7 @@ export class DuckDbMemory {
       if (isInvalidated(error)) await this.recoverInvalidated(table, error, warnings, budget);
       else if (isOutOfMemory(error)) {
         warnings.push(
-          `DuckDB ran out of memory checkpointing before a write to table ${table} at its memory limit of ${this.file.memoryLimit}; ` +
+          `DuckDB ran out of memory checkpointing before a write to table ${table} at its memory limit of ${this.file.memoryLimitText}; ` +
             `the rows before are stored (in its log) and the checkpoint is tried again before the next write`,
         );
       } else throw error;
@@ -294,7 +290,7 @@ export class DuckDbMemory {
     await this.file.reopen();
     // `sinceCheckpoint` stays: the log DuckDB replayed holds the rows written since the last checkpoint.
     warnings.push(
-      `DuckDB ran out of memory checkpointing table ${table} at its memory limit of ${this.file.memoryLimit}; ` +
+      `DuckDB ran out of memory checkpointing table ${table} at its memory limit of ${this.file.memoryLimitText}; ` +
         `reopened the file at the same limit and wrote the batch again (a larger --duckdb-memory-limit avoids this)`,
     );
   }

@@ -53,15 +53,15 @@ describe('parseStrictDuration', () => {
 });
 
 describe('parseSize', () => {
-  it('returns the size as DuckDB reads it (trimmed), decimal and binary units, any case', () => {
+  it('returns the size in bytes as DuckDB reads it (trimmed), decimal and binary units, any case', () => {
     for (const [text, out] of [
-      ['512MB', '512MB'],
-      ['1GB', '1GB'],
-      ['1.5GiB', '1.5GiB'],
-      ['64kb', '64kb'],
-      [' 2TB ', '2TB'],
-    ]) {
-      expect(parseSize('--duckdb-memory-limit', text as string), text).toBe(out);
+      ['512MB', 512_000_000],
+      ['1GB', 1_000_000_000],
+      ['1.5GiB', 1.5 * 1024 ** 3],
+      ['64kb', 64_000],
+      [' 2TB ', 2_000_000_000_000],
+    ] as const) {
+      expect(parseSize('--duckdb-memory-limit', text), text).toBe(out);
     }
   });
 

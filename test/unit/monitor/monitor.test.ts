@@ -278,6 +278,7 @@ describe('a run monitor', () => {
     };
     const monitor = startRunMonitor({
       command: 'sync',
+      runId: 'r1',
       settings: { name: 'w', metricsFile, timeoutMs: 1000 },
       everyMs: 20,
       resources: [events],
