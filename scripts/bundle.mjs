@@ -10,8 +10,9 @@
 //   parse `sync`, and nobody loads the BigQuery client who does not write to BigQuery.
 // - Packages with native code, worker threads or files found by path at run time stay outside,
 //   loaded from node_modules as before: DuckDB's native binding (its JavaScript API, ~180 small
-//   CommonJS files, is bundled: src/load/duckdb/instance.ts), the BigQuery client, pino and
-//   pino-pretty, yaml.
+//   CommonJS files, is bundled: src/load/duckdb/instance.ts), the BigQuery client, pino-pretty,
+//   yaml. pino is bundled without its transports (worker threads), which query-sync does not use
+//   (see \`pinoWithoutTransports\`).
 // - undici is bundled through scripts/undici-lean.cjs: its Agent and `request`, not the 72 other files
 //   of fetch, WebSocket, caches and mocks its index loads (65 ms of CPU less per start, 1.00 against
 //   1.07 CPU-s for a sync with nothing to do, a mean of 24 runs alternating).
@@ -123,6 +124,31 @@ module.exports = load();`,
 };
 
 /**
+ * pino is bundled (about 25 CommonJS files otherwise each resolved, read and wrapped at every start,
+ * pino.js parsed a second time for its export names), but not its transports: `pino.transport()`
+ * and the `transport` option run a worker thread from files found by path, which a bundle cannot
+ * carry. query-sync writes its logs through a stream in the process (`core/log.ts`), so the module
+ * that starts them (pino/lib/transport.js, which loads thread-stream and \`worker_threads\`) is
+ * replaced by one that refuses, and is never called.
+ */
+const pinoWithoutTransports = {
+  name: 'pino-without-transports',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/transport$/ }, (args) =>
+      /[\\/]node_modules[\\/]pino[\\/]lib$/.test(args.resolveDir)
+        ? { path: 'transport', namespace: 'pino-without-transports' }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'pino-without-transports' }, () => ({
+      contents: `module.exports = function transport() {
+  throw new Error('pino transports are not part of the query-sync bundle (scripts/bundle.mjs)');
+};`,
+      loader: 'js',
+    }));
+  },
+};
+
+/**
  * The files the last bundle was built from and when that build started (dist/bin/inputs.json): a
  * bundle none of whose inputs changed since is kept as it is, as `tsc -b` keeps what is up to
  * date. So `npm test` and `npm run test:slow` can start side by side (.ci/run) without one
@@ -160,12 +186,12 @@ if (!upToDate()) {
     sourcemap: true,
     metafile: true,
     chunkNames: '[name]-[hash]',
-    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino', 'pino-pretty', 'yaml'],
+    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino-pretty', 'yaml'],
     // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
     banner: {
       js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);",
     },
-    plugins: [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding],
+    plugins: [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding, pinoWithoutTransports],
     logLevel: 'warning',
   });
   chmodSync(join(outdir, 'cli.js'), 0o755);
