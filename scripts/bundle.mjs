@@ -176,7 +176,7 @@ if (!upToDate()) {
   rmSync(outdir, { recursive: true, force: true });
   const { metafile } = await build({
     absWorkingDir: root,
-    entryPoints: { cli: join(root, 'src', 'cli', 'main.ts') },
+    entryPoints: { cli: join(root, 'src', 'cli', 'entry.ts') },
     outdir,
     bundle: true,
     splitting: true,
