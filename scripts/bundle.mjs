@@ -134,8 +134,9 @@ module.exports = load();`,
 const pinoWithoutTransports = {
   name: 'pino-without-transports',
   setup(b) {
-    b.onResolve({ filter: /^\.\/transport$/ }, (args) =>
-      /[\\/]node_modules[\\/]pino[\\/]lib$/.test(args.resolveDir)
+    // pino.js requires './lib/transport', lib/tools.js './transport'.
+    b.onResolve({ filter: /^\.\/(lib\/)?transport$/ }, (args) =>
+      /[\\/]node_modules[\\/]pino[\\/]lib[\\/]transport$/.test(join(args.resolveDir, args.path))
         ? { path: 'transport', namespace: 'pino-without-transports' }
         : undefined,
     );
