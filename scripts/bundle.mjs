@@ -63,7 +63,11 @@ const undiciLean = {
  * and five Unicode-property regular expressions (emoji, marks, ignorable code points) when its
  * module loads, which ICU makes about 40 ms of CPU at every start, and only help text uses them.
  * Each import of it gets a stand-in that requires the real module on the first call: esbuild wraps
- * a module reached only through `require` in an initializer that runs then.
+ * a module reached only through `require` in an initializer that runs then. Printable ASCII text
+ * (all of the help text but a few lines) is one column a character, as string-width counts it: the
+ * stand-in answers that itself, without the real module's per-grapheme segmenting, the help's
+ * layout cost (`sync --help` 0.53 -> 0.30 CPU-s, 10 runs alternating; every command's help the
+ * same byte for byte).
  */
 const lazyStringWidth = {
   name: 'lazy-string-width',
@@ -82,6 +86,7 @@ const lazyStringWidth = {
     b.onLoad({ filter: /.*/, namespace: 'lazy-string-width' }, (args) => ({
       contents: `let real;
 export default function stringWidth(text, options) {
+  if (typeof text === 'string' && /^[\\x20-\\x7e]*$/.test(text)) return text.length;
   real ??= require(${JSON.stringify(args.path)}).default;
   return real(text, options);
 }`,
