@@ -10,8 +10,9 @@
 //   parse `sync`, and nobody loads the BigQuery client who does not write to BigQuery.
 // - Packages with native code, worker threads or files found by path at run time stay outside,
 //   loaded from node_modules as before: DuckDB's native binding (its JavaScript API, ~180 small
-//   CommonJS files, is bundled: src/load/duckdb/instance.ts), the BigQuery client, pino and
-//   pino-pretty, yaml.
+//   CommonJS files, is bundled: src/load/duckdb/instance.ts), the BigQuery client, pino-pretty,
+//   yaml. pino is bundled without its transports (worker threads), which query-sync does not use
+//   (see \`pinoWithoutTransports\`).
 // - undici is bundled through scripts/undici-lean.cjs: its Agent and `request`, not the 72 other files
 //   of fetch, WebSocket, caches and mocks its index loads (65 ms of CPU less per start, 1.00 against
 //   1.07 CPU-s for a sync with nothing to do, a mean of 24 runs alternating).
@@ -62,7 +63,11 @@ const undiciLean = {
  * and five Unicode-property regular expressions (emoji, marks, ignorable code points) when its
  * module loads, which ICU makes about 40 ms of CPU at every start, and only help text uses them.
  * Each import of it gets a stand-in that requires the real module on the first call: esbuild wraps
- * a module reached only through `require` in an initializer that runs then.
+ * a module reached only through `require` in an initializer that runs then. Printable ASCII text
+ * (all of the help text but a few lines) is one column a character, as string-width counts it: the
+ * stand-in answers that itself, without the real module's per-grapheme segmenting, the help's
+ * layout cost (`sync --help` 0.53 -> 0.30 CPU-s, 10 runs alternating; every command's help the
+ * same byte for byte).
  */
 const lazyStringWidth = {
   name: 'lazy-string-width',
@@ -81,6 +86,7 @@ const lazyStringWidth = {
     b.onLoad({ filter: /.*/, namespace: 'lazy-string-width' }, (args) => ({
       contents: `let real;
 export default function stringWidth(text, options) {
+  if (typeof text === 'string' && /^[\\x20-\\x7e]*$/.test(text)) return text.length;
   real ??= require(${JSON.stringify(args.path)}).default;
   return real(text, options);
 }`,
@@ -123,6 +129,32 @@ module.exports = load();`,
 };
 
 /**
+ * pino is bundled (about 25 CommonJS files otherwise each resolved, read and wrapped at every start,
+ * pino.js parsed a second time for its export names), but not its transports: `pino.transport()`
+ * and the `transport` option run a worker thread from files found by path, which a bundle cannot
+ * carry. query-sync writes its logs through a stream in the process (`core/log.ts`), so the module
+ * that starts them (pino/lib/transport.js, which loads thread-stream and \`worker_threads\`) is
+ * replaced by one that refuses, and is never called.
+ */
+const pinoWithoutTransports = {
+  name: 'pino-without-transports',
+  setup(b) {
+    // pino.js requires './lib/transport', lib/tools.js './transport'.
+    b.onResolve({ filter: /^\.\/(lib\/)?transport$/ }, (args) =>
+      /[\\/]node_modules[\\/]pino[\\/]lib[\\/]transport$/.test(join(args.resolveDir, args.path))
+        ? { path: 'transport', namespace: 'pino-without-transports' }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: 'pino-without-transports' }, () => ({
+      contents: `module.exports = function transport() {
+  throw new Error('pino transports are not part of the query-sync bundle (scripts/bundle.mjs)');
+};`,
+      loader: 'js',
+    }));
+  },
+};
+
+/**
  * The files the last bundle was built from and when that build started (dist/bin/inputs.json): a
  * bundle none of whose inputs changed since is kept as it is, as `tsc -b` keeps what is up to
  * date. So `npm test` and `npm run test:slow` can start side by side (.ci/run) without one
@@ -150,7 +182,7 @@ if (!upToDate()) {
   rmSync(outdir, { recursive: true, force: true });
   const { metafile } = await build({
     absWorkingDir: root,
-    entryPoints: { cli: join(root, 'src', 'cli', 'main.ts') },
+    entryPoints: { cli: join(root, 'src', 'cli', 'entry.ts') },
     outdir,
     bundle: true,
     splitting: true,
@@ -160,12 +192,12 @@ if (!upToDate()) {
     sourcemap: true,
     metafile: true,
     chunkNames: '[name]-[hash]',
-    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino', 'pino-pretty', 'yaml'],
+    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino-pretty', 'yaml'],
     // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
     banner: {
       js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);",
     },
-    plugins: [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding],
+    plugins: [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding, pinoWithoutTransports],
     logLevel: 'warning',
   });
   chmodSync(join(outdir, 'cli.js'), 0o755);

@@ -12,8 +12,6 @@ import {
   type TableCounts,
   type WarehouseStatus,
 } from '../../reports/status.js';
-import { readStateFrom } from '../../run/state-home.js';
-import { openReadOnly } from '../../run/open-destination.js';
 import { workingPathForReading } from '../../publish/layout.js';
 import { publishedLine, publishedStatus, type PublishedStatus } from '../../publish/status.js';
 import type { CommandIo } from '../../run/io.js';
@@ -30,6 +28,7 @@ async function statusOf(
   config: StatusCommandConfig,
   io: CommandIo,
 ): Promise<{ readonly report: StatusReport; readonly published: PublishedStatus | undefined }> {
+  const { readStateFrom } = await import('../../run/state-home.js');
   const { document: doc, location } = await readStateFrom(config, silentLogger());
   const nowMs = (io.clock ?? systemClock).now();
   const { warehouse, owed } = await readWarehouse(config, doc, io, nowMs);
@@ -52,7 +51,7 @@ async function freshnessOf(config: StatusCommandConfig, io: CommandIo): Promise<
   const doc =
     config.destination === 'duckdb' && existsSync(config.statePath)
       ? await StateStore.read(config.statePath)
-      : (await readStateFrom(config, silentLogger())).document;
+      : (await (await import('../../run/state-home.js')).readStateFrom(config, silentLogger())).document;
   const unread: WarehouseStatus = { destination: config.destination, location: '', available: false, tables: {} };
   const report = buildStatus(config.statePath, doc, config.resources, unread, config.limits, nowMs, owedInState(doc));
   const published = config.destination === 'duckdb' ? publishedStatus(config.duckdbPath, nowMs) : undefined;
@@ -123,6 +122,7 @@ async function readWarehouse(
   }
   let destination: Destination | undefined;
   try {
+    const { openReadOnly } = await import('../../run/open-destination.js');
     destination = await openReadOnly(config, io.print);
     const tables: Record<string, TableCounts> = {};
     for (const table of [...config.resources.map((r) => r.name), ...analystTablesOf(doc)]) {
