@@ -23,6 +23,7 @@ import {
 import { ConfigError, QuerySyncError } from '../core/errors.js';
 import { EXIT_CODES, exitCodeFor } from '../core/exit-codes.js';
 import { redact } from '../core/log.js';
+import { packageVersion } from '../http/conventions.js';
 import { envName, type CommandName, type OptionSpec } from '../config/options.js';
 import type { ResetIo } from './commands/reset.js';
 import type { CommandIo } from '../run/io.js';
@@ -351,7 +352,9 @@ async function main(): Promise<number> {
     .strict()
     .help()
     .alias('help', 'h')
-    .version()
+    // Its own version: yargs' `.version()` reads the package.json nearest the working folder, so
+    // a run from another project's folder printed that project's version, and "unknown" elsewhere.
+    .version(packageVersion())
     .fail((message, error) => {
       if (error) throw error;
       process.stderr.write(`query-sync: ${message}\nRun query-sync --help for usage.\n`);

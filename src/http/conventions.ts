@@ -37,7 +37,8 @@ export function userAgent(): string {
 
 let version: string | undefined;
 
-function packageVersion(): string {
+/** query-sync's own version, from its package.json (not the one nearest the working folder). */
+export function packageVersion(): string {
   version ??= findPackageVersion();
   return version;
 }

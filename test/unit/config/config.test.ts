@@ -182,6 +182,18 @@ describe('the CLI', () => {
     return { code: r.status, out: r.stdout + r.stderr };
   };
 
+  it('--version prints its own package.json version, whatever folder it runs from (not the nearest package.json)', () => {
+    const own = (JSON.parse(readFileSync(join(process.cwd(), 'package.json'), 'utf8')) as { version: string }).version;
+    const other = tempDir();
+    cleanups.push(other.cleanup);
+    writeFileSync(
+      join(other.dir, 'package.json'),
+      JSON.stringify({ name: 'some-analytics-project', version: '9.9.9' }),
+    );
+    const r = spawnSync(process.execPath, [CLI, '--version'], { cwd: other.dir, env: process.env, encoding: 'utf8' });
+    expect({ code: r.status, out: r.stdout.trim() }).toEqual({ code: 0, out: own });
+  });
+
   it('exits 2 on a bare duration or an impossible date, before any request', () => {
     expect(cli(['sync', '--lookback', '15', '--base-url', 'http://127.0.0.1:9'])).toMatchObject({
       code: 2,
