@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { StateError } from '../core/errors.js';
 import { redact } from '../core/log.js';
 import type { ChildRead, StateCommit, StateRow, StateTable } from '../core/state-table.js';
@@ -176,7 +177,9 @@ export class StateStore implements StateWriter {
     const fileHasState = existsSync(this.path) && !isEmpty(this.doc);
     if (rows.length > 0) {
       const restored = validRows(rows, warehouse.stateLocation, this.options);
-      const differs = JSON.stringify(restored) !== JSON.stringify(this.doc);
+      // Compared as values: the file lists its streams in the order they were written, the table
+      // by key, so the text of the two differed after every first run.
+      const differs = !isDeepStrictEqual(restored, this.doc);
       if (fileHasState && differs) {
         this.options.onNote?.(
           `state: ${warehouse.stateLocation} and the state file ${this.path} differ; the warehouse wins (it is committed with the rows) and the file is rewritten from it`,
