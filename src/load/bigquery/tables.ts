@@ -24,12 +24,15 @@ import type { BigQueryColumn, BigQueryTarget } from './sql.js';
  * (If-Match), so a column another process added in between is kept: a stale etag (412) re-reads
  * and tries again.
  *
- * Lookups (tables.get) are kept for the destination's life, one run: the run holds the lease, so
- * no other query-sync process changes its tables meanwhile, and the run's own changes (a table
- * created, columns patched, a label set, a view or a log replaced by a query job, a table dropped)
- * replace or drop what is kept. A run so asks BigQuery about a table once, not at each describe,
- * count and write (a sync with nothing new: 21 tables.get before, 10 after). Only a column patch
- * reads the table afresh (its etag guards against a writer outside query-sync).
+ * Lookups (tables.get) are kept for the destination's life, one run: the run holds the lease, and
+ * the run's own changes (a table created, columns patched, a label set, a view or a log replaced by
+ * a query job, a table dropped) replace or drop what is kept. A run so asks BigQuery about a table
+ * once, not at each describe, count and write (a sync with nothing new: 21 tables.get before, 11
+ * after). A sync and a backfill may run at once (each holds a lease of its own), so what a write
+ * decides from a lookup is asked afresh where another process may have changed it: a column patch
+ * reads the table (its etag guards the patch), a create that finds the table exists reads it, and
+ * a table's layout is decided on a fresh lookup of a table found missing. What the other process
+ * changes in a table this run has found (a column added) its describes see at the next run.
  */
 
 /** Attempts of a column patch that lost a race with another writer (412 on the etag). */
@@ -55,6 +58,8 @@ export class BigQueryTables {
   readonly #partitionField = new Map<string, string | null>();
   /** Each table's resource as last read or written by this run (`undefined`: it does not exist). */
   readonly #metadata = new Map<string, Promise<TableMetadata | undefined>>();
+  /** Tables the kept lookup found missing. */
+  readonly #missing = new Set<string>();
 
   constructor(options: BigQueryTablesOptions) {
     this.options = options;
@@ -156,14 +161,21 @@ export class BigQueryTables {
    * run last read or wrote it (one tables.get a table a run, lookups at once sharing it), or as
    * BigQuery has it now with `fresh`.
    */
-  metadata(table: string, fresh = false): Promise<TableMetadata | undefined> {
-    const kept = fresh ? undefined : this.#metadata.get(table);
+  metadata(table: string, fresh: boolean | 'if-missing' = false): Promise<TableMetadata | undefined> {
+    const again = fresh === true || (fresh === 'if-missing' && this.#missing.has(table));
+    const kept = again ? undefined : this.#metadata.get(table);
     if (kept !== undefined) return kept;
     const read = this.readMetadata(table);
     this.#metadata.set(table, read);
-    read.catch(() => {
-      if (this.#metadata.get(table) === read) this.#metadata.delete(table);
-    });
+    this.#missing.delete(table);
+    read.then(
+      (found) => {
+        if (found === undefined && this.#metadata.get(table) === read) this.#missing.add(table);
+      },
+      () => {
+        if (this.#metadata.get(table) === read) this.#metadata.delete(table);
+      },
+    );
     return read;
   }
 
@@ -188,6 +200,7 @@ export class BigQueryTables {
   private keep(table: string, resource: TableMetadata): void {
     const kept: TableMetadata = { ...resource, schema: { fields: resource.schema?.fields ?? [] } };
     this.#metadata.set(table, Promise.resolve(kept));
+    this.#missing.delete(table);
   }
 
   /** Create the table if missing (as `resource` says: by default a target table's); return its schema fields. */
@@ -246,6 +259,7 @@ export class BigQueryTables {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
       // Created meanwhile by another process: read it when asked.
       this.#metadata.delete(name);
+      this.#missing.delete(name);
     }
     this.#fields.set(name, fields);
   }
@@ -307,6 +321,7 @@ export class BigQueryTables {
   /** Forget what is cached of a table (dropped, or changed by a refresh). */
   forget(table: string): void {
     this.#metadata.delete(table);
+    this.#missing.delete(table);
     this.#fields.delete(table);
     this.#partitionField.delete(table);
   }
@@ -425,6 +440,7 @@ export class BigQueryTables {
         return;
       } catch (error) {
         this.#metadata.delete(table);
+        this.#missing.delete(table);
         this.#fields.delete(table);
         if (errorInfo(error).status === 412 && attempt < PATCH_RACE_ATTEMPTS) {
           this.options.log.debug({ table, attempt }, 'bigquery table changed while adding columns; re-reading');
