@@ -251,7 +251,7 @@ export class StateStore implements StateWriter {
 
   /** Change one stream and write the file. Resolves once the new state is durable. */
   updateStream(key: string, change: (current: StreamState) => StreamState): Promise<void> {
-    return this.write(streamChange(key, change));
+    return this.write(streamChange(key, change), `stream:${key}`);
   }
 
   addProjects(slugs: Iterable<string>): Promise<void> {
@@ -260,7 +260,7 @@ export class StateStore implements StateWriter {
   }
 
   updateSection<T>(name: string, change: (current: T | undefined) => T): Promise<void> {
-    return this.write(sectionChange(name, change));
+    return this.write(sectionChange(name, change), `section:${name}`);
   }
 
   /** Reads of the children book, in a commit of their own (nowhere without a warehouse: nothing keeps the book). */
@@ -283,14 +283,29 @@ export class StateStore implements StateWriter {
     return rows.map((row) => (row.value === null ? row : { ...row, value: this.clean(row.value) }));
   }
 
-  private write(change: Change): Promise<void> {
+  /** Write `change`, which changes at most the row `key` (when given). */
+  private write(change: Change, key?: string): Promise<void> {
     if (this.options.inMemory === true) {
       this.doc = change(this.doc);
       return Promise.resolve();
     }
-    if (this.warehouse !== undefined) return this.commitAlone([change]);
+    if (this.warehouse !== undefined) {
+      if (key !== undefined && this.leavesAsCommitted(change, key)) return Promise.resolve();
+      return this.commitAlone([change]);
+    }
     const all = [change, ...this.riders.map((rider) => rider())];
     return this.writeFile(all.length === 1 ? change : (doc) => all.reduce((d, c) => c(d), doc));
+  }
+
+  /**
+   * Whether `change` (of the row `key` only) leaves the state as committed, with no commit of that
+   * row in flight: a stream's lateness or settle mark measured the same again. Such a write is
+   * skipped, not sent as a commit of nothing (on BigQuery a query job and its polls); the riders'
+   * changes go with the next commit, or the run's last.
+   */
+  private leavesAsCommitted(change: Change, key: string): boolean {
+    if (this.landing.has(key) || isEmpty(this.doc)) return false;
+    return rowsOfChange(this.doc, change(this.doc)).every((row) => row.key === 'version');
   }
 
   private async commitAlone(changes: readonly Change[], reads: readonly ChildRead[] = []): Promise<void> {

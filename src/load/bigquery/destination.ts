@@ -596,16 +596,23 @@ export class BigQueryDestination implements Destination {
     this.tables.forget(table);
   }
 
-  /** `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`). */
+  /**
+   * `CREATE OR REPLACE VIEW` as a query job in the dataset's location (nothing with `--dry-run`);
+   * nothing when the view already has that query (a run with no new column: one tables.get, not a
+   * DDL job and its polls).
+   */
   async defineView(name: string, select: (sql: ViewDialect) => string): Promise<void> {
     await this.tables.ensureDataset();
     const query = select({ table: (t) => tablePath(this.target, t), column: quoteIdent });
+    const current = await this.tables.metadata(name);
+    if (current?.type === 'VIEW' && current.view?.query === query) return;
     const sql = `CREATE OR REPLACE VIEW ${tablePath(this.target, name)} AS ${query}`;
     await this.jobs.run(
       this.subject(`definition of view ${name}`, name),
       `qs_view_${name}_${randomBytes(6).toString('hex')}`,
       (jobId) => this.createQueryJob(sql, jobId),
     );
+    this.tables.forget(name);
   }
 
   /** A query job with its query parameters (a commit's: `commitWrites`). */

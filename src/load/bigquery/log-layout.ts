@@ -94,9 +94,10 @@ export class BigQueryLogLayout {
   }
 
   private async decide(table: TableSchema): Promise<'log' | 'merge'> {
-    const meta = await this.o.tables.metadata(table.name);
+    // A table this run found missing is asked about again: a backfill beside the sync may have made it.
+    const meta = await this.o.tables.metadata(table.name, 'if-missing');
     if (meta?.type === 'VIEW') {
-      if ((await this.o.tables.metadata(logTable(table.name))) !== undefined) return 'log';
+      if ((await this.o.tables.metadata(logTable(table.name), 'if-missing')) !== undefined) return 'log';
       throw new LoadError(
         `BigQuery: ${table.name} in ${this.o.target.projectId}.${this.o.target.dataset} is a view but its change log ${logTable(table.name)} ` +
           `does not exist; query-sync writes ${table.name} through that log. Drop the view (or restore the log), then sync again`,
@@ -121,7 +122,7 @@ export class BigQueryLogLayout {
       }
       return 'merge';
     }
-    if ((await this.o.tables.metadata(logTable(table.name))) !== undefined) return 'log';
+    if ((await this.o.tables.metadata(logTable(table.name), 'if-missing')) !== undefined) return 'log';
     return this.o.mode === 'merge' ? 'merge' : 'log';
   }
 

@@ -23,6 +23,16 @@ import type { BigQueryColumn, BigQueryTarget } from './sql.js';
  * Column patches re-read the table (schema and etag) right before patching and send the etag
  * (If-Match), so a column another process added in between is kept: a stale etag (412) re-reads
  * and tries again.
+ *
+ * Lookups (tables.get) are kept for the destination's life, one run: the run holds the lease, and
+ * the run's own changes (a table created, columns patched, a label set, a view or a log replaced by
+ * a query job, a table dropped) replace or drop what is kept. A run so asks BigQuery about a table
+ * once, not at each describe, count and write (a sync with nothing new: 21 tables.get before, 11
+ * after). A sync and a backfill may run at once (each holds a lease of its own), so what a write
+ * decides from a lookup is asked afresh where another process may have changed it: a column patch
+ * reads the table (its etag guards the patch), a create that finds the table exists reads it, and
+ * a table's layout is decided on a fresh lookup of a table found missing. What the other process
+ * changes in a table this run has found (a column added) its describes see at the next run.
  */
 
 /** Attempts of a column patch that lost a race with another writer (412 on the etag). */
@@ -46,6 +56,10 @@ export class BigQueryTables {
   readonly #fields = new Map<string, TableField[]>();
   /** The column each table is partitioned on, as BigQuery reports it (`null`: not partitioned). */
   readonly #partitionField = new Map<string, string | null>();
+  /** Each table's resource as last read or written by this run (`undefined`: it does not exist). */
+  readonly #metadata = new Map<string, Promise<TableMetadata | undefined>>();
+  /** Tables the kept lookup found missing. */
+  readonly #missing = new Set<string>();
 
   constructor(options: BigQueryTablesOptions) {
     this.options = options;
@@ -138,12 +152,34 @@ export class BigQueryTables {
   }
 
   /** The table's schema fields, or undefined when it (or the dataset) does not exist. */
-  async fields(table: string): Promise<TableField[] | undefined> {
-    return (await this.metadata(table))?.schema?.fields ?? undefined;
+  async fields(table: string, fresh = false): Promise<TableField[] | undefined> {
+    return (await this.metadata(table, fresh))?.schema?.fields ?? undefined;
   }
 
-  /** The table's resource as BigQuery has it now (schema, etag, expiration), or undefined. */
-  async metadata(table: string): Promise<TableMetadata | undefined> {
+  /**
+   * The table's resource (schema, etag, expiration), or undefined when it does not exist: as this
+   * run last read or wrote it (one tables.get a table a run, lookups at once sharing it), or as
+   * BigQuery has it now with `fresh`.
+   */
+  metadata(table: string, fresh: boolean | 'if-missing' = false): Promise<TableMetadata | undefined> {
+    const again = fresh === true || (fresh === 'if-missing' && this.#missing.has(table));
+    const kept = again ? undefined : this.#metadata.get(table);
+    if (kept !== undefined) return kept;
+    const read = this.readMetadata(table);
+    this.#metadata.set(table, read);
+    this.#missing.delete(table);
+    read.then(
+      (found) => {
+        if (found === undefined && this.#metadata.get(table) === read) this.#missing.add(table);
+      },
+      () => {
+        if (this.#metadata.get(table) === read) this.#metadata.delete(table);
+      },
+    );
+    return read;
+  }
+
+  private async readMetadata(table: string): Promise<TableMetadata | undefined> {
     const subject = subjectOf(this.options.target, `lookup of table ${table}`, table);
     try {
       const [metadata] = await this.options.jobs.retrying(subject, () =>
@@ -158,6 +194,13 @@ export class BigQueryTables {
       if (kindOf(error) === 'notFound') return undefined;
       throw toQuerySyncError(error, subject);
     }
+  }
+
+  /** Keep `resource` as the table's, as the run's own create or patch returned it. */
+  private keep(table: string, resource: TableMetadata): void {
+    const kept: TableMetadata = { ...resource, schema: { fields: resource.schema?.fields ?? [] } };
+    this.#metadata.set(table, Promise.resolve(kept));
+    this.#missing.delete(table);
   }
 
   /** Create the table if missing (as `resource` says: by default a target table's); return its schema fields. */
@@ -181,9 +224,11 @@ export class BigQueryTables {
       this.options.log.info({ table: table.name }, 'bigquery table created');
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
-      return (await this.fields(table.name)) ?? [];
+      return (await this.fields(table.name, true)) ?? [];
     }
-    const fields = (await this.clearExpiration(table.name, created)).schema?.fields ?? resource.schema?.fields ?? [];
+    const after = await this.clearExpiration(table.name, created);
+    const fields = after.schema?.fields ?? resource.schema?.fields ?? [];
+    this.keep(table.name, { ...after, schema: { fields } });
     this.#fields.set(table.name, fields);
     this.#partitionField.set(table.name, resource.timePartitioning?.field ?? resource.rangePartitioning?.field ?? null);
     return fields;
@@ -208,10 +253,13 @@ export class BigQueryTables {
           .dataset(this.options.target.dataset, { location: this.#location })
           .createTable(name, { schema: { fields }, ...layout }),
       );
-      await this.clearExpiration(name, metadata as TableMetadata);
+      this.keep(name, await this.clearExpiration(name, metadata as TableMetadata));
       this.options.log.info({ table: name }, 'bigquery table created');
     } catch (error) {
       if (kindOf(error) !== 'alreadyExists') throw toQuerySyncError(error, subject);
+      // Created meanwhile by another process: read it when asked.
+      this.#metadata.delete(name);
+      this.#missing.delete(name);
     }
     this.#fields.set(name, fields);
   }
@@ -272,6 +320,8 @@ export class BigQueryTables {
 
   /** Forget what is cached of a table (dropped, or changed by a refresh). */
   forget(table: string): void {
+    this.#metadata.delete(table);
+    this.#missing.delete(table);
     this.#fields.delete(table);
     this.#partitionField.delete(table);
   }
@@ -371,7 +421,7 @@ export class BigQueryTables {
   ): Promise<void> {
     const subject = subjectOf(this.options.target, operation, table);
     for (let attempt = 1; ; attempt += 1) {
-      const fresh = await this.metadata(table);
+      const fresh = await this.metadata(table, true);
       const existing = fresh?.schema?.fields ?? [];
       const missing = missingOf(existing);
       if (missing.length === 0) return;
@@ -383,10 +433,14 @@ export class BigQueryTables {
             .table(table)
             .setMetadata({ schema: { fields }, ...(fresh?.etag === undefined ? {} : { etag: fresh.etag }) }),
         );
-        this.#fields.set(table, (metadata as TableMetadata).schema?.fields ?? fields);
+        const patched = metadata as TableMetadata;
+        this.keep(table, { ...patched, schema: { fields: patched.schema?.fields ?? fields } });
+        this.#fields.set(table, patched.schema?.fields ?? fields);
         this.options.log.info({ table, columns: missing.map((c) => c.name) }, 'bigquery columns added');
         return;
       } catch (error) {
+        this.#metadata.delete(table);
+        this.#missing.delete(table);
         this.#fields.delete(table);
         if (errorInfo(error).status === 412 && attempt < PATCH_RACE_ATTEMPTS) {
           this.options.log.debug({ table, attempt }, 'bigquery table changed while adding columns; re-reading');
