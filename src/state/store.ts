@@ -290,7 +290,10 @@ export class StateStore implements StateWriter {
       return Promise.resolve();
     }
     if (this.warehouse !== undefined) {
-      if (key !== undefined && this.leavesAsCommitted(change, key)) return Promise.resolve();
+      // Skipped, it still resolves after the event loop's turn, as a commit would: a caller that
+      // writes again at once (a loop of writes that change nothing) must not starve I/O.
+      if (key !== undefined && this.leavesAsCommitted(change, key))
+        return new Promise((resolve) => setImmediate(resolve));
       return this.commitAlone([change]);
     }
     const all = [change, ...this.riders.map((rider) => rider())];

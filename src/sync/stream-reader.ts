@@ -212,8 +212,12 @@ export class UnitReader {
     const { walk, left } = best;
     // The walk's checkpoints find its part by the edge it keeps from now on, before and after the cut lands.
     const anchor = left.direction === 'desc' ? 'to' : 'from';
-    walk.bounds.anchor = anchor;
     const ref = { part: isoWindow(walk.unit.window), anchor } as const;
+    // A cut that would change nothing in state (the walk's part is gone: stored to its end, not yet
+    // released) is not worth a write: asked again at every take, that write of nothing looped.
+    const current = this.run.state.stream(this.key);
+    if (withPartCut(current, ref, at).split?.parts.length === current.split?.parts.length) return undefined;
+    walk.bounds.anchor = anchor;
     const far: TimeWindow =
       left.direction === 'desc'
         ? { fromMs: walk.bounds.window.fromMs, toMs: at }
