@@ -164,7 +164,7 @@ export default defineConfig({
           // which the other file fills. Kills and lock waits are triggered by what a run has written
           // (a checkpoint, a lease, a file), never by a clock, so a neighbour's load moves when they
           // land, not whether. Room for a loaded machine (a timeout here says nothing about behaviour).
-          maxWorkers: 2,
+          maxWorkers: 3,
           // As in `fast`: a worker keeps its modules between files (no slow file mocks, fakes timers,
           // sets env or patches http; they drive child processes and an in-process emulator).
           isolate: false,
