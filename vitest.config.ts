@@ -160,11 +160,14 @@ export default defineConfig({
         test: {
           name: 'slow',
           include: [...SLOW_FILES],
-          // Two files at a time: most of a slow test's time is child processes and the client's pacing,
-          // which the other file fills. Kills and lock waits are triggered by what a run has written
-          // (a checkpoint, a lease, a file), never by a clock, so a neighbour's load moves when they
-          // land, not whether. Room for a loaded machine (a timeout here says nothing about behaviour).
-          maxWorkers: 2,
+          // Three files at a time: most of a slow test's time is child processes and the client's
+          // pacing, which the other files fill. With two, the last ~100 s of a CI run (the fast group
+          // done) left a core idle about 15 % of the time; with three, clean-clone runs of the same
+          // commit took 290 and 293 s against 307 and 313 s, at the same CPU (docs/benchmarks.md, Tests).
+          // Kills and lock waits are triggered by what a run has written (a checkpoint, a lease, a
+          // file), never by a clock, so a neighbour's load moves when they land, not whether. Room
+          // for a loaded machine (a timeout here says nothing about behaviour).
+          maxWorkers: 3,
           // As in `fast`: a worker keeps its modules between files (no slow file mocks, fakes timers,
           // sets env or patches http; they drive child processes and an in-process emulator).
           isolate: false,
