@@ -81,7 +81,6 @@ describe('memory follows the settings, not the data: batches are capped in bytes
   }, 120_000);
 
   it('a sync of 300 events × 200 KB (60 MB, twice the memory limit) completes at the default settings, every row once', {
-    tags: ['slow'],
     timeout: 300_000,
   }, async () => {
     // DuckDB keeps rows written since its last checkpoint in memory, and strings this large cannot

@@ -127,9 +127,7 @@ describe('status', () => {
     expect(text.out).toMatch(/users: table 0 rows\n {2}never synced or backfilled/);
   });
 
-  it("saved searches and aggregates: how far each search was read and with what query, when counts were refreshed, their tables' rows", {
-    tags: ['slow'],
-  }, async () => {
+  it("saved searches and aggregates: how far each search was read and with what query, when counts were refreshed, their tables' rows", async () => {
     const emu = await emulator({ seed: 52, eventsPerProject: 200, projects: ['alpha', 'beta'] });
     const d = dir();
     // The sync that writes what status reads, in-process through the CLI's own config and command.

@@ -1,48 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { RESOURCES } from '../../connectors/index.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import type { Emulator } from '../../emulator/index.js';
 import { StateStore } from '../../src/state/store.js';
-import { cursorMillis } from '../../src/normalize/normalize.js';
-import type { RunSummary } from '../../src/sync/engine.js';
-import {
-  expectTableMatches,
-  readTable,
-  statePathOf,
-  syncOnce,
-  syncOnce as harnessSyncOnce,
-  type HarnessRun,
-} from '../fakes/harness.js';
-import { PIPELINE_DESTINATIONS, type PipelineDestination } from '../fixtures/bigquery/pipeline-target.js';
+import { expectTableMatches, statePathOf, syncOnce } from '../fakes/harness.js';
+import { PIPELINE_DESTINATIONS, pipelineHarness } from '../fixtures/bigquery/pipeline-target.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
-/**
- * Every table equals the API's current data up to the last run's start (a span may start after its
- * event, so after the run began: the next run reads it): nothing missing, duplicated or altered.
- */
-async function expectWarehouseMatchesIn(
-  target: PipelineDestination,
-  d: string,
-  emu: Emulator,
-  lastRun: RunSummary,
-): Promise<void> {
-  const cutoff = Date.parse(lastRun.startedAt);
-  for (const resource of RESOURCES) {
-    const expected = emu.snapshot(resource.name).filter((r) => (cursorMillis(resource, r) ?? 0) < cutoff);
-    expectTableMatches(await target.readTable(d, resource.name), expected, resource.key, resource.name);
-  }
-}
-
-// One suite, both destinations: DuckDB (a real file) and BigQuery (the real client, the strict double).
 describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (target) => {
-  const syncOnce = (opts: HarnessRun): Promise<RunSummary> => {
-    const destination = target.destination(opts.dir);
-    return harnessSyncOnce(destination === undefined ? opts : { ...opts, destination });
-  };
-  const readTable = (d: string, table: string): Promise<Record<string, unknown>[]> => target.readTable(d, table);
-  const expectWarehouseMatches = (d: string, emu: Emulator, lastRun: RunSummary): Promise<void> =>
-    expectWarehouseMatchesIn(target, d, emu, lastRun);
+  const { syncOnce, readTable, expectWarehouseMatches } = pipelineHarness(target);
 
   it('a * sync of three projects loads every resource exactly, then a second sync reads only the new window', async () => {
     // 150 a project (was 400): every resource of three projects still, one unsplit * walk either way.
@@ -118,51 +83,6 @@ describe.each(PIPELINE_DESTINATIONS)('sync against the emulator into $name', (ta
     const rows = await readTable(d, 'events');
     expect(new Set(rows.map((r) => r.project_id))).toEqual(new Set(['alpha', 'beta']));
     expectTableMatches(rows, [...emu.snapshot('events', 'alpha'), ...emu.snapshot('events', 'beta')], 'id');
-  });
-
-  it('with 3% faults, duplicate rows, late events and events arriving during the sync, a second sync leaves every table equal to the API', {
-    tags: ['slow'],
-    // Room for a loaded machine, as the slow group has (18–20 s alone; over 60 s in a CI run that
-    // shared the two cores with other jobs): a timeout here says nothing about behaviour.
-    timeout: 180_000,
-  }, async () => {
-    // The emulator's clock, moved forward between the two syncs (instead of sleeping until the late
-    // events are due): every event late for the first sync is visible to the second, by construction.
-    let ahead = 0;
-    const emu = await emulator({
-      seed: 11,
-      // 300 a project (was 800): faults (3% of ~100 requests), duplicates, late rows and arrivals
-      // during the run all still happen; the size itself proves nothing here.
-      eventsPerProject: 300,
-      faults: { rate: 0.03, slowMs: 50, lateRate: 0.2, lateMs: 300 },
-      now: () => Date.now() + ahead,
-    });
-    // Late for the first sync whatever its timing: stamped before it starts, visible a minute after
-    // (within the 15-minute lookback, which the second sync must re-read to find them).
-    const lateOnes = ['default', 'alpha', 'beta'].flatMap((p) => emu.addEvents(p, 2, { lateByMs: 60_000 }));
-    const d = dir();
-    // New events every 20 ms while the sync runs, for its first 2 s at most: unbounded, a sync
-    // slowed by a loaded machine met ever more new events and ran away (60 s and more).
-    let ticks = 0;
-    const arrivals = setInterval(() => {
-      if (++ticks > 100) return clearInterval(arrivals);
-      for (const p of ['default', 'alpha', 'beta']) emu.addEvents(p, 3);
-    }, 20);
-    let first: Awaited<ReturnType<typeof syncOnce>>;
-    try {
-      first = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*', batchRows: 300 });
-    } finally {
-      clearInterval(arrivals);
-    }
-    expect(first.ok, JSON.stringify(first.streams.map((s) => s.error?.message))).toBe(true);
-    expect(Object.values(emu.stats().faults).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
-    const firstRows = await readTable(d, 'events');
-    expect(firstRows.filter((r) => lateOnes.some((e) => e.id === r.id))).toEqual([]); // not visible yet
-    ahead = 61_000; // past every late event's visibility (the 300 ms ones and the minute ones)
-    emu.configure({ faults: { rate: 0 } });
-    const second = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, project: '*' });
-    expect(second.ok).toBe(true);
-    await expectWarehouseMatches(d, emu, second);
   });
 
   it('a page repeating a row loads it once', async () => {
@@ -250,18 +170,5 @@ describe('authentication and project scope errors', () => {
     });
     expect(summary.streams[0]?.error?.message).toMatch(/project "legacy" was refused \(403\)/);
     expect(emu.stats().byEndpoint).toEqual({ '/v1/events/timeseries': 2 }); // one round trip, no retry
-  });
-});
-
-describe('DuckDB memory', () => {
-  it('a first sync of every resource (30,000 events) in 5,000-row batches fits the default DuckDB memory limit', {
-    tags: ['slow'],
-    timeout: 180_000,
-  }, async () => {
-    const emu = await emulator({ seed: 13, eventsPerProject: 30_000, projects: ['default'] });
-    const d = dir();
-    const summary = await syncOnce({ baseUrl: emu.url, apiKey: emu.apiKey, dir: d, batchRows: 5000 });
-    expect(summary.ok, JSON.stringify(summary.streams.map((s) => s.error?.message))).toBe(true);
-    expect((await readTable(d, 'events')).length).toBe(30_000);
   });
 });

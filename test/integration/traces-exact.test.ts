@@ -147,9 +147,7 @@ describe('per-event traces are exact on servers that differ from our assumptions
     expect(readsByParent(await StateStore.read(statePathOf(d)), traces)).toBe(true);
   });
 
-  it('more events a day than per-event reads allow: the sync summary and plan say so with the daily deficit', {
-    tags: ['slow'],
-  }, async () => {
+  it('more events a day than per-event reads allow: the sync summary and plan say so with the daily deficit', async () => {
     const emu = await emulator({
       flavor: 'real',
       seed: 45,

@@ -2,15 +2,10 @@ import { copyFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import type { Emulator } from '../../emulator/index.js';
-import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
-import { workingPathForReading } from '../../src/publish/layout.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
-import { runCli } from '../fakes/cli.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf, syncEngineOnce, syncOnce } from '../fakes/harness.js';
-import { owedMarkSectionName } from '../../src/state/books/traces.js';
-import { StateStore } from '../../src/state/store.js';
-import { dir, emulator } from '../fakes/lifecycle.js';
+import { dbPathOf, syncEngineOnce, syncOnce } from '../fakes/harness.js';
+import { dir } from '../fakes/lifecycle.js';
+import { expectEverySpan, realShape, traceReads } from '../fakes/real-shape-traces.js';
 
 /**
  * Children follow the parent's table (issue 31, item 1): on the real service's shape (spans read
@@ -18,31 +13,10 @@ import { dir, emulator } from '../fakes/lifecycle.js';
  * whoever wrote it: a sync that did not read traces, a backfill, `verify --repair`, reconcile's
  * repair, a warehouse restored from a copy, or after `reset --resources traces`. The owed parents
  * are derived from the warehouse (the events table and the children book), not from what one run stored.
+ * In process here; the CLI's reset, verify --repair and backfill: traces-owed-cli.test.ts (a slow file).
  */
 
 const DAY_MS = 86_400_000;
-
-const realShape = (seed: number): Promise<Emulator> =>
-  emulator({ flavor: 'real', seed, eventsPerProject: 120, projects: ['default'], enrichAfterMs: 0 });
-
-const traceReads = (emu: Emulator): number => emu.stats().byEndpoint['/v1/traces'] ?? 0;
-
-async function expectEverySpan(emu: Emulator, d: string): Promise<void> {
-  expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces', 'default'), 'span_id', 'traces');
-}
-
-/** Take events (and what hangs off them) out of the warehouse, as if they had never been stored. */
-async function forgetEvents(path: string, ids: readonly string[]): Promise<void> {
-  const db = await DuckDbDestination.open(path);
-  try {
-    const list = ids.map((id) => `'${id}'`).join(', ');
-    await db.query(`DELETE FROM events WHERE id IN (${list})`);
-    await db.query(`DELETE FROM traces WHERE event_id IN (${list})`);
-    await db.query(`DELETE FROM _query_sync_children WHERE parent_id IN (${list})`);
-  } finally {
-    await db.close();
-  }
-}
 
 describe('traces owed by every event in the warehouse (real-service shape)', () => {
   it('a stream added later: a sync of events, then one with traces, reads the spans of every event already stored', async () => {
@@ -142,99 +116,5 @@ describe('traces owed by every event in the warehouse (real-service shape)', () 
     expect((await syncOnce(run)).ok).toBe(true);
     expect(traceReads(emu)).toBe(older);
     await expectEverySpan(emu, d);
-  });
-});
-
-describe('traces owed after the warehouse is changed by the CLI (real-service shape)', {
-  tags: ['slow'],
-  timeout: 240_000,
-}, () => {
-  const storage = (d: string): string[] => [
-    '--duckdb-path',
-    dbPathOf(d),
-    '--state',
-    statePathOf(d),
-    '--log-level',
-    'error',
-    '--max-rps',
-    '1000',
-    '--max-rpm',
-    '100000',
-  ];
-
-  it('reset --resources traces forgets which spans were read: the next sync reads every event again', async () => {
-    const emu = await realShape(66);
-    const d = dir();
-    const sync = ['sync', ...storage(d), '--resources', 'events,traces'];
-    const first = await runCli(emu, sync);
-    expect(first.code, first.stdout + first.stderr).toBe(0);
-    // A drain that ended with nothing owed marks when its listing started (BigQuery lists only the
-    // days changed since: load/bigquery/children.ts); reset drops the mark with the book's reads.
-    const marks = async () => (await StateStore.read(statePathOf(d))).sections[owedMarkSectionName(traces)];
-    expect(Object.keys((await marks()) ?? {})).toEqual(['default']);
-    const reset = await runCli(emu, ['reset', '--resources', 'traces', '--yes', ...storage(d).slice(0, 4)]);
-    expect(reset.code, reset.stdout + reset.stderr).toBe(0);
-    expect(reset.stdout).toContain('forgot which events records had their traces read');
-    expect(await marks()).toBeUndefined();
-    emu.resetStats();
-    const next = await runCli(emu, sync);
-    expect(next.code, next.stdout + next.stderr).toBe(0);
-    expect(traceReads(emu)).toBe(emu.snapshot('events', 'default').length);
-    await expectEverySpan(emu, d);
-  });
-
-  it("events written by verify --repair and by reconcile's repair get their spans on the next run", async () => {
-    const emu = await realShape(67);
-    const d = dir();
-    const sync = ['sync', ...storage(d), '--resources', 'events,traces'];
-    expect((await runCli(emu, sync)).code).toBe(0);
-    const all = emu.snapshot('events', 'default');
-    const now = Date.now();
-    // Older events for verify (outside reconcile's recent two days), recent ones for reconcile.
-    const old = all.filter((e) => Date.parse(String(e.timestamp)) < now - 5 * DAY_MS).slice(0, 6);
-    const recent = all.filter((e) => Date.parse(String(e.timestamp)) > now - DAY_MS).slice(0, 4);
-    expect(old.length).toBe(6);
-    expect(recent.length).toBeGreaterThan(0);
-    await forgetEvents(
-      workingPathForReading(dbPathOf(d)),
-      [...old, ...recent].map((e) => String(e.id)),
-    );
-    const range = [
-      '--from',
-      new Date(now - 40 * DAY_MS).toISOString(),
-      '--to',
-      new Date(now - 2 * DAY_MS).toISOString(),
-    ];
-    const verify = await runCli(emu, ['verify', ...range, ...storage(d), '--resources', 'events', '--repair']);
-    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
-    // The sync's reconcile repairs the recent events; the next run reads the spans still owed.
-    const repaired = await runCli(emu, sync);
-    expect(repaired.code, repaired.stdout + repaired.stderr).toBe(0);
-    const next = await runCli(emu, sync);
-    expect(next.code, next.stdout + next.stderr).toBe(0);
-    expectTableMatches(await readTable(d, 'events'), all, 'id');
-    await expectEverySpan(emu, d);
-  });
-
-  it('a first backfill through the CLI exits 0 and says how many events owe their spans', async () => {
-    const emu = await realShape(68);
-    const d = dir();
-    const now = Date.now();
-    const backfill = await runCli(emu, [
-      'backfill',
-      '--from',
-      new Date(now - 40 * DAY_MS).toISOString(),
-      '--to',
-      new Date(now).toISOString(),
-      ...storage(d),
-      '--resources',
-      'events,traces',
-    ]);
-    expect(backfill.code, backfill.stdout + backfill.stderr).toBe(0);
-    expect(backfill.stdout).toContain(
-      `${emu.snapshot('events', 'default').length} events records owe their traces (read one at a time on this server): the next sync reads them`,
-    );
-    const status = await runCli(emu, ['status', ...storage(d).slice(0, 4)]);
-    expect(status.stdout).toContain(`backlog ${emu.snapshot('events', 'default').length} (default `);
   });
 });

@@ -41,7 +41,6 @@ function checkpoint(value: string): StateCommit {
 
 describe('DuckDbDestination re-reading rows it already holds', () => {
   it('rewrites 30,000 existing events at the default memory limit: each row once, the newer values, its bridge rows and state with them', {
-    tags: ['slow'],
     timeout: 180_000,
   }, async () => {
     // DuckDB 1.5 keeps the new values of the rows it updates in memory that a checkpoint does
