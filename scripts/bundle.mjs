@@ -183,26 +183,47 @@ if (!upToDate()) {
   // waited about 2 s for it to exit, an up-to-date check included (at the start of `npm test` and
   // `npm run test:slow`, both in CI's critical path).
   const { build } = await import('esbuild');
-  const { metafile } = await build({
+  const plugins = [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding, pinoWithoutTransports];
+  // The CLI as one CommonJS file, main-<hash>.cjs: V8 takes a code cache for a script, and Node 20
+  // none for ES modules (src/cli/code-cache.ts). `import.meta.url` is the file's URL as in a module.
+  const main = await build({
+    absWorkingDir: root,
+    entryPoints: { main: join(root, 'src', 'cli', 'main.ts') },
+    entryNames: '[name]-[hash]',
+    outdir,
+    outExtension: { '.js': '.cjs' },
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    sourcemap: true,
+    metafile: true,
+    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino-pretty', 'yaml'],
+    define: { 'import.meta.url': '__querySyncUrl' },
+    banner: { js: "var __querySyncUrl = require('node:url').pathToFileURL(__filename).href;" },
+    // The emulator's ES modules, outside, are loaded with `require`, as Node loads ES modules from
+    // 20.19 (package.json's engines): in a `vm.Script` compiled from a code cache Node 20 has no
+    // loader for `import()` (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
+    supported: { 'dynamic-import': false },
+    plugins,
+    logLevel: 'warning',
+  });
+  const bundle = Object.keys(main.metafile.outputs).find((f) => f.endsWith('.cjs'));
+  // The entry (src/cli/entry.ts, the package's `bin`): V8's flags, the caches, then the bundle.
+  const entry = await build({
     absWorkingDir: root,
     entryPoints: { cli: join(root, 'src', 'cli', 'entry.ts') },
     outdir,
     bundle: true,
-    splitting: true,
     format: 'esm',
     platform: 'node',
     target: 'node20',
     sourcemap: true,
     metafile: true,
-    chunkNames: '[name]-[hash]',
-    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino-pretty', 'yaml'],
-    // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
-    banner: {
-      js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);",
-    },
-    plugins: [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding, pinoWithoutTransports],
+    define: { QUERY_SYNC_BUNDLE: JSON.stringify(`./${relative(outdir, join(root, bundle))}`) },
     logLevel: 'warning',
   });
+  const metafile = { inputs: { ...main.metafile.inputs, ...entry.metafile.inputs } };
   chmodSync(join(outdir, 'cli.js'), 0o755);
   // Relative to `absWorkingDir`, the root. Files only: the plugins' stand-ins are inputs named
   // `namespace:path`, which no file has (kept, they made every check find the bundle out of date, so
