@@ -138,7 +138,11 @@ function writeCache(cacheFile: string, script: vm.Script, ofSuccess: boolean): v
     pruneOthers(dir, basename(cacheFile));
   } catch {
     // An optimisation only: the next run compiles as this one did.
-    rmSync(temp, { force: true });
+    try {
+      rmSync(temp, { force: true });
+    } catch {
+      // Never made, or not ours to remove.
+    }
   }
 }
 
