@@ -6,8 +6,15 @@
 // through the bundle about 65 (31 of ours, pino's 30). A sync with nothing to do then takes 1.06
 // CPU-seconds instead of 1.28 (a mean of 8 runs each), a sixth of each scheduled run's CPU.
 //
-// - Commands stay lazy: each is a chunk loaded when it runs (`splitting`), so `status` does not
-//   parse `sync`, and nobody loads the BigQuery client who does not write to BigQuery.
+// - Two files: the CLI as one CommonJS file, main-<content hash>.cjs, and its entry, cli.js (the
+//   `bin`, src/cli/entry.ts), which sets V8's flags and runs the CLI from V8's code cache
+//   (src/cli/code-cache.ts: a `vm.Script` takes a code cache, and Node 20 gives ES modules none; a
+//   sync with nothing new 0.89 -> 0.73 CPU-s, docs/benchmarks.md, CLI start). The ES chunks per
+//   command it replaces (`splitting`, which esbuild has only for ES modules) kept V8 from parsing
+//   the commands not run; with a cache V8 parses nothing, and a command's cache holds what it ran.
+// - Commands stay lazy: esbuild runs a module imported with `import()` when it is imported, so
+//   `status` does not run `sync`'s modules (DuckDB's API, undici), and nobody loads the BigQuery
+//   client who does not write to BigQuery.
 // - Packages with native code, worker threads or files found by path at run time stay outside,
 //   loaded from node_modules as before: DuckDB's native binding (its JavaScript API, ~180 small
 //   CommonJS files, is bundled: src/load/duckdb/instance.ts), the BigQuery client, pino-pretty,
@@ -17,7 +24,8 @@
 //   of fetch, WebSocket, caches and mocks its index loads (65 ms of CPU less per start, 1.00 against
 //   1.07 CPU-s for a sync with nothing to do, a mean of 24 runs alternating).
 // - The emulator (`query-sync emulate`) starts its worker threads from files next to its own
-//   modules, so it is not bundled either: the bundle imports it from dist/emulator/.
+//   modules, so it is not bundled either: the bundle requires its ES modules from dist/emulator/
+//   (`require` of ES modules: Node 20.19 and later, as package.json's engines say).
 // - The package's version is read from package.json found by walking up from the module
 //   (src/http/conventions.ts), which dist/bin/ reaches as dist/src/ does.
 import { chmodSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -183,26 +191,47 @@ if (!upToDate()) {
   // waited about 2 s for it to exit, an up-to-date check included (at the start of `npm test` and
   // `npm run test:slow`, both in CI's critical path).
   const { build } = await import('esbuild');
-  const { metafile } = await build({
+  const plugins = [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding, pinoWithoutTransports];
+  // The CLI as one CommonJS file, main-<hash>.cjs: V8 takes a code cache for a script, and Node 20
+  // none for ES modules (src/cli/code-cache.ts). `import.meta.url` is the file's URL as in a module.
+  const main = await build({
+    absWorkingDir: root,
+    entryPoints: { main: join(root, 'src', 'cli', 'main.ts') },
+    entryNames: '[name]-[hash]',
+    outdir,
+    outExtension: { '.js': '.cjs' },
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    sourcemap: true,
+    metafile: true,
+    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino-pretty', 'yaml'],
+    define: { 'import.meta.url': '__querySyncUrl' },
+    banner: { js: "var __querySyncUrl = require('node:url').pathToFileURL(__filename).href;" },
+    // The emulator's ES modules, outside, are loaded with `require`, as Node loads ES modules from
+    // 20.19 (package.json's engines): in a `vm.Script` compiled from a code cache Node 20 has no
+    // loader for `import()` (ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING).
+    supported: { 'dynamic-import': false },
+    plugins,
+    logLevel: 'warning',
+  });
+  const bundle = Object.keys(main.metafile.outputs).find((f) => f.endsWith('.cjs'));
+  // The entry (src/cli/entry.ts, the package's `bin`): V8's flags, the caches, then the bundle.
+  const entry = await build({
     absWorkingDir: root,
     entryPoints: { cli: join(root, 'src', 'cli', 'entry.ts') },
     outdir,
     bundle: true,
-    splitting: true,
     format: 'esm',
     platform: 'node',
     target: 'node20',
     sourcemap: true,
     metafile: true,
-    chunkNames: '[name]-[hash]',
-    external: ['@duckdb/node-bindings*', '@google-cloud/*', 'google-auth-library', 'pino-pretty', 'yaml'],
-    // Bundled CommonJS packages (undici, yargs' helpers) call `require` for Node's own modules.
-    banner: {
-      js: "import { createRequire as __querySyncRequire } from 'node:module'; const require = __querySyncRequire(import.meta.url);",
-    },
-    plugins: [emulatorOutside, undiciLean, lazyStringWidth, duckdbBinding, pinoWithoutTransports],
+    define: { QUERY_SYNC_BUNDLE: JSON.stringify(`./${relative(outdir, join(root, bundle))}`) },
     logLevel: 'warning',
   });
+  const metafile = { inputs: { ...main.metafile.inputs, ...entry.metafile.inputs } };
   chmodSync(join(outdir, 'cli.js'), 0o755);
   // Relative to `absWorkingDir`, the root. Files only: the plugins' stand-ins are inputs named
   // `namespace:path`, which no file has (kept, they made every check find the bundle out of date, so

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-import { setFlagsFromString } from 'node:v8';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { cancelOnSignals } from '../run/stop.js';
 import { secretsGiven } from '../config/secrets.js';
 import { fitToTerminal } from './terminal-lines.js';
+import { setV8Flags } from './v8-flags.js';
 import {
   ENV,
   OPTIONS,
@@ -383,22 +383,7 @@ function skipEagerHelp(parser: Argv): void {
   if (typeof usage?.cacheHelpMessage === 'function') usage.cacheHelpMessage = () => undefined;
 }
 
-// A sync is a long batch job whose speed the API's limits set, not the CPU: let V8 keep its heap
-// small (collect sooner, grow slowly) rather than fast. This cut the JS heap of a 1M-event
-// backfill from about 125 to 45 MB, and halves throughput with the limits off (24k → 12k rows/s,
-// still far above the API's ~670 rows/s per endpoint). QUERY_SYNC_OPTIMIZE_FOR=speed opts out.
-// V8 reads this flag as it goes, so setting it here works; heap size flags such as
-// --max-semi-space-size only work on the command line or in NODE_OPTIONS (the Docker image sets
-// one). Not for the emulator, a test server that should be fast.
-if (hideBin(process.argv)[0] !== 'emulate' && process.env.QUERY_SYNC_OPTIMIZE_FOR !== 'speed')
-  setFlagsFromString('--optimize-for-size');
-
-// undici parses HTTP with llhttp compiled to WebAssembly when the first connection opens (after
-// this line). V8 compiles it twice: Liftoff at once, then TurboFan in background threads, about
-// 12 % of a small sync's CPU in a `perf` profile; the TurboFan code's speed does not show in a
-// sync (the parser reads headers and skips bodies). Liftoff alone: 120 ms less CPU per small sync
-// (mean of 12 alternating runs), and a first sync no slower (docs/benchmarks.md, First sync).
-setFlagsFromString('--liftoff-only');
+setV8Flags(hideBin(process.argv), process.env);
 
 let secrets: readonly string[] | undefined;
 const secretsOfProcess = (): readonly string[] => (secrets ??= secretsGiven(hideBin(process.argv), process.env));
