@@ -1,13 +1,11 @@
-import { generateKeyPairSync } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import nock from 'nock';
 import { describe, expect, it } from 'vitest';
 import { resolveSyncConfig, type SyncConfig, type SyncFlags } from '../../src/config/index.js';
 import { syncCommand } from '../../src/cli/commands/sync.js';
 import type { RunJson } from '../../src/reports/run-json.js';
 import { RUNS_TABLE, SCHEMA_CHANGES_TABLE } from '../../src/analysts/run-history.js';
 import { isolateNock } from '../fixtures/bigquery/destination.js';
+import { serviceAccountKeyFile } from '../fixtures/bigquery/service-account.js';
 import { billedBytes, FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { statePathOf } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
@@ -19,31 +17,6 @@ import { dir, emulator } from '../fakes/lifecycle.js';
  */
 
 isolateNock();
-
-/** A service-account key whose token request nock answers. */
-function keyFile(folder: string): string {
-  const { privateKey } = generateKeyPairSync('rsa', {
-    modulusLength: 2048,
-    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
-    publicKeyEncoding: { type: 'spki', format: 'pem' },
-  });
-  const file = join(folder, 'sa.json');
-  writeFileSync(
-    file,
-    JSON.stringify({
-      type: 'service_account',
-      project_id: 'proj',
-      client_email: 'qs@proj.iam.gserviceaccount.com',
-      private_key: privateKey,
-      token_uri: 'https://oauth2.googleapis.com/token',
-    }),
-  );
-  nock('https://oauth2.googleapis.com')
-    .persist()
-    .post('/token')
-    .reply(200, { access_token: 'test-token', expires_in: 3600, token_type: 'Bearer' });
-  return file;
-}
 
 /**
  * The CLI's config for these flags, its BigQuery jobs polled after 1 ms instead of 500 ms: the double
@@ -61,7 +34,7 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
     const d = dir();
     const fake = new FakeBigQuery('proj');
     fake.install();
-    const sa = keyFile(d);
+    const sa = serviceAccountKeyFile(d);
     const flags = {
       baseUrl: emu.url,
       apiKey: emu.apiKey,
@@ -125,7 +98,7 @@ describe('bytes billed in the sync summary (BigQuery)', () => {
       destination: 'bigquery',
       bqProject: 'proj',
       bqDataset: 'sync',
-      bqKeyFile: keyFile(d),
+      bqKeyFile: serviceAccountKeyFile(d),
       state: statePathOf(d),
       traces: 'none',
     };

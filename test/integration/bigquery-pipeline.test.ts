@@ -1,7 +1,5 @@
-import { generateKeyPairSync } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import nock from 'nock';
 import { describe, expect, it } from 'vitest';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
@@ -10,6 +8,7 @@ import type { BigQueryDestination } from '../../src/load/bigquery/destination.js
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { StateStore } from '../../src/state/store.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
+import { serviceAccountKeyFile } from '../fixtures/bigquery/service-account.js';
 import { statusCommand } from '../../src/cli/commands/status.js';
 import { verifyCounts } from '../../src/reconcile/verify.js';
 import { statePathOf, syncOnce, withPipeline } from '../fakes/harness.js';
@@ -154,26 +153,7 @@ describe('verify and status on BigQuery', () => {
     });
     expect(summary.ok).toBe(true);
     // The CLI's own wiring (openDestination) with a service-account key; nock answers the token endpoint.
-    const { privateKey } = generateKeyPairSync('rsa', {
-      modulusLength: 2048,
-      privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
-      publicKeyEncoding: { type: 'spki', format: 'pem' },
-    });
-    const keyFile = join(dir, 'sa.json');
-    writeFileSync(
-      keyFile,
-      JSON.stringify({
-        type: 'service_account',
-        project_id: 'proj',
-        client_email: 'qs@proj.iam.gserviceaccount.com',
-        private_key: privateKey,
-        token_uri: 'https://oauth2.googleapis.com/token',
-      }),
-    );
-    nock('https://oauth2.googleapis.com')
-      .persist()
-      .post('/token')
-      .reply(200, { access_token: 'test-token', expires_in: 3600, token_type: 'Bearer' });
+    const keyFile = serviceAccountKeyFile(dir);
     const lines: string[] = [];
     const code = await statusCommand(
       {
