@@ -182,6 +182,7 @@ export async function walkWindow(
     committed = true;
     if (rows.length === 0) {
       await changes(deps.state);
+      if (cursor !== undefined) release();
       return 0;
     }
     const write = (state: LoadBatch['state']): Promise<LoadResult> =>
