@@ -45,8 +45,9 @@ export const WRITER_THREADS = 1;
  * DuckDB's allocator (its own jemalloc) of a process that writes: hand freed memory back to the
  * system after each task that allocated more than this, and purge in the background. DuckDB's
  * default threshold, 128 MB, is four times the whole memory limit (`memory.ts`), so a writer never
- * reached it and its freed pages stayed resident until jemalloc's decay. Measured in a first sync
- * of 100,000 events (docs/benchmarks.md, First sync): the peak RSS 7-13 MB lower in one pair, CPU alike.
+ * reached it and its freed pages stayed resident until jemalloc's decay. Measured in a first
+ * sync of 100,000 events (docs/benchmarks.md, First sync): the peak RSS 7-13 MB lower in one
+ * pair, CPU alike.
  */
 const ALLOCATOR_SETTINGS = { allocator_flush_threshold: '4MB', allocator_background_threads: 'true' };
 
