@@ -3,6 +3,7 @@ import type { TimeWindow } from '../extract/windows.js';
 import type { Page } from '../extract/paginate.js';
 import type { CallContext } from '../http/client.js';
 import { ConcurrencyController } from './concurrency.js';
+import { RowBudget } from './row-budget.js';
 import type { SchemaTracker } from '../normalize/normalize.js';
 import { streamKey } from '../state/store.js';
 import { LatenessHistogram } from './lateness.js';
@@ -103,6 +104,8 @@ export class UnitReader {
             await hooks.onStored?.(rows, state);
           };
     this.book = syncBook(run.state, this.key);
+    // Two pages at least, so a part can read one while another is written.
+    this.rowBudget = new RowBudget(Math.max(settings.batchRows, 2 * resource.maxPageSize));
     this.commits = new GroupCommit({
       tracker,
       batchRows: run.settings.batchRows,
@@ -113,6 +116,8 @@ export class UnitReader {
 
   /** The commits of this stream's sub-walks, each holding the batches handed over meanwhile (`group-commit.ts`). */
   private readonly commits: GroupCommit;
+  /** The rows this stream's sub-walks hold together (`row-budget.ts`). */
+  private readonly rowBudget: RowBudget;
 
   /**
    * The window units, from state: the parts of a split in state (at once, as many as the controller
@@ -399,7 +404,9 @@ export class UnitReader {
                 hooks.onPage?.(page);
               },
         onStored: this.onStored,
-        ...(sub === undefined ? {} : { commitBatch: (rows, changes) => this.commits.commit(rows, changes) }),
+        ...(sub === undefined
+          ? {}
+          : { commitBatch: (rows, changes) => this.commits.commit(rows, changes), rowBudget: this.rowBudget }),
         lists: this.lists,
         checkpoint: (nextCursor, state) =>
           unit === undefined ? Promise.resolve() : this.book.checkpoint(unit, nextCursor, state),

@@ -10,6 +10,7 @@ import type { StateWriter } from '../state/store.js';
 import type { EngineRun, RunServices } from './context.js';
 import type { ListFact, ListNotes } from './list-facts.js';
 import { OrderWatch } from './order-watch.js';
+import type { RowBudget } from './row-budget.js';
 
 /** What one walk reads and where its progress goes (its run's services and `_synced_at` are passed beside it). */
 export interface WalkParams {
@@ -78,6 +79,12 @@ export interface WalkParams {
    * @default each batch its own commit
    */
   readonly commitBatch?: (rows: readonly Row[], changes: (state: StateWriter) => Promise<void>) => Promise<LoadResult>;
+  /**
+   * The rows this walk may hold, shared with its stream's other parts (`row-budget.ts`): a page's
+   * worth is taken before each page is asked for and given back once its rows are stored.
+   * @default no bound beyond the walk's own batch
+   */
+  readonly rowBudget?: RowBudget;
 }
 
 /**
@@ -134,6 +141,15 @@ export async function walkWindow(
   const failed = (error: unknown): WalkEnd => ({ ...total(), attempt: { ...counts }, ended: 'failed', error });
   let buffer: Row[] = [];
   let bufferBytes = 0;
+  const budget = options.rowBudget;
+  const pageRows = Math.min(options.lists?.fact.pageCap ?? resource.maxPageSize, resource.maxPageSize);
+  /** Rows taken of the budget for the pages read and not yet stored, and for the page asked for ahead. */
+  let held = 0;
+  let ahead = 0;
+  const release = (): void => {
+    budget?.give(held);
+    held = 0;
+  };
   const batchBytes = options.batchBytes;
   const seenProjects = new Set<string>();
   /** Whether this walk committed anything yet (rows or a checkpoint): a shared last batch needs none. */
@@ -166,6 +182,7 @@ export async function walkWindow(
     committed = true;
     if (rows.length === 0) {
       await changes(deps.state);
+      if (cursor !== undefined) release();
       return 0;
     }
     const write = (state: LoadBatch['state']): Promise<LoadResult> =>
@@ -185,6 +202,8 @@ export async function walkWindow(
       deps.logger.warn({ resource: resource.name, project: scope.key }, warning);
     buffer = [];
     bufferBytes = 0;
+    // At a page's end every page read so far is stored: what they took goes back.
+    if (cursor !== undefined) release();
     return rows.length;
   };
   const order = new OrderWatch(options, deps.logger);
@@ -211,9 +230,12 @@ export async function walkWindow(
       : undefined;
   let firstPage = options.startCursor === undefined && options.onFirstPage !== undefined;
   try {
+    if (budget !== undefined) ahead = await budget.take(pageRows);
     let next = pages.next();
     for (;;) {
       const result = await next;
+      held += ahead;
+      ahead = 0;
       if (result.done === true) break;
       const page = result.value;
       if (firstPage) {
@@ -227,10 +249,17 @@ export async function walkWindow(
       const past = order.pastWindow(page.records) || cut;
       const hasMore = page.hasMore && !past;
       // Fetch the next page while this one is normalized and written: the walk's requests keep
-      // flowing during a write. (Its rejection, if any, surfaces at the await above.)
+      // flowing during a write. (Its rejection, if any, surfaces at the await above.) Not when the
+      // stream's parts hold their budget of rows: then after this page (see below).
+      let fetching = false;
       if (hasMore) {
-        next = pages.next();
-        next.catch(() => undefined);
+        const took = budget === undefined ? 0 : budget.tryTake(pageRows);
+        if (took !== undefined) {
+          ahead = took;
+          fetching = true;
+          next = pages.next();
+          next.catch(() => undefined);
+        }
       }
       counts.pages += 1;
       let stored = 0;
@@ -273,12 +302,22 @@ export async function walkWindow(
       if (buffer.length >= options.batchRows || bufferBytes >= batchBytes || writtenInPage || !hasMore) {
         // The rows and the checkpoint after them are one commit where the warehouse keeps state.
         stored += await flush(hasMore ? page.nextCursor : null);
+      } else if (hasMore && !fetching && budget !== undefined && buffer.length > 0) {
+        // The stream's parts hold their budget: what this walk holds is written (so it goes back)
+        // before it waits for room for its next page (below), and no walk waits on one that waits.
+        stored += await flush(page.nextCursor);
       }
       options.onPage?.({ records: page.records.length, rowsStored: stored });
       if (!hasMore) break;
       if (options.sampleRows !== undefined && before.rows + counts.rows >= options.sampleRows && hasMore) {
         await pages.return?.(undefined);
         return end('done');
+      }
+      if (!fetching && budget !== undefined) {
+        release(); // a page with no rows to store
+        ahead = await budget.take(pageRows);
+        next = pages.next();
+        next.catch(() => undefined);
       }
     }
     order.report(lists?.notes);
@@ -297,6 +336,11 @@ export async function walkWindow(
       restarts + 1,
       total(),
     );
+  } finally {
+    // However the walk ends: a page fetched ahead and never read, rows never stored.
+    release();
+    budget?.give(ahead);
+    ahead = 0;
   }
   return end('done');
 }
