@@ -1,4 +1,6 @@
+import { expect } from 'vitest';
 import type { Emulator } from '../../emulator/index.js';
+import type { ApiRecord } from '../../src/core/types.js';
 import { DuckDbDestination } from '../../src/load/duckdb/destination.js';
 import { expectTableMatches, readTable } from './harness.js';
 import { emulator } from './lifecycle.js';
@@ -29,4 +31,26 @@ export async function forgetEvents(path: string, ids: readonly string[]): Promis
   } finally {
     await db.close();
   }
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The emulator's events, and the ones a repair test takes out of the warehouse: six older ones for
+ * `verify --repair` (outside reconcile's recent two days) and up to four of the last day for
+ * reconcile's repair.
+ */
+export function eventsToForget(emu: Emulator): {
+  readonly all: ApiRecord[];
+  readonly now: number;
+  readonly old: ApiRecord[];
+  readonly recent: ApiRecord[];
+} {
+  const all = emu.snapshot('events', 'default');
+  const now = Date.now();
+  const old = all.filter((e) => Date.parse(String(e.timestamp)) < now - 5 * DAY_MS).slice(0, 6);
+  const recent = all.filter((e) => Date.parse(String(e.timestamp)) > now - DAY_MS).slice(0, 4);
+  expect(old.length).toBe(6);
+  expect(recent.length).toBeGreaterThan(0);
+  return { all, now, old, recent };
 }

@@ -21,6 +21,7 @@ import {
 import { runSync, type RunSummary } from '../../src/sync/engine.js';
 import { openSyncRun } from '../../src/sync/context.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
+import { eventsToForget } from '../fakes/real-shape-traces.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { bigqueryTarget, doubleFor } from '../fixtures/bigquery/pipeline-target.js';
@@ -319,13 +320,8 @@ describe('traces owed after the dataset is changed by another writer (real-servi
     const run = { ...target(emu, d), resources: [events, traces] };
     expect((await syncOnce(run)).ok).toBe(true);
     const fake = doubleFor(d);
-    const all = emu.snapshot('events', 'default');
-    const now = Date.now();
     // Older events for verify (outside reconcile's recent two days), recent ones for reconcile.
-    const old = all.filter((e) => Date.parse(String(e.timestamp)) < now - 5 * DAY_MS).slice(0, 6);
-    const recent = all.filter((e) => Date.parse(String(e.timestamp)) > now - DAY_MS).slice(0, 4);
-    expect(old.length).toBe(6);
-    expect(recent.length).toBeGreaterThan(0);
+    const { all, now, old, recent } = eventsToForget(emu);
     forgetEvents(
       fake,
       [...old, ...recent].map((e) => String(e.id)),

@@ -6,7 +6,7 @@ import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
 import { dir } from '../fakes/lifecycle.js';
-import { expectEverySpan, forgetEvents, realShape, traceReads } from '../fakes/real-shape-traces.js';
+import { eventsToForget, expectEverySpan, forgetEvents, realShape, traceReads } from '../fakes/real-shape-traces.js';
 
 /**
  * Traces owed after the warehouse is changed by the CLI's other commands (issue 31, item 1: children
@@ -59,13 +59,8 @@ describe('traces owed after the warehouse is changed by the CLI (real-service sh
     const d = dir();
     const sync = ['sync', ...storage(d), '--resources', 'events,traces'];
     expect((await runCli(emu, sync)).code).toBe(0);
-    const all = emu.snapshot('events', 'default');
-    const now = Date.now();
     // Older events for verify (outside reconcile's recent two days), recent ones for reconcile.
-    const old = all.filter((e) => Date.parse(String(e.timestamp)) < now - 5 * DAY_MS).slice(0, 6);
-    const recent = all.filter((e) => Date.parse(String(e.timestamp)) > now - DAY_MS).slice(0, 4);
-    expect(old.length).toBe(6);
-    expect(recent.length).toBeGreaterThan(0);
+    const { all, now, old, recent } = eventsToForget(emu);
     await forgetEvents(
       workingPathForReading(dbPathOf(d)),
       [...old, ...recent].map((e) => String(e.id)),
