@@ -27,6 +27,7 @@ import type { ResourceDefinition } from '../src/core/types.js';
 import type { EmulatorOptions, EmulatorStats } from '../emulator/index.js';
 import { startEmulatorThread, type LoopDelay } from '../emulator/thread.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { DEFAULT_RATE_LIMITS, type RateLimits, type RequestBudget } from '../src/http/scheduler/budget.js';
 import { SPEC_RATE_LIMITS } from '../emulator/index.js';
 import { connectApi } from '../src/run/runtime.js';
@@ -51,6 +52,8 @@ interface Measured {
   readonly startedAt: number;
   /** How late the event loops ran: the emulator's gate (its arrival stamps), its page server, and ours (our send stamps). */
   readonly loopDelay: { readonly gate?: LoopDelay; readonly server: LoopDelay; readonly client: LoopDelay };
+  /** Every request head as undici wrote it to its socket (epoch ms, path and query), in write order. */
+  readonly writes: readonly { readonly at: number; readonly path: string }[];
 }
 
 interface TimedRequest {
@@ -80,6 +83,14 @@ async function measure(
   const rateLimitedAt: number[] = [];
   const timeline: TimedRequest[] = [];
   const clientDelay = monitorEventLoopDelay({ resolution: 10 });
+  // Each request head as undici writes it (published synchronously right before the socket write):
+  // matched by path with the gate's arrival stamps, the delay the server's windows see on top of ours.
+  const writes: { at: number; path: string }[] = [];
+  const onWrite = (message: unknown): void => {
+    const { request } = message as { request: { path: string } };
+    writes.push({ at: Date.now(), path: request.path });
+  };
+  subscribe('undici:client:sendHeaders', onWrite);
   let started = Date.now();
   // The run's scheduler as every command wires it, wrapped to record when each request went out.
   const observe = (scheduler: RequestBudget): RequestBudget => ({
@@ -139,6 +150,7 @@ async function measure(
     for (const r of sync.resources)
       counts[r.name] = { warehouse: await destination.count(r.name), api: api[r.name] ?? -1 };
     clientDelay.disable();
+    unsubscribe('undici:client:sendHeaders', onWrite);
     const emulatorDelay = await emu.loopDelay();
     const ours: LoopDelay = {
       p50Ms: clientDelay.percentile(50) / 1e6,
@@ -154,8 +166,10 @@ async function measure(
       rateLimitedAt,
       timeline,
       loopDelay: { ...emulatorDelay, client: ours },
+      writes,
     };
   } finally {
+    unsubscribe('undici:client:sendHeaders', onWrite);
     await destination.close();
     await client.close();
     await state.close();
@@ -284,6 +298,78 @@ function printBreakdown(m: Measured): void {
   );
 }
 
+/**
+ * What the server's per-second window sees against what we sent: each request's arrival at the
+ * emulator's gate (its stamp, which its limiter counts) less the time undici wrote its head, matched
+ * by path and query (a retried path in turn). The second margin must cover the spread of that delay
+ * between requests sent about a second apart: a request delayed more than one sent a second after it
+ * moves the two closer, and 41 that we spread over 1 s + margin arrive within 1 s once the spread
+ * passes the margin. `margin needed` is the largest such spread in the run (pairs sent ≤ 1.2 s apart).
+ */
+function printArrivals(m: Measured): void {
+  const byPath = new Map<string, number[]>();
+  const times = m.emulator.requestTimes;
+  m.emulator.requestPaths.forEach((path, i) => {
+    const list = byPath.get(path) ?? [];
+    list.push(times[i] as number);
+    byPath.set(path, list);
+  });
+  const pairs: { sent: number; delay: number }[] = [];
+  for (const w of m.writes) {
+    const arrival = byPath.get(w.path)?.shift();
+    if (arrival !== undefined) pairs.push({ sent: w.at, delay: arrival - w.at });
+  }
+  if (pairs.length === 0) return;
+  const delays = pairs.map((p) => p.delay).sort((a, b) => a - b);
+  const pct = (q: number): number =>
+    delays[Math.min(delays.length - 1, Math.floor((q / 100) * delays.length))] as number;
+  let needed = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < pairs.length; i += 1) {
+    const a = pairs[i] as { sent: number; delay: number };
+    for (let j = i + 1; j < pairs.length; j += 1) {
+      const b = pairs[j] as { sent: number; delay: number };
+      if (b.sent - a.sent > 1200) break;
+      needed = Math.max(needed, a.delay - b.delay);
+    }
+  }
+  // The shortest span of any 41 requests in a row: under 1000 ms is 41 within one sliding second.
+  const span41 = (sorted: readonly number[]): number => {
+    let least = Number.POSITIVE_INFINITY;
+    for (let i = 40; i < sorted.length; i += 1)
+      least = Math.min(least, (sorted[i] as number) - (sorted[i - 40] as number));
+    return least;
+  };
+  const most = (sorted: readonly number[]): number => {
+    let best = 0;
+    for (let i = 0, j = 0; i < sorted.length; i += 1) {
+      while ((sorted[j] as number) <= (sorted[i] as number) - 1000) j += 1;
+      best = Math.max(best, i - j + 1);
+    }
+    return best;
+  };
+  // From the scheduler's start of a request to its `sent` stamp (a new connection, our loop late):
+  // a start the scheduler has forgotten by then (its window is past) is not moved, so not counted.
+  const late = m.timeline
+    .filter((r) => r.sentAt !== undefined)
+    .map((r) => (r.sentAt as number) - (m.startedAt + r.startedMs))
+    .sort((a, b) => a - b);
+  const arrivals = [...times].sort((a, b) => a - b);
+  const sent = m.writes.map((w) => w.at).sort((a, b) => a - b);
+  // What the scheduler's windows counted: the `sent` stamps (its restamps), against the writes.
+  const counted = m.timeline
+    .map((r) => r.sentAt)
+    .filter((v): v is number => v !== undefined)
+    .sort((a, b) => a - b);
+  process.stdout.write(
+    `  arrival − send (gate's stamp − undici's write, ${pairs.length} of ${m.writes.length} writes matched): ` +
+      `min ${delays[0]} / p50 ${pct(50)} / p99 ${pct(99)} / max ${delays.at(-1)} ms; ` +
+      `most in a sliding 1 s: arrivals ${most(arrivals)}, writes ${most(sent)}; ` +
+      `41 in a row spanned at least ${span41(arrivals)} ms arriving, ${span41(sent)} ms written, ${span41(counted)} ms counted by the scheduler; ` +
+      `start to send max ${late.at(-1) ?? 0} ms (${late.filter((v) => v >= 1000).length} ≥ 1 s); ` +
+      `margin needed ${needed} ms (largest delay of a request less that of one sent ≤ 1.2 s after it)\n`,
+  );
+}
+
 function requestsByEndpoint(stats: Measured['emulator']): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [endpoint, n] of Object.entries(stats.byEndpoint)) out[endpoint] = n;
@@ -355,6 +441,7 @@ async function run1(latencyMs: number): Promise<void> {
     { resources: [events], limits: DEFAULT_RATE_LIMITS },
   );
   report(`one endpoint (run1)${differs}`, latencyMs, m);
+  printArrivals(m);
   printBreakdown(m);
   printCounts(m);
 }
@@ -366,6 +453,7 @@ async function run2(latencyMs: number): Promise<void> {
     { project: '*', resources: RESOURCES, limits: DEFAULT_RATE_LIMITS },
   );
   report('all resources (run2)', latencyMs, m);
+  printArrivals(m);
   // The longest stream bounds the run: a walk that cannot be split reads its pages one after another.
   const streams = [...m.summary.streams].sort((a, b) => b.seconds - a.seconds).slice(0, 3);
   process.stdout.write(

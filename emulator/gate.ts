@@ -48,7 +48,7 @@ export async function startGate(options: GateOptions): Promise<Gate> {
   const server: Server = createServer((req, res) => {
     const arrival = now();
     const template = matchRoute(new URL(req.url ?? '/', 'http://127.0.0.1').pathname)?.route.template;
-    stats.received(arrival, template);
+    stats.received(arrival, template, req.url ?? '/');
     const key = /^\s*Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
     if (template !== undefined && req.method === 'GET' && key === options.apiKey) {
       const decision = limiter.admit(key, template, arrival);

@@ -83,7 +83,7 @@ async function handle(server: ServerContext, req: IncomingMessage, res: ServerRe
   const arrival = server.now();
   const url = new URL(req.url ?? '/', 'http://127.0.0.1');
   const match = matchRoute(url.pathname);
-  server.stats.received(arrival, match?.route.template);
+  server.stats.received(arrival, match?.route.template, req.url ?? '/');
   server.onRequest?.({
     method: req.method ?? 'GET',
     path: url.pathname,

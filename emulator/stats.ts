@@ -20,6 +20,8 @@ export interface EmulatorStats {
   maxPerMinuteByEndpoint: Record<string, number>;
   /** Arrival time (ms, emulator clock) of every request. */
   requestTimes: number[];
+  /** Path and query of every request, in the order of `requestTimes`: to match arrivals with sends. */
+  requestPaths: string[];
   /** 401s sent for a key that is not (or no longer) valid. */
   unauthorized: number;
   /**
@@ -43,6 +45,7 @@ export class StatsRecorder {
       maxPerSecond: 0,
       maxPerMinuteByEndpoint: {},
       requestTimes: [],
+      requestPaths: [],
       unauthorized: 0,
       afterUnauthorized: 0,
     };
@@ -57,10 +60,11 @@ export class StatsRecorder {
     return this.admittedCount;
   }
 
-  received(time: number, template: string | undefined): void {
+  received(time: number, template: string | undefined, path: string): void {
     this.current.requests++;
     if (this.answeredUnauthorized) this.current.afterUnauthorized++;
     this.current.requestTimes.push(time);
+    this.current.requestPaths.push(path);
     if (template !== undefined) this.current.byEndpoint[template] = (this.current.byEndpoint[template] ?? 0) + 1;
   }
 
@@ -104,6 +108,7 @@ export class StatsRecorder {
       maxPerSecond: s.maxPerSecond,
       maxPerMinuteByEndpoint: { ...s.maxPerMinuteByEndpoint },
       requestTimes: [...s.requestTimes],
+      requestPaths: [...s.requestPaths],
       unauthorized: s.unauthorized,
       afterUnauthorized: s.afterUnauthorized,
     };

@@ -235,6 +235,7 @@ export class ApiClient {
             lane: ctx.lane,
             signal: ctx.signal,
             left: ctx.left?.(),
+            reportsSent: true,
           },
         );
         decision = classifyStatus(response.status, serverWaitMs(response, clock.now()));

@@ -129,6 +129,13 @@ describe('stats', () => {
     expect(stats.maxPerMinuteByEndpoint).toEqual({ '/v1/events': 5, '/v1/events/{id}': 2 });
     expect(stats.requestTimes.length).toBe(8);
     expect(stats.requestTimes[0]).toBe(clock.now() - 2300);
+    expect(stats.requestPaths).toEqual([
+      ...Array.from({ length: 4 }, () => '/v1/events'),
+      `/v1/events/${id}`,
+      '/v1/events/missing',
+      '/v1/events',
+      '/v1/nothing',
+    ]);
     em.resetStats();
     expect(em.stats()).toEqual({
       requests: 0,
@@ -138,6 +145,7 @@ describe('stats', () => {
       maxPerSecond: 0,
       maxPerMinuteByEndpoint: {},
       requestTimes: [],
+      requestPaths: [],
       unauthorized: 0,
       afterUnauthorized: 0,
     });

@@ -17,6 +17,13 @@ export interface ScheduleOptions {
    * chain first makes a lane's walks end together instead of the largest one alone at the end.
    */
   readonly left?: number;
+  /**
+   * The task calls `sent` when its request goes out (the API client does, at the socket write).
+   * Until then a started request counts in every window as sent now: one written more than a
+   * window after it started (a stalled event loop, a slow connect) would otherwise not count
+   * against the starts made meanwhile, and the server, counting it when it arrives, would.
+   */
+  readonly reportsSent?: boolean;
 }
 
 export interface EndpointStats {

@@ -40,6 +40,12 @@ const DEFAULT_LANE = 'default';
 const MINUTE_MS = 60_000;
 const SECOND_MS = 1_000;
 
+/** A started request that has not said it was sent: where its start is in the logs. */
+interface Unsent {
+  readonly bucket: Bucket;
+  at: number;
+}
+
 interface Candidate {
   readonly bucket: Bucket;
   readonly lane: string;
@@ -67,6 +73,8 @@ class Scheduler implements RequestBudget {
   readonly #buckets = new Map<string, Bucket>();
   /** Starts across all endpoints, for the combined rate, the search gate and `maxPerSecond`. */
   readonly #allStarts = new SlidingLog();
+  /** Started requests that report when they are sent and have not yet (`ScheduleOptions.reportsSent`). */
+  readonly #unsent = new Set<Unsent>();
   /** Lanes with waiting requests, and how many each has (across endpoints). */
   readonly #lanes = new RoundRobin<string>();
   readonly #laneWaiting = new Map<string, number>();
@@ -129,19 +137,24 @@ class Scheduler implements RequestBudget {
       const waiter: Waiter = {
         enqueuedAt: this.#now(),
         start: (startedAt) => {
-          let counted = startedAt;
+          const unsent: Unsent = { bucket, at: startedAt };
+          if (options.reportsSent === true) this.#unsent.add(unsent);
           // The request went out later than it started (a new connection, a busy loop): count it
           // from then, as the server does. Once, and only ever later.
           const sent = (): void => {
             const at = this.#now();
-            const from = counted;
-            counted = Number.POSITIVE_INFINITY;
+            const from = unsent.at;
+            unsent.at = Number.POSITIVE_INFINITY;
+            this.#unsent.delete(unsent);
             if (at <= from) return;
             bucket.starts.restamp(from, at);
             this.#allStarts.restamp(from, at);
             this.#requestDispatch();
           };
-          this.#queue.add(() => task(sent)).then(resolve, reject);
+          this.#queue
+            .add(() => task(sent))
+            .finally(() => this.#unsent.delete(unsent))
+            .then(resolve, reject);
         },
         detach: () => signal?.removeEventListener('abort', onAbort),
         cancel: (reason) => {
@@ -288,6 +301,7 @@ class Scheduler implements RequestBudget {
       }
       const now = this.#now();
       const secondMs = this.#secondWindowMs;
+      this.#holdUnsent(now);
       this.#allStarts.forgetThrough(now - Math.max(secondMs, SECOND_MS));
       const combinedFreeAt = this.#allStarts.nextFreeAt(now, secondMs, this.#limits.maxRps);
       if (combinedFreeAt > now) {
@@ -326,6 +340,20 @@ class Scheduler implements RequestBudget {
         return;
       }
       this.#start(chosen, now);
+    }
+  }
+
+  /**
+   * Started requests not yet sent (`reportsSent`) whose start is about to leave the second window
+   * move to `now`: until it goes out, a request may go out at any moment, so it counts as now.
+   */
+  #holdUnsent(now: number): void {
+    const before = now - this.#secondWindowMs;
+    for (const unsent of this.#unsent) {
+      if (unsent.at > before) continue;
+      unsent.bucket.starts.restamp(unsent.at, now);
+      this.#allStarts.restamp(unsent.at, now);
+      unsent.at = now;
     }
   }
 

@@ -553,6 +553,63 @@ describe('createScheduler: a request counts from when it is sent', () => {
     expect(starts).toEqual([0, 300 + SECOND_WINDOW]);
   });
 
+  it('a request that reports its send counts as sent now until it is, even more than a window after it started', async () => {
+    const budget: RequestBudget = createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 1 } });
+    const starts: number[] = [];
+    const sends: number[] = [];
+    // The first reaches its socket 1,500 ms after it started (our event loop stalled, a slow connect).
+    const first = budget.schedule(
+      EVENTS,
+      async (sent) => {
+        starts.push(Date.now());
+        await new Promise((r) => setTimeout(r, 1_500));
+        sends.push(Date.now());
+        sent();
+      },
+      { reportsSent: true },
+    );
+    const second = budget.schedule(
+      USERS,
+      async (sent) => {
+        starts.push(Date.now());
+        sends.push(Date.now());
+        sent();
+      },
+      { reportsSent: true },
+    );
+    await vi.advanceTimersByTimeAsync(5_000);
+    await Promise.all([first, second]);
+    // Not at 1,100 (its start left the window, and the server would then count both within 400 ms):
+    // a window after the first really went out.
+    expect(starts).toEqual([0, 1_500 + SECOND_WINDOW]);
+    expect(sends).toEqual([1_500, 1_500 + SECOND_WINDOW]);
+  });
+
+  it('a reporting request that ends unsent (its connection failed) stops holding the window', async () => {
+    const budget: RequestBudget = createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 1 } });
+    const starts: number[] = [];
+    const failed = budget.schedule(
+      EVENTS,
+      async () => {
+        starts.push(Date.now());
+        await new Promise((r) => setTimeout(r, 5_000));
+        throw new Error('connect ECONNREFUSED');
+      },
+      { reportsSent: true },
+    );
+    const caught = failed.catch((error: unknown) => error);
+    const next = budget.schedule(EVENTS, async (sent) => {
+      starts.push(Date.now());
+      sent();
+    });
+    await vi.advanceTimersByTimeAsync(10_000);
+    await next;
+    expect(await caught).toBeInstanceOf(Error);
+    // Held as sent at each window's end (1,100, 2,200, 3,300, 4,400) until it failed at 5,000; the last
+    // of those counts its window out, no more.
+    expect(starts).toEqual([0, 4 * SECOND_WINDOW + SECOND_WINDOW]);
+  });
+
   it('sent() at the start changes nothing, and a second call is ignored', async () => {
     const budget: RequestBudget = createScheduler({ limits: { ...DEFAULT_RATE_LIMITS, maxRps: 1 } });
     const starts: number[] = [];
