@@ -33,7 +33,8 @@ export async function forgetEvents(path: string, ids: readonly string[]): Promis
   }
 }
 
-const DAY_MS = 86_400_000;
+/** A day in milliseconds. */
+export const DAY_MS = 86_400_000;
 
 /**
  * The emulator's events, and the ones a repair test takes out of the warehouse: six older ones for

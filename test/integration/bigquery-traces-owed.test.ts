@@ -21,7 +21,7 @@ import {
 import { runSync, type RunSummary } from '../../src/sync/engine.js';
 import { openSyncRun } from '../../src/sync/context.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
-import { eventsToForget } from '../fakes/real-shape-traces.js';
+import { DAY_MS, eventsToForget } from '../fakes/real-shape-traces.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { bigqueryTarget, doubleFor } from '../fixtures/bigquery/pipeline-target.js';
@@ -36,8 +36,6 @@ import { bigqueryTarget, doubleFor } from '../fixtures/bigquery/pipeline-target.
  */
 
 isolateNock();
-
-const DAY_MS = 86_400_000;
 
 const realShape = (seed: number): Promise<Emulator> =>
   emulator({ flavor: 'real', seed, eventsPerProject: 60, projects: ['default'], enrichAfterMs: 0 });

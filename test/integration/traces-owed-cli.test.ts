@@ -6,7 +6,14 @@ import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
 import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
 import { dir } from '../fakes/lifecycle.js';
-import { eventsToForget, expectEverySpan, forgetEvents, realShape, traceReads } from '../fakes/real-shape-traces.js';
+import {
+  DAY_MS,
+  eventsToForget,
+  expectEverySpan,
+  forgetEvents,
+  realShape,
+  traceReads,
+} from '../fakes/real-shape-traces.js';
 
 /**
  * Traces owed after the warehouse is changed by the CLI's other commands (issue 31, item 1: children
@@ -14,8 +21,6 @@ import { eventsToForget, expectEverySpan, forgetEvents, realShape, traceReads } 
  * --repair`, reconcile's repair and a first backfill, each through the built CLI (a slow file: nine
  * CLI runs). The same rule in process: traces-owed.test.ts.
  */
-
-const DAY_MS = 86_400_000;
 
 describe('traces owed after the warehouse is changed by the CLI (real-service shape)', {
   timeout: 240_000,

@@ -5,7 +5,7 @@ import { traces } from '../../connectors/traces.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import { dbPathOf, syncEngineOnce, syncOnce } from '../fakes/harness.js';
 import { dir } from '../fakes/lifecycle.js';
-import { expectEverySpan, realShape, traceReads } from '../fakes/real-shape-traces.js';
+import { DAY_MS, expectEverySpan, realShape, traceReads } from '../fakes/real-shape-traces.js';
 
 /**
  * Children follow the parent's table (issue 31, item 1): on the real service's shape (spans read
@@ -15,8 +15,6 @@ import { expectEverySpan, realShape, traceReads } from '../fakes/real-shape-trac
  * are derived from the warehouse (the events table and the children book), not from what one run stored.
  * In process here; the CLI's reset, verify --repair and backfill: traces-owed-cli.test.ts (a slow file).
  */
-
-const DAY_MS = 86_400_000;
 
 describe('traces owed by every event in the warehouse (real-service shape)', () => {
   it('a stream added later: a sync of events, then one with traces, reads the spans of every event already stored', async () => {
