@@ -392,7 +392,7 @@ for (const t of keyed) {
     failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
 }
 // Traces read one event at a time: each run lists the events that owe their spans (the children
-// book, src/load/bigquery/children.ts): the events' project_id, id, timestamp (TIMESTAMP: 8 B) and
+// book, src/load/bigquery/trace-book.ts): the events' project_id, id, timestamp (TIMESTAMP: 8 B) and
 // the book's row per event read (resource 'traces', project_id, parent_id, three 8-byte columns),
 // over the days from --start on (all of them without it).
 {
@@ -406,7 +406,7 @@ for (const t of keyed) {
     PROJECTS * Math.max(BILL_MIN, listing(days) / PROJECTS) + PROJECTS * Math.max(BILL_MIN, listing(1) / PROJECTS);
   out('');
   out(
-    `traces per event, the owed listing (children book): ${perEvent.toFixed(0)} B per event in range (events ${eventBytes.toFixed(0)} B + book ${bookBytes.toFixed(0)} B)`,
+    `traces per event, the owed listing (trace book): ${perEvent.toFixed(0)} B per event in range (events ${eventBytes.toFixed(0)} B + book ${bookBytes.toFixed(0)} B)`,
   );
   for (const [label, days] of [
     [`no --start (${DAYS} days)`, DAYS],

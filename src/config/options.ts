@@ -4,7 +4,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import { PROJECT_HEADERS } from '../../connectors/service.js';
 import { RESOURCE_NAMES } from '../../connectors/index.js';
-import type { ChildSelection } from '../core/types.js';
+import type { TraceSelection } from '../core/types.js';
 import { DEFAULT_RATE_LIMITS } from '../http/scheduler/budget.js';
 import { DEFAULT_MEMORY_LIMIT_BYTES } from '../load/duckdb/memory.js';
 import { sizeText } from './size.js';
@@ -828,7 +828,7 @@ export const DEFAULT_SETTLE = '2h';
  * only events whose `tool_calls`, `error_spans` or `model` show a trace, and loses the spans of any
  * other event that has some (docs/traces.md): an opt-in saving, never the default.
  */
-export const DEFAULT_TRACES: ChildSelection = 'all';
+export const DEFAULT_TRACES: TraceSelection = 'all';
 export const DEFAULT_BQ_LOCATION = 'US';
 /** Default rows per stream a dry run reads: enough to show every statement, not all history. */
 export const DEFAULT_DRY_RUN_LIMIT = 100;

@@ -4,7 +4,7 @@ import { parseDuration } from '../core/duration.js';
 import { emptyToUndefined, parseSearches, splitList } from './values.js';
 import { ConfigError } from '../core/errors.js';
 import type { LogFormat } from '../core/log.js';
-import type { ChildSelection, ResourceDefinition, SavedSearch } from '../core/types.js';
+import type { TraceSelection, ResourceDefinition, SavedSearch } from '../core/types.js';
 import { DEFAULT_RATE_LIMITS, type RateLimits } from '../http/scheduler/budget.js';
 import { DEFAULT_MEMORY_LIMIT_BYTES } from '../load/duckdb/memory.js';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../http/retry-after.js';
@@ -56,7 +56,7 @@ export interface SyncConfig {
   /** Re-read each events window once this old, for late enrichment (0: never). */
   readonly settleMs: number;
   /** Which events get their traces read where the server reads traces per event. */
-  readonly traces: ChildSelection;
+  readonly traces: TraceSelection;
   /** After the writes, check the API's counts against the warehouse (`reconcile.ts`). @default 'repair' */
   readonly reconcile?: ReconcileMode;
   /** Rows reconcile finds deleted at the source (`core/deletions.ts`). @default 'mark' */
@@ -242,7 +242,7 @@ export function resolveRun(
   }
   const settleMs = read.duration('settle') ?? parseDuration(DEFAULT_SETTLE);
   // A choice is checked against its option's choices and defaulted there (options.ts, config/reader.ts).
-  const traces = read.choice('traces') as ChildSelection;
+  const traces = read.choice('traces') as TraceSelection;
   const reconcile = read.choice('reconcile') as ReconcileMode;
   const deletions = read.choice('deletions') as DeletionMode;
 

@@ -8,7 +8,7 @@
  * rejects: nothing of it committed), and the store then takes the change into its document and
  * exports the file. Nothing waits on another commit, and a destination owes the store no call.
  *
- * Commits of one key may run at once (a split walk's sub-windows, a children drain and a parent
+ * Commits of one key may run at once (a split walk's sub-windows, a trace drain and a parent
  * walk) and land in any order, so each row holds the key's value as last committed with only its
  * own batch's change applied: never a change whose rows are still in flight, so the state in the
  * warehouse is never ahead of its rows, whatever lands first or fails. It may be behind (a commit
@@ -24,25 +24,25 @@ export interface StateRow {
 }
 
 /**
- * One read of a parent record's children (the children book, `_query_sync_children`): appended in
+ * One read of a parent record's children (the trace book, `_query_sync_children`): appended in
  * the transaction of the children rows it describes. The book is what makes the set of parents
  * whose children are owed a fact of the warehouse: a parent row with no final read is owed.
  */
-export interface ChildRead {
-  /** The child resource, e.g. `traces`. */
+export interface TraceRead {
+  /** The per-event resource, e.g. `traces`. */
   readonly resource: string;
   readonly projectId: string;
-  readonly parentId: string;
+  readonly eventId: string;
   /** The parent's own time (ISO): a read while the parent was young and empty is not final. */
-  readonly parentAt: string;
+  readonly eventAt: string;
   /** Children rows the read answered. */
   readonly children: number;
   /** When it was read (ISO). */
   readonly readAt: string;
 }
 
-/** Name of the children book in every destination that keeps one. */
-export const CHILD_BOOK_TABLE = '_query_sync_children';
+/** Name of the trace book in every destination that keeps one. */
+export const TRACE_BOOK_TABLE = '_query_sync_children';
 
 /**
  * What a commit writes to the state, beside a batch's rows (`LoadBatch.state`) or alone
@@ -51,8 +51,8 @@ export const CHILD_BOOK_TABLE = '_query_sync_children';
 export interface StateCommit {
   /** Rows of `_query_sync_state`, each the whole new value of its key (`null`: the key is removed). */
   readonly rows: readonly StateRow[];
-  /** Reads of the children book to append in the same transaction (none: absent or empty). */
-  readonly childReads?: readonly ChildRead[];
+  /** Reads of the trace book to append in the same transaction (none: absent or empty). */
+  readonly traceReads?: readonly TraceRead[];
 }
 
 /** A warehouse that keeps query-sync's state (the destination, seen by the state store). */
@@ -72,7 +72,7 @@ export interface StateTable {
 export const STATE_TABLE = '_query_sync_state';
 
 /**
- * A complete owed listing of a parent's children (`load/destination-capabilities.ts` `OwedChildren`,
+ * A complete owed listing of a parent's children (`load/destination-capabilities.ts` `OwedTraces`,
  * kept in state by `state/books/traces.ts`): when it started, and when the last one that read every day did.
  */
 export interface OwedMark {

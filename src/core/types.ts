@@ -195,10 +195,10 @@ export interface SplitDeclaration {
   readonly partGte?: string;
   readonly partLt?: string;
 }
-/** Which parent records get their per-parent children read: all, those whose fields show some, or none. */
-export type ChildSelection = 'all' | 'traced' | 'none';
+/** Which parent records get their per-event traces read: all, those whose fields show some, or none. */
+export type TraceSelection = 'all' | 'traced' | 'none';
 
-/** How a child resource is read one parent record at a time (see `ResourceDefinition.perParent`). */
+/** How a per-event resource is read one parent record at a time (see `ResourceDefinition.perParent`). */
 interface PerParentReads {
   /** The parent resource, e.g. `events`. */
   readonly parent: string;

@@ -45,8 +45,8 @@ export interface WindowCount {
 }
 
 /** Which parents owe their children: the parent table, the child, and what counts as read. */
-export interface OwedChildren {
-  /** The child resource, e.g. `traces` (the book's `resource`). */
+export interface OwedTraces {
+  /** The per-event resource, e.g. `traces` (the book's `resource`). */
   readonly child: string;
   /** The parent's table, key column and time column, e.g. `events`, `id`, `timestamp`. */
   readonly parentTable: string;
@@ -77,21 +77,21 @@ export interface OwedChildren {
 export const OWED_FULL_EVERY_MS = 7 * 86_400_000;
 
 /**
- * The children book (`_query_sync_children`, appended through `StateCommit.childReads` in the
+ * The trace book (`_query_sync_children`, appended through `StateCommit.traceReads` in the
  * transaction of the children rows): which parents in the warehouse owe their children. A parent
  * row owes them until a final read is booked: one that answered children, or answered none once
  * the parent was `settleMs` old. A read that answered none while the parent was young makes it
  * owed again once it is `settleMs` old.
  */
-export interface KeepsChildBook {
+export interface KeepsTraceBook {
   /** Up to `limit` parents of `project` that owe their children, newest first (`at`: epoch ms). */
-  owedChildren(
-    query: OwedChildren & { readonly project: string; readonly limit: number },
+  owedTraces(
+    query: OwedTraces & { readonly project: string; readonly limit: number },
   ): Promise<readonly { readonly id: string; readonly at: number }[]>;
   /** Parents that owe their children, per project (those not due yet, young and read empty, not counted). */
-  countOwedChildren(query: OwedChildren): Promise<Readonly<Record<string, number>>>;
+  countOwedTraces(query: OwedTraces): Promise<Readonly<Record<string, number>>>;
   /** Forget every read of `child` (of `project` only, when given): their parents owe them again. */
-  forgetChildren(child: string, project?: string): Promise<void>;
+  forgetTraces(child: string, project?: string): Promise<void>;
 }
 
 /** Where the run lease lives when not beside the state file (BigQuery: runs in pods share no file). */
@@ -208,7 +208,7 @@ export type OptionalCapabilities = Partial<
     CountsByProject &
     Refreshes &
     DefinesViews &
-    KeepsChildBook &
+    KeepsTraceBook &
     PublishesCopy
 >;
 
@@ -236,8 +236,8 @@ function dropsTables<D extends OptionalCapabilities>(d: D): d is D & DropsTables
 export function refreshes<D extends OptionalCapabilities>(d: D): d is D & Refreshes {
   return d.replaceTables !== undefined && d.dropTable !== undefined;
 }
-function keepsChildBook<D extends OptionalCapabilities>(d: D): d is D & KeepsChildBook {
-  return d.owedChildren !== undefined && d.countOwedChildren !== undefined && d.forgetChildren !== undefined;
+function keepsTraceBook<D extends OptionalCapabilities>(d: D): d is D & KeepsTraceBook {
+  return d.owedTraces !== undefined && d.countOwedTraces !== undefined && d.forgetTraces !== undefined;
 }
 function definesViews<D extends OptionalCapabilities>(d: D): d is D & DefinesViews {
   return d.defineView !== undefined;
@@ -257,7 +257,7 @@ export interface Capabilities {
   readonly drop?: DropsTables;
   readonly refresh?: Refreshes;
   readonly views?: DefinesViews;
-  readonly childBook?: KeepsChildBook;
+  readonly traceBook?: KeepsTraceBook;
   readonly publish?: PublishesCopy;
 }
 
@@ -290,12 +290,12 @@ export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
       ? { refresh: { replaceTables: (swaps) => d.replaceTables(swaps), dropTable: (table) => d.dropTable(table) } }
       : {}),
     ...(definesViews(d) ? { views: { defineView: (name, select) => d.defineView(name, select) } } : {}),
-    ...(keepsChildBook(d)
+    ...(keepsTraceBook(d)
       ? {
-          childBook: {
-            owedChildren: (query) => d.owedChildren(query),
-            countOwedChildren: (query) => d.countOwedChildren(query),
-            forgetChildren: (child, project) => d.forgetChildren(child, project),
+          traceBook: {
+            owedTraces: (query) => d.owedTraces(query),
+            countOwedTraces: (query) => d.countOwedTraces(query),
+            forgetTraces: (child, project) => d.forgetTraces(child, project),
           },
         }
       : {}),

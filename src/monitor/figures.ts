@@ -39,7 +39,7 @@ interface MarkFigures {
   readonly markMs: number;
 }
 
-/** A per-parent child's backlog (traces read one event at a time), as `status` computes it. */
+/** A per-event resource's backlog (traces read one event at a time), as `status` computes it. */
 interface BacklogFigures {
   readonly resource: string;
   readonly events: number;

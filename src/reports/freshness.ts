@@ -20,7 +20,7 @@ export interface StreamFreshness {
   readonly lastRun?: { readonly at: string; readonly outcome: 'ok' | 'failed'; readonly error?: string };
 }
 
-/** A per-parent child's backlog (traces read one event at a time) and when it will be whole. */
+/** A per-event resource's backlog (traces read one event at a time) and when it will be whole. */
 export interface BacklogForecast {
   readonly resource: string;
   /** Parent records whose children are still to read, across projects. */

@@ -1,20 +1,20 @@
 import { RESOURCES } from '../../connectors/index.js';
 import { PIPELINE_DEFAULTS } from '../config/defaults.js';
-import type { ChildSelection, ResourceDefinition } from '../core/types.js';
+import type { TraceSelection, ResourceDefinition } from '../core/types.js';
 import type { Destination } from '../load/destination.js';
 import { owedQuery } from '../sync/traces/queue.js';
 import { readsByParent } from '../sync/traces/probe.js';
 import type { StateDocument } from '../state/store.js';
 
-/** Per child resource read one parent at a time: parents owed their children, per project. */
+/** Per per-event resource read one parent at a time: parents owed their children, per project. */
 export type OwedByResource = Readonly<Record<string, Readonly<Record<string, number>>>>;
 
 /**
  * What `status` and `plan` say is owed: for each child this server reads per parent, the parents in
  * the warehouse whose children were never read, read empty while young (and now due), or failed,
- * counted by the warehouse's children book. Empty where the destination keeps no book.
+ * counted by the warehouse's trace book. Empty where the destination keeps no book.
  */
-export async function owedChildren(
+export async function owedTraces(
   destination: Destination,
   doc: StateDocument,
   resources: readonly ResourceDefinition[],
@@ -22,10 +22,10 @@ export async function owedChildren(
     readonly nowMs: number;
     readonly settleMs?: number;
     readonly startMs?: number;
-    readonly selection?: ChildSelection;
+    readonly selection?: TraceSelection;
   },
 ): Promise<OwedByResource> {
-  const book = destination.can.childBook;
+  const book = destination.can.traceBook;
   const out: Record<string, Readonly<Record<string, number>>> = {};
   if (book === undefined || settings.selection === 'none') return out;
   for (const child of resources) {
@@ -42,7 +42,7 @@ export async function owedChildren(
       },
       settings.nowMs,
     );
-    out[child.name] = await book.countOwedChildren(query);
+    out[child.name] = await book.countOwedTraces(query);
   }
   return out;
 }

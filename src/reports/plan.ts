@@ -11,9 +11,9 @@ import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from '../sync/scopes.js';
 import type { RunServices, SyncSettings } from '../sync/context.js';
-import { childBacklog } from '../sync/traces/queue.js';
+import { traceBacklog } from '../sync/traces/queue.js';
 import { readsByParent } from '../sync/traces/probe.js';
-import { childLoad, deficitLine, tracedSavingLine } from '../sync/traces/load.js';
+import { traceLoad, deficitLine, tracedSavingLine } from '../sync/traces/load.js';
 import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
 import type { ReconcileMode } from '../core/reconcile-mode.js';
@@ -258,7 +258,7 @@ async function build(
 
 /**
  * What the plan covers: a target (resource, scope, its units) per stream to count, and the rows
- * known without counting: a resource with no project yet, and per-parent children (their backlog).
+ * known without counting: a resource with no project yet, and per-event traces (their backlog).
  */
 function planTargets(
   options: ScopeOptions,
@@ -286,9 +286,9 @@ function planTargets(
         targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
       continue;
     }
-    // Per-parent children: one request per owed parent record (the warehouse's book, else the state queue).
+    // Per-event traces: one request per owed parent record (the warehouse's book, else the state queue).
     const fromBook = deps.owed?.[resource.name];
-    const pending = fromBook ?? childBacklog(deps.state, resource).pending;
+    const pending = fromBook ?? traceBacklog(deps.state, resource).pending;
     for (const scope of scopes) {
       const requests = pending[scope.fallbackProjectId ?? scope.key] ?? 0;
       unknownRows.push({
@@ -313,7 +313,7 @@ function planTargets(
               )} ${resource.perParent?.parent ?? 'parent'} records of the warehouse that owe their ${resource.name}, drained in at least ${Math.ceil(Object.values(fromBook).reduce((a, b) => a + b, 0) / deps.limits.maxRpm)} min at ${deps.limits.maxRpm}/min; `) +
         `the sync adds one per new record it selects (--traces)`,
     );
-    const load = childLoad(deps.state, resource, deps.limits, deps.clock.now());
+    const load = traceLoad(deps.state, resource, deps.limits, deps.clock.now());
     for (const line of [tracedSavingLine(resource, load), deficitLine(resource, load, deps.limits)])
       if (line !== undefined) notes.push(line);
   }

@@ -220,7 +220,7 @@ export class ProgressTracker {
     this.counter(resource).windowsDone += windows;
   }
 
-  /** A per-parent child resource's backlog is now `pending` requests (the run grows it as it stores parents). */
+  /** A per-event resource's backlog is now `pending` requests (the run grows it as it stores parents). */
   backlog(resource: string, pending: number): void {
     this.counter(resource).backlog = pending;
   }

@@ -10,9 +10,9 @@ import {
 import type { Lateness, LastRun, StateDocument } from '../state/store.js';
 import type { RateLimits } from '../http/scheduler/budget.js';
 import { AGGREGATES_SECTION, EVENT_COUNTS_TABLE, EVENT_FACETS_TABLE } from '../analysts/aggregates.js';
-import { childBacklog } from '../sync/traces/queue.js';
+import { traceBacklog } from '../sync/traces/queue.js';
 import { readsByParent } from '../sync/traces/probe.js';
-import { childLoad, deficitLine, type ChildLoad } from '../sync/traces/load.js';
+import { traceLoad, deficitLine, type TraceLoad } from '../sync/traces/load.js';
 import { forecastBacklog, type BacklogForecast } from './freshness.js';
 import { definitionQuery, SEARCH_RESULTS_TABLE, SEARCH_SECTION, type SearchMark } from '../analysts/searches.js';
 
@@ -72,8 +72,8 @@ interface ScopeStatus {
   readonly backfill?: BackfillStreamStatus;
 }
 
-/** A per-parent child's backlog (traces read one event at a time). */
-interface ChildBacklogStatus {
+/** A per-event resource's backlog (traces read one event at a time). */
+interface TraceBacklogStatus {
   /** Parent records whose children are still to read, per project. */
   readonly pending: Readonly<Record<string, number>>;
   readonly total: number;
@@ -85,7 +85,7 @@ interface ChildBacklogStatus {
   /** Parent records answered empty while young, asked again at settle (spans that lag their event). */
   readonly recheck: number;
   /** Parents queued a day against what the endpoint's limit allows; `deficit` says the backlog only grows. */
-  readonly load?: ChildLoad;
+  readonly load?: TraceLoad;
   /** Said when the limit cannot keep up (with the daily deficit). */
   readonly deficit?: string;
   /** When it will be whole at `ratePerMinute`, parents still arriving at the daily load. */
@@ -96,7 +96,7 @@ interface ResourceStatus {
   readonly resource: string;
   /** What was learned about the server for this resource: read by time, or one parent at a time. */
   readonly readBy?: 'time' | 'parent';
-  readonly backlog?: ChildBacklogStatus;
+  readonly backlog?: TraceBacklogStatus;
   readonly tableRows?: number;
   readonly rowsByProject?: Readonly<Record<string, number>>;
   readonly scopes: readonly ScopeStatus[];
@@ -230,7 +230,7 @@ export function buildStatus(
     const table = warehouse.tables[resource.name] ?? {};
     const byParent = resource.perParent === undefined ? undefined : readsByParent(doc, resource);
     const backlog =
-      byParent === true ? childBacklogStatus(doc, resource, limits, nowMs, owed?.[resource.name]) : undefined;
+      byParent === true ? traceBacklogStatus(doc, resource, limits, nowMs, owed?.[resource.name]) : undefined;
     out.push({
       resource: resource.name,
       ...(byParent === undefined ? {} : { readBy: byParent ? ('parent' as const) : ('time' as const) }),
@@ -256,19 +256,19 @@ export function buildStatus(
  * The backlog of a child read one parent at a time, its daily load and its forecast at the
  * per-endpoint minute limit (`status`, and a sync's summary at its end).
  */
-function childBacklogStatus(
+function traceBacklogStatus(
   doc: StateDocument,
   resource: ResourceDefinition,
   limits: Pick<RateLimits, 'maxRpm'>,
   nowMs: number,
-  /** Parents owed their children per project, from the warehouse's children book. @default the state queue's pending */
+  /** Parents owed their children per project, from the warehouse's trace book. @default the state queue's pending */
   owed?: Readonly<Record<string, number>>,
-): ChildBacklogStatus {
-  const b = childBacklog(doc, resource);
+): TraceBacklogStatus {
+  const b = traceBacklog(doc, resource);
   const pending = owed ?? b.pending;
   const total = Object.values(pending).reduce((n, x) => n + x, 0);
   const rate = limits.maxRpm;
-  const load = childLoad(doc, resource, limits, nowMs);
+  const load = traceLoad(doc, resource, limits, nowMs);
   const deficit = deficitLine(resource, load, limits);
   return {
     pending,
@@ -299,7 +299,7 @@ export function backlogForecasts(
 ): BacklogForecast[] {
   return resources
     .filter((r) => r.perParent !== undefined && readsByParent(doc, r) === true)
-    .map((r) => childBacklogStatus(doc, r, limits, nowMs, owed?.[r.name]).forecast);
+    .map((r) => traceBacklogStatus(doc, r, limits, nowMs, owed?.[r.name]).forecast);
 }
 
 /** Rows of a scope: one project's, the listed projects' (`*[a,b]`), or all (`*`). */

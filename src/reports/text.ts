@@ -257,7 +257,7 @@ export function formatStreamLine(
 }
 
 /**
- * What the run's verdict line adds when per-parent children are still owed (`''` when none):
+ * What the run's verdict line adds when per-event traces are still owed (`''` when none):
  * a run that leaves some owed never says `ok` alone.
  */
 export function owedVerdict(streams: readonly Pick<StreamResult, 'resource' | 'owed'>[]): string {

@@ -11,7 +11,7 @@ import { EXIT_CODES } from '../core/exit-codes.js';
 import type { PublishesCopy } from '../load/destination-capabilities.js';
 import { Publisher } from '../publish/publisher.js';
 import { readStateDocument } from './state-home.js';
-import { childSectionName, owedMarkSectionName, type ChildSection, type OwedMarks } from '../state/books/traces.js';
+import { traceSectionName, owedMarkSectionName, type TraceSection, type OwedMarks } from '../state/books/traces.js';
 
 /**
  * `query-sync reset`'s work, without its questions: which streams of the state match
@@ -45,7 +45,7 @@ export async function resetStep(
     if (stop.reason !== undefined) throw stop.reason;
     await state.updateStream(key, forget);
   }
-  const children = await forgetChildReads(config, state, destination);
+  const children = await forgetTraceReads(config, state, destination);
   const copy = destination?.can.publish;
   const published =
     copy !== undefined && !config.dryRun && config.duckdbPath !== ':memory:'
@@ -78,11 +78,11 @@ async function publishAfterReset(path: string, copy: PublishesCopy): Promise<str
 }
 
 /**
- * Per-parent children named by `--resources` (traces read one event at a time): forget which
- * parents had them read (the warehouse's children book, and the state queue of older versions), so
+ * Per-event traces named by `--resources` (traces read one event at a time): forget which
+ * parents had them read (the warehouse's trace book, and the state queue of older versions), so
  * every parent in the table owes them again and the next sync reads them. Returns what it forgot.
  */
-async function forgetChildReads(
+async function forgetTraceReads(
   config: ResetConfig,
   state: StateStore,
   destination: Destination | undefined,
@@ -90,7 +90,7 @@ async function forgetChildReads(
   const lines: string[] = [];
   for (const child of config.resources.filter((r) => r.perParent !== undefined)) {
     const project = config.project === '*' ? undefined : config.project;
-    await destination?.can.childBook?.forgetChildren(child.name, project);
+    await destination?.can.traceBook?.forgetTraces(child.name, project);
     // The owed listings' marks go with the book: an emptied book partition leaves no trace in
     // INFORMATION_SCHEMA.PARTITIONS, so the next listing must read every day.
     const marks = owedMarkSectionName(child);
@@ -100,10 +100,10 @@ async function forgetChildReads(
         const { [project]: _forgotten, ...rest } = current;
         return rest;
       });
-    const section = childSectionName(child);
-    const queued = state.document.sections[section] as ChildSection | undefined;
+    const section = traceSectionName(child);
+    const queued = state.document.sections[section] as TraceSection | undefined;
     if (queued !== undefined) {
-      await state.updateSection<ChildSection | undefined>(section, (current) => {
+      await state.updateSection<TraceSection | undefined>(section, (current) => {
         if (project === undefined || current === undefined) return undefined;
         const { [project]: _forgotten, ...rest } = current;
         return rest;

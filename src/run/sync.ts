@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import type { SyncConfig } from '../config/index.js';
 import { RESOURCES } from '../../connectors/index.js';
 import { planSync } from '../reports/plan.js';
-import { childLoad, deficitLine } from '../sync/traces/load.js';
+import { traceLoad, deficitLine } from '../sync/traces/load.js';
 import { backlogForecasts } from '../reports/status.js';
 import { forecastLine, spoken, type BacklogForecast } from '../reports/freshness.js';
 import { runSync } from '../sync/engine.js';
@@ -179,7 +179,7 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
   );
   // Where per-event reads cannot keep up with the events a day, the backlog only grows: say so.
   const deficits = config.resources.flatMap(
-    (r) => deficitLine(r, childLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
+    (r) => deficitLine(r, traceLoad(runState.document, r, config.limits, clock.now()), config.limits) ?? [],
   );
   for (const line of deficits) logger.warn(line);
   const late = lateForecasts(forecasts, config.freshnessTargetMs);
@@ -242,7 +242,7 @@ function lateForecasts(forecasts: readonly BacklogForecast[], targetMs: number |
     .map((f) => `${forecastLine(f)}: past --freshness-target ${spoken(targetMs)}`);
 }
 
-/** What the run's drains left owed, per child resource and project (from the warehouse's children book). */
+/** What the run's drains left owed, per per-event resource and project (from the warehouse's trace book). */
 function owedOfStreams(
   streams: readonly StreamResult[],
 ): Readonly<Record<string, Readonly<Record<string, number>>>> | undefined {

@@ -1,4 +1,4 @@
-import type { ChildRead } from '../core/state-table.js';
+import type { TraceRead } from '../core/state-table.js';
 import type { StateDocument, StreamState } from './document.js';
 
 /**
@@ -22,8 +22,8 @@ export interface StateWriter {
   updateSection<T>(name: string, change: (current: T | undefined) => T): Promise<void>;
   /** Run `callback` once what this writer wrote so far is committed (at once for the store). */
   whenCommitted(callback: () => void): void;
-  /** Append reads to the children book (`_query_sync_children`), committed as this writer commits. */
-  recordChildReads(reads: readonly ChildRead[]): Promise<void>;
+  /** Append reads to the trace book (`_query_sync_children`), committed as this writer commits. */
+  recordTraceReads(reads: readonly TraceRead[]): Promise<void>;
 }
 
 export const streamChange =
@@ -49,7 +49,7 @@ export function projectsChange(doc: StateDocument, slugs: Iterable<string>): Cha
 export class StateBatch implements StateWriter {
   private readonly changes: Change[] = [];
   private readonly callbacks: (() => void)[] = [];
-  private readonly reads: ChildRead[] = [];
+  private readonly reads: TraceRead[] = [];
   private closed = false;
 
   /** `current`: the store's state as last committed (a project already known is not written again). */
@@ -73,7 +73,7 @@ export class StateBatch implements StateWriter {
     this.callbacks.push(callback);
   }
 
-  recordChildReads(reads: readonly ChildRead[]): Promise<void> {
+  recordTraceReads(reads: readonly TraceRead[]): Promise<void> {
     try {
       this.open();
     } catch (error) {
@@ -86,7 +86,7 @@ export class StateBatch implements StateWriter {
   /** The changes, children reads and callbacks collected; the batch takes no more. */
   take(): {
     readonly changes: readonly Change[];
-    readonly reads: readonly ChildRead[];
+    readonly reads: readonly TraceRead[];
     readonly callbacks: readonly (() => void)[];
   } {
     this.open();

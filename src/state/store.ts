@@ -4,7 +4,7 @@ import { basename, dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { StateError } from '../core/errors.js';
 import { redact } from '../core/log.js';
-import type { ChildRead, StateCommit, StateRow, StateTable } from '../core/state-table.js';
+import type { TraceRead, StateCommit, StateRow, StateTable } from '../core/state-table.js';
 import type { Clock } from '../core/types.js';
 import { projectsChange, sectionChange, StateBatch, streamChange, type Change, type StateWriter } from './batch.js';
 
@@ -149,7 +149,7 @@ export class StateStore implements StateWriter {
   }
 
   /**
-   * Whether state commits with the rows in a warehouse (so the children book, appended in the same
+   * Whether state commits with the rows in a warehouse (so the trace book, appended in the same
    * transactions, is kept there too); a dry run's in-memory store and a file-only store do not.
    */
   get inWarehouse(): boolean {
@@ -263,8 +263,8 @@ export class StateStore implements StateWriter {
     return this.write(sectionChange(name, change), `section:${name}`);
   }
 
-  /** Reads of the children book, in a commit of their own (nowhere without a warehouse: nothing keeps the book). */
-  recordChildReads(reads: readonly ChildRead[]): Promise<void> {
+  /** Reads of the trace book, in a commit of their own (nowhere without a warehouse: nothing keeps the book). */
+  recordTraceReads(reads: readonly TraceRead[]): Promise<void> {
     if (!this.inWarehouse || reads.length === 0) return Promise.resolve();
     return this.commitAlone([], reads);
   }
@@ -311,7 +311,7 @@ export class StateStore implements StateWriter {
     return rowsOfChange(this.doc, change(this.doc)).every((row) => row.key === 'version');
   }
 
-  private async commitAlone(changes: readonly Change[], reads: readonly ChildRead[] = []): Promise<void> {
+  private async commitAlone(changes: readonly Change[], reads: readonly TraceRead[] = []): Promise<void> {
     const warehouse = this.warehouse;
     if (warehouse === undefined) throw new Error('unreachable: commitAlone without a warehouse');
     await this.commit(changes, reads, (commit) => warehouse.writeState(commit));
@@ -332,7 +332,7 @@ export class StateStore implements StateWriter {
    */
   private async commit<T>(
     changes: readonly Change[],
-    reads: readonly ChildRead[],
+    reads: readonly TraceRead[],
     send: (commit: StateCommit) => Promise<T>,
   ): Promise<T> {
     let base: StateDocument;
@@ -366,7 +366,7 @@ export class StateStore implements StateWriter {
     };
     let result: T;
     try {
-      result = await send({ rows: this.cleanRows(rows), ...(reads.length === 0 ? {} : { childReads: reads }) });
+      result = await send({ rows: this.cleanRows(rows), ...(reads.length === 0 ? {} : { traceReads: reads }) });
     } catch (error) {
       release();
       throw error;

@@ -151,8 +151,8 @@ const STREAM_FIELDS: Shape = {
   },
 };
 
-/** Per-parent children (`sections["children:<resource>"]`): per project, pending and done parent ids → parent time (ms). */
-const CHILD_UNITS: Check = (v) => {
+/** Per-event traces (`sections["children:<resource>"]`): per project, pending and done parent ids → parent time (ms). */
+const TRACE_UNITS: Check = (v) => {
   if (!isObject(v)) return `expected {"<id>": <epoch ms>, ...}, got ${shown(v)}`;
   for (const [id, at] of Object.entries(v)) {
     if (typeof at !== 'number' || !Number.isFinite(at))
@@ -160,8 +160,8 @@ const CHILD_UNITS: Check = (v) => {
   }
   return undefined;
 };
-const CHILD_PROJECT_FIELDS: Shape = {
-  fields: { pending: CHILD_UNITS, done: CHILD_UNITS },
+const TRACE_PROJECT_FIELDS: Shape = {
+  fields: { pending: TRACE_UNITS, done: TRACE_UNITS },
   required: ['pending', 'done'],
 };
 
@@ -336,7 +336,7 @@ const KEYED_SECTIONS: readonly KeyedSection[] = [
     named: (n) => n.startsWith('children:'),
     entry: 'project',
     expected: '{"<project>": {"pending": {...}, "done": {...}}}',
-    check: CHILD_PROJECT_FIELDS,
+    check: TRACE_PROJECT_FIELDS,
   },
   {
     named: (n) => n.startsWith('owed-listed:'),

@@ -19,7 +19,7 @@ import {
 import type { StateWriter } from '../state/store.js';
 import type { EngineRun } from './context.js';
 import { owedQuery } from './traces/queue.js';
-import { learnChildMode, readsByParent } from './traces/probe.js';
+import { learnTraceMode, readsByParent } from './traces/probe.js';
 import { ListNotes, listFacts, type ListFact } from './list-facts.js';
 import { forEachScope, type ScopeOptions } from './scopes.js';
 import { endOf, walkWindow, type WalkCounts, type WalkEnd } from './walk.js';
@@ -66,8 +66,8 @@ export interface BackfillRun extends EngineRun {
   readonly settings: BackfillSettings;
 }
 
-/** Per-parent children a backfill leaves owed: the next sync reads them (the warehouse's book says which). */
-interface OwedChildrenNote {
+/** Per-event traces a backfill leaves owed: the next sync reads them (the warehouse's book says which). */
+interface OwedTracesNote {
   readonly resource: string;
   readonly parent: string;
   /** Parents owed their children, per project (absent where the warehouse keeps no book). */
@@ -104,7 +104,7 @@ export interface BackfillSummary {
   readonly streams: readonly BackfillStreamResult[];
   readonly ok: boolean;
   /** Children read one parent at a time on this server: not walked by window, left owed to the next sync. */
-  readonly owed?: readonly OwedChildrenNote[];
+  readonly owed?: readonly OwedTracesNote[];
 }
 
 /** Rows each of `concurrency` windows buffers, so that together they hold about `batchRows`. */
@@ -129,7 +129,7 @@ export async function runBackfill(
   for (const r of targets.resources) {
     let byParent = r.perParent === undefined ? false : readsByParent(run.state.document, r);
     if (byParent === undefined)
-      byParent = await learnChildMode(r, probeScope(targets, run.state.document.projects), run, run.signal).catch(
+      byParent = await learnTraceMode(r, probeScope(targets, run.state.document.projects), run, run.signal).catch(
         () => undefined,
       );
     if (byParent === true) perParent.push(r);
@@ -176,13 +176,13 @@ export async function runBackfill(
   };
 }
 
-/** What the skipped per-parent children owe once the backfill's parents are stored, said once per child. */
+/** What the skipped per-event traces owe once the backfill's parents are stored, said once per child. */
 async function owedAfterBackfill(
   children: readonly ResourceDefinition[],
   targets: BackfillTargets,
   deps: BackfillRun,
-): Promise<OwedChildrenNote[]> {
-  const notes: OwedChildrenNote[] = [];
+): Promise<OwedTracesNote[]> {
+  const notes: OwedTracesNote[] = [];
   const book = bookOf(deps);
   for (const child of children) {
     const parentName = child.perParent?.parent ?? 'parent';
@@ -195,7 +195,7 @@ async function owedAfterBackfill(
         { selection: 'all', settleMs: deps.settings.settleMs ?? 0 },
         deps.clock.now(),
       );
-      byProject = await book.countOwedChildren(query).catch(() => undefined);
+      byProject = await book.countOwedTraces(query).catch(() => undefined);
     }
     const total = byProject === undefined ? undefined : Object.values(byProject).reduce((a, b) => a + b, 0);
     deps.logger.warn(

@@ -1,7 +1,7 @@
 /**
  * How many walks of one stream to run at once: an adaptive limit, fed one sample per request. Used
  * by every producer of work units that runs its units at once (`units.ts`): a split's sub-windows
- * (`stream-reader.ts`) and the per-parent children's chunks (`traces/drain.ts`).
+ * (`stream-reader.ts`) and the per-event traces's chunks (`traces/drain.ts`).
  *
  * A walk is sequential (each page's cursor comes from the previous page), so one walk makes at most
  * one request per round trip: at 300 ms a page that is 3.3 requests a second where the limits allow

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/log.js';
-import type { ChildSelection, Clock } from '../core/types.js';
+import type { TraceSelection, Clock } from '../core/types.js';
 import { RequestMemo } from '../extract/memo.js';
 import type { ApiClient } from '../http/client.js';
 import type { Destination } from '../load/destination.js';
@@ -49,10 +49,10 @@ export interface SyncSettings {
    * enrichment); 0 turns the settle pass off.
    */
   readonly settleMs: number;
-  /** Which parents get their per-parent children read (`--traces`, traces per event). @default 'all' */
-  readonly children?: ChildSelection;
-  /** After the parent walks end, children drain this long at most. @default DEFAULT_CHILD_DRAIN_MS (engine.ts) */
-  readonly childDrainMs?: number;
+  /** Which parents get their per-event traces read (`--traces`, traces per event). @default 'all' */
+  readonly children?: TraceSelection;
+  /** After the parent walks end, trace drain this long at most. @default DEFAULT_TRACE_DRAIN_MS (engine.ts) */
+  readonly traceDrainMs?: number;
   /** The configured rate limits (`--max-rps`, `--max-rpm`): splits are sized by them. */
   readonly limits: SplitLimits;
 }

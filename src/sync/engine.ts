@@ -2,11 +2,11 @@ import type { Clock, ColumnDef, ProjectScope, ResourceDefinition } from '../core
 import { newCallStats } from '../http/client.js';
 import { SchemaTracker } from '../normalize/normalize.js';
 import { optionalWalk } from './optional.js';
-import { ChildQueue } from './traces/queue.js';
-import { learnChildMode } from './traces/probe.js';
-import { childSectionName } from '../state/books/traces.js';
-import type { KeepsChildBook } from '../load/destination-capabilities.js';
-import { drainChildren } from './traces/drain.js';
+import { TraceQueue } from './traces/queue.js';
+import { learnTraceMode } from './traces/probe.js';
+import { traceSectionName } from '../state/books/traces.js';
+import type { KeepsTraceBook } from '../load/destination-capabilities.js';
+import { drainTraces } from './traces/drain.js';
 import { forEachScope, singleProjectScope, type ScopeHooks, type ScopeOptions } from './scopes.js';
 import { syncStream } from './stream.js';
 import type { StreamHooks } from './stream-reader.js';
@@ -25,14 +25,14 @@ export interface SyncTargets extends ScopeOptions {
 }
 
 /**
- * How long a run keeps reading per-parent children after its parent walks end: a 15-minute schedule
+ * How long a run keeps reading per-event traces after its parent walks end: a 15-minute schedule
  * then spends most of each interval draining a backlog (400 trace reads a minute) and no run blocks
  * the next for long. What is left waits, durably, for the next run.
  */
-const DEFAULT_CHILD_DRAIN_MS = 10 * 60_000;
+const DEFAULT_TRACE_DRAIN_MS = 10 * 60_000;
 
 /** Parent records whose children are read in one chunk (one write and one state write each). */
-const CHILD_CHUNK = 25;
+const TRACE_CHUNK = 25;
 
 export interface RunSummary {
   readonly startedAt: string;
@@ -53,7 +53,7 @@ export interface RunHooks {
     scope: string,
     page: { readonly records: number; readonly rowsStored: number },
   ) => void;
-  /** A per-parent child resource's backlog changed: `pending` parents wait for their children (one request each). */
+  /** A per-event resource's backlog changed: `pending` parents wait for their children (one request each). */
   readonly onBacklog?: (resource: string, pending: number) => void;
 }
 
@@ -68,7 +68,7 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
   const { settings, signal } = run;
   const runStartMs = run.runStartMs;
 
-  // Per-parent children (traces per event): learn once whether the server lists them by time. The
+  // Per-event traces (traces per event): learn once whether the server lists them by time. The
   // probes go out while the tables are described, and no stream waits for them but the child's own
   // (its mode) and the parent's first stored batch (whether to queue its children): the other
   // streams' first requests leave at once, not one round trip later.
@@ -76,7 +76,7 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
   let resources = targets.resources;
   const children = targets.resources.filter((r) => r.perParent !== undefined);
   /** Each child's queue (counting its parents from the start), and whether the probe says to use it. */
-  const childQueues = new Map<string, { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }>();
+  const traceQueues = new Map<string, { readonly queue: TraceQueue; readonly byParent: Promise<boolean> }>();
   if (selection === 'none') {
     resources = resources.filter((r) => !children.includes(r));
   } else {
@@ -84,19 +84,19 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
       const parent = targets.resources.find((r) => r.name === child.perParent?.parent);
       // The parent's table, even when this run does not read the parent: the owed parents are in it.
       const parentTable = parent ?? targets.declared?.find((r) => r.name === child.perParent?.parent);
-      const byParent = learnChildMode(child, probeScope(targets, run.state.document.projects), run, signal).then(
+      const byParent = learnTraceMode(child, probeScope(targets, run.state.document.projects), run, signal).then(
         (b) => b === true,
       );
       byParent.catch(() => undefined);
       const onBacklog =
         hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
-      // Where the warehouse keeps the children book, the owed parents are derived from its tables
+      // Where the warehouse keeps the trace book, the owed parents are derived from its tables
       // (every parent whose children were never read, read empty while young, or failed), whoever
       // wrote the parents; the state section's queue is then only a leftover of an older version.
       const book = parentTable === undefined ? undefined : bookOf(run);
-      if (book !== undefined && run.state.document.sections[childSectionName(child)] !== undefined)
-        await run.state.updateSection(childSectionName(child), () => undefined);
-      const queue = new ChildQueue(
+      if (book !== undefined && run.state.document.sections[traceSectionName(child)] !== undefined)
+        await run.state.updateSection(traceSectionName(child), () => undefined);
+      const queue = new TraceQueue(
         {
           child,
           parent: book === undefined ? parent : parentTable,
@@ -110,7 +110,7 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
         run.state,
         run.clock,
       );
-      childQueues.set(child.name, { queue, byParent });
+      traceQueues.set(child.name, { queue, byParent });
     }
   }
   const described = new Map<string, Awaited<ReturnType<RunServices['destination']['describe']>>>();
@@ -123,8 +123,8 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
     );
   const queuesOfParent = (
     parent: ResourceDefinition,
-  ): { readonly queue: ChildQueue; readonly byParent: Promise<boolean> }[] =>
-    [...childQueues.entries()]
+  ): { readonly queue: TraceQueue; readonly byParent: Promise<boolean> }[] =>
+    [...traceQueues.entries()]
       .filter(([name]) => resources.find((r) => r.name === name)?.perParent?.parent === parent.name)
       .map(([, q]) => q);
 
@@ -153,8 +153,8 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
             onPage(resource.name, scope.key, page);
     const tracker = trackers.get(resource.name) as SchemaTracker;
     let result: StreamResult;
-    const child = childQueues.get(resource.name);
-    let queue: ChildQueue | undefined;
+    const child = traceQueues.get(resource.name);
+    let queue: TraceQueue | undefined;
     try {
       queue = child !== undefined && (await child.byParent) ? child.queue : undefined;
     } catch (error) {
@@ -166,11 +166,11 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
       return result;
     }
     if (queue !== undefined) {
-      result = await drainChildren(resource, scope, run, {
+      result = await drainTraces(resource, scope, run, {
         queue,
         tracker,
-        drainAfterParentsMs: settings.childDrainMs ?? DEFAULT_CHILD_DRAIN_MS,
-        chunk: CHILD_CHUNK,
+        drainAfterParentsMs: settings.traceDrainMs ?? DEFAULT_TRACE_DRAIN_MS,
+        chunk: TRACE_CHUNK,
         concurrency: settings.concurrency,
         onPage: pageHook,
       });
@@ -209,12 +209,12 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
   return summarize(runStartMs, streams, run.clock);
 }
 
-/** The warehouse's children book, where it keeps one and the state commits with the rows there. */
-export function bookOf(deps: Pick<RunServices, 'destination' | 'state'>): KeepsChildBook | undefined {
-  return deps.state.inWarehouse ? deps.destination.can.childBook : undefined;
+/** The warehouse's trace book, where it keeps one and the state commits with the rows there. */
+export function bookOf(deps: Pick<RunServices, 'destination' | 'state'>): KeepsTraceBook | undefined {
+  return deps.state.inWarehouse ? deps.destination.can.traceBook : undefined;
 }
 
-/** The scope the one-time probe of a child resource is read in (one project: children refuse `*`). */
+/** The scope the one-time probe of a per-event resource is read in (one project: children refuse `*`). */
 export function probeScope(
   options: Pick<ScopeOptions, 'project' | 'projectIds'>,
   knownProjects: readonly string[],

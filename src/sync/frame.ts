@@ -6,7 +6,7 @@ import { streamKey, type LastRun } from '../state/store.js';
 import type { ListSummary } from './list-facts.js';
 
 /**
- * The frame every stream of a run runs in (sync, repair and backfill windows, per-parent children,
+ * The frame every stream of a run runs in (sync, repair and backfill windows, per-event traces,
  * searches, aggregates): its call context and counters, its start, how a failure ends it (the
  * scope-rejected path, the error log), its run record (`lastRun`, one shape) and its result.
  * What a stream reads and where its progress goes is its own (its book, `state/books/`).
@@ -26,7 +26,7 @@ export interface StreamResult {
   readonly lists?: ListSummary;
   /** Skipped, not failed: what this server lacks (an optional resource's route, `optional.ts`). */
   readonly lacking?: string;
-  /** Per-parent children: parents of this scope whose children are still owed when the drain ended. */
+  /** Per-event traces: parents of this scope whose children are still owed when the drain ended. */
   readonly owed?: number;
 }
 

@@ -43,7 +43,7 @@ export interface StreamHooks {
   readonly onProjects?: WalkParams['onProjects'];
   /** Called after each page (progress display). */
   readonly onPage?: WalkParams['onPage'];
-  /** Called with each stored batch before its checkpoint (per-parent children enqueue from it). */
+  /** Called with each stored batch before its checkpoint (per-event traces enqueue from it). */
   readonly onStored?: WalkParams['onStored'];
 }
 

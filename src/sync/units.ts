@@ -8,7 +8,7 @@ import { newCallStats, type CallContext, type CallStats } from '../http/client.j
  *
  * A work unit is what one walk reads: a closed-open window (a sync window, a sub-window of a split,
  * a settle re-read, a backfill window) with the cursor it resumes from, or a chunk of parent ids
- * (per-parent children). Its progress lives in state in the same commit as its rows (`state.withBatch`),
+ * (per-event traces). Its progress lives in state in the same commit as its rows (`state.withBatch`),
  * through its book (`state/books/`): the next cursor while it is open, "done" with its last batch. So
  * the state is finished ranges (the mark, the settle mark, the ledger's done windows, the children's
  * done ids) plus the units still open (pending, split parts, settlePending, the ledger's running
@@ -16,7 +16,7 @@ import { newCallStats, type CallContext, type CallStats } from '../http/client.j
  *
  * Producers: the sync book's units (`state/books/sync.ts`, driven from state by `stream-reader.ts`;
  * `plan` counts the same units), the ledger's (`state/books/ledger.ts`: backfill and
- * `verify --repair`), the child queue's chunks (`sync/traces/queue.ts`). This file is the runner.
+ * `verify --repair`), the trace queue's chunks (`sync/traces/queue.ts`). This file is the runner.
  */
 
 /** What the runner gives each unit: its own call counters, and the page hook that feeds the controller. */

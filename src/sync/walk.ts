@@ -59,7 +59,7 @@ export interface WalkParams {
   /** Called after each page (progress display). */
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
   /**
-   * Called with each batch once it is durable, before its checkpoint (per-parent children enqueue
+   * Called with each batch once it is durable, before its checkpoint (per-event traces enqueue
    * from it, so a crash between the two re-reads the batch rather than losing its children); what
    * it records goes through `state`, the batch's writer.
    */

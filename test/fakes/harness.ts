@@ -298,7 +298,7 @@ export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code:
 
 /** A sync through the harness: where it runs, and its settings (every resource and a 15-minute lookback unless set). */
 export type HarnessRun = PipelineTarget &
-  Partial<Omit<SyncRunOptions, 'declared' | 'runId' | 'sampleRows' | 'childDrainMs'>>;
+  Partial<Omit<SyncRunOptions, 'declared' | 'runId' | 'sampleRows' | 'traceDrainMs'>>;
 
 /**
  * One sync, in-process, through the run object as `query-sync sync` runs it (`openRun`, the step,
@@ -340,7 +340,7 @@ export async function syncOnce(opts: HarnessRun): Promise<HarnessSummary> {
 /**
  * One sync of the engine alone (`runSync`, no run object: no contract, reconcile, run history or
  * views), over the parts the CLI wires: for a test of a setting no flag gives (the children's
- * drain time, `childDrainMs`), or of the engine's own summary.
+ * drain time, `traceDrainMs`), or of the engine's own summary.
  */
 export function syncEngineOnce(opts: PipelineTarget & Partial<SyncRunOptions>): Promise<RunSummary> {
   return withPipeline(opts, 'sync', (deps) =>

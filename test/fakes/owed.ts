@@ -15,7 +15,7 @@ export async function owedTraces(
 ): Promise<Readonly<Record<string, number>>> {
   const db = await DuckDbDestination.open(workingPathForReading(dbPath));
   try {
-    return await db.countOwedChildren(owedQuery(traces, events, { selection: 'all', settleMs }, Date.now()));
+    return await db.countOwedTraces(owedQuery(traces, events, { selection: 'all', settleMs }, Date.now()));
   } finally {
     await db.close();
   }

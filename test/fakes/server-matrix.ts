@@ -313,12 +313,12 @@ export function describeServerMatrix(variants: readonly Variant[]): void {
 
         if (variant.heldBack === 'spans') {
           // The new events' spans answered empty while young: each read is kept in the warehouse's
-          // children book as not final, so once the events are settle-old they are owed again.
+          // trace book as not final, so once the events are settle-old they are owed again.
           const settleMs = PIPELINE_DEFAULTS.sync.settleMs;
           const later = Date.now() + settleMs + 60_000;
           const db = await DuckDbDestination.open(layoutOf(dbPathOf(d)).work);
           try {
-            const owedLater = await db.countOwedChildren(
+            const owedLater = await db.countOwedTraces(
               owedQuery(traces, events, { selection: 'all', settleMs }, later),
             );
             for (const p of PROJECTS) {

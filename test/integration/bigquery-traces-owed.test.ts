@@ -5,7 +5,7 @@ import type { Emulator } from '../../emulator/index.js';
 import { PIPELINE_DEFAULTS } from '../../src/config/index.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import { reconcileRun } from '../../src/reconcile/step.js';
-import { owedChildren } from '../../src/reports/owed.js';
+import { owedTraces } from '../../src/reports/owed.js';
 import { repairWindows, verifyCounts } from '../../src/reconcile/verify.js';
 import { owedQuery } from '../../src/sync/traces/queue.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
@@ -28,7 +28,7 @@ import { bigqueryTarget, doubleFor } from '../fixtures/bigquery/pipeline-target.
 
 /**
  * Children follow the parent's table on BigQuery (issue 31, item 1; DuckDB's paths are in
- * traces-owed.test.ts): the dataset keeps the children book (`_query_sync_children`, appended in
+ * traces-owed.test.ts): the dataset keeps the trace book (`_query_sync_children`, appended in
  * the transaction of each traces batch), and the events that owe their spans are derived from the
  * events table and the book, through the real client and the strict double. Every path an event
  * reaches the table by (a stream added later, a backfill, `verify --repair`, reconcile's repair, a
@@ -72,7 +72,7 @@ async function owedInDataset(): Promise<Readonly<Record<string, number>>> {
       { selection: 'all', settleMs: PIPELINE_DEFAULTS.sync.settleMs },
       Date.now(),
     );
-    return await destination.countOwedChildren(query);
+    return await destination.countOwedTraces(query);
   } finally {
     await destination.close();
   }
@@ -154,14 +154,14 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     expect((await syncOnce({ ...run, resources: [events] })).ok).toBe(true);
     emu.resetStats();
     // The engine alone: no flag sets the drain time (none here, so the drain ends before its first read).
-    const cut = await syncEngineOnce({ ...run, resources: [traces], declared: [events, traces], childDrainMs: 0 });
+    const cut = await syncEngineOnce({ ...run, resources: [traces], declared: [events, traces], traceDrainMs: 0 });
     expect(cut.ok).toBe(true);
     expect(cut.streams.find((s) => s.resource === 'traces')?.owed).toBe(total);
     expect(traceReads(emu)).toBe(1); // the probe
     expect(await owedInDataset()).toEqual({ default: total });
     // What `status` and `plan` count (reports/owed.ts), from the dataset's book.
     const counted = await withPipeline(run, 'sync', (deps) =>
-      owedChildren(deps.destination, deps.state.document, [events, traces], { nowMs: Date.now() }),
+      owedTraces(deps.destination, deps.state.document, [events, traces], { nowMs: Date.now() }),
     );
     expect(counted).toEqual({ traces: { default: total } });
     emu.resetStats();
@@ -177,7 +177,7 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     const d = dir();
     const run = target(emu, d);
     // The engine alone: no flag sets the drain time (none here, so spans are left owed).
-    await syncEngineOnce({ ...run, resources: [events, traces], childDrainMs: 0 });
+    await syncEngineOnce({ ...run, resources: [events, traces], traceDrainMs: 0 });
     const copy = doubleFor(d);
     const tables = new Map(copy.tables);
     const data = new Map([...copy.data].map(([k, rows]) => [k, rows.map((r) => ({ ...r }))]));
@@ -246,7 +246,7 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     // What a full listing reads now, against what the run's listings read: the days modified since
     // the mark or within the settle horizon, never the whole table.
     const destination = testBigQueryDestination();
-    await destination.owedChildren({
+    await destination.owedTraces({
       ...owedQuery(traces, events, { selection: 'all', settleMs: PIPELINE_DEFAULTS.sync.settleMs }, Date.now()),
       project: 'default',
       limit: 2000,
@@ -269,7 +269,7 @@ describe('traces owed by every event in the BigQuery dataset (real-service shape
     const run = { ...target(emu, d), resources: [events, traces] };
     expect((await syncOnce(run)).ok).toBe(true);
     const destination = testBigQueryDestination();
-    await destination.forgetChildren('traces');
+    await destination.forgetTraces('traces');
     await destination.close();
     const fake = doubleFor(d);
     const before = fake.queries.length;
@@ -300,9 +300,9 @@ describe('traces owed after the dataset is changed by another writer (real-servi
     expect((await syncOnce(run)).ok).toBe(true);
     const fake = doubleFor(d);
     expect(fake.rows('sync', '_query_sync_children').length).toBeGreaterThan(0);
-    // What `reset --resources traces` does to the warehouse (`forgetChildReads`): the book's reads of traces dropped.
+    // What `reset --resources traces` does to the warehouse (`forgetTraceReads`): the book's reads of traces dropped.
     const destination = testBigQueryDestination();
-    await destination.can.childBook?.forgetChildren('traces');
+    await destination.can.traceBook?.forgetTraces('traces');
     await destination.close();
     expect(fake.rows('sync', '_query_sync_children')).toEqual([]);
     expect(await owedInDataset()).toEqual({ default: emu.snapshot('events', 'default').length });

@@ -93,7 +93,7 @@ describe('status --check', () => {
     expect(lines[2]).toMatch(/^STALE traces alpha: stored up to .*, lag 3 h( \d+ min)? > --max-lag 2 h/);
     // 5,000 events owing their traces, and 800,000 a day arriving (the limit reads 576,000): never
     // whole. Written as a run leaves them: the events in the warehouse with no read of their spans
-    // in its children book, the drain's count of them in its lastRun (the state the check reads),
+    // in its trace book, the drain's count of them in its lastRun (the state the check reads),
     // and the daily arrivals in state (the warehouse's state table, the file its export).
     const yesterday = iso(Date.now() - DAY).slice(0, 10);
     const hourAgo = new Date(Date.now() - HOUR).toISOString();

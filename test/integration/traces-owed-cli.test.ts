@@ -45,7 +45,7 @@ describe('traces owed after the warehouse is changed by the CLI (real-service sh
     const first = await runCli(emu, sync);
     expect(first.code, first.stdout + first.stderr).toBe(0);
     // A drain that ended with nothing owed marks when its listing started (BigQuery lists only the
-    // days changed since: load/bigquery/children.ts); reset drops the mark with the book's reads.
+    // days changed since: load/bigquery/trace-book.ts); reset drops the mark with the book's reads.
     const marks = async () => (await StateStore.read(statePathOf(d))).sections[owedMarkSectionName(traces)];
     expect(Object.keys((await marks()) ?? {})).toEqual(['default']);
     const reset = await runCli(emu, ['reset', '--resources', 'traces', '--yes', ...storage(d).slice(0, 4)]);

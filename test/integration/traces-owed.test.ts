@@ -12,7 +12,7 @@ import { DAY_MS, expectEverySpan, realShape, traceReads } from '../fakes/real-sh
  * one event at a time, `event_id` required), every event in the warehouse gets its spans read,
  * whoever wrote it: a sync that did not read traces, a backfill, `verify --repair`, reconcile's
  * repair, a warehouse restored from a copy, or after `reset --resources traces`. The owed parents
- * are derived from the warehouse (the events table and the children book), not from what one run stored.
+ * are derived from the warehouse (the events table and the trace book), not from what one run stored.
  * In process here; the CLI's reset, verify --repair and backfill: traces-owed-cli.test.ts (a slow file).
  */
 
@@ -45,7 +45,7 @@ describe('traces owed by every event in the warehouse (real-service shape)', () 
       dir: d,
       resources: [traces],
       declared: [events, traces],
-      childDrainMs: 0,
+      traceDrainMs: 0,
     });
     expect(cut.ok).toBe(true);
     const owed = cut.streams.find((s) => s.resource === 'traces')?.owed ?? 0;
@@ -68,7 +68,7 @@ describe('traces owed by every event in the warehouse (real-service shape)', () 
       apiKey: emu.apiKey,
       dir: d,
       resources: [events, traces],
-      childDrainMs: 0,
+      traceDrainMs: 0,
     });
     const restored = dir();
     copyFileSync(dbPathOf(d), dbPathOf(restored));

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { conversations } from '../../connectors/conversations.js';
 import { events } from '../../connectors/events.js';
 import { traces } from '../../connectors/traces.js';
-import { DEFAULT_CHILD_CONCURRENCY } from '../../src/sync/traces/queue.js';
+import { DEFAULT_TRACE_CONCURRENCY } from '../../src/sync/traces/queue.js';
 import { owedTraces } from '../fakes/owed.js';
 import { runCli } from '../fakes/cli.js';
 import {
@@ -144,7 +144,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
     expectTableMatches(await readTable(d, 'traces'), emu.snapshot('traces', 'default'), 'span_id', 'traces');
     const reads = (emu.stats().byEndpoint['/v1/traces'] ?? 0) + readBefore;
     expect(reads).toBeGreaterThanOrEqual(total);
-    expect(reads).toBeLessThanOrEqual(total + 1 + 25 * DEFAULT_CHILD_CONCURRENCY); // the probe, and CHILD_CHUNK × the chunks in flight at the kill
+    expect(reads).toBeLessThanOrEqual(total + 1 + 25 * DEFAULT_TRACE_CONCURRENCY); // the probe, and TRACE_CHUNK × the chunks in flight at the kill
   });
 });
 

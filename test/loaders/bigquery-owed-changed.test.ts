@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ChildRead } from '../../src/core/state-table.js';
+import type { TraceRead } from '../../src/core/state-table.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
-import type { OwedChildren } from '../../src/load/destination-capabilities.js';
+import type { OwedTraces } from '../../src/load/destination-capabilities.js';
 import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
@@ -30,7 +30,7 @@ const query = (
   nowMs: number,
   settleMs: number,
   listedAtMs?: number,
-): OwedChildren & {
+): OwedTraces & {
   project: string;
   limit: number;
 } => ({
@@ -45,11 +45,11 @@ const query = (
   ...(listedAtMs === undefined ? {} : { listedThrough: { listedAtMs, fullAtMs: listedAtMs - DAY } }),
 });
 
-const read = (id: string, parentAt: string, children: number, readAt: string): ChildRead => ({
+const read = (id: string, eventAt: string, children: number, readAt: string): TraceRead => ({
   resource: 'traces',
   projectId: 'alpha',
-  parentId: id,
-  parentAt,
+  eventId: id,
+  eventAt,
   children,
   readAt,
 });
@@ -73,7 +73,7 @@ async function setup(
   // Every event read: `c` empty while young (final only once read after 07:30 with --settle 2 h).
   await dest.writeState({
     rows: [{ key: 'version', value: '1' }],
-    childReads: [
+    traceReads: [
       read('a', '2024-04-20T08:00:00.000Z', 1, '2024-05-03T05:50:00.000Z'),
       read('b', '2024-05-01T08:00:00.000Z', 2, '2024-05-03T05:50:00.000Z'),
       read('c', '2024-05-03T05:30:00.000Z', 0, '2024-05-03T05:50:00.000Z'),
@@ -91,7 +91,7 @@ describe('the owed listing after a complete one', () => {
   it('lists no partition when nothing changed: the metadata query alone', async () => {
     const { fake, dest } = await setup();
     const before = fake.queries.length;
-    expect(await dest.owedChildren(query(MARK + 15 * 60_000, 0, MARK))).toEqual([]);
+    expect(await dest.owedTraces(query(MARK + 15 * 60_000, 0, MARK))).toEqual([]);
     expect(fake.queries.slice(before).map((q) => q.query)).toEqual([
       "SELECT table_name, partition_id, last_modified_time FROM `proj`.`sync`.INFORMATION_SCHEMA.PARTITIONS WHERE table_name IN ('events', '_query_sync_children')",
     ]);
@@ -100,11 +100,11 @@ describe('the owed listing after a complete one', () => {
 
   it('finds an event backfilled into an old partition, reading that day only', async () => {
     const { fake, dest } = await setup();
-    await dest.owedChildren(query(MARK, 0));
+    await dest.owedTraces(query(MARK, 0));
     const full = lastJob(fake).bytes;
     fake.now = () => MARK + 5 * 60_000;
     await dest.write({ table: eventsTable, rows: [eventRow('old', '2024-04-20T09:00:00Z')] });
-    expect(await dest.owedChildren(query(MARK + 15 * 60_000, 0, MARK))).toEqual([
+    expect(await dest.owedTraces(query(MARK + 15 * 60_000, 0, MARK))).toEqual([
       { id: 'old', at: Date.parse('2024-04-20T09:00:00Z') },
     ]);
     const { query: sql, bytes } = lastJob(fake);
@@ -117,8 +117,8 @@ describe('the owed listing after a complete one', () => {
     const { dest } = await setup();
     const settle = 2 * HOUR;
     // At the mark (07:00) `c` is young; at 07:29 still; once settle-old (07:30) it is due.
-    expect(await dest.owedChildren(query(Date.parse('2024-05-03T07:29:00Z'), settle, MARK))).toEqual([]);
-    expect(await dest.owedChildren(query(Date.parse('2024-05-03T07:30:00Z'), settle, MARK))).toEqual([
+    expect(await dest.owedTraces(query(Date.parse('2024-05-03T07:29:00Z'), settle, MARK))).toEqual([]);
+    expect(await dest.owedTraces(query(Date.parse('2024-05-03T07:30:00Z'), settle, MARK))).toEqual([
       { id: 'c', at: Date.parse('2024-05-03T05:30:00Z') },
     ]);
   });
@@ -126,14 +126,14 @@ describe('the owed listing after a complete one', () => {
   it('reads every day with no mark (as after a reset), or when the last full listing is a week old', async () => {
     const { fake, dest } = await setup();
     fake.now = () => MARK + 5 * 60_000;
-    await dest.forgetChildren('traces', 'alpha');
+    await dest.forgetTraces('traces', 'alpha');
     // The DELETE empties the book's partitions, which then leave INFORMATION_SCHEMA.PARTITIONS:
     // nothing there says those days changed, so `reset` must drop the mark (no mark: every day).
-    expect(await dest.owedChildren(query(MARK + 15 * 60_000, 0, MARK))).toEqual([]);
-    expect((await dest.owedChildren(query(MARK + 15 * 60_000, 0))).map((u) => u.id)).toEqual(['c', 'b', 'a']);
+    expect(await dest.owedTraces(query(MARK + 15 * 60_000, 0, MARK))).toEqual([]);
+    expect((await dest.owedTraces(query(MARK + 15 * 60_000, 0))).map((u) => u.id)).toEqual(['c', 'b', 'a']);
     const before = fake.queries.length;
     const old = { ...query(MARK + 15 * 60_000, 0), listedThrough: { listedAtMs: MARK, fullAtMs: MARK - 7 * DAY } };
-    expect((await dest.owedChildren(old)).map((u) => u.id)).toEqual(['c', 'b', 'a']);
+    expect((await dest.owedTraces(old)).map((u) => u.id)).toEqual(['c', 'b', 'a']);
     expect(fake.queries.slice(before).some((q) => q.query.includes('INFORMATION_SCHEMA'))).toBe(false);
   });
 
@@ -143,8 +143,8 @@ describe('the owed listing after a complete one', () => {
     fake.now = () => MARK + 5 * 60_000;
     await dest.write({ table: eventsTable, rows: [eventRow('old', '2024-04-20T09:00:00Z')] });
     fake.refusePartitions = true;
-    expect((await dest.owedChildren(query(MARK + 15 * 60_000, 0, MARK))).map((u) => u.id)).toEqual(['old']);
-    expect((await dest.owedChildren(query(MARK + 16 * 60_000, 0, MARK))).map((u) => u.id)).toEqual(['old']);
+    expect((await dest.owedTraces(query(MARK + 15 * 60_000, 0, MARK))).map((u) => u.id)).toEqual(['old']);
+    expect((await dest.owedTraces(query(MARK + 16 * 60_000, 0, MARK))).map((u) => u.id)).toEqual(['old']);
     const warned = logs.filter((l) => String(l['msg']).includes('INFORMATION_SCHEMA.PARTITIONS not readable'));
     expect(warned).toHaveLength(1);
     expect(lastJob(fake).query).not.toContain('DATE(p.');

@@ -5,7 +5,7 @@ import {
   owedSelectSql,
   partitionsSql,
   type TablePartition,
-} from '../../src/load/bigquery/children.js';
+} from '../../src/load/bigquery/trace-book.js';
 import { OWED_FULL_EVERY_MS } from '../../src/load/destination-capabilities.js';
 
 /**

@@ -63,20 +63,20 @@ describe('DuckDbDestination', () => {
     await again.close();
   });
 
-  it("writes a batch's state and children book exactly, values written into the SQL or, with a NUL, as parameters", async () => {
+  it("writes a batch's state and trace book exactly, values written into the SQL or, with a NUL, as parameters", async () => {
     const db = await DuckDbDestination.open(dbPath());
     const t = new SchemaTracker(events);
     const tricky = `{"q":"it's \\"x\\" é☃😀 中文 \\\\ ; COMMIT; --"}`;
-    const read = (parentId: string) => ({
+    const read = (eventId: string) => ({
       resource: 'traces',
       projectId: "p'1",
-      parentId,
-      parentAt: '2026-11-20T10:00:00.123Z',
+      eventId,
+      eventAt: '2026-11-20T10:00:00.123Z',
       children: 3,
       readAt: '2026-11-21T00:00:00Z',
     });
-    const commit = (rows: { key: string; value: string | null }[], parentId: string) => ({
-      childReads: [read(parentId)],
+    const commit = (rows: { key: string; value: string | null }[], eventId: string) => ({
+      traceReads: [read(eventId)],
       rows,
     });
     await db.write({

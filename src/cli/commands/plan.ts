@@ -9,16 +9,16 @@ import { existsSync } from 'node:fs';
 import type { StateDocument } from '../../state/store.js';
 import { workingPathForReading } from '../../publish/layout.js';
 import { openReadOnly } from '../../run/open-destination.js';
-import { owedChildren, type OwedByResource } from '../../reports/owed.js';
+import { owedTraces, type OwedByResource } from '../../reports/owed.js';
 
-/** What the warehouse's children book says is owed (undefined where it cannot be read: the state queue is shown then). */
+/** What the warehouse's trace book says is owed (undefined where it cannot be read: the state queue is shown then). */
 async function owedOf(config: PlanConfig, doc: StateDocument, nowMs: number): Promise<OwedByResource | undefined> {
   if (config.destination === 'duckdb' && !existsSync(workingPathForReading(config.duckdbPath))) return undefined;
   if (!config.resources.some((r) => r.perParent !== undefined)) return undefined;
   let destination: Awaited<ReturnType<typeof openReadOnly>> | undefined;
   try {
     destination = await openReadOnly(config, () => undefined);
-    return await owedChildren(destination, doc, config.resources, {
+    return await owedTraces(destination, doc, config.resources, {
       nowMs,
       settleMs: config.settleMs,
       selection: config.traces,

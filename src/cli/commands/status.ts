@@ -17,7 +17,7 @@ import { publishedLine, publishedStatus, type PublishedStatus } from '../../publ
 import type { CommandIo } from '../../run/io.js';
 import { EXIT_CODES, exitCodeFor } from '../../core/exit-codes.js';
 import { formatStatus } from '../../reports/text.js';
-import { owedChildren, type OwedByResource } from '../../reports/owed.js';
+import { owedTraces, type OwedByResource } from '../../reports/owed.js';
 
 /**
  * What `query-sync status` reports: state (read without taking any run lock), warehouse counts and,
@@ -60,7 +60,7 @@ async function freshnessOf(config: StatusCommandConfig, io: CommandIo): Promise<
 
 /**
  * What each per-event drain left owed when it last ended (`lastRun.owed`, counted from the
- * warehouse's children book): the check reads state alone, so it takes the drains' word for it.
+ * warehouse's trace book): the check reads state alone, so it takes the drains' word for it.
  * Undefined where no drain recorded one (the state queue's pending is read then).
  */
 function owedInState(doc: StateDocument): OwedByResource | undefined {
@@ -130,7 +130,7 @@ async function readWarehouse(
       const byProject = await destination.can.byProject?.countByProject(table);
       tables[table] = { rows, byProject };
     }
-    const owed = await owedChildren(destination, doc, config.resources, { nowMs });
+    const owed = await owedTraces(destination, doc, config.resources, { nowMs });
     return { warehouse: { ...base, available: true, tables }, owed };
   } catch (error) {
     return { warehouse: { ...base, available: false, reason: (error as Error).message, tables: {} } };

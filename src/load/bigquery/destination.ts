@@ -44,7 +44,7 @@ import { randomBytes } from 'node:crypto';
 import { BigQuery, type BigQueryOptions, type Job } from '@google-cloud/bigquery';
 import type { LeaseProvider } from '../../state/leases/lease.js';
 import { silentLogger, type Logger } from '../../core/log.js';
-import { CHILD_BOOK_TABLE, STATE_TABLE, type StateCommit, type StateRow } from '../../core/state-table.js';
+import { TRACE_BOOK_TABLE, STATE_TABLE, type StateCommit, type StateRow } from '../../core/state-table.js';
 import type { ColumnDef, TableSchema } from '../../core/types.js';
 import {
   capabilitiesOf,
@@ -60,17 +60,17 @@ import {
   type DeletionChange,
   type DeletionResult,
 } from '../destination.js';
-import { OWED_FULL_EVERY_MS, type OwedChildren } from '../destination-capabilities.js';
+import { OWED_FULL_EVERY_MS, type OwedTraces } from '../destination-capabilities.js';
 import {
-  CHILD_BOOK_FIELDS,
-  CHILD_BOOK_LAYOUT,
-  forgetChildrenSql,
+  TRACE_BOOK_FIELDS,
+  TRACE_BOOK_LAYOUT,
+  forgetTracesSql,
   owedDays,
   partitionsSql,
   owedCountSql,
   owedSelectSql,
   type OwedParent,
-} from './children.js';
+} from './trace-book.js';
 import { BillingTally } from './billing.js';
 import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './coalesce.js';
 import { toQuerySyncError, type ErrorSubject, type RetryPolicy } from './errors.js';
@@ -307,11 +307,11 @@ export class BigQueryDestination implements Destination {
 
   /**
    * A state change with no batch: one MERGE into `_query_sync_state` (one statement: atomic), and
-   * its reads of the children book appended with it in one transaction.
+   * its reads of the trace book appended with it in one transaction.
    */
   async writeState(commit: StateCommit): Promise<void> {
     await this.ensureStateTable(commit);
-    const writes = commitWrites(this.target, commit.rows, commit.childReads ?? []);
+    const writes = commitWrites(this.target, commit.rows, commit.traceReads ?? []);
     if (writes.statements.length === 0) return;
     const sql = writes.statements.length === 1 ? (writes.statements[0] ?? '') : transactionSql(writes.statements);
     const subject = this.subject(`MERGE into table ${STATE_TABLE}`, STATE_TABLE);
@@ -334,24 +334,24 @@ export class BigQueryDestination implements Destination {
     return run;
   }
 
-  /** The state table, and the children book when `commit` appends reads to it. */
+  /** The state table, and the trace book when `commit` appends reads to it. */
   private async ensureStateTable(commit?: StateCommit): Promise<void> {
     await this.tables.ensureDataset();
     await this.tables.ensurePlainTable(STATE_TABLE, STATE_FIELDS);
-    if ((commit?.childReads ?? []).length > 0)
-      await this.tables.ensurePlainTable(CHILD_BOOK_TABLE, CHILD_BOOK_FIELDS, CHILD_BOOK_LAYOUT);
+    if ((commit?.traceReads ?? []).length > 0)
+      await this.tables.ensurePlainTable(TRACE_BOOK_TABLE, TRACE_BOOK_FIELDS, TRACE_BOOK_LAYOUT);
   }
 
   /** What the owed queries need of the parent table; `undefined` when it does not exist (nothing is owed). */
   private async owedParent(table: string): Promise<OwedParent | undefined> {
     if (!(await this.tableExists(table))) return undefined;
     const marksDeletions = (await this.tables.fields(table))?.some((f) => f.name === DELETED_AT_COLUMN) === true;
-    return { marksDeletions, bookExists: await this.tableExists(CHILD_BOOK_TABLE) };
+    return { marksDeletions, bookExists: await this.tableExists(TRACE_BOOK_TABLE) };
   }
 
-  /** The children book (`children.ts`): up to `limit` parents of a project that owe their children, newest first. */
-  async owedChildren(
-    query: OwedChildren & { readonly project: string; readonly limit: number },
+  /** The trace book (`children.ts`): up to `limit` parents of a project that owe their children, newest first. */
+  async owedTraces(
+    query: OwedTraces & { readonly project: string; readonly limit: number },
   ): Promise<readonly { readonly id: string; readonly at: number }[]> {
     const found = await this.owedParent(query.parentTable);
     if (found === undefined) return [];
@@ -372,16 +372,16 @@ export class BigQueryDestination implements Destination {
    * (every day) without a mark, at the weekly full listing, or when that view is not readable (said
    * once, as a warning: a full listing is always right, only dearer).
    */
-  private async changedDays(query: OwedChildren): Promise<string[] | undefined> {
+  private async changedDays(query: OwedTraces): Promise<string[] | undefined> {
     const mark = query.listedThrough;
     if (mark === undefined || this.partitionsRefused || query.nowMs - mark.fullAtMs >= OWED_FULL_EVERY_MS)
       return undefined;
     let rows: Record<string, unknown>[];
     try {
       rows = await this.select(
-        `partitions of tables ${query.parentTable} and ${CHILD_BOOK_TABLE}`,
+        `partitions of tables ${query.parentTable} and ${TRACE_BOOK_TABLE}`,
         query.parentTable,
-        partitionsSql(this.target, [query.parentTable, CHILD_BOOK_TABLE]),
+        partitionsSql(this.target, [query.parentTable, TRACE_BOOK_TABLE]),
       );
     } catch (error) {
       this.partitionsRefused = true;
@@ -400,7 +400,7 @@ export class BigQueryDestination implements Destination {
     return owedDays(partitions, query.parentTable, mark, query.nowMs, query.settleMs);
   }
 
-  async countOwedChildren(query: OwedChildren): Promise<Readonly<Record<string, number>>> {
+  async countOwedTraces(query: OwedTraces): Promise<Readonly<Record<string, number>>> {
     const parent = await this.owedParent(query.parentTable);
     if (parent === undefined) return {};
     const out: Record<string, number> = {};
@@ -413,12 +413,12 @@ export class BigQueryDestination implements Destination {
     return out;
   }
 
-  async forgetChildren(child: string, project?: string): Promise<void> {
-    if (!(await this.tableExists(CHILD_BOOK_TABLE))) return;
+  async forgetTraces(child: string, project?: string): Promise<void> {
+    if (!(await this.tableExists(TRACE_BOOK_TABLE))) return;
     await this.jobs.run(
-      this.subject(`DELETE of the reads of ${child} from table ${CHILD_BOOK_TABLE}`, CHILD_BOOK_TABLE),
+      this.subject(`DELETE of the reads of ${child} from table ${TRACE_BOOK_TABLE}`, TRACE_BOOK_TABLE),
       `qs_forget_${randomBytes(6).toString('hex')}`,
-      (jobId) => this.createQueryJob(forgetChildrenSql(this.target, child, project), jobId),
+      (jobId) => this.createQueryJob(forgetTracesSql(this.target, child, project), jobId),
     );
   }
 

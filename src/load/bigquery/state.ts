@@ -1,6 +1,6 @@
 import type { Query, TableField } from '@google-cloud/bigquery';
-import { STATE_TABLE, type ChildRead, type StateRow } from '../../core/state-table.js';
-import { childReadsInsertSql, childReadsParams } from './children.js';
+import { STATE_TABLE, type TraceRead, type StateRow } from '../../core/state-table.js';
+import { traceReadsInsertSql, traceReadsParams } from './trace-book.js';
 import { tablePath, type BigQueryTarget } from './sql.js';
 
 /**
@@ -61,12 +61,12 @@ export type QueryParams = Pick<Query, 'params' | 'types'>;
 
 /**
  * The statements that write a commit (its state rows, `stateMergeSql`, and its reads of the
- * children book, `childReadsInsertSql`), with their query parameters: none when both are empty.
+ * trace book, `traceReadsInsertSql`), with their query parameters: none when both are empty.
  */
 export function commitWrites(
   target: BigQueryTarget,
   rows: readonly StateRow[],
-  reads: readonly ChildRead[],
+  reads: readonly TraceRead[],
 ): { readonly statements: readonly string[]; readonly params: QueryParams } {
   const statements: string[] = [];
   const params: Record<string, unknown> = {};
@@ -78,8 +78,8 @@ export function commitWrites(
     Object.assign(types, p.types);
   }
   if (reads.length > 0) {
-    statements.push(childReadsInsertSql(target));
-    const p = childReadsParams(reads);
+    statements.push(traceReadsInsertSql(target));
+    const p = traceReadsParams(reads);
     Object.assign(params, p.params);
     Object.assign(types, p.types);
   }

@@ -70,9 +70,9 @@ export interface WriterContext {
   /** The schema each table was last written with: a refresh recreates a view from it. */
   readonly schemas: Map<string, TableSchema>;
   readonly writeState: (commit: StateCommit) => Promise<void>;
-  /** Runs a job that writes `_query_sync_state` (or the children book) when no other such job runs. */
+  /** Runs a job that writes `_query_sync_state` (or the trace book) when no other such job runs. */
   readonly stateTurn: <T>(job: () => Promise<T>) => Promise<T>;
-  /** The state table (and the children book, when `commit` appends to it). */
+  /** The state table (and the trace book, when `commit` appends to it). */
   readonly ensureStateTable: (commit: StateCommit) => Promise<void>;
   readonly select: (operation: string, table: string, sql: string) => Promise<Record<string, unknown>[]>;
   readonly createQueryJob: (query: string, jobId: string, params?: QueryParams) => Promise<Job>;
@@ -307,7 +307,7 @@ export class BigQueryWriter {
     });
   }
 
-  /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE and its children-book reads. */
+  /** The MERGE of one staged file; with `state`, in one transaction with the state's MERGE and its trace-book reads. */
   private async merge(
     table: TableSchema,
     stage: string,
@@ -318,7 +318,7 @@ export class BigQueryWriter {
     const subject = this.subject(`MERGE into table ${table.name}`, table.name);
     if (state === undefined)
       return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
-    const writes = commitWrites(this.c.target, state.rows, state.childReads ?? []);
+    const writes = commitWrites(this.c.target, state.rows, state.traceReads ?? []);
     if (writes.statements.length === 0)
       return this.c.jobs.run(subject, `qs_merge_${stage}`, (jobId) => this.c.createQueryJob(sql, jobId));
     const script = transactionSql([sql, ...writes.statements]);

@@ -2,9 +2,9 @@ import type { DuckDBConnection } from '@duckdb/node-api';
 import { duckdbType } from '../../core/column-types.js';
 import { LoadError, WarehouseBusyError } from '../../core/errors.js';
 import {
-  CHILD_BOOK_TABLE,
+  TRACE_BOOK_TABLE,
   STATE_TABLE,
-  type ChildRead,
+  type TraceRead,
   type StateCommit,
   type StateRow,
 } from '../../core/state-table.js';
@@ -19,14 +19,14 @@ import { applyDeletions, keysInWindow, notDeleted, windowWhere } from './deletio
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
 import { createStateTable, readStateRows, STATE_COLUMNS, stateBytes, stateRowsSql, writeStateRows } from './state.js';
 import {
-  CHILD_BOOK_COLUMNS,
-  childReadsSql,
-  createChildBook,
+  TRACE_BOOK_COLUMNS,
+  traceReadsSql,
+  createTraceBook,
   owedCountSql,
   owedSelectSql,
-  writeChildReads,
-} from './children.js';
-import type { OwedChildren } from '../destination-capabilities.js';
+  writeTraceReads,
+} from './trace-book.js';
+import type { OwedTraces } from '../destination-capabilities.js';
 import {
   assertRowsFitSchema,
   capabilitiesOf,
@@ -194,14 +194,14 @@ export class DuckDbDestination implements Destination {
     });
   }
 
-  /** The children book (`children.ts`): up to `limit` parents of a project that owe their children, newest first. */
-  owedChildren(
-    query: OwedChildren & { readonly project: string; readonly limit: number },
+  /** The trace book (`children.ts`): up to `limit` parents of a project that owe their children, newest first. */
+  owedTraces(
+    query: OwedTraces & { readonly project: string; readonly limit: number },
   ): Promise<readonly { readonly id: string; readonly at: number }[]> {
     return this.serial(async () => {
       const parent = await this.describeNow(query.parentTable);
       if (parent === undefined) return [];
-      const bookExists = (await this.describeNow(CHILD_BOOK_TABLE)) !== undefined;
+      const bookExists = (await this.describeNow(TRACE_BOOK_TABLE)) !== undefined;
       const marks = parent.some((c) => c.name === DELETED_AT_COLUMN);
       const { sql, params } = owedSelectSql(query, bookExists, query.project, query.limit, marks);
       const reader = await this.connection.runAndReadAll(sql, [...params]);
@@ -209,11 +209,11 @@ export class DuckDbDestination implements Destination {
     });
   }
 
-  countOwedChildren(query: OwedChildren): Promise<Readonly<Record<string, number>>> {
+  countOwedTraces(query: OwedTraces): Promise<Readonly<Record<string, number>>> {
     return this.serial(async () => {
       const parent = await this.describeNow(query.parentTable);
       if (parent === undefined) return {};
-      const bookExists = (await this.describeNow(CHILD_BOOK_TABLE)) !== undefined;
+      const bookExists = (await this.describeNow(TRACE_BOOK_TABLE)) !== undefined;
       const { sql, params } = owedCountSql(
         query,
         bookExists,
@@ -226,11 +226,11 @@ export class DuckDbDestination implements Destination {
     });
   }
 
-  forgetChildren(child: string, project?: string): Promise<void> {
+  forgetTraces(child: string, project?: string): Promise<void> {
     return this.serial(async () => {
-      if ((await this.describeNow(CHILD_BOOK_TABLE)) === undefined) return;
+      if ((await this.describeNow(TRACE_BOOK_TABLE)) === undefined) return;
       await this.connection.run(
-        `DELETE FROM main.${ident(CHILD_BOOK_TABLE)} WHERE resource = $1${project === undefined ? '' : ' AND project_id = $2'}`,
+        `DELETE FROM main.${ident(TRACE_BOOK_TABLE)} WHERE resource = $1${project === undefined ? '' : ' AND project_id = $2'}`,
         project === undefined ? [child] : [child, project],
       );
     });
@@ -376,10 +376,10 @@ export class DuckDbDestination implements Destination {
       const withArrays = this.tables.get(table.name);
       for (const bridge of table.bridges ?? [])
         if (withArrays?.has(bridge.sourceColumn) === true) await this.ensureTable(bridge.table);
-      const reads = batch.state?.childReads ?? [];
+      const reads = batch.state?.traceReads ?? [];
       if (batch.state !== undefined) {
         await this.ensureStateTable();
-        if (reads.length > 0) await this.ensureChildBook();
+        if (reads.length > 0) await this.ensureTraceBook();
         stateRows = batch.state.rows;
       }
       // The state rows count too: a long backfill's ledger is one value of a few hundred KB,
@@ -426,8 +426,8 @@ export class DuckDbDestination implements Destination {
   private async writeStateNow(commit: StateCommit): Promise<void> {
     const { rows } = commit;
     await this.ensureStateTable();
-    const reads = commit.childReads ?? [];
-    if (reads.length > 0) await this.ensureChildBook();
+    const reads = commit.traceReads ?? [];
+    if (reads.length > 0) await this.ensureTraceBook();
     // A window's end is a state write of its own, so a backfill of many small windows writes
     // mostly these: they make checkpoints due as batches do (see `checkpointIfDue`).
     const bytes = stateBytes(rows);
@@ -435,7 +435,7 @@ export class DuckDbDestination implements Destination {
     await this.connection.run('BEGIN TRANSACTION');
     try {
       await writeStateRows(this.connection, rows);
-      await writeChildReads(this.connection, reads);
+      await writeTraceReads(this.connection, reads);
       await this.connection.run('COMMIT');
       this.memory.wrote(bytes, STATE_TABLE);
       this.written.add(STATE_TABLE);
@@ -449,11 +449,11 @@ export class DuckDbDestination implements Destination {
     }
   }
 
-  private async ensureChildBook(): Promise<void> {
-    if (this.tables.has(CHILD_BOOK_TABLE)) return;
-    this.described.forget(CHILD_BOOK_TABLE);
-    await createChildBook(this.connection);
-    this.tables.set(CHILD_BOOK_TABLE, new Map(CHILD_BOOK_COLUMNS));
+  private async ensureTraceBook(): Promise<void> {
+    if (this.tables.has(TRACE_BOOK_TABLE)) return;
+    this.described.forget(TRACE_BOOK_TABLE);
+    await createTraceBook(this.connection);
+    this.tables.set(TRACE_BOOK_TABLE, new Map(TRACE_BOOK_COLUMNS));
   }
 
   private async ensureStateTable(): Promise<void> {
@@ -468,7 +468,7 @@ export class DuckDbDestination implements Destination {
     table: TableSchema,
     rows: readonly Row[],
     stateRows?: readonly StateRow[],
-    reads: readonly ChildRead[] = [],
+    reads: readonly TraceRead[] = [],
   ): Promise<number> {
     const stage = `_stage_${table.name}`;
     const columns = table.columns;
@@ -520,7 +520,7 @@ export class DuckDbDestination implements Destination {
         // the binding's thread pool. The drop is in the transaction, so nothing after the COMMIT
         // can fail.
         const state = stateRows === undefined ? [] : stateRowsSql(stateRows);
-        const book = childReadsSql(reads);
+        const book = traceReadsSql(reads);
         if (state !== undefined && book !== undefined) {
           await this.connection.run([...statements, ...state, ...book, dropStage, 'COMMIT'].join(';\n'));
           dropped = true;
@@ -528,7 +528,7 @@ export class DuckDbDestination implements Destination {
         }
         if (statements.length > 0) await this.connection.run(statements.join(';\n'));
         if (stateRows !== undefined) await writeStateRows(this.connection, stateRows);
-        await writeChildReads(this.connection, reads);
+        await writeTraceReads(this.connection, reads);
         await this.connection.run('COMMIT');
         return changed;
       } catch (error) {
@@ -576,13 +576,13 @@ interface StateGroup {
 function joinStateCommits(commits: readonly StateCommit[]): StateCommit {
   if (commits.length === 1 && commits[0] !== undefined) return commits[0];
   const rows = new Map<string, StateRow>();
-  const reads: ChildRead[] = [];
+  const reads: TraceRead[] = [];
   for (const commit of commits) {
     for (const row of commit.rows) {
       rows.delete(row.key);
       rows.set(row.key, row);
     }
-    reads.push(...(commit.childReads ?? []));
+    reads.push(...(commit.traceReads ?? []));
   }
-  return { rows: [...rows.values()], ...(reads.length === 0 ? {} : { childReads: reads }) };
+  return { rows: [...rows.values()], ...(reads.length === 0 ? {} : { traceReads: reads }) };
 }

@@ -4,7 +4,7 @@ import type { StateWriter } from '../batch.js';
  * A book: how a producer of work units records a unit's progress in state. Every place a mark,
  * a cursor or a done window moves is a book in this folder: the sync's (`sync.ts`: mark, pending,
  * split parts, settle mark), the backfill ledger's (`ledger.ts`: running → done windows) and the
- * children queue's (`traces.ts`: pending → done parent ids). A checkpoint is written through the
+ * trace queue's (`traces.ts`: pending → done parent ids). A checkpoint is written through the
  * writer of the batch whose rows it describes (`StateStore.withBatch`), so it commits with them.
  */
 export interface Book<U> {

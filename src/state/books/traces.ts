@@ -2,7 +2,7 @@ import type { OwedMark } from '../../core/state-table.js';
 import type { StateDocument } from '../document.js';
 
 /**
- * The children queue's book: where the units of per-parent children move. One state section
+ * The trace queue's book: where the units of per-event traces move. One state section
  * `children:<resource>` holds `{ [project]: { pending: {id: parentMs}, done: {id: parentMs},
  * recheck?: {id: parentMs} } }`: a parent batch enqueues its units (`withQueued`, in the batch's
  * commit), a drained chunk moves them to done or to recheck (`withCompleted`, in the chunk's
@@ -16,31 +16,31 @@ interface ProjectUnits {
   readonly recheck?: Readonly<Record<string, number>>;
 }
 
-export type ChildSection = Readonly<Record<string, ProjectUnits>>;
+export type TraceSection = Readonly<Record<string, ProjectUnits>>;
 
-/** The section of one child resource. */
-export const childSectionName = (resource: { readonly name: string }): string => `children:${resource.name}`;
+/** The section of one per-event resource. */
+export const traceSectionName = (resource: { readonly name: string }): string => `children:${resource.name}`;
 
 /**
- * The owed listings of one child resource, where the warehouse keeps the children book:
+ * The owed listings of one per-event resource, where the warehouse keeps the trace book:
  * `owed-listed:<resource>` holds `{ [project]: { listedAtMs, fullAtMs } }`, the start of the last
  * complete listing (every parent owed then was read and booked since) and of the last full one. The
- * next listing reads only what changed since (`OwedChildren.listedThrough`); `reset` drops it.
+ * next listing reads only what changed since (`OwedTraces.listedThrough`); `reset` drops it.
  */
 export type OwedMarks = Readonly<Record<string, OwedMark>>;
 
 export const owedMarkSectionName = (resource: { readonly name: string }): string => `owed-listed:${resource.name}`;
 
 /** The child section as a state document holds it (empty when none). */
-export function childSection(doc: Pick<StateDocument, 'sections'>, name: string): ChildSection {
-  return (doc.sections[name] ?? {}) as ChildSection;
+export function traceSection(doc: Pick<StateDocument, 'sections'>, name: string): TraceSection {
+  return (doc.sections[name] ?? {}) as TraceSection;
 }
 
 /** `fresh` parents (per project: id → parent instant) pending, but for those already done or to be rechecked. */
 export function withQueued(
-  section: ChildSection,
+  section: TraceSection,
   fresh: ReadonlyMap<string, ReadonlyMap<string, number>>,
-): ChildSection {
+): TraceSection {
   const next: Record<string, ProjectUnits> = { ...section };
   for (const [project, ids] of fresh) {
     const units = next[project] ?? { pending: {}, done: {} };
@@ -57,12 +57,12 @@ export function withQueued(
  * than the horizon are pruned.
  */
 export function withCompleted(
-  section: ChildSection,
+  section: TraceSection,
   project: string,
   units: readonly { readonly id: string; readonly at: number }[],
   later: ReadonlySet<string>,
   horizonMs: number,
-): ChildSection {
+): TraceSection {
   const prev = section[project] ?? { pending: {}, done: {} };
   const pending = { ...prev.pending };
   const recheck = { ...prev.recheck };

@@ -4,25 +4,25 @@ import type { ApiClient, CallContext } from '../../http/client.js';
 import { ConcurrencyController } from '../concurrency.js';
 import { PROJECT_COLUMN, type SchemaTracker } from '../../normalize/normalize.js';
 import type { EngineRun } from '../context.js';
-import { DEFAULT_CHILD_CONCURRENCY, type ChildQueue } from './queue.js';
+import { DEFAULT_TRACE_CONCURRENCY, type TraceQueue } from './queue.js';
 import { StreamFrame, type StreamResult } from '../frame.js';
 import type { Book } from '../../state/books/book.js';
 import { runUnits, type SubWalk, type UnitSource } from '../units.js';
 import type { WalkCounts } from '../walk.js';
 
 /**
- * The drain of a per-parent child queue (`queue.ts`): chunks of pending parents read at once,
+ * The drain of a per-parent trace queue (`queue.ts`): chunks of pending parents read at once,
  * their rows written and the chunk marked done in one commit.
  */
 
-export interface ChildDrainOptions {
-  readonly queue: ChildQueue;
+export interface TraceDrainOptions {
+  readonly queue: TraceQueue;
   readonly tracker: SchemaTracker;
   /** After the parents end, keep draining this long at most; the rest waits for later runs. */
   readonly drainAfterParentsMs: number;
   /** Parent records read at once (the scheduler paces them; one write + one state write per chunk). */
   readonly chunk: number;
-  /** Most chunks read at once (the controller finds how many help). @default DEFAULT_CHILD_CONCURRENCY */
+  /** Most chunks read at once (the controller finds how many help). @default DEFAULT_TRACE_CONCURRENCY */
   readonly concurrency?: number;
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
 }
@@ -31,11 +31,11 @@ export interface ChildDrainOptions {
  * Drain one project's child units: read each parent's children, write them, mark the chunk done.
  * Ends when the queue is empty after the parents ended, or when the drain time after them is spent.
  */
-export async function drainChildren(
+export async function drainTraces(
   resource: ResourceDefinition,
   scope: ProjectScope,
   deps: EngineRun,
-  options: ChildDrainOptions,
+  options: TraceDrainOptions,
 ): Promise<StreamResult> {
   const frame = new StreamFrame(resource, scope, deps, deps.signal);
   const per = resource.perParent as NonNullable<ResourceDefinition['perParent']>;
@@ -49,42 +49,42 @@ export async function drainChildren(
   // Chunks read at once: a chunk's reads wait on the network together, then its write and state
   // write; more chunks keep requests flowing meanwhile, as many as the controller finds useful.
   const controller = new ConcurrencyController({
-    max: options.concurrency ?? DEFAULT_CHILD_CONCURRENCY,
+    max: options.concurrency ?? DEFAULT_TRACE_CONCURRENCY,
     now: () => deps.clock.now(),
   });
   // The queue's book: a chunk has no cursor; it is done (moved to `done`) in the commit of its rows.
   // Units answered empty while young are asked again at settle (spans can lag their event).
-  const later = new WeakMap<ChildChunk, ReadonlySet<string>>();
-  const answered = new WeakMap<ChildChunk, ReadonlyMap<string, number>>();
-  const book: Book<ChildChunk> = {
+  const later = new WeakMap<TraceChunk, ReadonlySet<string>>();
+  const answered = new WeakMap<TraceChunk, ReadonlyMap<string, number>>();
+  const book: Book<TraceChunk> = {
     checkpoint: (units, _cursor, state) =>
       options.queue.complete(project, units, later.get(units), state, answered.get(units)),
     cursorRejected: async () => undefined,
   };
-  const readChunk = async (units: ChildChunk, sub: SubWalk): Promise<ChunkEnd> => {
+  const readChunk = async (units: TraceChunk, sub: SubWalk): Promise<ChunkEnd> => {
     const chunkCtx = sub.ctx;
     const startedAt = deps.clock.now();
     const pages = await Promise.all(
-      units.map((u) => readChildren(resource, per.param, u.id, scope, deps.client, chunkCtx)),
+      units.map((u) => readTraces(resource, per.param, u.id, scope, deps.client, chunkCtx)),
     );
     const rows: Row[] = [];
     const again = new Set<string>();
     const counts = new Map<string, number>();
     pages.forEach((records, i) => {
       const unit = units[i] as { readonly id: string; readonly at: number };
-      const parentId = unit.id;
-      counts.set(parentId, records.length);
-      if (records.length === 0 && options.queue.recheckLater(unit)) again.add(parentId);
+      const eventId = unit.id;
+      counts.set(eventId, records.length);
+      if (records.length === 0 && options.queue.recheckLater(unit)) again.add(eventId);
       if (records.length >= resource.maxPageSize) {
         // The per-event answer has no cursor: a full page may have been cut by the server.
         deps.logger.warn(
           { resource: resource.name, project: scope.key },
-          `${per.param}=${parentId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`,
+          `${per.param}=${eventId} returned ${records.length} records, the page size: some may be missing (no cursor to read on)`,
         );
       }
       for (const record of records) {
-        const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: parentId } : record;
-        rows.push(normalizeChild(options, withParent, scope, deps.syncedAt, chunkCtx));
+        const withParent: ApiRecord = record[per.param] === undefined ? { ...record, [per.param]: eventId } : record;
+        rows.push(normalizeTrace(options, withParent, scope, deps.syncedAt, chunkCtx));
       }
     });
     if (again.size > 0) later.set(units, again);
@@ -179,13 +179,13 @@ interface ChunkEnd extends WalkCounts {
 }
 
 /** A work unit of the children: a chunk of parent records (id, parent instant) whose children are due. */
-type ChildChunk = readonly { readonly id: string; readonly at: number }[];
+type TraceChunk = readonly { readonly id: string; readonly at: number }[];
 
 /**
  * The queue's producer: chunks of owed parents (newest first in the warehouse's book, oldest first in the state queue; none twice at once); waits for
  * parents while they are still walked, ends when none is left after them or the drain time is spent.
  */
-function chunkUnits(options: ChildDrainOptions, project: string, clock: Clock): UnitSource<ChildChunk> {
+function chunkUnits(options: TraceDrainOptions, project: string, clock: Clock): UnitSource<TraceChunk> {
   const inFlight = new Set<string>();
   return {
     take: () => {
@@ -205,10 +205,10 @@ function chunkUnits(options: ChildDrainOptions, project: string, clock: Clock): 
 }
 
 /** The children of one parent: `{ data: [...] }` (a `meta`, if any, is ignored: there is no cursor). 404 means none. */
-async function readChildren(
+async function readTraces(
   resource: ResourceDefinition,
   param: string,
-  parentId: string,
+  eventId: string,
   scope: ProjectScope,
   client: ApiClient,
   ctx: CallContext,
@@ -219,7 +219,7 @@ async function readChildren(
       {
         endpoint: resource.path,
         path: resource.path,
-        query: { [param]: parentId, [resource.pageSizeParam ?? 'limit']: String(resource.maxPageSize) },
+        query: { [param]: eventId, [resource.pageSizeParam ?? 'limit']: String(resource.maxPageSize) },
         project: scope.header,
       },
       ctx,
@@ -234,15 +234,15 @@ async function readChildren(
       : undefined;
   if (!Array.isArray(data) || data.some((r) => r === null || typeof r !== 'object' || Array.isArray(r))) {
     throw new DataError(
-      `expected {"data": [spans...]} for ${param}=${parentId}, got ${typeof body === 'object' ? 'another shape' : typeof body}`,
+      `expected {"data": [spans...]} for ${param}=${eventId}, got ${typeof body === 'object' ? 'another shape' : typeof body}`,
       { context: ctx },
     );
   }
   return data as readonly ApiRecord[];
 }
 
-function normalizeChild(
-  options: ChildDrainOptions,
+function normalizeTrace(
+  options: TraceDrainOptions,
   record: ApiRecord,
   scope: ProjectScope,
   syncedAt: string,

@@ -18,7 +18,7 @@ const MINUTES_PER_DAY = 1440;
 /** Days of per-day counts kept in state. */
 export const KEEP_DAYS = 8;
 
-export const childLoadSection = (resource: ResourceDefinition): string => `children-daily:${resource.name}`;
+export const traceLoadSection = (resource: ResourceDefinition): string => `children-daily:${resource.name}`;
 
 /** Parents counted per UTC day (`YYYY-MM-DD`), across projects. */
 type DailyCounts = Readonly<Record<string, number>>;
@@ -55,7 +55,7 @@ export function addToLoad(
   };
 }
 
-export interface ChildLoad {
+export interface TraceLoad {
   /** Parents queued a day (the busiest complete day kept, else today so far). */
   readonly perDay: number;
   /** Whether `perDay` is today's partial count (a lower bound). */
@@ -69,13 +69,13 @@ export interface ChildLoad {
 }
 
 /** The child's daily load against its endpoint's daily capacity, or `undefined` when nothing was counted. */
-export function childLoad(
+export function traceLoad(
   doc: StateDocument,
   resource: ResourceDefinition,
   limits: Pick<RateLimits, 'maxRpm'>,
   nowMs: number,
-): ChildLoad | undefined {
-  const section = doc.sections[childLoadSection(resource)] as LoadSection | undefined;
+): TraceLoad | undefined {
+  const section = doc.sections[traceLoadSection(resource)] as LoadSection | undefined;
   const counts = section?.queued ?? {};
   const today = new Date(nowMs).toISOString().slice(0, 10);
   const complete = Object.entries(counts).filter(([day]) => day < today);
@@ -93,7 +93,7 @@ export function childLoad(
 }
 
 /** Plan's note on `--traces traced`: the requests it would save, and what it costs. */
-export function tracedSavingLine(resource: ResourceDefinition, load: ChildLoad | undefined): string | undefined {
+export function tracedSavingLine(resource: ResourceDefinition, load: TraceLoad | undefined): string | undefined {
   if (load === undefined) return undefined;
   const parent = resource.perParent?.parent ?? 'parent';
   const saved = load.perDay - load.shownPerDay;
@@ -108,7 +108,7 @@ export function tracedSavingLine(resource: ResourceDefinition, load: ChildLoad |
 /** The line `status`, `plan` and the run summary print when the limit cannot keep up; `undefined` when it can. */
 export function deficitLine(
   resource: ResourceDefinition,
-  load: ChildLoad | undefined,
+  load: TraceLoad | undefined,
   limits: Pick<RateLimits, 'maxRpm'>,
 ): string | undefined {
   if (load === undefined || load.deficitPerDay === 0) return undefined;

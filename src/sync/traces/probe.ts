@@ -6,7 +6,7 @@ import type { StateDocument, StateStore } from '../../state/store.js';
 import { streamCallContext } from '../frame.js';
 
 /**
- * The one-time probe of a per-parent child resource (traces): can the server list it by time, or
+ * The one-time probe of a per-event resource (traces): can the server list it by time, or
  * only one parent at a time? It decides on what cannot be misread, never on a message's wording:
  * - a page holding a record: by time (kept in state, with the evidence);
  * - 400 or 422 whose SDK error shape names the parent parameter in `details.field`: per parent
@@ -23,7 +23,7 @@ import { streamCallContext } from '../frame.js';
 const SERVER_SECTION = 'server';
 
 interface ServerFacts {
-  /** Per child resource: whether the server reads it only per parent record. */
+  /** Per per-event resource: whether the server reads it only per parent record. */
   readonly perParent?: Readonly<
     Record<string, { readonly byParent: boolean; readonly learnedAt: string; readonly evidence: string }>
   >;
@@ -33,7 +33,7 @@ function serverFacts(doc: StateDocument): ServerFacts {
   return (doc.sections[SERVER_SECTION] ?? {}) as ServerFacts;
 }
 
-/** Whether the child resource is read per parent on this server, as learned and kept in state. */
+/** Whether the per-event resource is read per parent on this server, as learned and kept in state. */
 export function readsByParent(doc: StateDocument, resource: ResourceDefinition): boolean | undefined {
   return serverFacts(doc).perParent?.[resource.name]?.byParent;
 }
@@ -91,7 +91,7 @@ export function probeVerdict(
  * named (see above for what each answer means). A verdict with proof is kept in state and logged
  * once; one without is logged and used for this run only.
  */
-export async function learnChildMode(
+export async function learnTraceMode(
   resource: ResourceDefinition,
   scope: ProjectScope,
   deps: { readonly client: ApiClient; readonly state: StateStore; readonly clock: Clock; readonly logger: Logger },

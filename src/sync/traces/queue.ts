@@ -1,25 +1,25 @@
-import type { ChildRead, OwedMark } from '../../core/state-table.js';
-import type { ChildSelection, Clock, ResourceDefinition, Row } from '../../core/types.js';
-import { OWED_FULL_EVERY_MS, type KeepsChildBook, type OwedChildren } from '../../load/destination-capabilities.js';
+import type { TraceRead, OwedMark } from '../../core/state-table.js';
+import type { TraceSelection, Clock, ResourceDefinition, Row } from '../../core/types.js';
+import { OWED_FULL_EVERY_MS, type KeepsTraceBook, type OwedTraces } from '../../load/destination-capabilities.js';
 import { PROJECT_COLUMN } from '../../normalize/normalize.js';
 import type { StateDocument, StateStore, StateWriter } from '../../state/store.js';
 import {
-  childSection,
-  childSectionName,
+  traceSection,
+  traceSectionName,
   owedMarkSectionName,
   type OwedMarks,
   withCompleted,
   withQueued,
-  type ChildSection,
+  type TraceSection,
 } from '../../state/books/traces.js';
-import { addToLoad, childLoadSection, type LoadSection } from './load.js';
+import { addToLoad, traceLoadSection, type LoadSection } from './load.js';
 
 /**
- * Per-parent children (traces read one event at a time, where the server cannot list them by time).
+ * Per-event traces (traces read one event at a time, where the server cannot list them by time).
  *
- * Which parents still owe their children: where the destination keeps the children book
- * (`can.childBook`, `_query_sync_children` in DuckDB and BigQuery: `load/duckdb/children.ts`,
- * `load/bigquery/children.ts`), the warehouse decides: every event in the table without a final
+ * Which parents still owe their children: where the destination keeps the trace book
+ * (`can.traceBook`, `_query_sync_children` in DuckDB and BigQuery: `load/duckdb/trace-book.ts`,
+ * `load/bigquery/trace-book.ts`), the warehouse decides: every event in the table without a final
  * read is owed (`owedQuery` below), whoever wrote the event. The drain lists them once per project
  * and run, then only within the instants of each parent batch stored since (on BigQuery a listing
  * is billed by the parent table's size from `--start` on; a batch's, by its days).
@@ -30,7 +30,7 @@ import { addToLoad, childLoadSection, type LoadSection } from './load.js';
  * `children:<resource>` as `{ [project]: { pending: {id: parentMs}, done: {id: parentMs} } }`:
  * - a parent walk enqueues the batch it just stored (before its own checkpoint, so a crash re-reads
  *   the batch and enqueues again, never loses it);
- * - the child drain reads a chunk of pending units, writes their rows, then moves the chunk to
+ * - the trace drain reads a chunk of pending units, writes their rows, then moves the chunk to
  *   `done` in one state write (a crash between the two re-reads at most one chunk);
  * - `done` keeps only units a later sync could enqueue again (parents at or after the oldest instant
  *   any parent stream will re-read: its settle mark or its mark − lookback), so the section stays
@@ -40,12 +40,12 @@ import { addToLoad, childLoadSection, type LoadSection } from './load.js';
  *   asked again once its parent is `settle` old, by whichever run comes then, and is done after that.
  */
 
-/** The backlog of one child resource as read from a state document (for `status` and `plan`). */
-export function childBacklog(
+/** The backlog of one per-event resource as read from a state document (for `status` and `plan`). */
+export function traceBacklog(
   doc: StateDocument,
   resource: ResourceDefinition,
 ): { readonly pending: Readonly<Record<string, number>>; readonly done: number; readonly recheck: number } {
-  const section = childSection(doc, childSectionName(resource));
+  const section = traceSection(doc, traceSectionName(resource));
   const pending: Record<string, number> = {};
   let done = 0;
   let recheck = 0;
@@ -58,7 +58,7 @@ export function childBacklog(
 }
 
 /** Whether a parent row shows children, by the declared fields (JSON text `[]`/`{}`/`null` is empty). */
-export function showsChildren(row: Row, fields: readonly string[]): boolean {
+export function showsTraces(row: Row, fields: readonly string[]): boolean {
   return fields.some((f) => {
     const v = row[f];
     if (v === null || v === undefined || v === '' || v === false) return false;
@@ -67,22 +67,22 @@ export function showsChildren(row: Row, fields: readonly string[]): boolean {
   });
 }
 
-export interface ChildQueueOptions {
+export interface TraceQueueOptions {
   readonly child: ResourceDefinition;
   /** The parent resource (its key and time field); absent when this run reads no parents. */
   readonly parent?: ResourceDefinition;
-  readonly selection: Exclude<ChildSelection, 'none'>;
+  readonly selection: Exclude<TraceSelection, 'none'>;
   readonly lookbackMs: number;
   /** A unit answered empty while its parent is younger than this is asked again once it is this old; 0: never. @default 0 */
   readonly settleMs?: number;
   /** Called with the units pending across projects after each change (the progress ETA of the backlog). */
   readonly onBacklog?: (pending: number) => void;
   /**
-   * The warehouse's children book: where it is kept, the owed parents are derived from the
-   * warehouse (`owedChildren`), not from the units this run queued; absent, the state section is
+   * The warehouse's trace book: where it is kept, the owed parents are derived from the
+   * warehouse (`owedTraces`), not from the units this run queued; absent, the state section is
    * the queue (a destination without the book).
    */
-  readonly book?: KeepsChildBook;
+  readonly book?: KeepsTraceBook;
   /** Parents before this instant are not owed (`--start`). @default every parent in the table */
   readonly startMs?: number;
 }
@@ -91,22 +91,22 @@ export interface ChildQueueOptions {
 const OWED_PAGE = 2000;
 
 /** A unit of the children: a parent record (id, parent instant) whose children are due. */
-export interface ChildUnit {
+export interface TraceUnit {
   readonly id: string;
   readonly at: number;
 }
 
-/** The query of the owed parents of a child resource, as the book answers it (`KeepsChildBook`). */
+/** The query of the owed parents of a per-event resource, as the book answers it (`KeepsTraceBook`). */
 export function owedQuery(
   child: ResourceDefinition,
   parent: ResourceDefinition,
   options: {
-    readonly selection: Exclude<ChildSelection, 'none'>;
+    readonly selection: Exclude<TraceSelection, 'none'>;
     readonly settleMs: number;
     readonly startMs?: number;
   },
   nowMs: number,
-): OwedChildren {
+): OwedTraces {
   return {
     child: child.name,
     parentTable: parent.name,
@@ -120,12 +120,12 @@ export function owedQuery(
 }
 
 /**
- * The durable queue of one child resource for one run: parents enqueue, child drains wait on it.
+ * The durable queue of one per-event resource for one run: parents enqueue, trace drains wait on it.
  * All changes go through `StateStore.updateSection`, applied to the state as last committed (the
  * warehouse's, or the file re-read under its write lock),
  * so concurrent parent walks and drains compose.
  */
-export class ChildQueue {
+export class TraceQueue {
   private parentsRunning = 0;
   /** When the last parent walk ended; the queue's creation when none has run (yet). */
   private parentsDoneAtMs: number;
@@ -168,11 +168,11 @@ export class ChildQueue {
   private readonly countedBeforeMs: number;
 
   constructor(
-    private readonly options: ChildQueueOptions,
+    private readonly options: TraceQueueOptions,
     private readonly state: StateStore,
     private readonly clock: Clock,
   ) {
-    this.section = childSectionName(options.child);
+    this.section = traceSectionName(options.child);
     this.parentsDoneAtMs = clock.now();
     this.countedBeforeMs = this.firstMarkMs();
   }
@@ -209,7 +209,7 @@ export class ChildQueue {
     const current = this.units();
     const shownAts: number[] = [];
     for (const row of rows) {
-      const shown = showsChildren(row, this.options.child.perParent?.shownBy ?? []);
+      const shown = showsTraces(row, this.options.child.perParent?.shownBy ?? []);
       if (this.options.selection === 'traced' && !shown) continue;
       const project = String(row[PROJECT_COLUMN]);
       const id = String(row[parent.key]);
@@ -225,10 +225,10 @@ export class ChildQueue {
     // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (load.ts).
     const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
     const nowMs = this.clock.now();
-    await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+    await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
       addToLoad(load, ats, shownAts, nowMs),
     );
-    await state.updateSection<ChildSection>(this.section, (section = {}) => withQueued(section, fresh));
+    await state.updateSection<TraceSection>(this.section, (section = {}) => withQueued(section, fresh));
     // Inside a batch's commit the units exist once it is durable: wake the drains then.
     state.whenCommitted(() => {
       this.reportBacklog();
@@ -247,7 +247,7 @@ export class ChildQueue {
     const projects = new Set<string>();
     const spans = new Map<string, { fromMs: number; toMs: number }>();
     for (const row of rows) {
-      const shown = showsChildren(row, this.options.child.perParent?.shownBy ?? []);
+      const shown = showsTraces(row, this.options.child.perParent?.shownBy ?? []);
       if (this.options.selection === 'traced' && !shown) continue;
       const project = String(row[PROJECT_COLUMN]);
       projects.add(project);
@@ -264,7 +264,7 @@ export class ChildQueue {
     if (projects.size === 0) return;
     if (ats.length > 0) {
       const nowMs = this.clock.now();
-      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+      await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
         addToLoad(load, ats, shownAts, nowMs),
       );
     }
@@ -288,7 +288,7 @@ export class ChildQueue {
    * The drain's next units of a project: up to `n`, newest parent first, none in flight; `'wait'`
    * while the owed parents are being read from the warehouse (book mode), `[]` when none is owed now.
    */
-  next(project: string, n: number, inFlight: ReadonlySet<string>): ChildUnit[] | 'wait' {
+  next(project: string, n: number, inFlight: ReadonlySet<string>): TraceUnit[] | 'wait' {
     if (!this.usesBook) return this.take(project, n, inFlight);
     if (this.failure !== undefined) throw this.failure;
     const buffered = this.buffer.get(project);
@@ -312,7 +312,7 @@ export class ChildQueue {
    * stored since it was listed (added to the buffer).
    */
   private refill(project: string, inFlight: ReadonlySet<string>, stored = false): void {
-    const book = this.options.book as KeepsChildBook;
+    const book = this.options.book as KeepsTraceBook;
     const parent = this.options.parent as ResourceDefinition;
     const span = this.storedSpans.get(project);
     this.storedSpans.delete(project);
@@ -333,7 +333,7 @@ export class ChildQueue {
           }
         : {};
     const done = book
-      .owedChildren({ ...query, ...bounds, ...(full ? {} : { listedThrough: mark }), project, limit })
+      .owedTraces({ ...query, ...bounds, ...(full ? {} : { listedThrough: mark }), project, limit })
       .then((owed) => {
         const fresh = stored ? (this.buffer.get(project) ?? new Map<string, number>()) : new Map<string, number>();
         const booked = this.booked.get(project);
@@ -361,7 +361,7 @@ export class ChildQueue {
     });
   }
 
-  private queryOptions(): { selection: Exclude<ChildSelection, 'none'>; settleMs: number; startMs?: number } {
+  private queryOptions(): { selection: Exclude<TraceSelection, 'none'>; settleMs: number; startMs?: number } {
     return {
       selection: this.options.selection,
       settleMs: this.options.settleMs ?? 0,
@@ -390,14 +390,14 @@ export class ChildQueue {
       }
       return left;
     }
-    const book = this.options.book as KeepsChildBook;
+    const book = this.options.book as KeepsTraceBook;
     const query = owedQuery(
       this.options.child,
       this.options.parent as ResourceDefinition,
       this.queryOptions(),
       this.clock.now(),
     );
-    return (await book.countOwedChildren(query))[project] ?? 0;
+    return (await book.countOwedTraces(query))[project] ?? 0;
   }
 
   /** Whether the buffer (and the units taken) hold every owed parent of `project` now. */
@@ -466,11 +466,11 @@ export class ChildQueue {
       // A recheck is one more request for its parent: counted in the daily load like a queued one.
       const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
       const nowMs = this.clock.now();
-      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+      await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
         addToLoad(load, laterAts, [], nowMs),
       );
     }
-    await state.updateSection<ChildSection>(this.section, (section = {}) =>
+    await state.updateSection<TraceSection>(this.section, (section = {}) =>
       withCompleted(section, project, units, later, horizonMs),
     );
     // Inside a batch's commit the units are done once it is durable: count them then.
@@ -480,29 +480,29 @@ export class ChildQueue {
   /** Book mode: each read booked in the chunk's commit (an empty answer while young is booked too: it is owed again at settle). */
   private async completeBooked(
     project: string,
-    units: readonly ChildUnit[],
+    units: readonly TraceUnit[],
     later: ReadonlySet<string>,
     state: StateWriter,
     children: ReadonlyMap<string, number>,
   ): Promise<void> {
     const nowMs = this.clock.now();
     const readAt = new Date(nowMs).toISOString();
-    const reads: ChildRead[] = units.map((u) => ({
+    const reads: TraceRead[] = units.map((u) => ({
       resource: this.options.child.name,
       projectId: project,
-      parentId: u.id,
-      parentAt: new Date(u.at).toISOString(),
+      eventId: u.id,
+      eventAt: new Date(u.at).toISOString(),
       children: children.get(u.id) ?? 0,
       readAt,
     }));
     if (later.size > 0) {
       // A recheck is one more request for its parent: counted in the daily load like a queued one.
       const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
-      await state.updateSection<LoadSection>(childLoadSection(this.options.child), (load) =>
+      await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
         addToLoad(load, laterAts, [], nowMs),
       );
     }
-    await state.recordChildReads(reads);
+    await state.recordTraceReads(reads);
     state.whenCommitted(() => {
       this.taken.set(project, Math.max(0, (this.taken.get(project) ?? 0) - units.length));
       const booked = this.booked.get(project) ?? new Set<string>();
@@ -523,8 +523,8 @@ export class ChildQueue {
     for (const w of waiters) w();
   }
 
-  private units(): ChildSection {
-    return childSection(this.state.document, this.section);
+  private units(): TraceSection {
+    return traceSection(this.state.document, this.section);
   }
 
   /** The owed listings' marks, per project (`owed-listed:<resource>`). */
@@ -560,4 +560,4 @@ export class ChildQueue {
 }
 
 /** Chunks of per-parent reads at once, at most, when the caller gives no bound. */
-export const DEFAULT_CHILD_CONCURRENCY = 8;
+export const DEFAULT_TRACE_CONCURRENCY = 8;

@@ -14,12 +14,12 @@ import { testBigQueryDestination } from '../../fixtures/bigquery/destination.js'
 const offered = (d: Destination): string[] => Object.keys(d.can).sort();
 
 describe('destination capabilities, checked once', () => {
-  it('DuckDB keeps state and the children book, counts, refreshes, defines views and is published as a read copy; it bills nothing and keeps no lease of its own', async () => {
+  it('DuckDB keeps state and the trace book, counts, refreshes, defines views and is published as a read copy; it bills nothing and keeps no lease of its own', async () => {
     const duckdb = await DuckDbDestination.open(':memory:');
     try {
       expect(offered(duckdb)).toEqual([
         'byProject',
-        'childBook',
+        'traceBook',
         'deletions',
         'drop',
         'publish',
@@ -43,12 +43,12 @@ describe('destination capabilities, checked once', () => {
     }
   });
 
-  it('BigQuery also bills and keeps the run lease in its dataset (and the children book, as DuckDB)', async () => {
+  it('BigQuery also bills and keeps the run lease in its dataset (and the trace book, as DuckDB)', async () => {
     const bigquery = testBigQueryDestination();
     expect(offered(bigquery)).toEqual([
       'billing',
       'byProject',
-      'childBook',
+      'traceBook',
       'deletions',
       'drop',
       'leases',

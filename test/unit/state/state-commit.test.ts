@@ -186,7 +186,7 @@ describe('state committed with its batch', () => {
         db.writeState({ rows: [{ key: 'b', value: '1' }] }),
         db.write({ table, rows: [{ project_id: 'p', id: '1' }] }),
         db.writeState({ rows: [{ key: 'a', value: '2' }] }),
-        db.writeState({ rows: [{ key: 'seed', value: null }], childReads: [] }),
+        db.writeState({ rows: [{ key: 'seed', value: null }], traceReads: [] }),
       ];
       await Promise.all(writes);
     } finally {

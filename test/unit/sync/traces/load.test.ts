@@ -5,8 +5,8 @@ import { formatStatus } from '../../../../src/reports/text.js';
 import { DEFAULT_RATE_LIMITS } from '../../../../src/http/scheduler/budget.js';
 import {
   addToLoad,
-  childLoad,
-  childLoadSection,
+  traceLoad,
+  traceLoadSection,
   deficitLine,
   KEEP_DAYS,
   tracedSavingLine,
@@ -26,7 +26,7 @@ function docWith(load: unknown): StateDocument {
     sections: {
       server: { perParent: { traces: { byParent: true, learnedAt: '2026-01-01T00:00:00.000Z', evidence: 'x' } } },
       'children:traces': { default: { pending: { a: NOW }, done: {} } },
-      [childLoadSection(traces)]: load,
+      [traceLoadSection(traces)]: load,
     },
   };
 }
@@ -49,7 +49,7 @@ describe('can per-event reads keep up with the events a day', () => {
       queued: { '2026-03-08': 900_000, '2026-03-09': 1_000_000, '2026-03-10': 300_000 },
       shown: { '2026-03-09': 250_000 },
     });
-    const load = childLoad(doc, traces, DEFAULT_RATE_LIMITS, NOW);
+    const load = traceLoad(doc, traces, DEFAULT_RATE_LIMITS, NOW);
     expect(load).toEqual({
       perDay: 1_000_000,
       partialDay: false,
@@ -70,14 +70,14 @@ describe('can per-event reads keep up with the events a day', () => {
   it('says nothing where the limit keeps up, and uses today so far when no full day is known', () => {
     const within = docWith({ queued: { '2026-03-09': 500_000 }, shown: {} });
     expect(
-      deficitLine(traces, childLoad(within, traces, DEFAULT_RATE_LIMITS, NOW), DEFAULT_RATE_LIMITS),
+      deficitLine(traces, traceLoad(within, traces, DEFAULT_RATE_LIMITS, NOW), DEFAULT_RATE_LIMITS),
     ).toBeUndefined();
     const today = docWith({ queued: { '2026-03-10': 600_000 }, shown: {} });
-    expect(childLoad(today, traces, DEFAULT_RATE_LIMITS, NOW)).toMatchObject({
+    expect(traceLoad(today, traces, DEFAULT_RATE_LIMITS, NOW)).toMatchObject({
       perDay: 600_000,
       partialDay: true,
       deficitPerDay: 24_000,
     });
-    expect(childLoad(docWith(undefined), traces, DEFAULT_RATE_LIMITS, NOW)).toBeUndefined();
+    expect(traceLoad(docWith(undefined), traces, DEFAULT_RATE_LIMITS, NOW)).toBeUndefined();
   });
 });

@@ -3,7 +3,7 @@ import { events } from '../../../../connectors/events.js';
 import { traces } from '../../../../connectors/traces.js';
 import { systemClock } from '../../../../src/core/clock.js';
 import type { Row } from '../../../../src/core/types.js';
-import { ChildQueue, childBacklog, showsChildren } from '../../../../src/sync/traces/queue.js';
+import { TraceQueue, traceBacklog, showsTraces } from '../../../../src/sync/traces/queue.js';
 import { StateStore } from '../../../../src/state/store.js';
 import { tempDir } from '../../../fakes/tmp.js';
 
@@ -29,21 +29,21 @@ const event = (id: string, at: string, fields: Partial<Row> = {}, project = 'def
   ...fields,
 });
 
-describe('showsChildren', () => {
+describe('showsTraces', () => {
   it('counts a non-empty declared field as a trace, and JSON text [] / {} / null or an empty string as none', () => {
     const fields = ['tool_calls', 'error_spans', 'model'];
-    expect(showsChildren(event('a', '2026-01-01T00:00:00Z'), fields)).toBe(false);
-    expect(showsChildren(event('a', '2026-01-01T00:00:00Z', { model: '' }), fields)).toBe(false);
-    expect(showsChildren(event('a', '2026-01-01T00:00:00Z', { error_spans: '{}' }), fields)).toBe(false);
-    expect(showsChildren(event('a', '2026-01-01T00:00:00Z', { model: 'gpt-x' }), fields)).toBe(true);
-    expect(showsChildren(event('a', '2026-01-01T00:00:00Z', { tool_calls: '[{"name":"search"}]' }), fields)).toBe(true);
+    expect(showsTraces(event('a', '2026-01-01T00:00:00Z'), fields)).toBe(false);
+    expect(showsTraces(event('a', '2026-01-01T00:00:00Z', { model: '' }), fields)).toBe(false);
+    expect(showsTraces(event('a', '2026-01-01T00:00:00Z', { error_spans: '{}' }), fields)).toBe(false);
+    expect(showsTraces(event('a', '2026-01-01T00:00:00Z', { model: 'gpt-x' }), fields)).toBe(true);
+    expect(showsTraces(event('a', '2026-01-01T00:00:00Z', { tool_calls: '[{"name":"search"}]' }), fields)).toBe(true);
   });
 });
 
-describe('ChildQueue (the per-event traces backlog in state)', () => {
+describe('TraceQueue (the per-event traces backlog in state)', () => {
   it('queues the selected events of a stored batch once, hands them out oldest first, and survives a reopen', async () => {
     const { state, path } = await openState();
-    const queue = new ChildQueue(
+    const queue = new TraceQueue(
       { child: traces, parent: events, selection: 'traced', lookbackMs: 0 },
       state,
       systemClock,
@@ -61,12 +61,12 @@ describe('ChildQueue (the per-event traces backlog in state)', () => {
     await state.close();
 
     const reopened = await StateStore.read(path);
-    expect(childBacklog(reopened, traces).pending).toEqual({ default: 2, alpha: 1 });
+    expect(traceBacklog(reopened, traces).pending).toEqual({ default: 2, alpha: 1 });
   });
 
   it('selection "all" queues every event', async () => {
     const { state } = await openState();
-    const queue = new ChildQueue(
+    const queue = new TraceQueue(
       { child: traces, parent: events, selection: 'all', lookbackMs: 0 },
       state,
       systemClock,
@@ -78,7 +78,7 @@ describe('ChildQueue (the per-event traces backlog in state)', () => {
 
   it('a done event is not queued again when its window is re-read, until it falls behind every re-read horizon', async () => {
     const { state } = await openState();
-    const queue = new ChildQueue(
+    const queue = new TraceQueue(
       { child: traces, parent: events, selection: 'all', lookbackMs: 60_000 },
       state,
       systemClock,
@@ -92,7 +92,7 @@ describe('ChildQueue (the per-event traces backlog in state)', () => {
     await queue.complete('default', units);
     expect(queue.pendingCount('default')).toBe(0);
     // "new" lies after the settle mark: a later settle re-read may list it again, so it is remembered.
-    expect(childBacklog(state.document, traces).done).toBe(1);
+    expect(traceBacklog(state.document, traces).done).toBe(1);
     await queue.enqueue([event('new', '2026-01-01T00:40:00Z')]);
     expect(queue.pendingCount('default')).toBe(0);
     await state.close();
@@ -100,7 +100,7 @@ describe('ChildQueue (the per-event traces backlog in state)', () => {
 
   it('a drain waits while parents run and knows when they ended', async () => {
     const { state } = await openState();
-    const queue = new ChildQueue(
+    const queue = new TraceQueue(
       { child: traces, parent: events, selection: 'all', lookbackMs: 0 },
       state,
       systemClock,

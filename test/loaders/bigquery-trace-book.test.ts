@@ -1,13 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ChildRead, StateCommit } from '../../src/core/state-table.js';
+import type { TraceRead, StateCommit } from '../../src/core/state-table.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
-import type { OwedChildren } from '../../src/load/destination-capabilities.js';
+import type { OwedTraces } from '../../src/load/destination-capabilities.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
 /**
- * The children book on BigQuery (`load/bigquery/children.ts`), against the strict double: reads
+ * The trace book on BigQuery (`load/bigquery/trace-book.ts`), against the strict double: reads
  * appended with a state commit, and which events owe their children by the same rule as DuckDB's
  * (never read; or no final read and settle-old now; `--start`, an upper bound, `_deleted_at`, the
  * `--traces traced` fields, one project), newest first, and what each query is billed.
@@ -23,7 +23,7 @@ afterEach(async () => {
 const NOW = Date.parse('2024-05-03T12:00:00Z');
 const HOUR = 3_600_000;
 
-const query = (extra: Partial<OwedChildren> = {}): OwedChildren => ({
+const query = (extra: Partial<OwedTraces> = {}): OwedTraces => ({
   child: 'traces',
   parentTable: 'events',
   parentKey: 'id',
@@ -34,15 +34,15 @@ const query = (extra: Partial<OwedChildren> = {}): OwedChildren => ({
 });
 
 /** A state commit that carries `reads` (and one state row). */
-function commitOf(reads: readonly ChildRead[]): StateCommit {
-  return { rows: [{ key: 'version', value: '1' }], childReads: reads };
+function commitOf(reads: readonly TraceRead[]): StateCommit {
+  return { rows: [{ key: 'version', value: '1' }], traceReads: reads };
 }
 
-const read = (id: string, parentAt: string, children: number, readAt: string, project = 'alpha'): ChildRead => ({
+const read = (id: string, eventAt: string, children: number, readAt: string, project = 'alpha'): TraceRead => ({
   resource: 'traces',
   projectId: project,
-  parentId: id,
-  parentAt,
+  eventId: id,
+  eventAt,
   children,
   readAt,
 });
@@ -72,10 +72,10 @@ async function setup(): Promise<{ fake: FakeBigQuery; dest: BigQueryDestination 
   return { fake, dest };
 }
 
-describe('the children book in BigQuery', () => {
+describe('the trace book in BigQuery', () => {
   it('appends a commit’s reads in one transaction with its state, to a DAY-partitioned, clustered book', async () => {
     const { fake, dest } = await setup();
-    expect(await dest.countOwedChildren(query())).toEqual({ alpha: 6, beta: 1 });
+    expect(await dest.countOwedTraces(query())).toEqual({ alpha: 6, beta: 1 });
     const commit = commitOf([
       read('spans', '2024-05-01T10:00:00.000Z', 3, '2024-05-01T10:05:00.000Z'),
       read('empty-old', '2024-05-01T11:00:00.000Z', 0, '2024-05-01T14:00:00.000Z'),
@@ -95,39 +95,39 @@ describe('the children book in BigQuery', () => {
     expect(book?.schema?.fields.every((f) => f.mode === 'REQUIRED')).toBe(true);
 
     // Owed: never read (3, one in beta), and read empty while young now settle-old; newest first.
-    expect(await dest.countOwedChildren(query())).toEqual({ alpha: 3, beta: 1 });
-    expect(await dest.owedChildren({ ...query(), project: 'alpha', limit: 10 })).toEqual([
+    expect(await dest.countOwedTraces(query())).toEqual({ alpha: 3, beta: 1 });
+    expect(await dest.owedTraces({ ...query(), project: 'alpha', limit: 10 })).toEqual([
       { id: 'empty-young-then', at: Date.parse('2024-05-02T09:00:00Z') },
       { id: 'never', at: Date.parse('2024-05-02T08:00:00Z') },
       { id: 'never-old', at: Date.parse('2024-04-20T08:00:00Z') },
     ]);
-    expect((await dest.owedChildren({ ...query(), project: 'alpha', limit: 1 })).map((u) => u.id)).toEqual([
+    expect((await dest.owedTraces({ ...query(), project: 'alpha', limit: 1 })).map((u) => u.id)).toEqual([
       'empty-young-then',
     ]);
     // --settle 0: every read is final.
-    expect(await dest.countOwedChildren(query({ settleMs: 0 }))).toEqual({ alpha: 2, beta: 1 });
+    expect(await dest.countOwedTraces(query({ settleMs: 0 }))).toEqual({ alpha: 2, beta: 1 });
     // --start, and an upper bound (a stored batch's instants).
-    expect(await dest.countOwedChildren(query({ fromIso: '2024-05-01T00:00:00.000Z' }))).toEqual({
+    expect(await dest.countOwedTraces(query({ fromIso: '2024-05-01T00:00:00.000Z' }))).toEqual({
       alpha: 2,
       beta: 1,
     });
     expect(
-      await dest.owedChildren({
+      await dest.owedTraces({
         ...query({ fromIso: '2024-05-02T08:00:00.000Z', toIso: '2024-05-02T08:00:00.001Z' }),
         project: 'alpha',
         limit: 10,
       }),
     ).toEqual([{ id: 'never', at: Date.parse('2024-05-02T08:00:00Z') }]);
     // --traces traced: only events whose declared fields show children (`[]` and NULL do not).
-    expect(await dest.countOwedChildren(query({ shownBy: ['properties'] }))).toEqual({ alpha: 1 });
+    expect(await dest.countOwedTraces(query({ shownBy: ['properties'] }))).toEqual({ alpha: 1 });
   });
 
   it('prunes each owed query to the days from --start on, reading only the columns it names', async () => {
     const { fake, dest } = await setup();
     await dest.writeState(commitOf([read('spans', '2024-05-01T10:00:00.000Z', 3, '2024-05-01T10:05:00.000Z')]));
-    await dest.countOwedChildren(query());
+    await dest.countOwedTraces(query());
     const whole = fake.processed.get(fake.queries.at(-1)?.jobId ?? '') ?? 0;
-    await dest.countOwedChildren(query({ fromIso: '2024-05-02T00:00:00.000Z' }));
+    await dest.countOwedTraces(query({ fromIso: '2024-05-02T00:00:00.000Z' }));
     const pruned = fake.processed.get(fake.queries.at(-1)?.jobId ?? '') ?? 0;
     expect(pruned).toBeGreaterThan(0);
     expect(pruned).toBeLessThan(whole);
@@ -153,18 +153,18 @@ describe('the children book in BigQuery', () => {
       atIso: '2024-05-03T00:00:00.000Z',
       runId: 'r',
     });
-    expect(await dest.countOwedChildren(query())).toEqual({ alpha: 5, beta: 1 });
+    expect(await dest.countOwedTraces(query())).toEqual({ alpha: 5, beta: 1 });
     await dest.writeState(
       commitOf([
         read('never', '2024-05-02T08:00:00.000Z', 1, '2024-05-02T08:05:00.000Z'),
         read('never', '2024-05-02T08:00:00.000Z', 1, '2024-05-02T08:05:00.000Z', 'beta'),
       ]),
     );
-    expect(await dest.countOwedChildren(query())).toEqual({ alpha: 4 });
-    await dest.forgetChildren('traces', 'beta');
+    expect(await dest.countOwedTraces(query())).toEqual({ alpha: 4 });
+    await dest.forgetTraces('traces', 'beta');
     expect(fake.rows('sync', '_query_sync_children').map((r) => r['project_id'])).toEqual(['alpha']);
-    expect(await dest.countOwedChildren(query())).toEqual({ alpha: 4, beta: 1 });
-    await dest.forgetChildren('traces');
+    expect(await dest.countOwedTraces(query())).toEqual({ alpha: 4, beta: 1 });
+    await dest.forgetTraces('traces');
     expect(fake.rows('sync', '_query_sync_children')).toEqual([]);
   });
 });

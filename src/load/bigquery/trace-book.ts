@@ -1,12 +1,12 @@
 import { BigQuery, type Query, type TableField, type TableMetadata } from '@google-cloud/bigquery';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
-import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
+import { TRACE_BOOK_TABLE, type TraceRead } from '../../core/state-table.js';
 import type { OwedMark } from '../../core/state-table.js';
-import { OWED_FULL_EVERY_MS, type OwedChildren } from '../destination-capabilities.js';
+import { OWED_FULL_EVERY_MS, type OwedTraces } from '../destination-capabilities.js';
 import { quoteIdent, stringLiteral, tablePath, timestampLiteral, type BigQueryTarget } from './sql.js';
 
 /**
- * The children book in the dataset (`KeepsChildBook`, as DuckDB's `load/duckdb/children.ts`):
+ * The trace book in the dataset (`KeepsTraceBook`, as DuckDB's `load/duckdb/trace-book.ts`):
  * `_query_sync_children`, one row appended per read of a parent's children, by an INSERT in the
  * transaction of the children rows' MERGE and the state's. Append-only: a parent read empty while
  * young and read again at settle has two rows; the owed set asks whether any of them is final.
@@ -19,7 +19,7 @@ import { quoteIdent, stringLiteral, tablePath, timestampLiteral, type BigQueryTa
  */
 
 /** The book's schema. */
-export const CHILD_BOOK_FIELDS: TableField[] = [
+export const TRACE_BOOK_FIELDS: TableField[] = [
   { name: 'resource', type: 'STRING', mode: 'REQUIRED' },
   { name: 'project_id', type: 'STRING', mode: 'REQUIRED' },
   { name: 'parent_id', type: 'STRING', mode: 'REQUIRED' },
@@ -29,7 +29,7 @@ export const CHILD_BOOK_FIELDS: TableField[] = [
 ];
 
 /** Its partitioning and clustering (`tables.insert` resource fields). */
-export const CHILD_BOOK_LAYOUT: Pick<TableMetadata, 'timePartitioning' | 'clustering'> = {
+export const TRACE_BOOK_LAYOUT: Pick<TableMetadata, 'timePartitioning' | 'clustering'> = {
   timePartitioning: { type: 'DAY', field: 'parent_at' },
   clustering: { fields: ['resource', 'project_id', 'parent_id'] },
 };
@@ -40,23 +40,23 @@ const READS_PARAM = 'child_reads';
 const DAY_MS = 86_400_000;
 
 /** Append the reads of `@child_reads` (a statement of the batch's transaction). */
-export function childReadsInsertSql(target: BigQueryTarget): string {
+export function traceReadsInsertSql(target: BigQueryTarget): string {
   return (
-    `INSERT INTO ${tablePath(target, CHILD_BOOK_TABLE)} (\`resource\`, \`project_id\`, \`parent_id\`, \`parent_at\`, \`children\`, \`read_at\`)\n` +
+    `INSERT INTO ${tablePath(target, TRACE_BOOK_TABLE)} (\`resource\`, \`project_id\`, \`parent_id\`, \`parent_at\`, \`children\`, \`read_at\`)\n` +
     `SELECT r.\`resource\`, r.\`project_id\`, r.\`parent_id\`, r.\`parent_at\`, r.\`children\`, r.\`read_at\` FROM UNNEST(@${READS_PARAM}) AS r`
   );
 }
 
-/** The query parameters of `childReadsInsertSql`. */
-export function childReadsParams(reads: readonly ChildRead[]): Required<Pick<Query, 'params' | 'types'>> {
+/** The query parameters of `traceReadsInsertSql`. */
+export function traceReadsParams(reads: readonly TraceRead[]): Required<Pick<Query, 'params' | 'types'>> {
   return {
     params: {
       [READS_PARAM]: reads.map((r) => ({
         resource: r.resource,
         project_id: r.projectId,
-        parent_id: r.parentId,
+        parent_id: r.eventId,
         // The client sends a TIMESTAMP's `.value` (a bare string would go as NULL); INT64 as its decimal text.
-        parent_at: BigQuery.timestamp(r.parentAt),
+        parent_at: BigQuery.timestamp(r.eventAt),
         children: String(r.children),
         read_at: BigQuery.timestamp(r.readAt),
       })),
@@ -96,7 +96,7 @@ export interface OwedParent {
  * settle-old now. A LEFT JOIN to a grouped book, not a correlated NOT EXISTS: BigQuery refuses
  * correlated subqueries it cannot turn into a join, and this one reads the book once.
  */
-function owedFrom(target: BigQueryTarget, query: OwedChildren, parent: OwedParent, project?: string): string {
+function owedFrom(target: BigQueryTarget, query: OwedTraces, parent: OwedParent, project?: string): string {
   const time = `p.${quoteIdent(query.parentTime)}`;
   const key = `CAST(p.${quoteIdent(query.parentKey)} AS STRING)`;
   const filters: string[] = [`${time} IS NOT NULL`];
@@ -132,7 +132,7 @@ function owedFrom(target: BigQueryTarget, query: OwedChildren, parent: OwedParen
         ? `LOGICAL_OR(\`children\` > 0 OR \`read_at\` >= TIMESTAMP_ADD(\`parent_at\`, INTERVAL ${settleMs} MILLISECOND))`
         : 'TRUE';
     from +=
-      ` LEFT JOIN (SELECT \`project_id\`, \`parent_id\`, ${final} AS final FROM ${tablePath(target, CHILD_BOOK_TABLE)} ` +
+      ` LEFT JOIN (SELECT \`project_id\`, \`parent_id\`, ${final} AS final FROM ${tablePath(target, TRACE_BOOK_TABLE)} ` +
       `WHERE ${bookFilters.join(' AND ')} GROUP BY 1, 2) AS b ON b.\`project_id\` = p.\`project_id\` AND b.\`parent_id\` = ${key}`;
     const young =
       settleMs > 0
@@ -146,7 +146,7 @@ function owedFrom(target: BigQueryTarget, query: OwedChildren, parent: OwedParen
 /** Up to `limit` owed parents of a project, newest first (ties by id, so pages are stable); `at` in epoch ms. */
 export function owedSelectSql(
   target: BigQueryTarget,
-  query: OwedChildren,
+  query: OwedTraces,
   parent: OwedParent,
   project: string,
   limit: number,
@@ -160,14 +160,14 @@ export function owedSelectSql(
 }
 
 /** Owed parents per project. */
-export function owedCountSql(target: BigQueryTarget, query: OwedChildren, parent: OwedParent): string {
+export function owedCountSql(target: BigQueryTarget, query: OwedTraces, parent: OwedParent): string {
   return `SELECT p.\`project_id\` AS project_id, COUNT(*) AS n ${owedFrom(target, query, parent)} GROUP BY 1 ORDER BY 1`;
 }
 
 /** Forget every read of `child` (of one project, when given). */
-export function forgetChildrenSql(target: BigQueryTarget, child: string, project?: string): string {
+export function forgetTracesSql(target: BigQueryTarget, child: string, project?: string): string {
   return (
-    `DELETE FROM ${tablePath(target, CHILD_BOOK_TABLE)} WHERE \`resource\` = ${stringLiteral(child)}` +
+    `DELETE FROM ${tablePath(target, TRACE_BOOK_TABLE)} WHERE \`resource\` = ${stringLiteral(child)}` +
     (project === undefined ? '' : ` AND \`project_id\` = ${stringLiteral(project)}`)
   );
 }

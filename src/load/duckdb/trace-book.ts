@@ -1,19 +1,19 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { CHILD_BOOK_TABLE, type ChildRead } from '../../core/state-table.js';
+import { TRACE_BOOK_TABLE, type TraceRead } from '../../core/state-table.js';
 import type { LogicalType } from '../../core/types.js';
 import { DELETED_AT_COLUMN } from '../../core/deletions.js';
-import type { OwedChildren } from '../destination-capabilities.js';
+import type { OwedTraces } from '../destination-capabilities.js';
 import { ident, sqlString } from './sql.js';
 
 /**
- * The children book in the DuckDB file (`KeepsChildBook`): `_query_sync_children`, one row appended
+ * The trace book in the DuckDB file (`KeepsTraceBook`): `_query_sync_children`, one row appended
  * per read of a parent's children, in the transaction of the children rows (and the state) it
  * describes. Append-only: a parent read empty while young and read again at settle has two rows;
  * the owed set asks whether any of them is final.
  */
 
 /** The book's columns, as the destination's table cache records them. */
-export const CHILD_BOOK_COLUMNS: ReadonlyMap<string, LogicalType> = new Map<string, LogicalType>([
+export const TRACE_BOOK_COLUMNS: ReadonlyMap<string, LogicalType> = new Map<string, LogicalType>([
   ['resource', 'string'],
   ['project_id', 'string'],
   ['parent_id', 'string'],
@@ -25,15 +25,15 @@ export const CHILD_BOOK_COLUMNS: ReadonlyMap<string, LogicalType> = new Map<stri
 /** Book rows per INSERT statement. */
 const READS_PER_INSERT = 200;
 
-export async function createChildBook(connection: DuckDBConnection): Promise<void> {
+export async function createTraceBook(connection: DuckDBConnection): Promise<void> {
   await connection.run(
-    `CREATE TABLE IF NOT EXISTS main.${ident(CHILD_BOOK_TABLE)} (resource VARCHAR, project_id VARCHAR, parent_id VARCHAR, parent_at TIMESTAMPTZ, children BIGINT, read_at TIMESTAMPTZ)`,
+    `CREATE TABLE IF NOT EXISTS main.${ident(TRACE_BOOK_TABLE)} (resource VARCHAR, project_id VARCHAR, parent_id VARCHAR, parent_at TIMESTAMPTZ, children BIGINT, read_at TIMESTAMPTZ)`,
   );
 }
 
 /** Append `reads` (in the caller's transaction). */
-export async function writeChildReads(connection: DuckDBConnection, reads: readonly ChildRead[]): Promise<void> {
-  const literal = childReadsSql(reads);
+export async function writeTraceReads(connection: DuckDBConnection, reads: readonly TraceRead[]): Promise<void> {
+  const literal = traceReadsSql(reads);
   if (literal !== undefined) {
     if (literal.length > 0) await connection.run(literal.join(';\n'));
     return;
@@ -47,8 +47,8 @@ export async function writeChildReads(connection: DuckDBConnection, reads: reado
       )
       .join(', ');
     await connection.run(
-      `INSERT INTO main.${ident(CHILD_BOOK_TABLE)} VALUES ${values}`,
-      chunk.flatMap((r) => [r.resource, r.projectId, r.parentId, r.parentAt, String(r.children), r.readAt]),
+      `INSERT INTO main.${ident(TRACE_BOOK_TABLE)} VALUES ${values}`,
+      chunk.flatMap((r) => [r.resource, r.projectId, r.eventId, r.eventAt, String(r.children), r.readAt]),
     );
   }
 }
@@ -59,7 +59,7 @@ export async function writeChildReads(connection: DuckDBConnection, reads: reado
  * list and for the counts of `status`, `plan` and the run summary.
  */
 function owedWhere(
-  query: OwedChildren,
+  query: OwedTraces,
   bookExists: boolean,
   project: string | undefined,
   /** Whether the parent table has `_deleted_at` (records deleted at the source are marked there). */
@@ -93,7 +93,7 @@ function owedWhere(
           `${time} > CAST(${param(new Date(query.nowMs).toISOString())} AS TIMESTAMPTZ) - ${settle}`
         : 'TRUE';
     parentFilters.push(
-      `NOT EXISTS (SELECT 1 FROM main.${ident(CHILD_BOOK_TABLE)} AS b WHERE b.resource = ${param(query.child)} ` +
+      `NOT EXISTS (SELECT 1 FROM main.${ident(TRACE_BOOK_TABLE)} AS b WHERE b.resource = ${param(query.child)} ` +
         `AND b.project_id = p.project_id AND b.parent_id = CAST(p.${ident(query.parentKey)} AS VARCHAR) AND (${settled}))`,
     );
   }
@@ -102,7 +102,7 @@ function owedWhere(
 
 /** Up to `limit` owed parents of a project, newest first (ties by id, so pages are stable). */
 export function owedSelectSql(
-  query: OwedChildren,
+  query: OwedTraces,
   bookExists: boolean,
   project: string,
   limit: number,
@@ -118,18 +118,18 @@ export function owedSelectSql(
 }
 
 /** Owed parents per project. */
-export function owedCountSql(query: OwedChildren, bookExists: boolean, marksDeletions = false) {
+export function owedCountSql(query: OwedTraces, bookExists: boolean, marksDeletions = false) {
   const where = owedWhere(query, bookExists, undefined, marksDeletions);
   return { sql: `SELECT p.project_id, COUNT(*) ${where.sql} GROUP BY 1 ORDER BY 1`, params: where.params };
 }
 
 /**
- * `writeChildReads` as statements with their values written in, so the caller can send them with
+ * `writeTraceReads` as statements with their values written in, so the caller can send them with
  * others in one call; `undefined` when a value holds a NUL character (then they go as parameters).
  */
-export function childReadsSql(reads: readonly ChildRead[]): string[] | undefined {
+export function traceReadsSql(reads: readonly TraceRead[]): string[] | undefined {
   if (reads.length === 0) return [];
-  const texts = (r: ChildRead): string[] => [r.resource, r.projectId, r.parentId, r.parentAt, r.readAt];
+  const texts = (r: TraceRead): string[] => [r.resource, r.projectId, r.eventId, r.eventAt, r.readAt];
   if (reads.some((r) => texts(r).some((t) => t.includes('\u0000')) || !Number.isSafeInteger(r.children)))
     return undefined;
   const statements: string[] = [];
@@ -138,10 +138,10 @@ export function childReadsSql(reads: readonly ChildRead[]): string[] | undefined
       .slice(i, i + READS_PER_INSERT)
       .map(
         (r) =>
-          `(${sqlString(r.resource)}, ${sqlString(r.projectId)}, ${sqlString(r.parentId)}, CAST(${sqlString(r.parentAt)} AS TIMESTAMPTZ), ${r.children}, CAST(${sqlString(r.readAt)} AS TIMESTAMPTZ))`,
+          `(${sqlString(r.resource)}, ${sqlString(r.projectId)}, ${sqlString(r.eventId)}, CAST(${sqlString(r.eventAt)} AS TIMESTAMPTZ), ${r.children}, CAST(${sqlString(r.readAt)} AS TIMESTAMPTZ))`,
       )
       .join(', ');
-    statements.push(`INSERT INTO main.${ident(CHILD_BOOK_TABLE)} VALUES ${values}`);
+    statements.push(`INSERT INTO main.${ident(TRACE_BOOK_TABLE)} VALUES ${values}`);
   }
   return statements;
 }
