@@ -391,7 +391,7 @@ for (const t of keyed) {
   if (perRun > 2 * touchedBytes)
     failures.push(`${t.table}: ${fmt(perRun)} billed per run > 2× the touched ${fmt(touchedBytes)}`);
 }
-// Traces read one event at a time: each run lists the events that owe their spans (the children
+// Traces read one event at a time: each run lists the events that owe their spans (the trace
 // book, src/load/bigquery/trace-book.ts): the events' project_id, id, timestamp (TIMESTAMP: 8 B) and
 // the book's row per event read (resource 'traces', project_id, parent_id, three 8-byte columns),
 // over the days from --start on (all of them without it).

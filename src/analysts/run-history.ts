@@ -38,7 +38,7 @@ const RUNS_SCHEMA: TableSchema = tableSchema(RUNS_TABLE, ['run_id'], {
   // resource it could not check (per-event traces, users, conversations) with why; NULL when off.
   reconcile: 'json',
   // Each per-event backlog at the run's end and when it will be whole at the budget (`reports/freshness.ts`
-  // BacklogForecast); NULL where none is read one parent at a time. The report charts it over time.
+  // BacklogForecast); NULL where none is read one event at a time. The report charts it over time.
   backlog: 'json',
 });
 

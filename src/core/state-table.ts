@@ -8,7 +8,7 @@
  * rejects: nothing of it committed), and the store then takes the change into its document and
  * exports the file. Nothing waits on another commit, and a destination owes the store no call.
  *
- * Commits of one key may run at once (a split walk's sub-windows, a trace drain and a parent
+ * Commits of one key may run at once (a split walk's sub-windows, a trace drain and an events
  * walk) and land in any order, so each row holds the key's value as last committed with only its
  * own batch's change applied: never a change whose rows are still in flight, so the state in the
  * warehouse is never ahead of its rows, whatever lands first or fails. It may be behind (a commit
@@ -24,24 +24,29 @@ export interface StateRow {
 }
 
 /**
- * One read of a parent record's children (the trace book, `_query_sync_children`): appended in
- * the transaction of the children rows it describes. The book is what makes the set of parents
- * whose children are owed a fact of the warehouse: a parent row with no final read is owed.
+ * One read of an event's traces (the trace book, `_query_sync_children`): appended in the
+ * transaction of the trace rows it describes. The book is what makes the set of events whose
+ * traces are owed a fact of the warehouse: an event row with no final read is owed. The fields are
+ * written to the book's columns `resource`, `project_id`, `parent_id`, `parent_at`, `children`,
+ * `read_at` (the persisted names, kept for existing warehouses).
  */
 export interface TraceRead {
   /** The per-event resource, e.g. `traces`. */
   readonly resource: string;
   readonly projectId: string;
   readonly eventId: string;
-  /** The parent's own time (ISO): a read while the parent was young and empty is not final. */
+  /** The event's own time (ISO): a read while the event was young and empty is not final. */
   readonly eventAt: string;
-  /** Children rows the read answered. */
-  readonly children: number;
+  /** Trace rows the read answered. */
+  readonly traces: number;
   /** When it was read (ISO). */
   readonly readAt: string;
 }
 
-/** Name of the trace book in every destination that keeps one. */
+/**
+ * Name of the trace book in every destination that keeps one. The persisted name (from when traces
+ * were called children in the code) is kept for existing warehouses, as are its columns.
+ */
 export const TRACE_BOOK_TABLE = '_query_sync_children';
 
 /**
@@ -72,7 +77,7 @@ export interface StateTable {
 export const STATE_TABLE = '_query_sync_state';
 
 /**
- * A complete owed listing of a parent's children (`load/destination-capabilities.ts` `OwedTraces`,
+ * A complete owed listing of an event table's traces (`load/destination-capabilities.ts` `OwedTraces`,
  * kept in state by `state/books/traces.ts`): when it started, and when the last one that read every day did.
  */
 export interface OwedMark {

@@ -126,8 +126,9 @@ export interface ResourceDefinition {
   readonly arrivalField?: string;
   /**
    * Read per parent record where the server cannot list by time: `param` takes the parent's key.
-   * Which parents are read is a setting (`--traces`); `shownBy` names the parent's fields whose
-   * presence shows it has children (the `traced` setting).
+   * Only `traces` is (its parent: `events`), so the code calls such a resource a per-event resource
+   * and its rows traces. Which events are read is a setting (`--traces`); `shownBy` names the
+   * event's fields whose presence shows it has traces (the `traced` setting).
    */
   readonly perParent?: PerParentReads;
   /** Optional pure record transform applied before normalization. */
@@ -195,16 +196,16 @@ export interface SplitDeclaration {
   readonly partGte?: string;
   readonly partLt?: string;
 }
-/** Which parent records get their per-event traces read: all, those whose fields show some, or none. */
+/** Which events get their traces read: all, those whose fields show some, or none. */
 export type TraceSelection = 'all' | 'traced' | 'none';
 
-/** How a per-event resource is read one parent record at a time (see `ResourceDefinition.perParent`). */
+/** How a per-event resource is read one parent record (an event) at a time (see `ResourceDefinition.perParent`). */
 interface PerParentReads {
   /** The parent resource, e.g. `events`. */
   readonly parent: string;
   /** Query parameter naming the parent, e.g. `event_id`. */
   readonly param: string;
-  /** Parent fields whose non-empty value shows that children exist, e.g. `tool_calls`. */
+  /** Event fields whose non-empty value shows that traces exist, e.g. `tool_calls`. */
   readonly shownBy: readonly string[];
 }
 

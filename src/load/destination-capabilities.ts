@@ -44,27 +44,27 @@ export interface WindowCount {
   readonly toIso: string;
 }
 
-/** Which parents owe their children: the parent table, the child, and what counts as read. */
+/** Which events owe their traces: the events table, the per-event resource, and what counts as read. */
 export interface OwedTraces {
   /** The per-event resource, e.g. `traces` (the book's `resource`). */
-  readonly child: string;
-  /** The parent's table, key column and time column, e.g. `events`, `id`, `timestamp`. */
-  readonly parentTable: string;
-  readonly parentKey: string;
-  readonly parentTime: string;
-  /** Parents before this instant (`--start`, ISO) are not owed. @default every parent in the table */
+  readonly resource: string;
+  /** The events' table, key column and time column, e.g. `events`, `id`, `timestamp`. */
+  readonly eventTable: string;
+  readonly eventKey: string;
+  readonly eventTime: string;
+  /** Events before this instant (`--start`, ISO) are not owed. @default every event in the table */
   readonly fromIso?: string;
-  /** Only parents before this instant (ISO; the drain's look at a batch just stored). @default no bound */
+  /** Only events before this instant (ISO; the drain's look at a batch just stored). @default no bound */
   readonly toIso?: string;
   readonly nowMs: number;
-  /** A read that answered none while its parent was younger than this is asked again once it is this old (`--settle`); 0: every read is final. */
+  /** A read that answered none while its event was younger than this is asked again once it is this old (`--settle`); 0: every read is final. */
   readonly settleMs: number;
-  /** `--traces traced`: only parents where one of these columns is not empty. @default every parent */
+  /** `--traces traced`: only events where one of these columns is not empty. @default every event */
   readonly shownBy?: readonly string[];
   /**
-   * The last complete listing of this project (every parent owed then was read since): where the
+   * The last complete listing of this project (every event owed then was read since): where the
    * destination can tell which partitions changed since (BigQuery), it reads only those and the
-   * ones within the settle horizon. @default every parent in range is read
+   * ones within the settle horizon. @default every event in range is read
    */
   readonly listedThrough?: OwedMark;
 }
@@ -78,20 +78,20 @@ export const OWED_FULL_EVERY_MS = 7 * 86_400_000;
 
 /**
  * The trace book (`_query_sync_children`, appended through `StateCommit.traceReads` in the
- * transaction of the children rows): which parents in the warehouse owe their children. A parent
- * row owes them until a final read is booked: one that answered children, or answered none once
- * the parent was `settleMs` old. A read that answered none while the parent was young makes it
+ * transaction of the trace rows): which events in the warehouse owe their traces. An event row
+ * owes them until a final read is booked: one that answered traces, or answered none once the
+ * event was `settleMs` old. A read that answered none while the event was young makes it
  * owed again once it is `settleMs` old.
  */
 export interface KeepsTraceBook {
-  /** Up to `limit` parents of `project` that owe their children, newest first (`at`: epoch ms). */
+  /** Up to `limit` events of `project` that owe their traces, newest first (`at`: epoch ms). */
   owedTraces(
     query: OwedTraces & { readonly project: string; readonly limit: number },
   ): Promise<readonly { readonly id: string; readonly at: number }[]>;
-  /** Parents that owe their children, per project (those not due yet, young and read empty, not counted). */
+  /** Events that owe their traces, per project (those not due yet, young and read empty, not counted). */
   countOwedTraces(query: OwedTraces): Promise<Readonly<Record<string, number>>>;
-  /** Forget every read of `child` (of `project` only, when given): their parents owe them again. */
-  forgetTraces(child: string, project?: string): Promise<void>;
+  /** Forget every read of `resource` (of `project` only, when given): their events owe them again. */
+  forgetTraces(resource: string, project?: string): Promise<void>;
 }
 
 /** Where the run lease lives when not beside the state file (BigQuery: runs in pods share no file). */
@@ -122,7 +122,7 @@ export interface WindowKeys {
   readonly marked: readonly string[];
 }
 
-/** Rows of one project that follow a parent's deletion: a child or bridge table and its parent-key column. */
+/** Rows of one project that follow a parent's deletion: a table read per parent (traces, per event) or a bridge table, and its parent-key column. */
 export interface DeletionFollower {
   readonly table: string;
   /** The column holding the parent's key, e.g. `event_id`. */
@@ -295,7 +295,7 @@ export function capabilitiesOf(d: OptionalCapabilities): Capabilities {
           traceBook: {
             owedTraces: (query) => d.owedTraces(query),
             countOwedTraces: (query) => d.countOwedTraces(query),
-            forgetTraces: (child, project) => d.forgetTraces(child, project),
+            forgetTraces: (resource, project) => d.forgetTraces(resource, project),
           },
         }
       : {}),

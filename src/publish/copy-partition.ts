@@ -16,7 +16,7 @@ import { sqlString } from '../load/duckdb/sql.js';
  *
  * The bound: a `rowid` range is pushed into the scan itself, so a scan limited to `n` rowids pins
  * at most `n` rows. When the whole-partition COPY runs out of memory, the partition is written as
- * one COPY over a UNION ALL of rowid slices (each child a pipeline of its own, run one after the
+ * one COPY over a UNION ALL of rowid slices (each branch a pipeline of its own, run one after the
  * other), 64 rows each, then fewer: one file per partition still, every row once. Last, a page of
  * very large strings is written uncompressed (zstd wants a buffer of its own for it).
  */
@@ -92,7 +92,7 @@ async function copyFrom(
  * The rowid ranges `[from, to)` of `per` rowids that hold rows of the partition: only the
  * partition's own slices are scanned (reading rowid and the day column pins no strings), so a day
  * scattered through a large table costs its own rows, not the table's. Adjacent slices stay
- * separate UNION children: a merged range would scan more than `per` rows at once.
+ * separate UNION branches: a merged range would scan more than `per` rows at once.
  */
 async function rowidRanges(
   connection: DuckDBConnection,

@@ -36,7 +36,7 @@ export function compareIds(listed: ReadonlySet<string>, keys: WindowKeys): IdCom
 
 /**
  * The tables whose rows follow a parent's deletion: its bridge tables (`event_signals`) and the
- * resources read per parent record (`traces`, by the parent key the child rows carry), whichever
+ * resources read per event record (`traces`, by the event key the trace rows carry), whichever
  * this run reads: a warehouse holds them from earlier runs too.
  */
 export function followersOf(parent: ResourceDefinition, catalog: readonly ResourceDefinition[]): DeletionFollower[] {

@@ -510,7 +510,7 @@ function windowBase(f: {
 }
 const DAY_MS = 86_400_000;
 
-/** One row per window that differed, per run: `_query_sync_runs`' child, keyed by the run. */
+/** One row per window that differed, per run: a detail table of `_query_sync_runs`, keyed by the run. */
 export const RECONCILE_TABLE = '_query_sync_reconcile';
 export const RECONCILE_SCHEMA: TableSchema = tableSchema(
   RECONCILE_TABLE,

@@ -13,7 +13,7 @@ export interface StreamFreshness {
   readonly project: string;
   /**
    * What the stream holds up to (ISO): its high-water mark, or, for a stream read whole each run or
-   * one parent at a time (no mark), the start of its last run when that run succeeded. `undefined`:
+   * one event at a time (no mark), the start of its last run when that run succeeded. `undefined`:
    * nothing proves it was ever read whole.
    */
   readonly asOf?: string;
@@ -23,11 +23,11 @@ export interface StreamFreshness {
 /** A per-event resource's backlog (traces read one event at a time) and when it will be whole. */
 export interface BacklogForecast {
   readonly resource: string;
-  /** Parent records whose children are still to read, across projects. */
+  /** Events whose traces are still to read, across projects. */
   readonly pending: number;
-  /** The budget the forecast assumes: requests a minute on the child's endpoint (`--max-rpm`). */
+  /** The budget the forecast assumes: requests a minute on the traces' endpoint (`--max-rpm`). */
   readonly ratePerMinute: number;
-  /** Parent records queued a day (the busiest complete day kept, else today so far), when counted. */
+  /** Events queued a day (the busiest complete day kept, else today so far), when counted. */
   readonly arrivalsPerDay?: number;
   /** `arrivalsPerDay` is today's count so far (a lower bound). */
   readonly partialDay?: boolean;

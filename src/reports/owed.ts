@@ -6,12 +6,12 @@ import { owedQuery } from '../sync/traces/queue.js';
 import { readsByParent } from '../sync/traces/probe.js';
 import type { StateDocument } from '../state/store.js';
 
-/** Per per-event resource read one parent at a time: parents owed their children, per project. */
+/** Per resource read one event at a time (traces): events owed their traces, per project. */
 export type OwedByResource = Readonly<Record<string, Readonly<Record<string, number>>>>;
 
 /**
- * What `status` and `plan` say is owed: for each child this server reads per parent, the parents in
- * the warehouse whose children were never read, read empty while young (and now due), or failed,
+ * What `status` and `plan` say is owed: for each resource this server reads per event (traces), the events in
+ * the warehouse whose traces were never read, read empty while young (and now due), or failed,
  * counted by the warehouse's trace book. Empty where the destination keeps no book.
  */
 export async function owedTraces(
@@ -28,13 +28,13 @@ export async function owedTraces(
   const book = destination.can.traceBook;
   const out: Record<string, Readonly<Record<string, number>>> = {};
   if (book === undefined || settings.selection === 'none') return out;
-  for (const child of resources) {
-    if (child.perParent === undefined || readsByParent(doc, child) !== true) continue;
-    const parent = RESOURCES.find((r) => r.name === child.perParent?.parent);
-    if (parent === undefined) continue;
+  for (const traces of resources) {
+    if (traces.perParent === undefined || readsByParent(doc, traces) !== true) continue;
+    const events = RESOURCES.find((r) => r.name === traces.perParent?.parent);
+    if (events === undefined) continue;
     const query = owedQuery(
-      child,
-      parent,
+      traces,
+      events,
       {
         selection: settings.selection ?? 'all',
         settleMs: settings.settleMs ?? PIPELINE_DEFAULTS.sync.settleMs,
@@ -42,7 +42,7 @@ export async function owedTraces(
       },
       settings.nowMs,
     );
-    out[child.name] = await book.countOwedTraces(query);
+    out[traces.name] = await book.countOwedTraces(query);
   }
   return out;
 }

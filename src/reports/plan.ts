@@ -94,7 +94,7 @@ export interface PlanDeps extends Pick<RunServices, 'client' | 'clock' | 'logger
   readonly limits: RateLimits;
   /** Count requests in flight at once (the scheduler paces them). @default 8 */
   readonly concurrency?: number;
-  /** Per child read one parent at a time: parents owed their children per project (the warehouse's book). @default the state queue's pending */
+  /** Per resource read one event at a time: events owed their traces per project (the warehouse's book). @default the state queue's pending */
   readonly owed?: Readonly<Record<string, Readonly<Record<string, number>>>>;
 }
 

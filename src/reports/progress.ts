@@ -8,7 +8,7 @@ import type { RateLimits } from '../http/scheduler/budget.js';
  * The ETA comes from the plan: with a planned page count, a resource's expected total time is the
  * larger of the plan's minimum time (the floor of the rate limits) and the time so far divided by
  * the share of planned pages read. Early in a run the floor dominates (the first burst is fast, the
- * minute limit then binds), later the observed pace does. A per-parent backlog the run grows as it
+ * minute limit then binds), later the observed pace does. A per-event backlog the run grows as it
  * stores parents (traces per event) is estimated from what is queued now: one request per pending
  * parent at its drain's pace, never faster than an endpoint's minute limit. Without either, "ETA ?",
  * never a misleading 0.
@@ -99,7 +99,7 @@ interface Counter {
   backoffUntil?: number;
   backoffReason?: string;
   endpoint?: string;
-  /** A per-parent backlog: parents still waiting for their children (one request each), as last told. */
+  /** A per-event backlog: events still waiting for their traces (one request each), as last told. */
   backlog?: number;
 }
 
@@ -321,7 +321,7 @@ function eta(
   since: number,
   backlogMaxPerSecond: number,
 ): number | undefined {
-  // A per-parent backlog (traces of the events just stored): one request per pending parent, at the
+  // A per-event backlog (traces of the events just stored): one request per pending event, at the
   // pace its drain has kept (after a few seconds of it), never faster than an endpoint's minute
   // limit. It grows while its parents are read, so this is the time for what is queued now.
   const backlogEta = (): number | undefined => {
@@ -330,7 +330,7 @@ function eta(
     return c.backlog / pace;
   };
   if (planned?.pages !== undefined && planned.pages > 0) {
-    // Every planned page read and still going (a per-parent backlog the run itself grows): the plan
+    // Every planned page read and still going (a per-event backlog the run itself grows): the plan
     // no longer says how much is left, and 0 would be a lie; the backlog does, when it is known.
     if (c.pages >= planned.pages) return backlogEta();
     const share = c.pages / planned.pages;

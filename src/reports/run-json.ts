@@ -25,7 +25,7 @@ interface StreamJson {
   readonly lists?: StreamResult['lists'];
   /** Skipped, not failed: what this server lacks. */
   readonly lacking?: string;
-  /** Per-event traces: parents of this scope still owed their children when the run ended. */
+  /** Per-event traces: events of this scope still owed their traces when the run ended. */
   readonly owed?: number;
 }
 

@@ -74,7 +74,7 @@ interface ScopeStatus {
 
 /** A per-event resource's backlog (traces read one event at a time). */
 interface TraceBacklogStatus {
-  /** Parent records whose children are still to read, per project. */
+  /** Events whose traces are still to read, per project. */
   readonly pending: Readonly<Record<string, number>>;
   readonly total: number;
   /** Done records kept to avoid reading them twice (within the re-read horizon). */
@@ -82,19 +82,19 @@ interface TraceBacklogStatus {
   /** Least time to drain it at `ratePerMinute` (the endpoint's default limit). */
   readonly etaSeconds: number;
   readonly ratePerMinute: number;
-  /** Parent records answered empty while young, asked again at settle (spans that lag their event). */
+  /** Events answered empty while young, asked again at settle (spans that lag their event). */
   readonly recheck: number;
-  /** Parents queued a day against what the endpoint's limit allows; `deficit` says the backlog only grows. */
+  /** Events queued a day against what the endpoint's limit allows; `deficit` says the backlog only grows. */
   readonly load?: TraceLoad;
   /** Said when the limit cannot keep up (with the daily deficit). */
   readonly deficit?: string;
-  /** When it will be whole at `ratePerMinute`, parents still arriving at the daily load. */
+  /** When it will be whole at `ratePerMinute`, events still arriving at the daily load. */
   readonly forecast: BacklogForecast;
 }
 
 interface ResourceStatus {
   readonly resource: string;
-  /** What was learned about the server for this resource: read by time, or one parent at a time. */
+  /** What was learned about the server for this resource: read by time, or one event at a time. */
   readonly readBy?: 'time' | 'parent';
   readonly backlog?: TraceBacklogStatus;
   readonly tableRows?: number;
@@ -180,7 +180,7 @@ export function buildStatus(
   limits: Pick<RateLimits, 'maxRpm'>,
   /** Now (the daily load's "today"). @default Date.now() */
   nowMs: number = Date.now(),
-  /** Per child: parents owed their children per project, from the warehouse's book (the state queue's pending otherwise). */
+  /** Per resource read one event at a time: events owed their traces per project, from the warehouse's book (the state queue's pending otherwise). */
   owed?: Readonly<Record<string, Readonly<Record<string, number>>>>,
 ): StatusReport {
   const ledger = readLedger(doc);
@@ -253,7 +253,7 @@ export function buildStatus(
 }
 
 /**
- * The backlog of a child read one parent at a time, its daily load and its forecast at the
+ * The backlog of a resource read one event at a time, its daily load and its forecast at the
  * per-endpoint minute limit (`status`, and a sync's summary at its end).
  */
 function traceBacklogStatus(
@@ -261,7 +261,7 @@ function traceBacklogStatus(
   resource: ResourceDefinition,
   limits: Pick<RateLimits, 'maxRpm'>,
   nowMs: number,
-  /** Parents owed their children per project, from the warehouse's trace book. @default the state queue's pending */
+  /** Events owed their traces per project, from the warehouse's trace book. @default the state queue's pending */
   owed?: Readonly<Record<string, number>>,
 ): TraceBacklogStatus {
   const b = traceBacklog(doc, resource);
@@ -288,13 +288,13 @@ function traceBacklogStatus(
   };
 }
 
-/** The forecast of each child read one parent at a time on this server (a sync's summary, its run history). */
+/** The forecast of each resource read one event at a time on this server (a sync's summary, its run history). */
 export function backlogForecasts(
   doc: StateDocument,
   resources: readonly ResourceDefinition[],
   limits: Pick<RateLimits, 'maxRpm'>,
   nowMs: number,
-  /** Per child: parents still owed per project (a run's drains say so from the warehouse's book). */
+  /** Per resource read one event at a time: events still owed per project (a run's drains say so from the warehouse's book). */
   owed?: Readonly<Record<string, Readonly<Record<string, number>>>>,
 ): BacklogForecast[] {
   return resources

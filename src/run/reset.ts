@@ -45,7 +45,7 @@ export async function resetStep(
     if (stop.reason !== undefined) throw stop.reason;
     await state.updateStream(key, forget);
   }
-  const children = await forgetTraceReads(config, state, destination);
+  const forgotTraces = await forgetTraceReads(config, state, destination);
   const copy = destination?.can.publish;
   const published =
     copy !== undefined && !config.dryRun && config.duckdbPath !== ':memory:'
@@ -55,7 +55,7 @@ export async function resetStep(
     code: EXIT_CODES.ok,
     output: [
       `reset: forgot the marks of ${keys.join(', ')}; the next sync re-reads them from their start (rows stay and are merged on their key)`,
-      ...children,
+      ...forgotTraces,
       ...published,
     ],
   };
@@ -79,8 +79,8 @@ async function publishAfterReset(path: string, copy: PublishesCopy): Promise<str
 
 /**
  * Per-event traces named by `--resources` (traces read one event at a time): forget which
- * parents had them read (the warehouse's trace book, and the state queue of older versions), so
- * every parent in the table owes them again and the next sync reads them. Returns what it forgot.
+ * events had them read (the warehouse's trace book, and the state queue of older versions), so
+ * every event in the table owes them again and the next sync reads them. Returns what it forgot.
  */
 async function forgetTraceReads(
   config: ResetConfig,
@@ -88,19 +88,19 @@ async function forgetTraceReads(
   destination: Destination | undefined,
 ): Promise<string[]> {
   const lines: string[] = [];
-  for (const child of config.resources.filter((r) => r.perParent !== undefined)) {
+  for (const traces of config.resources.filter((r) => r.perParent !== undefined)) {
     const project = config.project === '*' ? undefined : config.project;
-    await destination?.can.traceBook?.forgetTraces(child.name, project);
+    await destination?.can.traceBook?.forgetTraces(traces.name, project);
     // The owed listings' marks go with the book: an emptied book partition leaves no trace in
     // INFORMATION_SCHEMA.PARTITIONS, so the next listing must read every day.
-    const marks = owedMarkSectionName(child);
+    const marks = owedMarkSectionName(traces);
     if (state.document.sections[marks] !== undefined)
       await state.updateSection<OwedMarks | undefined>(marks, (current) => {
         if (project === undefined || current === undefined) return undefined;
         const { [project]: _forgotten, ...rest } = current;
         return rest;
       });
-    const section = traceSectionName(child);
+    const section = traceSectionName(traces);
     const queued = state.document.sections[section] as TraceSection | undefined;
     if (queued !== undefined) {
       await state.updateSection<TraceSection | undefined>(section, (current) => {
@@ -110,8 +110,8 @@ async function forgetTraceReads(
       });
     }
     lines.push(
-      `reset: forgot which ${child.perParent?.parent ?? 'parent'} records had their ${child.name} read${project === undefined ? '' : ` in project ${project}`}; ` +
-        `the next sync reads them again for every ${child.perParent?.parent ?? 'parent'} record in the warehouse`,
+      `reset: forgot which ${traces.perParent?.parent ?? 'parent'} records had their ${traces.name} read${project === undefined ? '' : ` in project ${project}`}; ` +
+        `the next sync reads them again for every ${traces.perParent?.parent ?? 'parent'} record in the warehouse`,
     );
   }
   return lines;

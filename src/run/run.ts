@@ -400,7 +400,7 @@ export class ResetRun {
     return run;
   }
 
-  /** Forget the marks and checkpoints of `keys` (and the children reads they name), then publish the read copy. */
+  /** Forget the marks and checkpoints of `keys` (and the trace reads they name), then publish the read copy. */
   async reset(keys: readonly string[]): Promise<RunOutcome> {
     try {
       if (this.openFailure !== undefined) throw this.openFailure.error;

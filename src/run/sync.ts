@@ -227,7 +227,7 @@ function syncSettings(config: SyncConfig): SyncSettings {
     batchBytes: config.batchBytes,
     concurrency: config.splitConcurrency,
     settleMs: config.settleMs,
-    children: config.traces,
+    traces: config.traces,
     limits: config.limits,
     // A dry run shows the requests for a small sample, not all history.
     ...(config.dryRun ? { sampleRows: config.dryRunLimit } : {}),

@@ -12,7 +12,7 @@ export type Change = (doc: StateDocument) => StateDocument;
 /**
  * What writes state: the store itself (each write durable on its own), or the batch a write belongs
  * to (`StateStore.withBatch`: committed with that batch's rows, in the same transaction). Code that
- * records progress inside a batch (a unit's checkpoint, the children a batch enqueues) is handed the
+ * records progress inside a batch (a unit's checkpoint, the traces a batch enqueues) is handed the
  * batch's writer and writes through it; there is no ambient "current batch".
  */
 export interface StateWriter {
@@ -83,7 +83,7 @@ export class StateBatch implements StateWriter {
     return Promise.resolve();
   }
 
-  /** The changes, children reads and callbacks collected; the batch takes no more. */
+  /** The changes, trace reads and callbacks collected; the batch takes no more. */
   take(): {
     readonly changes: readonly Change[];
     readonly reads: readonly TraceRead[];

@@ -25,7 +25,7 @@ export interface SplitWindow {
 
 /**
  * What one run of a stream did (`lastRun`): the one shape every book keeps, written by one function
- * (`StreamFrame.runRecord`, `sync/frame.ts`). A sync's, repair's or children's sits in its
+ * (`StreamFrame.runRecord`, `sync/frame.ts`). A sync's, repair's or trace drain's sits in its
  * stream (`streams[key].lastRun`); a backfill's in the ledger, with the span it was asked and its
  * windows. Fields are in their persisted order. A record written before backfills counted pages
  * and requests lacks those two; only `at` and `outcome` were ever required (`validate.ts`).
@@ -45,7 +45,7 @@ export interface LastRun {
   readonly seconds: number;
   readonly error?: string;
   /**
-   * A per-event drain's parents still owed their children when it ended (the warehouse's book
+   * A per-event drain's events still owed their traces when it ended (the warehouse's book
    * counted them): `status --check` reads it from the state file, which it reads alone.
    */
   readonly owed?: number;

@@ -326,7 +326,7 @@ export class StateStore implements StateWriter {
    * flight at a time: a commit whose rows write a key another commit in flight writes waits, before
    * it is handed to the destination, for that one to land, then computes its rows again. Its rows so
    * hold every change committed before it and none still in flight, so the warehouse's state is
-   * never ahead of its rows, even across keys (a batch's checkpoint and the children it enqueued
+   * never ahead of its rows, even across keys (a batch's checkpoint and the traces it enqueued
    * commit together, and a later commit of either key holds both), and a failed commit leaves
    * nothing for the next ones to carry. The riders' keys are not waited for (see `withEachCommit`).
    */

@@ -151,7 +151,7 @@ const STREAM_FIELDS: Shape = {
   },
 };
 
-/** Per-event traces (`sections["children:<resource>"]`): per project, pending and done parent ids → parent time (ms). */
+/** The trace queue (`sections["children:<resource>"]`, persisted name kept): per project, pending and done event ids → event time (ms). */
 const TRACE_UNITS: Check = (v) => {
   if (!isObject(v)) return `expected {"<id>": <epoch ms>, ...}, got ${shown(v)}`;
   for (const [id, at] of Object.entries(v)) {
@@ -333,7 +333,7 @@ const KEYED_SECTIONS: readonly KeyedSection[] = [
     check: instant,
   },
   {
-    named: (n) => n.startsWith('children:'),
+    named: (n) => n.startsWith('children:'), // the trace queue's sections (state/books/traces.ts)
     entry: 'project',
     expected: '{"<project>": {"pending": {...}, "done": {...}}}',
     check: TRACE_PROJECT_FIELDS,

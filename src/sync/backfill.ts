@@ -42,7 +42,7 @@ export interface BackfillTargets extends ScopeOptions {
   readonly toMs: number;
   /** Window length. */
   readonly windowMs: number;
-  /** Every declared resource: a child's parent table when the backfill does not read the parent. @default resources */
+  /** Every declared resource: the events table of traces read per event when the backfill does not read events. @default resources */
   readonly declared?: readonly ResourceDefinition[];
 }
 
@@ -57,7 +57,7 @@ interface BackfillSettings {
   readonly batchRows: number;
   /** Text held before writes by the whole run, shared by the windows like `batchRows` (`--batch-bytes`). */
   readonly batchBytes: number;
-  /** A read that answered none while its parent was younger than this is not final (`--settle`), for the owed count. @default 0 */
+  /** A read that answered none while its event was younger than this is not final (`--settle`), for the owed count. @default 0 */
   readonly settleMs?: number;
 }
 
@@ -69,8 +69,9 @@ export interface BackfillRun extends EngineRun {
 /** Per-event traces a backfill leaves owed: the next sync reads them (the warehouse's book says which). */
 interface OwedTracesNote {
   readonly resource: string;
+  /** The resource its reads are per record of, e.g. `events` (`backfill --json`'s `owed[].parent`: the output key is kept). */
   readonly parent: string;
-  /** Parents owed their children, per project (absent where the warehouse keeps no book). */
+  /** Events owed their traces, per project (absent where the warehouse keeps no book). */
   readonly byProject?: Readonly<Record<string, number>>;
   readonly total?: number;
 }
@@ -103,7 +104,7 @@ export interface BackfillSummary {
   readonly seconds: number;
   readonly streams: readonly BackfillStreamResult[];
   readonly ok: boolean;
-  /** Children read one parent at a time on this server: not walked by window, left owed to the next sync. */
+  /** Traces read one event at a time on this server: not walked by window, left owed to the next sync. */
   readonly owed?: readonly OwedTracesNote[];
 }
 
@@ -122,7 +123,7 @@ export async function runBackfill(
   const windows = sliceWindows(targets.fromMs, targets.toMs, targets.windowMs);
   const concurrency = settings.concurrency;
   const slots = new PQueue({ concurrency });
-  // Children this server reads one parent at a time have no windows to backfill: learned as a sync
+  // Traces this server reads one event at a time have no windows to backfill: learned as a sync
   // learns it (the probe), they are left owed, and the next sync reads them from the warehouse's book.
   const resources: ResourceDefinition[] = [];
   const perParent: ResourceDefinition[] = [];
@@ -176,22 +177,22 @@ export async function runBackfill(
   };
 }
 
-/** What the skipped per-event traces owe once the backfill's parents are stored, said once per child. */
+/** What the skipped per-event traces owe once the backfill's events are stored, said once per resource. */
 async function owedAfterBackfill(
-  children: readonly ResourceDefinition[],
+  perEvent: readonly ResourceDefinition[],
   targets: BackfillTargets,
   deps: BackfillRun,
 ): Promise<OwedTracesNote[]> {
   const notes: OwedTracesNote[] = [];
   const book = bookOf(deps);
-  for (const child of children) {
-    const parentName = child.perParent?.parent ?? 'parent';
-    const parent = [...targets.resources, ...(targets.declared ?? [])].find((r) => r.name === parentName);
+  for (const traces of perEvent) {
+    const eventName = traces.perParent?.parent ?? 'parent';
+    const events = [...targets.resources, ...(targets.declared ?? [])].find((r) => r.name === eventName);
     let byProject: Readonly<Record<string, number>> | undefined;
-    if (book !== undefined && parent !== undefined) {
+    if (book !== undefined && events !== undefined) {
       const query = owedQuery(
-        child,
-        parent,
+        traces,
+        events,
         { selection: 'all', settleMs: deps.settings.settleMs ?? 0 },
         deps.clock.now(),
       );
@@ -199,15 +200,15 @@ async function owedAfterBackfill(
     }
     const total = byProject === undefined ? undefined : Object.values(byProject).reduce((a, b) => a + b, 0);
     deps.logger.warn(
-      { resource: child.name, owed: total },
-      `${child.name} are read one ${parentName} record at a time on this server: backfill does not read them; ` +
+      { resource: traces.name, owed: total },
+      `${traces.name} are read one ${eventName} record at a time on this server: backfill does not read them; ` +
         (total === undefined
           ? 'sync reads them'
-          : `${total} ${parentName} records of the warehouse owe their ${child.name}, the next sync reads them (newest first)`),
+          : `${total} ${eventName} records of the warehouse owe their ${traces.name}, the next sync reads them (newest first)`),
     );
     notes.push({
-      resource: child.name,
-      parent: parentName,
+      resource: traces.name,
+      parent: eventName,
       ...(byProject === undefined ? {} : { byProject, total }),
     });
   }

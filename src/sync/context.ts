@@ -49,9 +49,9 @@ export interface SyncSettings {
    * enrichment); 0 turns the settle pass off.
    */
   readonly settleMs: number;
-  /** Which parents get their per-event traces read (`--traces`, traces per event). @default 'all' */
-  readonly children?: TraceSelection;
-  /** After the parent walks end, trace drain this long at most. @default DEFAULT_TRACE_DRAIN_MS (engine.ts) */
+  /** Which events get their traces read (`--traces`, traces per event). @default 'all' */
+  readonly traces?: TraceSelection;
+  /** After the events walks end, traces drain this long at most. @default DEFAULT_TRACE_DRAIN_MS (engine.ts) */
   readonly traceDrainMs?: number;
   /** The configured rate limits (`--max-rps`, `--max-rpm`): splits are sized by them. */
   readonly limits: SplitLimits;

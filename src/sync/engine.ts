@@ -15,7 +15,7 @@ import type { RunServices, SyncRun } from './context.js';
 
 /** What a sync run reads: its resources, in which project scopes (the run's settings are in its context, `SyncRun`). */
 export interface SyncTargets extends ScopeOptions {
-  /** Every declared resource: a child read without its parent (`--resources traces`) finds the parent's table here. @default resources */
+  /** Every declared resource: traces read without events (`--resources traces`) find the events' table here. @default resources */
   readonly declared?: readonly ResourceDefinition[];
   /**
    * The tables' columns as the run found them when it began (`run/envelope.ts` `startRun`), not asked
@@ -25,13 +25,13 @@ export interface SyncTargets extends ScopeOptions {
 }
 
 /**
- * How long a run keeps reading per-event traces after its parent walks end: a 15-minute schedule
+ * How long a run keeps reading per-event traces after its events walks end: a 15-minute schedule
  * then spends most of each interval draining a backlog (400 trace reads a minute) and no run blocks
  * the next for long. What is left waits, durably, for the next run.
  */
 const DEFAULT_TRACE_DRAIN_MS = 10 * 60_000;
 
-/** Parent records whose children are read in one chunk (one write and one state write each). */
+/** Parent records whose traces are read in one chunk (one write and one state write each). */
 const TRACE_CHUNK = 25;
 
 export interface RunSummary {
@@ -53,7 +53,7 @@ export interface RunHooks {
     scope: string,
     page: { readonly records: number; readonly rowsStored: number },
   ) => void;
-  /** A per-event resource's backlog changed: `pending` parents wait for their children (one request each). */
+  /** A per-event resource's backlog changed: `pending` parents wait for their traces (one request each). */
   readonly onBacklog?: (resource: string, pending: number) => void;
 }
 
@@ -68,38 +68,38 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
   const { settings, signal } = run;
   const runStartMs = run.runStartMs;
 
-  // Per-event traces (traces per event): learn once whether the server lists them by time. The
-  // probes go out while the tables are described, and no stream waits for them but the child's own
-  // (its mode) and the parent's first stored batch (whether to queue its children): the other
+  // Traces read per event: learn once whether the server lists them by time. The probes go out
+  // while the tables are described, and no stream waits for them but the traces' own (their mode)
+  // and the events' first stored batch (whether to queue their traces): the other
   // streams' first requests leave at once, not one round trip later.
-  const selection = settings.children ?? 'all';
+  const selection = settings.traces ?? 'all';
   let resources = targets.resources;
-  const children = targets.resources.filter((r) => r.perParent !== undefined);
-  /** Each child's queue (counting its parents from the start), and whether the probe says to use it. */
+  const perEvent = targets.resources.filter((r) => r.perParent !== undefined);
+  /** Each per-event resource's queue (counting its events from the start), and whether the probe says to use it. */
   const traceQueues = new Map<string, { readonly queue: TraceQueue; readonly byParent: Promise<boolean> }>();
   if (selection === 'none') {
-    resources = resources.filter((r) => !children.includes(r));
+    resources = resources.filter((r) => !perEvent.includes(r));
   } else {
-    for (const child of children) {
-      const parent = targets.resources.find((r) => r.name === child.perParent?.parent);
-      // The parent's table, even when this run does not read the parent: the owed parents are in it.
-      const parentTable = parent ?? targets.declared?.find((r) => r.name === child.perParent?.parent);
-      const byParent = learnTraceMode(child, probeScope(targets, run.state.document.projects), run, signal).then(
+    for (const traces of perEvent) {
+      const events = targets.resources.find((r) => r.name === traces.perParent?.parent);
+      // The events' table, even when this run does not read events: the owed events are in it.
+      const eventTable = events ?? targets.declared?.find((r) => r.name === traces.perParent?.parent);
+      const byParent = learnTraceMode(traces, probeScope(targets, run.state.document.projects), run, signal).then(
         (b) => b === true,
       );
       byParent.catch(() => undefined);
       const onBacklog =
-        hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(child.name, pending);
-      // Where the warehouse keeps the trace book, the owed parents are derived from its tables
-      // (every parent whose children were never read, read empty while young, or failed), whoever
-      // wrote the parents; the state section's queue is then only a leftover of an older version.
-      const book = parentTable === undefined ? undefined : bookOf(run);
-      if (book !== undefined && run.state.document.sections[traceSectionName(child)] !== undefined)
-        await run.state.updateSection(traceSectionName(child), () => undefined);
+        hooks.onBacklog === undefined ? undefined : (pending: number): void => hooks.onBacklog?.(traces.name, pending);
+      // Where the warehouse keeps the trace book, the owed events are derived from its tables
+      // (every event whose traces were never read, read empty while young, or failed), whoever
+      // wrote the events; the state section's queue is then only a leftover of an older version.
+      const book = eventTable === undefined ? undefined : bookOf(run);
+      if (book !== undefined && run.state.document.sections[traceSectionName(traces)] !== undefined)
+        await run.state.updateSection(traceSectionName(traces), () => undefined);
       const queue = new TraceQueue(
         {
-          child,
-          parent: book === undefined ? parent : parentTable,
+          traces,
+          events: book === undefined ? events : eventTable,
           selection,
           lookbackMs: settings.lookbackMs,
           settleMs: settings.settleMs,
@@ -110,7 +110,7 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
         run.state,
         run.clock,
       );
-      traceQueues.set(child.name, { queue, byParent });
+      traceQueues.set(traces.name, { queue, byParent });
     }
   }
   const described = new Map<string, Awaited<ReturnType<RunServices['destination']['describe']>>>();
@@ -153,12 +153,12 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
             onPage(resource.name, scope.key, page);
     const tracker = trackers.get(resource.name) as SchemaTracker;
     let result: StreamResult;
-    const child = traceQueues.get(resource.name);
+    const queued = traceQueues.get(resource.name);
     let queue: TraceQueue | undefined;
     try {
-      queue = child !== undefined && (await child.byParent) ? child.queue : undefined;
+      queue = queued !== undefined && (await queued.byParent) ? queued.queue : undefined;
     } catch (error) {
-      // The probe could not record what it learned (a state write): this child fails, alone.
+      // The probe could not record what it learned (a state write): this stream fails, alone.
       const err = error instanceof Error ? error : new Error(String(error));
       run.logger.error({ resource: resource.name, project: scope.key }, err.message);
       result = { ...failedBeforeStart(resource, err), scope: scope.key };
@@ -175,9 +175,9 @@ export async function runSync(targets: SyncTargets, run: SyncRun, hooks: RunHook
         onPage: pageHook,
       });
     } else {
-      // Parents enqueue their children's work units with each stored batch (synchronously counted
-      // as running before the first await, so no drain ends before its parents start), once the
-      // child's probe said it is read per parent.
+      // Events enqueue their traces' work units with each stored batch (synchronously counted
+      // as running before the first await, so no drain ends before its events walks start), once
+      // the traces' probe said they are read per event.
       const queues = queuesOfParent(resource);
       for (const q of queues) q.queue.parentStarted();
       const enqueue: NonNullable<StreamHooks['onStored']> = async (rows, state) => {
@@ -214,7 +214,7 @@ export function bookOf(deps: Pick<RunServices, 'destination' | 'state'>): KeepsT
   return deps.state.inWarehouse ? deps.destination.can.traceBook : undefined;
 }
 
-/** The scope the one-time probe of a per-event resource is read in (one project: children refuse `*`). */
+/** The scope the one-time probe of a per-event resource is read in (one project: traces refuse `*`). */
 export function probeScope(
   options: Pick<ScopeOptions, 'project' | 'projectIds'>,
   knownProjects: readonly string[],

@@ -26,7 +26,7 @@ export interface StreamResult {
   readonly lists?: ListSummary;
   /** Skipped, not failed: what this server lacks (an optional resource's route, `optional.ts`). */
   readonly lacking?: string;
-  /** Per-event traces: parents of this scope whose children are still owed when the drain ended. */
+  /** Per-event traces: events of this scope whose traces are still owed when the drain ended. */
   readonly owed?: number;
 }
 

@@ -4,7 +4,7 @@ import { dedupeRows, type Destination, type LoadResult } from '../load/destinati
 import type { SchemaTracker } from '../normalize/normalize.js';
 import type { StateStore, StateWriter } from '../state/store.js';
 
-/** A batch's state changes: what says its rows are stored (the walk's checkpoint, its children, a window's done mark). */
+/** A batch's state changes: what says its rows are stored (the walk's checkpoint, the traces it queued, a window's done mark). */
 export type Changes = (state: StateWriter) => Promise<void>;
 
 /**

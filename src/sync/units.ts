@@ -10,9 +10,9 @@ import { newCallStats, type CallContext, type CallStats } from '../http/client.j
  * a settle re-read, a backfill window) with the cursor it resumes from, or a chunk of parent ids
  * (per-event traces). Its progress lives in state in the same commit as its rows (`state.withBatch`),
  * through its book (`state/books/`): the next cursor while it is open, "done" with its last batch. So
- * the state is finished ranges (the mark, the settle mark, the ledger's done windows, the children's
+ * the state is finished ranges (the mark, the settle mark, the ledger's done windows, the traces'
  * done ids) plus the units still open (pending, split parts, settlePending, the ledger's running
- * windows, the children's pending ids), and a run is the producer asking state what is open.
+ * windows, the traces' pending ids), and a run is the producer asking state what is open.
  *
  * Producers: the sync book's units (`state/books/sync.ts`, driven from state by `stream-reader.ts`;
  * `plan` counts the same units), the ledger's (`state/books/ledger.ts`: backfill and

@@ -60,7 +60,7 @@ export interface WalkParams {
   readonly onPage?: (page: { readonly records: number; readonly rowsStored: number }) => void;
   /**
    * Called with each batch once it is durable, before its checkpoint (per-event traces enqueue
-   * from it, so a crash between the two re-reads the batch rather than losing its children); what
+   * from it, so a crash between the two re-reads the batch rather than losing its traces); what
    * it records goes through `state`, the batch's writer.
    */
   readonly onStored?: (rows: readonly Row[], state: StateWriter) => Promise<void>;

@@ -327,7 +327,7 @@ export async function syncOnce(opts: HarnessRun): Promise<HarnessSummary> {
       batchBytes: opts.batchBytes ?? SYNC_DEFAULTS.batchBytes,
       splitConcurrency: opts.concurrency ?? SYNC_DEFAULTS.concurrency,
       settleMs: opts.settleMs ?? SYNC_DEFAULTS.settleMs,
-      traces: opts.children ?? config.traces,
+      traces: opts.traces ?? config.traces,
     },
     { destination, signal: opts.signal },
   );
@@ -339,7 +339,7 @@ export async function syncOnce(opts: HarnessRun): Promise<HarnessSummary> {
 
 /**
  * One sync of the engine alone (`runSync`, no run object: no contract, reconcile, run history or
- * views), over the parts the CLI wires: for a test of a setting no flag gives (the children's
+ * views), over the parts the CLI wires: for a test of a setting no flag gives (the traces'
  * drain time, `traceDrainMs`), or of the engine's own summary.
  */
 export function syncEngineOnce(opts: PipelineTarget & Partial<SyncRunOptions>): Promise<RunSummary> {

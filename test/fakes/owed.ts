@@ -6,7 +6,7 @@ import { owedQuery } from '../../src/sync/traces/queue.js';
 import { workingPathForReading } from '../../src/publish/layout.js';
 
 /**
- * Events of a DuckDB warehouse that still owe their traces, per project, as the warehouse's children
+ * Events of a DuckDB warehouse that still owe their traces, per project, as the warehouse's trace
  * book says (the owed set a sync drains), at the default `--settle`. Open it only once no run holds it.
  */
 export async function owedTraces(

@@ -27,7 +27,7 @@ import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { bigqueryTarget, doubleFor } from '../fixtures/bigquery/pipeline-target.js';
 
 /**
- * Children follow the parent's table on BigQuery (issue 31, item 1; DuckDB's paths are in
+ * Traces follow the events table on BigQuery (issue 31, item 1; DuckDB's paths are in
  * traces-owed.test.ts): the dataset keeps the trace book (`_query_sync_children`, appended in
  * the transaction of each traces batch), and the events that owe their spans are derived from the
  * events table and the book, through the real client and the strict double. Every path an event

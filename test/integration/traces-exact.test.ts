@@ -48,7 +48,7 @@ describe('per-event traces are exact on servers that differ from our assumptions
       apiKey: emu.apiKey,
       dir: d,
       resources: [events, traces],
-      children: 'traced',
+      traces: 'traced',
     });
     expect(run.ok).toBe(true);
     const shown = emu

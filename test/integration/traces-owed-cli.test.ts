@@ -16,8 +16,8 @@ import {
 } from '../fakes/real-shape-traces.js';
 
 /**
- * Traces owed after the warehouse is changed by the CLI's other commands (issue 31, item 1: children
- * follow the parent's table), on the real service's shape: `reset --resources traces`, `verify
+ * Traces owed after the warehouse is changed by the CLI's other commands (issue 31, item 1: traces
+ * follow the events table), on the real service's shape: `reset --resources traces`, `verify
  * --repair`, reconcile's repair and a first backfill, each through the built CLI (a slow file: nine
  * CLI runs). The same rule in process: traces-owed.test.ts.
  */

@@ -8,10 +8,10 @@ import { dir } from '../fakes/lifecycle.js';
 import { DAY_MS, expectEverySpan, realShape, traceReads } from '../fakes/real-shape-traces.js';
 
 /**
- * Children follow the parent's table (issue 31, item 1): on the real service's shape (spans read
+ * Traces follow the events table (issue 31, item 1): on the real service's shape (spans read
  * one event at a time, `event_id` required), every event in the warehouse gets its spans read,
  * whoever wrote it: a sync that did not read traces, a backfill, `verify --repair`, reconcile's
- * repair, a warehouse restored from a copy, or after `reset --resources traces`. The owed parents
+ * repair, a warehouse restored from a copy, or after `reset --resources traces`. The owed events
  * are derived from the warehouse (the events table and the trace book), not from what one run stored.
  * In process here; the CLI's reset, verify --repair and backfill: traces-owed-cli.test.ts (a slow file).
  */

@@ -50,7 +50,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
       dir: d,
       project: '*',
       resources: [events, traces],
-      children: 'all',
+      traces: 'all',
     });
     expect(first.ok, JSON.stringify(first.streams.map((s) => [s.resource, s.scope, s.error?.message]))).toBe(true);
     const perEvent = emu.stats().byEndpoint['/v1/traces'] ?? 0;
@@ -65,7 +65,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
       dir: d,
       project: '*',
       resources: [events, traces],
-      children: 'all',
+      traces: 'all',
     });
     expect(second.ok).toBe(true);
     expect(emu.stats().byEndpoint['/v1/traces'] ?? 0).toBe(0); // the lookback re-read queues nothing already done
@@ -82,7 +82,7 @@ describe('traces read per event (a durable backlog of work units)', () => {
           ...SYNC_DEFAULTS,
           resources: [events, traces],
           project: 'default',
-          children: 'all',
+          traces: 'all',
           lookbackMs: 15 * 60_000,
           limits: DEFAULT_RATE_LIMITS,
         },

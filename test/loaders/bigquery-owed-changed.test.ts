@@ -34,10 +34,10 @@ const query = (
   project: string;
   limit: number;
 } => ({
-  child: 'traces',
-  parentTable: 'events',
-  parentKey: 'id',
-  parentTime: 'timestamp',
+  resource: 'traces',
+  eventTable: 'events',
+  eventKey: 'id',
+  eventTime: 'timestamp',
   nowMs,
   settleMs,
   project: 'alpha',
@@ -45,12 +45,12 @@ const query = (
   ...(listedAtMs === undefined ? {} : { listedThrough: { listedAtMs, fullAtMs: listedAtMs - DAY } }),
 });
 
-const read = (id: string, eventAt: string, children: number, readAt: string): TraceRead => ({
+const read = (id: string, eventAt: string, traces: number, readAt: string): TraceRead => ({
   resource: 'traces',
   projectId: 'alpha',
   eventId: id,
   eventAt,
-  children,
+  traces,
   readAt,
 });
 

@@ -56,10 +56,10 @@ describe('owedDays', () => {
 describe('the listing of some days', () => {
   const target = { projectId: 'p', dataset: 'd' };
   const query = {
-    child: 'traces',
-    parentTable: 'events',
-    parentKey: 'id',
-    parentTime: 'timestamp',
+    resource: 'traces',
+    eventTable: 'events',
+    eventKey: 'id',
+    eventTime: 'timestamp',
     nowMs: MARK,
     settleMs: 0,
   };

@@ -8,7 +8,7 @@ import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
 /**
  * The trace book on BigQuery (`load/bigquery/trace-book.ts`), against the strict double: reads
- * appended with a state commit, and which events owe their children by the same rule as DuckDB's
+ * appended with a state commit, and which events owe their traces by the same rule as DuckDB's
  * (never read; or no final read and settle-old now; `--start`, an upper bound, `_deleted_at`, the
  * `--traces traced` fields, one project), newest first, and what each query is billed.
  */
@@ -24,10 +24,10 @@ const NOW = Date.parse('2024-05-03T12:00:00Z');
 const HOUR = 3_600_000;
 
 const query = (extra: Partial<OwedTraces> = {}): OwedTraces => ({
-  child: 'traces',
-  parentTable: 'events',
-  parentKey: 'id',
-  parentTime: 'timestamp',
+  resource: 'traces',
+  eventTable: 'events',
+  eventKey: 'id',
+  eventTime: 'timestamp',
   nowMs: NOW,
   settleMs: 2 * HOUR,
   ...extra,
@@ -38,12 +38,12 @@ function commitOf(reads: readonly TraceRead[]): StateCommit {
   return { rows: [{ key: 'version', value: '1' }], traceReads: reads };
 }
 
-const read = (id: string, eventAt: string, children: number, readAt: string, project = 'alpha'): TraceRead => ({
+const read = (id: string, eventAt: string, traces: number, readAt: string, project = 'alpha'): TraceRead => ({
   resource: 'traces',
   projectId: project,
   eventId: id,
   eventAt,
-  children,
+  traces,
   readAt,
 });
 
@@ -118,7 +118,7 @@ describe('the trace book in BigQuery', () => {
         limit: 10,
       }),
     ).toEqual([{ id: 'never', at: Date.parse('2024-05-02T08:00:00Z') }]);
-    // --traces traced: only events whose declared fields show children (`[]` and NULL do not).
+    // --traces traced: only events whose declared fields show traces (`[]` and NULL do not).
     expect(await dest.countOwedTraces(query({ shownBy: ['properties'] }))).toEqual({ alpha: 1 });
   });
 
@@ -135,7 +135,7 @@ describe('the trace book in BigQuery', () => {
     expect(whole).toBeLessThan(7 * 60 + 100);
   });
 
-  it('leaves out events marked deleted at the source, and forgets the reads of a child (of one project)', async () => {
+  it('leaves out events marked deleted at the source, and forgets the reads of a per-event resource (of one project)', async () => {
     const { fake, dest } = await setup();
     await dest.applyDeletions({
       action: 'mark',

@@ -72,7 +72,7 @@ describe('DuckDbDestination', () => {
       projectId: "p'1",
       eventId,
       eventAt: '2026-11-20T10:00:00.123Z',
-      children: 3,
+      traces: 3,
       readAt: '2026-11-21T00:00:00Z',
     });
     const commit = (rows: { key: string; value: string | null }[], eventId: string) => ({

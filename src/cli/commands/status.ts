@@ -84,7 +84,7 @@ function freshnessFacts(report: StatusReport, published: PublishedStatus | undef
       const sync = scope.sync;
       if (sync === undefined) continue;
       const run = sync.lastRun;
-      // A stream without a mark (read whole each run, or one parent at a time) holds what its last good run read.
+      // A stream without a mark (read whole each run, or one event at a time) holds what its last good run read.
       const asOf = sync.highWaterMark ?? (run?.outcome === 'ok' ? run.at : undefined);
       streams.push({
         resource: r.resource,

@@ -6,9 +6,9 @@ import type { BillingTotals } from '../destination.js';
  * statistics (`statistics.query.totalBytesBilled`, what on-demand pricing charges, after the 10 MB
  * minimum per table referenced; `totalBytesProcessed` beside it). Load jobs carry no query
  * statistics and cost nothing; a script job (a MERGE with the state in one transaction) reports
- * its children's total. A job adopted after a lost response (409) is counted once, when it is
- * seen DONE; a failed job is not counted (BigQuery does not bill a query that fails before it
- * reads).
+ * the total of its child jobs (BigQuery's term). A job adopted after a lost response (409) is
+ * counted once, when it is seen DONE; a failed job is not counted (BigQuery does not bill a query
+ * that fails before it reads).
  */
 export class BillingTally {
   private bytesBilled = 0;

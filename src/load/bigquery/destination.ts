@@ -69,7 +69,7 @@ import {
   partitionsSql,
   owedCountSql,
   owedSelectSql,
-  type OwedParent,
+  type OwedEventTable,
 } from './trace-book.js';
 import { BillingTally } from './billing.js';
 import { checkCells, prepareGroup, WriteCoalescer, type GroupResult } from './coalesce.js';
@@ -342,32 +342,32 @@ export class BigQueryDestination implements Destination {
       await this.tables.ensurePlainTable(TRACE_BOOK_TABLE, TRACE_BOOK_FIELDS, TRACE_BOOK_LAYOUT);
   }
 
-  /** What the owed queries need of the parent table; `undefined` when it does not exist (nothing is owed). */
-  private async owedParent(table: string): Promise<OwedParent | undefined> {
+  /** What the owed queries need of the events table; `undefined` when it does not exist (nothing is owed). */
+  private async owedEventTable(table: string): Promise<OwedEventTable | undefined> {
     if (!(await this.tableExists(table))) return undefined;
     const marksDeletions = (await this.tables.fields(table))?.some((f) => f.name === DELETED_AT_COLUMN) === true;
     return { marksDeletions, bookExists: await this.tableExists(TRACE_BOOK_TABLE) };
   }
 
-  /** The trace book (`children.ts`): up to `limit` parents of a project that owe their children, newest first. */
+  /** The trace book (`trace-book.ts`): up to `limit` events of a project that owe their traces, newest first. */
   async owedTraces(
     query: OwedTraces & { readonly project: string; readonly limit: number },
   ): Promise<readonly { readonly id: string; readonly at: number }[]> {
-    const found = await this.owedParent(query.parentTable);
+    const found = await this.owedEventTable(query.eventTable);
     if (found === undefined) return [];
     const days = await this.changedDays(query);
     if (days !== undefined && days.length === 0) return [];
-    const parent = days === undefined ? found : { ...found, days };
+    const events = days === undefined ? found : { ...found, days };
     const rows = await this.select(
-      `list of ${query.parentTable} records of project ${query.project} that owe their ${query.child}`,
-      query.parentTable,
-      owedSelectSql(this.target, query, parent, query.project, query.limit),
+      `list of ${query.eventTable} records of project ${query.project} that owe their ${query.resource}`,
+      query.eventTable,
+      owedSelectSql(this.target, query, events, query.project, query.limit),
     );
     return rows.map((r) => ({ id: String(r['id']), at: Number(r['at']) }));
   }
 
   /**
-   * After a complete listing (`listedThrough`), the days of the parent table to list again
+   * After a complete listing (`listedThrough`), the days of the events table to list again
    * (`owedDays`), from `INFORMATION_SCHEMA.PARTITIONS` (billed at the metadata minimum); `undefined`
    * (every day) without a mark, at the weekly full listing, or when that view is not readable (said
    * once, as a warning: a full listing is always right, only dearer).
@@ -379,9 +379,9 @@ export class BigQueryDestination implements Destination {
     let rows: Record<string, unknown>[];
     try {
       rows = await this.select(
-        `partitions of tables ${query.parentTable} and ${TRACE_BOOK_TABLE}`,
-        query.parentTable,
-        partitionsSql(this.target, [query.parentTable, TRACE_BOOK_TABLE]),
+        `partitions of tables ${query.eventTable} and ${TRACE_BOOK_TABLE}`,
+        query.eventTable,
+        partitionsSql(this.target, [query.eventTable, TRACE_BOOK_TABLE]),
       );
     } catch (error) {
       this.partitionsRefused = true;
@@ -397,28 +397,28 @@ export class BigQueryDestination implements Destination {
       if (typeof id !== 'string' || modified === null || modified === undefined) return [];
       return [{ table: String(r['table_name']), id, modifiedMs: Date.parse(String(modified.value ?? modified)) }];
     });
-    return owedDays(partitions, query.parentTable, mark, query.nowMs, query.settleMs);
+    return owedDays(partitions, query.eventTable, mark, query.nowMs, query.settleMs);
   }
 
   async countOwedTraces(query: OwedTraces): Promise<Readonly<Record<string, number>>> {
-    const parent = await this.owedParent(query.parentTable);
-    if (parent === undefined) return {};
+    const events = await this.owedEventTable(query.eventTable);
+    if (events === undefined) return {};
     const out: Record<string, number> = {};
     const rows = await this.select(
-      `count of ${query.parentTable} records that owe their ${query.child}`,
-      query.parentTable,
-      owedCountSql(this.target, query, parent),
+      `count of ${query.eventTable} records that owe their ${query.resource}`,
+      query.eventTable,
+      owedCountSql(this.target, query, events),
     );
     for (const row of rows) out[String(row['project_id'])] = Number(row['n'] ?? 0);
     return out;
   }
 
-  async forgetTraces(child: string, project?: string): Promise<void> {
+  async forgetTraces(resource: string, project?: string): Promise<void> {
     if (!(await this.tableExists(TRACE_BOOK_TABLE))) return;
     await this.jobs.run(
-      this.subject(`DELETE of the reads of ${child} from table ${TRACE_BOOK_TABLE}`, TRACE_BOOK_TABLE),
+      this.subject(`DELETE of the reads of ${resource} from table ${TRACE_BOOK_TABLE}`, TRACE_BOOK_TABLE),
       `qs_forget_${randomBytes(6).toString('hex')}`,
-      (jobId) => this.createQueryJob(forgetTracesSql(this.target, child, project), jobId),
+      (jobId) => this.createQueryJob(forgetTracesSql(this.target, resource, project), jobId),
     );
   }
 

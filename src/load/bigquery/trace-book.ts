@@ -7,18 +7,18 @@ import { quoteIdent, stringLiteral, tablePath, timestampLiteral, type BigQueryTa
 
 /**
  * The trace book in the dataset (`KeepsTraceBook`, as DuckDB's `load/duckdb/trace-book.ts`):
- * `_query_sync_children`, one row appended per read of a parent's children, by an INSERT in the
- * transaction of the children rows' MERGE and the state's. Append-only: a parent read empty while
+ * `_query_sync_children`, one row appended per read of an event's traces, by an INSERT in the
+ * transaction of the trace rows' MERGE and the state's. Append-only: an event read empty while
  * young and read again at settle has two rows; the owed set asks whether any of them is final.
  *
  * Cost (on-demand bytes). The book is DAY-partitioned on `parent_at` and clustered by resource,
- * project and parent id; the owed queries read the parent table's key, time and project columns
+ * project and `parent_id`; the owed queries read the events table's key, time and project columns
  * (plus `_deleted_at` and the `--traces traced` fields when they apply) and the book's six narrow
  * columns, both pruned to the partitions from `--start` on when it is given (the book one day
- * earlier: its `parent_at` is the parent's time to the millisecond). No other column is read.
+ * earlier: its `parent_at` is the event's time to the millisecond). No other column is read.
  */
 
-/** The book's schema. */
+/** The book's schema (persisted names: kept as they are). */
 export const TRACE_BOOK_FIELDS: TableField[] = [
   { name: 'resource', type: 'STRING', mode: 'REQUIRED' },
   { name: 'project_id', type: 'STRING', mode: 'REQUIRED' },
@@ -34,7 +34,7 @@ export const TRACE_BOOK_LAYOUT: Pick<TableMetadata, 'timePartitioning' | 'cluste
   clustering: { fields: ['resource', 'project_id', 'parent_id'] },
 };
 
-/** Name of the query parameter holding the reads. */
+/** Name of the query parameter holding the reads (as the jobs' SQL has always named it). */
 const READS_PARAM = 'child_reads';
 
 const DAY_MS = 86_400_000;
@@ -57,7 +57,7 @@ export function traceReadsParams(reads: readonly TraceRead[]): Required<Pick<Que
         parent_id: r.eventId,
         // The client sends a TIMESTAMP's `.value` (a bare string would go as NULL); INT64 as its decimal text.
         parent_at: BigQuery.timestamp(r.eventAt),
-        children: String(r.children),
+        children: String(r.traces),
         read_at: BigQuery.timestamp(r.readAt),
       })),
     },
@@ -76,36 +76,36 @@ export function traceReadsParams(reads: readonly TraceRead[]): Required<Pick<Que
   };
 }
 
-/** What the owed queries need to know of the parent table. */
-export interface OwedParent {
-  /** The parent table has `_deleted_at` (records deleted at the source are marked there). */
+/** What the owed queries need to know of the events table. */
+export interface OwedEventTable {
+  /** The events table has `_deleted_at` (records deleted at the source are marked there). */
   readonly marksDeletions: boolean;
-  /** The book exists (without it, every parent owes). */
+  /** The book exists (without it, every event owes). */
   readonly bookExists: boolean;
   /**
-   * Only these days (`YYYY-MM-DD`, UTC) of the parent table and the book are read (`owedDays`: those
+   * Only these days (`YYYY-MM-DD`, UTC) of the events table and the book are read (`owedDays`: those
    * changed since the last complete listing, and those within the settle horizon). @default every day
    */
   readonly days?: readonly string[];
 }
 
 /**
- * The parents that owe their children, as `FROM … WHERE …` over the parent table `p` joined to the
- * book's verdict per parent `b` (the same rule as DuckDB's `owedWhere`): owed when never read, or
- * when no read is final (children > 0, or read once the parent was settle-old) and the parent is
+ * The events that owe their traces, as `FROM … WHERE …` over the events table `p` joined to the
+ * book's verdict per event `b` (the same rule as DuckDB's `owedWhere`): owed when never read, or
+ * when no read is final (`children` > 0, or read once the event was settle-old) and the event is
  * settle-old now. A LEFT JOIN to a grouped book, not a correlated NOT EXISTS: BigQuery refuses
  * correlated subqueries it cannot turn into a join, and this one reads the book once.
  */
-function owedFrom(target: BigQueryTarget, query: OwedTraces, parent: OwedParent, project?: string): string {
-  const time = `p.${quoteIdent(query.parentTime)}`;
-  const key = `CAST(p.${quoteIdent(query.parentKey)} AS STRING)`;
+function owedFrom(target: BigQueryTarget, query: OwedTraces, events: OwedEventTable, project?: string): string {
+  const time = `p.${quoteIdent(query.eventTime)}`;
+  const key = `CAST(p.${quoteIdent(query.eventKey)} AS STRING)`;
   const filters: string[] = [`${time} IS NOT NULL`];
   if (query.fromIso !== undefined) filters.push(`${time} >= ${timestampLiteral(query.fromIso)}`);
   if (query.toIso !== undefined) filters.push(`${time} < ${timestampLiteral(query.toIso)}`);
   if (project !== undefined) filters.push(`p.\`project_id\` = ${stringLiteral(project)}`);
-  if (parent.marksDeletions) filters.push(`p.${quoteIdent(DELETED_AT_COLUMN)} IS NULL`);
+  if (events.marksDeletions) filters.push(`p.${quoteIdent(DELETED_AT_COLUMN)} IS NULL`);
   // The same literal-date IN list as the MERGE's pruning predicate: only those partitions are read.
-  const days = parent.days === undefined ? undefined : parent.days.map((d) => `DATE '${d}'`).join(', ');
+  const days = events.days === undefined ? undefined : events.days.map((d) => `DATE '${d}'`).join(', ');
   if (days !== undefined) filters.push(days === '' ? 'FALSE' : `DATE(${time}) IN (${days})`);
   if (query.shownBy !== undefined && query.shownBy.length > 0) {
     const shown = query.shownBy.map(
@@ -114,10 +114,10 @@ function owedFrom(target: BigQueryTarget, query: OwedTraces, parent: OwedParent,
     );
     filters.push(`(${shown.join(' OR ')})`);
   }
-  let from = `FROM ${tablePath(target, query.parentTable)} AS p`;
-  if (parent.bookExists) {
+  let from = `FROM ${tablePath(target, query.eventTable)} AS p`;
+  if (events.bookExists) {
     const settleMs = Math.max(0, Math.round(query.settleMs));
-    const bookFilters = [`\`resource\` = ${stringLiteral(query.child)}`];
+    const bookFilters = [`\`resource\` = ${stringLiteral(query.resource)}`];
     if (project !== undefined) bookFilters.push(`\`project_id\` = ${stringLiteral(project)}`);
     if (query.fromIso !== undefined)
       bookFilters.push(
@@ -143,37 +143,37 @@ function owedFrom(target: BigQueryTarget, query: OwedTraces, parent: OwedParent,
   return `${from} WHERE ${filters.join(' AND ')}`;
 }
 
-/** Up to `limit` owed parents of a project, newest first (ties by id, so pages are stable); `at` in epoch ms. */
+/** Up to `limit` owed events of a project, newest first (ties by id, so pages are stable); `at` in epoch ms. */
 export function owedSelectSql(
   target: BigQueryTarget,
   query: OwedTraces,
-  parent: OwedParent,
+  events: OwedEventTable,
   project: string,
   limit: number,
 ): string {
-  const time = `p.${quoteIdent(query.parentTime)}`;
-  const key = `CAST(p.${quoteIdent(query.parentKey)} AS STRING)`;
+  const time = `p.${quoteIdent(query.eventTime)}`;
+  const key = `CAST(p.${quoteIdent(query.eventKey)} AS STRING)`;
   return (
-    `SELECT ${key} AS id, UNIX_MILLIS(${time}) AS at ${owedFrom(target, query, parent, project)} ` +
+    `SELECT ${key} AS id, UNIX_MILLIS(${time}) AS at ${owedFrom(target, query, events, project)} ` +
     `ORDER BY ${time} DESC, id DESC LIMIT ${Math.max(1, Math.floor(limit))}`
   );
 }
 
-/** Owed parents per project. */
-export function owedCountSql(target: BigQueryTarget, query: OwedTraces, parent: OwedParent): string {
-  return `SELECT p.\`project_id\` AS project_id, COUNT(*) AS n ${owedFrom(target, query, parent)} GROUP BY 1 ORDER BY 1`;
+/** Owed events per project. */
+export function owedCountSql(target: BigQueryTarget, query: OwedTraces, events: OwedEventTable): string {
+  return `SELECT p.\`project_id\` AS project_id, COUNT(*) AS n ${owedFrom(target, query, events)} GROUP BY 1 ORDER BY 1`;
 }
 
-/** Forget every read of `child` (of one project, when given). */
-export function forgetTracesSql(target: BigQueryTarget, child: string, project?: string): string {
+/** Forget every read of `resource` (of one project, when given). */
+export function forgetTracesSql(target: BigQueryTarget, resource: string, project?: string): string {
   return (
-    `DELETE FROM ${tablePath(target, TRACE_BOOK_TABLE)} WHERE \`resource\` = ${stringLiteral(child)}` +
+    `DELETE FROM ${tablePath(target, TRACE_BOOK_TABLE)} WHERE \`resource\` = ${stringLiteral(resource)}` +
     (project === undefined ? '' : ` AND \`project_id\` = ${stringLiteral(project)}`)
   );
 }
 
 /**
- * Partitions of the parent table and the book, with when each was last modified:
+ * Partitions of the events table and the book, with when each was last modified:
  * `INFORMATION_SCHEMA.PARTITIONS`, a metadata query billed at a fixed small rate (10 MB minimum per
  * query on demand, whatever the tables' sizes), not by the tables' bytes. `partition_id` is
  * `YYYYMMDD` for a DAY partition, `__NULL__` for rows whose partitioning value is NULL,
@@ -199,18 +199,18 @@ export interface TablePartition {
 export const OWED_MARGIN_MS = 10 * 60_000;
 
 /**
- * The days of the parent table the owed listing must read after `mark`, or `undefined` for all of
+ * The days of the events table the owed listing must read after `mark`, or `undefined` for all of
  * them (no mark, the mark's full listing too old, rows in a streaming buffer whose day is unknown).
  *
- * Exact: a parent is owed now and was not at the mark only if (a) its row was written since (its
+ * Exact: an event is owed now and was not at the mark only if (a) its row was written since (its
  * partition modified), (b) a book row of it was removed (a book partition modified: a DELETE
  * modifies it; `reset` also clears the mark), or (c) it was read empty while young and turned
  * settle-old since: its time is after `mark - settle`, so its day is within the settle horizon.
- * Parents owed at the mark were all read since (the mark is set only when the drain ran dry).
+ * Events owed at the mark were all read since (the mark is set only when the drain ran dry).
  */
 export function owedDays(
   partitions: readonly TablePartition[],
-  parentTable: string,
+  eventTable: string,
   mark: OwedMark | undefined,
   nowMs: number,
   settleMs: number,
@@ -218,14 +218,14 @@ export function owedDays(
   if (mark === undefined || nowMs - mark.fullAtMs >= OWED_FULL_EVERY_MS) return undefined;
   if (partitions.some((p) => p.id === '__UNPARTITIONED__')) return undefined;
   const sinceMs = mark.listedAtMs - OWED_MARGIN_MS;
-  // With no settle every read is final: no parent turns owed by age alone.
+  // With no settle every read is final: no event turns owed by age alone.
   const horizonMs = settleMs > 0 ? sinceMs - settleMs : Number.POSITIVE_INFINITY;
   const days = new Set<string>();
   for (const p of partitions) {
     if (!/^\d{8}$/.test(p.id)) continue;
     const day = `${p.id.slice(0, 4)}-${p.id.slice(4, 6)}-${p.id.slice(6, 8)}`;
     const dayEndMs = Date.parse(`${day}T00:00:00Z`) + DAY_MS;
-    if (p.modifiedMs >= sinceMs || (p.table === parentTable && dayEndMs > horizonMs)) days.add(day);
+    if (p.modifiedMs >= sinceMs || (p.table === eventTable && dayEndMs > horizonMs)) days.add(day);
   }
   return [...days].sort();
 }

@@ -194,15 +194,15 @@ export class DuckDbDestination implements Destination {
     });
   }
 
-  /** The trace book (`children.ts`): up to `limit` parents of a project that owe their children, newest first. */
+  /** The trace book (`trace-book.ts`): up to `limit` events of a project that owe their traces, newest first. */
   owedTraces(
     query: OwedTraces & { readonly project: string; readonly limit: number },
   ): Promise<readonly { readonly id: string; readonly at: number }[]> {
     return this.serial(async () => {
-      const parent = await this.describeNow(query.parentTable);
-      if (parent === undefined) return [];
+      const events = await this.describeNow(query.eventTable);
+      if (events === undefined) return [];
       const bookExists = (await this.describeNow(TRACE_BOOK_TABLE)) !== undefined;
-      const marks = parent.some((c) => c.name === DELETED_AT_COLUMN);
+      const marks = events.some((c) => c.name === DELETED_AT_COLUMN);
       const { sql, params } = owedSelectSql(query, bookExists, query.project, query.limit, marks);
       const reader = await this.connection.runAndReadAll(sql, [...params]);
       return reader.getRows().map(([id, at]) => ({ id: String(id), at: Number(at) }));
@@ -211,13 +211,13 @@ export class DuckDbDestination implements Destination {
 
   countOwedTraces(query: OwedTraces): Promise<Readonly<Record<string, number>>> {
     return this.serial(async () => {
-      const parent = await this.describeNow(query.parentTable);
-      if (parent === undefined) return {};
+      const events = await this.describeNow(query.eventTable);
+      if (events === undefined) return {};
       const bookExists = (await this.describeNow(TRACE_BOOK_TABLE)) !== undefined;
       const { sql, params } = owedCountSql(
         query,
         bookExists,
-        parent.some((c) => c.name === DELETED_AT_COLUMN),
+        events.some((c) => c.name === DELETED_AT_COLUMN),
       );
       const reader = await this.connection.runAndReadAll(sql, [...params]);
       const out: Record<string, number> = {};
@@ -226,12 +226,12 @@ export class DuckDbDestination implements Destination {
     });
   }
 
-  forgetTraces(child: string, project?: string): Promise<void> {
+  forgetTraces(resource: string, project?: string): Promise<void> {
     return this.serial(async () => {
       if ((await this.describeNow(TRACE_BOOK_TABLE)) === undefined) return;
       await this.connection.run(
         `DELETE FROM main.${ident(TRACE_BOOK_TABLE)} WHERE resource = $1${project === undefined ? '' : ' AND project_id = $2'}`,
-        project === undefined ? [child] : [child, project],
+        project === undefined ? [resource] : [resource, project],
       );
     });
   }

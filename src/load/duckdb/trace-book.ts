@@ -7,12 +7,12 @@ import { ident, sqlString } from './sql.js';
 
 /**
  * The trace book in the DuckDB file (`KeepsTraceBook`): `_query_sync_children`, one row appended
- * per read of a parent's children, in the transaction of the children rows (and the state) it
- * describes. Append-only: a parent read empty while young and read again at settle has two rows;
+ * per read of an event's traces, in the transaction of the trace rows (and the state) it
+ * describes. Append-only: an event read empty while young and read again at settle has two rows;
  * the owed set asks whether any of them is final.
  */
 
-/** The book's columns, as the destination's table cache records them. */
+/** The book's columns, as the destination's table cache records them (persisted names: kept as they are). */
 export const TRACE_BOOK_COLUMNS: ReadonlyMap<string, LogicalType> = new Map<string, LogicalType>([
   ['resource', 'string'],
   ['project_id', 'string'],
@@ -48,21 +48,21 @@ export async function writeTraceReads(connection: DuckDBConnection, reads: reado
       .join(', ');
     await connection.run(
       `INSERT INTO main.${ident(TRACE_BOOK_TABLE)} VALUES ${values}`,
-      chunk.flatMap((r) => [r.resource, r.projectId, r.eventId, r.eventAt, String(r.children), r.readAt]),
+      chunk.flatMap((r) => [r.resource, r.projectId, r.eventId, r.eventAt, String(r.traces), r.readAt]),
     );
   }
 }
 
 /**
- * The parents that owe their children, as a FROM … WHERE over the parent table `p` (without the
- * book: every parent owes), with its parameters. One place says what "owed" is, for the drain's
+ * The events that owe their traces, as a FROM … WHERE over the events table `p` (without the
+ * book: every event owes), with its parameters. One place says what "owed" is, for the drain's
  * list and for the counts of `status`, `plan` and the run summary.
  */
 function owedWhere(
   query: OwedTraces,
   bookExists: boolean,
   project: string | undefined,
-  /** Whether the parent table has `_deleted_at` (records deleted at the source are marked there). */
+  /** Whether the events table has `_deleted_at` (records deleted at the source are marked there). */
   marksDeletions = false,
 ): { readonly sql: string; readonly params: readonly string[] } {
   const params: string[] = [];
@@ -70,37 +70,37 @@ function owedWhere(
     params.push(value);
     return `$${params.length}`;
   };
-  const time = `p.${ident(query.parentTime)}`;
-  const parentFilters: string[] = [`${time} IS NOT NULL`];
-  if (query.fromIso !== undefined) parentFilters.push(`${time} >= CAST(${param(query.fromIso)} AS TIMESTAMPTZ)`);
-  if (query.toIso !== undefined) parentFilters.push(`${time} < CAST(${param(query.toIso)} AS TIMESTAMPTZ)`);
-  if (project !== undefined) parentFilters.push(`p.project_id = ${param(project)}`);
-  // Parents deleted at the source owe nothing (their spans follow them: `--deletions`).
-  if (marksDeletions) parentFilters.push(`p.${ident(DELETED_AT_COLUMN)} IS NULL`);
+  const time = `p.${ident(query.eventTime)}`;
+  const eventFilters: string[] = [`${time} IS NOT NULL`];
+  if (query.fromIso !== undefined) eventFilters.push(`${time} >= CAST(${param(query.fromIso)} AS TIMESTAMPTZ)`);
+  if (query.toIso !== undefined) eventFilters.push(`${time} < CAST(${param(query.toIso)} AS TIMESTAMPTZ)`);
+  if (project !== undefined) eventFilters.push(`p.project_id = ${param(project)}`);
+  // Events deleted at the source owe nothing (their spans follow them: `--deletions`).
+  if (marksDeletions) eventFilters.push(`p.${ident(DELETED_AT_COLUMN)} IS NULL`);
   if (query.shownBy !== undefined && query.shownBy.length > 0) {
     const shown = query.shownBy.map(
       (c) => `COALESCE(TRIM(CAST(p.${ident(c)} AS VARCHAR)), '') NOT IN ('', '[]', '{}', 'null', 'false')`,
     );
-    parentFilters.push(`(${shown.join(' OR ')})`);
+    eventFilters.push(`(${shown.join(' OR ')})`);
   }
   if (bookExists) {
     const settle = `INTERVAL (${Math.max(0, Math.round(query.settleMs))}) MILLISECOND`;
-    // A read is final when it answered children, or when its parent was settle-old; a parent read
+    // A read is final when it answered traces, or when its event was settle-old; an event read
     // empty while young is not due again until it is settle-old itself.
     const settled =
       query.settleMs > 0
         ? `b.children > 0 OR b.read_at >= b.parent_at + ${settle} OR ` +
           `${time} > CAST(${param(new Date(query.nowMs).toISOString())} AS TIMESTAMPTZ) - ${settle}`
         : 'TRUE';
-    parentFilters.push(
-      `NOT EXISTS (SELECT 1 FROM main.${ident(TRACE_BOOK_TABLE)} AS b WHERE b.resource = ${param(query.child)} ` +
-        `AND b.project_id = p.project_id AND b.parent_id = CAST(p.${ident(query.parentKey)} AS VARCHAR) AND (${settled}))`,
+    eventFilters.push(
+      `NOT EXISTS (SELECT 1 FROM main.${ident(TRACE_BOOK_TABLE)} AS b WHERE b.resource = ${param(query.resource)} ` +
+        `AND b.project_id = p.project_id AND b.parent_id = CAST(p.${ident(query.eventKey)} AS VARCHAR) AND (${settled}))`,
     );
   }
-  return { sql: `FROM main.${ident(query.parentTable)} AS p WHERE ${parentFilters.join(' AND ')}`, params };
+  return { sql: `FROM main.${ident(query.eventTable)} AS p WHERE ${eventFilters.join(' AND ')}`, params };
 }
 
-/** Up to `limit` owed parents of a project, newest first (ties by id, so pages are stable). */
+/** Up to `limit` owed events of a project, newest first (ties by id, so pages are stable). */
 export function owedSelectSql(
   query: OwedTraces,
   bookExists: boolean,
@@ -109,15 +109,15 @@ export function owedSelectSql(
   marksDeletions = false,
 ) {
   const where = owedWhere(query, bookExists, project, marksDeletions);
-  const time = `p.${ident(query.parentTime)}`;
-  const key = `CAST(p.${ident(query.parentKey)} AS VARCHAR)`;
+  const time = `p.${ident(query.eventTime)}`;
+  const key = `CAST(p.${ident(query.eventKey)} AS VARCHAR)`;
   return {
     sql: `SELECT ${key} AS id, epoch_ms(${time}) AS at ${where.sql} ORDER BY ${time} DESC, ${key} DESC LIMIT ${Math.max(1, Math.floor(limit))}`,
     params: where.params,
   };
 }
 
-/** Owed parents per project. */
+/** Owed events per project. */
 export function owedCountSql(query: OwedTraces, bookExists: boolean, marksDeletions = false) {
   const where = owedWhere(query, bookExists, undefined, marksDeletions);
   return { sql: `SELECT p.project_id, COUNT(*) ${where.sql} GROUP BY 1 ORDER BY 1`, params: where.params };
@@ -130,7 +130,7 @@ export function owedCountSql(query: OwedTraces, bookExists: boolean, marksDeleti
 export function traceReadsSql(reads: readonly TraceRead[]): string[] | undefined {
   if (reads.length === 0) return [];
   const texts = (r: TraceRead): string[] => [r.resource, r.projectId, r.eventId, r.eventAt, r.readAt];
-  if (reads.some((r) => texts(r).some((t) => t.includes('\u0000')) || !Number.isSafeInteger(r.children)))
+  if (reads.some((r) => texts(r).some((t) => t.includes('\u0000')) || !Number.isSafeInteger(r.traces)))
     return undefined;
   const statements: string[] = [];
   for (let i = 0; i < reads.length; i += READS_PER_INSERT) {
@@ -138,7 +138,7 @@ export function traceReadsSql(reads: readonly TraceRead[]): string[] | undefined
       .slice(i, i + READS_PER_INSERT)
       .map(
         (r) =>
-          `(${sqlString(r.resource)}, ${sqlString(r.projectId)}, ${sqlString(r.eventId)}, CAST(${sqlString(r.eventAt)} AS TIMESTAMPTZ), ${r.children}, CAST(${sqlString(r.readAt)} AS TIMESTAMPTZ))`,
+          `(${sqlString(r.resource)}, ${sqlString(r.projectId)}, ${sqlString(r.eventId)}, CAST(${sqlString(r.eventAt)} AS TIMESTAMPTZ), ${r.traces}, CAST(${sqlString(r.readAt)} AS TIMESTAMPTZ))`,
       )
       .join(', ');
     statements.push(`INSERT INTO main.${ident(TRACE_BOOK_TABLE)} VALUES ${values}`);

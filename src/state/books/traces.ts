@@ -3,10 +3,11 @@ import type { StateDocument } from '../document.js';
 
 /**
  * The trace queue's book: where the units of per-event traces move. One state section
- * `children:<resource>` holds `{ [project]: { pending: {id: parentMs}, done: {id: parentMs},
- * recheck?: {id: parentMs} } }`: a parent batch enqueues its units (`withQueued`, in the batch's
- * commit), a drained chunk moves them to done or to recheck (`withCompleted`, in the chunk's
- * commit). The queue that drives them is `sync/traces/queue.ts`.
+ * `children:<resource>` (the persisted name, kept for existing state) holds `{ [project]:
+ * { pending: {id: eventMs}, done: {id: eventMs}, recheck?: {id: eventMs} } }`: an events batch
+ * enqueues its units (`withQueued`, in the batch's commit), a drained chunk moves them to done or
+ * to recheck (`withCompleted`, in the chunk's commit). The queue that drives them is
+ * `sync/traces/queue.ts`.
  */
 
 interface ProjectUnits {
@@ -24,19 +25,19 @@ export const traceSectionName = (resource: { readonly name: string }): string =>
 /**
  * The owed listings of one per-event resource, where the warehouse keeps the trace book:
  * `owed-listed:<resource>` holds `{ [project]: { listedAtMs, fullAtMs } }`, the start of the last
- * complete listing (every parent owed then was read and booked since) and of the last full one. The
+ * complete listing (every event owed then was read and booked since) and of the last full one. The
  * next listing reads only what changed since (`OwedTraces.listedThrough`); `reset` drops it.
  */
 export type OwedMarks = Readonly<Record<string, OwedMark>>;
 
 export const owedMarkSectionName = (resource: { readonly name: string }): string => `owed-listed:${resource.name}`;
 
-/** The child section as a state document holds it (empty when none). */
+/** The trace section as a state document holds it (empty when none). */
 export function traceSection(doc: Pick<StateDocument, 'sections'>, name: string): TraceSection {
   return (doc.sections[name] ?? {}) as TraceSection;
 }
 
-/** `fresh` parents (per project: id → parent instant) pending, but for those already done or to be rechecked. */
+/** `fresh` events (per project: id → event instant) pending, but for those already done or to be rechecked. */
 export function withQueued(
   section: TraceSection,
   fresh: ReadonlyMap<string, ReadonlyMap<string, number>>,
@@ -52,7 +53,7 @@ export function withQueued(
 }
 
 /**
- * A chunk of a project's units stored: each done (kept only from `horizonMs` on, the oldest parent
+ * A chunk of a project's units stored: each done (kept only from `horizonMs` on, the oldest event
  * a later sync could enqueue again) or, in `later`, to be asked again at settle. Done units older
  * than the horizon are pruned.
  */

@@ -11,16 +11,16 @@ import { runUnits, type SubWalk, type UnitSource } from '../units.js';
 import type { WalkCounts } from '../walk.js';
 
 /**
- * The drain of a per-parent trace queue (`queue.ts`): chunks of pending parents read at once,
+ * The drain of a per-event trace queue (`queue.ts`): chunks of pending events read at once,
  * their rows written and the chunk marked done in one commit.
  */
 
 export interface TraceDrainOptions {
   readonly queue: TraceQueue;
   readonly tracker: SchemaTracker;
-  /** After the parents end, keep draining this long at most; the rest waits for later runs. */
+  /** After the events end, keep draining this long at most; the rest waits for later runs. */
   readonly drainAfterParentsMs: number;
-  /** Parent records read at once (the scheduler paces them; one write + one state write per chunk). */
+  /** Events read at once (the scheduler paces them; one write + one state write per chunk). */
   readonly chunk: number;
   /** Most chunks read at once (the controller finds how many help). @default DEFAULT_TRACE_CONCURRENCY */
   readonly concurrency?: number;
@@ -28,8 +28,8 @@ export interface TraceDrainOptions {
 }
 
 /**
- * Drain one project's child units: read each parent's children, write them, mark the chunk done.
- * Ends when the queue is empty after the parents ended, or when the drain time after them is spent.
+ * Drain one project's trace units: read each event's traces, write them, mark the chunk done.
+ * Ends when the queue is empty after the events ended, or when the drain time after them is spent.
  */
 export async function drainTraces(
   resource: ResourceDefinition,
@@ -44,7 +44,7 @@ export async function drainTraces(
   const totals = { rows: 0, pages: 0, windows: 0 };
   let outcome: StreamResult['outcome'] = 'ok';
   let failure: Error | undefined;
-  /** Parents still owed their children when the drain ended (the summary says so). */
+  /** Events still owed their traces when the drain ended (the summary says so). */
   let owed: number | undefined;
   // Chunks read at once: a chunk's reads wait on the network together, then its write and state
   // write; more chunks keep requests flowing meanwhile, as many as the controller finds useful.
@@ -173,17 +173,17 @@ export async function drainTraces(
   };
 }
 
-/** What a chunk read (`pages`: one request per parent) and stored, and the error its write failed with. */
+/** What a chunk read (`pages`: one request per event) and stored, and the error its write failed with. */
 interface ChunkEnd extends WalkCounts {
   readonly failed?: { readonly error: unknown };
 }
 
-/** A work unit of the children: a chunk of parent records (id, parent instant) whose children are due. */
+/** A work unit of the traces: a chunk of events (id, event instant) whose traces are due. */
 type TraceChunk = readonly { readonly id: string; readonly at: number }[];
 
 /**
- * The queue's producer: chunks of owed parents (newest first in the warehouse's book, oldest first in the state queue; none twice at once); waits for
- * parents while they are still walked, ends when none is left after them or the drain time is spent.
+ * The queue's producer: chunks of owed events (newest first in the warehouse's book, oldest first in the state queue; none twice at once); waits for
+ * events while they are still walked, ends when none is left after them or the drain time is spent.
  */
 function chunkUnits(options: TraceDrainOptions, project: string, clock: Clock): UnitSource<TraceChunk> {
   const inFlight = new Set<string>();
@@ -204,7 +204,7 @@ function chunkUnits(options: TraceDrainOptions, project: string, clock: Clock): 
   };
 }
 
-/** The children of one parent: `{ data: [...] }` (a `meta`, if any, is ignored: there is no cursor). 404 means none. */
+/** The traces of one event: `{ data: [...] }` (a `meta`, if any, is ignored: there is no cursor). 404 means none. */
 async function readTraces(
   resource: ResourceDefinition,
   param: string,

@@ -3,12 +3,12 @@ import type { RateLimits } from '../../http/scheduler/budget.js';
 import type { StateDocument } from '../../state/store.js';
 
 /**
- * Can per-parent reads keep up? Each parent record queued costs one request on the child's
- * endpoint, and that endpoint allows `maxRpm` a minute: 576,000 a day at 400. Where more parents a
+ * Can per-event reads keep up? Each event queued costs one request on the traces'
+ * endpoint, and that endpoint allows `maxRpm` a minute: 576,000 a day at 400. Where more events a
  * day are queued than that, the backlog only grows; `status`, `plan` and the run summary say so
  * with the daily deficit.
  *
- * The load is counted as parents are queued, per UTC day of the parent's own time (so a first sync
+ * The load is counted as events are queued, per UTC day of the event's own time (so a first sync
  * of 30 days counts 30 real days), kept in state for the last `KEEP_DAYS` days. The load reported
  * is the busiest complete day kept; with only today known, today's count so far (a lower bound).
  */
@@ -18,18 +18,19 @@ const MINUTES_PER_DAY = 1440;
 /** Days of per-day counts kept in state. */
 export const KEEP_DAYS = 8;
 
+/** The state section of a per-event resource's daily load (its persisted name, kept for existing state). */
 export const traceLoadSection = (resource: ResourceDefinition): string => `children-daily:${resource.name}`;
 
-/** Parents counted per UTC day (`YYYY-MM-DD`), across projects. */
+/** Events counted per UTC day (`YYYY-MM-DD`), across projects. */
 type DailyCounts = Readonly<Record<string, number>>;
 
-/** The state section: parents queued per day, and how many of them showed children by their fields (`--traces traced` would read those). */
+/** The state section: events queued per day, and how many of them showed traces by their fields (`--traces traced` would read those). */
 export interface LoadSection {
   readonly queued: DailyCounts;
   readonly shown: DailyCounts;
 }
 
-/** `counts` plus the parents of `ats` (epoch ms; 0 or NaN: unknown, not counted), keeping the last `KEEP_DAYS` days before `nowMs`. */
+/** `counts` plus the events of `ats` (epoch ms; 0 or NaN: unknown, not counted), keeping the last `KEEP_DAYS` days before `nowMs`. */
 function addDailyCounts(counts: DailyCounts, ats: readonly number[], nowMs: number): DailyCounts {
   const next: Record<string, number> = { ...counts };
   for (const at of ats) {
@@ -42,7 +43,7 @@ function addDailyCounts(counts: DailyCounts, ats: readonly number[], nowMs: numb
   return next;
 }
 
-/** The section after queuing parents at `ats`, of which those at `shownAts` show children. */
+/** The section after queuing events at `ats`, of which those at `shownAts` show traces. */
 export function addToLoad(
   section: LoadSection | undefined,
   ats: readonly number[],
@@ -56,19 +57,19 @@ export function addToLoad(
 }
 
 export interface TraceLoad {
-  /** Parents queued a day (the busiest complete day kept, else today so far). */
+  /** Events queued a day (the busiest complete day kept, else today so far). */
   readonly perDay: number;
   /** Whether `perDay` is today's partial count (a lower bound). */
   readonly partialDay: boolean;
-  /** Per-parent reads the endpoint's limit allows a day. */
+  /** Per-event reads the endpoint's limit allows a day. */
   readonly capacityPerDay: number;
   /** `perDay − capacityPerDay` when positive: what the backlog grows by each day. */
   readonly deficitPerDay: number;
-  /** Of `perDay`, the parents whose fields showed children (what `--traces traced` reads). */
+  /** Of `perDay`, the events whose fields showed traces (what `--traces traced` reads). */
   readonly shownPerDay: number;
 }
 
-/** The child's daily load against its endpoint's daily capacity, or `undefined` when nothing was counted. */
+/** The traces' daily load against its endpoint's daily capacity, or `undefined` when nothing was counted. */
 export function traceLoad(
   doc: StateDocument,
   resource: ResourceDefinition,

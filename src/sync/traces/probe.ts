@@ -7,13 +7,13 @@ import { streamCallContext } from '../frame.js';
 
 /**
  * The one-time probe of a per-event resource (traces): can the server list it by time, or
- * only one parent at a time? It decides on what cannot be misread, never on a message's wording:
+ * only one event at a time? It decides on what cannot be misread, never on a message's wording:
  * - a page holding a record: by time (kept in state, with the evidence);
- * - 400 or 422 whose SDK error shape names the parent parameter in `details.field`: per parent
+ * - 400 or 422 whose SDK error shape names the event parameter in `details.field`: per event
  *   (kept in state);
- * - any other 4xx (another field named, none, a 404 for the list): per parent for this run only,
- *   asked again next run: the SDK documents reading per parent, so that reading is exact either way;
- * - a 200 with no record: per parent for this run only: an empty page does not prove the server
+ * - any other 4xx (another field named, none, a 404 for the list): per event for this run only,
+ *   asked again next run: the SDK documents reading per event, so that reading is exact either way;
+ * - a 200 with no record: per event for this run only: an empty page does not prove the server
  *   lists by time (a server may answer an empty list to a request that lacks its required
  *   parameter), and storing "by time" would lose every span for good;
  * - anything else (a 5xx, the network): unknown; the walk then fails with its own message.
@@ -23,7 +23,7 @@ import { streamCallContext } from '../frame.js';
 const SERVER_SECTION = 'server';
 
 interface ServerFacts {
-  /** Per per-event resource: whether the server reads it only per parent record. */
+  /** Per per-event resource: whether the server reads it only per event. */
   readonly perParent?: Readonly<
     Record<string, { readonly byParent: boolean; readonly learnedAt: string; readonly evidence: string }>
   >;
@@ -33,7 +33,7 @@ function serverFacts(doc: StateDocument): ServerFacts {
   return (doc.sections[SERVER_SECTION] ?? {}) as ServerFacts;
 }
 
-/** Whether the per-event resource is read per parent on this server, as learned and kept in state. */
+/** Whether the per-event resource is read per event on this server, as learned and kept in state. */
 export function readsByParent(doc: StateDocument, resource: ResourceDefinition): boolean | undefined {
   return serverFacts(doc).perParent?.[resource.name]?.byParent;
 }
@@ -87,7 +87,7 @@ export function probeVerdict(
 }
 
 /**
- * Find out whether `resource` can be listed by time: ask its list for one record with no parent
+ * Find out whether `resource` can be listed by time: ask its list for one record with no event
  * named (see above for what each answer means). A verdict with proof is kept in state and logged
  * once; one without is logged and used for this run only.
  */

@@ -17,27 +17,27 @@ import { addToLoad, traceLoadSection, type LoadSection } from './load.js';
 /**
  * Per-event traces (traces read one event at a time, where the server cannot list them by time).
  *
- * Which parents still owe their children: where the destination keeps the trace book
+ * Which events still owe their traces: where the destination keeps the trace book
  * (`can.traceBook`, `_query_sync_children` in DuckDB and BigQuery: `load/duckdb/trace-book.ts`,
  * `load/bigquery/trace-book.ts`), the warehouse decides: every event in the table without a final
  * read is owed (`owedQuery` below), whoever wrote the event. The drain lists them once per project
- * and run, then only within the instants of each parent batch stored since (on BigQuery a listing
- * is billed by the parent table's size from `--start` on; a batch's, by its days).
+ * and run, then only within the instants of each events batch stored since (on BigQuery a listing
+ * is billed by the events table's size from `--start` on; a batch's, by its days).
  * Where the state is not committed with the rows (a dry run: in memory, writing nothing) the older
  * queue below is used; nothing else does.
  *
- * The older queue: one work unit per parent record whose children are due, in a state section
- * `children:<resource>` as `{ [project]: { pending: {id: parentMs}, done: {id: parentMs} } }`:
- * - a parent walk enqueues the batch it just stored (before its own checkpoint, so a crash re-reads
+ * The older queue: one work unit per event whose traces are due, in a state section
+ * `children:<resource>` (persisted name) as `{ [project]: { pending: {id: eventMs}, done: {id: eventMs} } }`:
+ * - an events walk enqueues the batch it just stored (before its own checkpoint, so a crash re-reads
  *   the batch and enqueues again, never loses it);
  * - the trace drain reads a chunk of pending units, writes their rows, then moves the chunk to
  *   `done` in one state write (a crash between the two re-reads at most one chunk);
- * - `done` keeps only units a later sync could enqueue again (parents at or after the oldest instant
- *   any parent stream will re-read: its settle mark or its mark − lookback), so the section stays
+ * - `done` keeps only units a later sync could enqueue again (events at or after the oldest instant
+ *   any events stream will re-read: its settle mark or its mark − lookback), so the section stays
  *   bounded by the re-read horizon plus the backlog itself;
- * - `recheck` holds units whose answer was empty (or 404) while their parent was younger than
+ * - `recheck` holds units whose answer was empty (or 404) while their event was younger than
  *   `--settle`: spans can lag their event (a tracer and a logger write apart), so such a unit is
- *   asked again once its parent is `settle` old, by whichever run comes then, and is done after that.
+ *   asked again once its event is `settle` old, by whichever run comes then, and is done after that.
  */
 
 /** The backlog of one per-event resource as read from a state document (for `status` and `plan`). */
@@ -57,7 +57,7 @@ export function traceBacklog(
   return { pending, done, recheck };
 }
 
-/** Whether a parent row shows children, by the declared fields (JSON text `[]`/`{}`/`null` is empty). */
+/** Whether an event row shows traces, by the declared fields (JSON text `[]`/`{}`/`null` is empty). */
 export function showsTraces(row: Row, fields: readonly string[]): boolean {
   return fields.some((f) => {
     const v = row[f];
@@ -68,38 +68,38 @@ export function showsTraces(row: Row, fields: readonly string[]): boolean {
 }
 
 export interface TraceQueueOptions {
-  readonly child: ResourceDefinition;
-  /** The parent resource (its key and time field); absent when this run reads no parents. */
-  readonly parent?: ResourceDefinition;
+  readonly traces: ResourceDefinition;
+  /** The event resource (its key and time field); absent when this run reads no events. */
+  readonly events?: ResourceDefinition;
   readonly selection: Exclude<TraceSelection, 'none'>;
   readonly lookbackMs: number;
-  /** A unit answered empty while its parent is younger than this is asked again once it is this old; 0: never. @default 0 */
+  /** A unit answered empty while its event is younger than this is asked again once it is this old; 0: never. @default 0 */
   readonly settleMs?: number;
   /** Called with the units pending across projects after each change (the progress ETA of the backlog). */
   readonly onBacklog?: (pending: number) => void;
   /**
-   * The warehouse's trace book: where it is kept, the owed parents are derived from the
+   * The warehouse's trace book: where it is kept, the owed events are derived from the
    * warehouse (`owedTraces`), not from the units this run queued; absent, the state section is
    * the queue (a destination without the book).
    */
   readonly book?: KeepsTraceBook;
-  /** Parents before this instant are not owed (`--start`). @default every parent in the table */
+  /** Events before this instant are not owed (`--start`). @default every event in the table */
   readonly startMs?: number;
 }
 
-/** Owed parents read from the warehouse at once (the drain's buffer; read again when it runs out). */
+/** Owed events read from the warehouse at once (the drain's buffer; read again when it runs out). */
 const OWED_PAGE = 2000;
 
-/** A unit of the children: a parent record (id, parent instant) whose children are due. */
+/** A unit of the traces: an event (id, event instant) whose traces are due. */
 export interface TraceUnit {
   readonly id: string;
   readonly at: number;
 }
 
-/** The query of the owed parents of a per-event resource, as the book answers it (`KeepsTraceBook`). */
+/** The query of the owed events of a per-event resource, as the book answers it (`KeepsTraceBook`). */
 export function owedQuery(
-  child: ResourceDefinition,
-  parent: ResourceDefinition,
+  traces: ResourceDefinition,
+  events: ResourceDefinition,
   options: {
     readonly selection: Exclude<TraceSelection, 'none'>;
     readonly settleMs: number;
@@ -108,40 +108,40 @@ export function owedQuery(
   nowMs: number,
 ): OwedTraces {
   return {
-    child: child.name,
-    parentTable: parent.name,
-    parentKey: parent.key,
-    parentTime: parent.cursorField ?? 'timestamp',
+    resource: traces.name,
+    eventTable: events.name,
+    eventKey: events.key,
+    eventTime: events.cursorField ?? 'timestamp',
     nowMs,
     settleMs: options.settleMs,
     ...(options.startMs === undefined ? {} : { fromIso: new Date(options.startMs).toISOString() }),
-    ...(options.selection === 'traced' ? { shownBy: child.perParent?.shownBy ?? [] } : {}),
+    ...(options.selection === 'traced' ? { shownBy: traces.perParent?.shownBy ?? [] } : {}),
   };
 }
 
 /**
- * The durable queue of one per-event resource for one run: parents enqueue, trace drains wait on it.
+ * The durable queue of one per-event resource for one run: events enqueue, trace drains wait on it.
  * All changes go through `StateStore.updateSection`, applied to the state as last committed (the
  * warehouse's, or the file re-read under its write lock),
- * so concurrent parent walks and drains compose.
+ * so concurrent events walks and drains compose.
  */
 export class TraceQueue {
   private parentsRunning = 0;
-  /** When the last parent walk ended; the queue's creation when none has run (yet). */
+  /** When the last events walk ended; the queue's creation when none has run (yet). */
   private parentsDoneAtMs: number;
   private waiters: (() => void)[] = [];
   private readonly section: string;
-  /** Book mode: owed parents read from the warehouse and not yet taken, per project. */
+  /** Book mode: owed events read from the warehouse and not yet taken, per project. */
   private readonly buffer = new Map<string, Map<string, number>>();
-  /** Book mode: projects whose owed parents must be read (again) from the warehouse. */
+  /** Book mode: projects whose owed events must be read (again) from the warehouse. */
   private readonly stale = new Set<string>();
   /**
-   * Book mode: per project listed already, the span of parent instants stored since (a batch's
-   * rows): the owed parents there are read into the buffer, not the whole table again (on BigQuery
+   * Book mode: per project listed already, the span of event instants stored since (a batch's
+   * rows): the owed events there are read into the buffer, not the whole table again (on BigQuery
    * a read of the table from `--start` on is billed by its size; this one, by the batch's days).
    */
   private readonly storedSpans = new Map<string, { fromMs: number; toMs: number }>();
-  /** Book mode: projects whose owed parents were read at least once this run. */
+  /** Book mode: projects whose owed events were read at least once this run. */
   private readonly listed = new Set<string>();
   private readonly refilling = new Map<string, Promise<void>>();
   /** Book mode: the warehouse could not say what is owed; the drain fails with it. */
@@ -149,22 +149,22 @@ export class TraceQueue {
   /** Book mode: units taken and not yet completed, per project (the progress's backlog counts them). */
   private readonly taken = new Map<string, number>();
   /**
-   * Book mode: projects whose owed parents the buffer holds in full (a listing shorter than its
+   * Book mode: projects whose owed events the buffer holds in full (a listing shorter than its
    * page, and the batches stored since read into it): what is still owed is the buffer and the
    * units taken, without counting the table again.
    */
   private readonly listedInFull = new Set<string>();
   /**
-   * Book mode: the mark of the project's last listing that held every owed parent (its start), kept
+   * Book mode: the mark of the project's last listing that held every owed event (its start), kept
    * in state (`owed-listed:<resource>`) once the drain ends with none left (`owedCount`).
    */
   private readonly listing = new Map<string, OwedMark>();
   /**
-   * Book mode: parents read and booked by this run, per project: a listing that began before their
+   * Book mode: events read and booked by this run, per project: a listing that began before their
    * read committed still names them, and they are not read twice.
    */
   private readonly booked = new Map<string, Set<string>>();
-  /** The earliest mark of the parent's streams when the run began: parents stored before it were counted then. */
+  /** The earliest mark of the event's streams when the run began: events stored before it were counted then. */
   private readonly countedBeforeMs: number;
 
   constructor(
@@ -172,14 +172,14 @@ export class TraceQueue {
     private readonly state: StateStore,
     private readonly clock: Clock,
   ) {
-    this.section = traceSectionName(options.child);
+    this.section = traceSectionName(options.traces);
     this.parentsDoneAtMs = clock.now();
     this.countedBeforeMs = this.firstMarkMs();
   }
 
-  /** Whether the owed parents are derived from the warehouse's book (else: the state section's queue). */
+  /** Whether the owed events are derived from the warehouse's book (else: the state section's queue). */
   get usesBook(): boolean {
-    return this.options.book !== undefined && this.options.parent !== undefined;
+    return this.options.book !== undefined && this.options.events !== undefined;
   }
 
   parentStarted(): void {
@@ -192,40 +192,40 @@ export class TraceQueue {
     this.wake();
   }
 
-  /** When every parent walk of the run has ended (`undefined` while one runs). */
+  /** When every events walk of the run has ended (`undefined` while one runs). */
   parentsDoneAt(): number | undefined {
     return this.parentsRunning > 0 ? undefined : this.parentsDoneAtMs;
   }
 
   /**
-   * Enqueue the children of a stored batch of parent rows (those selected and not yet queued or
+   * Enqueue the traces of a stored batch of event rows (those selected and not yet queued or
    * done), written through `state`: the batch the rows commit with, or the store.
    */
   async enqueue(rows: readonly Row[], state: StateWriter = this.state): Promise<void> {
-    const parent = this.options.parent;
-    if (parent === undefined) return;
-    if (this.usesBook) return this.enqueueBooked(rows, parent, state);
+    const events = this.options.events;
+    if (events === undefined) return;
+    if (this.usesBook) return this.enqueueBooked(rows, events, state);
     const fresh = new Map<string, Map<string, number>>();
     const current = this.units();
     const shownAts: number[] = [];
     for (const row of rows) {
-      const shown = showsTraces(row, this.options.child.perParent?.shownBy ?? []);
+      const shown = showsTraces(row, this.options.traces.perParent?.shownBy ?? []);
       if (this.options.selection === 'traced' && !shown) continue;
       const project = String(row[PROJECT_COLUMN]);
-      const id = String(row[parent.key]);
+      const id = String(row[events.key]);
       const known = current[project];
       if (known !== undefined && (id in known.pending || id in known.done || id in (known.recheck ?? {}))) continue;
-      const at = Date.parse(String(row[parent.cursorField ?? '']));
+      const at = Date.parse(String(row[events.cursorField ?? '']));
       const forProject = fresh.get(project) ?? new Map<string, number>();
       fresh.set(project, forProject);
       forProject.set(id, Number.isNaN(at) ? 0 : at);
       if (shown && !Number.isNaN(at)) shownAts.push(at);
     }
     if (fresh.size === 0) return;
-    // Counted per parent day: whether per-parent reads can keep up, and what `traced` would save (load.ts).
+    // Counted per event day: whether per-event reads can keep up, and what `traced` would save (load.ts).
     const ats = [...fresh.values()].flatMap((ids) => [...ids.values()]);
     const nowMs = this.clock.now();
-    await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
+    await state.updateSection<LoadSection>(traceLoadSection(this.options.traces), (load) =>
       addToLoad(load, ats, shownAts, nowMs),
     );
     await state.updateSection<TraceSection>(this.section, (section = {}) => withQueued(section, fresh));
@@ -237,21 +237,21 @@ export class TraceQueue {
   }
 
   /**
-   * Book mode: the stored parents are in the warehouse, so they are owed there; the drains of their
-   * projects list the owed parents again once the batch is durable. Only the load is counted here
-   * (parents at or after the stream's mark when the run began: those are new to the warehouse).
+   * Book mode: the stored events are in the warehouse, so they are owed there; the drains of their
+   * projects list the owed events again once the batch is durable. Only the load is counted here
+   * (events at or after the stream's mark when the run began: those are new to the warehouse).
    */
-  private async enqueueBooked(rows: readonly Row[], parent: ResourceDefinition, state: StateWriter): Promise<void> {
+  private async enqueueBooked(rows: readonly Row[], events: ResourceDefinition, state: StateWriter): Promise<void> {
     const ats: number[] = [];
     const shownAts: number[] = [];
     const projects = new Set<string>();
     const spans = new Map<string, { fromMs: number; toMs: number }>();
     for (const row of rows) {
-      const shown = showsTraces(row, this.options.child.perParent?.shownBy ?? []);
+      const shown = showsTraces(row, this.options.traces.perParent?.shownBy ?? []);
       if (this.options.selection === 'traced' && !shown) continue;
       const project = String(row[PROJECT_COLUMN]);
       projects.add(project);
-      const at = Date.parse(String(row[parent.cursorField ?? '']));
+      const at = Date.parse(String(row[events.cursorField ?? '']));
       if (Number.isNaN(at)) spans.set(project, { fromMs: Number.NEGATIVE_INFINITY, toMs: Number.POSITIVE_INFINITY });
       else {
         const span = spans.get(project);
@@ -264,7 +264,7 @@ export class TraceQueue {
     if (projects.size === 0) return;
     if (ats.length > 0) {
       const nowMs = this.clock.now();
-      await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
+      await state.updateSection<LoadSection>(traceLoadSection(this.options.traces), (load) =>
         addToLoad(load, ats, shownAts, nowMs),
       );
     }
@@ -285,8 +285,8 @@ export class TraceQueue {
   }
 
   /**
-   * The drain's next units of a project: up to `n`, newest parent first, none in flight; `'wait'`
-   * while the owed parents are being read from the warehouse (book mode), `[]` when none is owed now.
+   * The drain's next units of a project: up to `n`, newest event first, none in flight; `'wait'`
+   * while the owed events are being read from the warehouse (book mode), `[]` when none is owed now.
    */
   next(project: string, n: number, inFlight: ReadonlySet<string>): TraceUnit[] | 'wait' {
     if (!this.usesBook) return this.take(project, n, inFlight);
@@ -307,20 +307,20 @@ export class TraceQueue {
   }
 
   /**
-   * Read the project's owed parents from the warehouse into the buffer (in the background; wakes
-   * the drain): all of them (the buffer replaced), or, `stored`, those among the parent instants
+   * Read the project's owed events from the warehouse into the buffer (in the background; wakes
+   * the drain): all of them (the buffer replaced), or, `stored`, those among the event instants
    * stored since it was listed (added to the buffer).
    */
   private refill(project: string, inFlight: ReadonlySet<string>, stored = false): void {
     const book = this.options.book as KeepsTraceBook;
-    const parent = this.options.parent as ResourceDefinition;
+    const events = this.options.events as ResourceDefinition;
     const span = this.storedSpans.get(project);
     this.storedSpans.delete(project);
     if (!stored) this.stale.delete(project);
     this.listed.add(project);
     const limit = OWED_PAGE + inFlight.size;
     const startedAt = this.clock.now();
-    const query = owedQuery(this.options.child, parent, this.queryOptions(), startedAt);
+    const query = owedQuery(this.options.traces, events, this.queryOptions(), startedAt);
     // After a complete listing the destination may read only what changed since (BigQuery).
     const mark = stored ? undefined : this.marks()[project];
     const full = mark === undefined || startedAt - mark.fullAtMs >= OWED_FULL_EVERY_MS;
@@ -370,20 +370,20 @@ export class TraceQueue {
   }
 
   /**
-   * Parents of a project still owed: the queue's pending, or in book mode what the buffer and the
+   * Events of a project still owed: the queue's pending, or in book mode what the buffer and the
    * units in flight hold when it holds them all (nothing stale or still to be read), else the
-   * warehouse's count (on BigQuery a query billed by the parent table's size: asked only then).
+   * warehouse's count (on BigQuery a query billed by the events table's size: asked only then).
    */
   async owedCount(project: string): Promise<number> {
     if (!this.usesBook) return this.pendingCount(project);
     if (this.failure === undefined && this.heldInFull(project)) {
       const left = (this.buffer.get(project)?.size ?? 0) + (this.taken.get(project) ?? 0);
-      // Drained dry: every parent owed at the listing's start is booked (a chunk's reads count as
+      // Drained dry: every event owed at the listing's start is booked (a chunk's reads count as
       // taken until its commit is durable), so the next listing may read only what changed since.
       const listing = this.listing.get(project);
       if (left === 0 && listing !== undefined) {
         this.listing.delete(project);
-        await this.state.updateSection<OwedMarks>(owedMarkSectionName(this.options.child), (marks = {}) => ({
+        await this.state.updateSection<OwedMarks>(owedMarkSectionName(this.options.traces), (marks = {}) => ({
           ...marks,
           [project]: listing,
         }));
@@ -392,15 +392,15 @@ export class TraceQueue {
     }
     const book = this.options.book as KeepsTraceBook;
     const query = owedQuery(
-      this.options.child,
-      this.options.parent as ResourceDefinition,
+      this.options.traces,
+      this.options.events as ResourceDefinition,
       this.queryOptions(),
       this.clock.now(),
     );
     return (await book.countOwedTraces(query))[project] ?? 0;
   }
 
-  /** Whether the buffer (and the units taken) hold every owed parent of `project` now. */
+  /** Whether the buffer (and the units taken) hold every owed event of `project` now. */
   private heldInFull(project: string): boolean {
     return (
       this.listedInFull.has(project) &&
@@ -426,7 +426,7 @@ export class TraceQueue {
     report(pending);
   }
 
-  /** Up to `n` pending units of a project (and rechecks now due), oldest parent first, skipping those in flight. */
+  /** Up to `n` pending units of a project (and rechecks now due), oldest event first, skipping those in flight. */
   take(project: string, n: number, inFlight: ReadonlySet<string>): { readonly id: string; readonly at: number }[] {
     const units = this.units()[project];
     const dueBefore = this.clock.now() - (this.options.settleMs ?? 0);
@@ -442,7 +442,7 @@ export class TraceQueue {
     return Object.keys(this.units()[project]?.pending ?? {}).length;
   }
 
-  /** Whether a unit whose answer was empty is asked again later: its parent is younger than `settle`. */
+  /** Whether a unit whose answer was empty is asked again later: its event is younger than `settle`. */
   recheckLater(unit: { readonly at: number }): boolean {
     const settleMs = this.options.settleMs ?? 0;
     return settleMs > 0 && unit.at > this.clock.now() - settleMs;
@@ -457,16 +457,16 @@ export class TraceQueue {
     units: readonly { readonly id: string; readonly at: number }[],
     later: ReadonlySet<string> = new Set(),
     state: StateWriter = this.state,
-    /** Children each unit answered (book mode: booked with the read). */
-    children: ReadonlyMap<string, number> = new Map(),
+    /** Traces each unit answered (book mode: booked with the read). */
+    answered: ReadonlyMap<string, number> = new Map(),
   ): Promise<void> {
-    if (this.usesBook) return this.completeBooked(project, units, later, state, children);
+    if (this.usesBook) return this.completeBooked(project, units, later, state, answered);
     const horizonMs = this.horizonMs();
     if (later.size > 0) {
-      // A recheck is one more request for its parent: counted in the daily load like a queued one.
+      // A recheck is one more request for its event: counted in the daily load like a queued one.
       const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
       const nowMs = this.clock.now();
-      await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
+      await state.updateSection<LoadSection>(traceLoadSection(this.options.traces), (load) =>
         addToLoad(load, laterAts, [], nowMs),
       );
     }
@@ -483,22 +483,22 @@ export class TraceQueue {
     units: readonly TraceUnit[],
     later: ReadonlySet<string>,
     state: StateWriter,
-    children: ReadonlyMap<string, number>,
+    answered: ReadonlyMap<string, number>,
   ): Promise<void> {
     const nowMs = this.clock.now();
     const readAt = new Date(nowMs).toISOString();
     const reads: TraceRead[] = units.map((u) => ({
-      resource: this.options.child.name,
+      resource: this.options.traces.name,
       projectId: project,
       eventId: u.id,
       eventAt: new Date(u.at).toISOString(),
-      children: children.get(u.id) ?? 0,
+      traces: answered.get(u.id) ?? 0,
       readAt,
     }));
     if (later.size > 0) {
-      // A recheck is one more request for its parent: counted in the daily load like a queued one.
+      // A recheck is one more request for its event: counted in the daily load like a queued one.
       const laterAts = units.filter((u) => later.has(u.id)).map((u) => u.at);
-      await state.updateSection<LoadSection>(traceLoadSection(this.options.child), (load) =>
+      await state.updateSection<LoadSection>(traceLoadSection(this.options.traces), (load) =>
         addToLoad(load, laterAts, [], nowMs),
       );
     }
@@ -512,7 +512,7 @@ export class TraceQueue {
     });
   }
 
-  /** Resolves at the next enqueue or parent end. */
+  /** Resolves at the next enqueue or event end. */
   changed(): Promise<void> {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
@@ -529,12 +529,12 @@ export class TraceQueue {
 
   /** The owed listings' marks, per project (`owed-listed:<resource>`). */
   private marks(): OwedMarks {
-    return (this.state.document.sections[owedMarkSectionName(this.options.child)] ?? {}) as OwedMarks;
+    return (this.state.document.sections[owedMarkSectionName(this.options.traces)] ?? {}) as OwedMarks;
   }
 
-  /** The earliest mark of the parent's streams (−∞ when one has none: a first sync counts every parent). */
+  /** The earliest mark of the event's streams (−∞ when one has none: a first sync counts every event). */
   private firstMarkMs(): number {
-    const prefix = `${this.options.child.perParent?.parent ?? ''}:`;
+    const prefix = `${this.options.traces.perParent?.parent ?? ''}:`;
     let first = Number.POSITIVE_INFINITY;
     for (const [key, st] of Object.entries(this.state.document.streams)) {
       if (!key.startsWith(prefix)) continue;
@@ -544,10 +544,10 @@ export class TraceQueue {
     return first === Number.POSITIVE_INFINITY ? Number.NEGATIVE_INFINITY : first;
   }
 
-  /** The oldest parent instant any parent stream re-reads: its settle mark, or its mark − lookback. */
+  /** The oldest event instant any events stream re-reads: its settle mark, or its mark − lookback. */
   private horizonMs(): number {
     let horizon = Number.POSITIVE_INFINITY;
-    const prefix = `${this.options.child.perParent?.parent ?? ''}:`;
+    const prefix = `${this.options.traces.perParent?.parent ?? ''}:`;
     for (const [key, st] of Object.entries(this.state.document.streams)) {
       if (!key.startsWith(prefix)) continue;
       if (st.mark === undefined) return Number.NEGATIVE_INFINITY; // a first sync is under way: keep all
@@ -559,5 +559,5 @@ export class TraceQueue {
   }
 }
 
-/** Chunks of per-parent reads at once, at most, when the caller gives no bound. */
+/** Chunks of per-event reads at once, at most, when the caller gives no bound. */
 export const DEFAULT_TRACE_CONCURRENCY = 8;

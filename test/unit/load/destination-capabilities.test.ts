@@ -19,12 +19,12 @@ describe('destination capabilities, checked once', () => {
     try {
       expect(offered(duckdb)).toEqual([
         'byProject',
-        'traceBook',
         'deletions',
         'drop',
         'publish',
         'refresh',
         'state',
+        'traceBook',
         'views',
         'windows',
       ]);
@@ -48,12 +48,12 @@ describe('destination capabilities, checked once', () => {
     expect(offered(bigquery)).toEqual([
       'billing',
       'byProject',
-      'traceBook',
       'deletions',
       'drop',
       'leases',
       'refresh',
       'state',
+      'traceBook',
       'views',
       'windows',
     ]);

@@ -138,7 +138,7 @@ describe('the commit as data', () => {
 
   it('of one key, one commit in flight: the next waits before it reaches the destination, then carries every change of the first, across keys', async () => {
     const { state, warehouse } = await open();
-    // A parent batch: its checkpoint and the children it enqueued, one commit.
+    // An events batch: its checkpoint and the traces it enqueued, one commit.
     const parent = batch(state, warehouse, 'parent', async (w) => {
       await w.updateSection<Queue>('queue', (q = {}) => ({ ...q, p1: 'owed' }));
       await w.updateStream('events:*', () => ({ mark: 'after p1' }));

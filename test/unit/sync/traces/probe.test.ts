@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { AuthError, FatalApiError, RetriableError } from '../../../../src/core/errors.js';
 import { probeVerdict } from '../../../../src/sync/traces/probe.js';
 
-/** The traces probe's verdict on each kind of answer (children-probe.ts). */
+/** The traces probe's verdict on each kind of answer (src/sync/traces/probe.ts). */
 describe('probeVerdict', () => {
   it('a refused project scope (403, as a first `*` run probing with no header gets) reads per event for this run only', () => {
     expect(probeVerdict('/v1/traces', 'event_id', { error: new AuthError('project refused', 403) })).toEqual({

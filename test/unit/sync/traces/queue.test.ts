@@ -43,11 +43,7 @@ describe('showsTraces', () => {
 describe('TraceQueue (the per-event traces backlog in state)', () => {
   it('queues the selected events of a stored batch once, hands them out oldest first, and survives a reopen', async () => {
     const { state, path } = await openState();
-    const queue = new TraceQueue(
-      { child: traces, parent: events, selection: 'traced', lookbackMs: 0 },
-      state,
-      systemClock,
-    );
+    const queue = new TraceQueue({ traces, events, selection: 'traced', lookbackMs: 0 }, state, systemClock);
     await queue.enqueue([
       event('e2', '2026-01-01T00:00:02Z', { model: 'm' }),
       event('e1', '2026-01-01T00:00:01Z', { tool_calls: '[1]' }),
@@ -66,11 +62,7 @@ describe('TraceQueue (the per-event traces backlog in state)', () => {
 
   it('selection "all" queues every event', async () => {
     const { state } = await openState();
-    const queue = new TraceQueue(
-      { child: traces, parent: events, selection: 'all', lookbackMs: 0 },
-      state,
-      systemClock,
-    );
+    const queue = new TraceQueue({ traces, events, selection: 'all', lookbackMs: 0 }, state, systemClock);
     await queue.enqueue([event('a', '2026-01-01T00:00:00Z'), event('b', '2026-01-01T00:00:01Z')]);
     expect(queue.pendingCount('default')).toBe(2);
     await state.close();
@@ -78,11 +70,7 @@ describe('TraceQueue (the per-event traces backlog in state)', () => {
 
   it('a done event is not queued again when its window is re-read, until it falls behind every re-read horizon', async () => {
     const { state } = await openState();
-    const queue = new TraceQueue(
-      { child: traces, parent: events, selection: 'all', lookbackMs: 60_000 },
-      state,
-      systemClock,
-    );
+    const queue = new TraceQueue({ traces, events, selection: 'all', lookbackMs: 60_000 }, state, systemClock);
     await state.updateStream('events:default', () => ({
       mark: '2026-01-01T01:00:00.000Z',
       settled: '2026-01-01T00:30:00.000Z',
@@ -100,11 +88,7 @@ describe('TraceQueue (the per-event traces backlog in state)', () => {
 
   it('a drain waits while parents run and knows when they ended', async () => {
     const { state } = await openState();
-    const queue = new TraceQueue(
-      { child: traces, parent: events, selection: 'all', lookbackMs: 0 },
-      state,
-      systemClock,
-    );
+    const queue = new TraceQueue({ traces, events, selection: 'all', lookbackMs: 0 }, state, systemClock);
     queue.parentStarted();
     expect(queue.parentsDoneAt()).toBeUndefined();
     const woke = queue.changed();
