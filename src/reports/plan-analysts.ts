@@ -56,9 +56,25 @@ export interface AnalystPlanInput {
   readonly startMs?: number;
 }
 
+/** What the analyst streams' plan reads of the state: when each saved search and aggregate last read up to. */
+export interface AnalystMarks {
+  /** Each saved search's mark, by `<search>|<project>`. */
+  readonly searches: Readonly<Record<string, SearchMark>>;
+  /** When each aggregate was last refreshed, by `aggregatesKey`. */
+  readonly aggregates: Readonly<Record<string, string>>;
+}
+
+/** The analyst marks of a state document. */
+export function analystMarksOf(doc: Pick<StateDocument, 'sections'>): AnalystMarks {
+  return {
+    searches: (doc.sections[SEARCH_SECTION] ?? {}) as Readonly<Record<string, SearchMark>>,
+    aggregates: (doc.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>,
+  };
+}
+
 export function planAnalysts(
   input: AnalystPlanInput,
-  state: StateDocument,
+  state: { readonly projects: readonly string[]; readonly analysts: AnalystMarks },
   runStartMs: number,
   limits: RateLimits,
 ): AnalystPlanRow[] {
@@ -74,7 +90,7 @@ export function planAnalysts(
     windows: [],
     unknown: `${endpoint} is read one project at a time and no project is known yet (pass --project-ids, or run a sync first)`,
   });
-  const searchMarks = (state.sections[SEARCH_SECTION] ?? {}) as Readonly<Record<string, SearchMark>>;
+  const searchMarks = state.analysts.searches;
   for (const search of searches) {
     if (scopes.length === 0) rows.push(noProject(SEARCH_RESULTS_TABLE, SEARCH_PATH));
     for (const scope of scopes) {
@@ -97,7 +113,7 @@ export function planAnalysts(
   if (input.aggregates === true) {
     if (scopes.length === 0)
       rows.push(noProject(EVENT_COUNTS_TABLE, TIMESERIES_PATH), noProject(EVENT_FACETS_TABLE, FACETS_PATH));
-    const refreshed = (state.sections[AGGREGATES_SECTION] ?? {}) as Readonly<Record<string, string>>;
+    const refreshed = state.analysts.aggregates;
     for (const scope of scopes) {
       const project = scope.fallbackProjectId ?? 'default';
       const counts = countsRange(refreshed[aggregatesKey(project, interval)], runStartMs, input.startMs, interval);

@@ -37,7 +37,8 @@ export function planReconcile(
     readonly lookbackMs: number;
     readonly startMs?: number;
   },
-  state: StateDocument,
+  /** The state as a plan reads it: the projects known and each stream's marks. */
+  state: Pick<StateDocument, 'projects' | 'streams'>,
   runStartMs: number,
 ): ReconcilePlan {
   if (options.mode === 'off')

@@ -6,15 +6,15 @@ import { sliceWindows, type TimeWindow } from '../extract/windows.js';
 import type { RateLimits } from '../http/scheduler/budget.js';
 import { newCallStats, type CallContext } from '../http/client.js';
 import { minimumSeconds } from '../http/scheduler/floor.js';
-import { readLedger, streamLedger } from '../state/books/ledger.js';
+import { readLedger, streamLedger, type BackfillLedger } from '../state/books/ledger.js';
 import { streamKey, type StateDocument } from '../state/store.js';
 import type { ProgressPlan, ResourcePlan } from './progress.js';
 import { initialScopes, type ScopeOptions } from '../sync/scopes.js';
 import type { RunServices, SyncSettings } from '../sync/context.js';
 import { traceBacklog } from '../sync/traces/queue.js';
 import { readsByParent } from '../sync/traces/probe.js';
-import { traceLoad, deficitLine, tracedSavingLine } from '../sync/traces/load.js';
-import { planAnalysts, type AnalystPlanInput } from './plan-analysts.js';
+import { traceLoad, deficitLine, tracedSavingLine, type TraceLoad } from '../sync/traces/load.js';
+import { analystMarksOf, planAnalysts, type AnalystMarks, type AnalystPlanInput } from './plan-analysts.js';
 import { planReconcile, type ReconcilePlan } from './plan-reconcile.js';
 import type { ReconcileMode } from '../core/reconcile-mode.js';
 import { ledgerUnits } from '../state/books/ledger.js';
@@ -85,12 +85,46 @@ export interface Plan {
 }
 
 /**
- * What a plan reads with: the run's client, clock and logger (`RunServices`), the state as a
- * document (a plan takes no lease: it reads the file as it is), the configured limits.
+ * What a plan reads of the state, and nothing more (a plan takes no lease and writes nothing: it
+ * reads the file or table as it is): `planStateOf` reads it from a state document.
+ */
+export interface PlanState {
+  /** The projects known so far. */
+  readonly projects: readonly string[];
+  /** Each stream's marks and checkpoints, by `streamKey`. */
+  readonly streams: StateDocument['streams'];
+  /** The backfill ledger: the windows done, and those under way with their checkpoints (a backfill's plan reads it). */
+  ledger(): BackfillLedger;
+  /** The saved searches' and aggregates' marks. */
+  readonly analysts: AnalystMarks;
+  /** Whether the server reads `resource` one event at a time, as its probe learned (`undefined`: not yet learned). */
+  readsByEvent(resource: ResourceDefinition): boolean | undefined;
+  /** Events pending per project in the state's trace queue (where the warehouse's book says nothing). */
+  queuedTraces(resource: ResourceDefinition): Readonly<Record<string, number>>;
+  /** The daily load of a per-event resource against its endpoint's limit (`undefined`: nothing counted). */
+  traceLoad(resource: ResourceDefinition, limits: RateLimits, nowMs: number): TraceLoad | undefined;
+}
+
+/** What a plan reads of `doc` (`PlanState`). */
+export function planStateOf(doc: StateDocument): PlanState {
+  return {
+    projects: doc.projects,
+    streams: doc.streams,
+    ledger: () => readLedger(doc),
+    analysts: analystMarksOf(doc),
+    readsByEvent: (resource) => readsByParent(doc, resource),
+    queuedTraces: (resource) => traceBacklog(doc, resource).pending,
+    traceLoad: (resource, limits, nowMs) => traceLoad(doc, resource, limits, nowMs),
+  };
+}
+
+/**
+ * What a plan reads with: the run's client, clock and logger (`RunServices`), what it reads of the
+ * state (`PlanState`), the configured limits.
  */
 export interface PlanDeps extends Pick<RunServices, 'client' | 'clock' | 'logger'> {
-  /** The state file as read (no lock taken): marks, checkpoints, ledger, known projects. */
-  readonly state: StateDocument;
+  /** The state as read (no lock taken): marks, checkpoints, ledger, known projects, the per-event backlog. */
+  readonly state: PlanState;
   readonly limits: RateLimits;
   /** Count requests in flight at once (the scheduler paces them). @default 8 */
   readonly concurrency?: number;
@@ -128,7 +162,7 @@ interface Target {
 /** Plan a backfill of [from, to): the windows the ledger has done are skipped, as the backfill will. */
 export async function planBackfill(options: BackfillPlanOptions, deps: PlanDeps): Promise<Plan> {
   const windows = sliceWindows(options.fromMs, options.toMs, options.windowMs);
-  const ledger = readLedger(deps.state);
+  const ledger = deps.state.ledger();
   return build(
     'backfill',
     options,
@@ -280,7 +314,7 @@ function planTargets(
       });
       continue;
     }
-    const byParent = resource.perParent !== undefined && readsByParent(deps.state, resource) === true;
+    const byParent = resource.perParent !== undefined && deps.state.readsByEvent(resource) === true;
     if (!byParent) {
       for (const scope of scopes)
         targets.push({ resource, scope, windows: resource.mode === 'full' ? [] : windowsOf(resource, scope) });
@@ -288,7 +322,7 @@ function planTargets(
     }
     // Per-event traces: one request per owed parent record (the warehouse's book, else the state queue).
     const fromBook = deps.owed?.[resource.name];
-    const pending = fromBook ?? traceBacklog(deps.state, resource).pending;
+    const pending = fromBook ?? deps.state.queuedTraces(resource);
     for (const scope of scopes) {
       const requests = pending[scope.fallbackProjectId ?? scope.key] ?? 0;
       unknownRows.push({
@@ -313,7 +347,7 @@ function planTargets(
               )} ${resource.perParent?.parent ?? 'parent'} records of the warehouse that owe their ${resource.name}, drained in at least ${Math.ceil(Object.values(fromBook).reduce((a, b) => a + b, 0) / deps.limits.maxRpm)} min at ${deps.limits.maxRpm}/min; `) +
         `the sync adds one per new record it selects (--traces)`,
     );
-    const load = traceLoad(deps.state, resource, deps.limits, deps.clock.now());
+    const load = deps.state.traceLoad(resource, deps.limits, deps.clock.now());
     for (const line of [tracedSavingLine(resource, load), deficitLine(resource, load, deps.limits)])
       if (line !== undefined) notes.push(line);
   }

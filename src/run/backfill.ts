@@ -6,7 +6,7 @@ import { summaryLines } from '../reports/repeats.js';
 import { RESOURCES } from '../../connectors/index.js';
 import { billingJson, billingLine } from './billing.js';
 import { runJson, runSettings } from '../reports/run-json.js';
-import { planBackfill } from '../reports/plan.js';
+import { planBackfill, planStateOf } from '../reports/plan.js';
 import { backfillProgressHooks } from './runtime.js';
 import type { RunContext } from './context.js';
 import { logStreams, streamsEnd, type RunOutcome } from './writing.js';
@@ -30,7 +30,7 @@ export async function backfillStep(run: RunContext<BackfillConfig>): Promise<Run
   };
   // One count request per window of the resources that have one.
   const plan = await run.plan('the backfill', () =>
-    planBackfill(options, { client, state: state.document, clock, logger, limits: config.limits }),
+    planBackfill(options, { client, state: planStateOf(state.document), clock, logger, limits: config.limits }),
   );
   if (plan !== undefined)
     logger.info({ requests: plan.requestsByEndpoint, minimumSeconds: Math.round(plan.minimumSeconds) }, 'plan');

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import type { SyncConfig } from '../config/index.js';
 import { RESOURCES } from '../../connectors/index.js';
-import { planSync } from '../reports/plan.js';
+import { planStateOf, planSync } from '../reports/plan.js';
 import { traceLoad, deficitLine } from '../sync/traces/load.js';
 import { backlogForecasts } from '../reports/status.js';
 import { forecastLine, spoken, type BacklogForecast } from '../reports/freshness.js';
@@ -46,7 +46,7 @@ export async function syncStep(run: RunContext<SyncConfig>): Promise<RunOutcome>
   const { state: runState, destination: runDestination } = await run.walkTarget();
   // One count request per stream that has a count endpoint.
   await run.plan('the run', () =>
-    planSync(config, { client, state: runState.document, clock, logger, limits: config.limits }),
+    planSync(config, { client, state: planStateOf(runState.document), clock, logger, limits: config.limits }),
   );
   // Where each stream's windows start this run: the range the reconcile step checks.
   const stateBefore = runState.document;

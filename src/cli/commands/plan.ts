@@ -1,5 +1,5 @@
 import type { PlanConfig } from '../../config/index.js';
-import { planBackfill, planSync, type Plan } from '../../reports/plan.js';
+import { planBackfill, planStateOf, planSync, type Plan } from '../../reports/plan.js';
 import { readStateDocument } from '../../run/state-home.js';
 import { createRuntime } from '../../run/runtime.js';
 import type { CommandIo } from '../../run/io.js';
@@ -43,7 +43,14 @@ async function planOf(config: PlanConfig, io: CommandIo): Promise<Plan> {
   try {
     const state = await readStateDocument(config, logger);
     const owed = await owedOf(config, state, clock.now());
-    const deps = { client, state, clock, logger, limits: config.limits, ...(owed === undefined ? {} : { owed }) };
+    const deps = {
+      client,
+      state: planStateOf(state),
+      clock,
+      logger,
+      limits: config.limits,
+      ...(owed === undefined ? {} : { owed }),
+    };
     const scope = { resources: config.resources, project: config.project, projectIds: config.projectIds };
     return config.range === undefined
       ? await planSync(
