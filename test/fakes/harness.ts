@@ -55,6 +55,15 @@ const FAST_RETRY: Partial<RetryOptions> = { maxAttempts: 8, backoff: { baseMs: 5
 export const dbPathOf = (dir: string): string => join(dir, 'warehouse.duckdb');
 export const statePathOf = (dir: string): string => join(dir, 'state.json');
 
+/** A CLI run's flags for the warehouse and state files of `dir` (as the harness lays them out), logging errors only. */
+export const storageFlags = (dir: string): string[] => [
+  '--duckdb-path',
+  dbPathOf(dir),
+  '--state',
+  statePathOf(dir),
+  '--log-level',
+  'error',
+];
 /** Where a harness run reads and writes; unset fields take the test defaults. */
 export interface PipelineTarget {
   readonly baseUrl: string;

@@ -6,7 +6,7 @@ import { traces } from '../../connectors/traces.js';
 import { readsByParent } from '../../src/sync/traces/probe.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf, syncOnce } from '../fakes/harness.js';
+import { expectTableMatches, readTable, statePathOf, storageFlags, syncOnce } from '../fakes/harness.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 
 /**
@@ -172,16 +172,7 @@ describe('per-event traces are exact on servers that differ from our assumptions
       },
     };
     writeFileSync(statePathOf(d), `${JSON.stringify(doc)}\n`);
-    const storage = [
-      '--resources',
-      'events,traces',
-      '--duckdb-path',
-      dbPathOf(d),
-      '--state',
-      statePathOf(d),
-      '--log-level',
-      'error',
-    ];
+    const storage = ['--resources', 'events,traces', ...storageFlags(d)];
     // 40 per-event reads need not wait a second at 40 a second; the daily figures come from the 400 a minute.
     const sync = await runCli(emu, ['sync', ...storage, '--max-rps', '1000']);
     expect(sync.code, sync.stderr).toBe(0);

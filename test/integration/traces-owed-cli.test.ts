@@ -4,7 +4,7 @@ import { workingPathForReading } from '../../src/publish/layout.js';
 import { owedMarkSectionName } from '../../src/state/books/traces.js';
 import { StateStore } from '../../src/state/store.js';
 import { runCli } from '../fakes/cli.js';
-import { dbPathOf, expectTableMatches, readTable, statePathOf } from '../fakes/harness.js';
+import { dbPathOf, expectTableMatches, readTable, statePathOf, storageFlags } from '../fakes/harness.js';
 import { dir } from '../fakes/lifecycle.js';
 import {
   DAY_MS,
@@ -25,18 +25,7 @@ import {
 describe('traces owed after the warehouse is changed by the CLI (real-service shape)', {
   timeout: 240_000,
 }, () => {
-  const storage = (d: string): string[] => [
-    '--duckdb-path',
-    dbPathOf(d),
-    '--state',
-    statePathOf(d),
-    '--log-level',
-    'error',
-    '--max-rps',
-    '1000',
-    '--max-rpm',
-    '100000',
-  ];
+  const storage = (d: string): string[] => [...storageFlags(d), '--max-rps', '1000', '--max-rpm', '100000'];
 
   it('reset --resources traces forgets which spans were read: the next sync reads every event again', async () => {
     const emu = await realShape(66);
