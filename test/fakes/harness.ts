@@ -20,7 +20,13 @@ import { connectApi } from '../../src/run/runtime.js';
 import { openRun } from '../../src/run/run.js';
 import { createRunStop } from '../../src/run/stop.js';
 import { openStateAndDestination, type OpensDestination, type RunOutcome } from '../../src/run/writing.js';
-import { resolveSyncConfig, type BackfillConfig, type SyncConfig, type SyncFlags } from '../../src/config/index.js';
+import {
+  resolveSyncConfig,
+  type BackfillConfig,
+  type SyncConfig,
+  type SyncFlags,
+  type VerifyConfig,
+} from '../../src/config/index.js';
 import type { StateStore } from '../../src/state/store.js';
 import type { StateDocument } from '../../src/state/document.js';
 
@@ -256,10 +262,10 @@ export async function handedWarehouse(
  * `run.backfill()`, `run.close`), with the harness's parts: the destination handed in if any, fast
  * retries, the scheduler unthrottled unless the target names limits, the test's logger, clock and stop.
  */
-export async function runInProcess<C extends 'sync' | 'backfill'>(
+export async function runInProcess<C extends 'sync' | 'backfill' | 'verify'>(
   command: C,
   target: PipelineTarget,
-  config: C extends 'sync' ? SyncConfig : BackfillConfig,
+  config: C extends 'sync' ? SyncConfig : C extends 'backfill' ? BackfillConfig : VerifyConfig,
   parts: { readonly destination?: OpensDestination; readonly signal?: AbortSignal | undefined },
 ): Promise<RunOutcome> {
   const printed: string[] = [];
@@ -280,9 +286,13 @@ export async function runInProcess<C extends 'sync' | 'backfill'>(
   const outcome =
     command === 'sync'
       ? await openRun('sync', config, io, runParts).then(async (run) => run.close(await run.sync()))
-      : await openRun('backfill', config as BackfillConfig, io, runParts).then(async (run) =>
-          run.close(await run.backfill()),
-        );
+      : command === 'backfill'
+        ? await openRun('backfill', config as BackfillConfig, io, runParts).then(async (run) =>
+            run.close(await run.backfill()),
+          )
+        : await openRun('verify', config as VerifyConfig, io, runParts).then(async (run) =>
+            run.close(await run.verifyRepair()),
+          );
   return { ...outcome, output: [...printed, ...outcome.output] };
 }
 
@@ -303,6 +313,36 @@ export async function syncRunOnce(target: HarnessSync): Promise<{ readonly code:
     target.destination === undefined ? {} : { destination: harnessDestination(target) },
   );
   return { code: outcome.code, output: [...outcome.output] };
+}
+
+/**
+ * One `verify --repair` in-process, through the run object as the command runs it (`openRun('verify')`,
+ * `run.verifyRepair()`, `close`): count the range's windows in the API and the warehouse, re-read
+ * those that differ under the run's contract, record the run. The warehouse is the test's
+ * destination, else DuckDB at `dbPathOf(dir)` itself, as `syncOnce`'s. Returns the exit code and output.
+ */
+export async function verifyRepairOnce(
+  opts: PipelineTarget & {
+    readonly resources?: readonly ResourceDefinition[];
+    readonly project?: string | undefined;
+    readonly range: { readonly fromMs: number; readonly toMs: number; readonly windowMs: number };
+    readonly concurrency?: number;
+    readonly batchRows?: number;
+  },
+): Promise<RunOutcome> {
+  const { config, destination } = await handedWarehouse(opts);
+  return runInProcess(
+    'verify',
+    opts,
+    {
+      ...config,
+      range: opts.range,
+      repair: true,
+      concurrency: opts.concurrency ?? BACKFILL_DEFAULTS.concurrency,
+      batchRows: opts.batchRows ?? config.batchRows,
+    },
+    { destination },
+  );
 }
 
 /** A sync through the harness: where it runs, and its settings (every resource and a 15-minute lookback unless set). */

@@ -4,22 +4,18 @@ import { traces } from '../../connectors/traces.js';
 import type { Emulator } from '../../emulator/index.js';
 import { PIPELINE_DEFAULTS } from '../../src/config/index.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
-import { reconcileRun } from '../../src/reconcile/step.js';
 import { owedTraces } from '../../src/reports/owed.js';
-import { repairWindows, verifyCounts } from '../../src/reconcile/verify.js';
 import { owedQuery } from '../../src/sync/traces/queue.js';
 import { backfillOnce } from '../fakes/backfill-harness.js';
 import {
-  SYNC_DEFAULTS,
   expectTableMatches,
-  runOptionsOf,
   syncEngineOnce,
   syncOnce,
+  verifyRepairOnce,
   withPipeline,
   type HarnessRun,
+  type HarnessSummary,
 } from '../fakes/harness.js';
-import { runSync, type RunSummary } from '../../src/sync/engine.js';
-import { openSyncRun } from '../../src/sync/context.js';
 import { dir, emulator } from '../fakes/lifecycle.js';
 import { DAY_MS, eventsToForget } from '../fakes/real-shape-traces.js';
 import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
@@ -102,19 +98,14 @@ function owedQueries(fake: FakeBigQuery): { readonly sql: string; readonly bytes
     .map((q) => ({ sql: q.query, bytes: fake.processed.get(q.jobId) ?? 0 }));
 }
 
-/** A sync, then reconcile's repair of its recent windows in the same run (as `query-sync sync` runs them, `run/sync.ts`). */
-function syncAndReconcile(opts: HarnessRun): Promise<RunSummary> {
-  return withPipeline(opts, 'sync', async (deps) => {
-    const before = deps.state.document;
-    const { resources, project } = runOptionsOf(opts);
-    const targets = { resources, project };
-    const settings = { ...SYNC_DEFAULTS, limits: runOptionsOf(opts).limits, lookbackMs: 15 * 60_000 };
-    const run = openSyncRun(deps, settings, { runId: 'reconcile-test' });
-    const summary = await runSync(targets, run);
-    const report = await reconcileRun({ mode: 'repair', targets, before, streams: summary.streams }, run);
-    expect(report.checked.length).toBeGreaterThan(0);
-    return summary;
-  });
+/**
+ * A sync through the run object as `query-sync sync` runs it (`syncOnce`): the walk, then
+ * reconcile's repair of its recent windows in the same run (`run/sync.ts`), which must have checked some.
+ */
+async function syncAndReconcile(opts: HarnessRun): Promise<HarnessSummary> {
+  const summary = await syncOnce(opts);
+  expect(summary.output.join('\n')).toMatch(/reconcile \(repair\): [1-9]\d* resource-project ranges? checked/);
+  return summary;
 }
 
 describe('traces owed by every event in the BigQuery dataset (real-service shape)', () => {
@@ -324,25 +315,19 @@ describe('traces owed after the dataset is changed by another writer (real-servi
       fake,
       [...old, ...recent].map((e) => String(e.id)),
     );
-    // verify --repair: count the windows, re-read those that differ (the events only).
-    const verifyOptions = {
+    // verify --repair through the run object: count the windows, re-read those that differ (the events only).
+    const verified = await verifyRepairOnce({
+      ...run,
       resources: [events],
-      fromMs: now - 40 * DAY_MS,
-      toMs: now - 2 * DAY_MS,
-      windowMs: DAY_MS,
-      project: undefined,
-      knownProjects: [],
-    };
-    await withPipeline(run, 'backfill', async (deps) => {
-      const report = await verifyCounts(verifyOptions, deps);
-      const mismatched = report.windows.filter((w) => !w.match);
-      expect(mismatched.length).toBeGreaterThan(0);
-      await repairWindows(
-        mismatched,
-        { resources: [events], runId: 'repair-test', concurrency: 2, batchRows: 500, batchBytes: 8_000_000 },
-        deps,
-      );
+      range: { fromMs: now - 40 * DAY_MS, toMs: now - 2 * DAY_MS, windowMs: DAY_MS },
+      concurrency: 2,
+      batchRows: 500,
     });
+    expect(verified.code, verified.output.join('\n')).toBe(0);
+    expect(verified.output.join('\n')).toMatch(/repair: re-reading [1-9]\d* windows?/);
+    // A writing run of its own: its row in _query_sync_runs beside the sync's.
+    const runs = await bigqueryTarget.readTable(d, '_query_sync_runs');
+    expect(runs.map((r) => r.command).sort()).toEqual(['sync', 'verify']);
     expect(fake.rows('sync', 'events').length).toBe(all.length - recent.length);
     // The spans of the repaired events are owed; the sync's reconcile repairs the recent events,
     // and the run after reads the spans still owed.
