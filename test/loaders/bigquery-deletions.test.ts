@@ -1,11 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { tableSchema } from '../../src/core/table-schema.js';
 import type { Row } from '../../src/core/types.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import type { DeletionChange } from '../../src/load/destination.js';
 import { deletionOfE2 } from '../fakes/deletions.js';
-import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
-import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
+import { closedAfterEach } from '../fixtures/bigquery/destination.js';
+import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
 /**
@@ -35,18 +35,10 @@ const span = (id: string, event: string, at: string): Row => ({
   _synced_at: '2024-05-03T00:00:00Z',
 });
 
-let dests: BigQueryDestination[] = [];
-isolateNock();
-afterEach(async () => {
-  for (const d of dests) await d.close().catch(() => undefined);
-  dests = [];
-});
+const double = closedAfterEach();
 
 async function setup(): Promise<{ fake: FakeBigQuery; dest: BigQueryDestination }> {
-  const fake = new FakeBigQuery('proj', 'US');
-  fake.install();
-  const dest = testBigQueryDestination();
-  dests.push(dest);
+  const { fake, dest } = double.open();
   await dest.write({
     table: eventsTable,
     rows: [

@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TraceRead } from '../../src/core/state-table.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import type { OwedTraces } from '../../src/load/destination-capabilities.js';
-import { capturedLogger, isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
-import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
+import { capturedLogger, closedAfterEach, type testBigQueryDestination } from '../fixtures/bigquery/destination.js';
+import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
 /**
@@ -13,12 +13,7 @@ import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
  * real client and the double, which stamps each partition its writes change.
  */
 
-let dests: BigQueryDestination[] = [];
-isolateNock();
-afterEach(async () => {
-  for (const d of dests) await d.close().catch(() => undefined);
-  dests = [];
-});
+const double = closedAfterEach();
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -57,11 +52,8 @@ const read = (id: string, eventAt: string, traces: number, readAt: string): Trac
 async function setup(
   options: Parameters<typeof testBigQueryDestination>[0] = {},
 ): Promise<{ fake: FakeBigQuery; dest: BigQueryDestination }> {
-  const fake = new FakeBigQuery('proj', 'US');
-  fake.install();
+  const { fake, dest } = double.open(options);
   fake.now = () => WRITTEN;
-  const dest = testBigQueryDestination(options);
-  dests.push(dest);
   await dest.write({
     table: eventsTable,
     rows: [

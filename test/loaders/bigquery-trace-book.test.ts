@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TraceRead, StateCommit } from '../../src/core/state-table.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import type { OwedTraces } from '../../src/load/destination-capabilities.js';
-import { isolateNock, testBigQueryDestination } from '../fixtures/bigquery/destination.js';
-import { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
+import { closedAfterEach } from '../fixtures/bigquery/destination.js';
+import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
 /**
@@ -13,12 +13,7 @@ import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
  * `--traces traced` fields, one project), newest first, and what each query is billed.
  */
 
-let dests: BigQueryDestination[] = [];
-isolateNock();
-afterEach(async () => {
-  for (const d of dests) await d.close().catch(() => undefined);
-  dests = [];
-});
+const double = closedAfterEach();
 
 const NOW = Date.parse('2024-05-03T12:00:00Z');
 const HOUR = 3_600_000;
@@ -48,10 +43,7 @@ const read = (id: string, eventAt: string, traces: number, readAt: string, proje
 });
 
 async function setup(): Promise<{ fake: FakeBigQuery; dest: BigQueryDestination }> {
-  const fake = new FakeBigQuery('proj', 'US');
-  fake.install();
-  const dest = testBigQueryDestination();
-  dests.push(dest);
+  const { fake, dest } = double.open();
   await dest.write({
     table: eventsTable,
     rows: [
