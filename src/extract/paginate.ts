@@ -7,6 +7,7 @@ import { offsetOf, recordIdentity, type ListObservation } from './list-watch.js'
 import type { TimeWindow } from './windows.js';
 
 export interface Page {
+  /** Once yielded, `paginate` reads only their count: the walk lets each go as it normalizes it (`sync/walk.ts`). */
   readonly records: readonly ApiRecord[];
   /** Cursor for the page after this one (`null` at the end). */
   readonly nextCursor: string | null;

@@ -26,6 +26,22 @@ describe('SchemaTracker.normalize', () => {
     expect(t.normalize({ id: 'x', timestamp: at, project_id: 'beta' }, undefined, at).project_id).toBe('beta');
   });
 
+  it('keeps every field of a wide record, in order (a row of many columns is copied as a fast object)', () => {
+    const t = new SchemaTracker(traces, undefined, 'run-1');
+    const fields: Record<string, unknown> = { span_id: 's1', trace_id: 't1', start_time_ns: 1795963078917384646n };
+    for (let i = 0; i < 30; i++) fields[`attr_${i}`] = i % 3 === 0 ? { n: i } : i % 3 === 1 ? `v${i}` : null;
+    const record = fields as ApiRecord;
+    const row = t.normalize(record, 'alpha', at);
+    const expected: Record<string, unknown> = { project_id: 'alpha', span_id: 's1', trace_id: 't1' };
+    expected.start_time_ns = row.start_time_ns;
+    for (let i = 0; i < 30; i++) if (i % 3 !== 2) expected[`attr_${i}`] = i % 3 === 0 ? `{"n":${i}}` : `v${i}`;
+    expected._synced_at = at;
+    expected._run_id = 'run-1';
+    expect(Object.keys(row)).toEqual(Object.keys(expected));
+    expect(row).toEqual(expected);
+    expect(Object.getPrototypeOf(row)).toBe(Object.prototype);
+  });
+
   it('adds a column for a field that first appears in a later record', () => {
     const t = new SchemaTracker(events);
     t.normalize({ id: 'a', timestamp: at }, 'p', at);
