@@ -4,7 +4,7 @@ import type { Row } from '../../src/core/types.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import type { DeletionChange } from '../../src/load/destination.js';
 import { deletionOfE2 } from '../fakes/deletions.js';
-import { closedAfterEach } from '../fixtures/bigquery/destination.js';
+import { bigQueryDoubles } from '../fixtures/bigquery/destination.js';
 import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
@@ -35,10 +35,10 @@ const span = (id: string, event: string, at: string): Row => ({
   _synced_at: '2024-05-03T00:00:00Z',
 });
 
-const double = closedAfterEach();
+const doubles = bigQueryDoubles();
 
 async function setup(): Promise<{ fake: FakeBigQuery; dest: BigQueryDestination }> {
-  const { fake, dest } = double.open();
+  const { fake, dest } = doubles.open();
   await dest.write({
     table: eventsTable,
     rows: [

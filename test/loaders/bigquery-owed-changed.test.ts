@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { TraceRead } from '../../src/core/state-table.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import type { OwedTraces } from '../../src/load/destination-capabilities.js';
-import { capturedLogger, closedAfterEach, type testBigQueryDestination } from '../fixtures/bigquery/destination.js';
+import { capturedLogger, bigQueryDoubles, type testBigQueryDestination } from '../fixtures/bigquery/destination.js';
 import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
@@ -13,7 +13,7 @@ import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
  * real client and the double, which stamps each partition its writes change.
  */
 
-const double = closedAfterEach();
+const doubles = bigQueryDoubles();
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -52,7 +52,7 @@ const read = (id: string, eventAt: string, traces: number, readAt: string): Trac
 async function setup(
   options: Parameters<typeof testBigQueryDestination>[0] = {},
 ): Promise<{ fake: FakeBigQuery; dest: BigQueryDestination }> {
-  const { fake, dest } = double.open(options);
+  const { fake, dest } = doubles.open(options);
   fake.now = () => WRITTEN;
   await dest.write({
     table: eventsTable,

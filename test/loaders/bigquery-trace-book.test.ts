@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { TraceRead, StateCommit } from '../../src/core/state-table.js';
 import type { BigQueryDestination } from '../../src/load/bigquery/destination.js';
 import type { OwedTraces } from '../../src/load/destination-capabilities.js';
-import { closedAfterEach } from '../fixtures/bigquery/destination.js';
+import { bigQueryDoubles } from '../fixtures/bigquery/destination.js';
 import type { FakeBigQuery } from '../fixtures/bigquery/fake-bigquery.js';
 import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
 
@@ -13,7 +13,7 @@ import { eventRow, eventsTable } from '../fixtures/bigquery/tables.js';
  * `--traces traced` fields, one project), newest first, and what each query is billed.
  */
 
-const double = closedAfterEach();
+const doubles = bigQueryDoubles();
 
 const NOW = Date.parse('2024-05-03T12:00:00Z');
 const HOUR = 3_600_000;
@@ -43,7 +43,7 @@ const read = (id: string, eventAt: string, traces: number, readAt: string, proje
 });
 
 async function setup(): Promise<{ fake: FakeBigQuery; dest: BigQueryDestination }> {
-  const { fake, dest } = double.open();
+  const { fake, dest } = doubles.open();
   await dest.write({
     table: eventsTable,
     rows: [
